@@ -1,0 +1,67 @@
+// Package sharder walks a source tree in parallel and cuts what it finds into
+// balanced batches while the walk is still running.
+//
+// A batch holds regular files only; directories, symlinks and the second and
+// later names of hard-linked files are handed to the caller separately
+// (Options.Deferred), because the receiver must create them after all file
+// data has landed (symlinks, hard links) or apply their metadata last
+// (directories). Batches are balanced by a cost of bytes plus a per-file
+// overhead, so that K streams pulling from one queue finish together.
+package sharder
+
+import (
+	"io/fs"
+	"time"
+)
+
+// Kind is the type of a tree entry as the wire carries it.
+type Kind uint8
+
+const (
+	KindFile     Kind = 1 // regular file, with content
+	KindDir      Kind = 2 // directory
+	KindSymlink  Kind = 3 // symbolic link; Link is its target, verbatim
+	KindHardlink Kind = 4 // another name of a regular file; Link is the first name's Path
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindFile:
+		return "file"
+	case KindDir:
+		return "dir"
+	case KindSymlink:
+		return "symlink"
+	case KindHardlink:
+		return "hardlink"
+	}
+	return "unknown"
+}
+
+// Entry is one name in the tree.
+type Entry struct {
+	// Path is relative to the source root, slash-separated, never empty.
+	// The root directory itself is ".".
+	Path  string
+	Kind  Kind
+	Mode  fs.FileMode // permission bits plus fs.ModeSetuid, fs.ModeSetgid, fs.ModeSticky
+	Size  int64       // regular files only
+	MTime int64       // modification time, Unix nanoseconds
+	UID   uint32
+	GID   uint32
+	Link  string // symlink target, or the Path of a hard link's first name
+
+	// Dev and Ino identify the source file; they do not travel on the wire.
+	Dev, Ino uint64
+}
+
+// ModTime returns the modification time as a time.Time.
+func (e *Entry) ModTime() time.Time { return time.Unix(0, e.MTime) }
+
+// Batch is a unit of transfer: a set of regular files sent together and
+// acknowledged together.
+type Batch struct {
+	ID      uint64
+	Entries []Entry
+	Bytes   int64 // sum of file sizes
+}

@@ -50,6 +50,7 @@ type Entry struct {
 	UID   uint32
 	GID   uint32
 	Link  string // symlink target, or the Path of a hard link's first name
+	Nlink uint32 // number of names of a regular file at the source (>1: a hard-link target)
 
 	// Dev and Ino identify the source file; they do not travel on the wire.
 	Dev, Ino uint64

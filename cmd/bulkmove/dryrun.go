@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+
+	"github.com/bulkmove/bulkmove/sharder"
+)
+
+// dryRun walks and partitions SRC, prints each file that would move and the
+// batch plan: how many batches, their sizes, and how evenly K streams
+// pulling from one queue would share them.
+func (j *job) dryRun(ctx context.Context, p plan, opt sharder.Options) int {
+	var others int64
+	opt.Deferred = func(e sharder.Entry) {
+		others++
+		if e.Path != "." {
+			fmt.Fprintf(j.stdout, "%s %s\n", e.Kind, e.Path)
+		}
+	}
+	out := make(chan *sharder.Batch, 16)
+	var batches []*sharder.Batch
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for b := range out {
+			for i := range b.Entries {
+				if p.rename != "" {
+					b.Entries[i].Path = p.rename
+				}
+				fmt.Fprintf(j.stdout, "file %s\n", filepath.ToSlash(b.Entries[i].Path))
+			}
+			b.Entries = b.Entries[:len(b.Entries):len(b.Entries)]
+			batches = append(batches, &sharder.Batch{ID: b.ID, Bytes: b.Bytes, Entries: make([]sharder.Entry, len(b.Entries))})
+		}
+	}()
+	st, err := sharder.Run(ctx, p.walkRoot, opt, out)
+	<-done
+	if err != nil {
+		errorf(j.stderr, "walk %s: %v", j.src, err)
+		return exitFatal
+	}
+	var largest *sharder.Batch
+	var total int64
+	for _, b := range batches {
+		total += b.Bytes
+		if largest == nil || b.Bytes > largest.Bytes {
+			largest = b
+		}
+	}
+	// Simulate K streams taking batches in order, each to the least loaded.
+	cost := func(b *sharder.Batch) int64 { return b.Bytes + int64(len(b.Entries))*sharder.DefaultFileCost }
+	load := make([]int64, j.flags.jobs)
+	for _, b := range batches {
+		i := slices.Index(load, slices.Min(load))
+		load[i] += cost(b)
+	}
+	var sum int64
+	for _, l := range load {
+		sum += l
+	}
+	imbalance := 0.0
+	if sum > 0 {
+		mean := float64(sum) / float64(len(load))
+		imbalance = (float64(slices.Max(load))/mean - 1) * 100
+	}
+	errorf(j.stderr, "dry run: would move %d files (%s) in %d batches, plus %d directories and links", st.Files, humanBytes(total), len(batches), others)
+	if largest != nil {
+		errorf(j.stderr, "dry run: largest batch %d files, %s; imbalance across %d streams %.1f%%", len(largest.Entries), humanBytes(largest.Bytes), j.flags.jobs, imbalance)
+	}
+	if st.Errors > 0 {
+		return exitPartial
+	}
+	return exitOK
+}

@@ -1,0 +1,42 @@
+// Command bulkmove moves huge trees of small files between directories and
+// hosts over K parallel streams. main only parses the command line and maps
+// outcomes to exit codes; the work is in packages sharder and stream.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+// version is this build's version; the agent cache on remote hosts is keyed by it.
+var version = "0.1.0-dev"
+
+// Exit codes, documented in --help and README.md.
+const (
+	exitOK          = 0   // everything moved
+	exitUsage       = 1   // bad command line
+	exitPartial     = 2   // some entries failed; they were listed on stderr
+	exitFatal       = 3   // the job could not be attempted or not completed
+	exitInterrupted = 130 // stopped by a signal
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		switch args[0] {
+		case "agent":
+			return runAgent(args[1:], stdin, stdout, stderr)
+		case "version":
+			return runVersion(args[1:], stdout, stderr)
+		}
+	}
+	return runMove(args, stdout, stderr)
+}
+
+func errorf(w io.Writer, format string, a ...any) {
+	fmt.Fprintf(w, "bulkmove: "+format+"\n", a...)
+}

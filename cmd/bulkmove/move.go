@@ -1,0 +1,473 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/bulkmove/bulkmove/sharder"
+	"github.com/bulkmove/bulkmove/stream"
+	"github.com/bulkmove/bulkmove/stream/extract"
+	"github.com/bulkmove/bulkmove/stream/wire"
+)
+
+const moveUsage = `usage: bulkmove [flags] SRC DEST
+       bulkmove agent ROOT
+       bulkmove version [--proto]
+
+Moves the contents of SRC into DEST over K parallel streams, like
+"rsync -a SRC/ DEST/": DEST is created if missing, and SRC/a/b lands as
+DEST/a/b. If SRC is a single file, it is copied to DEST (or into DEST, if
+DEST is a directory). Files already at DEST with the same size and mtime
+are not sent again.
+
+Preserved: content, permission bits, mtimes (nanoseconds), symlinks, hard
+links (across the whole tree), empty directories, directory mtimes, and
+numeric owner and group when run as root. Sockets, devices and FIFOs are
+skipped with a warning; setuid/setgid bits are dropped unless --keep-setid.
+
+Flags:
+`
+
+const exitCodesHelp = `
+Exit codes:
+  0    everything moved
+  1    usage error (bad flags or arguments, DEST inside SRC, ...)
+  2    partial: some entries failed; each is listed on stderr with its cause
+  3    fatal: the job could not be attempted or completed (SRC unreadable,
+       DEST unwritable, destination full, a stream lost)
+  130  interrupted by a signal
+`
+
+type moveFlags struct {
+	jobs       int
+	batchSize  byteSize
+	batchFiles int
+	excludes   stringList
+	dryRun     bool
+	verbose    bool
+	version    bool
+	fsync      bool
+	keepSetid  bool
+	noCheck    bool
+	viaAgent   bool
+}
+
+func (f *moveFlags) register(fs *flag.FlagSet) {
+	fs.IntVar(&f.jobs, "j", 4, "number of parallel streams")
+	fs.IntVar(&f.jobs, "jobs", 4, "number of parallel streams")
+	f.batchSize = byteSize(sharder.DefaultBatchBytes)
+	fs.Var(&f.batchSize, "batch-size", "close a batch at this cost: bytes plus a per-file overhead (e.g. 64MiB)")
+	fs.IntVar(&f.batchFiles, "batch-files", sharder.DefaultBatchFiles, "close a batch at this many files")
+	fs.Var(&f.excludes, "exclude", "skip paths matching `PATTERN` (repeatable; no '/': any base name; with '/': the path from SRC; trailing '/': directories only)")
+	fs.BoolVar(&f.dryRun, "n", false, "dry run: print what would move and the batch plan, move nothing")
+	fs.BoolVar(&f.dryRun, "dry-run", false, "dry run: print what would move and the batch plan, move nothing")
+	fs.BoolVar(&f.verbose, "v", false, "verbose: per-stream statistics and every batch")
+	fs.BoolVar(&f.version, "version", false, "print the version and exit")
+	fs.BoolVar(&f.fsync, "fsync", false, "make each batch durable (fsync files and directories) before it is acknowledged")
+	fs.BoolVar(&f.keepSetid, "keep-setid", false, "keep setuid and setgid bits")
+	fs.BoolVar(&f.noCheck, "no-quick-check", false, "send every file, even those already at DEST with the same size and mtime")
+	fs.BoolVar(&f.viaAgent, "via-agent", false, "run K local `bulkmove agent` processes and talk the wire protocol to them (the SSH path, without SSH)")
+}
+
+// byteSize is a flag of a size with an optional unit: 64MiB, 1G, 4096.
+type byteSize int64
+
+func (b *byteSize) String() string { return strconv.FormatInt(int64(*b), 10) }
+func (b *byteSize) Set(s string) error {
+	n, err := parseSize(s)
+	if err != nil {
+		return err
+	}
+	*b = byteSize(n)
+	return nil
+}
+
+func parseSize(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
+		{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
+		{"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"T", 1 << 40}, {"B", 1}}
+	mult := int64(1)
+	for _, u := range units {
+		if strings.HasSuffix(t, u.suffix) {
+			t, mult = strings.TrimSuffix(t, u.suffix), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseFloat(t, 64)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("invalid size %q (want e.g. 64MiB, 1G, 4096)", s)
+	}
+	return int64(n * float64(mult)), nil
+}
+
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(s string) error { *l = append(*l, s); return nil }
+
+func runMove(args []string, stdout, stderr io.Writer) int {
+	var f moveFlags
+	fs := flag.NewFlagSet("bulkmove", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, moveUsage)
+		fs.PrintDefaults()
+		fmt.Fprint(stderr, exitCodesHelp)
+	}
+	f.register(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if f.version {
+		return runVersion(nil, stdout, stderr)
+	}
+	if fs.NArg() != 2 {
+		errorf(stderr, "want SRC and DEST, got %d arguments (see bulkmove -h)", fs.NArg())
+		return exitUsage
+	}
+	if f.jobs < 1 || f.jobs > 256 {
+		errorf(stderr, "-j %d: want 1 to 256 streams", f.jobs)
+		return exitUsage
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	j := &job{flags: f, stdout: stdout, stderr: stderr, src: fs.Arg(0), dst: fs.Arg(1)}
+	return j.run(ctx)
+}
+
+// job is one run of the main command.
+type job struct {
+	flags          moveFlags
+	stdout, stderr io.Writer
+	src, dst       string
+
+	mu        sync.Mutex
+	files     int64 // regular files installed
+	bytes     int64
+	links     int64 // symlinks, hard links and directories applied
+	skipped   int64 // up to date already
+	failed    int64 // entries that could not be moved
+	walkErrs  int64
+	warnings  int64
+	start     time.Time
+	interrupt bool
+}
+
+func (j *job) run(ctx context.Context) int {
+	j.start = time.Now()
+	plan, code := j.resolve()
+	if code != exitOK {
+		return code
+	}
+	opt := sharder.Options{
+		BatchBytes: int64(j.flags.batchSize),
+		BatchFiles: j.flags.batchFiles,
+		Exclude:    j.flags.excludes,
+		OnError: func(p string, err error) {
+			j.mu.Lock()
+			j.walkErrs++
+			j.mu.Unlock()
+			errorf(j.stderr, "%v", err)
+		},
+		OnWarn: func(p, msg string) {
+			j.mu.Lock()
+			j.warnings++
+			j.mu.Unlock()
+			errorf(j.stderr, "warning: %s: %s", filepath.Join(j.src, filepath.FromSlash(p)), msg)
+		},
+	}
+	if j.flags.dryRun {
+		return j.dryRun(ctx, plan, opt)
+	}
+
+	conns, cleanup, err := j.connect(ctx, plan)
+	if err != nil {
+		errorf(j.stderr, "%v", err)
+		return exitFatal
+	}
+	defer cleanup()
+
+	def := &stream.Deferred{}
+	opt.Deferred = def.Add
+	batches := make(chan *sharder.Batch, 2*len(conns))
+	pool := &stream.Pool{Conns: conns, FinalFiles: j.flags.batchFiles, OnResult: j.onResult}
+	g, gctx := errgroup.WithContext(ctx)
+	var walkStats sharder.Stats
+	g.Go(func() error {
+		st, err := sharder.Run(gctx, plan.walkRoot, opt, relay(batches, plan.rename))
+		walkStats = st
+		if err != nil {
+			return fmt.Errorf("walk %s: %w", j.src, err)
+		}
+		return nil
+	})
+	g.Go(func() error { return pool.Run(gctx, batches, def) })
+	err = g.Wait()
+	_ = walkStats
+	if j.flags.verbose {
+		for i, s := range pool.Stats() {
+			errorf(j.stderr, "stream %d: %d batches, %d files, %s, busy until %.2fs", i, s.Batches, s.Files, humanBytes(s.Bytes), s.Done.Seconds())
+		}
+	}
+	interrupted := ctx.Err() != nil
+	j.summary(err, interrupted)
+	switch {
+	case interrupted:
+		return exitInterrupted
+	case err != nil:
+		return exitFatal
+	case j.failed > 0 || j.walkErrs > 0:
+		return exitPartial
+	}
+	return exitOK
+}
+
+// relay forwards batches, renaming the single entry of a one-file job.
+func relay(out chan *sharder.Batch, rename string) chan<- *sharder.Batch {
+	if rename == "" {
+		return out
+	}
+	in := make(chan *sharder.Batch)
+	go func() {
+		defer close(out)
+		for b := range in {
+			for i := range b.Entries {
+				b.Entries[i].Path = rename
+			}
+			out <- b
+		}
+	}()
+	return in
+}
+
+// plan is where the job reads and writes.
+type plan struct {
+	walkRoot string // what the sharder walks
+	src      stream.Source
+	dstRoot  string // the receiver's root
+	rename   string // for a single-file SRC, its name under dstRoot
+}
+
+func (j *job) resolve() (plan, int) {
+	var p plan
+	fi, err := os.Stat(j.src)
+	if err != nil {
+		errorf(j.stderr, "source %s: %v", j.src, unwrap(err))
+		return p, exitFatal
+	}
+	if fi.IsDir() {
+		d, err := os.Open(j.src)
+		if err != nil {
+			errorf(j.stderr, "source %s: %v", j.src, unwrap(err))
+			return p, exitFatal
+		}
+		d.Close()
+		p.walkRoot, p.src.Root, p.dstRoot = j.src, j.src, j.dst
+		if dfi, err := os.Stat(j.dst); err == nil && !dfi.IsDir() {
+			errorf(j.stderr, "destination %s is an existing file, but the source %s is a directory", j.dst, j.src)
+			return p, exitUsage
+		}
+		inside, err := within(j.src, j.dst)
+		if err != nil {
+			errorf(j.stderr, "%v", err)
+			return p, exitFatal
+		}
+		if inside {
+			errorf(j.stderr, "destination %s is inside the source %s: the copy would copy itself", j.dst, j.src)
+			return p, exitUsage
+		}
+		return p, exitOK
+	}
+	if !fi.Mode().IsRegular() {
+		errorf(j.stderr, "source %s is not a regular file or directory", j.src)
+		return p, exitFatal
+	}
+	// A single file: into DEST if DEST is a directory, else as DEST.
+	p.walkRoot = j.src
+	p.src = stream.Source{Root: filepath.Dir(j.src), File: j.src}
+	if dfi, err := os.Stat(j.dst); err == nil && dfi.IsDir() {
+		p.dstRoot = j.dst
+		p.rename = filepath.Base(j.src)
+	} else {
+		p.dstRoot = filepath.Dir(j.dst)
+		p.rename = filepath.Base(j.dst)
+	}
+	return p, exitOK
+}
+
+// within reports whether dst is src or below it, resolving symlinks of the
+// part of dst that exists.
+func within(src, dst string) (bool, error) {
+	s, err := filepath.EvalSymlinks(src)
+	if err != nil {
+		return false, err
+	}
+	if s, err = filepath.Abs(s); err != nil {
+		return false, err
+	}
+	d, err := filepath.Abs(dst)
+	if err != nil {
+		return false, err
+	}
+	rest := ""
+	for {
+		if r, err := filepath.EvalSymlinks(d); err == nil {
+			d = filepath.Join(r, rest)
+			break
+		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			break
+		}
+		rest = filepath.Join(filepath.Base(d), rest)
+		d = parent
+	}
+	rel, err := filepath.Rel(s, d)
+	if err != nil {
+		return false, nil
+	}
+	return rel == "." || filepath.IsLocal(rel), nil
+}
+
+func (j *job) receiveOptions() wire.ReceiveOptions {
+	o := wire.ReceiveOptions{Fsync: j.flags.fsync, Owner: os.Geteuid() == 0, KeepSetid: j.flags.keepSetid, Check: "quick"}
+	if j.flags.noCheck {
+		o.Check = "none"
+	}
+	return o
+}
+
+// connect opens the K streams.
+func (j *job) connect(ctx context.Context, p plan) ([]stream.Conn, func(), error) {
+	ro := j.receiveOptions()
+	if !j.flags.viaAgent {
+		recv, err := extract.Open(p.dstRoot, extract.FromWire(&ro))
+		if err != nil {
+			return nil, nil, fmt.Errorf("destination %s: %w", j.dst, unwrap(err))
+		}
+		conns := make([]stream.Conn, j.flags.jobs)
+		for i := range conns {
+			conns[i] = &stream.Local{Recv: recv, Src: p.src}
+		}
+		return conns, func() { recv.Close() }, nil
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, nil, err
+	}
+	var conns []stream.Conn
+	var cmds []*exec.Cmd
+	cleanup := func() {
+		for _, c := range cmds {
+			c.Wait()
+		}
+	}
+	for i := range j.flags.jobs {
+		cmd := exec.Command(self, "agent", p.dstRoot)
+		cmd.Stderr = j.stderr
+		w, err := cmd.StdinPipe()
+		if err != nil {
+			return nil, nil, err
+		}
+		r, err := cmd.StdoutPipe()
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := cmd.Start(); err != nil {
+			return nil, nil, fmt.Errorf("start agent: %w", err)
+		}
+		cmds = append(cmds, cmd)
+		c, err := stream.Dial(ctx, fmt.Sprintf("stream %d", i), r, w, w, version, ro, p.src)
+		if err != nil {
+			cleanup()
+			return nil, nil, err
+		}
+		conns = append(conns, c)
+	}
+	return conns, cleanup, nil
+}
+
+func (j *job) onResult(r stream.Result) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if r.Ack != nil {
+		if r.Final {
+			j.links += r.Ack.Files
+		} else {
+			j.files += r.Ack.Files
+		}
+		j.bytes += r.Ack.Bytes
+		j.skipped += r.Ack.Skipped
+		for _, e := range r.Ack.Errors {
+			j.failed++
+			errorf(j.stderr, "%s: %s", j.dst, e.Msg)
+		}
+	}
+	for _, e := range r.SrcErrors {
+		j.failed++
+		errorf(j.stderr, "%v", e.Err)
+	}
+	if j.flags.verbose && !r.Final && r.Ack != nil {
+		errorf(j.stderr, "batch %d on stream %d: %d files, %s", r.Batch.ID, r.Stream, r.Ack.Files, humanBytes(r.Ack.Bytes))
+	}
+}
+
+func (j *job) summary(err error, interrupted bool) {
+	el := time.Since(j.start)
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	rate := float64(j.bytes) / el.Seconds()
+	line := fmt.Sprintf("%d files, %s in %.2fs (%s/s, %.0f files/s); %d up to date; %d errors",
+		j.files, humanBytes(j.bytes), el.Seconds(), humanBytes(int64(rate)), float64(j.files)/el.Seconds(), j.skipped, j.failed+j.walkErrs)
+	switch {
+	case interrupted:
+		errorf(j.stderr, "interrupted: %s; run the same command again to finish", line)
+	case err != nil:
+		errorf(j.stderr, "%v", err)
+		errorf(j.stderr, "failed: %s", line)
+	default:
+		errorf(j.stderr, "%s", line)
+	}
+}
+
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+func unwrap(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}

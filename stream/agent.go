@@ -1,0 +1,151 @@
+package stream
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+
+	"github.com/bulkmove/bulkmove/stream/extract"
+	"github.com/bulkmove/bulkmove/stream/wire"
+)
+
+// maxPending bounds the manifests an agent holds before their data.
+const maxPending = 2 * Window
+
+// Serve runs the receiver agent on one connection: r and w are the
+// sender's frames (stdin and stdout of `bulkmove agent`), root the
+// destination. It returns nil after a clean End, an error otherwise; a
+// fatal error is also sent to the sender as a Fail frame.
+func Serve(ctx context.Context, r io.Reader, w io.Writer, root, version string) (err error) {
+	br := bufio.NewReaderSize(r, 256<<10)
+	bw := bufio.NewWriterSize(w, 64<<10)
+	fail := func(e error) error {
+		wire.WriteFrame(bw, wire.Fail, []byte(e.Error()))
+		bw.Flush()
+		return e
+	}
+	typ, p, err := wire.ReadFrame(br)
+	if err != nil {
+		return fmt.Errorf("agent: reading handshake: %w", err)
+	}
+	if typ != wire.Hello {
+		return fail(fmt.Errorf("%w: the first frame is %q, want hello", wire.ErrProtocol, typ))
+	}
+	var hello wire.Handshake
+	if err := wire.DecodeJSON(p, &hello); err != nil {
+		return fail(err)
+	}
+	me := wire.Handshake{Proto: wire.Proto, Version: version, OS: runtime.GOOS, Arch: runtime.GOARCH, UID: os.Geteuid(), Root: root}
+	if hello.Proto != wire.Proto {
+		// Answer with our own hello so the sender can name both versions.
+		wire.WriteFrame(bw, wire.Hello, wire.EncodeJSON(me))
+		bw.Flush()
+		return fmt.Errorf("agent: %w: the sender (bulkmove %s) speaks protocol %d, this agent (bulkmove %s) speaks %d",
+			ErrVersion, hello.Version, hello.Proto, version, wire.Proto)
+	}
+	recv, err := extract.Open(root, extract.FromWire(hello.Options))
+	if err != nil {
+		return fail(fmt.Errorf("%s: %w", root, err))
+	}
+	defer recv.Close()
+	if err := wire.WriteFrame(bw, wire.Hello, wire.EncodeJSON(me)); err != nil {
+		return err
+	}
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+
+	type pending struct {
+		m    *wire.BatchManifest
+		need []bool
+	}
+	var queue []pending // manifests answered, data not yet received
+	var txn *extract.Txn
+	var txnID uint64
+	for {
+		if ctx.Err() != nil {
+			return fail(ctx.Err())
+		}
+		typ, p, err := wire.ReadFrame(br)
+		if err != nil {
+			if txn != nil {
+				txn.Abort()
+			}
+			if errors.Is(err, io.EOF) {
+				return fmt.Errorf("agent: the sender closed the connection before the end")
+			}
+			return fail(fmt.Errorf("agent: %w", err))
+		}
+		switch typ {
+		case wire.Manifest:
+			m, err := wire.DecodeManifest(p)
+			if err != nil {
+				return fail(err)
+			}
+			if len(queue) >= maxPending {
+				return fail(fmt.Errorf("%w: more than %d manifests ahead of their data", wire.ErrProtocol, maxPending))
+			}
+			var need []bool
+			if m.Flags&wire.FlagFinal != 0 {
+				need = make([]bool, len(m.Entries))
+				for i := range need {
+					need[i] = true
+				}
+			} else {
+				need = recv.Need(m.Entries)
+			}
+			queue = append(queue, pending{m, need})
+			if err := wire.WriteFrame(bw, wire.Need, wire.EncodeNeed(m.ID, need)); err != nil {
+				return err
+			}
+			if err := bw.Flush(); err != nil {
+				return err
+			}
+		case wire.Data:
+			id, err := wire.DecodeID(p)
+			if err != nil {
+				return fail(err)
+			}
+			if txn != nil || len(queue) == 0 || queue[0].m.ID != id {
+				return fail(fmt.Errorf("%w: data for batch %d out of order", wire.ErrProtocol, id))
+			}
+			pd := queue[0]
+			queue = queue[1:]
+			t, err := recv.Receive(pd.m, pd.need, br)
+			if err != nil {
+				return fail(err)
+			}
+			txn, txnID = t, id
+		case wire.Commit:
+			id, discards, err := wire.DecodeCommit(p)
+			if err != nil {
+				return fail(err)
+			}
+			if txn == nil || id != txnID {
+				return fail(fmt.Errorf("%w: commit of batch %d, which has no data", wire.ErrProtocol, id))
+			}
+			ack := txn.Commit(id, discards)
+			txn = nil
+			if err := wire.WriteFrame(bw, wire.Ack, wire.EncodeAck(ack)); err != nil {
+				return err
+			}
+			if err := bw.Flush(); err != nil {
+				return err
+			}
+		case wire.End:
+			if txn != nil || len(queue) != 0 {
+				return fail(fmt.Errorf("%w: end with batches still open", wire.ErrProtocol))
+			}
+			if err := wire.WriteFrame(bw, wire.Summary, wire.EncodeJSON(recv.Totals())); err != nil {
+				return err
+			}
+			return bw.Flush()
+		default:
+			return fail(fmt.Errorf("%w: unexpected frame %q", wire.ErrProtocol, typ))
+		}
+	}
+}

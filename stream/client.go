@@ -1,0 +1,271 @@
+package stream
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/bulkmove/bulkmove/sharder"
+	"github.com/bulkmove/bulkmove/stream/wire"
+)
+
+// Window is how many batches a stream keeps in flight: manifests are sent
+// ahead so the receiver's quick check never costs the stream a round trip,
+// and acknowledgements of earlier batches arrive while later ones are sent.
+const Window = 4
+
+// RemoteError is a fatal error reported by the agent.
+type RemoteError struct{ Msg string }
+
+func (e *RemoteError) Error() string { return "receiver: " + e.Msg }
+
+// Client is the sending end of one connection to an agent.
+type Client struct {
+	Name string // for messages, e.g. "box2 stream 3"
+	Peer wire.Handshake
+	Src  Source
+	// Sent, if set, is called with each file's size as its data is sent.
+	Sent func(n int64)
+
+	w      *bufio.Writer
+	closer io.Closer
+	frames chan frame
+	once   sync.Once
+}
+
+type frame struct {
+	typ     byte
+	payload []byte
+	err     error
+}
+
+// Dial performs the handshake over rw (an agent's stdin and stdout) and
+// starts reading its frames. closer is closed by Close or on failure.
+func Dial(ctx context.Context, name string, r io.Reader, w io.Writer, closer io.Closer, version string, opt wire.ReceiveOptions, src Source) (*Client, error) {
+	c := &Client{Name: name, Src: src, w: bufio.NewWriterSize(w, 256<<10), closer: closer, frames: make(chan frame, 4*Window+8)}
+	hello := wire.Handshake{Proto: wire.Proto, Version: version, Options: &opt}
+	if err := wire.WriteFrame(c.w, wire.Hello, wire.EncodeJSON(hello)); err != nil {
+		c.shut()
+		return nil, fmt.Errorf("%s: send handshake: %w", name, err)
+	}
+	if err := c.w.Flush(); err != nil {
+		c.shut()
+		return nil, fmt.Errorf("%s: send handshake: %w", name, err)
+	}
+	go c.read(bufio.NewReaderSize(r, 64<<10))
+	f, err := c.next(ctx)
+	if err != nil {
+		c.shut()
+		return nil, fmt.Errorf("%s: handshake: %w", name, err)
+	}
+	if f.typ != wire.Hello {
+		c.shut()
+		return nil, fmt.Errorf("%s: handshake: %w: got frame %q, want hello", name, wire.ErrProtocol, f.typ)
+	}
+	if err := wire.DecodeJSON(f.payload, &c.Peer); err != nil {
+		c.shut()
+		return nil, fmt.Errorf("%s: handshake: %w", name, err)
+	}
+	if c.Peer.Proto != wire.Proto {
+		c.shut()
+		return nil, fmt.Errorf("%s: %w: the agent (bulkmove %s) speaks protocol %d, this sender (bulkmove %s) speaks %d; install the same version on both hosts",
+			name, ErrVersion, c.Peer.Version, c.Peer.Proto, version, wire.Proto)
+	}
+	return c, nil
+}
+
+// ErrVersion marks peers of different protocol versions.
+var ErrVersion = errors.New("protocol version mismatch")
+
+func (c *Client) read(r *bufio.Reader) {
+	defer close(c.frames)
+	for {
+		typ, p, err := wire.ReadFrame(r)
+		if err != nil {
+			if err == io.EOF {
+				err = fmt.Errorf("connection closed by the receiver")
+			}
+			c.frames <- frame{err: err}
+			return
+		}
+		if typ == wire.Fail {
+			c.frames <- frame{err: &RemoteError{Msg: string(p)}}
+			return
+		}
+		c.frames <- frame{typ: typ, payload: p}
+	}
+}
+
+func (c *Client) next(ctx context.Context) (frame, error) {
+	select {
+	case <-ctx.Done():
+		return frame{}, ctx.Err()
+	case f, ok := <-c.frames:
+		if !ok {
+			return frame{}, fmt.Errorf("connection closed by the receiver")
+		}
+		return f, f.err
+	}
+}
+
+func (c *Client) shut() {
+	c.once.Do(func() {
+		if c.closer != nil {
+			c.closer.Close()
+		}
+	})
+}
+
+type inflight struct {
+	b       *sharder.Batch
+	m       *wire.BatchManifest
+	sent    bool // data sent, waiting for the ack
+	srcErrs []SourceError
+}
+
+// Run implements Conn.
+func (c *Client) Run(ctx context.Context, in <-chan *sharder.Batch, done func(Result)) ([]*sharder.Batch, error) {
+	return c.run(ctx, in, 0, done)
+}
+
+// Final implements Conn.
+func (c *Client) Final(ctx context.Context, b *sharder.Batch) (Result, error) {
+	in := make(chan *sharder.Batch, 1)
+	in <- b
+	close(in)
+	var res Result
+	if _, err := c.run(ctx, in, wire.FlagFinal, func(r Result) { res = r }); err != nil {
+		return Result{}, err
+	}
+	return res, nil
+}
+
+func (c *Client) run(ctx context.Context, in <-chan *sharder.Batch, flags uint64, done func(Result)) (unacked []*sharder.Batch, err error) {
+	var queue []*inflight
+	defer func() {
+		if err != nil {
+			for _, f := range queue {
+				unacked = append(unacked, f.b)
+			}
+			err = fmt.Errorf("%s: %w", c.Name, err)
+			c.shut()
+		}
+	}()
+	manifested := 0 // batches whose manifest is sent but not their data
+	for {
+		// Keep up to two manifests ahead and Window batches in flight.
+		var src <-chan *sharder.Batch
+		if in != nil && manifested < 2 && len(queue) < Window {
+			src = in
+		}
+		if len(queue) == 0 && src == nil {
+			return nil, c.w.Flush()
+		}
+		if err := c.w.Flush(); err != nil {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case b, ok := <-src:
+			if !ok {
+				in = nil
+				continue
+			}
+			m := &wire.BatchManifest{ID: b.ID, Flags: flags, Entries: b.Entries}
+			if err := wire.WriteFrame(c.w, wire.Manifest, wire.EncodeManifest(m)); err != nil {
+				return nil, err
+			}
+			queue = append(queue, &inflight{b: b, m: m})
+			manifested++
+		case f, ok := <-c.frames:
+			if !ok {
+				return nil, errors.New("connection closed by the receiver")
+			}
+			if f.err != nil {
+				return nil, f.err
+			}
+			switch f.typ {
+			case wire.Need:
+				id, need, err := wire.DecodeNeed(f.payload)
+				if err != nil {
+					return nil, err
+				}
+				fl := firstUnsent(queue)
+				if fl == nil || fl.b.ID != id || len(need) != len(fl.b.Entries) {
+					return nil, fmt.Errorf("%w: need list for batch %d, which is not the next batch awaiting one", wire.ErrProtocol, id)
+				}
+				if err := c.sendData(fl, need); err != nil {
+					return nil, err
+				}
+				manifested--
+			case wire.Ack:
+				a, err := wire.DecodeAck(f.payload)
+				if err != nil {
+					return nil, err
+				}
+				if len(queue) == 0 || !queue[0].sent || queue[0].b.ID != a.ID {
+					return nil, fmt.Errorf("%w: acknowledgement for batch %d, which is not the oldest batch in flight", wire.ErrProtocol, a.ID)
+				}
+				fl := queue[0]
+				for _, e := range a.Errors {
+					if e.Index < 0 || e.Index >= len(fl.b.Entries) {
+						return nil, fmt.Errorf("%w: acknowledgement of batch %d names entry %d of %d", wire.ErrProtocol, a.ID, e.Index, len(fl.b.Entries))
+					}
+				}
+				queue = queue[1:]
+				done(Result{Batch: fl.b, Final: flags&wire.FlagFinal != 0, Ack: a, SrcErrors: fl.srcErrs})
+			default:
+				return nil, fmt.Errorf("%w: unexpected frame %q during transfer", wire.ErrProtocol, f.typ)
+			}
+		}
+	}
+}
+
+func firstUnsent(q []*inflight) *inflight {
+	for _, f := range q {
+		if !f.sent {
+			return f
+		}
+	}
+	return nil
+}
+
+func (c *Client) sendData(fl *inflight, need []bool) error {
+	if err := wire.WriteFrame(c.w, wire.Data, wire.EncodeID(fl.b.ID)); err != nil {
+		return err
+	}
+	discards, failed, err := c.Src.WriteTar(c.w, fl.m, need, c.Sent)
+	if err != nil {
+		return err
+	}
+	fl.srcErrs = failed
+	fl.sent = true
+	return wire.WriteFrame(c.w, wire.Commit, wire.EncodeCommit(fl.b.ID, discards))
+}
+
+// Close implements Conn: it ends the stream and waits for the agent's totals.
+func (c *Client) Close(ctx context.Context) (wire.Totals, error) {
+	defer c.shut()
+	var t wire.Totals
+	if err := wire.WriteFrame(c.w, wire.End, nil); err != nil {
+		return t, fmt.Errorf("%s: %w", c.Name, err)
+	}
+	if err := c.w.Flush(); err != nil {
+		return t, fmt.Errorf("%s: %w", c.Name, err)
+	}
+	f, err := c.next(ctx)
+	if err != nil {
+		return t, fmt.Errorf("%s: waiting for the summary: %w", c.Name, err)
+	}
+	if f.typ != wire.Summary {
+		return t, fmt.Errorf("%s: %w: got frame %q, want the summary", c.Name, wire.ErrProtocol, f.typ)
+	}
+	return t, wire.DecodeJSON(f.payload, &t)
+}
+
+// Abort closes the connection at once.
+func (c *Client) Abort() { c.shut() }

@@ -1,0 +1,41 @@
+// Package stream moves batches from a sender to a receiver: the sender's
+// pool of K stream workers, the per-connection protocol client, the
+// receiver agent that serves it, and the local transport that applies
+// batches in-process. All transports share package extract's receiver, so
+// the safety rules are the same whichever way the data travels.
+//
+// A job runs in three phases. First every stream pulls batches of regular
+// files from one shared queue (so K streams finish together) with two
+// batches in flight per stream. Then each stream creates the hard links
+// whose targets it wrote (a receiver only links to files it wrote). Last,
+// stream 0 creates the symlinks and applies directory metadata, deepest
+// directory first, once no stream writes anything any more.
+package stream
+
+import (
+	"context"
+
+	"github.com/bulkmove/bulkmove/sharder"
+	"github.com/bulkmove/bulkmove/stream/wire"
+)
+
+// Result is what the sender learns about one batch.
+type Result struct {
+	Batch     *sharder.Batch
+	Stream    int
+	Final     bool
+	Ack       *wire.BatchAck // the receiver's acknowledgement
+	SrcErrors []SourceError  // files the sender could not read or that changed
+}
+
+// Conn is one stream to a receiver.
+type Conn interface {
+	// Run sends batches from in until in is closed, calling done for each
+	// acknowledged batch. On failure it returns the batches that were sent
+	// but not acknowledged, so that another stream can carry them.
+	Run(ctx context.Context, in <-chan *sharder.Batch, done func(Result)) (unacked []*sharder.Batch, err error)
+	// Final applies a batch of deferred entries and waits for its ack.
+	Final(ctx context.Context, b *sharder.Batch) (Result, error)
+	// Close ends the stream and returns the receiver's totals.
+	Close(ctx context.Context) (wire.Totals, error)
+}

@@ -1,0 +1,627 @@
+// Package extract is the receiving side of bulkmove: it installs batches of
+// entries under a destination root, safely, whoever the sender is.
+//
+// Every file operation goes through an os.Root opened once on the
+// destination, so no name, symlink or hard link can reach outside it. Names
+// must be local (filepath.IsLocal). Regular files are written under a
+// temporary name in their target directory and renamed into place when the
+// batch commits, so a final name never holds a partial file. Symlinks and
+// hard links arrive only in final batches, after all file data (the sender
+// orders them so); hard links may only point at regular files this receiver
+// wrote or verified in this session. Device nodes and FIFOs cannot even be
+// expressed on the wire; setuid and setgid bits are dropped unless asked
+// for. Metadata (mode, owner, times) is applied through the open file
+// descriptor, never by a second path lookup that a symlink could redirect.
+package extract
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/bulkmove/bulkmove/sharder"
+	"github.com/bulkmove/bulkmove/stream/wire"
+)
+
+// TempPrefix starts the name of every temporary file the receiver creates,
+// so that leftovers of an interrupted run can be recognised and removed.
+const TempPrefix = ".bulkmove.tmp."
+
+// Options say how to install entries.
+type Options struct {
+	Fsync     bool // fsync files before rename and directories before the ack
+	Owner     bool // chown to the entry's uid/gid (needs root)
+	KeepSetid bool // keep setuid/setgid bits
+	NoCheck   bool // send everything: skip the size-and-mtime quick check
+}
+
+// FromWire converts the handshake's options.
+func FromWire(o *wire.ReceiveOptions) Options {
+	if o == nil {
+		return Options{}
+	}
+	return Options{Fsync: o.Fsync, Owner: o.Owner, KeepSetid: o.KeepSetid, NoCheck: o.Check == "none"}
+}
+
+// Receiver installs entries under one root. It is safe for concurrent use
+// by several batches at once.
+type Receiver struct {
+	root *os.Root
+	dir  string
+	opt  Options
+
+	mu    sync.Mutex
+	known map[string]struct{} // hard-link targets written or verified this session
+	dirs  map[string]struct{} // directories known to exist (a cache, reset when large)
+
+	seq     atomic.Uint64
+	files   atomic.Int64
+	bytes   atomic.Int64
+	skipped atomic.Int64
+	errs    atomic.Int64
+}
+
+// Open creates dir if needed and opens it as the receiver's root.
+func Open(dir string, opt Options) (*Receiver, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create destination: %w", err)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("open destination: %w", err)
+	}
+	return &Receiver{root: root, dir: dir, opt: opt, known: map[string]struct{}{}, dirs: map[string]struct{}{}}, nil
+}
+
+// Close releases the root.
+func (r *Receiver) Close() error { return r.root.Close() }
+
+// Dir is the destination directory.
+func (r *Receiver) Dir() string { return r.dir }
+
+// Totals reports what this receiver installed so far.
+func (r *Receiver) Totals() wire.Totals {
+	return wire.Totals{Files: r.files.Load(), Bytes: r.bytes.Load(), Skipped: r.skipped.Load(), Errors: r.errs.Load()}
+}
+
+// CheckName reports whether p is a name the receiver will create: local,
+// slash-separated, clean, no empty or NUL-containing component. "." (the
+// root itself) is allowed only for directories.
+func CheckName(p string, k sharder.Kind) error {
+	if p == "." && k == sharder.KindDir {
+		return nil
+	}
+	if p == "" || len(p) > wire.MaxPath || strings.IndexByte(p, 0) >= 0 {
+		return errors.New("invalid name")
+	}
+	if path.Clean(p) != p || !isLocal(p) {
+		return errors.New("name is not a local path")
+	}
+	for _, c := range strings.Split(p, "/") {
+		if len(c) > 255 {
+			return errors.New("name component longer than 255 bytes")
+		}
+	}
+	return nil
+}
+
+func isLocal(p string) bool {
+	if strings.HasPrefix(p, "/") || p == ".." || strings.HasPrefix(p, "../") {
+		return false
+	}
+	return true
+}
+
+// Need runs the quick check: for each regular file, whether the
+// destination lacks an identical copy (same type, size and mtime). Entries
+// of other kinds are always needed.
+func (r *Receiver) Need(entries []sharder.Entry) []bool {
+	need := make([]bool, len(entries))
+	for i := range entries {
+		e := &entries[i]
+		need[i] = true
+		if e.Kind != sharder.KindFile || r.opt.NoCheck || CheckName(e.Path, e.Kind) != nil {
+			continue
+		}
+		fi, err := r.root.Lstat(e.Path)
+		if err != nil || !fi.Mode().IsRegular() || fi.Size() != e.Size || fi.ModTime().UnixNano() != e.MTime {
+			continue
+		}
+		need[i] = false
+		if e.Nlink > 1 {
+			r.remember(e.Path)
+		}
+	}
+	return need
+}
+
+func (r *Receiver) remember(p string) {
+	r.mu.Lock()
+	r.known[p] = struct{}{}
+	r.mu.Unlock()
+}
+
+func (r *Receiver) isKnown(p string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.known[p]
+	return ok
+}
+
+// Txn installs one batch: files are written under temporary names, then
+// Commit renames them into place.
+type Txn struct {
+	r       *Receiver
+	entries []sharder.Entry
+	dirs    map[string]*os.File // open target directories of this batch
+	pending []pendingFile
+	errs    []wire.EntryError
+	files   int64
+	bytes   int64
+	skipped int64
+	fatal   error
+	synced  map[string]bool
+}
+
+type pendingFile struct {
+	index int
+	dir   *os.File
+	tmp   string
+	base  string
+}
+
+// Begin starts a batch over entries.
+func (r *Receiver) Begin(entries []sharder.Entry) *Txn {
+	return &Txn{r: r, entries: entries, dirs: map[string]*os.File{}}
+}
+
+// Skip counts entry i as already up to date.
+func (t *Txn) Skip(i int) { t.skipped++ }
+
+// Fail records an error for entry i that was detected outside the Txn.
+func (t *Txn) Fail(i int, code int, err error) {
+	t.errs = append(t.errs, wire.EntryError{Index: i, Code: code, Msg: err.Error()})
+}
+
+// Fatal is the first error that must stop the whole job (disk full,
+// read-only filesystem), or nil.
+func (t *Txn) Fatal() error { return t.fatal }
+
+// dir opens (and creates) the parent directory of p, caching the handle.
+func (t *Txn) dir(p string) (*os.File, string, error) {
+	d, base := path.Split(p)
+	d = strings.TrimSuffix(d, "/")
+	if d == "" {
+		d = "."
+	}
+	if f, ok := t.dirs[d]; ok {
+		return f, base, nil
+	}
+	if err := t.r.mkdirAll(d); err != nil {
+		return nil, "", err
+	}
+	f, err := t.r.root.OpenFile(d, os.O_RDONLY|syscall.O_DIRECTORY, 0)
+	if err != nil {
+		return nil, "", err
+	}
+	t.dirs[d] = f
+	return f, base, nil
+}
+
+func (r *Receiver) mkdirAll(d string) error {
+	r.mu.Lock()
+	_, ok := r.dirs[d]
+	r.mu.Unlock()
+	if ok {
+		return nil
+	}
+	// Directories are created owner-writable while the job runs; their
+	// real mode is applied by a final batch, after their contents.
+	if err := r.root.MkdirAll(d, 0o700); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	if len(r.dirs) > 1<<16 {
+		clear(r.dirs)
+	}
+	r.dirs[d] = struct{}{}
+	r.mu.Unlock()
+	return nil
+}
+
+func (t *Txn) tmpName() string {
+	return TempPrefix + strconv.Itoa(os.Getpid()) + "." + strconv.FormatUint(t.r.seq.Add(1), 36)
+}
+
+// Write installs entry i (a regular file) from src, which must yield
+// exactly the entry's size. The file lands under a temporary name; Commit
+// renames it. An error is recorded against the entry and also returned; the
+// returned error is non-nil only if src could not be fully consumed (the
+// caller's stream is then out of step).
+func (t *Txn) Write(i int, src io.Reader) error {
+	e := &t.entries[i]
+	if err := CheckName(e.Path, e.Kind); err != nil {
+		t.fail(i, wire.CodeInvalid, fmt.Errorf("refusing %q: %v", e.Path, err))
+		return err
+	}
+	if e.Kind != sharder.KindFile {
+		err := fmt.Errorf("entry %q is a %s, not a file", e.Path, e.Kind)
+		t.fail(i, wire.CodeInvalid, err)
+		return err
+	}
+	d, base, err := t.dir(e.Path)
+	if err != nil {
+		t.failErr(i, "create directory for", e.Path, err)
+		return t.drain(src, e.Size)
+	}
+	tmp := t.tmpName()
+	fd, err := unix.Openat(int(d.Fd()), tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		t.failErr(i, "create", e.Path, err)
+		return t.drain(src, e.Size)
+	}
+	f := os.NewFile(uintptr(fd), tmp)
+	n, err := io.Copy(f, io.LimitReader(src, e.Size))
+	if err == nil && n != e.Size {
+		err = fmt.Errorf("source shrank while being read: got %d of %d bytes", n, e.Size)
+	}
+	if err != nil {
+		f.Close()
+		unix.Unlinkat(int(d.Fd()), tmp, 0)
+		if isWriteErr(err) {
+			t.failErr(i, "write", e.Path, err)
+			return t.drain(src, e.Size-n)
+		}
+		t.fail(i, wire.CodeOther, fmt.Errorf("receive %s: %w", e.Path, err))
+		return err
+	}
+	if err := t.setMeta(f, e); err != nil {
+		f.Close()
+		unix.Unlinkat(int(d.Fd()), tmp, 0)
+		t.failErr(i, "set metadata of", e.Path, err)
+		return nil
+	}
+	if t.r.opt.Fsync {
+		if err := f.Sync(); err != nil {
+			f.Close()
+			unix.Unlinkat(int(d.Fd()), tmp, 0)
+			t.failErr(i, "fsync", e.Path, err)
+			return nil
+		}
+	}
+	if err := f.Close(); err != nil {
+		unix.Unlinkat(int(d.Fd()), tmp, 0)
+		t.failErr(i, "close", e.Path, err)
+		return nil
+	}
+	t.pending = append(t.pending, pendingFile{index: i, dir: d, tmp: tmp, base: base})
+	t.bytes += e.Size
+	return nil
+}
+
+// isWriteErr tells a destination-side write failure from a source failure.
+func isWriteErr(err error) bool {
+	var pe *fs.PathError
+	return errors.As(err, &pe) || errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) || errors.Is(err, syscall.EIO)
+}
+
+// drain consumes the rest of an entry's data so the stream stays in step.
+func (t *Txn) drain(src io.Reader, n int64) error {
+	if n <= 0 {
+		return nil
+	}
+	m, err := io.CopyN(io.Discard, src, n)
+	if err == nil && m != n {
+		err = io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+func (t *Txn) mode(m fs.FileMode) fs.FileMode {
+	if !t.r.opt.KeepSetid {
+		m &^= fs.ModeSetuid | fs.ModeSetgid
+	}
+	return m & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky)
+}
+
+// setMeta applies owner, mode and times through the open descriptor. Owner
+// first: chown clears setuid bits.
+func (t *Txn) setMeta(f *os.File, e *sharder.Entry) error {
+	if t.r.opt.Owner {
+		if err := f.Chown(int(e.UID), int(e.GID)); err != nil {
+			return err
+		}
+	}
+	if err := f.Chmod(t.mode(e.Mode)); err != nil {
+		return err
+	}
+	return futimens(int(f.Fd()), e.MTime)
+}
+
+// futimens sets a descriptor's mtime, leaving atime alone.
+func futimens(fd int, mtime int64) error {
+	ts := [2]unix.Timespec{{Nsec: unix.UTIME_OMIT}, unix.NsecToTimespec(mtime)}
+	// utimensat(fd, NULL, ts, 0) is futimens(3).
+	_, _, errno := unix.Syscall6(unix.SYS_UTIMENSAT, uintptr(fd), 0, uintptr(unsafe.Pointer(&ts[0])), 0, 0, 0)
+	if errno != 0 {
+		return errno
+	}
+	return nil
+}
+
+func (t *Txn) fail(i int, code int, err error) {
+	t.errs = append(t.errs, wire.EntryError{Index: i, Code: code, Msg: err.Error()})
+}
+
+// failErr records an OS error with the operation and path, classifying it.
+func (t *Txn) failErr(i int, op, p string, err error) {
+	code := Code(err)
+	if code == wire.CodeNoSpace || code == wire.CodeReadOnly {
+		if t.fatal == nil {
+			t.fatal = fmt.Errorf("%s %s: %w", op, p, err)
+		}
+	}
+	t.fail(i, code, fmt.Errorf("%s %s: %w", op, p, unwrapPath(err)))
+}
+
+// unwrapPath strips the *PathError of an error whose path is a temporary
+// or relative name the user would not recognise.
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	var le *os.LinkError
+	if errors.As(err, &le) {
+		return le.Err
+	}
+	return err
+}
+
+// Code classifies a receiver-side error for the sender.
+func Code(err error) int {
+	switch {
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		return wire.CodeNoSpace
+	case errors.Is(err, syscall.EROFS):
+		return wire.CodeReadOnly
+	case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM):
+		return wire.CodePerm
+	}
+	return wire.CodeOther
+}
+
+// Apply installs entry i of a final batch: a directory (created, then
+// owner, mode and mtime applied), a symlink or a hard link. The sender
+// sends symlinks before directories and directories deepest first, so a
+// directory's mtime is set after everything inside it.
+func (t *Txn) Apply(i int) {
+	e := &t.entries[i]
+	if err := CheckName(e.Path, e.Kind); err != nil {
+		t.fail(i, wire.CodeInvalid, fmt.Errorf("refusing %q: %v", e.Path, err))
+		return
+	}
+	switch e.Kind {
+	case sharder.KindDir:
+		t.applyDir(i, e)
+	case sharder.KindSymlink:
+		t.applySymlink(i, e)
+	case sharder.KindHardlink:
+		t.applyHardlink(i, e)
+	default:
+		t.fail(i, wire.CodeInvalid, fmt.Errorf("entry %q: a %s in a final batch", e.Path, e.Kind))
+	}
+}
+
+func (t *Txn) applyDir(i int, e *sharder.Entry) {
+	if e.Path != "." {
+		if err := t.r.mkdirAll(e.Path); err != nil {
+			t.failErr(i, "create directory", e.Path, err)
+			return
+		}
+	}
+	f, err := t.r.root.OpenFile(e.Path, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		t.failErr(i, "open directory", e.Path, err)
+		return
+	}
+	defer f.Close()
+	if err := t.setMeta(f, e); err != nil {
+		t.failErr(i, "set metadata of directory", e.Path, err)
+		return
+	}
+	if t.r.opt.Fsync {
+		f.Sync()
+	}
+	t.files++
+}
+
+// CheckLinkTarget validates a symlink target: non-empty, bounded, no NUL.
+// Targets are kept verbatim (absolute ones too, as a system copy needs);
+// they are harmless to the receiver because symlinks are created last and
+// every later operation goes through the os.Root, which never follows a
+// link out of the destination.
+func CheckLinkTarget(s string) error {
+	if s == "" || len(s) > wire.MaxPath || strings.IndexByte(s, 0) >= 0 {
+		return errors.New("invalid symlink target")
+	}
+	return nil
+}
+
+func (t *Txn) applySymlink(i int, e *sharder.Entry) {
+	if err := CheckLinkTarget(e.Link); err != nil {
+		t.fail(i, wire.CodeInvalid, fmt.Errorf("refusing symlink %q: %v", e.Path, err))
+		return
+	}
+	d, base, err := t.dir(e.Path)
+	if err != nil {
+		t.failErr(i, "create directory for", e.Path, err)
+		return
+	}
+	// Already right: leave it (and its directory's mtime) alone.
+	if cur, err := readlinkat(int(d.Fd()), base); err == nil && cur == e.Link {
+		t.setLinkMeta(i, d, base, e)
+		t.skipped++
+		return
+	}
+	tmp := t.tmpName()
+	if err := unix.Symlinkat(e.Link, int(d.Fd()), tmp); err != nil {
+		t.failErr(i, "create symlink", e.Path, err)
+		return
+	}
+	if err := t.replace(d, tmp, base); err != nil {
+		unix.Unlinkat(int(d.Fd()), tmp, 0)
+		t.failErr(i, "create symlink", e.Path, err)
+		return
+	}
+	t.setLinkMeta(i, d, base, e)
+	t.files++
+}
+
+func (t *Txn) setLinkMeta(i int, d *os.File, base string, e *sharder.Entry) {
+	if t.r.opt.Owner {
+		if err := unix.Fchownat(int(d.Fd()), base, int(e.UID), int(e.GID), unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			t.failErr(i, "chown symlink", e.Path, err)
+			return
+		}
+	}
+	ts := []unix.Timespec{{Nsec: unix.UTIME_OMIT}, unix.NsecToTimespec(e.MTime)}
+	if err := unix.UtimesNanoAt(int(d.Fd()), base, ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		t.failErr(i, "set time of symlink", e.Path, err)
+	}
+}
+
+func readlinkat(dirfd int, name string) (string, error) {
+	buf := make([]byte, wire.MaxPath+1)
+	n, err := unix.Readlinkat(dirfd, name, buf)
+	if err != nil {
+		return "", err
+	}
+	return string(buf[:n]), nil
+}
+
+// replace renames tmp over base in directory d, refusing to replace a
+// directory.
+func (t *Txn) replace(d *os.File, tmp, base string) error {
+	var st unix.Stat_t
+	if err := unix.Fstatat(int(d.Fd()), base, &st, unix.AT_SYMLINK_NOFOLLOW); err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		return fmt.Errorf("a directory is in the way")
+	}
+	return unix.Renameat(int(d.Fd()), tmp, int(d.Fd()), base)
+}
+
+func (t *Txn) applyHardlink(i int, e *sharder.Entry) {
+	if err := CheckName(e.Link, sharder.KindFile); err != nil {
+		t.fail(i, wire.CodeInvalid, fmt.Errorf("refusing hard link %q: target %q: %v", e.Path, e.Link, err))
+		return
+	}
+	if !t.r.isKnown(e.Link) {
+		t.fail(i, wire.CodeInvalid, fmt.Errorf("refusing hard link %q: target %q is not a file this job wrote", e.Path, e.Link))
+		return
+	}
+	fi, err := t.r.root.Lstat(e.Link)
+	if err != nil {
+		t.failErr(i, "hard link", e.Path, err)
+		return
+	}
+	if !fi.Mode().IsRegular() {
+		t.fail(i, wire.CodeInvalid, fmt.Errorf("refusing hard link %q: target %q is not a regular file", e.Path, e.Link))
+		return
+	}
+	d, base, err := t.dir(e.Path)
+	if err != nil {
+		t.failErr(i, "create directory for", e.Path, err)
+		return
+	}
+	if cur, err := t.r.root.Lstat(e.Path); err == nil && os.SameFile(cur, fi) {
+		t.skipped++
+		return
+	}
+	tmp := t.tmpName()
+	tmpPath := tmp
+	if dd := path.Dir(e.Path); dd != "." {
+		tmpPath = dd + "/" + tmp
+	}
+	if err := t.r.root.Link(e.Link, tmpPath); err != nil {
+		t.failErr(i, "hard link", e.Path, err)
+		return
+	}
+	if err := t.replace(d, tmp, base); err != nil {
+		unix.Unlinkat(int(d.Fd()), tmp, 0)
+		t.failErr(i, "hard link", e.Path, err)
+		return
+	}
+	t.files++
+}
+
+// Commit renames the batch's files into place, except those discarded by
+// the sender, syncs directories with Fsync, and returns the batch's ack.
+func (t *Txn) Commit(id uint64, discards []wire.Discard) *wire.BatchAck {
+	drop := map[int]string{}
+	for _, d := range discards {
+		drop[d.Index] = d.Reason
+	}
+	for _, p := range t.pending {
+		e := &t.entries[p.index]
+		if _, ok := drop[p.index]; ok {
+			unix.Unlinkat(int(p.dir.Fd()), p.tmp, 0)
+			continue
+		}
+		if err := t.replace(p.dir, p.tmp, p.base); err != nil {
+			unix.Unlinkat(int(p.dir.Fd()), p.tmp, 0)
+			t.failErr(p.index, "rename into place", e.Path, err)
+			continue
+		}
+		t.files++
+		if e.Nlink > 1 {
+			t.r.remember(e.Path)
+		}
+	}
+	if t.r.opt.Fsync && len(t.pending) > 0 {
+		for name, d := range t.dirs {
+			if err := d.Sync(); err != nil {
+				t.fatalErr(fmt.Errorf("fsync directory %s: %w", name, err))
+			}
+		}
+	}
+	t.close()
+	a := &wire.BatchAck{ID: id, Files: t.files, Bytes: t.bytes, Skipped: t.skipped, Errors: t.errs}
+	t.r.files.Add(t.files)
+	t.r.bytes.Add(t.bytes)
+	t.r.skipped.Add(t.skipped)
+	t.r.errs.Add(int64(len(t.errs)))
+	return a
+}
+
+func (t *Txn) fatalErr(err error) {
+	if t.fatal == nil {
+		t.fatal = err
+	}
+}
+
+// Abort removes the batch's temporary files.
+func (t *Txn) Abort() {
+	for _, p := range t.pending {
+		unix.Unlinkat(int(p.dir.Fd()), p.tmp, 0)
+	}
+	t.pending = nil
+	t.close()
+}
+
+func (t *Txn) close() {
+	for _, d := range t.dirs {
+		d.Close()
+	}
+	clear(t.dirs)
+}

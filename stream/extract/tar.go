@@ -1,0 +1,91 @@
+package extract
+
+import (
+	"archive/tar"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/bulkmove/bulkmove/sharder"
+	"github.com/bulkmove/bulkmove/stream/wire"
+)
+
+// PAX records of the bulkmove vendor namespace, ignored by other tar readers.
+const (
+	PAXBatch = "BULKMOVE.batch" // in the global header that opens each batch
+)
+
+// ErrStream marks a data stream that does not match its manifest; the
+// connection cannot continue after it.
+var ErrStream = errors.New("bad data stream")
+
+// ExtractTar reads the data of batch id from r: a tar stream holding the
+// needed regular files of the manifest, in manifest order (the sender may
+// leave some out), each header matching its manifest entry by name, type
+// and size. It returns when the tar stream ends. Entry failures are
+// recorded in the Txn; an error is returned only when the stream itself is
+// bad, and names the entry.
+func (t *Txn) ExtractTar(id uint64, r io.Reader, need []bool) error {
+	tr := tar.NewReader(r)
+	next := 0
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%w: batch %d: reading tar header after entry %d: %v", ErrStream, id, next, err)
+		}
+		if hdr.Typeflag == tar.TypeXGlobalHeader {
+			if v, ok := hdr.PAXRecords[PAXBatch]; ok && v != strconv.FormatUint(id, 10) {
+				return fmt.Errorf("%w: data of batch %s sent as batch %d", ErrStream, v, id)
+			}
+			continue
+		}
+		j := next
+		for j < len(t.entries) && (t.entries[j].Path != hdr.Name || t.entries[j].Kind != sharder.KindFile || !need[j]) {
+			j++
+		}
+		if j == len(t.entries) {
+			return fmt.Errorf("%w: batch %d: tar entry %q is not a needed file of the manifest (or out of order)", ErrStream, id, hdr.Name)
+		}
+		e := &t.entries[j]
+		if hdr.Typeflag != tar.TypeReg {
+			return fmt.Errorf("%w: batch %d: tar entry %q has type %q, want a regular file", ErrStream, id, hdr.Name, hdr.Typeflag)
+		}
+		if hdr.Size != e.Size {
+			return fmt.Errorf("%w: batch %d: tar entry %q declares %d bytes, the manifest %d", ErrStream, id, hdr.Name, hdr.Size, e.Size)
+		}
+		if err := t.Write(j, tr); err != nil {
+			return fmt.Errorf("%w: batch %d: entry %q: %v", ErrStream, id, hdr.Name, err)
+		}
+		next = j + 1
+	}
+}
+
+// ApplyFinal applies every entry of a final batch in order.
+func (t *Txn) ApplyFinal() {
+	for i := range t.entries {
+		t.Apply(i)
+	}
+}
+
+// Receive applies one batch that arrives as a manifest and a tar stream:
+// the agent's whole job for a batch, shared with tests and the fuzzer.
+func (r *Receiver) Receive(m *wire.BatchManifest, need []bool, data io.Reader) (*Txn, error) {
+	t := r.Begin(m.Entries)
+	if m.Flags&wire.FlagFinal != 0 {
+		t.ApplyFinal()
+	}
+	for i, n := range need {
+		if !n && m.Entries[i].Kind == sharder.KindFile {
+			t.Skip(i)
+		}
+	}
+	if err := t.ExtractTar(m.ID, data, need); err != nil {
+		t.Abort()
+		return nil, err
+	}
+	return t, nil
+}

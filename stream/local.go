@@ -1,0 +1,83 @@
+package stream
+
+import (
+	"context"
+
+	"github.com/bulkmove/bulkmove/sharder"
+	"github.com/bulkmove/bulkmove/stream/extract"
+	"github.com/bulkmove/bulkmove/stream/wire"
+)
+
+// Local is a stream to a receiver in this process: no tar, no wire; file
+// data goes from the source file to the temporary file with
+// copy_file_range. Several Local streams share one Receiver.
+type Local struct {
+	Recv *extract.Receiver
+	Src  Source
+}
+
+// Run implements Conn.
+func (l *Local) Run(ctx context.Context, in <-chan *sharder.Batch, done func(Result)) ([]*sharder.Batch, error) {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case b, ok := <-in:
+			if !ok {
+				return nil, nil
+			}
+			done(l.apply(b, false))
+		}
+	}
+}
+
+// Final implements Conn.
+func (l *Local) Final(ctx context.Context, b *sharder.Batch) (Result, error) {
+	if err := ctx.Err(); err != nil {
+		return Result{}, err
+	}
+	return l.apply(b, true), nil
+}
+
+// Close implements Conn.
+func (l *Local) Close(context.Context) (wire.Totals, error) { return l.Recv.Totals(), nil }
+
+func (l *Local) apply(b *sharder.Batch, final bool) Result {
+	res := Result{Batch: b, Final: final}
+	t := l.Recv.Begin(b.Entries)
+	if final {
+		t.ApplyFinal()
+		res.Ack = t.Commit(b.ID, nil)
+		return res
+	}
+	need := l.Recv.Need(b.Entries)
+	var discards []wire.Discard
+	for i := range b.Entries {
+		e := &b.Entries[i]
+		if e.Kind != sharder.KindFile {
+			t.Apply(i)
+			continue
+		}
+		if !need[i] {
+			t.Skip(i)
+			continue
+		}
+		f, err := l.Src.Open(e)
+		if err != nil {
+			res.SrcErrors = append(res.SrcErrors, SourceError{i, err})
+			continue
+		}
+		// A failed Write has recorded its error and removed its file.
+		if err := t.Write(i, f); err != nil {
+			f.Close()
+			continue
+		}
+		if err := l.Src.Recheck(f, e); err != nil {
+			res.SrcErrors = append(res.SrcErrors, SourceError{i, err})
+			discards = append(discards, wire.Discard{Index: i, Reason: err.Error()})
+		}
+		f.Close()
+	}
+	res.Ack = t.Commit(b.ID, discards)
+	return res
+}

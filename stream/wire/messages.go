@@ -1,0 +1,309 @@
+package wire
+
+import (
+	"encoding/json"
+	"io/fs"
+
+	"github.com/bulkmove/bulkmove/sharder"
+)
+
+// Handshake is the Hello payload, JSON, sent first by each side.
+type Handshake struct {
+	Proto   int    `json:"proto"`
+	Version string `json:"version"`
+	// Sender to agent: how to receive.
+	Options *ReceiveOptions `json:"options,omitempty"`
+	// Agent to sender: who it is.
+	OS   string `json:"os,omitempty"`
+	Arch string `json:"arch,omitempty"`
+	UID  int    `json:"uid,omitempty"`
+	Root string `json:"root,omitempty"`
+}
+
+// ReceiveOptions are the sender's choices that the receiver applies.
+type ReceiveOptions struct {
+	Fsync     bool   `json:"fsync,omitempty"`
+	Owner     bool   `json:"owner,omitempty"`      // chown to the sender's numeric ids (when root)
+	KeepSetid bool   `json:"keep_setid,omitempty"` // keep setuid/setgid bits
+	Check     string `json:"check,omitempty"`      // "quick" (size and mtime, default) or "none"
+}
+
+// Flags of a batch.
+const (
+	// FlagFinal marks a batch of deferred entries (hard links, symlinks,
+	// directory metadata) applied in manifest order, after file data.
+	FlagFinal = 1 << iota
+)
+
+// BatchManifest is the Manifest payload.
+type BatchManifest struct {
+	ID      uint64
+	Flags   uint64
+	Entries []sharder.Entry
+}
+
+// EncodeManifest encodes a batch's manifest.
+func EncodeManifest(m *BatchManifest) []byte {
+	e := enc{b: make([]byte, 0, 64+len(m.Entries)*48)}
+	e.uvarint(m.ID)
+	e.uvarint(m.Flags)
+	e.uvarint(uint64(len(m.Entries)))
+	for i := range m.Entries {
+		x := &m.Entries[i]
+		e.b = append(e.b, byte(x.Kind))
+		e.bytes(x.Path)
+		e.uvarint(uint64(x.Mode))
+		e.varint(x.Size)
+		e.varint(x.MTime)
+		e.uvarint(uint64(x.UID))
+		e.uvarint(uint64(x.GID))
+		e.uvarint(uint64(x.Nlink))
+		e.bytes(x.Link)
+	}
+	return e.b
+}
+
+// Modes a manifest may carry: permissions and the special bits, nothing else.
+const allowedMode = fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky
+
+// DecodeManifest decodes and bounds-checks a manifest. It checks the shape
+// of every field; whether a path is safe to create is the receiver's check.
+func DecodeManifest(p []byte) (*BatchManifest, error) {
+	d := dec{b: p}
+	m := &BatchManifest{ID: d.uvarint("batch id"), Flags: d.uvarint("batch flags")}
+	n := d.uvarint("entry count")
+	if d.err != nil {
+		return nil, d.err
+	}
+	if n > MaxEntries {
+		return nil, protoErr("manifest declares %d entries, over the %d limit", n, MaxEntries)
+	}
+	// Each entry takes at least 10 bytes: never allocate more than the payload can hold.
+	if n > uint64(len(d.b))/10+1 {
+		return nil, protoErr("manifest declares %d entries in %d bytes", n, len(p))
+	}
+	m.Entries = make([]sharder.Entry, 0, n)
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		var x sharder.Entry
+		x.Kind = sharder.Kind(d.byte1("entry kind"))
+		x.Path = d.str("entry path", MaxPath)
+		mode := d.uvarint("entry mode")
+		x.Size = d.varint("entry size")
+		x.MTime = d.varint("entry mtime")
+		uid := d.uvarint("entry uid")
+		gid := d.uvarint("entry gid")
+		nlink := d.uvarint("entry nlink")
+		x.Link = d.str("entry link", MaxPath)
+		if d.err != nil {
+			break
+		}
+		switch x.Kind {
+		case sharder.KindFile, sharder.KindDir, sharder.KindSymlink, sharder.KindHardlink:
+		default:
+			return nil, protoErr("entry %d (%q) has unknown kind %d", i, x.Path, x.Kind)
+		}
+		if mode > uint64(^uint32(0)) || fs.FileMode(mode)&^allowedMode != 0 {
+			return nil, protoErr("entry %q has invalid mode %#o", x.Path, mode)
+		}
+		x.Mode = fs.FileMode(mode)
+		if x.Size < 0 {
+			return nil, protoErr("entry %q has negative size %d", x.Path, x.Size)
+		}
+		if uid > uint64(^uint32(0)) || gid > uint64(^uint32(0)) || nlink > uint64(^uint32(0)) {
+			return nil, protoErr("entry %q has out-of-range ids", x.Path)
+		}
+		x.UID, x.GID, x.Nlink = uint32(uid), uint32(gid), uint32(nlink)
+		m.Entries = append(m.Entries, x)
+	}
+	if err := d.done("manifest"); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// EncodeNeed encodes which entries of batch id the agent wants sent: one
+// bit per entry.
+func EncodeNeed(id uint64, need []bool) []byte {
+	e := enc{}
+	e.uvarint(id)
+	e.uvarint(uint64(len(need)))
+	bits := make([]byte, (len(need)+7)/8)
+	for i, n := range need {
+		if n {
+			bits[i/8] |= 1 << (i % 8)
+		}
+	}
+	e.b = append(e.b, bits...)
+	return e.b
+}
+
+// DecodeNeed decodes a Need payload.
+func DecodeNeed(p []byte) (id uint64, need []bool, err error) {
+	d := dec{b: p}
+	id = d.uvarint("need batch id")
+	n := d.uvarint("need count")
+	if d.err != nil {
+		return 0, nil, d.err
+	}
+	if n > MaxEntries || uint64(len(d.b)) != (n+7)/8 {
+		return 0, nil, protoErr("need list of %d entries in %d bytes", n, len(d.b))
+	}
+	need = make([]bool, n)
+	for i := range need {
+		need[i] = d.b[i/8]&(1<<(i%8)) != 0
+	}
+	return id, need, nil
+}
+
+// EncodeID encodes a bare batch id (the Data payload).
+func EncodeID(id uint64) []byte {
+	e := enc{}
+	e.uvarint(id)
+	return e.b
+}
+
+// DecodeID decodes a bare batch id.
+func DecodeID(p []byte) (uint64, error) {
+	d := dec{b: p}
+	id := d.uvarint("batch id")
+	return id, d.done("batch id")
+}
+
+// Discard is an entry the sender withdraws from a batch after sending (it
+// changed while being read): the receiver must not install it.
+type Discard struct {
+	Index  int
+	Reason string
+}
+
+// EncodeCommit encodes a Commit payload.
+func EncodeCommit(id uint64, discards []Discard) []byte {
+	e := enc{}
+	e.uvarint(id)
+	e.uvarint(uint64(len(discards)))
+	for _, d := range discards {
+		e.uvarint(uint64(d.Index))
+		e.bytes(truncate(d.Reason))
+	}
+	return e.b
+}
+
+// DecodeCommit decodes a Commit payload.
+func DecodeCommit(p []byte) (id uint64, discards []Discard, err error) {
+	d := dec{b: p}
+	id = d.uvarint("commit batch id")
+	n := d.uvarint("discard count")
+	if d.err == nil && n > uint64(len(d.b)) {
+		return 0, nil, protoErr("commit declares %d discards in %d bytes", n, len(d.b))
+	}
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		idx := d.uvarint("discard index")
+		why := d.str("discard reason", MaxMessage)
+		if idx > MaxEntries {
+			return 0, nil, protoErr("discard index %d out of range", idx)
+		}
+		discards = append(discards, Discard{Index: int(idx), Reason: why})
+	}
+	return id, discards, d.done("commit")
+}
+
+// Error codes of an entry error; the sender maps them to its classes.
+const (
+	CodeOther    = 0
+	CodeNoSpace  = 1 // ENOSPC or EDQUOT: stop the job
+	CodePerm     = 2 // permission denied
+	CodeInvalid  = 3 // refused by the receiver's safety rules
+	CodeReadOnly = 4 // read-only filesystem
+)
+
+// EntryError is the receiver's report of one entry it could not install.
+type EntryError struct {
+	Index int
+	Code  int
+	Msg   string
+}
+
+// BatchAck is the Ack payload.
+type BatchAck struct {
+	ID      uint64
+	Files   int64 // files installed
+	Bytes   int64 // bytes written
+	Skipped int64 // files already up to date
+	Errors  []EntryError
+}
+
+// EncodeAck encodes an Ack payload.
+func EncodeAck(a *BatchAck) []byte {
+	e := enc{}
+	e.uvarint(a.ID)
+	e.varint(a.Files)
+	e.varint(a.Bytes)
+	e.varint(a.Skipped)
+	e.uvarint(uint64(len(a.Errors)))
+	for _, x := range a.Errors {
+		e.uvarint(uint64(x.Index))
+		e.uvarint(uint64(x.Code))
+		e.bytes(truncate(x.Msg))
+	}
+	return e.b
+}
+
+// DecodeAck decodes an Ack payload.
+func DecodeAck(p []byte) (*BatchAck, error) {
+	d := dec{b: p}
+	a := &BatchAck{ID: d.uvarint("ack batch id"), Files: d.varint("ack files"), Bytes: d.varint("ack bytes"), Skipped: d.varint("ack skipped")}
+	n := d.uvarint("ack error count")
+	if d.err == nil && n > uint64(len(d.b)) {
+		return nil, protoErr("ack declares %d errors in %d bytes", n, len(d.b))
+	}
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		idx := d.uvarint("ack error index")
+		code := d.uvarint("ack error code")
+		msg := d.str("ack error message", MaxMessage)
+		if idx > MaxEntries || code > 255 {
+			return nil, protoErr("ack error index %d code %d out of range", idx, code)
+		}
+		a.Errors = append(a.Errors, EntryError{Index: int(idx), Code: int(code), Msg: msg})
+	}
+	if err := d.done("ack"); err != nil {
+		return nil, err
+	}
+	if a.Files < 0 || a.Bytes < 0 || a.Skipped < 0 {
+		return nil, protoErr("ack with negative counts")
+	}
+	return a, nil
+}
+
+// Totals is the Summary payload, JSON.
+type Totals struct {
+	Files   int64 `json:"files"`
+	Bytes   int64 `json:"bytes"`
+	Skipped int64 `json:"skipped"`
+	Errors  int64 `json:"errors"`
+}
+
+// JSON helpers for the Hello and Summary frames.
+
+// EncodeJSON marshals v (which never fails for this package's types).
+func EncodeJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// DecodeJSON unmarshals a JSON payload, wrapping the error as a protocol error.
+func DecodeJSON(p []byte, v any) error {
+	if err := json.Unmarshal(p, v); err != nil {
+		return protoErr("bad JSON frame: %v", err)
+	}
+	return nil
+}
+
+func truncate(s string) string {
+	if len(s) > MaxMessage {
+		return s[:MaxMessage]
+	}
+	return s
+}

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/bulkmove/bulkmove/internal/gentree"
+	"github.com/bulkmove/bulkmove/internal/treecmp"
+)
+
+func TestMain(m *testing.M) {
+	testscript.Main(m, map[string]func(){
+		"bulkmove": func() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) },
+	})
+}
+
+// TestScripts runs the CLI end-to-end tests in testdata/script: each
+// reads like a terminal session.
+func TestScripts(t *testing.T) {
+	testscript.Run(t, testscript.Params{
+		Dir:                 "testdata/script",
+		RequireExplicitExec: false,
+		Condition: func(cond string) (bool, error) {
+			switch cond {
+			case "root":
+				return os.Geteuid() == 0, nil
+			}
+			return false, fmt.Errorf("unknown condition %q", cond)
+		},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"treecmp":  cmdTreecmp,
+			"gentree":  cmdGentree,
+			"hardlink": cmdHardlink,
+			"mkfifo":   cmdMkfifo,
+			"mtime":    cmdMtime,
+			"oddnames": cmdOddnames,
+			"count":    cmdCount,
+		},
+	})
+}
+
+// treecmp [-extra] SRC DST: the trees are equal in content, modes,
+// mtimes, symlinks, hard links and empty directories.
+func cmdTreecmp(ts *testscript.TestScript, neg bool, args []string) {
+	var opt treecmp.Options
+	if len(args) > 0 && args[0] == "-extra" {
+		opt.AllowExtra = true
+		args = args[1:]
+	}
+	opt.Owner = os.Geteuid() == 0
+	if len(args) != 2 {
+		ts.Fatalf("usage: treecmp [-extra] SRC DST")
+	}
+	diffs, err := treecmp.Compare(ts.MkAbs(args[0]), ts.MkAbs(args[1]), opt)
+	ts.Check(err)
+	if neg {
+		if len(diffs) == 0 {
+			ts.Fatalf("trees are equal, want a difference")
+		}
+		return
+	}
+	if len(diffs) > 0 {
+		ts.Fatalf("trees differ:\n%s", treecmp.Format(diffs, 20))
+	}
+}
+
+// gentree small|mixed N DIR
+func cmdGentree(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 3 {
+		ts.Fatalf("usage: gentree small|mixed N DIR")
+	}
+	n, err := strconv.Atoi(args[1])
+	ts.Check(err)
+	dir := ts.MkAbs(args[2])
+	switch args[0] {
+	case "small":
+		ts.Check(gentree.Small(dir, n, max(1, n/100), 1024))
+	case "mixed":
+		ts.Check(gentree.Mixed(dir, n, 1))
+	default:
+		ts.Fatalf("unknown tree kind %q", args[0])
+	}
+}
+
+// hardlink OLD NEW
+func cmdHardlink(ts *testscript.TestScript, neg bool, args []string) {
+	ts.Check(os.Link(ts.MkAbs(args[0]), ts.MkAbs(args[1])))
+}
+
+// mkfifo PATH
+func cmdMkfifo(ts *testscript.TestScript, neg bool, args []string) {
+	ts.Check(syscall.Mkfifo(ts.MkAbs(args[0]), 0o644))
+}
+
+// mtime PATH RFC3339NANO: set a modification time.
+func cmdMtime(ts *testscript.TestScript, neg bool, args []string) {
+	tm, err := time.Parse(time.RFC3339Nano, args[1])
+	ts.Check(err)
+	ts.Check(os.Chtimes(ts.MkAbs(args[0]), tm, tm))
+}
+
+// oddnames DIR: names with spaces, newlines, non-UTF-8 bytes, 255-byte
+// components and paths over 100 characters.
+func cmdOddnames(ts *testscript.TestScript, neg bool, args []string) {
+	dir := ts.MkAbs(args[0])
+	long := strings.Repeat("L", 255)
+	deep := filepath.Join(dir, strings.Repeat("deep-directory-name/", 8))
+	ts.Check(os.MkdirAll(deep, 0o755))
+	for _, p := range []string{
+		filepath.Join(dir, "with space"),
+		filepath.Join(dir, "new\nline"),
+		filepath.Join(dir, "bad\xff\xfeutf8"),
+		filepath.Join(dir, long),
+		filepath.Join(deep, long),
+		filepath.Join(dir, "tab\there"),
+	} {
+		ts.Check(os.WriteFile(p, []byte(p), 0o644))
+	}
+}
+
+// count N DIR: DIR holds N regular files (recursively).
+func cmdCount(ts *testscript.TestScript, neg bool, args []string) {
+	want, err := strconv.Atoi(args[0])
+	ts.Check(err)
+	n := 0
+	ts.Check(filepath.Walk(ts.MkAbs(args[1]), func(p string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode().IsRegular() {
+			n++
+		}
+		return err
+	}))
+	if (n == want) == neg {
+		ts.Fatalf("%d regular files, want %d", n, want)
+	}
+}

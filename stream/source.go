@@ -28,46 +28,81 @@ type Source struct {
 	File string // if set, the one file every entry reads (a single-file SRC)
 }
 
-// Open opens entry e for reading and checks it is still the regular file
-// the walk saw (same size and mtime).
-func (s Source) Open(e *sharder.Entry) (*os.File, error) {
+// File is an open source file: a bare descriptor, read with read(2) or
+// handed to copy_file_range, without the runtime poller's bookkeeping.
+type File struct {
+	fd   int
+	name string
+}
+
+// Read implements io.Reader.
+func (f *File) Read(p []byte) (int, error) {
+	for {
+		n, err := unix.Read(f.fd, p)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return 0, &os.PathError{Op: "read", Path: f.name, Err: err}
+		}
+		if n == 0 && len(p) > 0 {
+			return 0, io.EOF
+		}
+		return n, nil
+	}
+}
+
+// Fd returns the descriptor.
+func (f *File) Fd() uintptr { return uintptr(f.fd) }
+
+// Name is the file's path.
+func (f *File) Name() string { return f.name }
+
+// Close closes the descriptor.
+func (f *File) Close() error { return unix.Close(f.fd) }
+
+// Open opens entry e for reading. Whether it is still the file the walk
+// saw is for Recheck to say, after the data is read.
+func (s Source) Open(e *sharder.Entry) (*File, error) {
 	name := filepath.Join(s.Root, filepath.FromSlash(e.Path))
 	if s.File != "" {
 		name = s.File
 	}
-	f, err := os.OpenFile(name, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NOATIME, 0)
-	if errors.Is(err, unix.EPERM) { // O_NOATIME needs ownership
-		f, err = os.OpenFile(name, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	flags := unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_CLOEXEC | unix.O_NOATIME
+	fd, err := unix.Open(name, flags, 0)
+	if err == unix.EPERM { // O_NOATIME needs ownership
+		fd, err = unix.Open(name, flags&^unix.O_NOATIME, 0)
 	}
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
+		if err == unix.ENOENT {
 			return nil, fmt.Errorf("read %s: %w: vanished since the walk", name, ErrChanged)
 		}
-		return nil, fmt.Errorf("read %s: %w", name, unwrapPath(err))
+		if err == unix.ELOOP {
+			return nil, fmt.Errorf("read %s: %w: now a symlink", name, ErrChanged)
+		}
+		return nil, fmt.Errorf("read %s: %w", name, err)
 	}
-	if err := s.same(f, e, "since the walk"); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return f, nil
+	// No fstat here: Recheck after the copy catches a file that changed
+	// since the walk as surely, and a changed file is rare.
+	return &File{fd: fd, name: name}, nil
 }
 
 // Recheck reports whether f changed while being read.
-func (s Source) Recheck(f *os.File, e *sharder.Entry) error {
+func (s Source) Recheck(f *File, e *sharder.Entry) error {
 	return s.same(f, e, "while being read")
 }
 
-func (s Source) same(f *os.File, e *sharder.Entry, when string) error {
-	fi, err := f.Stat()
-	if err != nil {
-		return fmt.Errorf("stat %s: %w", f.Name(), err)
+func (s Source) same(f *File, e *sharder.Entry, when string) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(f.fd, &st); err != nil {
+		return fmt.Errorf("stat %s: %w", f.name, err)
 	}
-	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("read %s: %w: no longer a regular file", f.Name(), ErrChanged)
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return fmt.Errorf("read %s: %w: no longer a regular file", f.name, ErrChanged)
 	}
-	if fi.Size() != e.Size || fi.ModTime().UnixNano() != e.MTime {
-		return fmt.Errorf("read %s: %w %s (size %d, was %d; mtime %s, was %s)", f.Name(), ErrChanged, when,
-			fi.Size(), e.Size, fi.ModTime().Format(time.RFC3339Nano), e.ModTime().Format(time.RFC3339Nano))
+	if st.Size != e.Size || st.Mtim.Nano() != e.MTime {
+		return fmt.Errorf("read %s: %w %s (size %d, was %d; mtime %s, was %s)", f.name, ErrChanged, when,
+			st.Size, e.Size, time.Unix(0, st.Mtim.Nano()).Format(time.RFC3339Nano), e.ModTime().Format(time.RFC3339Nano))
 	}
 	return nil
 }

@@ -128,14 +128,41 @@ func isLocal(p string) bool {
 // of other kinds are always needed.
 func (r *Receiver) Need(entries []sharder.Entry) []bool {
 	need := make([]bool, len(entries))
+	var cur *os.File // the directory of the previous entry, nil if missing
+	curDir := "\x00"
+	defer func() {
+		if cur != nil {
+			cur.Close()
+		}
+	}()
 	for i := range entries {
 		e := &entries[i]
 		need[i] = true
 		if e.Kind != sharder.KindFile || r.opt.NoCheck || CheckName(e.Path, e.Kind) != nil {
 			continue
 		}
-		fi, err := r.root.Lstat(e.Path)
-		if err != nil || !fi.Mode().IsRegular() || fi.Size() != e.Size || fi.ModTime().UnixNano() != e.MTime {
+		d, base := path.Split(e.Path)
+		if d = strings.TrimSuffix(d, "/"); d == "" {
+			d = "."
+		}
+		if d != curDir {
+			// One lookup per directory; a batch keeps a directory's files together.
+			if cur != nil {
+				cur.Close()
+			}
+			curDir, cur = d, nil
+			if f, err := r.root.OpenFile(d, os.O_RDONLY|syscall.O_DIRECTORY, 0); err == nil {
+				cur = f
+			}
+		}
+		if cur == nil {
+			continue
+		}
+		var st unix.Stat_t
+		if err := unix.Fstatat(int(cur.Fd()), base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			continue
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size != e.Size || st.Mtim.Nano() != e.MTime {
 			continue
 		}
 		need[i] = false
@@ -171,7 +198,9 @@ type Txn struct {
 	bytes   int64
 	skipped int64
 	fatal   error
-	synced  map[string]bool
+	// setgidDir: some target directory is setgid, so new files may not get
+	// the creator's group.
+	setgidDir bool
 }
 
 type pendingFile struct {
@@ -216,6 +245,10 @@ func (t *Txn) dir(p string) (*os.File, string, error) {
 		return nil, "", err
 	}
 	t.dirs[d] = f
+	var st unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &st) == nil && st.Mode&unix.S_ISGID != 0 {
+		t.setgidDir = true
+	}
 	return f, base, nil
 }
 
@@ -240,8 +273,10 @@ func (r *Receiver) mkdirAll(d string) error {
 	return nil
 }
 
+var pid = strconv.Itoa(os.Getpid())
+
 func (t *Txn) tmpName() string {
-	return TempPrefix + strconv.Itoa(os.Getpid()) + "." + strconv.FormatUint(t.r.seq.Add(1), 36)
+	return TempPrefix + pid + "." + strconv.FormatUint(t.r.seq.Add(1), 36)
 }
 
 // Write installs entry i (a regular file) from src, which must yield
@@ -265,43 +300,47 @@ func (t *Txn) Write(i int, src io.Reader) error {
 		t.failErr(i, "create directory for", e.Path, err)
 		return t.drain(src, e.Size)
 	}
+	dfd := int(d.Fd())
 	tmp := t.tmpName()
-	fd, err := unix.Openat(int(d.Fd()), tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	fd, err := unix.Openat(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(e.Mode.Perm()))
 	if err != nil {
 		t.failErr(i, "create", e.Path, err)
 		return t.drain(src, e.Size)
 	}
-	f := os.NewFile(uintptr(fd), tmp)
-	n, err := io.Copy(f, io.LimitReader(src, e.Size))
-	if err == nil && n != e.Size {
-		err = fmt.Errorf("source shrank while being read: got %d of %d bytes", n, e.Size)
+	discard := func() {
+		unix.Close(fd)
+		unix.Unlinkat(dfd, tmp, 0)
 	}
-	if err != nil {
-		f.Close()
-		unix.Unlinkat(int(d.Fd()), tmp, 0)
-		if isWriteErr(err) {
-			t.failErr(i, "write", e.Path, err)
-			return t.drain(src, e.Size-n)
-		}
-		t.fail(i, wire.CodeOther, fmt.Errorf("receive %s: %w", e.Path, err))
+	n, rerr, werr := copyTo(fd, src, e.Size)
+	switch {
+	case werr != nil:
+		discard()
+		t.failErr(i, "write", e.Path, werr)
+		return t.drain(src, e.Size-n)
+	case rerr != nil:
+		discard()
+		t.fail(i, wire.CodeOther, fmt.Errorf("receive %s: %w", e.Path, rerr))
+		return rerr
+	case n != e.Size:
+		discard()
+		err := fmt.Errorf("receive %s: the source shrank while being read: got %d of %d bytes", e.Path, n, e.Size)
+		t.fail(i, wire.CodeOther, err)
 		return err
 	}
-	if err := t.setMeta(f, e); err != nil {
-		f.Close()
-		unix.Unlinkat(int(d.Fd()), tmp, 0)
+	if err := t.setMeta(fd, e, int64(createMode(e.Mode))); err != nil {
+		discard()
 		t.failErr(i, "set metadata of", e.Path, err)
 		return nil
 	}
 	if t.r.opt.Fsync {
-		if err := f.Sync(); err != nil {
-			f.Close()
-			unix.Unlinkat(int(d.Fd()), tmp, 0)
+		if err := unix.Fsync(fd); err != nil {
+			discard()
 			t.failErr(i, "fsync", e.Path, err)
 			return nil
 		}
 	}
-	if err := f.Close(); err != nil {
-		unix.Unlinkat(int(d.Fd()), tmp, 0)
+	if err := unix.Close(fd); err != nil {
+		unix.Unlinkat(dfd, tmp, 0)
 		t.failErr(i, "close", e.Path, err)
 		return nil
 	}
@@ -310,10 +349,74 @@ func (t *Txn) Write(i int, src io.Reader) error {
 	return nil
 }
 
-// isWriteErr tells a destination-side write failure from a source failure.
-func isWriteErr(err error) bool {
-	var pe *fs.PathError
-	return errors.As(err, &pe) || errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) || errors.Is(err, syscall.EIO)
+// fdSource is a source that can hand its descriptor to copy_file_range.
+type fdSource interface{ Fd() uintptr }
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
+
+// copyTo copies exactly n bytes from src into fd, with copy_file_range
+// when src is a file, else through a pooled buffer. It tells read errors
+// (rerr: the source or the stream) from write errors (werr: the destination).
+func copyTo(fd int, src io.Reader, n int64) (written int64, rerr, werr error) {
+	if fs, ok := src.(fdSource); ok {
+		sfd := int(fs.Fd())
+		for written < n {
+			m, err := unix.CopyFileRange(sfd, nil, fd, nil, int(min(n-written, 1<<30)), 0)
+			if err == unix.EINTR {
+				continue
+			}
+			if err == unix.EXDEV || err == unix.ENOSYS || err == unix.EINVAL || err == unix.EOPNOTSUPP {
+				break // fall back to read and write
+			}
+			if err != nil {
+				// copy_file_range does not say which side failed.
+				if Code(err) != wire.CodeOther || err == unix.EIO || err == unix.EFBIG {
+					return written, nil, err
+				}
+				return written, err, nil
+			}
+			if m == 0 {
+				return written, nil, nil // the source is shorter than n
+			}
+			written += int64(m)
+		}
+		if written == n {
+			return written, nil, nil
+		}
+	}
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	buf := *bp
+	for written < n {
+		m, err := src.Read(buf[:min(int64(len(buf)), n-written)])
+		if m > 0 {
+			if werr := writeAll(fd, buf[:m]); werr != nil {
+				return written, nil, werr
+			}
+			written += int64(m)
+		}
+		if err == io.EOF {
+			return written, nil, nil
+		}
+		if err != nil {
+			return written, err, nil
+		}
+	}
+	return written, nil, nil
+}
+
+func writeAll(fd int, b []byte) error {
+	for len(b) > 0 {
+		m, err := unix.Write(fd, b)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		b = b[m:]
+	}
+	return nil
 }
 
 // drain consumes the rest of an entry's data so the stream stays in step.
@@ -337,16 +440,45 @@ func (t *Txn) mode(m fs.FileMode) fs.FileMode {
 
 // setMeta applies owner, mode and times through the open descriptor. Owner
 // first: chown clears setuid bits.
-func (t *Txn) setMeta(f *os.File, e *sharder.Entry) error {
-	if t.r.opt.Owner {
-		if err := f.Chown(int(e.UID), int(e.GID)); err != nil {
+// created is the mode the file was created with, or -1 if unknown.
+func (t *Txn) setMeta(fd int, e *sharder.Entry, created int64) error {
+	chowned := false
+	if t.r.opt.Owner && (int(e.UID) != euid || int(e.GID) != egid || t.setgidDir) {
+		if err := unix.Fchown(fd, int(e.UID), int(e.GID)); err != nil {
+			return err
+		}
+		chowned = true
+	}
+	if m := unixMode(t.mode(e.Mode)); chowned || int64(m) != created {
+		if err := unix.Fchmod(fd, m); err != nil {
 			return err
 		}
 	}
-	if err := f.Chmod(t.mode(e.Mode)); err != nil {
-		return err
+	return futimens(fd, e.MTime)
+}
+
+var (
+	euid, egid = os.Geteuid(), os.Getegid()
+	umask      = func() uint32 { old := unix.Umask(0); unix.Umask(old); return uint32(old) }()
+)
+
+// createMode is the mode a file created with perm(m) gets under the umask:
+// when it is already right, no fchmod is needed.
+func createMode(m fs.FileMode) uint32 { return uint32(m.Perm()) &^ umask }
+
+// unixMode converts permission and special bits to their Unix values.
+func unixMode(m fs.FileMode) uint32 {
+	u := uint32(m.Perm())
+	if m&fs.ModeSetuid != 0 {
+		u |= unix.S_ISUID
 	}
-	return futimens(int(f.Fd()), e.MTime)
+	if m&fs.ModeSetgid != 0 {
+		u |= unix.S_ISGID
+	}
+	if m&fs.ModeSticky != 0 {
+		u |= unix.S_ISVTX
+	}
+	return u
 }
 
 // futimens sets a descriptor's mtime, leaving atime alone.
@@ -437,7 +569,7 @@ func (t *Txn) applyDir(i int, e *sharder.Entry) {
 		return
 	}
 	defer f.Close()
-	if err := t.setMeta(f, e); err != nil {
+	if err := t.setMeta(int(f.Fd()), e, -1); err != nil {
 		t.failErr(i, "set metadata of directory", e.Path, err)
 		return
 	}
@@ -514,11 +646,11 @@ func readlinkat(dirfd int, name string) (string, error) {
 // replace renames tmp over base in directory d, refusing to replace a
 // directory.
 func (t *Txn) replace(d *os.File, tmp, base string) error {
-	var st unix.Stat_t
-	if err := unix.Fstatat(int(d.Fd()), base, &st, unix.AT_SYMLINK_NOFOLLOW); err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+	err := unix.Renameat(int(d.Fd()), tmp, int(d.Fd()), base)
+	if err == unix.EISDIR || err == unix.ENOTEMPTY || err == unix.EEXIST {
 		return fmt.Errorf("a directory is in the way")
 	}
-	return unix.Renameat(int(d.Fd()), tmp, int(d.Fd()), base)
+	return err
 }
 
 func (t *Txn) applyHardlink(i int, e *sharder.Entry) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/stream/wire"
@@ -29,13 +30,25 @@ var ErrStream = errors.New("bad data stream")
 func (t *Txn) ExtractTar(id uint64, r io.Reader, need []bool) error {
 	tr := tar.NewReader(r)
 	next := 0
+	last := ""
 	for {
 		hdr, err := tr.Next()
 		if err == io.EOF {
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("%w: batch %d: reading tar header after entry %d: %v", ErrStream, id, next, err)
+			// The header is unreadable: name what came before and what was due.
+			where := "at the start"
+			if last != "" {
+				where = fmt.Sprintf("after entry %q", last)
+			}
+			for j := next; j < len(t.entries); j++ {
+				if t.entries[j].Kind == sharder.KindFile && need[j] {
+					where += fmt.Sprintf(", where %q was due", t.entries[j].Path)
+					break
+				}
+			}
+			return fmt.Errorf("%w: batch %d: reading a tar header %s: %v", ErrStream, id, where, err)
 		}
 		if hdr.Typeflag == tar.TypeXGlobalHeader {
 			if v, ok := hdr.PAXRecords[PAXBatch]; ok && v != strconv.FormatUint(id, 10) {
@@ -54,6 +67,14 @@ func (t *Txn) ExtractTar(id uint64, r io.Reader, need []bool) error {
 		if hdr.Typeflag != tar.TypeReg {
 			return fmt.Errorf("%w: batch %d: tar entry %q has type %q, want a regular file", ErrStream, id, hdr.Name, hdr.Typeflag)
 		}
+		// A sparse entry declares more bytes than it carries (the reader
+		// fills holes with zeros): a few bytes on the wire could fill the
+		// disk. The sender never writes them.
+		for k := range hdr.PAXRecords {
+			if strings.HasPrefix(k, "GNU.sparse.") {
+				return fmt.Errorf("%w: batch %d: tar entry %q is a sparse file", ErrStream, id, hdr.Name)
+			}
+		}
 		if hdr.Size != e.Size {
 			return fmt.Errorf("%w: batch %d: tar entry %q declares %d bytes, the manifest %d", ErrStream, id, hdr.Name, hdr.Size, e.Size)
 		}
@@ -61,6 +82,7 @@ func (t *Txn) ExtractTar(id uint64, r io.Reader, need []bool) error {
 			return fmt.Errorf("%w: batch %d: entry %q: %v", ErrStream, id, hdr.Name, err)
 		}
 		next = j + 1
+		last = hdr.Name
 	}
 }
 
@@ -77,10 +99,15 @@ func (r *Receiver) Receive(m *wire.BatchManifest, need []bool, data io.Reader) (
 	t := r.Begin(m.Entries)
 	if m.Flags&wire.FlagFinal != 0 {
 		t.ApplyFinal()
-	}
-	for i, n := range need {
-		if !n && m.Entries[i].Kind == sharder.KindFile {
-			t.Skip(i)
+		// A final batch carries no file data: Apply has refused its file
+		// entries, and its symlinks now exist, so nothing may be written
+		// after them.
+		need = make([]bool, len(m.Entries))
+	} else {
+		for i, n := range need {
+			if !n && m.Entries[i].Kind == sharder.KindFile {
+				t.Skip(i)
+			}
 		}
 	}
 	if err := t.ExtractTar(m.ID, data, need); err != nil {

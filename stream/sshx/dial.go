@@ -1,0 +1,556 @@
+package sshx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/sys/cpu"
+)
+
+// Client is one authenticated SSH connection (its own TCP connection, or its
+// own channel through its own jump host connections).
+type Client struct {
+	ssh    *ssh.Client
+	alias  string
+	s      *settings
+	stderr io.Writer
+	hops   []*ssh.Client // jump host connections, outermost first
+	proxy  io.Closer     // ProxyCommand
+
+	closeOnce     sync.Once
+	closeErr      error
+	keepaliveDead atomic.Bool
+}
+
+// SSH returns the underlying golang.org/x/crypto/ssh client.
+func (c *Client) SSH() *ssh.Client { return c.ssh }
+
+// Host returns the host as it was given to Dial (the alias).
+func (c *Client) Host() string { return c.alias }
+
+// HostName returns the host name actually connected to (after ssh_config's
+// HostName), for example to open other connections to the same machine.
+func (c *Client) HostName() string { return c.s.HostName }
+
+// Close closes the connection and those to its jump hosts.
+func (c *Client) Close() error {
+	c.closeOnce.Do(func() {
+		err := c.ssh.Close()
+		if err != nil && !errors.Is(err, net.ErrClosed) {
+			c.closeErr = err
+		}
+		for i := len(c.hops) - 1; i >= 0; i-- {
+			c.hops[i].Close()
+		}
+		if c.proxy != nil {
+			c.proxy.Close()
+		}
+	})
+	return c.closeErr
+}
+
+// Dial connects and authenticates one SSH connection to t, the way OpenSSH's
+// ssh would with the same ssh_config and flags. Errors start with
+// "ssh HOST: ".
+func Dial(ctx context.Context, t Target, o Options) (*Client, error) {
+	if o.Stderr == nil {
+		o.Stderr = os.Stderr
+	}
+	warn := warner(o.Stderr)
+	s, err := resolve(t.Host, t.User, t.Port, &o, warn)
+	if err != nil {
+		return nil, fmt.Errorf("ssh %s: %w", t.Host, err)
+	}
+	c, err := dialSettings(ctx, s, t.User, &o, warn)
+	if err != nil {
+		return nil, fmt.Errorf("ssh %s: %w", t.Host, err)
+	}
+	return c, nil
+}
+
+// DialN opens n separate TCP+SSH connections to t in parallel, at most
+// MaxParallelHandshakes handshakes at a time. It returns the connections that
+// succeeded and, for each one that failed, its error (errs has one entry per
+// failure). err is non-nil only if none succeeded, or if one failed for a
+// reason that retrying cannot fix (IsPermanent: host key, authentication);
+// then no connection is returned.
+func DialN(ctx context.Context, t Target, o Options, n int) (clients []*Client, errs []error, err error) {
+	if n < 1 {
+		n = 1
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sem := make(chan struct{}, MaxParallelHandshakes)
+	got := make([]*Client, n)
+	failed := make([]error, n)
+	var permanent error
+	var permOnce sync.Once
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				failed[i] = ctx.Err()
+				return
+			}
+			c, err := Dial(ctx, t, o)
+			<-sem
+			if err != nil {
+				failed[i] = err
+				if IsPermanent(err) {
+					permOnce.Do(func() { permanent = err; cancel() })
+				}
+				return
+			}
+			got[i] = c
+		}()
+	}
+	wg.Wait()
+	for i := 0; i < n; i++ {
+		if got[i] != nil {
+			clients = append(clients, got[i])
+		} else if failed[i] != nil {
+			errs = append(errs, fmt.Errorf("connection %d of %d: %w", i+1, n, failed[i]))
+		}
+	}
+	if permanent != nil {
+		for _, c := range clients {
+			c.Close()
+		}
+		return nil, errs, permanent
+	}
+	if len(clients) == 0 {
+		for i := range failed {
+			if failed[i] != nil && !errors.Is(failed[i], context.Canceled) {
+				return nil, errs, failed[i]
+			}
+		}
+		return nil, errs, failed[0]
+	}
+	return clients, errs, nil
+}
+
+// dialSettings connects to s through its jump hosts or ProxyCommand.
+func dialSettings(ctx context.Context, s *settings, cmdUser string, o *Options, warn func(string)) (_ *Client, err error) {
+	c := &Client{alias: s.Alias, s: s, stderr: o.Stderr}
+	defer func() {
+		if err != nil {
+			for i := len(c.hops) - 1; i >= 0; i-- {
+				c.hops[i].Close()
+			}
+			if c.proxy != nil {
+				c.proxy.Close()
+			}
+		}
+	}()
+	addr := net.JoinHostPort(s.HostName, strconv.Itoa(s.Port))
+	var conn net.Conn
+	switch {
+	case s.ProxyJump != "":
+		hops := strings.Split(s.ProxyJump, ",")
+		if len(hops) > 16 {
+			return nil, fmt.Errorf("ProxyJump %q: too many hops", s.ProxyJump)
+		}
+		var prev *ssh.Client
+		for _, h := range hops {
+			hu, hh, hp, err := parseJump(strings.TrimSpace(h))
+			if err != nil {
+				return nil, err
+			}
+			ho := *o
+			ho.Port, ho.Jump = 0, "none"
+			hs, err := resolve(hh, hu, hp, &ho, warn)
+			if err != nil {
+				return nil, fmt.Errorf("jump host %s: %w", hh, err)
+			}
+			hs.ProxyCommand = ""
+			hopAddr := net.JoinHostPort(hs.HostName, strconv.Itoa(hs.Port))
+			var hc net.Conn
+			if prev == nil {
+				hc, err = dialTCP(ctx, hopAddr, hs.ConnectTimeout)
+			} else {
+				hc, err = dialThrough(ctx, prev, hopAddr, hs.ConnectTimeout)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("jump host %s: %w", hh, err)
+			}
+			cl, err := handshake(ctx, hc, hs, o, warn, hint(hs, hu, ""))
+			if err != nil {
+				return nil, fmt.Errorf("jump host %s: %w", hh, err)
+			}
+			c.hops = append(c.hops, cl)
+			prev = cl
+		}
+		conn, err = dialThrough(ctx, prev, addr, s.ConnectTimeout)
+		if err != nil {
+			return nil, fmt.Errorf("through jump host %s: %w", hops[len(hops)-1], err)
+		}
+	case s.ProxyCommand != "":
+		pc, err := startProxyCommand(s.ProxyCommand, o.Stderr)
+		if err != nil {
+			return nil, err
+		}
+		c.proxy = pc
+		conn = pc
+	default:
+		conn, err = dialTCP(ctx, addr, s.ConnectTimeout)
+		if err != nil {
+			return nil, err
+		}
+	}
+	c.ssh, err = handshake(ctx, conn, s, o, warn, hint(s, cmdUser, o.Jump))
+	if err != nil {
+		return nil, err
+	}
+	if s.ServerAliveInterval > 0 {
+		go c.keepalive(s.ServerAliveInterval, s.ServerAliveCountMax)
+	}
+	return c, nil
+}
+
+func dialTCP(ctx context.Context, addr string, timeout time.Duration) (net.Conn, error) {
+	d := net.Dialer{Timeout: timeout, KeepAlive: 15 * time.Second}
+	return d.DialContext(ctx, "tcp", addr)
+}
+
+func dialThrough(ctx context.Context, via *ssh.Client, addr string, timeout time.Duration) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	conn, err := via.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("dial tcp %s: %w", addr, err)
+	}
+	return conn, nil
+}
+
+// parseJump parses one ProxyJump hop: [user@]host[:port] or
+// ssh://[user@]host[:port].
+func parseJump(s string) (user, host string, port int, err error) {
+	s = strings.TrimSuffix(strings.TrimPrefix(s, "ssh://"), "/")
+	if at := strings.LastIndexByte(s, '@'); at >= 0 {
+		user, s = s[:at], s[at+1:]
+	}
+	host = s
+	ps := ""
+	switch {
+	case strings.HasPrefix(s, "["):
+		if h, p, e := net.SplitHostPort(s); e == nil {
+			host, ps = h, p
+		} else {
+			host = strings.TrimSuffix(strings.TrimPrefix(s, "["), "]")
+		}
+	case strings.Count(s, ":") == 1:
+		host, ps, _ = strings.Cut(s, ":")
+	}
+	if ps != "" {
+		port, err = strconv.Atoi(ps)
+		if err != nil || port <= 0 || port > 65535 {
+			return "", "", 0, fmt.Errorf("jump host %q: bad port", s)
+		}
+	}
+	if host == "" {
+		return "", "", 0, fmt.Errorf("jump host %q: empty host name", s)
+	}
+	return user, host, port, nil
+}
+
+// hint is the ssh command line that would record s's host key.
+func hint(s *settings, cmdUser, jump string) string {
+	parts := []string{"ssh"}
+	if s.ConfigFile != "" {
+		parts = append(parts, "-F", ShellQuote(s.ConfigFile))
+	}
+	if jump != "" && jump != "none" {
+		parts = append(parts, "-J", ShellQuote(jump))
+	}
+	if s.PortFromFlags {
+		parts = append(parts, "-p", strconv.Itoa(s.Port))
+	}
+	h := s.Alias
+	if cmdUser != "" {
+		h = cmdUser + "@" + h
+	}
+	return strings.Join(append(parts, h), " ")
+}
+
+// handshake runs the SSH handshake and authentication over conn.
+func handshake(ctx context.Context, conn net.Conn, s *settings, o *Options, warn func(string), hintCmd string) (*ssh.Client, error) {
+	addr := net.JoinHostPort(s.HostName, strconv.Itoa(s.Port))
+	hk := &hostKeyChecker{s: s, lookup: knownHostsLookup(s), hint: hintCmd, warn: warn}
+	db, err := hk.db()
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	w := newWatchdog(s.ConnectTimeout, conn)
+	stop := context.AfterFunc(ctx, w.cancel)
+	auth := buildAuth(s, o, w, warn)
+	defer auth.close()
+	cfg := &ssh.ClientConfig{
+		User:              s.User,
+		Auth:              auth.methods,
+		HostKeyCallback:   hk.callback(db),
+		HostKeyAlgorithms: hk.algorithms(db),
+		BannerCallback: func(msg string) error {
+			if msg = strings.TrimRight(msg, "\r\n"); msg != "" {
+				warnOnce(o.Stderr, msg)
+			}
+			return nil
+		},
+		Config: ssh.Config{Ciphers: preferredCiphers()},
+	}
+	sc, chans, reqs, err := ssh.NewClientConn(conn, addr, cfg)
+	fired := w.finish()
+	stop()
+	if err != nil {
+		conn.Close()
+		var ke *kindError
+		switch {
+		case errors.As(err, &ke):
+			return nil, ke
+		case fired && ctx.Err() != nil:
+			return nil, fmt.Errorf("ssh handshake with %s: %w", addr, ctx.Err())
+		case fired:
+			return nil, fmt.Errorf("ssh handshake with %s: timed out after %v", addr, s.ConnectTimeout)
+		case isAuthFailure(err):
+			return nil, authError(s, auth, err)
+		}
+		return nil, fmt.Errorf("ssh handshake with %s: %w", addr, err)
+	}
+	return ssh.NewClient(sc, chans, reqs), nil
+}
+
+// preferredCiphers puts aes128-gcm first where the CPU has AES instructions
+// (chacha20-poly1305 otherwise), then the library's defaults.
+func preferredCiphers() []string {
+	first := "chacha20-poly1305@openssh.com"
+	if hasAESHardware() {
+		first = "aes128-gcm@openssh.com"
+	}
+	out := []string{first}
+	for _, c := range ssh.SupportedAlgorithms().Ciphers {
+		if !slices.Contains(out, c) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func hasAESHardware() bool {
+	switch runtime.GOARCH {
+	case "amd64", "386":
+		return cpu.X86.HasAES && cpu.X86.HasPCLMULQDQ
+	case "arm64":
+		return cpu.ARM64.HasAES && cpu.ARM64.HasPMULL
+	case "s390x":
+		return true
+	case "ppc64le", "ppc64":
+		return true
+	}
+	return false
+}
+
+// keepalive sends keepalive@openssh.com requests every interval and closes
+// the connection after max intervals without an answer (ServerAliveInterval,
+// ServerAliveCountMax).
+func (c *Client) keepalive(interval time.Duration, max int) {
+	done := make(chan struct{})
+	go func() {
+		_ = c.ssh.Wait()
+		close(done)
+	}()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	replies := make(chan struct{}, 1)
+	inflight := false
+	missed := 0
+	for {
+		select {
+		case <-done:
+			return
+		case <-replies:
+			inflight, missed = false, 0
+		case <-t.C:
+			if inflight {
+				missed++
+				if missed >= max {
+					c.keepaliveDead.Store(true)
+					warnOnce(c.stderr, fmt.Sprintf("ssh %s: no answer to keepalives for %v: closing the connection",
+						c.alias, time.Duration(max)*interval))
+					c.ssh.Close()
+					return
+				}
+				continue
+			}
+			inflight = true
+			go func() {
+				if _, _, err := c.ssh.SendRequest("keepalive@openssh.com", true, nil); err == nil {
+					replies <- struct{}{}
+				}
+			}()
+		}
+	}
+}
+
+// watchdog closes the connection if the handshake takes longer than its
+// timeout, not counting time spent at a terminal prompt, or when ctx ends.
+type watchdog struct {
+	mu    sync.Mutex
+	d     time.Duration
+	conn  net.Conn
+	timer *time.Timer
+	held  int
+	done  bool
+	fired bool
+}
+
+func newWatchdog(d time.Duration, conn net.Conn) *watchdog {
+	w := &watchdog{d: d, conn: conn}
+	w.timer = time.AfterFunc(d, w.expire)
+	return w
+}
+
+func (w *watchdog) expire() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.done || w.held > 0 {
+		return
+	}
+	w.done, w.fired = true, true
+	w.conn.Close()
+}
+
+func (w *watchdog) cancel() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.done {
+		return
+	}
+	w.done, w.fired = true, true
+	w.timer.Stop()
+	w.conn.Close()
+}
+
+func (w *watchdog) hold() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.held++
+	w.timer.Stop()
+}
+
+func (w *watchdog) release() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.held--
+	if w.held == 0 && !w.done {
+		w.timer.Reset(w.d)
+	}
+}
+
+// finish ends the watch and reports whether it had closed the connection.
+func (w *watchdog) finish() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.done {
+		return w.fired
+	}
+	w.done = true
+	w.timer.Stop()
+	return false
+}
+
+// cmdConn is a net.Conn over a ProxyCommand's stdin and stdout.
+type cmdConn struct {
+	cmd  *exec.Cmd
+	r, w *os.File
+	once sync.Once
+}
+
+func startProxyCommand(command string, stderr io.Writer) (*cmdConn, error) {
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		return nil, err
+	}
+	cmd := exec.Command("/bin/sh", "-c", command)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, stderr
+	if err := cmd.Start(); err != nil {
+		inR.Close()
+		inW.Close()
+		outR.Close()
+		outW.Close()
+		return nil, fmt.Errorf("ProxyCommand %q: %w", command, err)
+	}
+	inR.Close()
+	outW.Close()
+	return &cmdConn{cmd: cmd, r: outR, w: inW}, nil
+}
+
+func (c *cmdConn) Read(p []byte) (int, error)  { return c.r.Read(p) }
+func (c *cmdConn) Write(p []byte) (int, error) { return c.w.Write(p) }
+func (c *cmdConn) Close() error {
+	c.once.Do(func() {
+		c.w.Close()
+		c.r.Close()
+		_ = c.cmd.Process.Kill()
+		_ = c.cmd.Wait()
+	})
+	return nil
+}
+func (c *cmdConn) LocalAddr() net.Addr  { return pipeAddr{} }
+func (c *cmdConn) RemoteAddr() net.Addr { return pipeAddr{} }
+func (c *cmdConn) SetDeadline(t time.Time) error {
+	c.r.SetReadDeadline(t)
+	return c.w.SetWriteDeadline(t)
+}
+func (c *cmdConn) SetReadDeadline(t time.Time) error  { return c.r.SetReadDeadline(t) }
+func (c *cmdConn) SetWriteDeadline(t time.Time) error { return c.w.SetWriteDeadline(t) }
+
+type pipeAddr struct{}
+
+func (pipeAddr) Network() string { return "pipe" }
+func (pipeAddr) String() string  { return "proxycommand" }
+
+// Warnings go to Options.Stderr once per process and message (DialN's K
+// connections would otherwise repeat them).
+var (
+	warnedMu sync.Mutex
+	warned   = map[string]bool{}
+)
+
+func warnOnce(w io.Writer, msg string) {
+	warnedMu.Lock()
+	defer warnedMu.Unlock()
+	if warned[msg] {
+		return
+	}
+	warned[msg] = true
+	stderrMu.Lock()
+	fmt.Fprintln(w, msg)
+	stderrMu.Unlock()
+}
+
+func warner(w io.Writer) func(string) {
+	return func(msg string) { warnOnce(w, "warning: "+msg) }
+}

@@ -1,0 +1,254 @@
+package sshx
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// Session is a remote command started by Client.Start: reading reads its
+// stdout, writing writes its stdin.
+type Session struct {
+	c       *Client
+	s       *ssh.Session
+	cmd     string
+	stdin   io.WriteCloser
+	stdout  io.Reader
+	stderr  *stderrSink
+	stopCtx func() bool
+
+	waitOnce sync.Once
+	waitErr  error
+}
+
+// Start starts cmd on the remote (through the remote user's shell, like
+// ssh host cmd). Its stdout and stdin are the Session's Read and Write; its
+// stderr goes to Options.Stderr, each line prefixed with "HOST: ", and its
+// last lines are kept for Wait's error. When ctx ends, the command is sent
+// SIGKILL and the session closed.
+func (c *Client) Start(ctx context.Context, cmd string) (*Session, error) {
+	s, err := c.ssh.NewSession()
+	if err != nil {
+		return nil, fmt.Errorf("ssh %s: opening a session: %w", c.alias, err)
+	}
+	stdin, err := s.StdinPipe()
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("ssh %s: %w", c.alias, err)
+	}
+	stdout, err := s.StdoutPipe()
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("ssh %s: %w", c.alias, err)
+	}
+	sink := &stderrSink{out: c.stderr, prefix: c.alias + ": "}
+	s.Stderr = sink
+	if err := s.Start(cmd); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("ssh %s: starting %q: %w", c.alias, cmd, err)
+	}
+	sess := &Session{c: c, s: s, cmd: cmd, stdin: stdin, stdout: stdout, stderr: sink}
+	sess.stopCtx = context.AfterFunc(ctx, func() {
+		_ = s.Signal(ssh.SIGKILL)
+		_ = s.Close()
+	})
+	return sess, nil
+}
+
+// Read reads the remote command's stdout.
+func (s *Session) Read(p []byte) (int, error) { return s.stdout.Read(p) }
+
+// Write writes to the remote command's stdin.
+func (s *Session) Write(p []byte) (int, error) { return s.stdin.Write(p) }
+
+// CloseWrite closes the remote command's stdin (it reads EOF).
+func (s *Session) CloseWrite() error { return s.stdin.Close() }
+
+// Close closes the session without waiting for the command (which sshd
+// then hangs up on).
+func (s *Session) Close() error {
+	s.stopCtx()
+	err := s.s.Close()
+	if errors.Is(err, io.EOF) {
+		err = nil
+	}
+	return err
+}
+
+// Wait waits for the remote command to exit. A non-zero exit is an
+// *ExitError; a connection lost before the command reported its status is
+// an error saying so.
+func (s *Session) Wait() error {
+	s.waitOnce.Do(func() {
+		err := s.s.Wait()
+		s.stopCtx()
+		s.stderr.flush()
+		s.waitErr = s.c.commandError(s.cmd, err, s.stderr.Tail())
+	})
+	return s.waitErr
+}
+
+// Output runs a short command and returns its stdout. Its stderr is not
+// shown but is quoted in the error if the command fails.
+func (c *Client) Output(ctx context.Context, cmd string) ([]byte, error) {
+	s, err := c.ssh.NewSession()
+	if err != nil {
+		return nil, fmt.Errorf("ssh %s: opening a session: %w", c.alias, err)
+	}
+	defer s.Close()
+	var out bytes.Buffer
+	errb := &stderrSink{}
+	s.Stdout, s.Stderr = &out, errb
+	stop := context.AfterFunc(ctx, func() {
+		_ = s.Signal(ssh.SIGKILL)
+		_ = s.Close()
+	})
+	err = s.Run(cmd)
+	stop()
+	if err != nil {
+		if ctx.Err() != nil {
+			return out.Bytes(), fmt.Errorf("ssh %s: %q: %w", c.alias, cmd, ctx.Err())
+		}
+		return out.Bytes(), c.commandError(cmd, err, errb.Tail())
+	}
+	return out.Bytes(), nil
+}
+
+// ExitError is a remote command's failure.
+type ExitError struct {
+	Host   string
+	Cmd    string
+	Status int    // exit status; -1 if killed by a signal
+	Signal string // the signal, if any
+	Stderr string // the last lines of its stderr
+	Err    *ssh.ExitError
+}
+
+func (e *ExitError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "ssh %s: remote command %q ", e.Host, e.Cmd)
+	if e.Signal != "" {
+		fmt.Fprintf(&b, "was killed by signal %s", e.Signal)
+	} else {
+		fmt.Fprintf(&b, "exited with status %d", e.Status)
+	}
+	if t := lastLines(e.Stderr, 3); t != "" {
+		b.WriteString(": " + t)
+	}
+	return b.String()
+}
+
+func (e *ExitError) Unwrap() error { return e.Err }
+
+func (c *Client) commandError(cmd string, err error, stderr string) error {
+	if err == nil {
+		return nil
+	}
+	var ee *ssh.ExitError
+	if errors.As(err, &ee) {
+		x := &ExitError{Host: c.alias, Cmd: cmd, Status: ee.ExitStatus(), Signal: ee.Signal(), Stderr: stderr, Err: ee}
+		if x.Signal != "" {
+			x.Status = -1
+		}
+		return x
+	}
+	var missing *ssh.ExitMissingError
+	if errors.As(err, &missing) || errors.Is(err, io.EOF) {
+		why := "the connection was lost before it reported an exit status"
+		if c.keepaliveDead.Load() {
+			why = "the connection was closed after the server stopped answering keepalives"
+		}
+		if t := lastLines(stderr, 3); t != "" {
+			why += ": " + t
+		}
+		return fmt.Errorf("ssh %s: remote command %q: %s: %w", c.alias, cmd, why, err)
+	}
+	return fmt.Errorf("ssh %s: remote command %q: %w", c.alias, cmd, err)
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	var out []string
+	for _, l := range lines {
+		if l = strings.TrimSpace(l); l != "" {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "; ")
+}
+
+// stderrMu keeps lines from several sessions whole on a shared Stderr.
+var stderrMu sync.Mutex
+
+const stderrTail = 4096
+
+// stderrSink forwards a remote stderr line by line (if out is set) and keeps
+// its last bytes.
+type stderrSink struct {
+	out    io.Writer
+	prefix string
+	mu     sync.Mutex
+	line   []byte
+	tail   []byte
+}
+
+func (s *stderrSink) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tail = append(s.tail, p...)
+	if len(s.tail) > 2*stderrTail {
+		s.tail = append([]byte(nil), s.tail[len(s.tail)-stderrTail:]...)
+	}
+	if s.out == nil {
+		return len(p), nil
+	}
+	s.line = append(s.line, p...)
+	for {
+		i := bytes.IndexByte(s.line, '\n')
+		if i < 0 {
+			break
+		}
+		s.emit(s.line[:i+1])
+		s.line = s.line[i+1:]
+	}
+	if len(s.line) > stderrTail {
+		s.emit(append(s.line, '\n'))
+		s.line = nil
+	}
+	return len(p), nil
+}
+
+func (s *stderrSink) emit(line []byte) {
+	stderrMu.Lock()
+	defer stderrMu.Unlock()
+	_, _ = io.WriteString(s.out, s.prefix+string(line))
+}
+
+func (s *stderrSink) flush() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.out != nil && len(s.line) > 0 {
+		s.emit(append(s.line, '\n'))
+		s.line = nil
+	}
+}
+
+// Tail returns the last bytes written (up to a few KiB).
+func (s *stderrSink) Tail() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.tail
+	if len(t) > stderrTail {
+		t = t[len(t)-stderrTail:]
+	}
+	return string(t)
+}

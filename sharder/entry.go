@@ -7,6 +7,32 @@
 // data has landed (symlinks, hard links) or apply their metadata last
 // (directories). Batches are balanced by a cost of bytes plus a per-file
 // overhead, so that K streams pulling from one queue finish together.
+//
+// # The walk
+//
+// Run reads many directories at once (Options.Concurrency workers taking
+// directories from a shared stack), each in chunks of 1024 names with
+// (*os.File).ReadDir, and lstats every name relative to the open directory
+// (fstatat). Symlinks are never followed. Each chunk goes as one unit, over a
+// bounded channel, to a single collector goroutine that calls the callbacks
+// and feeds the partitioner, so the files of one directory stay together in a
+// batch: creates in one directory serialise on the receiver, and keeping them
+// together lets K streams write into K different directories. Batches leave
+// while the walk is still running, and the send on the output channel blocks,
+// so memory is bounded by the batches in flight, a few chunks per worker and
+// the stack of directories not yet read, however large the tree.
+//
+// Hard links are detected across the whole job by device and inode (only for
+// files with more than one link): the first name the walk meets is a file in
+// a batch, the others are KindHardlink entries pointing at it.
+//
+// # Exclusion
+//
+// A pattern without '/' matches the base name at any depth ("*.o"); a pattern
+// containing '/' matches the whole path relative to the source ("logs/*.gz"),
+// and a leading '/' only anchors it ("/build"); a trailing '/' restricts it
+// to directories ("cache/"). The syntax is path.Match's ('*' does not cross
+// '/', there is no '**'). An excluded directory is not read at all.
 package sharder
 
 import (

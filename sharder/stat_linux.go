@@ -1,0 +1,141 @@
+package sharder
+
+import (
+	"io/fs"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// rawStat is what the walk needs from lstat.
+type rawStat struct {
+	typ   fs.FileMode // type bits only: 0 (regular), ModeDir, ModeSymlink, ...
+	perm  fs.FileMode // permission bits plus ModeSetuid, ModeSetgid, ModeSticky
+	nlink uint64
+	uid   uint32
+	gid   uint32
+	size  int64
+	mtime int64 // Unix nanoseconds
+	dev   uint64
+	ino   uint64
+}
+
+func fromUnix(st *unix.Stat_t) rawStat {
+	r := rawStat{
+		perm:  fs.FileMode(st.Mode & 0o777),
+		nlink: uint64(st.Nlink),
+		uid:   st.Uid,
+		gid:   st.Gid,
+		size:  st.Size,
+		mtime: st.Mtim.Nano(),
+		dev:   uint64(st.Dev),
+		ino:   uint64(st.Ino),
+	}
+	if st.Mode&unix.S_ISUID != 0 {
+		r.perm |= fs.ModeSetuid
+	}
+	if st.Mode&unix.S_ISGID != 0 {
+		r.perm |= fs.ModeSetgid
+	}
+	if st.Mode&unix.S_ISVTX != 0 {
+		r.perm |= fs.ModeSticky
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		r.typ = 0
+	case unix.S_IFDIR:
+		r.typ = fs.ModeDir
+	case unix.S_IFLNK:
+		r.typ = fs.ModeSymlink
+	case unix.S_IFSOCK:
+		r.typ = fs.ModeSocket
+	case unix.S_IFIFO:
+		r.typ = fs.ModeNamedPipe
+	case unix.S_IFCHR:
+		r.typ = fs.ModeDevice | fs.ModeCharDevice
+	case unix.S_IFBLK:
+		r.typ = fs.ModeDevice
+	default:
+		r.typ = fs.ModeIrregular
+	}
+	return r
+}
+
+// lstatPath lstats a path (the source root).
+func lstatPath(name string) (rawStat, error) {
+	var st unix.Stat_t
+	for {
+		err := unix.Lstat(name, &st)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return rawStat{}, &fs.PathError{Op: "lstat", Path: name, Err: err}
+		}
+		return fromUnix(&st), nil
+	}
+}
+
+// dirHandle gives fast access to the names of one open directory: on Linux
+// fstatat and readlinkat relative to the directory's descriptor, which saves
+// the kernel a path walk per entry.
+type dirHandle struct {
+	fd   int
+	path string // the directory's path, for error messages
+}
+
+// withDir calls fn with a handle on the open directory f, whose path is dir.
+func withDir(f *os.File, dir string, fn func(d dirHandle)) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	return rc.Control(func(fd uintptr) { fn(dirHandle{fd: int(fd), path: dir}) })
+}
+
+func (d dirHandle) lstat(name string) (rawStat, error) {
+	var st unix.Stat_t
+	for {
+		err := unix.Fstatat(d.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return rawStat{}, &fs.PathError{Op: "lstat", Path: joinPath(d.path, name), Err: err}
+		}
+		return fromUnix(&st), nil
+	}
+}
+
+// readlink returns the target of the symlink name; sizeHint is its lstat size.
+func (d dirHandle) readlink(name string, sizeHint int64) (string, error) {
+	n := int(sizeHint) + 1
+	if n < 128 {
+		n = 128
+	}
+	for {
+		buf := make([]byte, n)
+		m, err := unix.Readlinkat(d.fd, name, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return "", &fs.PathError{Op: "readlink", Path: joinPath(d.path, name), Err: err}
+		}
+		if m < n {
+			return string(buf[:m]), nil
+		}
+		n *= 2 // the link grew since lstat, or the filesystem lies about its size
+	}
+}
+
+// openDir opens the directory at name without following a symlink in its
+// last component (the walk never follows symlinks, even one that replaced a
+// directory after it was listed).
+func openDir(name string, follow bool) (*os.File, error) {
+	flags := os.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC
+	if !follow {
+		flags |= unix.O_NOFOLLOW
+	}
+	return os.OpenFile(name, flags, 0)
+}

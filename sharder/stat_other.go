@@ -1,0 +1,64 @@
+//go:build !linux
+
+package sharder
+
+import (
+	"io/fs"
+	"os"
+)
+
+// rawStat is what the walk needs from lstat.
+//
+// This portable fallback fills what os.FileInfo offers; uid, gid, device,
+// inode and link count stay zero, so hard links are not detected.
+type rawStat struct {
+	typ   fs.FileMode
+	perm  fs.FileMode
+	nlink uint64
+	uid   uint32
+	gid   uint32
+	size  int64
+	mtime int64
+	dev   uint64
+	ino   uint64
+}
+
+func fromFileInfo(fi fs.FileInfo) rawStat {
+	m := fi.Mode()
+	return rawStat{
+		typ:   m.Type(),
+		perm:  m & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky),
+		nlink: 1,
+		size:  fi.Size(),
+		mtime: fi.ModTime().UnixNano(),
+	}
+}
+
+func lstatPath(name string) (rawStat, error) {
+	fi, err := os.Lstat(name)
+	if err != nil {
+		return rawStat{}, err
+	}
+	return fromFileInfo(fi), nil
+}
+
+type dirHandle struct {
+	path string
+}
+
+func withDir(f *os.File, dir string, fn func(d dirHandle)) error {
+	fn(dirHandle{path: dir})
+	return nil
+}
+
+func (d dirHandle) lstat(name string) (rawStat, error) {
+	return lstatPath(joinPath(d.path, name))
+}
+
+func (d dirHandle) readlink(name string, sizeHint int64) (string, error) {
+	return os.Readlink(joinPath(d.path, name))
+}
+
+func openDir(name string, follow bool) (*os.File, error) {
+	return os.Open(name)
+}

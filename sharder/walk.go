@@ -1,0 +1,582 @@
+package sharder
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
+)
+
+// Defaults for Options.
+const (
+	DefaultBatchBytes = 64 << 20
+	DefaultBatchFiles = 2000
+	DefaultFileCost   = 16 << 10
+)
+
+// readDirChunk is how many names a worker reads from a directory at a time.
+// Each chunk travels to the partitioner as one unit, so a directory's files
+// stay together, and a huge flat directory streams out chunk by chunk.
+const readDirChunk = 1024
+
+// Options configure Run. The zero value of each field selects its default.
+type Options struct {
+	// BatchBytes closes a batch when its cost (file sizes plus FileCost per
+	// file) reaches it. Default 64 MiB.
+	BatchBytes int64
+	// BatchFiles closes a batch when it holds this many files. Default 2000.
+	BatchFiles int
+	// FileCost is the per-file overhead counted in a batch's cost, in bytes.
+	// Default 16 KiB; a negative value means no overhead.
+	FileCost int64
+	// Concurrency is the number of directories read (readdir and lstat) at
+	// once. Default 2*GOMAXPROCS, at least 8. On a high-latency filesystem
+	// (NFS, Lustre) far more pays off.
+	Concurrency int
+	// Exclude holds patterns of names not to move; see the package doc.
+	Exclude []string
+
+	// Deferred receives every directory (the root included, as "."),
+	// symlink and second or later name of a hard-linked file.
+	Deferred func(Entry)
+	// OnError receives an error that did not stop the walk: a directory that
+	// cannot be opened or read, a name that cannot be lstat'ed, a symlink
+	// that cannot be read. path is relative to the source root, as in
+	// Entry.Path; err is an *fs.PathError naming the operation and the full
+	// path on disk.
+	OnError func(path string, err error)
+	// OnWarn receives the names skipped because of their type: sockets,
+	// devices and FIFOs. msg is "skipping socket", "skipping device" or
+	// "skipping FIFO".
+	OnWarn func(path string, msg string)
+
+	hooks *testHooks
+}
+
+// testHooks let tests inject failures and observe the walk.
+type testHooks struct {
+	openDir  func(rel string) error // non-nil error: opening rel fails with it
+	readDir  func(rel string) error // non-nil error: the next readdir of rel fails with it
+	lstat    func(rel string) error // non-nil error: lstat of rel fails with it
+	walkDone func()                 // called once every directory has been read
+}
+
+func (o Options) withDefaults() Options {
+	if o.BatchBytes <= 0 {
+		o.BatchBytes = DefaultBatchBytes
+	}
+	if o.BatchFiles <= 0 {
+		o.BatchFiles = DefaultBatchFiles
+	}
+	if o.FileCost == 0 {
+		o.FileCost = DefaultFileCost
+	} else if o.FileCost < 0 {
+		o.FileCost = 0
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = max(2*runtime.GOMAXPROCS(0), 8)
+	}
+	if o.hooks == nil {
+		o.hooks = &testHooks{}
+	}
+	return o
+}
+
+// Stats count what a walk found.
+type Stats struct {
+	Files     int64 // regular files put into batches
+	Dirs      int64 // directories, the root included
+	Symlinks  int64
+	Hardlinks int64 // second and later names of hard-linked files
+	Skipped   int64 // sockets, devices, FIFOs
+	Errors    int64 // calls of OnError
+	Excluded  int64 // names matched by Exclude (what is under an excluded directory is not counted)
+	Bytes     int64 // sum of the sizes of Files
+	Batches   int64 // batches sent on out
+}
+
+// Run walks src and sends batches of its regular files on out. src is a
+// directory, whose contents are walked (the root itself is the Dir entry
+// "."), or a single regular file or symlink, which becomes the one entry,
+// with its base name as Path. Symlinks are never followed.
+//
+// Batch IDs start at 1 and increase by one in the order batches are sent.
+// The send on out blocks, which bounds memory: the walk waits for the
+// consumer. Run closes out when it returns, whatever the outcome.
+//
+// Run returns when the walk and partition are complete, or when ctx is
+// cancelled (then with ctx.Err(), having stopped all its goroutines). Errors
+// inside the tree go to OnError and do not stop the walk; Run returns an
+// error only for bad Options, an unusable src, or cancellation.
+//
+// Deferred, OnError and OnWarn are called from a single goroutine, one call
+// at a time, and never after Run returns; a slow callback slows the walk. A
+// directory's Deferred call happens before any batch holding a file under it
+// is sent on out. A hard link's Deferred call may come before the batch
+// holding its first name is sent.
+func Run(ctx context.Context, src string, opt Options, out chan<- *Batch) (Stats, error) {
+	defer close(out)
+	var st Stats
+	opt = opt.withDefaults()
+	ex, err := newExcluder(opt.Exclude)
+	if err != nil {
+		return st, err
+	}
+	p := newPartitioner(opt.BatchBytes, opt.BatchFiles, opt.FileCost, out)
+	w := &walker{
+		src:   src,
+		opt:   &opt,
+		ex:    ex,
+		links: make(map[devIno]string),
+	}
+	w.cond = sync.NewCond(&w.mu)
+
+	rs, err := lstatPath(src)
+	if err != nil {
+		return st, fmt.Errorf("sharder: source: %w", err)
+	}
+	if rs.typ != fs.ModeDir {
+		// A single file, symlink or something to skip: one entry, no walk.
+		var c chunk
+		var target string
+		var lerr error
+		if rs.typ == fs.ModeSymlink {
+			target, lerr = os.Readlink(src)
+		}
+		w.entryInto(&c, filepath.Base(src), rs, target, lerr)
+		w.chunks = make(chan chunk, 1)
+		w.chunks <- c
+		close(w.chunks)
+		err := w.collect(ctx, p, &st)
+		st.Batches = p.batches
+		return st, err
+	}
+
+	root, err := openDir(src, true)
+	if err != nil {
+		return st, fmt.Errorf("sharder: source: %w", err)
+	}
+	w.chunks = make(chan chunk, opt.Concurrency)
+	w.chunks <- chunk{deferred: []Entry{rs.entry(".", KindDir)}}
+	w.stack = []dirItem{{rel: ".", f: root}}
+
+	g, gctx := errgroup.WithContext(ctx)
+	walked := make(chan struct{})
+	g.Go(func() error {
+		// Wake idle workers on cancellation.
+		select {
+		case <-gctx.Done():
+			w.stop()
+		case <-walked:
+		}
+		return nil
+	})
+	g.Go(func() error {
+		var workers errgroup.Group
+		for range opt.Concurrency {
+			workers.Go(func() error { return w.work(gctx) })
+		}
+		err := workers.Wait()
+		close(walked)
+		w.closeStack()
+		if err == nil && opt.hooks.walkDone != nil {
+			opt.hooks.walkDone()
+		}
+		close(w.chunks)
+		return err
+	})
+	g.Go(func() error { return w.collect(gctx, p, &st) })
+	err = g.Wait()
+	st.Batches = p.batches
+	if cerr := ctx.Err(); cerr != nil {
+		return st, cerr
+	}
+	return st, err
+}
+
+// chunk is what a worker hands the collector at once: the results of one
+// readdir call (at most readDirChunk names of one directory).
+type chunk struct {
+	files    []Entry // regular files, for batches
+	deferred []Entry // directories, symlinks, hard links
+	notes    []note  // errors and warnings
+	excluded int64
+}
+
+func (c *chunk) empty() bool {
+	return len(c.files) == 0 && len(c.deferred) == 0 && len(c.notes) == 0 && c.excluded == 0
+}
+
+// note is an error (err != nil) or a warning for OnError or OnWarn.
+type note struct {
+	path string
+	err  error
+	warn string
+}
+
+type dirItem struct {
+	rel string
+	f   *os.File // already open (the root), or nil
+}
+
+type devIno struct{ dev, ino uint64 }
+
+type walker struct {
+	src    string
+	opt    *Options
+	ex     *excluder
+	chunks chan chunk // to the collector; bounded
+
+	// The pending directories: a stack, so the walk goes depth first and
+	// the stack stays small. active counts directories being read; the walk
+	// is over when both are zero.
+	mu      sync.Mutex
+	cond    *sync.Cond
+	stack   []dirItem
+	active  int
+	stopped bool
+
+	// First names of regular files with more than one link, across the job.
+	linkMu sync.Mutex
+	links  map[devIno]string
+}
+
+// pop takes a directory to read; false means the walk is over or stopped.
+func (w *walker) pop() (dirItem, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for len(w.stack) == 0 && w.active > 0 && !w.stopped {
+		w.cond.Wait()
+	}
+	if w.stopped || len(w.stack) == 0 {
+		return dirItem{}, false
+	}
+	it := w.stack[len(w.stack)-1]
+	w.stack[len(w.stack)-1] = dirItem{}
+	w.stack = w.stack[:len(w.stack)-1]
+	w.active++
+	return it, true
+}
+
+func (w *walker) push(rels []string) {
+	if len(rels) == 0 {
+		return
+	}
+	w.mu.Lock()
+	for _, r := range rels {
+		w.stack = append(w.stack, dirItem{rel: r})
+	}
+	w.mu.Unlock()
+	if len(rels) == 1 {
+		w.cond.Signal()
+	} else {
+		w.cond.Broadcast()
+	}
+}
+
+func (w *walker) finished() {
+	w.mu.Lock()
+	w.active--
+	last := w.active == 0 && len(w.stack) == 0
+	w.mu.Unlock()
+	if last {
+		w.cond.Broadcast()
+	}
+}
+
+func (w *walker) stop() {
+	w.mu.Lock()
+	w.stopped = true
+	w.mu.Unlock()
+	w.cond.Broadcast()
+}
+
+// closeStack closes what is left on the stack after a cancelled walk.
+func (w *walker) closeStack() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, it := range w.stack {
+		if it.f != nil {
+			it.f.Close()
+		}
+	}
+	w.stack = nil
+}
+
+func (w *walker) work(ctx context.Context) error {
+	for {
+		it, ok := w.pop()
+		if !ok {
+			return ctx.Err()
+		}
+		err := w.readDir(ctx, it)
+		w.finished()
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// send hands a chunk to the collector; it fails only on cancellation.
+func (w *walker) send(ctx context.Context, c chunk) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	select {
+	case w.chunks <- c:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// full returns the path on disk of rel.
+func (w *walker) full(rel string) string {
+	if rel == "." {
+		return w.src
+	}
+	return joinPath(w.src, rel)
+}
+
+func joinPath(dir, name string) string {
+	if strings.HasSuffix(dir, string(filepath.Separator)) {
+		return dir + name
+	}
+	return dir + string(filepath.Separator) + name
+}
+
+func joinRel(dir, name string) string {
+	if dir == "." {
+		return name
+	}
+	return dir + "/" + name
+}
+
+// readDir reads one directory chunk by chunk, sends each chunk to the
+// collector, then pushes the chunk's subdirectories. It returns an error
+// only on cancellation.
+func (w *walker) readDir(ctx context.Context, it dirItem) error {
+	full := w.full(it.rel)
+	f := it.f
+	if f == nil {
+		var err error
+		if h := w.opt.hooks.openDir; h != nil {
+			if herr := h(it.rel); herr != nil {
+				err = &fs.PathError{Op: "open", Path: full, Err: herr}
+			}
+		}
+		if err == nil {
+			f, err = openDir(full, false)
+		}
+		if err != nil {
+			return w.send(ctx, chunk{notes: []note{{path: it.rel, err: err}}})
+		}
+	}
+	defer f.Close()
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		var ents []fs.DirEntry
+		var err error
+		if h := w.opt.hooks.readDir; h != nil {
+			if herr := h(it.rel); herr != nil {
+				err = &fs.PathError{Op: "readdirent", Path: full, Err: herr}
+			}
+		}
+		if err == nil {
+			ents, err = f.ReadDir(readDirChunk)
+		}
+		var c chunk
+		var subdirs []string
+		if len(ents) > 0 {
+			c, subdirs = w.statChunk(f, it.rel, full, ents)
+		}
+		if err != nil && err != io.EOF {
+			var pe *fs.PathError
+			if !errors.As(err, &pe) {
+				err = &fs.PathError{Op: "readdirent", Path: full, Err: err}
+			}
+			c.notes = append(c.notes, note{path: it.rel, err: err})
+		}
+		if !c.empty() {
+			if serr := w.send(ctx, c); serr != nil {
+				return serr
+			}
+		}
+		// After the send: a directory's Deferred call precedes its files.
+		w.push(subdirs)
+		if err != nil {
+			return nil
+		}
+	}
+}
+
+// statChunk lstats the names of one readdir chunk of directory rel.
+func (w *walker) statChunk(f *os.File, rel, full string, ents []fs.DirEntry) (chunk, []string) {
+	c := chunk{files: make([]Entry, 0, len(ents))}
+	var subdirs []string
+	cerr := withDir(f, full, func(d dirHandle) {
+		for _, de := range ents {
+			name := de.Name()
+			crel := joinRel(rel, name)
+			if w.ex.match(crel, de.IsDir()) {
+				c.excluded++
+				continue
+			}
+			var rs rawStat
+			var err error
+			if h := w.opt.hooks.lstat; h != nil {
+				if herr := h(crel); herr != nil {
+					err = &fs.PathError{Op: "lstat", Path: joinPath(full, name), Err: herr}
+				}
+			}
+			if err == nil {
+				rs, err = d.lstat(name)
+			}
+			if err != nil {
+				c.notes = append(c.notes, note{path: crel, err: err})
+				continue
+			}
+			var target string
+			var lerr error
+			if rs.typ == fs.ModeSymlink {
+				target, lerr = d.readlink(name, rs.size)
+			}
+			before := len(c.deferred)
+			w.entryInto(&c, crel, rs, target, lerr)
+			if rs.typ == fs.ModeDir && len(c.deferred) > before {
+				subdirs = append(subdirs, crel)
+			}
+		}
+	})
+	if cerr != nil {
+		c.notes = append(c.notes, note{path: rel, err: &fs.PathError{Op: "readdirent", Path: full, Err: cerr}})
+	}
+	return c, subdirs
+}
+
+// entryInto classifies one lstat'ed name and adds it to c. For a symlink,
+// target and lerr are the result of reading it.
+func (w *walker) entryInto(c *chunk, rel string, rs rawStat, target string, lerr error) {
+	switch rs.typ {
+	case 0:
+		e := rs.entry(rel, KindFile)
+		e.Nlink = uint32(min(rs.nlink, 1<<32-1))
+		if rs.nlink > 1 {
+			k := devIno{rs.dev, rs.ino}
+			w.linkMu.Lock()
+			first, seen := w.links[k]
+			if !seen {
+				w.links[k] = rel
+			}
+			w.linkMu.Unlock()
+			if seen {
+				e.Kind = KindHardlink
+				e.Size = 0
+				e.Link = first
+				c.deferred = append(c.deferred, e)
+				return
+			}
+		}
+		c.files = append(c.files, e)
+	case fs.ModeDir:
+		c.deferred = append(c.deferred, rs.entry(rel, KindDir))
+	case fs.ModeSymlink:
+		if lerr != nil {
+			c.notes = append(c.notes, note{path: rel, err: lerr})
+			return
+		}
+		e := rs.entry(rel, KindSymlink)
+		e.Link = target
+		c.deferred = append(c.deferred, e)
+	case fs.ModeSocket:
+		c.notes = append(c.notes, note{path: rel, warn: "skipping socket"})
+	case fs.ModeNamedPipe:
+		c.notes = append(c.notes, note{path: rel, warn: "skipping FIFO"})
+	case fs.ModeDevice, fs.ModeDevice | fs.ModeCharDevice:
+		c.notes = append(c.notes, note{path: rel, warn: "skipping device"})
+	default:
+		c.notes = append(c.notes, note{path: rel, warn: "skipping file of unknown type"})
+	}
+}
+
+func (rs *rawStat) entry(rel string, k Kind) Entry {
+	e := Entry{
+		Path:  rel,
+		Kind:  k,
+		Mode:  rs.perm,
+		MTime: rs.mtime,
+		UID:   rs.uid,
+		GID:   rs.gid,
+		Dev:   rs.dev,
+		Ino:   rs.ino,
+	}
+	if k == KindFile {
+		e.Size = rs.size
+	}
+	return e
+}
+
+// collect runs in one goroutine: it calls the callbacks, counts, and feeds
+// the partitioner, then flushes the last batch once the walk is over.
+func (w *walker) collect(ctx context.Context, p *partitioner, st *Stats) error {
+	o := w.opt
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		var c chunk
+		var ok bool
+		select {
+		case c, ok = <-w.chunks:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if !ok {
+			return p.flush(ctx)
+		}
+		for _, n := range c.notes {
+			if n.err != nil {
+				st.Errors++
+				if o.OnError != nil {
+					o.OnError(n.path, n.err)
+				}
+			} else {
+				st.Skipped++
+				if o.OnWarn != nil {
+					o.OnWarn(n.path, n.warn)
+				}
+			}
+		}
+		st.Excluded += c.excluded
+		for _, e := range c.deferred {
+			switch e.Kind {
+			case KindDir:
+				st.Dirs++
+			case KindSymlink:
+				st.Symlinks++
+			case KindHardlink:
+				st.Hardlinks++
+			}
+			if o.Deferred != nil {
+				o.Deferred(e)
+			}
+		}
+		for _, e := range c.files {
+			st.Files++
+			st.Bytes += e.Size
+			if err := p.add(ctx, e); err != nil {
+				return err
+			}
+		}
+	}
+}

@@ -58,8 +58,9 @@ type Pool struct {
 	stats   []StreamStats
 	owner   map[string]int // hard-link target -> stream that wrote or verified it
 	fatal   error
-	nextID  uint64
-	started time.Time
+	nextID    uint64 // ids of final batches
+	nextSplit uint64 // ids of the second halves of split batches
+	started   time.Time
 }
 
 // ErrNoSpace marks a receiver out of space or quota: the job stops.
@@ -85,12 +86,17 @@ func (p *Pool) Run(ctx context.Context, in <-chan *sharder.Batch, def *Deferred)
 	p.stats = make([]StreamStats, len(p.Conns))
 	p.owner = map[string]int{}
 	p.nextID = 1 << 62
+	p.nextSplit = 1 << 61
 	p.started = time.Now()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 
 	// Phase 1: file data, every stream pulling from one queue.
 	g, gctx := errgroup.WithContext(ctx)
+	queue := make(chan *sharder.Batch)
+	walked := in
+	g.Go(func() error { return p.dispatch(gctx, walked, queue) })
+	in = queue
 	for i, c := range p.Conns {
 		g.Go(func() error {
 			first := time.Time{}
@@ -251,4 +257,77 @@ func (p *Pool) closeAll(ctx context.Context) error {
 		}
 	}
 	return first
+}
+
+// Tail splitting: once the walk is over, a batch handed out is first halved
+// until it holds at most 1/(2K) of the work still queued (guided
+// self-scheduling, down to minSplitFiles files), so batches shrink as the
+// queue drains and the streams run out of work together instead of one
+// finishing a whole batch while the others idle.
+const minSplitFiles = 16
+
+// cost is a batch's weight for balancing: bytes plus a per-file overhead.
+func cost(b *sharder.Batch) int64 {
+	return b.Bytes + int64(len(b.Entries))*sharder.DefaultFileCost
+}
+
+// dispatch feeds the streams from the sharder's output, splitting the tail.
+func (p *Pool) dispatch(ctx context.Context, in <-chan *sharder.Batch, out chan<- *sharder.Batch) error {
+	defer close(out)
+	var q []*sharder.Batch
+	walkDone := false
+	for {
+		if walkDone && len(q) == 0 {
+			return nil
+		}
+		var head *sharder.Batch
+		var send chan<- *sharder.Batch
+		if len(q) > 0 {
+			if walkDone {
+				// Guided self-scheduling: hand out at most 1/(2K) of what is left.
+				var left int64
+				for _, b := range q {
+					left += cost(b)
+				}
+				for len(q[0].Entries) >= 2*minSplitFiles && cost(q[0]) > left/int64(2*len(p.Conns)) {
+					a, b := p.split(q[0])
+					q = append([]*sharder.Batch{a, b}, q[1:]...)
+				}
+			}
+			head, send = q[0], out
+		}
+		var recv <-chan *sharder.Batch
+		if !walkDone && len(q) < 2*len(p.Conns) {
+			recv = in
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case b, ok := <-recv:
+			if !ok {
+				walkDone = true
+				continue
+			}
+			q = append(q, b)
+		case send <- head:
+			q = q[1:]
+		}
+	}
+}
+
+// split halves a batch, keeping each half's files contiguous (and so a
+// directory's files together).
+func (p *Pool) split(b *sharder.Batch) (*sharder.Batch, *sharder.Batch) {
+	mid := len(b.Entries) / 2
+	p.mu.Lock()
+	p.nextSplit++
+	id := p.nextSplit
+	p.mu.Unlock()
+	first := &sharder.Batch{ID: b.ID, Entries: b.Entries[:mid:mid]}
+	second := &sharder.Batch{ID: id, Entries: b.Entries[mid:]}
+	for i := range first.Entries {
+		first.Bytes += first.Entries[i].Size
+	}
+	second.Bytes = b.Bytes - first.Bytes
+	return first, second
 }

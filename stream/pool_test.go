@@ -1,0 +1,247 @@
+package stream_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/bulkmove/bulkmove/internal/gentree"
+	"github.com/bulkmove/bulkmove/internal/treecmp"
+	"github.com/bulkmove/bulkmove/sharder"
+	"github.com/bulkmove/bulkmove/stream"
+	"github.com/bulkmove/bulkmove/stream/extract"
+	"github.com/bulkmove/bulkmove/stream/wire"
+)
+
+// tmpDir prefers a tmpfs: tens of thousands of creates on the VM disk are slow.
+func tmpDir(t *testing.T) string {
+	t.Helper()
+	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+		d, err := os.MkdirTemp("/dev/shm", "bulkmove-test-")
+		if err == nil {
+			t.Cleanup(func() { os.RemoveAll(d) })
+			return d
+		}
+	}
+	return t.TempDir()
+}
+
+// pipeAgent starts an agent on root in this process and returns a client
+// connected to it over pipes: the wire path, without processes or SSH.
+func pipeAgent(t *testing.T, ctx context.Context, name, root string, src stream.Source) *stream.Client {
+	t.Helper()
+	toAgentR, toAgentW := io.Pipe()
+	fromAgentR, fromAgentW := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		err := stream.Serve(ctx, toAgentR, fromAgentW, root, "test")
+		fromAgentW.CloseWithError(io.EOF)
+		toAgentR.Close()
+		done <- err
+	}()
+	t.Cleanup(func() { toAgentW.Close(); <-done })
+	c, err := stream.Dial(ctx, name, fromAgentR, toAgentW, closers{toAgentW, fromAgentR}, "test",
+		wire.ReceiveOptions{Owner: os.Geteuid() == 0, Check: "quick"}, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+type closers []io.Closer
+
+func (cs closers) Close() error {
+	for _, c := range cs {
+		c.Close()
+	}
+	return nil
+}
+
+type transport struct {
+	name string
+	open func(t *testing.T, ctx context.Context, k int, dst string, src stream.Source) []stream.Conn
+}
+
+// transports is the conformance matrix: every pool test runs on each.
+var transports = []transport{
+	{"local", func(t *testing.T, ctx context.Context, k int, dst string, src stream.Source) []stream.Conn {
+		recv, err := extract.Open(dst, extract.Options{Owner: os.Geteuid() == 0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { recv.Close() })
+		conns := make([]stream.Conn, k)
+		for i := range conns {
+			conns[i] = &stream.Local{Recv: recv, Src: src}
+		}
+		return conns
+	}},
+	{"wire", func(t *testing.T, ctx context.Context, k int, dst string, src stream.Source) []stream.Conn {
+		conns := make([]stream.Conn, k)
+		for i := range conns {
+			conns[i] = pipeAgent(t, ctx, fmt.Sprintf("stream %d", i), dst, src)
+		}
+		return conns
+	}},
+}
+
+type collector struct {
+	mu      sync.Mutex
+	results []stream.Result
+}
+
+func (c *collector) add(r stream.Result) {
+	c.mu.Lock()
+	c.results = append(c.results, r)
+	c.mu.Unlock()
+}
+
+func (c *collector) errors() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, r := range c.results {
+		for _, e := range r.Ack.Errors {
+			out = append(out, e.Msg)
+		}
+		for _, e := range r.SrcErrors {
+			out = append(out, e.Err.Error())
+		}
+	}
+	return out
+}
+
+// move walks src and moves it to dst over conns.
+func move(t *testing.T, ctx context.Context, src string, conns []stream.Conn, opt sharder.Options, mutate func()) (*stream.Pool, *collector) {
+	t.Helper()
+	col := &collector{}
+	def := &stream.Deferred{}
+	opt.Deferred = def.Add
+	batches := make(chan *sharder.Batch, 1024)
+	if _, err := sharder.Run(ctx, src, opt, batches); err != nil {
+		t.Fatal(err)
+	}
+	if mutate != nil {
+		mutate()
+	}
+	pool := &stream.Pool{Conns: conns, OnResult: col.add}
+	if err := pool.Run(ctx, batches, def); err != nil {
+		t.Fatal(err)
+	}
+	return pool, col
+}
+
+func TestMoveMixedTree(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			ctx := context.Background()
+			dir := tmpDir(t)
+			src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+			if err := gentree.Mixed(src, 3000, 7); err != nil {
+				t.Fatal(err)
+			}
+			_, col := move(t, ctx, src, tr.open(t, ctx, 3, dst, stream.Source{Root: src}), sharder.Options{BatchFiles: 100}, nil)
+			if errs := col.errors(); len(errs) > 0 {
+				t.Fatalf("errors: %q", errs)
+			}
+			treecmp.Equal(t, src, dst, treecmp.Options{Owner: os.Geteuid() == 0})
+		})
+	}
+}
+
+// TestChangedSourceNeverLands: files that shrink, grow, vanish or change
+// between the walk and the send are reported by path and never appear
+// under their final name; the others land.
+func TestChangedSourceNeverLands(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			ctx := context.Background()
+			dir := tmpDir(t)
+			src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+			os.MkdirAll(src, 0o755)
+			for _, n := range []string{"shrinks", "grows", "vanishes", "touched", "fine"} {
+				os.WriteFile(filepath.Join(src, n), []byte(strings.Repeat(n, 1000)), 0o644)
+			}
+			mutate := func() {
+				os.WriteFile(filepath.Join(src, "shrinks"), []byte("x"), 0o644)
+				f, _ := os.OpenFile(filepath.Join(src, "grows"), os.O_APPEND|os.O_WRONLY, 0)
+				f.WriteString("more")
+				f.Close()
+				os.Remove(filepath.Join(src, "vanishes"))
+				later := time.Now().Add(time.Hour)
+				os.Chtimes(filepath.Join(src, "touched"), later, later)
+			}
+			_, col := move(t, ctx, src, tr.open(t, ctx, 2, dst, stream.Source{Root: src}), sharder.Options{}, mutate)
+			errs := strings.Join(col.errors(), "\n")
+			for _, n := range []string{"shrinks", "grows", "vanishes", "touched"} {
+				if !strings.Contains(errs, n) {
+					t.Errorf("no error names %q; errors:\n%s", n, errs)
+				}
+				if _, err := os.Lstat(filepath.Join(dst, n)); err == nil {
+					t.Errorf("%s landed at the destination", n)
+				}
+			}
+			if b, err := os.ReadFile(filepath.Join(dst, "fine")); err != nil || string(b) != strings.Repeat("fine", 1000) {
+				t.Errorf("fine: %v", err)
+			}
+			noTemps(t, dst)
+		})
+	}
+}
+
+func noTemps(t *testing.T, dir string) {
+	t.Helper()
+	filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && strings.HasPrefix(fi.Name(), extract.TempPrefix) {
+			t.Errorf("temporary file left: %s", p)
+		}
+		return nil
+	})
+}
+
+// TestBalance: on a tree of equal files, K streams pulling from one queue
+// (with the tail split) finish within 10% of each other.
+func TestBalance(t *testing.T) {
+	if testing.Short() {
+		t.Skip("moves 20,000 files")
+	}
+	defer goleak.VerifyNone(t)
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			ctx := context.Background()
+			dir := tmpDir(t)
+			src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+			if err := gentree.Small(src, 20000, 200, 1024); err != nil {
+				t.Fatal(err)
+			}
+			pool, _ := move(t, ctx, src, tr.open(t, ctx, 4, dst, stream.Source{Root: src}), sharder.Options{}, nil)
+			st := pool.Stats()
+			var first, last time.Duration
+			var files int64
+			for i, s := range st {
+				t.Logf("stream %d: %d batches, %d files, %d bytes, last ack at %v", i, s.Batches, s.Files, s.Bytes, s.Busy)
+				if i == 0 || s.Busy < first {
+					first = s.Busy
+				}
+				last = max(last, s.Busy)
+				files += s.Files
+			}
+			if files != 20000 {
+				t.Errorf("%d files moved, want 20000", files)
+			}
+			if spread := float64(last-first) / float64(last); spread > 0.10 {
+				t.Errorf("streams finished %.0f%% apart (first %v, last %v), want within 10%%", spread*100, first, last)
+			}
+		})
+	}
+}

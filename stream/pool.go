@@ -54,10 +54,10 @@ type Pool struct {
 	FinalFiles int          // entries per final batch (default 2000)
 	OnResult   func(Result) // called for every acknowledged batch, serialised
 
-	mu      sync.Mutex
-	stats   []StreamStats
-	owner   map[string]int // hard-link target -> stream that wrote or verified it
-	fatal   error
+	mu        sync.Mutex
+	stats     []StreamStats
+	owner     map[string]int // hard-link target -> stream that wrote or verified it
+	fatal     error
 	nextID    uint64 // ids of final batches
 	nextSplit uint64 // ids of the second halves of split batches
 	started   time.Time

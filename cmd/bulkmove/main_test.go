@@ -25,8 +25,17 @@ func TestMain(m *testing.M) {
 // TestScripts runs the CLI end-to-end tests in testdata/script: each
 // reads like a terminal session.
 func TestScripts(t *testing.T) {
+	root := ""
+	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+		// Thousands of creates per script: a tmpfs keeps them fast.
+		if d, err := os.MkdirTemp("/dev/shm", "bulkmove-script-"); err == nil {
+			root = d
+			t.Cleanup(func() { os.RemoveAll(d) })
+		}
+	}
 	testscript.Run(t, testscript.Params{
 		Dir:                 "testdata/script",
+		WorkdirRoot:         root,
 		RequireExplicitExec: false,
 		Condition: func(cond string) (bool, error) {
 			switch cond {
@@ -43,6 +52,7 @@ func TestScripts(t *testing.T) {
 			"mtime":    cmdMtime,
 			"oddnames": cmdOddnames,
 			"count":    cmdCount,
+			"sleep":    cmdSleep,
 		},
 	})
 }
@@ -140,4 +150,11 @@ func cmdCount(ts *testscript.TestScript, neg bool, args []string) {
 	if (n == want) == neg {
 		ts.Fatalf("%d regular files, want %d", n, want)
 	}
+}
+
+// sleep DURATION
+func cmdSleep(ts *testscript.TestScript, neg bool, args []string) {
+	d, err := time.ParseDuration(args[0])
+	ts.Check(err)
+	time.Sleep(d)
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/stream"
 	"github.com/bulkmove/bulkmove/stream/extract"
+	"github.com/bulkmove/bulkmove/stream/sshx"
 	"github.com/bulkmove/bulkmove/stream/wire"
 )
 
@@ -64,6 +65,7 @@ type moveFlags struct {
 	keepSetid  bool
 	noCheck    bool
 	viaAgent   bool
+	ssh        sshFlags
 }
 
 func (f *moveFlags) register(fs *flag.FlagSet) {
@@ -81,6 +83,17 @@ func (f *moveFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.keepSetid, "keep-setid", false, "keep setuid and setgid bits")
 	fs.BoolVar(&f.noCheck, "no-quick-check", false, "send every file, even those already at DEST with the same size and mtime")
 	fs.BoolVar(&f.viaAgent, "via-agent", false, "run K local `bulkmove agent` processes and talk the wire protocol to them (the SSH path, without SSH)")
+	fs.IntVar(&f.ssh.port, "p", 0, "SSH port of the remote host")
+	fs.IntVar(&f.ssh.port, "port", 0, "SSH port of the remote host")
+	fs.Var(&f.ssh.identities, "i", "SSH identity `file` (repeatable)")
+	fs.Var(&f.ssh.identities, "identity", "SSH identity `file` (repeatable)")
+	fs.StringVar(&f.ssh.config, "F", "", "SSH config `file` instead of ~/.ssh/config")
+	fs.StringVar(&f.ssh.config, "ssh-config", "", "SSH config `file` instead of ~/.ssh/config")
+	fs.StringVar(&f.ssh.jump, "J", "", "jump through `[user@]host[:port][,...]` (overrides ProxyJump)")
+	fs.StringVar(&f.ssh.jump, "jump", "", "jump through `[user@]host[:port][,...]` (overrides ProxyJump)")
+	fs.BoolVar(&f.ssh.acceptNew, "accept-new-host-key", false, "record the host key of a host not yet in known_hosts (a changed key is always refused)")
+	fs.BoolVar(&f.ssh.passwordAuth, "password-auth", false, "allow password authentication, asked on the terminal")
+	fs.StringVar(&f.ssh.remoteBulkmove, "remote-bulkmove", "", "`path` of bulkmove on the remote host (default: bulkmove on its PATH, else upload this binary)")
 }
 
 // byteSize is a flag of a size with an optional unit: 64MiB, 1G, 4096.
@@ -172,11 +185,12 @@ type job struct {
 	warnings  int64
 	start     time.Time
 	interrupt bool
+	remote    *sshx.Target // DEST's host, nil for a local DEST
 }
 
 func (j *job) run(ctx context.Context) int {
 	j.start = time.Now()
-	plan, code := j.resolve()
+	plan, code := j.resolve(ctx)
 	if code != exitOK {
 		return code
 	}
@@ -269,8 +283,24 @@ type plan struct {
 	rename   string // for a single-file SRC, its name under dstRoot
 }
 
-func (j *job) resolve() (plan, int) {
+func (j *job) resolve(ctx context.Context) (plan, int) {
 	var p plan
+	if _, remote, err := sshx.ParseTarget(j.src); err != nil || remote {
+		if err != nil {
+			errorf(j.stderr, "%v", err)
+			return p, exitUsage
+		}
+		errorf(j.stderr, "source %s: pulling from a remote host is not supported yet; run bulkmove on that host instead", j.src)
+		return p, exitUsage
+	}
+	t, remote, err := sshx.ParseTarget(j.dst)
+	if err != nil {
+		errorf(j.stderr, "%v", err)
+		return p, exitUsage
+	}
+	if remote {
+		j.remote = &t
+	}
 	fi, err := os.Stat(j.src)
 	if err != nil {
 		errorf(j.stderr, "source %s: %v", j.src, unwrap(err))
@@ -284,6 +314,10 @@ func (j *job) resolve() (plan, int) {
 		}
 		d.Close()
 		p.walkRoot, p.src.Root, p.dstRoot = j.src, j.src, j.dst
+		if j.remote != nil {
+			p.dstRoot = j.remote.Path
+			return p, exitOK
+		}
 		if dfi, err := os.Stat(j.dst); err == nil && !dfi.IsDir() {
 			errorf(j.stderr, "destination %s is an existing file, but the source %s is a directory", j.dst, j.src)
 			return p, exitUsage
@@ -306,6 +340,11 @@ func (j *job) resolve() (plan, int) {
 	// A single file: into DEST if DEST is a directory, else as DEST.
 	p.walkRoot = j.src
 	p.src = stream.Source{Root: filepath.Dir(j.src), File: j.src}
+	if j.remote != nil {
+		p.rename = filepath.Base(j.src)
+		j.remoteDest(ctx, *j.remote, &p)
+		return p, exitOK
+	}
 	if dfi, err := os.Stat(j.dst); err == nil && dfi.IsDir() {
 		p.dstRoot = j.dst
 		p.rename = filepath.Base(j.src)
@@ -351,7 +390,8 @@ func within(src, dst string) (bool, error) {
 }
 
 func (j *job) receiveOptions() wire.ReceiveOptions {
-	o := wire.ReceiveOptions{Fsync: j.flags.fsync, Owner: os.Geteuid() == 0, KeepSetid: j.flags.keepSetid, Check: "quick"}
+	// Owner: keep numeric uid/gid wherever the receiver runs as root.
+	o := wire.ReceiveOptions{Fsync: j.flags.fsync, Owner: true, KeepSetid: j.flags.keepSetid, Check: "quick"}
 	if j.flags.noCheck {
 		o.Check = "none"
 	}
@@ -360,6 +400,9 @@ func (j *job) receiveOptions() wire.ReceiveOptions {
 
 // connect opens the K streams.
 func (j *job) connect(ctx context.Context, p plan) ([]stream.Conn, func(), error) {
+	if j.remote != nil {
+		return j.connectSSH(ctx, *j.remote, p)
+	}
 	ro := j.receiveOptions()
 	if !j.flags.viaAgent {
 		recv, err := extract.Open(p.dstRoot, extract.FromWire(&ro))

@@ -51,7 +51,9 @@ func FromWire(o *wire.ReceiveOptions) Options {
 	if o == nil {
 		return Options{}
 	}
-	return Options{Fsync: o.Fsync, Owner: o.Owner, KeepSetid: o.KeepSetid, NoCheck: o.Check == "none"}
+	// Owners can only be given away by root: elsewhere files belong to the
+	// receiving user, as with rsync run by an ordinary user.
+	return Options{Fsync: o.Fsync, Owner: o.Owner && os.Geteuid() == 0, KeepSetid: o.KeepSetid, NoCheck: o.Check == "none"}
 }
 
 // Receiver installs entries under one root. It is safe for concurrent use

@@ -1,0 +1,149 @@
+// Command gentree writes a deterministic benchmark or test tree with
+// internal/gentree.
+//
+//	gentree -kind small -n 100000 -size 1KiB -dirs 1000 -o DIR  # N files of SIZE in DIRS dirs
+//	gentree -kind mixed -n 20000 -seed 1 -o DIR                 # realistic mixed tree
+//	gentree -kind large -n 4 -size 256MiB -o DIR                # N large files
+//	gentree -kind huge -size 4GiB -n 100000 -o DIR              # one SIZE file + N × 1 KiB in DIR/small
+//
+// Sizes take binary suffixes: K, KiB, M, MiB, G, GiB (case-insensitive).
+// DIR is created if missing; the generated names must not exist in it. A
+// one-line summary goes to stderr unless -q.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/bulkmove/bulkmove/internal/gentree"
+)
+
+func main() {
+	kind := flag.String("kind", "small", "tree to generate: small, mixed, large or huge")
+	n := flag.Int("n", 0, "number of files (default: small 100000, mixed 20000, large 4, huge 100000 small files)")
+	sizeFlag := flag.String("size", "", "file size (default: small 1KiB, large 256MiB, huge 4GiB for the big file)")
+	dirs := flag.Int("dirs", -1, "small, huge: number of subdirectories for the small files (default n/100, 0 puts them all in DIR)")
+	seed := flag.Uint64("seed", 1, "mixed: seed of the tree")
+	out := flag.String("o", "", "output directory (required)")
+	quiet := flag.Bool("q", false, "no summary on stderr")
+	flag.Usage = func() {
+		fmt.Fprintf(os.Stderr, "usage: gentree -kind small|mixed|large|huge [-n N] [-size S] [-dirs D] [-seed S] -o DIR\n")
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+	if *out == "" || flag.NArg() > 0 {
+		flag.Usage()
+		os.Exit(2)
+	}
+	var size int64
+	if *sizeFlag != "" {
+		var err error
+		if size, err = parseSize(*sizeFlag); err != nil {
+			fatalf("-size: %v", err)
+		}
+	}
+	def := func(v *int, d int) int {
+		if *v > 0 {
+			return *v
+		}
+		return d
+	}
+	smallDirs := func(files int) int {
+		if *dirs >= 0 {
+			return *dirs
+		}
+		return max(files/100, 1)
+	}
+
+	start := time.Now()
+	var err error
+	switch *kind {
+	case "small":
+		files := def(n, 100_000)
+		if *sizeFlag == "" {
+			size = 1024
+		}
+		err = gentree.Small(*out, files, smallDirs(files), int(size))
+	case "mixed":
+		if *sizeFlag != "" {
+			fatalf("-size does not apply to -kind mixed")
+		}
+		err = gentree.Mixed(*out, def(n, 20_000), *seed)
+	case "large":
+		if *sizeFlag == "" {
+			size = 256 << 20
+		}
+		err = gentree.Large(*out, def(n, 4), size)
+	case "huge":
+		if *sizeFlag == "" {
+			size = 4 << 30
+		}
+		files := def(n, 100_000)
+		if err = gentree.Small(filepath.Join(*out, "small"), files, smallDirs(files), 1024); err == nil {
+			err = gentree.Large(*out, 1, size)
+		}
+	default:
+		fatalf("unknown -kind %q (small, mixed, large, huge)", *kind)
+	}
+	if err != nil {
+		fatalf("%v", err)
+	}
+	elapsed := time.Since(start)
+	if !*quiet {
+		files, dirs, bytes := count(*out)
+		fmt.Fprintf(os.Stderr, "gentree: %s tree in %s: %d files, %d dirs, %.1f MB in %.2fs\n",
+			*kind, *out, files, dirs, float64(bytes)/1e6, elapsed.Seconds())
+	}
+}
+
+// count returns the regular files (every name), directories (the root
+// included) and bytes (of every name) under dir.
+func count(dir string) (files, dirs int, bytes int64) {
+	filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		switch {
+		case d.IsDir():
+			dirs++
+		case d.Type().IsRegular():
+			files++
+			if fi, err := d.Info(); err == nil {
+				bytes += fi.Size()
+			}
+		}
+		return nil
+	})
+	return
+}
+
+// parseSize parses a byte count with an optional binary suffix.
+func parseSize(s string) (int64, error) {
+	t := strings.ToLower(strings.TrimSpace(s))
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"kib", 1 << 10}, {"mib", 1 << 20}, {"gib", 1 << 30}, {"k", 1 << 10}, {"m", 1 << 20}, {"g", 1 << 30}, {"b", 1}} {
+		if strings.HasSuffix(t, u.suffix) {
+			t, mult = strings.TrimSpace(strings.TrimSuffix(t, u.suffix)), u.mult
+			break
+		}
+	}
+	v, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || v < 0 || v > (1<<62)/mult {
+		return 0, fmt.Errorf("bad size %q (want N, NKiB, NMiB or NGiB)", s)
+	}
+	return v * mult, nil
+}
+
+func fatalf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "gentree: "+format+"\n", args...)
+	os.Exit(1)
+}

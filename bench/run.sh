@@ -12,7 +12,7 @@
 # Environment (all optional):
 #   BULKMOVE          bulkmove binary (default: ./bin/bulkmove of this repository)
 #   BENCH_SETS        datasets, in order (default "small medium mixed large"; also "huge")
-#   BENCH_TOOLS       tools, in order (default: the regime's list; local: "bulkmove cp tar rsync")
+#   BENCH_TOOLS       tools, in order (default: the regime's list; local: "bulkmove bmagent cp tar rsync")
 #   BENCH_J           bulkmove worker counts, one row each (default "4")
 #   BENCH_RUNS        runs per tool, the best is reported (default 3)
 #   BENCH_WARMUP      "1" (default): one untimed copy per dataset first, so the first timed
@@ -162,6 +162,11 @@ tool_bulkmove() { "$BULKMOVE" -j "$J" "$1" "$2"; }
 tool_bulkmove_cmd() { echo "bulkmove -j $J SRC DST"; }
 tool_bulkmove_avail() { [[ -x $BULKMOVE ]] || have "$BULKMOVE"; }
 
+# The wire path locally: K agent processes fed over pipes (what SSH streams run).
+tool_bmagent() { "$BULKMOVE" --via-agent -j 4 "$1" "$2"; }
+tool_bmagent_cmd() { echo "bulkmove --via-agent -j 4 SRC DST"; }
+tool_bmagent_avail() { tool_bulkmove_avail; }
+
 tool_cp() { cp -a "$1/." "$2"; }
 tool_cp_cmd() { echo "cp -a SRC/. DST"; }
 tool_cp_avail() { have cp; }
@@ -179,7 +184,7 @@ tool_rsync_verify_flags() { [[ $RSYNC_FLAGS == *H* ]] || echo "-no-hardlinks"; }
 # ---------------------------------------------------------------- regimes
 # local: both trees on the tmpfs of this machine.
 
-regime_local_tools() { echo "bulkmove cp tar rsync"; }
+regime_local_tools() { echo "bulkmove bmagent cp tar rsync"; }
 regime_local_setup() { :; }
 regime_local_teardown() { :; }
 regime_local_dst() { echo "$BASE/dst/$1"; }

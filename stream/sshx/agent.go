@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/pkg/sftp"
 )
@@ -116,10 +117,12 @@ func (c *Client) EnsureAgent(ctx context.Context, remotePath, version string, wa
 	var rnd [6]byte
 	_, _ = rand.Read(rnd[:])
 	tmp := path.Join(dir, ".bulkmove.tmp."+hex.EncodeToString(rnd[:]))
-	warnOnce(c.stderr, fmt.Sprintf("uploading bulkmove (%s/%s, %.1f MB) to %s:%s", runtime.GOOS, runtime.GOARCH,
+	c.notes.print(fmt.Sprintf("uploading bulkmove (%s/%s, %.1f MB) to %s:%s", runtime.GOOS, runtime.GOARCH,
 		float64(size)/1e6, c.alias, final))
 	if err := c.upload(ctx, localBinary, dir, tmp); err != nil {
-		_, _ = c.Output(context.WithoutCancel(ctx), "rm -f "+ShellQuote(tmp))
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		_, _ = c.Output(cctx, "rm -f "+ShellQuote(tmp))
+		cancel()
 		return "", fmt.Errorf("ssh %s: uploading bulkmove to %s: %w", c.alias, tmp, err)
 	}
 	install := `t=` + ShellQuote(tmp) + `; f=` + ShellQuote(final) + `; ` +

@@ -89,13 +89,12 @@ var (
 var defaultIdentities = []string{"id_ed25519", "id_ecdsa", "id_rsa"}
 
 type identity struct {
-	path     string
-	explicit bool
-	pub      ssh.PublicKey // nil if unknown (legacy encrypted PEM without .pub)
-	signer   ssh.Signer    // nil if encrypted
-	data     []byte        // the private key file, when encrypted
-	certs    []*ssh.Certificate
-	pubOnly  bool // the file is a public key: usable only through the agent
+	path    string
+	pub     ssh.PublicKey // nil if unknown (legacy encrypted PEM without .pub)
+	signer  ssh.Signer    // nil if encrypted
+	data    []byte        // the private key file, when encrypted
+	certs   []*ssh.Certificate
+	pubOnly bool // the file is a public key: usable only through the agent
 }
 
 type authSetup struct {
@@ -141,10 +140,6 @@ func buildAuth(s *settings, o *Options, w *watchdog, warn func(string)) *authSet
 			}
 			continue
 		}
-		if id == nil {
-			continue
-		}
-		id.explicit = explicit
 		ids = append(ids, id)
 	}
 
@@ -218,7 +213,11 @@ func buildAuth(s *settings, o *Options, w *watchdog, warn func(string)) *authSet
 	// Then the identity files the agent does not hold.
 	var fileNames []string
 	for _, id := range ids {
-		if id.pubOnly || inAgent(id.pub) {
+		if inAgent(id.pub) {
+			continue
+		}
+		if id.pubOnly {
+			a.notes = append(a.notes, fmt.Sprintf("identity file %s is a public key whose private key the agent does not hold", id.path))
 			continue
 		}
 		if id.signer != nil {

@@ -29,6 +29,7 @@ type Client struct {
 	stderr io.Writer
 	hops   []*ssh.Client // jump host connections, outermost first
 	proxy  io.Closer     // ProxyCommand
+	notes  *notes
 
 	closeOnce     sync.Once
 	closeErr      error
@@ -69,12 +70,15 @@ func Dial(ctx context.Context, t Target, o Options) (*Client, error) {
 	if o.Stderr == nil {
 		o.Stderr = os.Stderr
 	}
-	warn := warner(o.Stderr)
-	s, err := resolve(t.Host, t.User, t.Port, &o, warn)
+	return dial(ctx, t, o, newNotes(o.Stderr))
+}
+
+func dial(ctx context.Context, t Target, o Options, n *notes) (*Client, error) {
+	s, err := resolve(t.Host, t.User, t.Port, &o, n.warn)
 	if err != nil {
 		return nil, fmt.Errorf("ssh %s: %w", t.Host, err)
 	}
-	c, err := dialSettings(ctx, s, t.User, &o, warn)
+	c, err := dialSettings(ctx, s, t.User, &o, n)
 	if err != nil {
 		return nil, fmt.Errorf("ssh %s: %w", t.Host, err)
 	}
@@ -91,6 +95,10 @@ func DialN(ctx context.Context, t Target, o Options, n int) (clients []*Client, 
 	if n < 1 {
 		n = 1
 	}
+	if o.Stderr == nil {
+		o.Stderr = os.Stderr
+	}
+	shared := newNotes(o.Stderr)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	sem := make(chan struct{}, MaxParallelHandshakes)
@@ -109,7 +117,7 @@ func DialN(ctx context.Context, t Target, o Options, n int) (clients []*Client, 
 				failed[i] = ctx.Err()
 				return
 			}
-			c, err := Dial(ctx, t, o)
+			c, err := dial(ctx, t, o, shared)
 			<-sem
 			if err != nil {
 				failed[i] = err
@@ -147,8 +155,9 @@ func DialN(ctx context.Context, t Target, o Options, n int) (clients []*Client, 
 }
 
 // dialSettings connects to s through its jump hosts or ProxyCommand.
-func dialSettings(ctx context.Context, s *settings, cmdUser string, o *Options, warn func(string)) (_ *Client, err error) {
-	c := &Client{alias: s.Alias, s: s, stderr: o.Stderr}
+func dialSettings(ctx context.Context, s *settings, cmdUser string, o *Options, n *notes) (_ *Client, err error) {
+	c := &Client{alias: s.Alias, s: s, stderr: o.Stderr, notes: n}
+	warn := n.warn
 	defer func() {
 		if err != nil {
 			for i := len(c.hops) - 1; i >= 0; i-- {
@@ -190,7 +199,7 @@ func dialSettings(ctx context.Context, s *settings, cmdUser string, o *Options, 
 			if err != nil {
 				return nil, fmt.Errorf("jump host %s: %w", hh, err)
 			}
-			cl, err := handshake(ctx, hc, hs, o, warn, hint(hs, hu, ""))
+			cl, err := handshake(ctx, hc, hs, o, n, hint(hs, hu, ""))
 			if err != nil {
 				return nil, fmt.Errorf("jump host %s: %w", hh, err)
 			}
@@ -214,7 +223,7 @@ func dialSettings(ctx context.Context, s *settings, cmdUser string, o *Options, 
 			return nil, err
 		}
 	}
-	c.ssh, err = handshake(ctx, conn, s, o, warn, hint(s, cmdUser, o.Jump))
+	c.ssh, err = handshake(ctx, conn, s, o, n, hint(s, cmdUser, o.Jump))
 	if err != nil {
 		return nil, err
 	}
@@ -290,7 +299,8 @@ func hint(s *settings, cmdUser, jump string) string {
 }
 
 // handshake runs the SSH handshake and authentication over conn.
-func handshake(ctx context.Context, conn net.Conn, s *settings, o *Options, warn func(string), hintCmd string) (*ssh.Client, error) {
+func handshake(ctx context.Context, conn net.Conn, s *settings, o *Options, n *notes, hintCmd string) (*ssh.Client, error) {
+	warn := n.warn
 	addr := net.JoinHostPort(s.HostName, strconv.Itoa(s.Port))
 	hk := &hostKeyChecker{s: s, lookup: knownHostsLookup(s), hint: hintCmd, warn: warn}
 	db, err := hk.db()
@@ -309,7 +319,7 @@ func handshake(ctx context.Context, conn net.Conn, s *settings, o *Options, warn
 		HostKeyAlgorithms: hk.algorithms(db),
 		BannerCallback: func(msg string) error {
 			if msg = strings.TrimRight(msg, "\r\n"); msg != "" {
-				warnOnce(o.Stderr, msg)
+				n.print(msg)
 			}
 			return nil
 		},
@@ -325,13 +335,13 @@ func handshake(ctx context.Context, conn net.Conn, s *settings, o *Options, warn
 		case errors.As(err, &ke):
 			return nil, ke
 		case fired && ctx.Err() != nil:
-			return nil, fmt.Errorf("ssh handshake with %s: %w", addr, ctx.Err())
+			return nil, fmt.Errorf("handshake with %s: %w", addr, ctx.Err())
 		case fired:
-			return nil, fmt.Errorf("ssh handshake with %s: timed out after %v", addr, s.ConnectTimeout)
+			return nil, fmt.Errorf("handshake with %s: timed out after %v", addr, s.ConnectTimeout)
 		case isAuthFailure(err):
 			return nil, authError(s, auth, err)
 		}
-		return nil, fmt.Errorf("ssh handshake with %s: %w", addr, err)
+		return nil, fmt.Errorf("handshake with %s: %w", addr, err)
 	}
 	return ssh.NewClient(sc, chans, reqs), nil
 }
@@ -391,7 +401,7 @@ func (c *Client) keepalive(interval time.Duration, max int) {
 				missed++
 				if missed >= max {
 					c.keepaliveDead.Store(true)
-					warnOnce(c.stderr, fmt.Sprintf("ssh %s: no answer to keepalives for %v: closing the connection",
+					c.notes.print(fmt.Sprintf("ssh %s: no answer to keepalives for %v: closing the connection",
 						c.alias, time.Duration(max)*interval))
 					c.ssh.Close()
 					return
@@ -532,25 +542,26 @@ type pipeAddr struct{}
 func (pipeAddr) Network() string { return "pipe" }
 func (pipeAddr) String() string  { return "proxycommand" }
 
-// Warnings go to Options.Stderr once per process and message (DialN's K
-// connections would otherwise repeat them).
-var (
-	warnedMu sync.Mutex
-	warned   = map[string]bool{}
-)
+// notes prints warnings and notices to Options.Stderr, each once per Dial
+// or DialN (its K connections would otherwise repeat them).
+type notes struct {
+	w    io.Writer
+	mu   sync.Mutex
+	seen map[string]bool
+}
 
-func warnOnce(w io.Writer, msg string) {
-	warnedMu.Lock()
-	defer warnedMu.Unlock()
-	if warned[msg] {
+func newNotes(w io.Writer) *notes { return &notes{w: w, seen: map[string]bool{}} }
+
+func (n *notes) print(msg string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.seen[msg] {
 		return
 	}
-	warned[msg] = true
+	n.seen[msg] = true
 	stderrMu.Lock()
-	fmt.Fprintln(w, msg)
+	fmt.Fprintln(n.w, msg)
 	stderrMu.Unlock()
 }
 
-func warner(w io.Writer) func(string) {
-	return func(msg string) { warnOnce(w, "warning: "+msg) }
-}
+func (n *notes) warn(msg string) { n.print("warning: " + msg) }

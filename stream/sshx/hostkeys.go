@@ -95,7 +95,7 @@ func (h *hostKeyChecker) callback(db *knownhosts.HostKeyDB) ssh.HostKeyCallback 
 			return h.changed(err, key)
 		}
 		if !knownhosts.IsHostUnknown(err) {
-			return fmt.Errorf("checking the host key of %s: %w", h.s.Alias, err)
+			return h.other(err, key)
 		}
 		if !h.s.AcceptNew {
 			return h.unknown(key)
@@ -114,7 +114,7 @@ func (h *hostKeyChecker) callback(db *knownhosts.HostKeyDB) ssh.HostKeyCallback 
 		case knownhosts.IsHostKeyChanged(err):
 			return h.changed(err, key)
 		case !knownhosts.IsHostUnknown(err):
-			return fmt.Errorf("checking the host key of %s: %w", h.s.Alias, err)
+			return h.other(err, key)
 		}
 		return h.record(key)
 	}
@@ -147,6 +147,17 @@ func (h *hostKeyChecker) changed(err error, key ssh.PublicKey) error {
 			"(a man-in-the-middle attack), or the host key has just been replaced: refusing to connect. "+
 			"If the change is expected, remove the old key with: ssh-keygen -R %q",
 		h.displayName(), key.Type(), ssh.FingerprintSHA256(key), where, knownhosts.Normalize(h.lookup))}
+}
+
+// other handles a revoked key (or a known_hosts that cannot be read).
+func (h *hostKeyChecker) other(err error, key ssh.PublicKey) error {
+	var re *xknownhosts.RevokedError
+	if errors.As(err, &re) {
+		return &kindError{kind: ErrHostKeyChanged, msg: fmt.Sprintf(
+			"host key %s %s of %s is marked @revoked in %s:%d: refusing to connect",
+			key.Type(), ssh.FingerprintSHA256(key), h.displayName(), re.Revoked.Filename, re.Revoked.Line)}
+	}
+	return fmt.Errorf("checking the host key of %s: %w", h.displayName(), err)
 }
 
 // record appends the key to the first user known_hosts file.

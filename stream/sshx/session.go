@@ -22,6 +22,9 @@ type Session struct {
 	stdout  io.Reader
 	stderr  *stderrSink
 	stopCtx func() bool
+	ctx     context.Context
+	closed  chan struct{}
+	closeMu sync.Once
 
 	waitOnce sync.Once
 	waitErr  error
@@ -51,10 +54,13 @@ func (c *Client) Start(ctx context.Context, cmd string) (*Session, error) {
 	s.Stderr = sink
 	if err := s.Start(cmd); err != nil {
 		s.Close()
-		return nil, fmt.Errorf("ssh %s: starting %q: %w", c.alias, cmd, err)
+		return nil, fmt.Errorf("ssh %s: starting %q: %w", c.alias, shortCmd(cmd), err)
 	}
-	sess := &Session{c: c, s: s, cmd: cmd, stdin: stdin, stdout: stdout, stderr: sink}
+	sess := &Session{c: c, s: s, cmd: cmd, stdin: stdin, stdout: stdout, stderr: sink, ctx: ctx, closed: make(chan struct{})}
 	sess.stopCtx = context.AfterFunc(ctx, func() {
+		// sshd ignores signals for root logins (no privilege separation
+		// after authentication): closing the channel is what reliably ends
+		// the command, which then reads EOF on stdin.
 		_ = s.Signal(ssh.SIGKILL)
 		_ = s.Close()
 	})
@@ -74,6 +80,7 @@ func (s *Session) CloseWrite() error { return s.stdin.Close() }
 // then hangs up on).
 func (s *Session) Close() error {
 	s.stopCtx()
+	s.closeMu.Do(func() { close(s.closed) })
 	err := s.s.Close()
 	if errors.Is(err, io.EOF) {
 		err = nil
@@ -86,7 +93,31 @@ func (s *Session) Close() error {
 // an error saying so.
 func (s *Session) Wait() error {
 	s.waitOnce.Do(func() {
-		err := s.s.Wait()
+		done := make(chan error, 1)
+		go func() { done <- s.s.Wait() }()
+		var err error
+		exited := false
+		select {
+		case err = <-done:
+			exited = true
+		case <-s.ctx.Done():
+		case <-s.closed:
+		}
+		if !exited {
+			select {
+			case err = <-done:
+			default:
+				// The channel is closed, but sshd confirms that only once
+				// the command has exited; do not wait for that.
+				s.stderr.flush()
+				why := error(errSessionClosed)
+				if s.ctx.Err() != nil {
+					why = context.Cause(s.ctx)
+				}
+				s.waitErr = fmt.Errorf("ssh %s: remote command %q: %w", s.c.alias, shortCmd(s.cmd), why)
+				return
+			}
+		}
 		s.stopCtx()
 		s.stderr.flush()
 		s.waitErr = s.c.commandError(s.cmd, err, s.stderr.Tail())
@@ -105,20 +136,25 @@ func (c *Client) Output(ctx context.Context, cmd string) ([]byte, error) {
 	var out bytes.Buffer
 	errb := &stderrSink{}
 	s.Stdout, s.Stderr = &out, errb
-	stop := context.AfterFunc(ctx, func() {
+	if err := s.Start(cmd); err != nil {
+		return nil, fmt.Errorf("ssh %s: starting %q: %w", c.alias, shortCmd(cmd), err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Wait() }()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
 		_ = s.Signal(ssh.SIGKILL)
 		_ = s.Close()
-	})
-	err = s.Run(cmd)
-	stop()
+		return nil, fmt.Errorf("ssh %s: remote command %q: %w", c.alias, shortCmd(cmd), context.Cause(ctx))
+	}
 	if err != nil {
-		if ctx.Err() != nil {
-			return out.Bytes(), fmt.Errorf("ssh %s: %q: %w", c.alias, cmd, ctx.Err())
-		}
 		return out.Bytes(), c.commandError(cmd, err, errb.Tail())
 	}
 	return out.Bytes(), nil
 }
+
+var errSessionClosed = errors.New("session closed before the command exited")
 
 // ExitError is a remote command's failure.
 type ExitError struct {
@@ -132,7 +168,7 @@ type ExitError struct {
 
 func (e *ExitError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "ssh %s: remote command %q ", e.Host, e.Cmd)
+	fmt.Fprintf(&b, "ssh %s: remote command %q ", e.Host, shortCmd(e.Cmd))
 	if e.Signal != "" {
 		fmt.Fprintf(&b, "was killed by signal %s", e.Signal)
 	} else {
@@ -167,9 +203,18 @@ func (c *Client) commandError(cmd string, err error, stderr string) error {
 		if t := lastLines(stderr, 3); t != "" {
 			why += ": " + t
 		}
-		return fmt.Errorf("ssh %s: remote command %q: %s: %w", c.alias, cmd, why, err)
+		return fmt.Errorf("ssh %s: remote command %q: %s: %w", c.alias, shortCmd(cmd), why, err)
 	}
-	return fmt.Errorf("ssh %s: remote command %q: %w", c.alias, cmd, err)
+	return fmt.Errorf("ssh %s: remote command %q: %w", c.alias, shortCmd(cmd), err)
+}
+
+// shortCmd shortens a command (EnsureAgent's scripts) for error messages.
+func shortCmd(cmd string) string {
+	const max = 80
+	if len(cmd) <= max {
+		return cmd
+	}
+	return cmd[:max-3] + "..."
 }
 
 func lastLines(s string, n int) string {

@@ -14,6 +14,16 @@
 // StrictHostKeyChecking, ConnectTimeout, ServerAliveInterval,
 // ServerAliveCountMax, BatchMode. Anything else is ignored, never an error.
 //
+// Jump hosts (ProxyJump, -J) are resolved through ssh_config like any host
+// (HostName, User, Port, IdentityFile, known_hosts), but their own
+// ProxyJump/ProxyCommand is not followed. Each connection of DialN has its
+// own chain of jump connections, so that the K streams stay K separate TCP
+// flows end to end.
+//
+// Cancelling a Session's context closes its channel: sshd does not deliver
+// signals for root logins, so a remote command ends by reading EOF on its
+// stdin (as `bulkmove agent` does), not by a signal.
+//
 // Errors that retrying cannot fix (unknown or changed host key, failed
 // authentication, an encrypted key without a terminal) match ErrHostKeyUnknown,
 // ErrHostKeyChanged or ErrAuth with errors.Is; IsPermanent reports any of them.
@@ -86,11 +96,11 @@ scan:
 	}
 	if strings.HasPrefix(left, "[") {
 		if !strings.HasSuffix(left, "]") {
-			return Target{}, true, fmt.Errorf("%q: unterminated [ in host, want [address]:path", s)
+			return Target{}, true, fmt.Errorf("%q: bad [ in host, want [address]:path", s)
 		}
 		left = left[1 : len(left)-1]
 	} else if strings.ContainsAny(left, "[]") {
-		return Target{}, true, fmt.Errorf("%q: misplaced [ or ] in host, want [address]:path", s)
+		return Target{}, true, fmt.Errorf("%q: bad [ or ] in host, want [address]:path", s)
 	}
 	if left == "" {
 		return Target{}, true, fmt.Errorf("%q: empty host name", s)
@@ -111,7 +121,7 @@ scan:
 // line flags do.
 type Options struct {
 	Port       int      // -p
-	Identities []string // -i, repeatable; tried before ssh_config's IdentityFile
+	Identities []string // -i, repeatable; tried before ssh_config's IdentityFile, also for jump hosts
 	ConfigFile string   // -F: use this file instead of ~/.ssh/config and /etc/ssh/ssh_config
 	Jump       string   // -J: "[user@]host[:port][,...]" or "none"; overrides ssh_config ProxyJump
 

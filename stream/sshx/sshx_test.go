@@ -141,6 +141,26 @@ func TestConnectWithKey(t *testing.T) {
 	}
 	// The connection is still usable.
 	checkEcho(t, c)
+
+	// Output with a context that ends returns at once.
+	octx, ocancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	start = time.Now()
+	_, err = c.Output(octx, "sleep 30")
+	ocancel()
+	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 5*time.Second {
+		t.Errorf("Output past its deadline = %v after %v", err, time.Since(start))
+	}
+	// Close, then Wait: returns at once.
+	s, err = c.Start(ctx, "sleep 30")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	start = time.Now()
+	if err := s.Wait(); !errors.Is(err, errSessionClosed) || time.Since(start) > 5*time.Second {
+		t.Errorf("Wait after Close = %v after %v", err, time.Since(start))
+	}
+	checkEcho(t, c)
 	if err := c.Close(); err != nil {
 		t.Errorf("Close: %v", err)
 	}
@@ -246,6 +266,12 @@ func TestChangedHostKeyRefused(t *testing.T) {
 		t.Errorf("known_hosts was modified: %q", data)
 	}
 
+	// A revoked key.
+	writeFile(t, kh, srv.KnownHostsLine()+"\n@revoked * "+srv.HostKeyLine+"\n")
+	if _, err := Dial(testCtx(t), tg, o); !errors.Is(err, ErrHostKeyChanged) || !strings.Contains(err.Error(), "@revoked") {
+		t.Errorf("revoked key: Dial = %v", err)
+	}
+
 	// A known key of another type than the server's also counts as changed
 	// (not as unknown), like OpenSSH.
 	rk, err := rsa.GenerateKey(rand.Reader, 2048)
@@ -346,8 +372,8 @@ func (f fakeTerminal) ReadPassword(prompt string) ([]byte, error) {
 	return []byte(f.passphrase), nil
 }
 func (f fakeTerminal) ReadLine(prompt string) (string, error) { return "", errors.New("unexpected") }
-func (f fakeTerminal) Println(string)                          {}
-func (f fakeTerminal) Close() error                            { return nil }
+func (f fakeTerminal) Println(string)                         {}
+func (f fakeTerminal) Close() error                           { return nil }
 
 func TestEncryptedKey(t *testing.T) {
 	dir := t.TempDir()
@@ -443,6 +469,20 @@ Host *
 `, target.Port, jump.Port, jump.UserKey, kh))
 	o2 := Options{ConfigFile: cfg, Batch: true, Stderr: &syncBuffer{}}
 	checkEcho(t, mustDial(t, Target{Host: "target"}, o2))
+
+	// ProxyCommand, here OpenSSH's own ssh -W through the jump host.
+	if _, err := exec.LookPath("ssh"); err == nil {
+		cfg := writeFile(t, filepath.Join(t.TempDir(), "config"), fmt.Sprintf(`
+Host viacmd
+  HostName 127.0.0.1
+  Port %d
+  User %s
+  IdentityFile %s
+  UserKnownHostsFile %s
+  ProxyCommand ssh -F none -o BatchMode=yes -o UserKnownHostsFile=%s -i %s -p %d -W %%h:%%p %s@127.0.0.1
+`, target.Port, target.User, jump.UserKey, kh, kh, jump.UserKey, jump.Port, jump.User))
+		checkEcho(t, mustDial(t, Target{Host: "viacmd"}, Options{ConfigFile: cfg, Batch: true, Stderr: &syncBuffer{}}))
+	}
 
 	// The jump is really used: a jump host that forbids forwarding fails it.
 	noFwd := sshdtest.Start(t, sshdtest.WithUserKey(jump.UserKey), sshdtest.WithConfig("PermitOpen none"))
@@ -551,6 +591,8 @@ func (p *proxy) serve(c net.Conn) {
 			n, err := src.Read(buf)
 			if p.frozen.Load() {
 				<-p.done // a dead link: nothing gets through any more
+				dst.Close()
+				src.Close()
 				return
 			}
 			if n > 0 {
@@ -601,7 +643,7 @@ func TestDialN(t *testing.T) {
 		c.Close()
 	}
 	for _, e := range errs {
-		if !strings.Contains(e.Error(), "ssh 127.0.0.1: ssh handshake with") {
+		if !strings.Contains(e.Error(), "ssh 127.0.0.1: handshake with") {
 			t.Errorf("error of a refused connection: %v", e)
 		}
 	}
@@ -621,6 +663,70 @@ func TestDialN(t *testing.T) {
 	clients, _, err = DialN(testCtx(t), tg, o, 6)
 	if !errors.Is(err, ErrHostKeyUnknown) || len(clients) != 0 {
 		t.Errorf("DialN to an unknown host = %d clients, %v", len(clients), err)
+	}
+}
+
+func TestDialNParallelLimit(t *testing.T) {
+	// A server that accepts and never speaks: each handshake holds its
+	// slot until the connect timeout, so until the first one times out,
+	// no more than 8 connections may arrive.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	const timeout = 600 * time.Millisecond
+	var mu sync.Mutex
+	var arrivals []time.Duration
+	start := time.Now()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			arrivals = append(arrivals, time.Since(start))
+			mu.Unlock()
+			go func() {
+				io.Copy(io.Discard, c)
+				c.Close()
+			}()
+		}
+	}()
+	tg := Target{Host: "127.0.0.1", Port: l.Addr().(*net.TCPAddr).Port}
+	o := Options{ConnectTimeout: timeout, Batch: true, Stderr: &syncBuffer{}}
+	clients, errs, err := DialN(testCtx(t), tg, o, 12)
+	if err == nil || len(clients) != 0 || len(errs) != 12 {
+		t.Fatalf("DialN to a silent server = %d, %d errors, %v", len(clients), len(errs), err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	early := 0
+	for _, a := range arrivals {
+		if a < timeout/2 {
+			early++
+		}
+	}
+	if early != MaxParallelHandshakes || len(arrivals) != 12 {
+		t.Errorf("%d of %d connections arrived before the first could time out, want %d", early, len(arrivals), MaxParallelHandshakes)
+	}
+}
+
+func TestMaxSessions(t *testing.T) {
+	// One connection carries at most MaxSessions sessions (10 by default),
+	// which is one more reason for K connections rather than K sessions.
+	srv := sshdtest.Start(t, sshdtest.WithMaxSessions(1))
+	tg, o := direct(srv)
+	c := mustDial(t, tg, o)
+	s, err := c.Start(testCtx(t), "cat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	_, err = c.Start(testCtx(t), "cat")
+	if err == nil || !strings.Contains(err.Error(), "ssh 127.0.0.1: opening a session") {
+		t.Errorf("second session beyond MaxSessions 1: %v", err)
 	}
 }
 

@@ -35,7 +35,8 @@ func TestParseTarget(t *testing.T) {
 		{in: "@host:/p", ok: true, wantErr: "empty user"},
 		{in: "user@:/p", ok: true, wantErr: "empty host"},
 		{in: "[::1:/p", ok: false}, // the colon is inside the bracket: no host separator
-		{in: "[::1]x:/p", ok: true, wantErr: "misplaced"},
+		{in: "[::1]x:/p", ok: true, wantErr: "want [address]:path"},
+		{in: "a[b]:/p", ok: true, wantErr: "want [address]:path"},
 		{in: "-oProxyCommand=x:/p", ok: true, wantErr: "invalid host"},
 	}
 	for _, tt := range tests {
@@ -201,7 +202,7 @@ Match nosuchcriterion foo
 Match all
   IdentitiesOnly yes
 
-Include ` + filepath.Join(dir, "inc", "*.conf") + `
+Include `+filepath.Join(dir, "inc", "*.conf")+`
 Include does-not-exist/*
 
 Host *.example.com !bad.example.com

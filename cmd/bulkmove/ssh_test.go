@@ -1,0 +1,211 @@
+package main
+
+import (
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/bulkmove/bulkmove/internal/gentree"
+	"github.com/bulkmove/bulkmove/internal/sshdtest"
+	"github.com/bulkmove/bulkmove/internal/treecmp"
+)
+
+var (
+	buildOnce sync.Once
+	builtBin  string
+	buildErr  error
+)
+
+// binary builds bulkmove once: the SSH tests run it as a separate process,
+// as a user would, so that it can upload itself to the remote.
+func binary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "bulkmove-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		builtBin = filepath.Join(dir, "bulkmove")
+		out, err := exec.Command("go", "build", "-o", builtBin, ".").CombinedOutput()
+		if err != nil {
+			buildErr = err
+			builtBin = string(out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("go build: %v\n%s", buildErr, builtBin)
+	}
+	return builtBin
+}
+
+func shmDir(t *testing.T) string {
+	if d, err := os.MkdirTemp("/dev/shm", "bulkmove-ssh-"); err == nil {
+		t.Cleanup(func() { os.RemoveAll(d) })
+		return d
+	}
+	return t.TempDir()
+}
+
+// runBM runs the built bulkmove and returns its combined output and exit code.
+func runBM(t *testing.T, env []string, args ...string) (string, int) {
+	t.Helper()
+	cmd := exec.Command(binary(t), args...)
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return string(out), code
+}
+
+// TestSSHPush: bulkmove -j 3 SRC box2:DEST against a real sshd, with
+// bulkmove on the remote PATH; then a second run sends nothing.
+func TestSSHPush(t *testing.T) {
+	bin := binary(t)
+	home := shmDir(t)
+	srv := sshdtest.Start(t, sshdtest.WithEnv("PATH="+filepath.Dir(bin)+":/usr/bin:/bin", "HOME="+home))
+	cfg := srv.WriteSSHConfig("box2")
+	dir := shmDir(t)
+	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+	if err := gentree.Mixed(src, 2000, 3); err != nil {
+		t.Fatal(err)
+	}
+	out, code := runBM(t, nil, "-F", cfg, "-j", "3", src, "box2:"+dst)
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	treecmp.Equal(t, src, dst, treecmp.Options{Owner: os.Geteuid() == 0})
+	out, code = runBM(t, nil, "-F", cfg, "-j", "3", src, "box2:"+dst)
+	if code != 0 || !strings.Contains(out, "0 files, 0 B") {
+		t.Fatalf("second run, exit %d, want nothing sent:\n%s", code, out)
+	}
+	// Without bulkmove on the remote it is uploaded to the cache once.
+	if _, err := os.Stat(filepath.Join(home, ".cache/bulkmove")); err == nil {
+		t.Errorf("uploaded although bulkmove was on the remote PATH")
+	}
+}
+
+// TestSSHUploadsAgent: no bulkmove on the remote PATH: this binary is
+// uploaded to ~/.cache/bulkmove/VERSION/ and reused by the next run.
+func TestSSHUploadsAgent(t *testing.T) {
+	binary(t)
+	home := shmDir(t)
+	srv := sshdtest.Start(t, sshdtest.WithEnv("PATH=/usr/bin:/bin", "HOME="+home))
+	cfg := srv.WriteSSHConfig("box2")
+	dir := shmDir(t)
+	src := filepath.Join(dir, "src")
+	if err := gentree.Mixed(src, 300, 4); err != nil {
+		t.Fatal(err)
+	}
+	out, code := runBM(t, nil, "-F", cfg, "-j", "2", src, "box2:"+filepath.Join(dir, "d1"))
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	cached := filepath.Join(home, ".cache/bulkmove", version, "bulkmove")
+	fi1, err := os.Stat(cached)
+	if err != nil {
+		t.Fatalf("agent not uploaded to %s: %v\n%s", cached, err, out)
+	}
+	out, code = runBM(t, nil, "-F", cfg, "-j", "2", src, "box2:"+filepath.Join(dir, "d2"))
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	fi2, err := os.Stat(cached)
+	if err != nil || !os.SameFile(fi1, fi2) {
+		t.Errorf("the second run replaced the cached agent")
+	}
+	treecmp.Equal(t, src, filepath.Join(dir, "d2"), treecmp.Options{Owner: os.Geteuid() == 0})
+}
+
+// TestSSHUnknownHost: a host missing from known_hosts is refused with a hint,
+// exit 3; --accept-new-host-key records it and goes on.
+func TestSSHUnknownHost(t *testing.T) {
+	bin := binary(t)
+	srv := sshdtest.Start(t, sshdtest.WithEnv("PATH="+filepath.Dir(bin)+":/usr/bin:/bin"))
+	dir := shmDir(t)
+	kh := filepath.Join(dir, "known_hosts") // empty: box2 is unknown
+	cfg := filepath.Join(dir, "config")
+	cfgText := "Host box2\n  HostName 127.0.0.1\n  Port " + strconv.Itoa(srv.Port) + "\n  User " + srv.User +
+		"\n  IdentityFile " + srv.UserKey + "\n  UserKnownHostsFile " + kh + "\n"
+	if err := os.WriteFile(cfg, []byte(cfgText), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(filepath.Join(dir, "src"), 0o755)
+	os.WriteFile(filepath.Join(dir, "src/f"), []byte("x"), 0o644)
+	out, code := runBM(t, nil, "-F", cfg, filepath.Join(dir, "src"), "box2:"+filepath.Join(dir, "dst"))
+	if code != exitFatal || !strings.Contains(out, "--accept-new-host-key") {
+		t.Fatalf("exit %d, want 3 and a hint:\n%s", code, out)
+	}
+	out, code = runBM(t, nil, "-F", cfg, "--accept-new-host-key", filepath.Join(dir, "src"), "box2:"+filepath.Join(dir, "dst"))
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "dst/f")); string(b) != "x" {
+		t.Errorf("file not moved")
+	}
+}
+
+// TestSSHOneConnectionRefused: one of K connections is dropped by a proxy;
+// the job completes on the others, with a warning.
+func TestSSHOneConnectionRefused(t *testing.T) {
+	bin := binary(t)
+	srv := sshdtest.Start(t, sshdtest.WithEnv("PATH="+filepath.Dir(bin)+":/usr/bin:/bin"))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var n atomic.Int32
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			if n.Add(1) == 2 { // drop the second connection
+				c.Close()
+				continue
+			}
+			go func() {
+				s, err := net.Dial("tcp", srv.Addr)
+				if err != nil {
+					c.Close()
+					return
+				}
+				go func() { io.Copy(s, c); s.Close() }()
+				io.Copy(c, s)
+				c.Close()
+			}()
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	dir := shmDir(t)
+	kh := filepath.Join(dir, "known_hosts")
+	os.WriteFile(kh, []byte("[127.0.0.1]:"+strconv.Itoa(port)+" "+srv.HostKeyLine+"\n"), 0o600)
+	cfg := filepath.Join(dir, "config")
+	os.WriteFile(cfg, []byte("Host box2\n  HostName 127.0.0.1\n  Port "+strconv.Itoa(port)+"\n  User "+srv.User+
+		"\n  IdentityFile "+srv.UserKey+"\n  UserKnownHostsFile "+kh+"\n"), 0o600)
+	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+	if err := gentree.Mixed(src, 500, 5); err != nil {
+		t.Fatal(err)
+	}
+	out, code := runBM(t, nil, "-F", cfg, "-j", "4", src, "box2:"+dst)
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	if !strings.Contains(out, "going on with 3 of 4 streams") {
+		t.Errorf("no warning about the lost stream:\n%s", out)
+	}
+	treecmp.Equal(t, src, dst, treecmp.Options{Owner: os.Geteuid() == 0})
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 )
 
 // version is this build's version; the agent cache on remote hosts is keyed by it.
@@ -22,6 +23,16 @@ const (
 )
 
 func main() {
+	// BULKMOVE_CPUPROFILE=FILE writes a pprof CPU profile of the run.
+	if p := os.Getenv("BULKMOVE_CPUPROFILE"); p != "" {
+		if f, err := os.Create(p); err == nil {
+			pprof.StartCPUProfile(f)
+			code := run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+			pprof.StopCPUProfile()
+			f.Close()
+			os.Exit(code)
+		}
+	}
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
@@ -32,6 +43,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return runAgent(args[1:], stdin, stdout, stderr)
 		case "version":
 			return runVersion(args[1:], stdout, stderr)
+		case "send-hub":
+			return runHub(args[1:], stdin, stdout, stderr)
+		case "send-join":
+			return runJoin(args[1:], stdin, stdout, stderr)
 		}
 	}
 	return runMove(args, stdout, stderr)

@@ -186,10 +186,26 @@ type job struct {
 	start     time.Time
 	interrupt bool
 	remote    *sshx.Target // DEST's host, nil for a local DEST
+	hub       []duplex     // send-hub: the streams the receiver opened
+	as        string       // send-hub: the name of a single-file SRC at the receiver
 }
 
 func (j *job) run(ctx context.Context) int {
 	j.start = time.Now()
+	if j.hub == nil {
+		t, remote, err := sshx.ParseTarget(j.src)
+		if err != nil {
+			errorf(j.stderr, "%v", err)
+			return exitUsage
+		}
+		if remote {
+			if _, r, _ := sshx.ParseTarget(j.dst); r {
+				errorf(j.stderr, "both SRC and DEST are remote: run bulkmove on one of the hosts")
+				return exitUsage
+			}
+			return j.pull(ctx, t)
+		}
+	}
 	plan, code := j.resolve(ctx)
 	if code != exitOK {
 		return code
@@ -285,13 +301,8 @@ type plan struct {
 
 func (j *job) resolve(ctx context.Context) (plan, int) {
 	var p plan
-	if _, remote, err := sshx.ParseTarget(j.src); err != nil || remote {
-		if err != nil {
-			errorf(j.stderr, "%v", err)
-			return p, exitUsage
-		}
-		errorf(j.stderr, "source %s: pulling from a remote host is not supported yet; run bulkmove on that host instead", j.src)
-		return p, exitUsage
+	if j.hub != nil {
+		return j.resolveHub()
 	}
 	t, remote, err := sshx.ParseTarget(j.dst)
 	if err != nil {
@@ -402,6 +413,9 @@ func (j *job) receiveOptions() wire.ReceiveOptions {
 func (j *job) connect(ctx context.Context, p plan) ([]stream.Conn, func(), error) {
 	if j.remote != nil {
 		return j.connectSSH(ctx, *j.remote, p)
+	}
+	if j.hub != nil {
+		return j.connectHub(ctx, p)
 	}
 	ro := j.receiveOptions()
 	if !j.flags.viaAgent {

@@ -209,3 +209,36 @@ func TestSSHOneConnectionRefused(t *testing.T) {
 	}
 	treecmp.Equal(t, src, dst, treecmp.Options{Owner: os.Geteuid() == 0})
 }
+
+// TestSSHPull: bulkmove -j 3 box2:SRC DEST receives the remote tree over
+// three connections; a second run sends nothing; a single remote file lands
+// as DEST.
+func TestSSHPull(t *testing.T) {
+	bin := binary(t)
+	srv := sshdtest.Start(t, sshdtest.WithEnv("PATH="+filepath.Dir(bin)+":/usr/bin:/bin", "HOME="+shmDir(t)))
+	cfg := srv.WriteSSHConfig("box2")
+	dir := shmDir(t)
+	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+	if err := gentree.Mixed(src, 2000, 6); err != nil {
+		t.Fatal(err)
+	}
+	out, code := runBM(t, nil, "-F", cfg, "-j", "3", "box2:"+src, dst)
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	treecmp.Equal(t, src, dst, treecmp.Options{Owner: os.Geteuid() == 0})
+	out, code = runBM(t, nil, "-F", cfg, "-j", "3", "box2:"+src, dst)
+	if code != 0 || !strings.Contains(out, "0 files, 0 B") {
+		t.Fatalf("second run, exit %d, want nothing sent:\n%s", code, out)
+	}
+	os.WriteFile(filepath.Join(dir, "one"), []byte("one file"), 0o644)
+	out, code = runBM(t, nil, "-F", cfg, "box2:"+filepath.Join(dir, "one"), filepath.Join(dir, "copy"))
+	if b, _ := os.ReadFile(filepath.Join(dir, "copy")); code != 0 || string(b) != "one file" {
+		t.Fatalf("single file pull, exit %d, got %q:\n%s", code, b, out)
+	}
+	// A remote SRC that does not exist: the remote's error, exit 3.
+	out, code = runBM(t, nil, "-F", cfg, "box2:"+filepath.Join(dir, "nosuch"), filepath.Join(dir, "x"))
+	if code != exitFatal || !strings.Contains(out, "no such file") {
+		t.Fatalf("missing remote source, exit %d:\n%s", code, out)
+	}
+}

@@ -1,0 +1,239 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/bulkmove/bulkmove/stream"
+	"github.com/bulkmove/bulkmove/stream/sshx"
+	"github.com/bulkmove/bulkmove/stream/wire"
+)
+
+// Pulling (SRC on a remote host) turns the roles around: the remote host
+// walks and sends, this host receives. This host still opens the K SSH
+// connections. On the first it starts `bulkmove send-hub`, which listens on
+// a Unix socket in a private directory and prints its path; on the others
+// `bulkmove send-join SOCKET` relays its stdin and stdout to that socket.
+// The hub then runs the same sender job as a push, with the K streams as
+// its connections, and this host runs an agent on each.
+
+const hubBanner = "BULKMOVE-HUB "
+
+// duplex is one stream handed to the hub.
+type duplex struct {
+	r io.Reader
+	w io.Writer
+	c io.Closer
+}
+
+func (j *job) resolveHub() (plan, int) {
+	var p plan
+	fi, err := os.Stat(j.src)
+	if err != nil {
+		errorf(j.stderr, "source %s: %v", j.src, unwrap(err))
+		return p, exitFatal
+	}
+	p.walkRoot, p.src.Root = j.src, j.src
+	if !fi.IsDir() {
+		p.src = stream.Source{Root: filepath.Dir(j.src), File: j.src}
+		p.rename = filepath.Base(j.src)
+		if j.as != "" {
+			p.rename = j.as
+		}
+	}
+	return p, exitOK
+}
+
+func (j *job) connectHub(ctx context.Context, p plan) ([]stream.Conn, func(), error) {
+	ro := j.receiveOptions()
+	var conns []stream.Conn
+	for i, d := range j.hub {
+		c, err := stream.Dial(ctx, fmt.Sprintf("stream %d", i), d.r, d.w, d.c, version, ro, p.src)
+		if err != nil {
+			for _, c := range conns {
+				c.(*stream.Client).Abort()
+			}
+			return nil, nil, err
+		}
+		conns = append(conns, c)
+	}
+	return conns, func() {}, nil
+}
+
+// runHub is `bulkmove send-hub [flags] SRC`: the sending end of a pull.
+func runHub(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	var f moveFlags
+	fs := flag.NewFlagSet("bulkmove send-hub", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	f.register(fs)
+	as := fs.String("as", "", "name of a single-file SRC at the receiver")
+	if err := fs.Parse(args); err != nil || fs.NArg() != 1 {
+		errorf(stderr, "usage: bulkmove send-hub [flags] SRC (started by a pulling bulkmove, not by hand)")
+		return exitUsage
+	}
+	dir, err := os.MkdirTemp("", "bulkmove-hub-")
+	if err != nil {
+		errorf(stderr, "send-hub: %v", err)
+		return exitFatal
+	}
+	defer os.RemoveAll(dir)
+	sock := filepath.Join(dir, "hub.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		errorf(stderr, "send-hub: %v", err)
+		return exitFatal
+	}
+	defer ln.Close()
+	fmt.Fprintf(stdout, "%s%s\n", hubBanner, sock)
+	streams := []duplex{{r: stdin, w: stdout}}
+	// The puller starts the joins right after reading the banner.
+	ln.(*net.UnixListener).SetDeadline(time.Now().Add(30 * time.Second))
+	for len(streams) < f.jobs {
+		c, err := ln.Accept()
+		if err != nil {
+			errorf(stderr, "warning: send-hub: %d of %d streams joined: %v", len(streams), f.jobs, err)
+			break
+		}
+		streams = append(streams, duplex{r: c, w: c, c: c})
+	}
+	ln.Close()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	j := &job{flags: f, stdout: io.Discard, stderr: stderr, src: fs.Arg(0), dst: "receiver", hub: streams, as: *as}
+	return j.run(ctx)
+}
+
+// runJoin is `bulkmove send-join SOCKET`: relays a stream to the hub.
+func runJoin(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) != 1 {
+		errorf(stderr, "usage: bulkmove send-join SOCKET (started by a pulling bulkmove, not by hand)")
+		return exitUsage
+	}
+	c, err := net.Dial("unix", args[0])
+	if err != nil {
+		errorf(stderr, "send-join: %v", err)
+		return exitFatal
+	}
+	defer c.Close()
+	done := make(chan struct{}, 2)
+	go func() { io.Copy(c, stdin); c.(*net.UnixConn).CloseWrite(); done <- struct{}{} }()
+	go func() { io.Copy(stdout, c); done <- struct{}{} }()
+	<-done
+	return exitOK
+}
+
+// pull receives a remote SRC into a local DEST.
+func (j *job) pull(ctx context.Context, t sshx.Target) int {
+	dest := j.dst
+	if j.flags.dryRun {
+		errorf(j.stderr, "--dry-run of a pull: run it on %s", t.Host)
+		return exitUsage
+	}
+	opt := j.flags.ssh.options(isTerminal(os.Stdin))
+	opt.Stderr = j.stderr
+	clients, errs, err := sshx.DialN(ctx, t, opt, j.flags.jobs)
+	if err != nil {
+		errorf(j.stderr, "%v", err)
+		return exitFatal
+	}
+	defer func() {
+		for _, c := range clients {
+			c.Close()
+		}
+	}()
+	for _, e := range errs {
+		errorf(j.stderr, "warning: %v; going on with %d of %d streams", e, len(clients), j.flags.jobs)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		errorf(j.stderr, "%v", err)
+		return exitFatal
+	}
+	agent, err := clients[0].EnsureAgent(ctx, j.flags.ssh.remoteBulkmove, version, wire.Proto, self)
+	if err != nil {
+		errorf(j.stderr, "%v", err)
+		return exitFatal
+	}
+	src := t.Path
+	if src == "" {
+		src = "."
+	}
+	// A single-file SRC lands as DEST, or inside DEST if that is a directory.
+	root, as := dest, ""
+	isDir, _ := clients[0].Output(ctx, "test -d "+sshx.ShellQuote(src)+" && echo dir")
+	if strings.TrimSpace(string(isDir)) != "dir" {
+		if fi, err := os.Stat(dest); err != nil || !fi.IsDir() {
+			root, as = filepath.Dir(dest), filepath.Base(dest)
+		}
+	}
+	hubArgs := []string{sshx.ShellQuote(agent), "send-hub", "-j", fmt.Sprint(len(clients)),
+		"--batch-size", j.flags.batchSize.String(), "--batch-files", fmt.Sprint(j.flags.batchFiles)}
+	for _, x := range j.flags.excludes {
+		hubArgs = append(hubArgs, "--exclude", sshx.ShellQuote(x))
+	}
+	if j.flags.fsync {
+		hubArgs = append(hubArgs, "--fsync")
+	}
+	if j.flags.keepSetid {
+		hubArgs = append(hubArgs, "--keep-setid")
+	}
+	if j.flags.noCheck {
+		hubArgs = append(hubArgs, "--no-quick-check")
+	}
+	if as != "" {
+		hubArgs = append(hubArgs, "--as", sshx.ShellQuote(as))
+	}
+	hubArgs = append(hubArgs, "--", sshx.ShellQuote(src))
+	hub, err := clients[0].Start(ctx, strings.Join(hubArgs, " "))
+	if err != nil {
+		errorf(j.stderr, "%v", err)
+		return exitFatal
+	}
+	br := bufio.NewReader(hub)
+	line, err := br.ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, hubBanner) {
+		werr := hub.Wait()
+		errorf(j.stderr, "%s: the remote sender did not start (%q): %v", t.Host, strings.TrimSpace(line), errors.Join(err, werr))
+		return exitFatal
+	}
+	sock := strings.TrimSpace(strings.TrimPrefix(line, hubBanner))
+	g, gctx := errgroup.WithContext(ctx)
+	serve := func(r io.Reader, w io.Writer) error {
+		return stream.Serve(gctx, r, w, root, version)
+	}
+	g.Go(func() error { return serve(br, hub) })
+	for _, c := range clients[1:] {
+		s, err := c.Start(ctx, sshx.ShellQuote(agent)+" send-join "+sshx.ShellQuote(sock))
+		if err != nil {
+			errorf(j.stderr, "warning: %v", err)
+			continue
+		}
+		g.Go(func() error { return serve(s, s) })
+	}
+	serr := g.Wait()
+	werr := hub.Wait()
+	var ee *sshx.ExitError
+	switch {
+	case ctx.Err() != nil:
+		return exitInterrupted
+	case werr == nil && serr == nil:
+		return exitOK
+	case errors.As(werr, &ee) && ee.Status > 0:
+		return ee.Status
+	}
+	errorf(j.stderr, "pull from %s: %v", t.Host, errors.Join(serr, werr))
+	return exitFatal
+}

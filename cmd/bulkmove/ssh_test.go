@@ -90,9 +90,20 @@ func TestSSHPush(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "0 files, 0 B") {
 		t.Fatalf("second run, exit %d, want nothing sent:\n%s", code, out)
 	}
-	// Without bulkmove on the remote it is uploaded to the cache once.
 	if _, err := os.Stat(filepath.Join(home, ".cache/bulkmove")); err == nil {
 		t.Errorf("uploaded although bulkmove was on the remote PATH")
+	}
+	// A remote entry that cannot be written: named with the host, the
+	// destination and the cause; the rest moves; exit 2.
+	os.WriteFile(filepath.Join(src, "blocked"), []byte("new"), 0o644)
+	os.WriteFile(filepath.Join(src, "fine"), []byte("new"), 0o644)
+	os.MkdirAll(filepath.Join(dst, "blocked", "sub"), 0o755)
+	out, code = runBM(t, nil, "-F", cfg, "-j", "3", src, "box2:"+dst)
+	if code != exitPartial || !strings.Contains(out, "box2:"+dst+": rename into place blocked: a directory is in the way") {
+		t.Fatalf("exit %d, want 2 and the remote error:\n%s", code, out)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dst, "fine")); string(b) != "new" {
+		t.Errorf("the other file did not move")
 	}
 }
 

@@ -66,15 +66,19 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, root, version string) 
 	var queue []pending // manifests answered, data not yet received
 	var txn *extract.Txn
 	var txnID uint64
+	defer func() {
+		// However the session ends, a batch that was not committed leaves
+		// no temporary files behind.
+		if txn != nil {
+			txn.Abort()
+		}
+	}()
 	for {
 		if ctx.Err() != nil {
 			return fail(ctx.Err())
 		}
 		typ, p, err := wire.ReadFrame(br)
 		if err != nil {
-			if txn != nil {
-				txn.Abort()
-			}
 			if errors.Is(err, io.EOF) {
 				return fmt.Errorf("agent: the sender closed the connection before the end")
 			}

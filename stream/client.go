@@ -264,7 +264,10 @@ func (c *Client) Close(ctx context.Context) (wire.Totals, error) {
 	if f.typ != wire.Summary {
 		return t, fmt.Errorf("%s: %w: got frame %q, want the summary", c.Name, wire.ErrProtocol, f.typ)
 	}
-	return t, wire.DecodeJSON(f.payload, &t)
+	if err := wire.DecodeJSON(f.payload, &t); err != nil {
+		return wire.Totals{}, fmt.Errorf("%s: %w", c.Name, err)
+	}
+	return t, nil
 }
 
 // Abort closes the connection at once.

@@ -741,3 +741,31 @@ func TestTwoStreamsInterleaved(t *testing.T) {
 	checkFile(t, s.root, m.Entries[0], "abc")
 	s.check(t)
 }
+
+// Several receivers in one process on one root (K agents served in one
+// process, as the tests of package stream do): their temporary names
+// must not collide, or a file fails with "file exists".
+func TestTwoReceiversTempNames(t *testing.T) {
+	s := newSandbox(t)
+	a, b := s.open(t, extract.Options{}), s.open(t, extract.Options{})
+	var txns []*extract.Txn
+	var ms []*wire.BatchManifest
+	for i, r := range []*extract.Receiver{a, b, a, b} {
+		id := uint64(i + 1)
+		name := fmt.Sprintf("d/f%d", id)
+		m := &wire.BatchManifest{ID: id, Entries: []sharder.Entry{fileE(name, 1)}}
+		// Received, not yet committed: the temporary files coexist.
+		txn, err := r.Receive(m, needFor(r, m), bytes.NewReader(tarOf(t, id, tf(name, "x"))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		txns, ms = append(txns, txn), append(ms, m)
+	}
+	for i, txn := range txns {
+		ack := txn.Commit(ms[i].ID, nil)
+		if ack.Files != 1 || len(ack.Errors) != 0 {
+			t.Errorf("batch %d: %+v", ms[i].ID, ack)
+		}
+	}
+	s.check(t)
+}

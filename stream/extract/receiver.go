@@ -15,6 +15,8 @@
 package extract
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -67,7 +69,6 @@ type Receiver struct {
 	known map[string]struct{} // hard-link targets written or verified this session
 	dirs  map[string]struct{} // directories known to exist (a cache, reset when large)
 
-	seq     atomic.Uint64
 	files   atomic.Int64
 	bytes   atomic.Int64
 	skipped atomic.Int64
@@ -275,10 +276,22 @@ func (r *Receiver) mkdirAll(d string) error {
 	return nil
 }
 
-var pid = strconv.Itoa(os.Getpid())
+// tmpTag makes temporary names unique across processes too: the pid alone
+// repeats (an agent in a container is often pid 1) and a crashed run's
+// leftovers must not collide with a new run's files.
+var tmpTag = func() string {
+	var b [4]byte
+	rand.Read(b[:])
+	return strconv.Itoa(os.Getpid()) + "." + hex.EncodeToString(b[:])
+}()
+
+// tmpSeq numbers temporary names for the whole process: several receivers
+// in one process on one root (K agents served in-process) must not pick
+// the same name in the same directory.
+var tmpSeq atomic.Uint64
 
 func (t *Txn) tmpName() string {
-	return TempPrefix + pid + "." + strconv.FormatUint(t.r.seq.Add(1), 36)
+	return TempPrefix + tmpTag + "." + strconv.FormatUint(tmpSeq.Add(1), 36)
 }
 
 // Write installs entry i (a regular file) from src, which must yield

@@ -34,6 +34,7 @@ func FuzzDecodeManifest(f *testing.F) {
 	for _, m := range manifestSeeds() {
 		f.Add(wire.EncodeManifest(m))
 	}
+	f.Add(nonCanonicalManifest(20))
 	bad := wire.EncodeManifest(&wire.BatchManifest{Entries: []sharder.Entry{{Path: "x", Kind: 9}}})
 	f.Add(bad)
 	f.Add([]byte{1, 0, 0xff, 0xff, 0xff, 0xff, 0x0f})
@@ -129,4 +130,49 @@ func FuzzDecodeCommit(f *testing.F) {
 			t.Fatalf("encoding is not canonical")
 		}
 	})
+}
+
+// nonCanonicalManifest is n entries with empty names, each padded to ten
+// bytes by a two-byte encoding of its zero mode.
+func nonCanonicalManifest(n int) []byte {
+	p := []byte{0, 0, byte(n)} // id, flags, count (n < 128)
+	for range n {
+		p = append(p, byte(sharder.KindFile), 0, 0x80, 0x00, 0, 0, 0, 0, 0, 0)
+	}
+	return p
+}
+
+// An entry can encode in nine bytes: the decoder's bound on the entry
+// count must not refuse a manifest the encoder wrote.
+func TestManifestMinimalEntries(t *testing.T) {
+	for _, n := range []int{1, 10, 11, 20, 100} {
+		m := &wire.BatchManifest{ID: 1, Entries: make([]sharder.Entry, n)}
+		for i := range m.Entries {
+			m.Entries[i].Kind = sharder.KindFile
+		}
+		p := wire.EncodeManifest(m)
+		m2, err := wire.DecodeManifest(p)
+		if err != nil {
+			t.Fatalf("%d entries in %d bytes: %v", n, len(p), err)
+		}
+		if !reflect.DeepEqual(m, m2) {
+			t.Fatalf("%d entries: round trip changed the manifest", n)
+		}
+		// And from a padded encoding, as FuzzDecodeManifest does.
+		if n < 128 {
+			m3, err := wire.DecodeManifest(nonCanonicalManifest(n))
+			if err != nil {
+				t.Fatalf("padded %d entries: %v", n, err)
+			}
+			if _, err := wire.DecodeManifest(wire.EncodeManifest(m3)); err != nil {
+				t.Fatalf("padded %d entries, re-encoded: %v", n, err)
+			}
+		}
+	}
+	// Still refused: more entries than the payload can hold.
+	p := wire.EncodeManifest(&wire.BatchManifest{ID: 1, Entries: make([]sharder.Entry, 20)})
+	p[2] = 100
+	if _, err := wire.DecodeManifest(p); err == nil {
+		t.Fatal("100 entries declared in the bytes of 20 decoded")
+	}
 }

@@ -78,8 +78,9 @@ func DecodeManifest(p []byte) (*BatchManifest, error) {
 	if n > MaxEntries {
 		return nil, protoErr("manifest declares %d entries, over the %d limit", n, MaxEntries)
 	}
-	// Each entry takes at least 10 bytes: never allocate more than the payload can hold.
-	if n > uint64(len(d.b))/10+1 {
+	// Each entry takes at least 9 bytes (kind, two empty strings, six
+	// one-byte varints): never allocate more than the payload can hold.
+	if n > uint64(len(d.b))/9 {
 		return nil, protoErr("manifest declares %d entries in %d bytes", n, len(p))
 	}
 	m.Entries = make([]sharder.Entry, 0, n)

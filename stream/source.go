@@ -1,7 +1,6 @@
 package stream
 
 import (
-	"archive/tar"
 	"errors"
 	"fmt"
 	"io"
@@ -133,12 +132,8 @@ type SourceError struct {
 // could not be sent at all. A non-nil error means w failed: the stream is
 // broken.
 func (s Source) WriteTar(w io.Writer, b *wire.BatchManifest, need []bool, sent func(n int64)) (discards []wire.Discard, failed []SourceError, err error) {
-	tw := tar.NewWriter(w)
-	if err := tw.WriteHeader(&tar.Header{
-		Typeflag:   tar.TypeXGlobalHeader,
-		Name:       "pax_global_header",
-		PAXRecords: map[string]string{extract.PAXBatch: strconv.FormatUint(b.ID, 10)},
-	}); err != nil {
+	ts := newTarStream(w)
+	if err := ts.global(map[string]string{extract.PAXBatch: strconv.FormatUint(b.ID, 10)}); err != nil {
 		return nil, nil, err
 	}
 	bp := bufPool.Get().(*[]byte)
@@ -153,27 +148,19 @@ func (s Source) WriteTar(w io.Writer, b *wire.BatchManifest, need []bool, sent f
 			failed = append(failed, SourceError{i, oerr})
 			continue
 		}
-		hdr := &tar.Header{
-			Typeflag: tar.TypeReg,
-			Name:     e.Path,
-			Size:     e.Size,
-			Mode:     int64(e.Mode.Perm()),
-			ModTime:  time.Unix(e.MTime/1e9, 0),
-			Uid:      int(e.UID),
-			Gid:      int(e.GID),
-		}
-		if err := tw.WriteHeader(hdr); err != nil {
+		dw, err := ts.begin(e)
+		if err != nil {
 			f.Close()
 			return nil, nil, err
 		}
 		src := &readTracker{r: io.LimitReader(f, e.Size)}
-		n, werr := io.CopyBuffer(tw, src, *bp)
+		n, werr := io.CopyBuffer(dw, src, *bp)
 		if werr != nil && src.err == nil {
 			f.Close()
 			return nil, nil, werr
 		}
 		if n < e.Size { // shrank, or a read error: pad, and withdraw it
-			if _, err := io.CopyBuffer(tw, io.LimitReader(zeros{}, e.Size-n), *bp); err != nil {
+			if _, err := io.CopyBuffer(dw, io.LimitReader(zeros{}, e.Size-n), *bp); err != nil {
 				f.Close()
 				return nil, nil, err
 			}
@@ -188,11 +175,14 @@ func (s Source) WriteTar(w io.Writer, b *wire.BatchManifest, need []bool, sent f
 			discards = append(discards, wire.Discard{Index: i, Reason: cerr.Error()})
 		}
 		f.Close()
+		if err := ts.end(e); err != nil {
+			return nil, nil, err
+		}
 		if sent != nil {
 			sent(e.Size)
 		}
 	}
-	return discards, failed, tw.Close()
+	return discards, failed, ts.close()
 }
 
 // readTracker remembers a read error, to tell a failure of the source file

@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"runtime/pprof"
+	"strconv"
+	"strings"
 )
 
 // version is this build's version; the agent cache on remote hosts is keyed by it.
@@ -23,8 +25,10 @@ const (
 )
 
 func main() {
-	// BULKMOVE_CPUPROFILE=FILE writes a pprof CPU profile of the run.
+	// BULKMOVE_CPUPROFILE=FILE writes a pprof CPU profile of the run; %p in
+	// FILE is replaced by the pid, so that agents write their own.
 	if p := os.Getenv("BULKMOVE_CPUPROFILE"); p != "" {
+		p = strings.ReplaceAll(p, "%p", strconv.Itoa(os.Getpid()))
 		if f, err := os.Create(p); err == nil {
 			pprof.StartCPUProfile(f)
 			code := run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)

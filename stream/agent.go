@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"syscall"
 
 	"github.com/bulkmove/bulkmove/stream/extract"
 	"github.com/bulkmove/bulkmove/stream/wire"
@@ -133,6 +134,7 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, root, version string) 
 				return fail(fmt.Errorf("%w: commit of batch %d, which has no data", wire.ErrProtocol, id))
 			}
 			ack := txn.Commit(id, discards)
+			ack.CPUNanos = cpuNanos()
 			txn = nil
 			if err := wire.WriteFrame(bw, wire.Ack, wire.EncodeAck(ack)); err != nil {
 				return err
@@ -152,4 +154,13 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, root, version string) 
 			return fail(fmt.Errorf("%w: unexpected frame %q", wire.ErrProtocol, typ))
 		}
 	}
+}
+
+// cpuNanos is this process's CPU time, user and system.
+func cpuNanos() int64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
 }

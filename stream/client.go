@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/stream/wire"
@@ -27,9 +29,8 @@ type Client struct {
 	Name string // for messages, e.g. "box2 stream 3"
 	Peer wire.Handshake
 	Src  Source
-	// Sent, if set, is called with each file's size as its data is sent.
-	Sent func(n int64)
 
+	ctr    atomic.Pointer[Counters]
 	w      *bufio.Writer
 	closer io.Closer
 	frames chan frame
@@ -45,7 +46,8 @@ type frame struct {
 // Dial performs the handshake over rw (an agent's stdin and stdout) and
 // starts reading its frames. closer is closed by Close or on failure.
 func Dial(ctx context.Context, name string, r io.Reader, w io.Writer, closer io.Closer, version string, opt wire.ReceiveOptions, src Source) (*Client, error) {
-	c := &Client{Name: name, Src: src, w: bufio.NewWriterSize(w, 256<<10), closer: closer, frames: make(chan frame, 4*Window+8)}
+	c := &Client{Name: name, Src: src, closer: closer, frames: make(chan frame, 4*Window+8)}
+	c.w = bufio.NewWriterSize(&timedWriter{w: w, ctr: &c.ctr}, 256<<10)
 	hello := wire.Handshake{Proto: wire.Proto, Version: version, Options: &opt}
 	if err := wire.WriteFrame(c.w, wire.Hello, wire.EncodeJSON(hello)); err != nil {
 		c.shut()
@@ -76,6 +78,9 @@ func Dial(ctx context.Context, name string, r io.Reader, w io.Writer, closer io.
 	}
 	return c, nil
 }
+
+// SetCounters implements Counted.
+func (c *Client) SetCounters(ctr *Counters) { c.ctr.Store(ctr) }
 
 // ErrVersion marks peers of different protocol versions.
 var ErrVersion = errors.New("protocol version mismatch")
@@ -167,10 +172,14 @@ func (c *Client) run(ctx context.Context, in <-chan *sharder.Batch, flags uint64
 		if err := c.w.Flush(); err != nil {
 			return nil, err
 		}
+		waitStart := time.Now()
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case b, ok := <-src:
+			if ctr := c.ctr.Load(); ctr != nil && len(queue) == 0 {
+				ctr.IdleNanos.Add(int64(time.Since(waitStart)))
+			}
 			if !ok {
 				in = nil
 				continue
@@ -182,6 +191,13 @@ func (c *Client) run(ctx context.Context, in <-chan *sharder.Batch, flags uint64
 			queue = append(queue, &inflight{b: b, m: m})
 			manifested++
 		case f, ok := <-c.frames:
+			if ctr := c.ctr.Load(); ctr != nil {
+				if src == nil {
+					ctr.WaitNanos.Add(int64(time.Since(waitStart)))
+				} else if len(queue) == 0 {
+					ctr.IdleNanos.Add(int64(time.Since(waitStart)))
+				}
+			}
 			if !ok {
 				return nil, errors.New("connection closed by the receiver")
 			}
@@ -238,7 +254,7 @@ func (c *Client) sendData(fl *inflight, need []bool) error {
 	if err := wire.WriteFrame(c.w, wire.Data, wire.EncodeID(fl.b.ID)); err != nil {
 		return err
 	}
-	discards, failed, err := c.Src.WriteTar(c.w, fl.m, need, c.Sent)
+	discards, failed, err := c.Src.WriteTar(c.w, fl.m, need, c.ctr.Load())
 	if err != nil {
 		return err
 	}

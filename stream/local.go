@@ -14,7 +14,12 @@ import (
 type Local struct {
 	Recv *extract.Receiver
 	Src  Source
+	ctr  *Counters
 }
+
+// SetCounters implements Counted. Locally, reading and writing are one
+// copy_file_range: their time is the receiver's write time.
+func (l *Local) SetCounters(c *Counters) { l.ctr = c }
 
 // Run implements Conn.
 func (l *Local) Run(ctx context.Context, in <-chan *sharder.Batch, done func(Result)) ([]*sharder.Batch, error) {
@@ -26,7 +31,12 @@ func (l *Local) Run(ctx context.Context, in <-chan *sharder.Batch, done func(Res
 			if !ok {
 				return nil, nil
 			}
-			done(l.apply(b, false))
+			r := l.apply(b, false)
+			if l.ctr != nil {
+				l.ctr.BytesSent.Add(r.Ack.Bytes)
+				l.ctr.FilesSent.Add(r.Ack.Files)
+			}
+			done(r)
 		}
 	}
 }

@@ -53,6 +53,8 @@ type Pool struct {
 	Conns      []Conn
 	FinalFiles int          // entries per final batch (default 2000)
 	OnResult   func(Result) // called for every acknowledged batch, serialised
+	// Counters has one entry per stream; Run allocates them if nil.
+	Counters []*Counters
 
 	mu        sync.Mutex
 	stats     []StreamStats
@@ -84,6 +86,17 @@ func (p *Pool) Run(ctx context.Context, in <-chan *sharder.Batch, def *Deferred)
 		p.FinalFiles = 2000
 	}
 	p.stats = make([]StreamStats, len(p.Conns))
+	if len(p.Counters) != len(p.Conns) {
+		p.Counters = make([]*Counters, len(p.Conns))
+		for i := range p.Counters {
+			p.Counters[i] = &Counters{}
+		}
+	}
+	for i, c := range p.Conns {
+		if cc, ok := c.(Counted); ok {
+			cc.SetCounters(p.Counters[i])
+		}
+	}
 	p.owner = map[string]int{}
 	p.nextID = 1 << 62
 	p.nextSplit = 1 << 61
@@ -99,6 +112,8 @@ func (p *Pool) Run(ctx context.Context, in <-chan *sharder.Batch, def *Deferred)
 	in = queue
 	for i, c := range p.Conns {
 		g.Go(func() error {
+			p.Counters[i].Active.Store(true)
+			defer p.Counters[i].Active.Store(false)
 			first := time.Time{}
 			_, err := c.Run(gctx, in, func(r Result) {
 				if first.IsZero() {
@@ -160,6 +175,19 @@ func (p *Pool) record(r Result) (stop bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := &p.stats[r.Stream]
+	if r.Ack != nil {
+		ctr := p.Counters[r.Stream]
+		ctr.RecvBytes.Add(r.Ack.Bytes)
+		ctr.RecvFiles.Add(r.Ack.Files)
+		ctr.RecvWriteNanos.Add(r.Ack.WriteNanos)
+		ctr.RecvFsyncNanos.Add(r.Ack.FsyncNanos)
+		if r.Ack.CPUNanos > 0 {
+			ctr.RecvCPUNanos.Store(r.Ack.CPUNanos)
+		}
+		if !r.Final {
+			ctr.Batches.Add(1)
+		}
+	}
 	if !r.Final {
 		s.Batches++
 		s.Files += r.Ack.Files

@@ -131,7 +131,7 @@ type SourceError struct {
 // returns the entries to discard (changed while read) and the entries that
 // could not be sent at all. A non-nil error means w failed: the stream is
 // broken.
-func (s Source) WriteTar(w io.Writer, b *wire.BatchManifest, need []bool, sent func(n int64)) (discards []wire.Discard, failed []SourceError, err error) {
+func (s Source) WriteTar(w io.Writer, b *wire.BatchManifest, need []bool, ctr *Counters) (discards []wire.Discard, failed []SourceError, err error) {
 	ts := newTarStream(w)
 	if err := ts.global(map[string]string{extract.PAXBatch: strconv.FormatUint(b.ID, 10)}); err != nil {
 		return nil, nil, err
@@ -153,7 +153,7 @@ func (s Source) WriteTar(w io.Writer, b *wire.BatchManifest, need []bool, sent f
 			f.Close()
 			return nil, nil, err
 		}
-		src := &readTracker{r: io.LimitReader(f, e.Size)}
+		src := &readTracker{r: io.LimitReader(f, e.Size), ctr: ctr}
 		n, werr := io.CopyBuffer(dw, src, *bp)
 		if werr != nil && src.err == nil {
 			f.Close()
@@ -178,8 +178,9 @@ func (s Source) WriteTar(w io.Writer, b *wire.BatchManifest, need []bool, sent f
 		if err := ts.end(e); err != nil {
 			return nil, nil, err
 		}
-		if sent != nil {
-			sent(e.Size)
+		if ctr != nil {
+			ctr.BytesSent.Add(e.Size)
+			ctr.FilesSent.Add(1)
 		}
 	}
 	return discards, failed, ts.close()
@@ -190,9 +191,14 @@ func (s Source) WriteTar(w io.Writer, b *wire.BatchManifest, need []bool, sent f
 type readTracker struct {
 	r   io.Reader
 	err error
+	ctr *Counters // if set, read time is accounted
 }
 
 func (t *readTracker) Read(p []byte) (int, error) {
+	if t.ctr != nil {
+		start := time.Now()
+		defer func() { t.ctr.ReadNanos.Add(int64(time.Since(start))) }()
+	}
 	n, err := t.r.Read(p)
 	if err != nil && err != io.EOF {
 		t.err = err

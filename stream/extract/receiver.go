@@ -28,6 +28,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -201,6 +202,8 @@ type Txn struct {
 	bytes   int64
 	skipped int64
 	fatal   error
+	// where the time went
+	writeNanos, fsyncNanos int64
 	// setgidDir: some target directory is setgid, so new files may not get
 	// the creator's group.
 	setgidDir bool
@@ -326,7 +329,9 @@ func (t *Txn) Write(i int, src io.Reader) error {
 		unix.Close(fd)
 		unix.Unlinkat(dfd, tmp, 0)
 	}
+	start := time.Now()
 	n, rerr, werr := copyTo(fd, src, e.Size)
+	t.writeNanos += int64(time.Since(start))
 	switch {
 	case werr != nil:
 		discard()
@@ -348,7 +353,10 @@ func (t *Txn) Write(i int, src io.Reader) error {
 		return nil
 	}
 	if t.r.opt.Fsync {
-		if err := unix.Fsync(fd); err != nil {
+		start := time.Now()
+		err := unix.Fsync(fd)
+		t.fsyncNanos += int64(time.Since(start))
+		if err != nil {
 			discard()
 			t.failErr(i, "fsync", e.Path, err)
 			return nil
@@ -715,6 +723,7 @@ func (t *Txn) applyHardlink(i int, e *sharder.Entry) {
 // Commit renames the batch's files into place, except those discarded by
 // the sender, syncs directories with Fsync, and returns the batch's ack.
 func (t *Txn) Commit(id uint64, discards []wire.Discard) *wire.BatchAck {
+	commitStart := time.Now()
 	drop := map[int]string{}
 	for _, d := range discards {
 		drop[d.Index] = d.Reason
@@ -743,7 +752,8 @@ func (t *Txn) Commit(id uint64, discards []wire.Discard) *wire.BatchAck {
 		}
 	}
 	t.close()
-	a := &wire.BatchAck{ID: id, Files: t.files, Bytes: t.bytes, Skipped: t.skipped, Errors: t.errs}
+	a := &wire.BatchAck{ID: id, Files: t.files, Bytes: t.bytes, Skipped: t.skipped, Errors: t.errs,
+		WriteNanos: t.writeNanos + int64(time.Since(commitStart)), FsyncNanos: t.fsyncNanos}
 	t.r.files.Add(t.files)
 	t.r.bytes.Add(t.bytes)
 	t.r.skipped.Add(t.skipped)

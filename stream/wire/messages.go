@@ -231,6 +231,11 @@ type BatchAck struct {
 	Bytes   int64 // bytes written
 	Skipped int64 // files already up to date
 	Errors  []EntryError
+
+	// Where the receiver's time went, for the bottleneck verdict.
+	WriteNanos int64 // writing file data (and creating, renaming)
+	FsyncNanos int64 // in fsync
+	CPUNanos   int64 // the receiving process's CPU time so far (user+system); 0 if unknown
 }
 
 // EncodeAck encodes an Ack payload.
@@ -240,6 +245,9 @@ func EncodeAck(a *BatchAck) []byte {
 	e.varint(a.Files)
 	e.varint(a.Bytes)
 	e.varint(a.Skipped)
+	e.varint(a.WriteNanos)
+	e.varint(a.FsyncNanos)
+	e.varint(a.CPUNanos)
 	e.uvarint(uint64(len(a.Errors)))
 	for _, x := range a.Errors {
 		e.uvarint(uint64(x.Index))
@@ -252,7 +260,8 @@ func EncodeAck(a *BatchAck) []byte {
 // DecodeAck decodes an Ack payload.
 func DecodeAck(p []byte) (*BatchAck, error) {
 	d := dec{b: p}
-	a := &BatchAck{ID: d.uvarint("ack batch id"), Files: d.varint("ack files"), Bytes: d.varint("ack bytes"), Skipped: d.varint("ack skipped")}
+	a := &BatchAck{ID: d.uvarint("ack batch id"), Files: d.varint("ack files"), Bytes: d.varint("ack bytes"), Skipped: d.varint("ack skipped"),
+		WriteNanos: d.varint("ack write time"), FsyncNanos: d.varint("ack fsync time"), CPUNanos: d.varint("ack cpu time")}
 	n := d.uvarint("ack error count")
 	if d.err == nil && n > uint64(len(d.b)) {
 		return nil, protoErr("ack declares %d errors in %d bytes", n, len(d.b))
@@ -269,7 +278,7 @@ func DecodeAck(p []byte) (*BatchAck, error) {
 	if err := d.done("ack"); err != nil {
 		return nil, err
 	}
-	if a.Files < 0 || a.Bytes < 0 || a.Skipped < 0 {
+	if a.Files < 0 || a.Bytes < 0 || a.Skipped < 0 || a.WriteNanos < 0 || a.FsyncNanos < 0 || a.CPUNanos < 0 {
 		return nil, protoErr("ack with negative counts")
 	}
 	return a, nil

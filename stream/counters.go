@@ -1,0 +1,53 @@
+package stream
+
+import (
+	"io"
+	"sync/atomic"
+	"time"
+)
+
+// Counters are one stream's running totals. The hot path updates them
+// with atomics; the metrics exporter and the bottleneck verdict read them.
+// Times are in nanoseconds.
+type Counters struct {
+	BytesSent atomic.Int64 // file data sent (or copied, locally)
+	FilesSent atomic.Int64
+	Batches   atomic.Int64 // batches acknowledged
+	Retries   atomic.Int64 // batches sent again after a failure
+
+	ReadNanos atomic.Int64 // reading the source files
+	SendNanos atomic.Int64 // blocked writing to the connection (socket full)
+	WaitNanos atomic.Int64 // window full: waiting for the receiver's answers
+	IdleNanos atomic.Int64 // nothing to send: waiting for the walk
+
+	// As the receiver reports them in its acknowledgements.
+	RecvBytes      atomic.Int64
+	RecvFiles      atomic.Int64
+	RecvWriteNanos atomic.Int64
+	RecvFsyncNanos atomic.Int64
+	RecvCPUNanos   atomic.Int64 // the receiving process's CPU time (a gauge)
+
+	Active atomic.Bool // the stream is connected and working
+}
+
+// Counted is implemented by connections that account their time.
+type Counted interface {
+	SetCounters(*Counters)
+}
+
+// timedWriter accounts the time spent blocked in writes to the connection.
+type timedWriter struct {
+	w   io.Writer
+	ctr *atomic.Pointer[Counters]
+}
+
+func (t *timedWriter) Write(p []byte) (int, error) {
+	c := t.ctr.Load()
+	if c == nil {
+		return t.w.Write(p)
+	}
+	start := time.Now()
+	n, err := t.w.Write(p)
+	c.SendNanos.Add(int64(time.Since(start)))
+	return n, err
+}

@@ -1,0 +1,157 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"runtime"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/client_golang/prometheus/push"
+)
+
+type desc struct {
+	d    *prometheus.Desc
+	kind prometheus.ValueType
+}
+
+func newDesc(name, help string, kind prometheus.ValueType, labels ...string) desc {
+	return desc{prometheus.NewDesc("bulkmove_"+name, help, labels, nil), kind}
+}
+
+var (
+	dSentBytes   = newDesc("stream_sent_bytes_total", "File data sent by each stream.", prometheus.CounterValue, "stream")
+	dSentFiles   = newDesc("stream_sent_files_total", "Files sent by each stream.", prometheus.CounterValue, "stream")
+	dBatches     = newDesc("stream_batches_total", "Batches acknowledged on each stream.", prometheus.CounterValue, "stream")
+	dRetries     = newDesc("stream_retries_total", "Batches sent again after a failure, per stream.", prometheus.CounterValue, "stream")
+	dRead        = newDesc("stream_read_seconds_total", "Time each stream spent reading source files.", prometheus.CounterValue, "stream")
+	dSendBlocked = newDesc("stream_send_blocked_seconds_total", "Time each stream was blocked writing to its connection (socket full).", prometheus.CounterValue, "stream")
+	dAckWait     = newDesc("stream_ack_wait_seconds_total", "Time each stream waited for the receiver's answers with its window full.", prometheus.CounterValue, "stream")
+	dIdle        = newDesc("stream_idle_seconds_total", "Time each stream had nothing to send (waiting for the walk).", prometheus.CounterValue, "stream")
+	dRecvBytes   = newDesc("receiver_written_bytes_total", "File data the receiver of each stream wrote.", prometheus.CounterValue, "stream")
+	dRecvFiles   = newDesc("receiver_written_files_total", "Entries the receiver of each stream installed.", prometheus.CounterValue, "stream")
+	dRecvWrite   = newDesc("receiver_write_seconds_total", "Time the receiver of each stream spent writing.", prometheus.CounterValue, "stream")
+	dRecvFsync   = newDesc("receiver_fsync_seconds_total", "Time the receiver of each stream spent in fsync.", prometheus.CounterValue, "stream")
+	dRecvCPU     = newDesc("receiver_cpu_seconds_total", "CPU time of the receiving process of each stream.", prometheus.CounterValue, "stream")
+
+	dPlannedBytes = newDesc("job_planned_bytes", "Bytes found by the walk so far (grows until the walk is done).", prometheus.GaugeValue)
+	dPlannedFiles = newDesc("job_planned_files", "Files found by the walk so far (grows until the walk is done).", prometheus.GaugeValue)
+	dWalkDone     = newDesc("job_walk_done", "1 once the walk of the source is complete.", prometheus.GaugeValue)
+	dDoneBytes    = newDesc("job_done_bytes_total", "Bytes moved and acknowledged.", prometheus.CounterValue)
+	dDoneFiles    = newDesc("job_done_files_total", "Files moved and acknowledged.", prometheus.CounterValue)
+	dSkipped      = newDesc("job_skipped_files_total", "Files already up to date at the destination.", prometheus.CounterValue)
+	dFailed       = newDesc("job_failed_files_total", "Entries that could not be moved.", prometheus.CounterValue)
+	dActive       = newDesc("streams_active", "Streams connected and working.", prometheus.GaugeValue)
+	dStart        = newDesc("job_start_time_seconds", "When the job started, Unix time.", prometheus.GaugeValue)
+	dETA          = newDesc("job_eta_seconds", "Estimated seconds until the job is done (-1: unknown).", prometheus.GaugeValue)
+	dBottleneck   = newDesc("bottleneck", "1 for the resource that limits the job now, 0 for the others.", prometheus.GaugeValue, "resource")
+	dMoreStreams  = newDesc("more_streams_would_help", "1 if one more stream would likely raise throughput.", prometheus.GaugeValue)
+)
+
+var allDescs = []desc{dSentBytes, dSentFiles, dBatches, dRetries, dRead, dSendBlocked, dAckWait, dIdle,
+	dRecvBytes, dRecvFiles, dRecvWrite, dRecvFsync, dRecvCPU, dPlannedBytes, dPlannedFiles, dWalkDone,
+	dDoneBytes, dDoneFiles, dSkipped, dFailed, dActive, dStart, dETA, dBottleneck, dMoreStreams}
+
+// Describe implements prometheus.Collector.
+func (j *Job) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range allDescs {
+		ch <- d.d
+	}
+}
+
+func secs(n int64) float64 { return float64(n) / 1e9 }
+
+// Collect implements prometheus.Collector.
+func (j *Job) Collect(ch chan<- prometheus.Metric) {
+	m := func(d desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d.d, d.kind, v, labels...)
+	}
+	for i, c := range j.Streams {
+		s := strconv.Itoa(i)
+		m(dSentBytes, float64(c.BytesSent.Load()), s)
+		m(dSentFiles, float64(c.FilesSent.Load()), s)
+		m(dBatches, float64(c.Batches.Load()), s)
+		m(dRetries, float64(c.Retries.Load()), s)
+		m(dRead, secs(c.ReadNanos.Load()), s)
+		m(dSendBlocked, secs(c.SendNanos.Load()), s)
+		m(dAckWait, secs(c.WaitNanos.Load()), s)
+		m(dIdle, secs(c.IdleNanos.Load()), s)
+		m(dRecvBytes, float64(c.RecvBytes.Load()), s)
+		m(dRecvFiles, float64(c.RecvFiles.Load()), s)
+		m(dRecvWrite, secs(c.RecvWriteNanos.Load()), s)
+		m(dRecvFsync, secs(c.RecvFsyncNanos.Load()), s)
+		m(dRecvCPU, secs(c.RecvCPUNanos.Load()), s)
+	}
+	m(dPlannedBytes, float64(j.PlannedBytes.Load()))
+	m(dPlannedFiles, float64(j.PlannedFiles.Load()))
+	m(dWalkDone, b2f(j.WalkDone.Load()))
+	m(dDoneBytes, float64(j.DoneBytes.Load()))
+	m(dDoneFiles, float64(j.DoneFiles.Load()))
+	m(dSkipped, float64(j.Skipped.Load()))
+	m(dFailed, float64(j.Failed.Load()))
+	m(dActive, float64(j.Active()))
+	m(dStart, float64(j.Start.UnixNano())/1e9)
+	m(dETA, j.ETA())
+	v := j.Verdict()
+	for _, r := range Resources {
+		m(dBottleneck, b2f(v != nil && v.Resource == r || v == nil && r == Idle), r)
+	}
+	m(dMoreStreams, b2f(v != nil && v.MoreStreamsHelp))
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Registry returns a registry with the job's metrics, build information
+// and the standard Go and process collectors.
+func (j *Job) Registry(version string) *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(j, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	bi := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "bulkmove_build_info", Help: "Version of bulkmove and of Go; always 1."}, []string{"version", "goversion"})
+	bi.WithLabelValues(version, runtime.Version()).Set(1)
+	reg.MustRegister(bi)
+	return reg
+}
+
+// Serve exports reg on addr ("host:port"; ":0" picks a port) at /metrics
+// until ctx ends, and returns the address it listens on.
+func Serve(ctx context.Context, addr string, reg *prometheus.Registry) (net.Addr, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics listener: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	context.AfterFunc(ctx, func() { srv.Close() })
+	return ln.Addr(), nil
+}
+
+// WriteTextfile writes reg for node_exporter's textfile collector,
+// atomically (a temporary file renamed over path).
+func WriteTextfile(path string, reg *prometheus.Registry) error {
+	return prometheus.WriteToTextfile(path, reg)
+}
+
+// Push sends reg to a Pushgateway under job, grouped by the given labels.
+func Push(url, job string, grouping map[string]string, reg *prometheus.Registry) error {
+	if url == "" {
+		return errors.New("no pushgateway URL")
+	}
+	p := push.New(url, job).Gatherer(reg)
+	for k, v := range grouping {
+		p = p.Grouping(k, v)
+	}
+	return p.Push()
+}

@@ -1,0 +1,67 @@
+package metrics
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/bulkmove/bulkmove/stream"
+)
+
+// Job holds a job's totals, updated by the sender as it goes.
+type Job struct {
+	PlannedBytes atomic.Int64 // grows while the walk runs
+	PlannedFiles atomic.Int64
+	WalkDone     atomic.Bool
+	DoneBytes    atomic.Int64
+	DoneFiles    atomic.Int64
+	Skipped      atomic.Int64 // files already up to date
+	Failed       atomic.Int64 // entries that could not be moved
+	Start        time.Time
+
+	Streams []*stream.Counters
+
+	verdict atomic.Pointer[Verdict]
+}
+
+// NewJob starts the clock of a job over k streams.
+func NewJob(k int) *Job {
+	j := &Job{Start: time.Now(), Streams: make([]*stream.Counters, k)}
+	for i := range j.Streams {
+		j.Streams[i] = &stream.Counters{}
+	}
+	return j
+}
+
+// ETA estimates the seconds left from the average rate so far and the
+// bytes (plus a per-file allowance) still planned; -1 if unknown.
+func (j *Job) ETA() float64 {
+	el := time.Since(j.Start).Seconds()
+	done := float64(j.DoneBytes.Load() + (j.DoneFiles.Load()+j.Skipped.Load()+j.Failed.Load())*fileWeight)
+	plan := float64(j.PlannedBytes.Load() + j.PlannedFiles.Load()*fileWeight)
+	if done <= 0 || el <= 0 {
+		return -1
+	}
+	left := plan - done
+	if left < 0 {
+		left = 0
+	}
+	return left / (done / el)
+}
+
+// fileWeight is the per-file cost in bytes used for the ETA, as the sharder
+// weighs files for balancing.
+const fileWeight = 16 << 10
+
+// Verdict returns the latest bottleneck verdict, or nil before the first.
+func (j *Job) Verdict() *Verdict { return j.verdict.Load() }
+
+// Active counts the streams at work.
+func (j *Job) Active() int {
+	n := 0
+	for _, c := range j.Streams {
+		if c.Active.Load() {
+			n++
+		}
+	}
+	return n
+}

@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/bulkmove/bulkmove/metrics"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/stream"
 	"github.com/bulkmove/bulkmove/stream/extract"
@@ -65,6 +66,7 @@ type moveFlags struct {
 	keepSetid  bool
 	noCheck    bool
 	viaAgent   bool
+	obs        obsFlags
 	ssh        sshFlags
 }
 
@@ -82,6 +84,7 @@ func (f *moveFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.fsync, "fsync", false, "make each batch durable (fsync files and directories) before it is acknowledged")
 	fs.BoolVar(&f.keepSetid, "keep-setid", false, "keep setuid and setgid bits")
 	fs.BoolVar(&f.noCheck, "no-quick-check", false, "send every file, even those already at DEST with the same size and mtime")
+	f.obs.register(fs)
 	fs.BoolVar(&f.viaAgent, "via-agent", false, "run K local `bulkmove agent` processes and talk the wire protocol to them (the SSH path, without SSH)")
 	fs.IntVar(&f.ssh.port, "p", 0, "SSH port of the remote host")
 	fs.IntVar(&f.ssh.port, "port", 0, "SSH port of the remote host")
@@ -186,6 +189,7 @@ type job struct {
 	start     time.Time
 	interrupt bool
 	remote    *sshx.Target // DEST's host, nil for a local DEST
+	m         *metrics.Job
 	hub       []duplex     // send-hub: the streams the receiver opened
 	as        string       // send-hub: the name of a single-file SRC at the receiver
 }
@@ -241,12 +245,17 @@ func (j *job) run(ctx context.Context) int {
 	def := &stream.Deferred{}
 	opt.Deferred = def.Add
 	batches := make(chan *sharder.Batch, 2*len(conns))
-	pool := &stream.Pool{Conns: conns, FinalFiles: j.flags.batchFiles, OnResult: j.onResult}
+	j.m = metrics.NewJob(len(conns))
+	pool := &stream.Pool{Conns: conns, FinalFiles: j.flags.batchFiles, OnResult: j.onResult, Counters: j.m.Streams}
+	stopObs, err := j.observe(ctx, j.remote == nil && j.hub == nil && !j.flags.viaAgent)
+	if err != nil {
+		errorf(j.stderr, "%v", err)
+		return exitUsage
+	}
 	g, gctx := errgroup.WithContext(ctx)
-	var walkStats sharder.Stats
 	g.Go(func() error {
-		st, err := sharder.Run(gctx, plan.walkRoot, opt, relay(batches, plan.rename))
-		walkStats = st
+		_, err := sharder.Run(gctx, plan.walkRoot, opt, j.relay(gctx, batches, plan.rename))
+		j.m.WalkDone.Store(true)
 		if err != nil {
 			return fmt.Errorf("walk %s: %w", j.src, err)
 		}
@@ -254,7 +263,7 @@ func (j *job) run(ctx context.Context) int {
 	})
 	g.Go(func() error { return pool.Run(gctx, batches, def) })
 	err = g.Wait()
-	_ = walkStats
+	stopObs()
 	if j.flags.verbose {
 		for i, s := range pool.Stats() {
 			errorf(j.stderr, "stream %d: %d batches, %d files, %s, busy until %.2fs", i, s.Batches, s.Files, humanBytes(s.Bytes), s.Done.Seconds())
@@ -273,19 +282,24 @@ func (j *job) run(ctx context.Context) int {
 	return exitOK
 }
 
-// relay forwards batches, renaming the single entry of a one-file job.
-func relay(out chan *sharder.Batch, rename string) chan<- *sharder.Batch {
-	if rename == "" {
-		return out
-	}
+// relay forwards batches to the pool, counting what the walk plans and
+// renaming the single entry of a one-file job.
+func (j *job) relay(ctx context.Context, out chan *sharder.Batch, rename string) chan<- *sharder.Batch {
 	in := make(chan *sharder.Batch)
 	go func() {
 		defer close(out)
 		for b := range in {
-			for i := range b.Entries {
-				b.Entries[i].Path = rename
+			if rename != "" {
+				for i := range b.Entries {
+					b.Entries[i].Path = rename
+				}
 			}
-			out <- b
+			j.m.PlannedBytes.Add(b.Bytes)
+			j.m.PlannedFiles.Add(int64(len(b.Entries)))
+			select {
+			case out <- b:
+			case <-ctx.Done():
+			}
 		}
 	}()
 	return in
@@ -473,7 +487,11 @@ func (j *job) onResult(r stream.Result) {
 			j.links += r.Ack.Files
 		} else {
 			j.files += r.Ack.Files
+			j.m.DoneFiles.Add(r.Ack.Files)
 		}
+		j.m.DoneBytes.Add(r.Ack.Bytes)
+		j.m.Skipped.Add(r.Ack.Skipped)
+		j.m.Failed.Add(int64(len(r.Ack.Errors) + len(r.SrcErrors)))
 		j.bytes += r.Ack.Bytes
 		j.skipped += r.Ack.Skipped
 		for _, e := range r.Ack.Errors {
@@ -495,8 +513,8 @@ func (j *job) summary(err error, interrupted bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	rate := float64(j.bytes) / el.Seconds()
-	line := fmt.Sprintf("%d files, %s in %.2fs (%s/s, %.0f files/s); %d up to date; %d errors",
-		j.files, humanBytes(j.bytes), el.Seconds(), humanBytes(int64(rate)), float64(j.files)/el.Seconds(), j.skipped, j.failed+j.walkErrs)
+	line := fmt.Sprintf("%d files, %s in %.2fs (%s/s, %.0f files/s); %d up to date; %d errors%s",
+		j.files, humanBytes(j.bytes), el.Seconds(), humanBytes(int64(rate)), float64(j.files)/el.Seconds(), j.skipped, j.failed+j.walkErrs, j.bottleneck())
 	switch {
 	case interrupted:
 		errorf(j.stderr, "interrupted: %s; run the same command again to finish", line)

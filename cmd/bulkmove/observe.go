@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/bulkmove/bulkmove/metrics"
+)
+
+// obsFlags are the observability flags.
+type obsFlags struct {
+	metricsAddr     string
+	textfile        string
+	textfileEvery   time.Duration
+	pushgateway     string
+	jobName         string
+	verdictInterval time.Duration
+}
+
+func (o *obsFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "export Prometheus metrics on `host:port` (:0 picks a port and prints it)")
+	fs.StringVar(&o.textfile, "metrics-textfile", "", "write the metrics to `file` for node_exporter's textfile collector, atomically, at exit and every --metrics-textfile-interval")
+	fs.DurationVar(&o.textfileEvery, "metrics-textfile-interval", 15*time.Second, "how often --metrics-textfile is rewritten while the job runs")
+	fs.StringVar(&o.pushgateway, "pushgateway", "", "push the final metrics to this Pushgateway `URL` at exit")
+	fs.StringVar(&o.jobName, "job-name", "bulkmove", "job label for --pushgateway")
+	o.verdictInterval = time.Second
+}
+
+// observe starts the exporter, the textfile writer and the bottleneck
+// watcher; the returned function stops them and writes the final textfile
+// and push.
+func (j *job) observe(ctx context.Context, local bool) (stop func(), err error) {
+	o := j.flags.obs
+	reg := j.m.Registry(version)
+	ctx, cancel := context.WithCancel(ctx)
+	if o.metricsAddr != "" {
+		addr, err := metrics.Serve(ctx, o.metricsAddr, reg)
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		errorf(j.stderr, "metrics on http://%s/metrics", addr)
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		j.m.Watch(ctx, o.verdictInterval, 10*o.verdictInterval, local, func(v *metrics.Verdict) {
+			if j.flags.verbose {
+				errorf(j.stderr, "bottleneck: %s (%s); one more stream would %shelp", v.Resource, v.Why, map[bool]string{true: "", false: "not "}[v.MoreStreamsHelp])
+			}
+		})
+	}()
+	if o.textfile != "" && o.textfileEvery > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t := time.NewTicker(o.textfileEvery)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					if err := metrics.WriteTextfile(o.textfile, reg); err != nil {
+						errorf(j.stderr, "warning: %v", err)
+					}
+				}
+			}
+		}()
+	}
+	return func() {
+		cancel()
+		wg.Wait()
+		if o.textfile != "" {
+			if err := metrics.WriteTextfile(o.textfile, reg); err != nil {
+				errorf(j.stderr, "warning: metrics textfile: %v", err)
+			}
+		}
+		if o.pushgateway != "" {
+			host, _ := os.Hostname()
+			if err := metrics.Push(o.pushgateway, o.jobName, map[string]string{"instance": host}, reg); err != nil {
+				errorf(j.stderr, "warning: pushgateway %s: %v", o.pushgateway, err)
+			}
+		}
+	}, nil
+}
+
+// bottleneck is the verdict for the summary line.
+func (j *job) bottleneck() string {
+	if j.m == nil {
+		return ""
+	}
+	if v := j.m.Verdict(); v != nil && v.Resource != metrics.Idle {
+		return fmt.Sprintf("; bottleneck %s", v.Resource)
+	}
+	return ""
+}

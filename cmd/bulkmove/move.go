@@ -190,8 +190,8 @@ type job struct {
 	interrupt bool
 	remote    *sshx.Target // DEST's host, nil for a local DEST
 	m         *metrics.Job
-	hub       []duplex     // send-hub: the streams the receiver opened
-	as        string       // send-hub: the name of a single-file SRC at the receiver
+	hub       []duplex // send-hub: the streams the receiver opened
+	as        string   // send-hub: the name of a single-file SRC at the receiver
 }
 
 func (j *job) run(ctx context.Context) int {

@@ -276,15 +276,25 @@ func (p *Pool) hardlinks(ctx context.Context, links []sharder.Entry) error {
 	return g.Wait()
 }
 
-// closeAll ends every stream; it returns the first error.
+// closeAll ends every stream, all at once (each waits a round trip for
+// its receiver's summary); it returns the first error.
 func (p *Pool) closeAll(ctx context.Context) error {
-	var first error
-	for _, c := range p.Conns {
-		if _, err := c.Close(ctx); err != nil && first == nil {
-			first = err
+	errs := make([]error, len(p.Conns))
+	var wg sync.WaitGroup
+	for i, c := range p.Conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = c.Close(ctx)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
 		}
 	}
-	return first
+	return nil
 }
 
 // Tail splitting: once the walk is over, a batch handed out is first halved

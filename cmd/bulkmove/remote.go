@@ -8,6 +8,8 @@ import (
 	"path"
 	"strings"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/bulkmove/bulkmove/stream"
 	"github.com/bulkmove/bulkmove/stream/sshx"
 	"github.com/bulkmove/bulkmove/stream/wire"
@@ -68,22 +70,31 @@ func (j *job) connectSSH(ctx context.Context, t sshx.Target, p plan) ([]stream.C
 	}
 	cmd := sshx.ShellQuote(agent) + " agent " + sshx.ShellQuote(root)
 	ro := j.receiveOptions()
-	var conns []stream.Conn
+	// Start the agents and their handshakes on all connections at once: on
+	// a long path each costs a few round trips.
+	conns := make([]stream.Conn, len(clients))
+	g, gctx := errgroup.WithContext(ctx)
 	for i, c := range clients {
-		sess, err := c.Start(ctx, cmd)
-		if err != nil {
-			cleanup()
-			return nil, nil, err
-		}
-		conn, err := stream.Dial(ctx, fmt.Sprintf("%s stream %d", c.Host(), i), sess, sess, sess, version, ro, p.src)
-		if err != nil {
-			cleanup()
-			if errors.Is(err, stream.ErrVersion) {
-				return nil, nil, err
+		g.Go(func() error {
+			sess, err := c.Start(ctx, cmd)
+			if err != nil {
+				return err
 			}
-			return nil, nil, fmt.Errorf("%w (agent %s on %s)", err, agent, c.Host())
-		}
-		conns = append(conns, conn)
+			conn, err := stream.Dial(gctx, fmt.Sprintf("%s stream %d", c.Host(), i), sess, sess, sess, version, ro, p.src)
+			if err != nil {
+				sess.Close()
+				if errors.Is(err, stream.ErrVersion) {
+					return err
+				}
+				return fmt.Errorf("%w (agent %s on %s)", err, agent, c.Host())
+			}
+			conns[i] = conn
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		cleanup()
+		return nil, nil, err
 	}
 	return conns, cleanup, nil
 }

@@ -12,8 +12,10 @@
 # Environment (all optional):
 #   BULKMOVE          bulkmove binary (default: ./bin/bulkmove of this repository)
 #   BENCH_SETS        datasets, in order (default "small medium mixed large"; also "huge")
-#   BENCH_TOOLS       tools, in order (default: the regime's list; local: "bulkmove bmagent cp tar rsync")
-#   BENCH_J           bulkmove worker counts, one row each (default "4")
+#   BENCH_TOOLS       tools, in order (default: the regime's list; local: "bulkmove bmagent cp tar rsync";
+#                     ssh and wan: "bulkmove tar rsync tarsplit")
+#   BENCH_J           bulkmove worker counts, one row each (default: the regime's; local "4",
+#                     ssh and wan "1 2 4 8")
 #   BENCH_RUNS        runs per tool, the best is reported (default 3)
 #   BENCH_WARMUP      "1" (default): one untimed copy per dataset first, so the first timed
 #                     run does not pay for memory the tmpfs touches for the first time
@@ -29,8 +31,30 @@
 #                     without root; times are then not comparable)
 #   BENCH_KEEP        "1": on a tmpfs that was already mounted, keep the generated datasets
 #                     and reuse them next time (they are regenerated when gentree changes)
-#   BENCH_REGIMES     regimes to run (default "local")
+#   BENCH_REGIMES     regimes to run (default "local"; also "ssh" and "wan", as root, over the
+#                     test hosts of ../shared/rig: see "Regimes over SSH" below)
 #   RSYNC_FLAGS       rsync's flags (default "-a", which does not keep hard links; "-aH" does)
+#   BENCH_PIPES       number of hand-split tar pipes of the tool tarsplit (default 6)
+#   BENCH_SSH_FLAGS   extra flags for the peers' ssh (tar, tarsplit, rsync -e), e.g.
+#                     "-c aes128-gcm@openssh.com" (default none: OpenSSH's own choice, chacha20-poly1305)
+#   BENCH_RIG         the rig's directory (default ../shared/rig next to this repository)
+#   BENCH_WAN         the wan regime's link as `net.sh wan` takes it: "DELAY RATE [LOSS]"
+#                     (default "50ms 400mbit": 100 ms round trip, 50 MB/s)
+#
+# Regimes over SSH (ssh, wan): the rig's two network namespaces stand in for two machines.
+# The sender (bulkmove, tar, ssh, rsync) runs in bm-src (`ip netns exec bm-src ...`); OpenSSH's
+# sshd runs in bm-dst and the destination is box2:DIR (ssh: the direct veth link) or wan2:DIR
+# (wan: through wanem, `net.sh wan $BENCH_WAN`). DIR is on the benchmark tmpfs, which both
+# namespaces share, so treecmp checks it locally. sshd sees only the mounts that existed when it
+# started, so the regime's setup restarts the rig (`net.sh down; net.sh up`) unless its sshd
+# already sees BENCH_MNT; a rig this script started is taken down (`net.sh down`) at the end,
+# and before the tmpfs is unmounted (a rig that was up already is left up, without the wanem
+# that the wan regime started; that replaced any wanem running before). Setup also pushes a tiny tree once with bulkmove (untimed),
+# so that the remote agent is uploaded to ~/.cache/bulkmove/ before the first timed run.
+# net.sh writes `Host box2` / `Host wan2` blocks (root's key in /tmp/rig/ssh, StrictHostKeyChecking
+# accept-new) to ~/.ssh/config and records the host key in ~/.ssh/known_hosts (hashed), which
+# ssh, rsync and bulkmove all read. The wan regime's table has an extra column: MB/s as a
+# fraction of the link rate.
 #
 # Extending it:
 #   - a dataset NAME: dataset_NAME_desc (one line) and dataset_NAME_gen DIR
@@ -42,7 +66,11 @@
 #     tools get it: a path, or host:path), regime_NAME_reset DST (drop it), and
 #     regime_NAME_local DST (the same destination as a local path, for treecmp; the rig's
 #     hosts are network namespaces of one machine, so they share the filesystem).
-#     Tools read the regime in $REGIME when they need to (e.g. rsync to a remote).
+#     Optionally: regime_NAME_j (default BENCH_J), regime_NAME_host (the remote host, in
+#     $RHOST while it runs), regime_NAME_desc (a line under each table's title) and
+#     regime_NAME_link_mbs (the link rate in MB/s: adds the column "of link").
+#     Tools read the regime in $REGIME, $RHOST and $SRC_NS when they need to (e.g. rsync
+#     to a remote, run in the sender's namespace with `sender CMD...`).
 
 set -uo pipefail
 export LC_ALL=C
@@ -52,7 +80,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BULKMOVE=${BULKMOVE:-$ROOT/bin/bulkmove}
 BENCH_SETS=${BENCH_SETS:-small medium mixed large}
 BENCH_TOOLS=${BENCH_TOOLS:-}
-BENCH_J=${BENCH_J:-4}
+BENCH_J=${BENCH_J:-} # empty: the regime's default (regime_NAME_j, else "4")
 BENCH_RUNS=${BENCH_RUNS:-3}
 BENCH_WARMUP=${BENCH_WARMUP:-1}
 BENCH_SCALE=${BENCH_SCALE:-full}
@@ -65,6 +93,15 @@ BENCH_TMPFS=${BENCH_TMPFS:-1}
 BENCH_KEEP=${BENCH_KEEP:-0}
 BENCH_REGIMES=${BENCH_REGIMES:-local}
 RSYNC_FLAGS=${RSYNC_FLAGS:--a}
+BENCH_PIPES=${BENCH_PIPES:-6}
+BENCH_SSH_FLAGS=${BENCH_SSH_FLAGS:-}
+BENCH_RIG=${BENCH_RIG:-$(cd "$ROOT/.." && pwd)/shared/rig}
+BENCH_WAN=${BENCH_WAN:-50ms 400mbit}
+
+# Set per regime by run_regime: the remote host of the destination ("" locally) and
+# the network namespace the sender runs in ("" locally).
+RHOST=""
+SRC_NS=""
 
 # ---------------------------------------------------------------- helpers
 
@@ -156,10 +193,28 @@ dataset_huge_gen() { "$GENTREE" -q -kind huge -n "$HUGE_N" -size "$HUGE_SIZE" -o
 
 # ---------------------------------------------------------------- tools
 # tool_NAME SRC DST copies the contents of SRC into DST (which does not exist
-# yet). $J is bulkmove's worker count for the row being run.
+# yet). $J is bulkmove's worker count for the row being run. In the regimes
+# over SSH, DST is HOST:PATH ($RHOST is HOST) and the sender runs in $SRC_NS;
+# cp and bmagent are local only.
 
-tool_bulkmove() { "$BULKMOVE" -j "$J" "$1" "$2"; }
-tool_bulkmove_cmd() { echo "bulkmove -j $J SRC DST"; }
+# sender CMD...: run CMD on the sending host (in the namespace $SRC_NS, if any).
+sender() {
+	if [[ -n $SRC_NS ]]; then
+		ip netns exec "$SRC_NS" "$@"
+	else
+		"$@"
+	fi
+}
+
+# rpath DST: the path part of HOST:PATH, shell-quoted for the remote shell.
+rpath() { printf '%q' "${1#*:}"; }
+
+# DST as the tables show it.
+dst_shown() { echo "${RHOST:+$RHOST:}DST"; }
+ssh_shown() { echo "ssh${BENCH_SSH_FLAGS:+ $BENCH_SSH_FLAGS} $RHOST"; }
+
+tool_bulkmove() { sender "$BULKMOVE" -j "$J" "$1" "$2"; }
+tool_bulkmove_cmd() { echo "bulkmove -j $J SRC $(dst_shown)"; }
 tool_bulkmove_avail() { [[ -x $BULKMOVE ]] || have "$BULKMOVE"; }
 
 # The wire path locally: K agent processes fed over pipes (what SSH streams run).
@@ -171,15 +226,72 @@ tool_cp() { cp -a "$1/." "$2"; }
 tool_cp_cmd() { echo "cp -a SRC/. DST"; }
 tool_cp_avail() { have cp; }
 
-tool_tar() { mkdir -p "$2" && tar -C "$1" -cf - . | tar -C "$2" -xf -; }
-tool_tar_cmd() { echo "tar -C SRC -cf - . | tar -C DST -xf -"; }
+# Over SSH the remote command is `mkdir -p DST && tar -C DST -xf -` (tarsplit's too).
+tool_tar() {
+	if [[ -n $RHOST ]]; then
+		tar -C "$1" -cf - . | sender ssh $BENCH_SSH_FLAGS "$RHOST" "mkdir -p $(rpath "$2") && tar -C $(rpath "$2") -xf -"
+	else
+		mkdir -p "$2" && tar -C "$1" -cf - . | tar -C "$2" -xf -
+	fi
+}
+tool_tar_cmd() {
+	if [[ -n $RHOST ]]; then
+		echo "tar -C SRC -cf - . | $(ssh_shown) tar -C DST -xf -"
+	else
+		echo "tar -C SRC -cf - . | tar -C DST -xf -"
+	fi
+}
 tool_tar_avail() { have tar; }
 tool_tar_verify_flags() { echo "-mtime-precision 1s"; } # GNU tar's default format keeps seconds
 
-tool_rsync() { rsync $RSYNC_FLAGS "$1/" "$2/"; }
-tool_rsync_cmd() { echo "rsync $RSYNC_FLAGS SRC/ DST/"; }
+tool_rsync() {
+	if [[ -n $BENCH_SSH_FLAGS ]]; then
+		sender rsync $RSYNC_FLAGS -e "ssh $BENCH_SSH_FLAGS" "$1/" "$2/"
+	else
+		sender rsync $RSYNC_FLAGS "$1/" "$2/"
+	fi
+}
+tool_rsync_cmd() { echo "rsync $RSYNC_FLAGS${BENCH_SSH_FLAGS:+ -e 'ssh $BENCH_SSH_FLAGS'} SRC/ $(dst_shown)/"; }
 tool_rsync_avail() { have rsync; }
 tool_rsync_verify_flags() { [[ $RSYNC_FLAGS == *H* ]] || echo "-no-hardlinks"; }
+
+# BENCH_PIPES hand-split tar pipes: the top-level entries of SRC dealt round-robin
+# (in name order) into BENCH_PIPES lists, one `tar -T list | [ssh HOST] tar -x`
+# per list, all at once. Making the lists is timed too (it is quick).
+tool_tarsplit() {
+	local src=$1 dst=$2 n=$BENCH_PIPES lists i rc=0 e=() pids=()
+	lists=$(mktemp -d "$WORK/tarsplit.XXXXXX") || return 1
+	mapfile -d '' e < <(find "$src" -mindepth 1 -maxdepth 1 -printf '%P\0' | sort -z)
+	# names go NUL-separated, so that any name (newlines, leading '-') is taken as it is
+	for ((i = 0; i < ${#e[@]}; i++)); do printf '%s\0' "${e[i]}" >>"$lists/$((i % n))"; done
+	[[ -n $RHOST ]] || mkdir -p "$dst" || return 1
+	for ((i = 0; i < n; i++)); do
+		[[ -s $lists/$i ]] || continue
+		(
+			set -o pipefail
+			if [[ -n $RHOST ]]; then
+				tar -C "$src" --null --verbatim-files-from -T "$lists/$i" -cf - |
+					sender ssh $BENCH_SSH_FLAGS "$RHOST" "mkdir -p $(rpath "$dst") && tar -C $(rpath "$dst") -xf -"
+			else
+				tar -C "$src" --null --verbatim-files-from -T "$lists/$i" -cf - | tar -C "$dst" -xf -
+			fi
+		) &
+		pids+=($!)
+	done
+	for i in "${pids[@]}"; do wait "$i" || rc=1; done
+	rm -rf "$lists"
+	return "$rc"
+}
+tool_tarsplit_cmd() {
+	if [[ -n $RHOST ]]; then
+		echo "$BENCH_PIPES × tar -C SRC -cf - -T LIST_i | $(ssh_shown) tar -C DST -xf - (top-level entries dealt round-robin)"
+	else
+		echo "$BENCH_PIPES × tar -C SRC -cf - -T LIST_i | tar -C DST -xf - (top-level entries dealt round-robin)"
+	fi
+}
+tool_tarsplit_avail() { have tar; }
+# Hard links across two lists, and the mtime of DST itself, are not carried over.
+tool_tarsplit_verify_flags() { echo "-mtime-precision 1s -no-hardlinks -no-dir-mtime"; }
 
 # ---------------------------------------------------------------- regimes
 # local: both trees on the tmpfs of this machine.
@@ -190,6 +302,138 @@ regime_local_teardown() { :; }
 regime_local_dst() { echo "$BASE/dst/$1"; }
 regime_local_reset() { rm -rf "$1"; }
 regime_local_local() { echo "$1"; }
+
+# The rig (../shared/rig/net.sh): network namespaces bm-src and bm-dst, sshd in
+# bm-dst. net.sh keeps its state in /tmp/rig.
+RIG_STATE=/tmp/rig
+RIG_STARTED=0   # 1: this script brought the rig up, and takes it down
+WANEM_STARTED=0 # 1: the wan regime started wanem (stopped at its teardown)
+
+# rig ARGS...: net.sh ARGS, its output to the log (and to stderr on failure).
+rig() {
+	local log=$WORK/logs/rig.log
+	printf '$ net.sh %s\n' "$*" >>"$log"
+	if ! "$BENCH_RIG/net.sh" "$@" >>"$log" 2>&1; then
+		note "net.sh $* failed:"
+		tail -n 20 "$log" | sed 's/^/    /' >&2
+		return 1
+	fi
+}
+
+# rig_usable: the rig is up, its sshd sees the tmpfs, and `ssh box2` works.
+rig_usable() {
+	local pid
+	ip netns list 2>/dev/null | grep -qw bm-dst || return 1
+	pid=$(cat "$RIG_STATE/ssh/sshd.pid" 2>/dev/null) || return 1
+	[[ -n $pid && -r /proc/$pid/mountinfo ]] || return 1
+	awk -v m="$BENCH_MNT" '$5 == m { found = 1 } END { exit !found }' "/proc/$pid/mountinfo" || return 1
+	timeout 20 ip netns exec bm-src ssh -o BatchMode=yes box2 true </dev/null >/dev/null 2>&1
+}
+
+# rig_up: a rig whose sshd sees BENCH_MNT (which is mounted by now).
+rig_up() {
+	[[ $(id -u) == 0 ]] || { note "the ssh and wan regimes need root (network namespaces)"; return 1; }
+	[[ -x $BENCH_RIG/net.sh ]] || { note "no rig at $BENCH_RIG (set BENCH_RIG)"; return 1; }
+	if ((RIG_STARTED)) || rig_usable; then
+		((RIG_STARTED)) || note "using the rig that is up already (its sshd sees $BENCH_MNT)"
+		return 0
+	fi
+	if ip netns list 2>/dev/null | grep -qw -e bm-src -e bm-dst; then
+		note "restarting the rig: its sshd must see $BENCH_MNT, mounted after it started"
+	fi
+	rig down || return 1
+	RIG_STARTED=1
+	rig up || return 1
+	note "rig up: bm-src 198.18.0.1 -> bm-dst 198.18.0.2 (sshd)"
+}
+
+# rig_down: take down a rig this script started. Whatever still runs in its
+# namespaces (a remote agent or an ssh of a run cut short) was started here:
+# end it first, since it would keep the tmpfs alive in sshd's mount namespace.
+rig_down() {
+	((RIG_STARTED)) || return 0
+	local ns pids
+	for ns in bm-src bm-dst; do
+		pids=$(ip netns pids "$ns" 2>/dev/null | tr '\n' ' ')
+		[[ -n ${pids// /} ]] && kill $pids 2>/dev/null
+	done
+	rig down
+	RIG_STARTED=0
+}
+
+# prime_agent HOST: one untimed bulkmove push of a tiny tree, so that the remote
+# agent is in place (uploaded to ~/.cache/bulkmove/) before the timed runs. A
+# bulkmove that cannot connect fails here, with its own words.
+prime_agent() {
+	local host=$1 d=$BASE/prime log=$WORK/logs/prime-$1.log
+	rm -rf "$d" && mkdir -p "$d/src" && echo prime >"$d/src/f" || return 1
+	if ! sender "$BULKMOVE" -j 1 "$d/src" "$host:$d/dst" >"$log" 2>&1; then
+		note "bulkmove cannot push to $host:"
+		sed 's/^/    /' "$log" >&2
+		rm -rf "$d"
+		return 1
+	fi
+	grep -h '^uploading' "$log" | sed 's/^/bench: /' >&2
+	rm -rf "$d"
+}
+
+# rate_mbs RATE: a tc/wanem rate (400mbit) in MB/s (10^6 bytes/s); "" if unknown.
+rate_mbs() {
+	awk -v r="$1" 'BEGIN {
+		r = tolower(r); m = 0
+		if (r ~ /^[0-9.]+gbit$/) m = 1e9; else if (r ~ /^[0-9.]+mbit$/) m = 1e6
+		else if (r ~ /^[0-9.]+kbit$/) m = 1e3; else if (r ~ /^[0-9.]+bit$/) m = 1
+		if (m && r + 0 > 0) printf "%g", (r + 0) * m / 8e6
+	}'
+}
+
+# ssh: the direct veth link (about 10 Gbit/s; this 2-core machine is CPU-bound).
+regime_ssh_tools() { echo "bulkmove tar rsync tarsplit"; }
+regime_ssh_j() { echo "1 2 4 8"; }
+regime_ssh_host() { echo box2; }
+regime_ssh_setup() {
+	rig_up || return 1
+	SRC_NS=bm-src
+	prime_agent box2
+}
+regime_ssh_teardown() { rig_down; }
+regime_ssh_dst() { echo "box2:$BASE/dst/$1"; }
+regime_ssh_reset() { rm -rf "${1#*:}"; }
+regime_ssh_local() { echo "${1#*:}"; }
+regime_ssh_desc() {
+	echo "Sender in network namespace bm-src, receiver \`box2\` (OpenSSH sshd in bm-dst) over the direct veth link; $(ssh -V 2>&1 | cut -d, -f1)."
+}
+
+# wan: the long-distance link through wanem (net.sh wan $BENCH_WAN), host wan2.
+regime_wan_tools() { regime_ssh_tools; }
+regime_wan_j() { regime_ssh_j; }
+regime_wan_host() { echo wan2; }
+regime_wan_setup() {
+	local a=($BENCH_WAN)
+	((${#a[@]} >= 2)) || { note "BENCH_WAN must be \"DELAY RATE [LOSS]\", not \"$BENCH_WAN\""; return 1; }
+	rig_up || return 1
+	WANEM_STARTED=1
+	rig wan "${a[@]}" || return 1
+	note "wan: $(grep -h '^wanem:' "$RIG_STATE/wanem.log" 2>/dev/null | head -n1)"
+	SRC_NS=bm-src
+	prime_agent wan2
+}
+regime_wan_teardown() {
+	if ((RIG_STARTED)); then
+		rig_down
+	elif ((WANEM_STARTED)); then # on a rig that was up already: stop the wanem started here
+		kill "$(cat "$RIG_STATE/wanem.pid" 2>/dev/null)" 2>/dev/null && rm -f "$RIG_STATE/wanem.pid"
+	fi
+	WANEM_STARTED=0
+}
+regime_wan_dst() { echo "wan2:$BASE/dst/$1"; }
+regime_wan_reset() { regime_ssh_reset "$@"; }
+regime_wan_local() { regime_ssh_local "$@"; }
+regime_wan_link_mbs() { local a=($BENCH_WAN); rate_mbs "${a[1]}"; }
+regime_wan_desc() {
+	local a=($BENCH_WAN)
+	echo "Sender in network namespace bm-src, receiver \`wan2\` (OpenSSH sshd in bm-dst) through wanem: ${a[0]} each way, ${a[1]} ($(regime_wan_link_mbs) MB/s) each way${a[2]:+, loss ${a[2]}}; $(ssh -V 2>&1 | cut -d, -f1). \"of link\" = MB/s / $(regime_wan_link_mbs) MB/s."
+}
 
 # ---------------------------------------------------------------- tmpfs
 
@@ -228,6 +472,7 @@ setup_mount() {
 cleanup() {
 	local rc=$?
 	cd / || true
+	rig_down
 	if ((!MOUNTED)) && [[ -n $BASE && -d $BASE ]]; then
 		rm -rf "$BASE/dst"
 		[[ $BENCH_KEEP == 1 ]] || rm -rf "$BASE"
@@ -310,7 +555,7 @@ run_set() {
 	local rows=() tool j
 	for tool in $TOOLS; do
 		if [[ $tool == bulkmove ]]; then
-			for j in $BENCH_J; do rows+=("bulkmove@$j"); done
+			for j in $JS; do rows+=("bulkmove@$j"); done
 		else
 			rows+=("$tool@")
 		fi
@@ -373,16 +618,22 @@ run_set() {
 		if [[ -z $ref ]] || ((${best[$row]} < ref)); then ref=${best[$row]}; fi
 	done
 
+	# The link rate in MB/s, for regimes that have one: an extra column.
+	local link="" lcol="" lsep="" lnone=""
+	fn_exists "regime_${regime}_link_mbs" && link=$(regime_${regime}_link_mbs)
+	[[ -n $link ]] && lcol=" of link |" lsep="--:|" lnone=" – |"
+
 	out "" "### $regime · $set: $(dataset_${set}_desc)" ""
+	fn_exists "regime_${regime}_desc" && out "$(regime_${regime}_desc)" ""
 	out "$(files "$NFILES"), $(awk -v b="$NBYTES" 'BEGIN { printf "%.1f", b / 1e6 }') MB ($GENERATED); best of $BENCH_RUNS run$( ((BENCH_RUNS == 1)) || echo s); ratio = time / best bulkmove time (above 1: bulkmove is faster)." ""
-	out "| tool | best (s) | runs (s) | files/s | MB/s | ratio | verified |"
-	out "|---|--:|---|--:|--:|--:|---|"
-	local b fps mbs ratio
+	out "| tool | best (s) | runs (s) | files/s | MB/s |$lcol ratio | verified |"
+	out "|---|--:|---|--:|--:|$lsep--:|---|"
+	local b fps mbs ratio lfrac
 	for row in "${rows[@]}"; do
 		tool=${row%@*} J=${row#*@}
 		label="\`$(md "$(tool_${tool}_cmd)")\`"
 		if [[ -n ${status[$row]:-} && -z ${best[$row]:-} ]]; then
-			out "| $label | – | – | – | – | – | failed: ${status[$row]} |"
+			out "| $label | – | – | – | – |$lnone – | failed: ${status[$row]} |"
 			continue
 		fi
 		b=${best[$row]}
@@ -392,7 +643,9 @@ run_set() {
 		[[ -n $ref ]] && ratio=$(awk -v a="$b" -v r="$ref" 'BEGIN { printf "%.2f", a / r }')
 		local v=${verified[$row]:-–}
 		[[ -n ${status[$row]:-} ]] && v="$v; failed later: ${status[$row]}"
-		out "| $label | $(secs "$b") | ${runs[$row]} | $fps | $mbs | $ratio | $v |"
+		lfrac=""
+		[[ -n $link ]] && lfrac=" $(awk -v m="$mbs" -v l="$link" 'BEGIN { printf "%.0f%%", 100 * m / l }') |"
+		out "| $label | $(secs "$b") | ${runs[$row]} | $fps | $mbs |$lfrac $ratio | $v |"
 	done
 }
 
@@ -423,11 +676,17 @@ run_regime() {
 	REGIME=$regime
 	local var=TOOLS_$regime
 	TOOLS=${!var}
+	JS=$BENCH_J
+	[[ -z $JS ]] && fn_exists "regime_${regime}_j" && JS=$(regime_${regime}_j)
+	JS=${JS:-4}
+	RHOST="" SRC_NS=""
+	fn_exists "regime_${regime}_host" && RHOST=$(regime_${regime}_host)
 	regime_${regime}_setup || die "setup of regime $regime failed"
 	for set in $BENCH_SETS; do
 		run_set "$regime" "$set"
 	done
 	regime_${regime}_teardown
+	RHOST="" SRC_NS=""
 }
 
 main() {
@@ -440,6 +699,7 @@ main() {
 	local s j
 	for s in $BENCH_SETS; do fn_exists "dataset_${s}_gen" || die "unknown dataset $s (small medium mixed large huge)"; done
 	for j in $BENCH_J; do [[ $j =~ ^[1-9][0-9]*$ ]] || die "BENCH_J: bad worker count $j"; done
+	[[ $BENCH_PIPES =~ ^[1-9][0-9]*$ ]] || die "BENCH_PIPES must be a positive number"
 	case $BENCH_VERIFY in bulkmove | all | none) ;; *) die "BENCH_VERIFY must be bulkmove, all or none" ;; esac
 	case $BENCH_OUT in "$ROOT"/*) die "BENCH_OUT must be outside the repository" ;; esac
 	SKIPPED=()
@@ -467,7 +727,7 @@ main() {
 	out "- machine: $(uname -srm), $(nproc) CPUs ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n1)), $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo) RAM"
 	out "- trees on: $BENCH_MNT ($(stat -f -c %T "$BENCH_MNT")), scale $BENCH_SCALE"
 	out "- bulkmove: $version, commit $rev"
-	out "- peers: $(cp --version 2>/dev/null | head -n1); $(tar --version 2>/dev/null | head -n1); $(rsync --version 2>/dev/null | head -n1 | sed 's/  */ /g')"
+	out "- peers: $(cp --version 2>/dev/null | head -n1); $(tar --version 2>/dev/null | head -n1); $(rsync --version 2>/dev/null | head -n1 | sed 's/  */ /g'); $(ssh -V 2>&1 | head -n1)"
 
 	local regime
 	for regime in $BENCH_REGIMES; do

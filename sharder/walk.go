@@ -17,8 +17,8 @@ import (
 
 // Defaults for Options.
 const (
-	DefaultBatchBytes = 64 << 20
-	DefaultBatchFiles = 2000
+	DefaultBatchBytes = 16 << 20
+	DefaultBatchFiles = 1000
 	DefaultFileCost   = 16 << 10
 )
 
@@ -30,9 +30,9 @@ const readDirChunk = 1024
 // Options configure Run. The zero value of each field selects its default.
 type Options struct {
 	// BatchBytes closes a batch when its cost (file sizes plus FileCost per
-	// file) reaches it. Default 64 MiB.
+	// file) reaches it. Default 16 MiB.
 	BatchBytes int64
-	// BatchFiles closes a batch when it holds this many files. Default 2000.
+	// BatchFiles closes a batch when it holds this many files. Default 1000.
 	BatchFiles int
 	// FileCost is the per-file overhead counted in a batch's cost, in bytes.
 	// Default 16 KiB; a negative value means no overhead.

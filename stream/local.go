@@ -61,6 +61,8 @@ func (l *Local) apply(b *sharder.Batch, final bool) Result {
 		return res
 	}
 	need := l.Recv.Need(b.Entries)
+	var dirs Dirs
+	defer dirs.Close()
 	var discards []wire.Discard
 	for i := range b.Entries {
 		e := &b.Entries[i]
@@ -72,7 +74,7 @@ func (l *Local) apply(b *sharder.Batch, final bool) Result {
 			t.Skip(i)
 			continue
 		}
-		f, err := l.Src.Open(e)
+		f, err := l.Src.OpenIn(&dirs, e)
 		if err != nil {
 			res.SrcErrors = append(res.SrcErrors, SourceError{i, err})
 			continue

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -30,8 +31,8 @@ type Source struct {
 // File is an open source file: a bare descriptor, read with read(2) or
 // handed to copy_file_range, without the runtime poller's bookkeeping.
 type File struct {
-	fd   int
-	name string
+	fd         int
+	root, path string // its name is root/path, joined only for messages
 }
 
 // Read implements io.Reader.
@@ -42,7 +43,7 @@ func (f *File) Read(p []byte) (int, error) {
 			continue
 		}
 		if err != nil {
-			return 0, &os.PathError{Op: "read", Path: f.name, Err: err}
+			return 0, &os.PathError{Op: "read", Path: f.Name(), Err: err}
 		}
 		if n == 0 && len(p) > 0 {
 			return 0, io.EOF
@@ -55,35 +56,79 @@ func (f *File) Read(p []byte) (int, error) {
 func (f *File) Fd() uintptr { return uintptr(f.fd) }
 
 // Name is the file's path.
-func (f *File) Name() string { return f.name }
+func (f *File) Name() string {
+	if f.root == "" {
+		return f.path
+	}
+	return filepath.Join(f.root, filepath.FromSlash(f.path))
+}
 
 // Close closes the descriptor.
 func (f *File) Close() error { return unix.Close(f.fd) }
 
+// Dirs keeps the directory a batch is reading from open, so that each file
+// is opened relative to it: one name for the kernel to resolve instead of
+// the whole path (a batch keeps a directory's files together). Not safe for
+// concurrent use: one per stream.
+type Dirs struct {
+	dir string
+	fd  int
+}
+
+// Close releases the open directory.
+func (d *Dirs) Close() {
+	if d.fd > 0 {
+		unix.Close(d.fd)
+	}
+	d.fd, d.dir = 0, ""
+}
+
+const openFlags = unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_CLOEXEC | unix.O_NOATIME
+
 // Open opens entry e for reading. Whether it is still the file the walk
 // saw is for Recheck to say, after the data is read.
-func (s Source) Open(e *sharder.Entry) (*File, error) {
-	name := filepath.Join(s.Root, filepath.FromSlash(e.Path))
-	if s.File != "" {
-		name = s.File
+func (s Source) Open(e *sharder.Entry) (*File, error) { return s.OpenIn(nil, e) }
+
+// OpenIn opens entry e relative to the directory cached in d (nil: none).
+func (s Source) OpenIn(d *Dirs, e *sharder.Entry) (*File, error) {
+	f := &File{root: s.Root, path: e.Path}
+	dirfd, name := unix.AT_FDCWD, ""
+	switch {
+	case s.File != "":
+		f.root, f.path, name = "", s.File, s.File
+	case d != nil:
+		dir, base := path.Split(e.Path)
+		if d.fd <= 0 || d.dir != dir {
+			d.Close()
+			if fd, err := unix.Open(filepath.Join(s.Root, filepath.FromSlash(dir)), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
+				d.fd, d.dir = fd, dir
+			}
+		}
+		if d.fd > 0 {
+			dirfd, name = d.fd, base
+		} else {
+			name = f.Name()
+		}
+	default:
+		name = f.Name()
 	}
-	flags := unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_CLOEXEC | unix.O_NOATIME
-	fd, err := unix.Open(name, flags, 0)
+	fd, err := unix.Openat(dirfd, name, openFlags, 0)
 	if err == unix.EPERM { // O_NOATIME needs ownership
-		fd, err = unix.Open(name, flags&^unix.O_NOATIME, 0)
+		fd, err = unix.Openat(dirfd, name, openFlags&^unix.O_NOATIME, 0)
 	}
 	if err != nil {
 		if err == unix.ENOENT {
-			return nil, fmt.Errorf("read %s: %w: vanished since the walk", name, ErrChanged)
+			return nil, fmt.Errorf("read %s: %w: vanished since the walk", f.Name(), ErrChanged)
 		}
 		if err == unix.ELOOP {
-			return nil, fmt.Errorf("read %s: %w: now a symlink", name, ErrChanged)
+			return nil, fmt.Errorf("read %s: %w: now a symlink", f.Name(), ErrChanged)
 		}
-		return nil, fmt.Errorf("read %s: %w", name, err)
+		return nil, fmt.Errorf("read %s: %w", f.Name(), err)
 	}
 	// No fstat here: Recheck after the copy catches a file that changed
 	// since the walk as surely, and a changed file is rare.
-	return &File{fd: fd, name: name}, nil
+	f.fd = fd
+	return f, nil
 }
 
 // Recheck reports whether f changed while being read.
@@ -94,13 +139,13 @@ func (s Source) Recheck(f *File, e *sharder.Entry) error {
 func (s Source) same(f *File, e *sharder.Entry, when string) error {
 	var st unix.Stat_t
 	if err := unix.Fstat(f.fd, &st); err != nil {
-		return fmt.Errorf("stat %s: %w", f.name, err)
+		return fmt.Errorf("stat %s: %w", f.Name(), err)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return fmt.Errorf("read %s: %w: no longer a regular file", f.name, ErrChanged)
+		return fmt.Errorf("read %s: %w: no longer a regular file", f.Name(), ErrChanged)
 	}
 	if st.Size != e.Size || st.Mtim.Nano() != e.MTime {
-		return fmt.Errorf("read %s: %w %s (size %d, was %d; mtime %s, was %s)", f.name, ErrChanged, when,
+		return fmt.Errorf("read %s: %w %s (size %d, was %d; mtime %s, was %s)", f.Name(), ErrChanged, when,
 			st.Size, e.Size, time.Unix(0, st.Mtim.Nano()).Format(time.RFC3339Nano), e.ModTime().Format(time.RFC3339Nano))
 	}
 	return nil
@@ -138,12 +183,14 @@ func (s Source) WriteTar(w io.Writer, b *wire.BatchManifest, need []bool, ctr *C
 	}
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
+	var dirs Dirs
+	defer dirs.Close()
 	for i := range b.Entries {
 		e := &b.Entries[i]
 		if e.Kind != sharder.KindFile || !need[i] {
 			continue
 		}
-		f, oerr := s.Open(e)
+		f, oerr := s.OpenIn(&dirs, e)
 		if oerr != nil {
 			failed = append(failed, SourceError{i, oerr})
 			continue

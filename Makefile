@@ -28,7 +28,7 @@ bench: build
 
 # Generate a sample tree of 100,000 small files and a mixed tree, move them
 # with 4 streams, and check the copies.
-DEMO ?= /tmp/bulkmove-demo
+DEMO ?= $(shell [ -d /dev/shm ] && echo /dev/shm/bulkmove-demo || echo /tmp/bulkmove-demo)
 demo: build
 	rm -rf $(DEMO) && mkdir -p $(DEMO)
 	$(GO) run ./bench/gentree -kind small -n 100000 -o $(DEMO)/small

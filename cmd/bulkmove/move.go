@@ -66,6 +66,7 @@ type moveFlags struct {
 	keepSetid  bool
 	noCheck    bool
 	viaAgent   bool
+	json       bool
 	obs        obsFlags
 	ssh        sshFlags
 }
@@ -85,6 +86,7 @@ func (f *moveFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.keepSetid, "keep-setid", false, "keep setuid and setgid bits")
 	fs.BoolVar(&f.noCheck, "no-quick-check", false, "send every file, even those already at DEST with the same size and mtime")
 	f.obs.register(fs)
+	fs.BoolVar(&f.json, "json", false, "write newline-delimited JSON events on stdout (start, progress, warning, error, bottleneck, end; see README)")
 	fs.BoolVar(&f.viaAgent, "via-agent", false, "run K local `bulkmove agent` processes and talk the wire protocol to them (the SSH path, without SSH)")
 	fs.IntVar(&f.ssh.port, "p", 0, "SSH port of the remote host")
 	fs.IntVar(&f.ssh.port, "port", 0, "SSH port of the remote host")
@@ -169,6 +171,9 @@ func runMove(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	j := &job{flags: f, stdout: stdout, stderr: stderr, src: fs.Arg(0), dst: fs.Arg(1)}
+	if f.json {
+		j.ev = newEvents(stdout)
+	}
 	return j.run(ctx)
 }
 
@@ -190,6 +195,7 @@ type job struct {
 	interrupt bool
 	remote    *sshx.Target // DEST's host, nil for a local DEST
 	m         *metrics.Job
+	ev        *events // --json; nil otherwise
 	hub       []duplex // send-hub: the streams the receiver opened
 	as        string   // send-hub: the name of a single-file SRC at the receiver
 }
@@ -223,12 +229,14 @@ func (j *job) run(ctx context.Context) int {
 			j.walkErrs++
 			j.mu.Unlock()
 			errorf(j.stderr, "%v", err)
+			j.ev.problem("error", p, err.Error())
 		},
 		OnWarn: func(p, msg string) {
 			j.mu.Lock()
 			j.warnings++
 			j.mu.Unlock()
 			errorf(j.stderr, "warning: %s: %s", filepath.Join(j.src, filepath.FromSlash(p)), msg)
+			j.ev.problem("warning", p, msg)
 		},
 	}
 	if j.flags.dryRun {
@@ -252,6 +260,10 @@ func (j *job) run(ctx context.Context) int {
 		errorf(j.stderr, "%v", err)
 		return exitUsage
 	}
+	if j.ev != nil {
+		st := &StartEvent{Version: version, Src: j.src, Dst: j.dst, Streams: len(conns)}
+		j.ev.emit("start", &st.Head, st)
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		_, err := sharder.Run(gctx, plan.walkRoot, opt, j.relay(gctx, batches, plan.rename))
@@ -271,15 +283,38 @@ func (j *job) run(ctx context.Context) int {
 	}
 	interrupted := ctx.Err() != nil
 	j.summary(err, interrupted)
+	exit := exitOK
 	switch {
 	case interrupted:
-		return exitInterrupted
+		exit = exitInterrupted
 	case err != nil:
-		return exitFatal
+		exit = exitFatal
 	case j.failed > 0 || j.walkErrs > 0:
-		return exitPartial
+		exit = exitPartial
 	}
-	return exitOK
+	j.end(pool, err, exit)
+	return exit
+}
+
+// end emits the --json summary.
+func (j *job) end(pool *stream.Pool, err error, code int) {
+	if j.ev == nil {
+		return
+	}
+	j.ev.progress(j.m, true)
+	el := time.Since(j.start).Seconds()
+	j.mu.Lock()
+	e := &EndEvent{Files: j.files, Bytes: j.bytes, Links: j.links, Skipped: j.skipped, Errors: j.failed + j.walkErrs,
+		Elapsed: el, BytesRate: float64(j.bytes) / el, FilesRate: float64(j.files) / el, ExitCode: code,
+		Streams: streamTotals(pool.Stats()), Bottleneck: metrics.Idle}
+	j.mu.Unlock()
+	if v := j.m.Verdict(); v != nil {
+		e.Bottleneck = v.Resource
+	}
+	if err != nil {
+		e.Error = err.Error()
+	}
+	j.ev.emit("end", &e.Head, e)
 }
 
 // relay forwards batches to the pool, counting what the walk plans and
@@ -497,11 +532,16 @@ func (j *job) onResult(r stream.Result) {
 		for _, e := range r.Ack.Errors {
 			j.failed++
 			errorf(j.stderr, "%s: %s", j.dst, e.Msg)
+			j.ev.problem("error", r.Batch.Entries[e.Index].Path, e.Msg)
 		}
 	}
 	for _, e := range r.SrcErrors {
 		j.failed++
 		errorf(j.stderr, "%v", e.Err)
+		j.ev.problem("error", r.Batch.Entries[e.Index].Path, e.Err.Error())
+	}
+	if j.ev != nil {
+		j.ev.progress(j.m, false)
 	}
 	if j.flags.verbose && !r.Final && r.Ack != nil {
 		errorf(j.stderr, "batch %d on stream %d: %d files, %s", r.Batch.ID, r.Stream, r.Ack.Files, humanBytes(r.Ack.Bytes))

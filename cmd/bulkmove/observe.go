@@ -50,6 +50,7 @@ func (j *job) observe(ctx context.Context, local bool) (stop func(), err error) 
 	go func() {
 		defer wg.Done()
 		j.m.Watch(ctx, o.verdictInterval, 10*o.verdictInterval, local, func(v *metrics.Verdict) {
+			j.ev.bottleneck(v)
 			if j.flags.verbose {
 				errorf(j.stderr, "bottleneck: %s (%s); one more stream would %shelp", v.Resource, v.Why, map[bool]string{true: "", false: "not "}[v.MoreStreamsHelp])
 			}

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/bulkmove/bulkmove/metrics"
+	"github.com/bulkmove/bulkmove/stream"
+)
+
+// Events of --json: one JSON object per line on stdout. README.md documents
+// the schema; TestJSONEvents validates every event of a run against these
+// types.
+
+// Head starts every event.
+type Head struct {
+	Type string  `json:"type"` // start, progress, warning, error, bottleneck, end
+	Time float64 `json:"time"` // Unix seconds
+}
+
+// StartEvent opens a job.
+type StartEvent struct {
+	Head
+	Version string `json:"version"`
+	Src     string `json:"src"`
+	Dst     string `json:"dst"`
+	Streams int    `json:"streams"`
+}
+
+// ProgressEvent aggregates acknowledged batches, at most twice a second.
+type ProgressEvent struct {
+	Head
+	Files        int64   `json:"files"`
+	Bytes        int64   `json:"bytes"`
+	Skipped      int64   `json:"skipped"`
+	Failed       int64   `json:"failed"`
+	PlannedFiles int64   `json:"planned_files"`
+	PlannedBytes int64   `json:"planned_bytes"`
+	WalkDone     bool    `json:"walk_done"`
+	Elapsed      float64 `json:"elapsed_seconds"`
+}
+
+// ProblemEvent is a warning or an error about one path.
+type ProblemEvent struct {
+	Head
+	Path    string `json:"path"`
+	Message string `json:"message"`
+}
+
+// BottleneckEvent says the verdict changed.
+type BottleneckEvent struct {
+	Head
+	Resource        string  `json:"resource"`
+	MoreStreamsHelp bool    `json:"more_streams_help"`
+	Why             string  `json:"why"`
+	Share           float64 `json:"share"`
+}
+
+// EndEvent is the final summary.
+type EndEvent struct {
+	Head
+	Files      int64         `json:"files"`
+	Bytes      int64         `json:"bytes"`
+	Links      int64         `json:"links"`
+	Skipped    int64         `json:"skipped"`
+	Errors     int64         `json:"errors"`
+	Elapsed    float64       `json:"elapsed_seconds"`
+	BytesRate  float64       `json:"bytes_per_second"`
+	FilesRate  float64       `json:"files_per_second"`
+	Bottleneck string        `json:"bottleneck"`
+	Streams    []StreamTotal `json:"streams"`
+	ExitCode   int           `json:"exit_code"`
+	Error      string        `json:"error,omitempty"`
+}
+
+// StreamTotal is one stream's share in the summary.
+type StreamTotal struct {
+	Stream  int     `json:"stream"`
+	Batches int64   `json:"batches"`
+	Files   int64   `json:"files"`
+	Bytes   int64   `json:"bytes"`
+	Busy    float64 `json:"busy_seconds"`
+}
+
+// events writes --json events; a nil *events writes nothing.
+type events struct {
+	mu   sync.Mutex
+	enc  *json.Encoder
+	last time.Time
+}
+
+func newEvents(w io.Writer) *events { return &events{enc: json.NewEncoder(w)} }
+
+// emit writes an event; h points at its Head, whose Type is set and Time
+// filled in here.
+func (e *events) emit(typ string, h *Head, ev any) {
+	if e == nil {
+		return
+	}
+	h.Type, h.Time = typ, float64(time.Now().UnixNano())/1e9
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.enc.Encode(ev)
+}
+
+// progress emits a progress event unless one went out less than 500 ms ago
+// (force: always).
+func (e *events) progress(m *metrics.Job, force bool) {
+	if e == nil || m == nil {
+		return
+	}
+	e.mu.Lock()
+	if !force && time.Since(e.last) < 500*time.Millisecond {
+		e.mu.Unlock()
+		return
+	}
+	e.last = time.Now()
+	e.mu.Unlock()
+	ev := &ProgressEvent{
+		Files: m.DoneFiles.Load(), Bytes: m.DoneBytes.Load(), Skipped: m.Skipped.Load(), Failed: m.Failed.Load(),
+		PlannedFiles: m.PlannedFiles.Load(), PlannedBytes: m.PlannedBytes.Load(), WalkDone: m.WalkDone.Load(),
+		Elapsed: time.Since(m.Start).Seconds(),
+	}
+	e.emit("progress", &ev.Head, ev)
+}
+
+func (e *events) problem(typ, path, msg string) {
+	ev := &ProblemEvent{Path: path, Message: msg}
+	e.emit(typ, &ev.Head, ev)
+}
+
+func (e *events) bottleneck(v *metrics.Verdict) {
+	ev := &BottleneckEvent{Resource: v.Resource, MoreStreamsHelp: v.MoreStreamsHelp, Why: v.Why, Share: v.Shares[v.Resource]}
+	e.emit("bottleneck", &ev.Head, ev)
+}
+
+func streamTotals(st []stream.StreamStats) []StreamTotal {
+	out := make([]StreamTotal, len(st))
+	for i, s := range st {
+		out[i] = StreamTotal{Stream: i, Batches: s.Batches, Files: s.Files, Bytes: s.Bytes, Busy: s.Done.Seconds()}
+	}
+	return out
+}

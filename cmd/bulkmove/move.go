@@ -195,7 +195,7 @@ type job struct {
 	interrupt bool
 	remote    *sshx.Target // DEST's host, nil for a local DEST
 	m         *metrics.Job
-	ev        *events // --json; nil otherwise
+	ev        *events  // --json; nil otherwise
 	hub       []duplex // send-hub: the streams the receiver opened
 	as        string   // send-hub: the name of a single-file SRC at the receiver
 }

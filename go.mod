@@ -3,6 +3,7 @@ module github.com/bulkmove/bulkmove
 go 1.26.0
 
 require (
+	github.com/dustin/go-humanize v1.1.0
 	github.com/pkg/sftp v1.13.12
 	github.com/prometheus/client_golang v1.25.0
 	github.com/rogpeppe/go-internal v1.16.0

@@ -67,6 +67,7 @@ type moveFlags struct {
 	noCheck    bool
 	viaAgent   bool
 	json       bool
+	progress   string
 	obs        obsFlags
 	ssh        sshFlags
 }
@@ -86,6 +87,7 @@ func (f *moveFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.keepSetid, "keep-setid", false, "keep setuid and setgid bits")
 	fs.BoolVar(&f.noCheck, "no-quick-check", false, "send every file, even those already at DEST with the same size and mtime")
 	f.obs.register(fs)
+	fs.StringVar(&f.progress, "progress", "auto", "progress display on a terminal: auto (one line), streams (a line per stream too), none")
 	fs.BoolVar(&f.json, "json", false, "write newline-delimited JSON events on stdout (start, progress, warning, error, bottleneck, end; see README)")
 	fs.BoolVar(&f.viaAgent, "via-agent", false, "run K local `bulkmove agent` processes and talk the wire protocol to them (the SSH path, without SSH)")
 	fs.IntVar(&f.ssh.port, "p", 0, "SSH port of the remote host")
@@ -255,8 +257,10 @@ func (j *job) run(ctx context.Context) int {
 	batches := make(chan *sharder.Batch, 2*len(conns))
 	j.m = metrics.NewJob(len(conns))
 	pool := &stream.Pool{Conns: conns, FinalFiles: j.flags.batchFiles, OnResult: j.onResult, Counters: j.m.Streams}
+	stopProgress := j.progress(ctx) // before anything else writes to stderr
 	stopObs, err := j.observe(ctx, j.remote == nil && j.hub == nil && !j.flags.viaAgent)
 	if err != nil {
+		stopProgress()
 		errorf(j.stderr, "%v", err)
 		return exitUsage
 	}
@@ -276,6 +280,7 @@ func (j *job) run(ctx context.Context) int {
 	g.Go(func() error { return pool.Run(gctx, batches, def) })
 	err = g.Wait()
 	stopObs()
+	stopProgress()
 	if j.flags.verbose {
 		for i, s := range pool.Stats() {
 			errorf(j.stderr, "stream %d: %d batches, %d files, %s, busy until %.2fs", i, s.Batches, s.Files, humanBytes(s.Bytes), s.Done.Seconds())

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bulkmove/bulkmove/internal/gentree"
+)
+
+// TestProgressOnTerminal runs bulkmove under a pseudo-terminal (script(1))
+// and checks what the screen gets: a progress line redrawn in place at most
+// 10 times a second, then the summary on a clean line; and nothing of the
+// kind when stderr is not a terminal.
+func TestProgressOnTerminal(t *testing.T) {
+	script, err := exec.LookPath("script")
+	if err != nil {
+		t.Skip("script(1) from util-linux is needed for a pseudo-terminal")
+	}
+	bin := binary(t)
+	dir := shmDir(t)
+	src := filepath.Join(dir, "src")
+	if err := gentree.Small(src, 40000, 400, 1024); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	out, err := exec.Command(script, "-q", "-e", "-c", bin+" --via-agent --progress=streams -j 2 "+src+" "+filepath.Join(dir, "dst"), "/dev/null").CombinedOutput()
+	elapsed := time.Since(start)
+	if err != nil {
+		t.Fatalf("%v\n%q", err, out)
+	}
+	screen := string(out)
+	line := regexp.MustCompile(`[\d.]+ [KMG]?i?B / [\d.]+ [KMG]?i?B\+? · [\d,]+ files · [\d,]+ files/s · [\d.]+ [KMG]?i?B/s · ETA \S+ · \d+ streams`)
+	if !line.MatchString(screen) {
+		t.Fatalf("no progress line on the terminal:\n%q", screen)
+	}
+	if !strings.Contains(screen, "  stream 1: ") {
+		t.Errorf("--progress=streams shows no per-stream lines:\n%q", screen)
+	}
+	if redraws, max := len(line.FindAllString(screen, -1)), int(elapsed.Seconds()*10)+2; redraws > max {
+		t.Errorf("%d redraws in %v: more than 10 a second", redraws, elapsed)
+	}
+	// The summary comes last, on a line of its own after the block is cleared.
+	if !regexp.MustCompile("\r\x1b\\[Kbulkmove: 40000 files, .* 0 errors[^\n]*\r?\n$").MatchString(screen) {
+		t.Errorf("the summary is not on a clean last line:\n%q", screen[max(0, len(screen)-300):])
+	}
+
+	// Not a terminal, no -v: no progress at all.
+	plain, err := exec.Command(bin, "-j", "2", src, filepath.Join(dir, "dst2")).CombinedOutput()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.ContainsAny(string(plain), "\r\x1b") || strings.Count(string(plain), "\n") != 1 {
+		t.Errorf("without a terminal, want just the summary line, got %q", plain)
+	}
+}

@@ -222,6 +222,11 @@ tool_bmagent() { "$BULKMOVE" --via-agent -j 4 "$1" "$2"; }
 tool_bmagent_cmd() { echo "bulkmove --via-agent -j 4 SRC DST"; }
 tool_bmagent_avail() { tool_bulkmove_avail; }
 
+# Observability's cost: the exporter, the textfile and the verdict on.
+tool_bmobs() { "$BULKMOVE" -j 4 --metrics-addr 127.0.0.1:0 --metrics-textfile "$WORK/metrics.prom" --metrics-textfile-interval 1s "$1" "$2"; }
+tool_bmobs_cmd() { echo "bulkmove -j 4 --metrics-addr 127.0.0.1:0 --metrics-textfile F --metrics-textfile-interval 1s SRC DST"; }
+tool_bmobs_avail() { tool_bulkmove_avail; }
+
 tool_cp() { cp -a "$1/." "$2"; }
 tool_cp_cmd() { echo "cp -a SRC/. DST"; }
 tool_cp_avail() { have cp; }

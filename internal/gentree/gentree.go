@@ -32,6 +32,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/bulkmove/bulkmove/internal/unixmode"
 )
 
 // Epoch is the reference time of generated mtimes: Small and Large files are
@@ -106,7 +108,7 @@ func writeFile(spec *fileSpec, buf []byte) error {
 		left -= int64(n)
 	}
 	if mask := umask(); mask < 0 || perm&uint32(mask) != 0 || spec.perm&^fs.ModePerm != 0 {
-		if err := unix.Fchmod(fd, unixMode(spec.perm)); err != nil {
+		if err := unix.Fchmod(fd, unixmode.Of(spec.perm)); err != nil {
 			return fail("chmod", err)
 		}
 	}
@@ -118,20 +120,6 @@ func writeFile(spec *fileSpec, buf []byte) error {
 		return &fs.PathError{Op: "utimensat", Path: spec.path, Err: err}
 	}
 	return nil
-}
-
-func unixMode(m fs.FileMode) uint32 {
-	u := uint32(m.Perm())
-	if m&fs.ModeSetuid != 0 {
-		u |= unix.S_ISUID
-	}
-	if m&fs.ModeSetgid != 0 {
-		u |= unix.S_ISGID
-	}
-	if m&fs.ModeSticky != 0 {
-		u |= unix.S_ISVTX
-	}
-	return u
 }
 
 // umask returns the process's umask as /proc/self/status reports it, or -1

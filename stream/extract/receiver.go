@@ -33,6 +33,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/bulkmove/bulkmove/internal/unixmode"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/stream/wire"
 )
@@ -564,7 +565,7 @@ func (t *Txn) setMeta(fd int, e *sharder.Entry, created int64) error {
 		}
 		chowned = true
 	}
-	if m := unixMode(t.mode(e.Mode)); chowned || int64(m) != created {
+	if m := unixmode.Of(t.mode(e.Mode)); chowned || int64(m) != created {
 		if err := unix.Fchmod(fd, m); err != nil {
 			return err
 		}
@@ -580,21 +581,6 @@ var (
 // createMode is the mode a file created with perm(m) gets under the umask:
 // when it is already right, no fchmod is needed.
 func createMode(m fs.FileMode) uint32 { return uint32(m.Perm()) &^ umask }
-
-// unixMode converts permission and special bits to their Unix values.
-func unixMode(m fs.FileMode) uint32 {
-	u := uint32(m.Perm())
-	if m&fs.ModeSetuid != 0 {
-		u |= unix.S_ISUID
-	}
-	if m&fs.ModeSetgid != 0 {
-		u |= unix.S_ISGID
-	}
-	if m&fs.ModeSticky != 0 {
-		u |= unix.S_ISVTX
-	}
-	return u
-}
 
 // futimens sets a descriptor's mtime, leaving atime alone.
 func futimens(fd int, mtime int64) error {

@@ -12,7 +12,7 @@ func TestOf(t *testing.T) {
 	}{
 		{0o644, 0o644},
 		{0o755 | fs.ModeSetuid, 0o4755},
-		{0o2750 &^ 0o2000 | fs.ModeSetgid, 0o2750},
+		{0o2750&^0o2000 | fs.ModeSetgid, 0o2750},
 		{0o777 | fs.ModeSticky | fs.ModeDir, 0o1777},
 	} {
 		if got := Of(c.m); got != c.want {

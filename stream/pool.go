@@ -44,7 +44,7 @@ type StreamStats struct {
 	Batches int64
 	Files   int64
 	Bytes   int64
-	Busy    time.Duration // time from its first batch taken to its last acknowledged
+	Busy    time.Duration // when its last batch was acknowledged, since the start
 	Done    time.Duration // when it finished its last file batch, since the start
 }
 
@@ -114,11 +114,7 @@ func (p *Pool) Run(ctx context.Context, in <-chan *sharder.Batch, def *Deferred)
 		g.Go(func() error {
 			p.Counters[i].Active.Store(true)
 			defer p.Counters[i].Active.Store(false)
-			first := time.Time{}
 			_, err := c.Run(gctx, in, func(r Result) {
-				if first.IsZero() {
-					first = time.Now()
-				}
 				r.Stream = i
 				if p.record(r) {
 					cancel(p.fatal)

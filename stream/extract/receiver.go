@@ -209,7 +209,6 @@ type Txn struct {
 	files   int64
 	bytes   int64
 	skipped int64
-	fatal   error
 	// where the time went
 	writeNanos, fsyncNanos int64
 	// setgidDir: some target directory is setgid, so new files may not get
@@ -232,15 +231,6 @@ func (r *Receiver) Begin(entries []sharder.Entry) *Txn {
 
 // Skip counts entry i as already up to date.
 func (t *Txn) Skip(i int) { t.skipped++ }
-
-// Fail records an error for entry i that was detected outside the Txn.
-func (t *Txn) Fail(i int, code int, err error) {
-	t.errs = append(t.errs, wire.EntryError{Index: i, Code: code, Msg: err.Error()})
-}
-
-// Fatal is the first error that must stop the whole job (disk full,
-// read-only filesystem), or nil.
-func (t *Txn) Fatal() error { return t.fatal }
 
 // dir opens (and creates) the parent directory of p, caching the handle.
 func (t *Txn) dir(p string) (*os.File, string, error) {
@@ -599,13 +589,7 @@ func (t *Txn) fail(i int, code int, err error) {
 
 // failErr records an OS error with the operation and path, classifying it.
 func (t *Txn) failErr(i int, op, p string, err error) {
-	code := Code(err)
-	if code == wire.CodeNoSpace || code == wire.CodeReadOnly {
-		if t.fatal == nil {
-			t.fatal = fmt.Errorf("%s %s: %w", op, p, err)
-		}
-	}
-	t.fail(i, code, fmt.Errorf("%s %s: %w", op, p, unwrapPath(err)))
+	t.fail(i, Code(err), fmt.Errorf("%s %s: %w", op, p, unwrapPath(err)))
 }
 
 // unwrapPath strips the *PathError of an error whose path is a temporary
@@ -840,11 +824,21 @@ func (t *Txn) Commit(id uint64, discards []wire.Discard) *wire.BatchAck {
 		}
 	}
 	if t.r.opt.Fsync && len(t.pending) > 0 {
+		start := time.Now()
 		for name, d := range t.dirs {
 			if err := d.Sync(); err != nil {
-				t.fatalErr(fmt.Errorf("fsync directory %s: %w", name, err))
+				// The names are in place but not durable: report each
+				// file of that directory, so the sender does not count
+				// them as done (an fsync error is never retried).
+				for _, p := range t.pending {
+					if p.dir == d {
+						t.failErr(p.index, "fsync directory "+name+" of", t.entries[p.index].Path, err)
+						t.files--
+					}
+				}
 			}
 		}
+		t.fsyncNanos += int64(time.Since(start))
 	}
 	t.close()
 	a := &wire.BatchAck{ID: id, Files: t.files, Bytes: t.bytes, Skipped: t.skipped, Errors: t.errs,
@@ -854,12 +848,6 @@ func (t *Txn) Commit(id uint64, discards []wire.Discard) *wire.BatchAck {
 	t.r.skipped.Add(t.skipped)
 	t.r.errs.Add(int64(len(t.errs)))
 	return a
-}
-
-func (t *Txn) fatalErr(err error) {
-	if t.fatal == nil {
-		t.fatal = err
-	}
 }
 
 // Abort removes the batch's temporary files.

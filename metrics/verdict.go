@@ -75,7 +75,9 @@ const (
 // runs in this process, so its CPU is already in cpu.
 func decide(a, b sample, cores int, local bool) *Verdict {
 	dt := float64(b.at.Sub(a.at))
-	streams := float64(max(b.active, 1))
+	// Streams that worked during the window: one that finished in it still
+	// spent its time there.
+	streams := float64(max(a.active, b.active, 1))
 	if dt <= 0 {
 		return &Verdict{Resource: Idle, Why: "no interval"}
 	}

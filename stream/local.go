@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 
+	"github.com/bulkmove/bulkmove/internal/ratelimit"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/stream/extract"
 	"github.com/bulkmove/bulkmove/stream/wire"
@@ -80,7 +81,7 @@ func (l *Local) apply(b *sharder.Batch, final bool) Result {
 			continue
 		}
 		// A failed Write has recorded its error and removed its file.
-		if err := t.Write(i, f); err != nil {
+		if err := t.Write(i, ratelimit.Reader(f, l.Src.Limit)); err != nil {
 			f.Close()
 			continue
 		}

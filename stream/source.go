@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/bulkmove/bulkmove/internal/ratelimit"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/stream/extract"
 	"github.com/bulkmove/bulkmove/stream/wire"
@@ -26,6 +27,10 @@ var ErrChanged = errors.New("file changed")
 type Source struct {
 	Root string // the directory entry paths are relative to
 	File string // if set, the one file every entry reads (a single-file SRC)
+	// Limit, if set, paces reading the source (shared by all streams):
+	// gentle on a production disk, and how tests make the source the
+	// bottleneck.
+	Limit *ratelimit.Bucket
 }
 
 // File is an open source file: a bare descriptor, read with read(2) or
@@ -200,7 +205,7 @@ func (s Source) WriteTar(w io.Writer, b *wire.BatchManifest, need []bool, ctr *C
 			f.Close()
 			return nil, nil, err
 		}
-		src := &readTracker{r: io.LimitReader(f, e.Size), ctr: ctr}
+		src := &readTracker{r: io.LimitReader(ratelimit.Reader(f, s.Limit), e.Size), ctr: ctr}
 		n, werr := io.CopyBuffer(dw, src, *bp)
 		if werr != nil && src.err == nil {
 			f.Close()

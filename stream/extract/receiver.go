@@ -33,6 +33,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/bulkmove/bulkmove/internal/ratelimit"
 	"github.com/bulkmove/bulkmove/internal/unixmode"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/stream/wire"
@@ -48,6 +49,10 @@ type Options struct {
 	Owner     bool // chown to the entry's uid/gid (needs root)
 	KeepSetid bool // keep setuid/setgid bits
 	NoCheck   bool // send everything: skip the size-and-mtime quick check
+	// WriteRate, if positive, paces writing file data (bytes a second,
+	// shared by all batches): gentle on a destination that serves
+	// production, and how tests make the receiver the bottleneck.
+	WriteRate int64
 }
 
 // FromWire converts the handshake's options.
@@ -57,7 +62,7 @@ func FromWire(o *wire.ReceiveOptions) Options {
 	}
 	// Owners can only be given away by root: elsewhere files belong to the
 	// receiving user, as with rsync run by an ordinary user.
-	return Options{Fsync: o.Fsync, Owner: o.Owner && os.Geteuid() == 0, KeepSetid: o.KeepSetid, NoCheck: o.Check == "none"}
+	return Options{Fsync: o.Fsync, Owner: o.Owner && os.Geteuid() == 0, KeepSetid: o.KeepSetid, NoCheck: o.Check == "none", WriteRate: o.WriteRate}
 }
 
 // Receiver installs entries under one root. It is safe for concurrent use
@@ -72,6 +77,7 @@ type Receiver struct {
 	dirs  map[string]struct{} // directories known to exist (a cache, reset when large)
 
 	linkMode int // how unnamed temporary files are linked; see probeLink
+	limit    *ratelimit.Bucket
 
 	files   atomic.Int64
 	bytes   atomic.Int64
@@ -88,7 +94,7 @@ func Open(dir string, opt Options) (*Receiver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open destination: %w", err)
 	}
-	r := &Receiver{root: root, dir: dir, opt: opt, known: map[string]struct{}{}, dirs: map[string]struct{}{}}
+	r := &Receiver{root: root, dir: dir, opt: opt, known: map[string]struct{}{}, dirs: map[string]struct{}{}, limit: ratelimit.New(opt.WriteRate)}
 	if d, err := root.OpenFile(".", os.O_RDONLY|syscall.O_DIRECTORY, 0); err == nil {
 		r.linkMode = probeLink(d)
 		d.Close()
@@ -334,9 +340,22 @@ func (t *Txn) Write(i int, src io.Reader) error {
 		}
 	}
 	discard := func() { t.dropFile(dfd, tmp, fd) }
+	// Write time is the receiver's own work: not the time spent waiting
+	// for the data to arrive.
 	start := time.Now()
-	n, rerr, werr := copyTo(fd, src, e.Size)
+	tr := &waitReader{r: src}
+	if _, ok := src.(fdSource); ok {
+		tr = nil // a local file: copy_file_range reads and writes in one call
+	}
+	var in io.Reader = src
+	if tr != nil {
+		in = tr
+	}
+	n, rerr, werr := copyTo(fd, in, e.Size, t.r.limit)
 	t.writeNanos += int64(time.Since(start))
+	if tr != nil {
+		t.writeNanos -= tr.nanos
+	}
 	switch {
 	case werr != nil:
 		discard()
@@ -463,7 +482,7 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b 
 // copyTo copies exactly n bytes from src into fd, with copy_file_range
 // when src is a file, else through a pooled buffer. It tells read errors
 // (rerr: the source or the stream) from write errors (werr: the destination).
-func copyTo(fd int, src io.Reader, n int64) (written int64, rerr, werr error) {
+func copyTo(fd int, src io.Reader, n int64, lim *ratelimit.Bucket) (written int64, rerr, werr error) {
 	if fs, ok := src.(fdSource); ok && n >= copyRangeMin {
 		sfd := int(fs.Fd())
 		for written < n {
@@ -484,6 +503,7 @@ func copyTo(fd int, src io.Reader, n int64) (written int64, rerr, werr error) {
 			if m == 0 {
 				return written, nil, nil // the source is shorter than n
 			}
+			lim.Wait(m)
 			written += int64(m)
 		}
 		if written == n {
@@ -496,6 +516,7 @@ func copyTo(fd int, src io.Reader, n int64) (written int64, rerr, werr error) {
 	for written < n {
 		m, err := src.Read(buf[:min(int64(len(buf)), n-written)])
 		if m > 0 {
+			lim.Wait(m)
 			if werr := writeAll(fd, buf[:m]); werr != nil {
 				return written, nil, werr
 			}
@@ -509,6 +530,19 @@ func copyTo(fd int, src io.Reader, n int64) (written int64, rerr, werr error) {
 		}
 	}
 	return written, nil, nil
+}
+
+// waitReader accounts the time spent waiting for data.
+type waitReader struct {
+	r     io.Reader
+	nanos int64
+}
+
+func (w *waitReader) Read(p []byte) (int, error) {
+	start := time.Now()
+	n, err := w.r.Read(p)
+	w.nanos += int64(time.Since(start))
+	return n, err
 }
 
 func writeAll(fd int, b []byte) error {

@@ -26,6 +26,7 @@ type ReceiveOptions struct {
 	Owner     bool   `json:"owner,omitempty"`      // chown to the sender's numeric ids (when root)
 	KeepSetid bool   `json:"keep_setid,omitempty"` // keep setuid/setgid bits
 	Check     string `json:"check,omitempty"`      // "quick" (size and mtime, default) or "none"
+	WriteRate int64  `json:"write_rate,omitempty"` // bytes a second the receiver may write; 0: no limit
 }
 
 // Flags of a batch.

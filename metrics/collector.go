@@ -114,9 +114,11 @@ func b2f(b bool) float64 {
 
 // Registry returns a registry with the job's metrics, build information
 // and the standard Go and process collectors.
-func (j *Job) Registry(version string) *prometheus.Registry {
+func (j *Job) Registry(version string) *prometheus.Registry { return newRegistry(version, j) }
+
+func newRegistry(version string, c prometheus.Collector) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(j, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(c, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	bi := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "bulkmove_build_info", Help: "Version of bulkmove and of Go; always 1."}, []string{"version", "goversion"})
 	bi.WithLabelValues(version, runtime.Version()).Set(1)
 	reg.MustRegister(bi)

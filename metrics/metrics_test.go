@@ -20,6 +20,14 @@ func TestLint(t *testing.T) {
 	for _, p := range problems {
 		t.Errorf("%s: %s", p.Metric, p.Text)
 	}
+	var r Receiver
+	problems, err = testutil.GatherAndLint(r.Registry("test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("receiver: %s: %s", p.Metric, p.Text)
+	}
 }
 
 // TestCollect: the exported values are the counters' values, per stream.

@@ -22,6 +22,12 @@ const maxPending = 2 * Window
 // destination. It returns nil after a clean End, an error otherwise; a
 // fatal error is also sent to the sender as a Fail frame.
 func Serve(ctx context.Context, r io.Reader, w io.Writer, root, version string) (err error) {
+	return ServeWith(ctx, r, w, root, version, nil)
+}
+
+// ServeWith is Serve, calling opened with the receiver once the handshake
+// has opened it (for the agent's metrics exporter).
+func ServeWith(ctx context.Context, r io.Reader, w io.Writer, root, version string, opened func(*extract.Receiver)) (err error) {
 	br := bufio.NewReaderSize(r, 256<<10)
 	bw := bufio.NewWriterSize(w, 64<<10)
 	fail := func(e error) error {
@@ -53,6 +59,9 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, root, version string) 
 		return fail(fmt.Errorf("%s: %w", root, err))
 	}
 	defer recv.Close()
+	if opened != nil {
+		opened(recv)
+	}
 	if err := wire.WriteFrame(bw, wire.Hello, wire.EncodeJSON(me)); err != nil {
 		return err
 	}

@@ -9,10 +9,11 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/bulkmove/bulkmove/metrics"
 	"github.com/bulkmove/bulkmove/stream"
 )
 
-const agentUsage = `usage: bulkmove agent ROOT
+const agentUsage = `usage: bulkmove agent [--metrics-addr host:port] ROOT
 
 Receives batches on standard input and answers on standard output, writing
 under ROOT (created if missing). The sender starts it, locally or over SSH;
@@ -23,6 +24,7 @@ func runAgent(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bulkmove agent", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, agentUsage) }
+	metricsAddr := fs.String("metrics-addr", "", "export the receiver's Prometheus metrics on `host:port` (:0 picks a port and prints it)")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
@@ -32,7 +34,16 @@ func runAgent(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := stream.Serve(ctx, stdin, stdout, fs.Arg(0), version); err != nil {
+	var m metrics.Receiver
+	if *metricsAddr != "" {
+		addr, err := metrics.Serve(ctx, *metricsAddr, m.Registry(version))
+		if err != nil {
+			errorf(stderr, "agent: %v", err)
+			return exitUsage
+		}
+		errorf(stderr, "agent: metrics on http://%s/metrics", addr)
+	}
+	if err := stream.ServeWith(ctx, stdin, stdout, fs.Arg(0), version, m.Set); err != nil {
 		errorf(stderr, "%v", err)
 		return exitFatal
 	}

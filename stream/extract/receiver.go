@@ -79,10 +79,12 @@ type Receiver struct {
 	linkMode int // how unnamed temporary files are linked; see probeLink
 	limit    *ratelimit.Bucket
 
-	files   atomic.Int64
-	bytes   atomic.Int64
-	skipped atomic.Int64
-	errs    atomic.Int64
+	files      atomic.Int64
+	bytes      atomic.Int64
+	skipped    atomic.Int64
+	errs       atomic.Int64
+	writeNanos atomic.Int64
+	fsyncNanos atomic.Int64
 }
 
 // Open creates dir if needed and opens it as the receiver's root.
@@ -110,7 +112,8 @@ func (r *Receiver) Dir() string { return r.dir }
 
 // Totals reports what this receiver installed so far.
 func (r *Receiver) Totals() wire.Totals {
-	return wire.Totals{Files: r.files.Load(), Bytes: r.bytes.Load(), Skipped: r.skipped.Load(), Errors: r.errs.Load()}
+	return wire.Totals{Files: r.files.Load(), Bytes: r.bytes.Load(), Skipped: r.skipped.Load(), Errors: r.errs.Load(),
+		WriteNanos: r.writeNanos.Load(), FsyncNanos: r.fsyncNanos.Load()}
 }
 
 // CheckName reports whether p is a name the receiver will create: local,
@@ -881,6 +884,8 @@ func (t *Txn) Commit(id uint64, discards []wire.Discard) *wire.BatchAck {
 	t.r.bytes.Add(t.bytes)
 	t.r.skipped.Add(t.skipped)
 	t.r.errs.Add(int64(len(t.errs)))
+	t.r.writeNanos.Add(a.WriteNanos)
+	t.r.fsyncNanos.Add(a.FsyncNanos)
 	return a
 }
 

@@ -291,6 +291,9 @@ type Totals struct {
 	Bytes   int64 `json:"bytes"`
 	Skipped int64 `json:"skipped"`
 	Errors  int64 `json:"errors"`
+
+	WriteNanos int64 `json:"write_nanos"` // time spent writing
+	FsyncNanos int64 `json:"fsync_nanos"` // time spent in fsync
 }
 
 // JSON helpers for the Hello and Summary frames.

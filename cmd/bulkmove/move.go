@@ -194,7 +194,6 @@ type job struct {
 	walkErrs  int64
 	warnings  int64
 	start     time.Time
-	interrupt bool
 	remote    *sshx.Target // DEST's host, nil for a local DEST
 	m         *metrics.Job
 	ev        *events  // --json; nil otherwise

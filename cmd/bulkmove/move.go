@@ -185,20 +185,20 @@ type job struct {
 	stdout, stderr io.Writer
 	src, dst       string
 
-	mu        sync.Mutex
-	files     int64 // regular files installed
-	bytes     int64
-	links     int64 // symlinks, hard links and directories applied
-	skipped   int64 // up to date already
-	failed    int64 // entries that could not be moved
-	walkErrs  int64
-	warnings  int64
-	start     time.Time
-	remote    *sshx.Target // DEST's host, nil for a local DEST
-	m         *metrics.Job
-	ev        *events  // --json; nil otherwise
-	hub       []duplex // send-hub: the streams the receiver opened
-	as        string   // send-hub: the name of a single-file SRC at the receiver
+	mu       sync.Mutex
+	files    int64 // regular files installed
+	bytes    int64
+	links    int64 // symlinks, hard links and directories applied
+	skipped  int64 // up to date already
+	failed   int64 // entries that could not be moved
+	walkErrs int64
+	warnings int64
+	start    time.Time
+	remote   *sshx.Target // DEST's host, nil for a local DEST
+	m        *metrics.Job
+	ev       *events  // --json; nil otherwise
+	hub      []duplex // send-hub: the streams the receiver opened
+	as       string   // send-hub: the name of a single-file SRC at the receiver
 }
 
 func (j *job) run(ctx context.Context) int {

@@ -27,7 +27,9 @@ import (
 )
 
 const moveUsage = `usage: bulkmove [flags] SRC DEST
-       bulkmove agent ROOT
+       bulkmove [flags] SRC [user@]host:DEST     (push over K SSH connections)
+       bulkmove [flags] [user@]host:SRC DEST     (pull)
+       bulkmove agent [--metrics-addr ADDR] ROOT
        bulkmove version [--proto]
 
 Moves the contents of SRC into DEST over K parallel streams, like

@@ -28,11 +28,12 @@
 //
 // # Exclusion
 //
-// A pattern without '/' matches the base name at any depth ("*.o"); a pattern
-// containing '/' matches the whole path relative to the source ("logs/*.gz"),
-// and a leading '/' only anchors it ("/build"); a trailing '/' restricts it
-// to directories ("cache/"). The syntax is path.Match's ('*' does not cross
-// '/', there is no '**'). An excluded directory is not read at all.
+// Options.Filter holds rsync's include/exclude rules (package filter): each
+// name is checked by its path relative to the source, the first matching
+// rule decides, and an excluded name of any kind is skipped. An excluded
+// directory is not read at all, as rsync does not descend into one, so
+// nothing under it is moved whatever the rules say about it. A single-file
+// source is checked by its base name.
 package sharder
 
 import (

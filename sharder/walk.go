@@ -13,6 +13,8 @@ import (
 	"sync"
 
 	"golang.org/x/sync/errgroup"
+
+	"github.com/bulkmove/bulkmove/filter"
 )
 
 // Defaults for Options.
@@ -41,8 +43,9 @@ type Options struct {
 	// once. Default 2*GOMAXPROCS, at least 8. On a high-latency filesystem
 	// (NFS, Lustre) far more pays off.
 	Concurrency int
-	// Exclude holds patterns of names not to move; see the package doc.
-	Exclude []string
+	// Filter chooses the names to leave out, with rsync's include/exclude
+	// rules; nil leaves out nothing. See the package doc.
+	Filter *filter.Rules
 
 	// Deferred receives every directory (the root included, as "."),
 	// symlink and second or later name of a hard-linked file.
@@ -98,7 +101,7 @@ type Stats struct {
 	Hardlinks int64 // second and later names of hard-linked files
 	Skipped   int64 // sockets, devices, FIFOs
 	Errors    int64 // calls of OnError
-	Excluded  int64 // names matched by Exclude (what is under an excluded directory is not counted)
+	Excluded  int64 // names Filter excludes (what is under an excluded directory is not counted)
 	Bytes     int64 // sum of the sizes of Files
 	Batches   int64 // batches sent on out
 }
@@ -106,7 +109,8 @@ type Stats struct {
 // Run walks src and sends batches of its regular files on out. src is a
 // directory, whose contents are walked (the root itself is the Dir entry
 // "."), or a single regular file or symlink, which becomes the one entry,
-// with its base name as Path. Symlinks are never followed.
+// with its base name as Path (unless Filter excludes that name). Symlinks
+// are never followed.
 //
 // Batch IDs start at 1 and increase by one in the order batches are sent.
 // The send on out blocks, which bounds memory: the walk waits for the
@@ -115,7 +119,7 @@ type Stats struct {
 // Run returns when the walk and partition are complete, or when ctx is
 // cancelled (then with ctx.Err(), having stopped all its goroutines). Errors
 // inside the tree go to OnError and do not stop the walk; Run returns an
-// error only for bad Options, an unusable src, or cancellation.
+// error only for an unusable src, or cancellation.
 //
 // Deferred, OnError and OnWarn are called from a single goroutine, one call
 // at a time, and never after Run returns; a slow callback slows the walk. A
@@ -126,15 +130,10 @@ func Run(ctx context.Context, src string, opt Options, out chan<- *Batch) (Stats
 	defer close(out)
 	var st Stats
 	opt = opt.withDefaults()
-	ex, err := newExcluder(opt.Exclude)
-	if err != nil {
-		return st, err
-	}
 	p := newPartitioner(opt.BatchBytes, opt.BatchFiles, opt.FileCost, out)
 	w := &walker{
 		src:   src,
 		opt:   &opt,
-		ex:    ex,
 		links: make(map[devIno]string),
 	}
 	w.cond = sync.NewCond(&w.mu)
@@ -144,14 +143,19 @@ func Run(ctx context.Context, src string, opt Options, out chan<- *Batch) (Stats
 		return st, fmt.Errorf("sharder: source: %w", err)
 	}
 	if rs.typ != fs.ModeDir {
-		// A single file, symlink or something to skip: one entry, no walk.
+		// A single file, symlink or something to skip: one entry, no
+		// walk. As with rsync, the filter sees it by its base name.
 		var c chunk
 		var target string
 		var lerr error
-		if rs.typ == fs.ModeSymlink {
-			target, lerr = os.Readlink(src)
+		if name := filepath.Base(src); opt.Filter.Excluded(name, false) {
+			c.excluded++
+		} else {
+			if rs.typ == fs.ModeSymlink {
+				target, lerr = os.Readlink(src)
+			}
+			w.entryInto(&c, name, rs, target, lerr)
 		}
-		w.entryInto(&c, filepath.Base(src), rs, target, lerr)
 		w.chunks = make(chan chunk, 1)
 		w.chunks <- c
 		close(w.chunks)
@@ -232,7 +236,6 @@ type devIno struct{ dev, ino uint64 }
 type walker struct {
 	src    string
 	opt    *Options
-	ex     *excluder
 	chunks chan chunk // to the collector; bounded
 
 	// The pending directories: a stack, so the walk goes depth first and
@@ -428,7 +431,7 @@ func (w *walker) statChunk(f *os.File, rel, full string, ents []fs.DirEntry) (ch
 		for _, de := range ents {
 			name := de.Name()
 			crel := joinRel(rel, name)
-			if w.ex.match(crel, de.IsDir()) {
+			if w.opt.Filter.Excluded(crel, de.IsDir()) {
 				c.excluded++
 				continue
 			}

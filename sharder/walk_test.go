@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -18,6 +19,8 @@ import (
 
 	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
+
+	"github.com/bulkmove/bulkmove/filter"
 )
 
 func TestMain(m *testing.M) {
@@ -439,24 +442,83 @@ func TestWalkExclude(t *testing.T) {
 	} {
 		mkfile(t, filepath.Join(src, n), 1)
 	}
-	r := run(t, src, Options{Exclude: []string{"*.tmp", "cache/", "/build", "a/b/c.txt"}})
+	mkfile(t, filepath.Join(src, "keep.tmp"), 1)
+	if err := os.Symlink("a", filepath.Join(src, "cachelink")); err != nil {
+		t.Fatal(err)
+	}
+	opt := Options{Filter: rules(t, "+ keep.tmp", "- *.tmp", "- cache/", "- /build", "- a/b/c.txt", "- *link")}
+	r := run(t, src, opt)
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
 	m := r.byPath(t)
-	for _, n := range []string{".", "keep.txt", "a", "a/keep", "b", "b/cache", "src", "src/build", "src/build/out", "a/b", "z/a/b/c.txt"} {
+	for _, n := range []string{".", "keep.txt", "keep.tmp", "a", "a/keep", "b", "b/cache", "src", "src/build", "src/build/out", "a/b", "z", "z/a", "z/a/b"} {
 		if _, ok := m[n]; !ok {
 			t.Errorf("%q missing", n)
 		}
 	}
-	for _, n := range []string{"x.tmp", "a/x.tmp", "cache", "cache/in", "a/cache", "a/cache/in", "build", "build/out", "a/b/c.txt"} {
+	for _, n := range []string{"x.tmp", "a/x.tmp", "cache", "cache/in", "a/cache", "a/cache/in", "build", "build/out", "a/b/c.txt", "z/a/b/c.txt", "cachelink"} {
 		if _, ok := m[n]; ok {
 			t.Errorf("%q not excluded", n)
 		}
 	}
-	// Excluded: x.tmp a/x.tmp cache a/cache build a/b/c.txt; not what is under them.
-	if r.stats.Excluded != 6 {
-		t.Errorf("Excluded = %d, want 6", r.stats.Excluded)
+	// Excluded: x.tmp a/x.tmp cache a/cache build a/b/c.txt z/a/b/c.txt
+	// cachelink; not what is under them.
+	if r.stats.Excluded != 8 {
+		t.Errorf("Excluded = %d, want 8", r.stats.Excluded)
+	}
+}
+
+// rules builds filter rules for Options.Filter.
+func rules(t *testing.T, rules ...string) *filter.Rules {
+	t.Helper()
+	r := new(filter.Rules)
+	for _, s := range rules {
+		if err := r.Add(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return r
+}
+
+// Directories are walked for the files an include lets through: the rsync
+// idiom of --include '*/' --include PAT --exclude '*'.
+func TestWalkIncludeOnly(t *testing.T) {
+	src := testDir(t)
+	for _, n := range []string{"a.c", "a.h", "d/b.c", "d/e/c.c", "d/e/x.o", "f/g.txt"} {
+		mkfile(t, filepath.Join(src, n), 1)
+	}
+	r := run(t, src, Options{Filter: rules(t, "+ */", "+ *.c", "- *")})
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	var files []string
+	for _, e := range r.files() {
+		files = append(files, e.Path)
+	}
+	slices.Sort(files)
+	if want := []string{"a.c", "d/b.c", "d/e/c.c"}; !slices.Equal(files, want) {
+		t.Errorf("files %q, want %q", files, want)
+	}
+	if r.stats.Dirs != 4 || r.stats.Excluded != 3 {
+		t.Errorf("stats %+v, want 4 dirs (. d d/e f) and 3 excluded", r.stats)
+	}
+}
+
+// A single-file source is filtered by its base name, as rsync does.
+func TestWalkSingleFileExcluded(t *testing.T) {
+	src := filepath.Join(testDir(t), "x.tmp")
+	mkfile(t, src, 1)
+	r := run(t, src, Options{Filter: rules(t, "- /*.tmp")})
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if len(r.files()) != 0 || len(r.deferred) != 0 || r.stats.Excluded != 1 {
+		t.Errorf("files %v, deferred %v, stats %+v", r.files(), r.deferred, r.stats)
+	}
+	r = run(t, src, Options{Filter: rules(t, "- *.o")})
+	if len(r.files()) != 1 || r.stats.Excluded != 0 {
+		t.Errorf("not excluded: files %v, stats %+v", r.files(), r.stats)
 	}
 }
 
@@ -466,7 +528,7 @@ func TestWalkExcludedDirNotRead(t *testing.T) {
 	mkfile(t, filepath.Join(src, "go/f"), 1)
 	var opened []string
 	var mu sync.Mutex
-	opt := Options{Exclude: []string{"skip"}, hooks: &testHooks{openDir: func(rel string) error {
+	opt := Options{Filter: rules(t, "- skip"), hooks: &testHooks{openDir: func(rel string) error {
 		mu.Lock()
 		opened = append(opened, rel)
 		mu.Unlock()
@@ -483,17 +545,6 @@ func TestWalkExcludedDirNotRead(t *testing.T) {
 	}
 	if len(opened) != 1 || opened[0] != "go" {
 		t.Errorf("opened %q, want [go]", opened)
-	}
-}
-
-func TestWalkBadExclude(t *testing.T) {
-	out := make(chan *Batch)
-	_, err := Run(context.Background(), testDir(t), Options{Exclude: []string{"["}}, out)
-	if err == nil {
-		t.Fatal("no error for a bad pattern")
-	}
-	if _, ok := <-out; ok {
-		t.Error("out not closed")
 	}
 }
 

@@ -38,7 +38,7 @@ var (
 	dRecvFiles   = newDesc("receiver_written_files_total", "Entries the receiver of each stream installed.", prometheus.CounterValue, "stream")
 	dRecvWrite   = newDesc("receiver_write_seconds_total", "Time the receiver of each stream spent writing.", prometheus.CounterValue, "stream")
 	dRecvFsync   = newDesc("receiver_fsync_seconds_total", "Time the receiver of each stream spent in fsync.", prometheus.CounterValue, "stream")
-	dRecvCPU     = newDesc("receiver_cpu_seconds_total", "CPU time of the receiving process of each stream.", prometheus.CounterValue, "stream")
+	dRecvCPU     = newDesc("receiver_cpu_seconds_total", "CPU time of the receiving process of each stream (streams served by one agent process show the same value).", prometheus.CounterValue, "stream")
 
 	dPlannedBytes = newDesc("job_planned_bytes", "Bytes found by the walk so far (grows until the walk is done).", prometheus.GaugeValue)
 	dPlannedFiles = newDesc("job_planned_files", "Files found by the walk so far (grows until the walk is done).", prometheus.GaugeValue)

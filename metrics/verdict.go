@@ -45,13 +45,19 @@ type sample struct {
 
 func (j *Job) snapshot() sample {
 	s := sample{at: time.Now(), cpu: processCPU(), active: j.Active()}
+	procs := map[string]bool{}
 	for _, c := range j.Streams {
 		s.read += c.ReadNanos.Load()
 		s.send += c.SendNanos.Load()
 		s.wait += c.WaitNanos.Load()
 		s.idle += c.IdleNanos.Load()
 		s.recvWrite += c.RecvWriteNanos.Load() + c.RecvFsyncNanos.Load()
-		s.recvCPU += c.RecvCPUNanos.Load()
+		if p := c.RecvProcess.Load(); p == nil || !procs[*p] {
+			if p != nil {
+				procs[*p] = true
+			}
+			s.recvCPU += c.RecvCPUNanos.Load() // once per receiving process
+		}
 	}
 	return s
 }

@@ -3,16 +3,26 @@ package stream
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"runtime"
+	"sync"
 	"syscall"
 
 	"github.com/bulkmove/bulkmove/stream/extract"
 	"github.com/bulkmove/bulkmove/stream/wire"
 )
+
+// processID names this process in handshakes.
+var processID = func() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}()
 
 // maxPending bounds the manifests an agent holds before their data.
 const maxPending = 2 * Window
@@ -28,6 +38,64 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, root, version string) 
 // ServeWith is Serve, calling opened with the receiver once the handshake
 // has opened it (for the agent's metrics exporter).
 func ServeWith(ctx context.Context, r io.Reader, w io.Writer, root, version string, opened func(*extract.Receiver)) (err error) {
+	h := &Hub{Root: root, Version: version, Opened: opened}
+	return h.Serve(ctx, r, w)
+}
+
+// Hub serves the K sessions of one job in one agent process, with one
+// Receiver for them all: hard links may then point at files any stream
+// wrote, and the agent's metrics cover every stream. Serve may be called
+// from several goroutines; the receiver is opened by the first session's
+// handshake and closed when the last session ends.
+type Hub struct {
+	Root, Version string
+	Opened        func(*extract.Receiver) // called once the receiver is open
+
+	mu   sync.Mutex
+	recv *extract.Receiver
+	opts wire.ReceiveOptions
+	refs int
+}
+
+// acquire returns the hub's receiver, opening it with opt if no session
+// holds it; every session of a job must ask for the same options.
+func (h *Hub) acquire(opt *wire.ReceiveOptions) (*extract.Receiver, error) {
+	var o wire.ReceiveOptions
+	if opt != nil {
+		o = *opt
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.recv != nil {
+		if o != h.opts {
+			return nil, fmt.Errorf("%w: a stream asks for receive options %+v, another for %+v", wire.ErrProtocol, o, h.opts)
+		}
+		h.refs++
+		return h.recv, nil
+	}
+	recv, err := extract.Open(h.Root, extract.FromWire(opt))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", h.Root, err)
+	}
+	h.recv, h.opts, h.refs = recv, o, 1
+	if h.Opened != nil {
+		h.Opened(recv)
+	}
+	return recv, nil
+}
+
+func (h *Hub) release() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.refs--; h.refs == 0 {
+		h.recv.Close()
+		h.recv = nil
+	}
+}
+
+// Serve runs one session of the hub: see the package function Serve.
+func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
+	root, version := h.Root, h.Version
 	br := bufio.NewReaderSize(r, 256<<10)
 	bw := bufio.NewWriterSize(w, 64<<10)
 	fail := func(e error) error {
@@ -46,7 +114,7 @@ func ServeWith(ctx context.Context, r io.Reader, w io.Writer, root, version stri
 	if err := wire.DecodeJSON(p, &hello); err != nil {
 		return fail(err)
 	}
-	me := wire.Handshake{Proto: wire.Proto, Version: version, OS: runtime.GOOS, Arch: runtime.GOARCH, UID: os.Geteuid(), Root: root}
+	me := wire.Handshake{Proto: wire.Proto, Version: version, OS: runtime.GOOS, Arch: runtime.GOARCH, UID: os.Geteuid(), Root: root, Process: processID}
 	if hello.Proto != wire.Proto {
 		// Answer with our own hello so the sender can name both versions.
 		wire.WriteFrame(bw, wire.Hello, wire.EncodeJSON(me))
@@ -54,14 +122,11 @@ func ServeWith(ctx context.Context, r io.Reader, w io.Writer, root, version stri
 		return fmt.Errorf("agent: %w: the sender (bulkmove %s) speaks protocol %d, this agent (bulkmove %s) speaks %d",
 			ErrVersion, hello.Version, hello.Proto, version, wire.Proto)
 	}
-	recv, err := extract.Open(root, extract.FromWire(hello.Options))
+	recv, err := h.acquire(hello.Options)
 	if err != nil {
-		return fail(fmt.Errorf("%s: %w", root, err))
+		return fail(err)
 	}
-	defer recv.Close()
-	if opened != nil {
-		opened(recv)
-	}
+	defer h.release()
 	if err := wire.WriteFrame(bw, wire.Hello, wire.EncodeJSON(me)); err != nil {
 		return err
 	}
@@ -103,15 +168,13 @@ func ServeWith(ctx context.Context, r io.Reader, w io.Writer, root, version stri
 			if len(queue) >= maxPending {
 				return fail(fmt.Errorf("%w: more than %d manifests ahead of their data", wire.ErrProtocol, maxPending))
 			}
-			var need []bool
 			if m.Flags&wire.FlagFinal != 0 {
-				need = make([]bool, len(m.Entries))
-				for i := range need {
-					need[i] = true
-				}
-			} else {
-				need = recv.Need(m.Entries)
+				// Deferred entries: all applied, no need list (the
+				// sender does not wait for one).
+				queue = append(queue, pending{m, allNeeded(len(m.Entries))})
+				continue
 			}
+			need := recv.Need(m.Entries)
 			queue = append(queue, pending{m, need})
 			if err := wire.WriteFrame(bw, wire.Need, wire.EncodeNeed(m.ID, need)); err != nil {
 				return err

@@ -79,6 +79,9 @@ func Dial(ctx context.Context, name string, r io.Reader, w io.Writer, closer io.
 	return c, nil
 }
 
+// ReceiverProcess implements Receiving.
+func (c *Client) ReceiverProcess() string { return c.Peer.Process }
+
 // SetCounters implements Counted.
 func (c *Client) SetCounters(ctr *Counters) { c.ctr.Store(ctr) }
 
@@ -137,15 +140,14 @@ func (c *Client) Run(ctx context.Context, in <-chan *sharder.Batch, done func(Re
 }
 
 // Final implements Conn.
-func (c *Client) Final(ctx context.Context, b *sharder.Batch) (Result, error) {
-	in := make(chan *sharder.Batch, 1)
-	in <- b
-	close(in)
-	var res Result
-	if _, err := c.run(ctx, in, wire.FlagFinal, func(r Result) { res = r }); err != nil {
-		return Result{}, err
+func (c *Client) Final(ctx context.Context, bs []*sharder.Batch, done func(Result)) error {
+	in := make(chan *sharder.Batch, len(bs))
+	for _, b := range bs {
+		in <- b
 	}
-	return res, nil
+	close(in)
+	_, err := c.run(ctx, in, wire.FlagFinal, done)
+	return err
 }
 
 func (c *Client) run(ctx context.Context, in <-chan *sharder.Batch, flags uint64, done func(Result)) (unacked []*sharder.Batch, err error) {
@@ -188,7 +190,16 @@ func (c *Client) run(ctx context.Context, in <-chan *sharder.Batch, flags uint64
 			if err := wire.WriteFrame(c.w, wire.Manifest, wire.EncodeManifest(m)); err != nil {
 				return nil, err
 			}
-			queue = append(queue, &inflight{b: b, m: m})
+			fl := &inflight{b: b, m: m}
+			queue = append(queue, fl)
+			if flags&wire.FlagFinal != 0 {
+				// Deferred entries are all applied: the receiver sends
+				// no need list, and their "data" follows at once.
+				if err := c.sendData(fl, allNeeded(len(b.Entries))); err != nil {
+					return nil, err
+				}
+				continue
+			}
 			manifested++
 		case f, ok := <-c.frames:
 			if ctr := c.ctr.Load(); ctr != nil {
@@ -239,6 +250,14 @@ func (c *Client) run(ctx context.Context, in <-chan *sharder.Batch, flags uint64
 			}
 		}
 	}
+}
+
+func allNeeded(n int) []bool {
+	need := make([]bool, n)
+	for i := range need {
+		need[i] = true
+	}
+	return need
 }
 
 func firstUnsent(q []*inflight) *inflight {

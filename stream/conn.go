@@ -34,8 +34,10 @@ type Conn interface {
 	// acknowledged batch. On failure it returns the batches that were sent
 	// but not acknowledged, so that another stream can carry them.
 	Run(ctx context.Context, in <-chan *sharder.Batch, done func(Result)) (unacked []*sharder.Batch, err error)
-	// Final applies a batch of deferred entries and waits for its ack.
-	Final(ctx context.Context, b *sharder.Batch) (Result, error)
+	// Final applies batches of deferred entries, in order, pipelined (not
+	// waiting a round trip for each), calling done for each ack; it
+	// returns once all are acknowledged.
+	Final(ctx context.Context, bs []*sharder.Batch, done func(Result)) error
 	// Close ends the stream and returns the receiver's totals.
 	Close(ctx context.Context) (wire.Totals, error)
 }

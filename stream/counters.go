@@ -26,8 +26,17 @@ type Counters struct {
 	RecvWriteNanos atomic.Int64
 	RecvFsyncNanos atomic.Int64
 	RecvCPUNanos   atomic.Int64 // the receiving process's CPU time (a gauge)
+	// RecvProcess names the receiving process; streams with the same
+	// name share it (and its CPU time).
+	RecvProcess atomic.Pointer[string]
 
 	Active atomic.Bool // the stream is connected and working
+}
+
+// Receiving is implemented by connections that know which process
+// receives them.
+type Receiving interface {
+	ReceiverProcess() string
 }
 
 // Counted is implemented by connections that account their time.

@@ -43,11 +43,14 @@ func (l *Local) Run(ctx context.Context, in <-chan *sharder.Batch, done func(Res
 }
 
 // Final implements Conn.
-func (l *Local) Final(ctx context.Context, b *sharder.Batch) (Result, error) {
-	if err := ctx.Err(); err != nil {
-		return Result{}, err
+func (l *Local) Final(ctx context.Context, bs []*sharder.Batch, done func(Result)) error {
+	for _, b := range bs {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		done(l.apply(b, true))
 	}
-	return l.apply(b, true), nil
+	return nil
 }
 
 // Close implements Conn.

@@ -51,8 +51,9 @@ type StreamStats struct {
 // Pool runs a job over K streams.
 type Pool struct {
 	Conns      []Conn
-	FinalFiles int          // entries per final batch (default 2000)
-	OnResult   func(Result) // called for every acknowledged batch, serialised
+	FinalFiles int               // entries per final batch (default 2000)
+	OnResult   func(Result)      // called for every acknowledged batch, serialised
+	OnPhase    func(name string) // called as the job passes each phase (for -v)
 	// Counters has one entry per stream; Run allocates them if nil.
 	Counters []*Counters
 
@@ -96,6 +97,11 @@ func (p *Pool) Run(ctx context.Context, in <-chan *sharder.Batch, def *Deferred)
 		if cc, ok := c.(Counted); ok {
 			cc.SetCounters(p.Counters[i])
 		}
+		if rc, ok := c.(Receiving); ok {
+			if id := rc.ReceiverProcess(); id != "" {
+				p.Counters[i].RecvProcess.Store(&id)
+			}
+		}
 	}
 	p.owner = map[string]int{}
 	p.nextID = 1 << 62
@@ -135,11 +141,13 @@ func (p *Pool) Run(ctx context.Context, in <-chan *sharder.Batch, def *Deferred)
 		return err
 	}
 
+	p.phase("data sent")
 	// Phase 2: hard links, each on the stream whose receiver wrote the target.
 	if err := p.hardlinks(ctx, def.Hardlinks); err != nil {
 		p.closeAll(ctx)
 		return err
 	}
+	p.phase("hard links applied")
 	// Phase 3: symlinks, then directories deepest first, on stream 0.
 	dirs := slices.Clone(def.Dirs)
 	slices.SortFunc(dirs, func(a, b sharder.Entry) int {
@@ -148,15 +156,21 @@ func (p *Pool) Run(ctx context.Context, in <-chan *sharder.Batch, def *Deferred)
 		}
 		return strings.Compare(a.Path, b.Path)
 	})
-	for _, list := range [][]sharder.Entry{def.Symlinks, dirs} {
-		for chunk := range slices.Chunk(list, p.FinalFiles) {
-			if err := p.final(ctx, 0, chunk); err != nil {
-				p.closeAll(ctx)
-				return err
-			}
-		}
+	// Streams 1..K-1 are done: close them while stream 0 works.
+	closed := make(chan error, 1)
+	go func() { closed <- p.closeStreams(ctx, p.Conns[1:]) }()
+	err = p.final(ctx, 0, slices.Concat(def.Symlinks, dirs))
+	if err == nil {
+		p.phase("symlinks and directories applied")
+		err = p.closeStreams(ctx, p.Conns[:1])
 	}
-	return p.closeAll(ctx)
+	return errors.Join(err, <-closed)
+}
+
+func (p *Pool) phase(name string) {
+	if p.OnPhase != nil {
+		p.OnPhase(name)
+	}
 }
 
 func depth(p string) int {
@@ -218,17 +232,28 @@ func (p *Pool) record(r Result) (stop bool) {
 	return p.fatal != nil
 }
 
+// final applies entries on one stream, in order, in pipelined batches of
+// up to FinalFiles.
 func (p *Pool) final(ctx context.Context, stream int, entries []sharder.Entry) error {
+	var bs []*sharder.Batch
 	p.mu.Lock()
-	p.nextID++
-	b := &sharder.Batch{ID: p.nextID, Entries: entries}
+	for chunk := range slices.Chunk(entries, p.FinalFiles) {
+		p.nextID++
+		bs = append(bs, &sharder.Batch{ID: p.nextID, Entries: chunk})
+	}
 	p.mu.Unlock()
-	r, err := p.Conns[stream].Final(ctx, b)
+	if len(bs) == 0 {
+		return nil
+	}
+	stop := false
+	err := p.Conns[stream].Final(ctx, bs, func(r Result) {
+		r.Stream = stream
+		stop = p.record(r) || stop
+	})
 	if err != nil {
 		return err
 	}
-	r.Stream = stream
-	if p.record(r) {
+	if stop {
 		return p.fatal
 	}
 	return nil
@@ -260,14 +285,7 @@ func (p *Pool) hardlinks(ctx context.Context, links []sharder.Entry) error {
 		if len(list) == 0 {
 			continue
 		}
-		g.Go(func() error {
-			for chunk := range slices.Chunk(list, p.FinalFiles) {
-				if err := p.final(gctx, s, chunk); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
+		g.Go(func() error { return p.final(gctx, s, list) })
 	}
 	return g.Wait()
 }
@@ -275,9 +293,14 @@ func (p *Pool) hardlinks(ctx context.Context, links []sharder.Entry) error {
 // closeAll ends every stream, all at once (each waits a round trip for
 // its receiver's summary); it returns the first error.
 func (p *Pool) closeAll(ctx context.Context) error {
-	errs := make([]error, len(p.Conns))
+	return p.closeStreams(ctx, p.Conns)
+}
+
+// closeStreams ends the given streams, all at once.
+func (p *Pool) closeStreams(ctx context.Context, conns []Conn) error {
+	errs := make([]error, len(conns))
 	var wg sync.WaitGroup
-	for i, c := range p.Conns {
+	for i, c := range conns {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -49,7 +49,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return runVersion(args[1:], stdout, stderr)
 		case "send-hub":
 			return runHub(args[1:], stdin, stdout, stderr)
-		case "send-join":
+		case "join", "send-join":
 			return runJoin(args[1:], stdin, stdout, stderr)
 		}
 	}

@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/bulkmove/bulkmove/filter"
 	"github.com/bulkmove/bulkmove/metrics"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/stream"
@@ -60,7 +61,7 @@ type moveFlags struct {
 	jobs       int
 	batchSize  byteSize
 	batchFiles int
-	excludes   stringList
+	rules      *filter.Rules // --exclude, --include, --exclude-from, --include-from, --filter
 	dryRun     bool
 	verbose    bool
 	version    bool
@@ -80,7 +81,13 @@ func (f *moveFlags) register(fs *flag.FlagSet) {
 	f.batchSize = byteSize(sharder.DefaultBatchBytes)
 	fs.Var(&f.batchSize, "batch-size", "close a batch at this cost: bytes plus a per-file overhead (e.g. 64MiB)")
 	fs.IntVar(&f.batchFiles, "batch-files", sharder.DefaultBatchFiles, "close a batch at this many files")
-	fs.Var(&f.excludes, "exclude", "skip paths matching `PATTERN` (repeatable; no '/': any base name; with '/': the path from SRC; trailing '/': directories only)")
+	// The filter flags share one list of rules, in command-line order.
+	f.rules = new(filter.Rules)
+	fs.Var(f.rules.Flag(filter.Exclude), "exclude", "leave out paths matching `PATTERN`, an rsync pattern (repeatable; see README, Filters)")
+	fs.Var(f.rules.Flag(filter.Include), "include", "keep paths matching `PATTERN` that a later rule would leave out (repeatable)")
+	fs.Var(f.rules.FileFlag(filter.Exclude), "exclude-from", "read --exclude patterns from `FILE`, one a line; - is stdin (repeatable)")
+	fs.Var(f.rules.FileFlag(filter.Include), "include-from", "read --include patterns from `FILE`, one a line; - is stdin (repeatable)")
+	fs.Var(f.rules.Flag(filter.Filter), "filter", "add an rsync filter `RULE`: '- PAT', '+ PAT', '!', ... (repeatable)")
 	fs.BoolVar(&f.dryRun, "n", false, "dry run: print what would move and the batch plan, move nothing")
 	fs.BoolVar(&f.dryRun, "dry-run", false, "dry run: print what would move and the batch plan, move nothing")
 	fs.BoolVar(&f.verbose, "v", false, "verbose: per-stream statistics and every batch")
@@ -226,7 +233,7 @@ func (j *job) run(ctx context.Context) int {
 	opt := sharder.Options{
 		BatchBytes: int64(j.flags.batchSize),
 		BatchFiles: j.flags.batchFiles,
-		Exclude:    j.flags.excludes,
+		Filter:     j.flags.rules,
 		OnError: func(p string, err error) {
 			j.mu.Lock()
 			j.walkErrs++
@@ -252,12 +259,14 @@ func (j *job) run(ctx context.Context) int {
 		return exitFatal
 	}
 	defer cleanup()
+	j.trace("connected %d streams", len(conns))
 
 	def := &stream.Deferred{}
 	opt.Deferred = def.Add
 	batches := make(chan *sharder.Batch, 2*len(conns))
 	j.m = metrics.NewJob(len(conns))
-	pool := &stream.Pool{Conns: conns, FinalFiles: j.flags.batchFiles, OnResult: j.onResult, Counters: j.m.Streams}
+	pool := &stream.Pool{Conns: conns, FinalFiles: j.flags.batchFiles, OnResult: j.onResult, Counters: j.m.Streams,
+		OnPhase: func(name string) { j.trace("%s", name) }}
 	stopProgress := j.progress(ctx) // before anything else writes to stderr
 	stopObs, err := j.observe(ctx, j.remote == nil && j.hub == nil && !j.flags.viaAgent)
 	if err != nil {
@@ -518,6 +527,14 @@ func (j *job) connect(ctx context.Context, p plan) ([]stream.Conn, func(), error
 		conns = append(conns, c)
 	}
 	return conns, cleanup, nil
+}
+
+// trace reports, with -v, the time since the start at which the job
+// reached a phase.
+func (j *job) trace(format string, args ...any) {
+	if j.flags.verbose {
+		errorf(j.stderr, "%6.3fs %s", time.Since(j.start).Seconds(), fmt.Sprintf(format, args...))
+	}
 }
 
 func (j *job) onResult(r stream.Result) {

@@ -25,8 +25,9 @@ import (
 // Pulling (SRC on a remote host) turns the roles around: the remote host
 // walks and sends, this host receives. This host still opens the K SSH
 // connections. On the first it starts `bulkmove send-hub`, which listens on
-// a Unix socket in a private directory and prints its path; on the others
-// `bulkmove send-join SOCKET` relays its stdin and stdout to that socket.
+// a Unix socket in a private directory and prints its path; the others
+// reach that socket through sshd's forwarding (or, where sshd refuses, a
+// `bulkmove join SOCKET` relay).
 // The hub then runs the same sender job as a push, with the K streams as
 // its connections, and this host runs an agent on each.
 
@@ -116,7 +117,8 @@ func runHub(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return j.run(ctx)
 }
 
-// runJoin is `bulkmove send-join SOCKET`: relays a stream to the hub.
+// runJoin is `bulkmove join SOCKET` (or send-join): relays a stream to a
+// hub (an agent's, or the sending end of a pull).
 func runJoin(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) != 1 {
 		errorf(stderr, "usage: bulkmove send-join SOCKET (started by a pulling bulkmove, not by hand)")
@@ -181,8 +183,8 @@ func (j *job) pull(ctx context.Context, t sshx.Target) int {
 	}
 	hubArgs := []string{sshx.ShellQuote(agent), "send-hub", "-j", fmt.Sprint(len(clients)),
 		"--batch-size", j.flags.batchSize.String(), "--batch-files", fmt.Sprint(j.flags.batchFiles)}
-	for _, x := range j.flags.excludes {
-		hubArgs = append(hubArgs, "--exclude", sshx.ShellQuote(x))
+	for _, r := range j.flags.rules.List() {
+		hubArgs = append(hubArgs, "--filter", sshx.ShellQuote(r))
 	}
 	if j.flags.fsync {
 		hubArgs = append(hubArgs, "--fsync")
@@ -211,17 +213,19 @@ func (j *job) pull(ctx context.Context, t sshx.Target) int {
 	}
 	sock := strings.TrimSpace(strings.TrimPrefix(line, hubBanner))
 	g, gctx := errgroup.WithContext(ctx)
-	serve := func(r io.Reader, w io.Writer) error {
-		return stream.Serve(gctx, r, w, root, version)
-	}
-	g.Go(func() error { return serve(br, hub) })
+	// One receiver for all streams, as at a remote agent.
+	recv := &stream.Hub{Root: root, Version: version}
+	g.Go(func() error { return recv.Serve(gctx, br, hub) })
 	for _, c := range clients[1:] {
-		s, err := c.Start(ctx, sshx.ShellQuote(agent)+" send-join "+sshx.ShellQuote(sock))
+		s, _, err := c.Join(ctx, sock, agent)
 		if err != nil {
 			errorf(j.stderr, "warning: %v", err)
 			continue
 		}
-		g.Go(func() error { return serve(s, s) })
+		g.Go(func() error {
+			defer s.Close()
+			return recv.Serve(gctx, s, s)
+		})
 	}
 	serr := g.Wait()
 	werr := hub.Wait()

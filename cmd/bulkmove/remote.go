@@ -1,11 +1,14 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path"
+	"slices"
 	"strings"
 
 	"golang.org/x/sync/errgroup"
@@ -33,10 +36,18 @@ func (s *sshFlags) options(stderrIsTerminal bool) sshx.Options {
 	}
 }
 
-// connectSSH opens K streams to `bulkmove agent` on the remote host: K
-// separate TCP connections (each its own 2 MiB channel window and cipher
-// state), at most 8 handshakes at once. The job runs on the connections
-// that opened, with a warning for the others.
+// connectSSH opens K streams to one `bulkmove agent --hub K` on the remote
+// host, over K separate TCP connections (each its own 2 MiB channel window
+// and cipher state), at most 8 handshakes at once. The agent runs on the
+// first connection; the others reach its Unix socket through sshd's
+// forwarding (no login shell, no process each). The job runs on the
+// connections that opened, with a warning for the others.
+//
+// The agent is started at once with AgentCommand, without probing for it
+// first (each probe costs round trips: on a 100 ms path, a second). Only if
+// that finds no bulkmove, or one of another protocol, does EnsureAgent
+// look further (and upload this binary if it must), and the start is tried
+// again.
 func (j *job) connectSSH(ctx context.Context, t sshx.Target, p plan) ([]stream.Conn, func(), error) {
 	opt := j.flags.ssh.options(isTerminal(os.Stdin))
 	opt.Stderr = j.stderr
@@ -44,6 +55,7 @@ func (j *job) connectSSH(ctx context.Context, t sshx.Target, p plan) ([]stream.C
 	if err != nil {
 		return nil, nil, err
 	}
+	j.trace("%d SSH connections open", len(clients))
 	for _, e := range errs {
 		if e != nil {
 			errorf(j.stderr, "warning: %v; going on with %d of %d streams", e, len(clients), j.flags.jobs)
@@ -54,49 +66,113 @@ func (j *job) connectSSH(ctx context.Context, t sshx.Target, p plan) ([]stream.C
 			c.Close()
 		}
 	}
+	root := p.dstRoot
+	if root == "" {
+		root = "." // host: means the remote home directory
+	}
+	args := fmt.Sprintf("agent --hub %d -- %s", len(clients), sshx.ShellQuote(root))
+	var conns []stream.Conn
+	agent := j.flags.ssh.remoteBulkmove
+	if agent == "" {
+		var banner bool
+		conns, banner, err = j.startAgents(ctx, clients, sshx.AgentCommand(version, args), p)
+		if err == nil || ctx.Err() != nil || (banner && !errors.Is(err, stream.ErrVersion)) {
+			if err != nil {
+				cleanup()
+				return nil, nil, err
+			}
+			return conns, cleanup, nil
+		}
+		j.trace("no usable agent at once (%v): looking further", err)
+	}
 	self, err := os.Executable()
 	if err != nil {
 		cleanup()
 		return nil, nil, err
 	}
-	agent, err := clients[0].EnsureAgent(ctx, j.flags.ssh.remoteBulkmove, version, wire.Proto, self)
+	agent, err = clients[0].EnsureAgent(ctx, agent, version, wire.Proto, self)
 	if err != nil {
 		cleanup()
 		return nil, nil, err
 	}
-	root := p.dstRoot
-	if root == "" {
-		root = "." // host: means the remote home directory
-	}
-	cmd := sshx.ShellQuote(agent) + " agent " + sshx.ShellQuote(root)
-	ro := j.receiveOptions()
-	// Start the agents and their handshakes on all connections at once: on
-	// a long path each costs a few round trips.
-	conns := make([]stream.Conn, len(clients))
-	g, gctx := errgroup.WithContext(ctx)
-	for i, c := range clients {
-		g.Go(func() error {
-			sess, err := c.Start(ctx, cmd)
-			if err != nil {
-				return err
-			}
-			conn, err := stream.Dial(gctx, fmt.Sprintf("%s stream %d", c.Host(), i), sess, sess, sess, version, ro, p.src)
-			if err != nil {
-				sess.Close()
-				if errors.Is(err, stream.ErrVersion) {
-					return err
-				}
-				return fmt.Errorf("%w (agent %s on %s)", err, agent, c.Host())
-			}
-			conns[i] = conn
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
+	j.trace("agent found: %s", agent)
+	conns, _, err = j.startAgents(ctx, clients, sshx.ShellQuote(agent)+" "+args, p)
+	if err != nil {
 		cleanup()
 		return nil, nil, err
 	}
 	return conns, cleanup, nil
+}
+
+// startAgents starts the agent hub on clients[0] with cmd and opens a
+// stream to it over every client. banner says whether the hub started.
+func (j *job) startAgents(ctx context.Context, clients []*sshx.Client, cmd string, p plan) (conns []stream.Conn, banner bool, err error) {
+	host := clients[0].Host()
+	sess, err := clients[0].StartQuiet(ctx, cmd)
+	if err != nil {
+		return nil, false, err
+	}
+	br := bufio.NewReader(sess)
+	line, rerr := br.ReadString('\n')
+	if rerr != nil || !strings.HasPrefix(line, hubBanner) {
+		sess.CloseWrite()
+		werr := sess.Wait()
+		sess.Close()
+		if strings.TrimSpace(line) == sshx.NoAgent {
+			return nil, false, fmt.Errorf("ssh %s: no bulkmove on the remote PATH", host)
+		}
+		return nil, false, fmt.Errorf("ssh %s: the agent did not start (it printed %q): %w", host, strings.TrimSpace(line), errors.Join(rerr, werr))
+	}
+	sess.ShowStderr()
+	sock, exe, _ := strings.Cut(strings.TrimSpace(strings.TrimPrefix(line, hubBanner)), " ")
+	j.trace("agent %s ready on %s", exe, host)
+	ro := j.receiveOptions()
+	conns = make([]stream.Conn, len(clients))
+	g, gctx := errgroup.WithContext(ctx)
+	for i, c := range clients {
+		g.Go(func() error {
+			name := fmt.Sprintf("%s stream %d", c.Host(), i)
+			var rw io.ReadWriteCloser = sess
+			var r io.Reader = br
+			if i > 0 {
+				jc, fwd, err := c.Join(ctx, sock, exe) // ctx: it lives as long as the job
+				if err != nil {
+					if gctx.Err() == nil {
+						errorf(j.stderr, "warning: %s: %v; going on without it", name, err)
+					}
+					return nil
+				}
+				if !fwd {
+					j.trace("%s: sshd refused to forward to the agent's socket: relayed by `bulkmove join`", name)
+				}
+				rw, r = jc, jc
+			}
+			conn, err := stream.Dial(gctx, name, r, rw, rw, version, ro, p.src)
+			if err != nil {
+				rw.Close()
+				if i > 0 && !errors.Is(err, stream.ErrVersion) {
+					if gctx.Err() == nil {
+						errorf(j.stderr, "warning: %v; going on without it", err)
+					}
+					return nil
+				}
+				return fmt.Errorf("%w (agent %s on %s)", err, exe, host)
+			}
+			conns[i] = conn
+			j.trace("%s ready", name)
+			return nil
+		})
+	}
+	err = g.Wait()
+	conns = slices.DeleteFunc(conns, func(c stream.Conn) bool { return c == nil })
+	if err != nil {
+		for _, c := range conns {
+			c.(*stream.Client).Abort()
+		}
+		sess.Close()
+		return nil, true, err
+	}
+	return conns, true, nil
 }
 
 // remoteDest fills the plan for a remote DEST: the receiver's root is the

@@ -107,6 +107,33 @@ func TestSSHPush(t *testing.T) {
 	}
 }
 
+// TestSSHPushRelayed: where sshd does not forward to Unix sockets
+// (AllowStreamLocalForwarding no), the streams after the first reach the
+// agent through a `bulkmove join` process instead, and the job completes.
+func TestSSHPushRelayed(t *testing.T) {
+	bin := binary(t)
+	home := shmDir(t)
+	srv := sshdtest.Start(t, sshdtest.WithEnv("PATH="+filepath.Dir(bin)+":/usr/bin:/bin", "HOME="+home),
+		sshdtest.WithConfig("AllowStreamLocalForwarding no"))
+	cfg := srv.WriteSSHConfig("box2")
+	dir := shmDir(t)
+	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+	if err := gentree.Mixed(src, 1000, 5); err != nil {
+		t.Fatal(err)
+	}
+	out, code := runBM(t, nil, "-v", "-F", cfg, "-j", "3", src, "box2:"+dst)
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	if n := strings.Count(out, "relayed by `bulkmove join`"); n != 2 {
+		t.Errorf("%d streams relayed, want 2:\n%s", n, out)
+	}
+	if !strings.Contains(out, "connected 3 streams") {
+		t.Errorf("not all 3 streams connected:\n%s", out)
+	}
+	treecmp.Equal(t, src, dst, treecmp.Options{Owner: os.Geteuid() == 0})
+}
+
 // TestSSHUploadsAgent: no bulkmove on the remote PATH: this binary is
 // uploaded to ~/.cache/bulkmove/VERSION/ and reused by the next run.
 func TestSSHUploadsAgent(t *testing.T) {

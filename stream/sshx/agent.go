@@ -22,6 +22,22 @@ import (
 // relative to the remote $HOME: CacheDir/<version>/bulkmove.
 const CacheDir = ".cache/bulkmove"
 
+// NoAgent is what the command of AgentCommand prints when the remote has
+// no bulkmove to run.
+const NoAgent = "BULKMOVE-NOAGENT"
+
+// AgentCommand returns a remote command that runs `BULKMOVE ARGS` (args
+// already shell-quoted) at once, without EnsureAgent's round trips: with
+// bulkmove from the remote PATH, else with this version's cached upload;
+// if there is neither, it prints NoAgent and exits 127. Whether that
+// bulkmove speaks our protocol is for the caller's handshake to find out;
+// if it does not, EnsureAgent then finds or installs one that does.
+func AgentCommand(version, args string) string {
+	script := `for p in "$(command -v bulkmove 2>/dev/null)" "$HOME/` + CacheDir + `/` + sanitizeVersion(version) + `/bulkmove"; do ` +
+		`if [ -n "$p" ] && [ -x "$p" ]; then exec "$p" ` + args + `; fi; done; echo ` + NoAgent + `; exit 127`
+	return "sh -c " + ShellQuote(script)
+}
+
 // EnsureAgent finds a usable remote bulkmove and returns the path to run it
 // by (absolute, or as given):
 //

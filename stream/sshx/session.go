@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strings"
 	"sync"
 
@@ -36,6 +37,24 @@ type Session struct {
 // last lines are kept for Wait's error. When ctx ends, the command is sent
 // SIGKILL and the session closed.
 func (c *Client) Start(ctx context.Context, cmd string) (*Session, error) {
+	return c.start(ctx, cmd, c.stderr)
+}
+
+// StartQuiet is Start, but the command's stderr is only kept (for Wait's
+// error) until ShowStderr is called: for a command that may fail in an
+// expected way, such as a first attempt.
+func (c *Client) StartQuiet(ctx context.Context, cmd string) (*Session, error) {
+	return c.start(ctx, cmd, nil)
+}
+
+// ShowStderr forwards the command's stderr from now on.
+func (s *Session) ShowStderr() {
+	s.stderr.mu.Lock()
+	s.stderr.out = s.c.stderr
+	s.stderr.mu.Unlock()
+}
+
+func (c *Client) start(ctx context.Context, cmd string, stderr io.Writer) (*Session, error) {
 	s, err := c.ssh.NewSession()
 	if err != nil {
 		return nil, fmt.Errorf("ssh %s: opening a session: %w", c.alias, err)
@@ -50,7 +69,7 @@ func (c *Client) Start(ctx context.Context, cmd string) (*Session, error) {
 		s.Close()
 		return nil, fmt.Errorf("ssh %s: %w", c.alias, err)
 	}
-	sink := &stderrSink{out: c.stderr, prefix: c.alias + ": "}
+	sink := &stderrSink{out: stderr, prefix: c.alias + ": "}
 	s.Stderr = sink
 	if err := s.Start(cmd); err != nil {
 		s.Close()
@@ -65,6 +84,39 @@ func (c *Client) Start(ctx context.Context, cmd string) (*Session, error) {
 		_ = s.Close()
 	})
 	return sess, nil
+}
+
+// Join opens a stream to the Unix socket sock on the remote host: a
+// channel that sshd connects to it itself (direct-streamlocal, as ssh -L
+// does: no remote process, no login shell), or, where sshd does not allow
+// that (AllowStreamLocalForwarding no), a session running
+// `RELAY join SOCK`, which relays its stdin and stdout to the socket.
+// forwarded says which.
+func (c *Client) Join(ctx context.Context, sock, relay string) (rw io.ReadWriteCloser, forwarded bool, err error) {
+	conn, ferr := c.ssh.DialContext(ctx, "unix", sock)
+	if ferr == nil {
+		stop := context.AfterFunc(ctx, func() { conn.Close() })
+		return &joined{Conn: conn, stop: stop}, true, nil
+	}
+	if ctx.Err() != nil {
+		return nil, false, ctx.Err()
+	}
+	s, err := c.Start(ctx, ShellQuote(relay)+" join "+ShellQuote(sock))
+	if err != nil {
+		return nil, false, fmt.Errorf("%w (and forwarding to %s was refused: %v)", err, sock, ferr)
+	}
+	return s, false, nil
+}
+
+// joined is a forwarded stream, closed when the context of Join ends.
+type joined struct {
+	net.Conn
+	stop func() bool
+}
+
+func (j *joined) Close() error {
+	j.stop()
+	return j.Conn.Close()
 }
 
 // Read reads the remote command's stdout.

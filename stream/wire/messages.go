@@ -18,6 +18,9 @@ type Handshake struct {
 	Arch string `json:"arch,omitempty"`
 	UID  int    `json:"uid,omitempty"`
 	Root string `json:"root,omitempty"`
+	// Process names the agent process (random, per process): streams
+	// served by one process report its CPU time once, not once each.
+	Process string `json:"process,omitempty"`
 }
 
 // ReceiveOptions are the sender's choices that the receiver applies.

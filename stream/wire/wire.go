@@ -19,7 +19,7 @@ import (
 
 // Proto is the protocol version. Peers with different versions refuse each
 // other in the handshake with an error naming both versions.
-const Proto = 1
+const Proto = 2
 
 // Frame types.
 const (

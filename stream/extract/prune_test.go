@@ -1,0 +1,133 @@
+package extract_test
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/bulkmove/bulkmove/stream/extract"
+)
+
+// mkTree creates files (names ending in '/' are directories) under root.
+func mkTree(t *testing.T, root string, names ...string) {
+	t.Helper()
+	for _, n := range names {
+		p := filepath.Join(root, n)
+		if strings.HasSuffix(n, "/") {
+			if err := os.MkdirAll(p, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(n), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func exists(p string) bool {
+	_, err := os.Lstat(p)
+	return err == nil
+}
+
+func removedPaths(rs []extract.Removed) []string {
+	var out []string
+	for _, r := range rs {
+		out = append(out, r.Path)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestPrune(t *testing.T) {
+	for _, dry := range []bool{false, true} {
+		t.Run(map[bool]string{false: "delete", true: "dry-run"}[dry], func(t *testing.T) {
+			s := newSandbox(t)
+			mkTree(t, s.root, "keep.txt", "extra.txt", "old/a", "old/deep/b", "sub/keep", "sub/gone")
+			mkTree(t, s.outside, "victim/file")
+			// An extra symlink to a directory outside: removed as a link,
+			// what it points at untouched.
+			if err := os.Symlink(filepath.Join(s.outside, "victim"), filepath.Join(s.root, "link")); err != nil {
+				t.Fatal(err)
+			}
+			r := s.open(t, extract.Options{})
+			got, err := r.Prune(".", map[string]bool{"keep.txt": true, "sub": true}, nil, dry)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := []string{"extra.txt", "link", "old"}; !slices.Equal(removedPaths(got), want) {
+				t.Errorf("removed %q, want %q", removedPaths(got), want)
+			}
+			got, err = r.Prune("sub", map[string]bool{"keep": true}, nil, dry)
+			if err != nil || !slices.Equal(removedPaths(got), []string{"sub/gone"}) {
+				t.Errorf("sub: removed %q, %v; want sub/gone", removedPaths(got), err)
+			}
+			for _, p := range []string{"extra.txt", "link", "old", "sub/gone"} {
+				if exists(filepath.Join(s.root, p)) == !dry {
+					t.Errorf("%s: exists=%v after a prune with dry-run=%v", p, !dry, dry)
+				}
+			}
+			for _, p := range []string{"keep.txt", "sub/keep"} {
+				if !exists(filepath.Join(s.root, p)) {
+					t.Errorf("%s was deleted, but the source has it", p)
+				}
+			}
+			if !exists(filepath.Join(s.outside, "victim/file")) {
+				t.Errorf("a file outside the root was deleted through a symlink")
+			}
+		})
+	}
+}
+
+// TestPruneProtected: protected entries stay, and so do the directories
+// that hold them; their unprotected neighbours go.
+func TestPruneProtected(t *testing.T) {
+	s := newSandbox(t)
+	mkTree(t, s.root, "a.log", "a.txt", "old/b.log", "old/b.txt", "old/deep/c.txt")
+	r := s.open(t, extract.Options{})
+	protect := func(p string, isDir bool) bool { return strings.HasSuffix(p, ".log") }
+	got, err := r.Prune(".", nil, protect, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"a.txt", "old/b.txt", "old/deep", "old/deep/c.txt"}; !slices.Equal(removedPaths(got), want) {
+		t.Errorf("removed %q, want %q", removedPaths(got), want)
+	}
+	for _, p := range []string{"a.log", "old/b.log"} {
+		if !exists(filepath.Join(s.root, p)) {
+			t.Errorf("protected %s was deleted", p)
+		}
+	}
+	if exists(filepath.Join(s.root, "old/deep")) {
+		t.Errorf("old/deep, with nothing protected in it, is still there")
+	}
+}
+
+// TestPruneRefusesSymlinkedDir: a directory that is a symlink at the
+// destination is not listed through (that would delete in its target).
+func TestPruneRefusesSymlinkedDir(t *testing.T) {
+	s := newSandbox(t)
+	mkTree(t, s.root, "real/precious")
+	if err := os.Symlink("real", filepath.Join(s.root, "d")); err != nil {
+		t.Fatal(err)
+	}
+	r := s.open(t, extract.Options{})
+	got, err := r.Prune("d", nil, nil, false)
+	if err == nil || len(got) != 0 {
+		t.Errorf("prune through a symlinked directory: removed %q, err %v; want an error and nothing removed", removedPaths(got), err)
+	}
+	if !exists(filepath.Join(s.root, "real/precious")) {
+		t.Errorf("deleted through a symlinked directory")
+	}
+	for _, bad := range []string{"../x", "/etc", "a/../../b"} {
+		if _, err := r.Prune(bad, nil, nil, false); err == nil {
+			t.Errorf("Prune(%q): no error", bad)
+		}
+	}
+	s.check(t)
+}

@@ -214,6 +214,24 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 			if err := bw.Flush(); err != nil {
 				return err
 			}
+		case wire.Prune:
+			req, err := wire.DecodePrune(p)
+			if err != nil {
+				return fail(err)
+			}
+			if txn != nil || len(queue) != 0 {
+				return fail(fmt.Errorf("%w: prune with batches still open", wire.ErrProtocol))
+			}
+			res, err := ApplyPrune(recv, req)
+			if err != nil {
+				return fail(err)
+			}
+			if err := wire.WriteFrame(bw, wire.Pruned, wire.EncodePruned(res)); err != nil {
+				return err
+			}
+			if err := bw.Flush(); err != nil {
+				return err
+			}
 		case wire.End:
 			if txn != nil || len(queue) != 0 {
 				return fail(fmt.Errorf("%w: end with batches still open", wire.ErrProtocol))

@@ -54,6 +54,10 @@ type Pool struct {
 	FinalFiles int               // entries per final batch (default 2000)
 	OnResult   func(Result)      // called for every acknowledged batch, serialised
 	OnPhase    func(name string) // called as the job passes each phase (for -v)
+	// BeforeFinal, if set, runs after the file data and hard links, before
+	// symlinks and directory metadata (which a deletion would disturb):
+	// the --delete pass.
+	BeforeFinal func(ctx context.Context, conns []Conn) error
 	// Counters has one entry per stream; Run allocates them if nil.
 	Counters []*Counters
 
@@ -148,6 +152,12 @@ func (p *Pool) Run(ctx context.Context, in <-chan *sharder.Batch, def *Deferred)
 		return err
 	}
 	p.phase("hard links applied")
+	if p.BeforeFinal != nil {
+		if err := p.BeforeFinal(ctx, p.Conns); err != nil {
+			p.closeAll(ctx)
+			return err
+		}
+	}
 	// Phase 3: symlinks, then directories deepest first, on stream 0.
 	dirs := slices.Clone(def.Dirs)
 	slices.SortFunc(dirs, func(a, b sharder.Entry) int {

@@ -71,7 +71,13 @@ func (j *job) dryRun(ctx context.Context, p plan, opt sharder.Options) int {
 		errorf(j.stderr, "dry run: largest batch %d files, %s; imbalance across %d streams %.1f%%", len(largest.Entries), humanBytes(largest.Bytes), j.flags.jobs, imbalance)
 	}
 	if st.Errors > 0 {
+		if j.flags.delete {
+			errorf(j.stderr, "dry run: --delete would delete nothing: the walk had errors")
+		}
 		return exitPartial
+	}
+	if j.flags.delete && p.rename == "" {
+		return j.dryRunDelete(ctx, p)
 	}
 	return exitOK
 }

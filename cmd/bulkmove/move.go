@@ -58,21 +58,23 @@ Exit codes:
 `
 
 type moveFlags struct {
-	jobs       int
-	batchSize  byteSize
-	batchFiles int
-	rules      *filter.Rules // --exclude, --include, --exclude-from, --include-from, --filter
-	dryRun     bool
-	verbose    bool
-	version    bool
-	fsync      bool
-	keepSetid  bool
-	noCheck    bool
-	viaAgent   bool
-	json       bool
-	progress   string
-	obs        obsFlags
-	ssh        sshFlags
+	jobs           int
+	batchSize      byteSize
+	batchFiles     int
+	rules          *filter.Rules // --exclude, --include, --exclude-from, --include-from, --filter
+	dryRun         bool
+	delete         bool
+	deleteExcluded bool
+	verbose        bool
+	version        bool
+	fsync          bool
+	keepSetid      bool
+	noCheck        bool
+	viaAgent       bool
+	json           bool
+	progress       string
+	obs            obsFlags
+	ssh            sshFlags
 }
 
 func (f *moveFlags) register(fs *flag.FlagSet) {
@@ -88,6 +90,8 @@ func (f *moveFlags) register(fs *flag.FlagSet) {
 	fs.Var(f.rules.FileFlag(filter.Exclude), "exclude-from", "read --exclude patterns from `FILE`, one a line; - is stdin (repeatable)")
 	fs.Var(f.rules.FileFlag(filter.Include), "include-from", "read --include patterns from `FILE`, one a line; - is stdin (repeatable)")
 	fs.Var(f.rules.Flag(filter.Filter), "filter", "add an rsync filter `RULE`: '- PAT', '+ PAT', '!', ... (repeatable)")
+	fs.BoolVar(&f.delete, "delete", false, "delete from DEST what is not in SRC (after the transfer, and only if nothing failed; excluded paths are kept)")
+	fs.BoolVar(&f.deleteExcluded, "delete-excluded", false, "with --delete, also delete excluded paths at DEST (implies --delete)")
 	fs.BoolVar(&f.dryRun, "n", false, "dry run: print what would move and the batch plan, move nothing")
 	fs.BoolVar(&f.dryRun, "dry-run", false, "dry run: print what would move and the batch plan, move nothing")
 	fs.BoolVar(&f.verbose, "v", false, "verbose: per-stream statistics and every batch")
@@ -171,6 +175,9 @@ func runMove(args []string, stdout, stderr io.Writer) int {
 	if f.version {
 		return runVersion(nil, stdout, stderr)
 	}
+	if f.deleteExcluded {
+		f.delete = true
+	}
 	if fs.NArg() != 2 {
 		errorf(stderr, "want SRC and DEST, got %d arguments (see bulkmove -h)", fs.NArg())
 		return exitUsage
@@ -194,20 +201,22 @@ type job struct {
 	stdout, stderr io.Writer
 	src, dst       string
 
-	mu       sync.Mutex
-	files    int64 // regular files installed
-	bytes    int64
-	links    int64 // symlinks, hard links and directories applied
-	skipped  int64 // up to date already
-	failed   int64 // entries that could not be moved
-	walkErrs int64
-	warnings int64
-	start    time.Time
-	remote   *sshx.Target // DEST's host, nil for a local DEST
-	m        *metrics.Job
-	ev       *events  // --json; nil otherwise
-	hub      []duplex // send-hub: the streams the receiver opened
-	as       string   // send-hub: the name of a single-file SRC at the receiver
+	mu            sync.Mutex
+	files         int64 // regular files installed
+	bytes         int64
+	links         int64 // symlinks, hard links and directories applied
+	skipped       int64 // up to date already
+	deleted       int64 // removed from DEST by --delete
+	deleteSkipped bool  // --delete refused: something failed
+	failed        int64 // entries that could not be moved
+	walkErrs      int64
+	warnings      int64
+	start         time.Time
+	remote        *sshx.Target // DEST's host, nil for a local DEST
+	m             *metrics.Job
+	ev            *events  // --json; nil otherwise
+	hub           []duplex // send-hub: the streams the receiver opened
+	as            string   // send-hub: the name of a single-file SRC at the receiver
 }
 
 func (j *job) run(ctx context.Context) int {
@@ -267,6 +276,9 @@ func (j *job) run(ctx context.Context) int {
 	j.m = metrics.NewJob(len(conns))
 	pool := &stream.Pool{Conns: conns, FinalFiles: j.flags.batchFiles, OnResult: j.onResult, Counters: j.m.Streams,
 		OnPhase: func(name string) { j.trace("%s", name) }}
+	if j.flags.delete && plan.rename == "" {
+		pool.BeforeFinal = j.deletePass(plan, false)
+	}
 	stopProgress := j.progress(ctx) // before anything else writes to stderr
 	stopObs, err := j.observe(ctx, j.remote == nil && j.hub == nil && !j.flags.viaAgent)
 	if err != nil {
@@ -576,8 +588,15 @@ func (j *job) summary(err error, interrupted bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	rate := float64(j.bytes) / el.Seconds()
-	line := fmt.Sprintf("%d files, %s in %.2fs (%s/s, %.0f files/s); %d up to date; %d errors%s",
-		j.files, humanBytes(j.bytes), el.Seconds(), humanBytes(int64(rate)), float64(j.files)/el.Seconds(), j.skipped, j.failed+j.walkErrs, j.bottleneck())
+	deleted := ""
+	if j.flags.delete {
+		deleted = fmt.Sprintf("; %d deleted", j.deleted)
+		if j.deleteSkipped {
+			deleted = "; deletion skipped (errors)"
+		}
+	}
+	line := fmt.Sprintf("%d files, %s in %.2fs (%s/s, %.0f files/s); %d up to date%s; %d errors%s",
+		j.files, humanBytes(j.bytes), el.Seconds(), humanBytes(int64(rate)), float64(j.files)/el.Seconds(), j.skipped, deleted, j.failed+j.walkErrs, j.bottleneck())
 	switch {
 	case interrupted:
 		errorf(j.stderr, "interrupted: %s; run the same command again to finish", line)

@@ -192,6 +192,12 @@ func (j *job) pull(ctx context.Context, t sshx.Target) int {
 	if j.flags.keepSetid {
 		hubArgs = append(hubArgs, "--keep-setid")
 	}
+	if j.flags.delete {
+		hubArgs = append(hubArgs, "--delete")
+	}
+	if j.flags.deleteExcluded {
+		hubArgs = append(hubArgs, "--delete-excluded")
+	}
 	if j.flags.noCheck {
 		hubArgs = append(hubArgs, "--no-quick-check")
 	}

@@ -105,6 +105,16 @@ func TestSSHPush(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(dst, "fine")); string(b) != "new" {
 		t.Errorf("the other file did not move")
 	}
+	// --delete over SSH: what SRC lacks goes, in parallel over the streams.
+	os.Remove(filepath.Join(src, "blocked"))
+	os.RemoveAll(filepath.Join(dst, "blocked"))
+	os.WriteFile(filepath.Join(dst, "stray"), []byte("x"), 0o644)
+	os.MkdirAll(filepath.Join(dst, "straydir", "sub"), 0o755)
+	out, code = runBM(t, nil, "-F", cfg, "-j", "3", "--delete", src, "box2:"+dst)
+	if code != 0 || !strings.Contains(out, "; 2 deleted; 0 errors") {
+		t.Fatalf("--delete: exit %d, want 0 and 2 deleted:\n%s", code, out)
+	}
+	treecmp.Equal(t, src, dst, treecmp.Options{Owner: os.Geteuid() == 0})
 }
 
 // TestSSHPushRelayed: where sshd does not forward to Unix sockets

@@ -19,7 +19,9 @@ import (
 
 // Proto is the protocol version. Peers with different versions refuse each
 // other in the handshake with an error naming both versions.
-const Proto = 2
+// 3: check modes size, existing and checksum, and content hashes in
+// manifests (an older agent would take an unknown mode for "quick").
+const Proto = 3
 
 // Frame types.
 const (
@@ -32,6 +34,8 @@ const (
 	End      byte = 'E' // sender: no more batches
 	Summary  byte = 'S' // agent: JSON totals, the last frame
 	Fail     byte = 'X' // either: fatal error text, the connection ends
+	Prune    byte = 'P' // sender: directories and the names they keep (--delete)
+	Pruned   byte = 'R' // agent: what a Prune removed
 )
 
 // Limits on what a peer may declare.
@@ -91,7 +95,7 @@ func ReadFrame(r *bufio.Reader) (typ byte, payload []byte, err error) {
 
 func validType(t byte) bool {
 	switch t {
-	case Hello, Manifest, Need, Data, Commit, Ack, End, Summary, Fail:
+	case Hello, Manifest, Need, Data, Commit, Ack, End, Summary, Fail, Prune, Pruned:
 		return true
 	}
 	return false

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/bulkmove/bulkmove/sharder"
+	"github.com/bulkmove/bulkmove/stream"
+	"github.com/bulkmove/bulkmove/stream/wire"
+)
+
+// pruneChunk is about how many names go in one prune request.
+const pruneChunk = 4096
+
+// deletePass returns the --delete pass, run by the pool after the file
+// data and hard links and before directory metadata. It lists SRC again,
+// one directory at a time (so memory is bounded by the largest
+// directory), and the receivers remove from each DEST directory what the
+// source directory does not hold, K directories at once. Nothing is
+// deleted if anything failed so far: a source file that could not be read
+// must not cost its copy (rsync: "IO error encountered -- skipping file
+// deletion").
+func (j *job) deletePass(p plan, dryRun bool) func(context.Context, []stream.Conn) error {
+	return func(ctx context.Context, conns []stream.Conn) error {
+		j.mu.Lock()
+		bad := j.failed + j.walkErrs
+		j.mu.Unlock()
+		if bad > 0 {
+			errorf(j.stderr, "not deleting anything at %s: %d errors during the transfer", j.dst, bad)
+			j.mu.Lock()
+			j.deleteSkipped = true
+			j.mu.Unlock()
+			return nil
+		}
+		j.trace("deleting what SRC does not have")
+		rules := j.flags.rules.List()
+		reqs := make(chan *wire.PruneRequest, len(conns))
+		g, gctx := errgroup.WithContext(ctx)
+		g.Go(func() error {
+			defer close(reqs)
+			var cur *wire.PruneRequest
+			var id uint64
+			n := 0
+			flush := func() error {
+				if cur == nil {
+					return nil
+				}
+				select {
+				case reqs <- cur:
+				case <-gctx.Done():
+					return gctx.Err()
+				}
+				cur, n = nil, 0
+				return nil
+			}
+			err := sharder.ListDirs(gctx, p.walkRoot, j.flags.rules, func(dir string, names []string) error {
+				if len(names) > wire.MaxPruneNames {
+					return fmt.Errorf("directory %s holds %d names, more than --delete handles in one directory (%d)", dir, len(names), wire.MaxPruneNames)
+				}
+				if cur != nil && n+len(names) > pruneChunk {
+					if err := flush(); err != nil {
+						return err
+					}
+				}
+				if cur == nil {
+					id++
+					cur = &wire.PruneRequest{ID: id, DryRun: dryRun, DeleteExcluded: j.flags.deleteExcluded, Rules: rules}
+				}
+				cur.Dirs = append(cur.Dirs, wire.PruneDir{Dir: dir, Names: names})
+				n += len(names) + 1
+				return nil
+			})
+			if err != nil {
+				return fmt.Errorf("delete: reading %s again: %w (nothing more deleted)", j.src, err)
+			}
+			return flush()
+		})
+		g.Go(func() error { return stream.RunPrune(gctx, conns, reqs, func(r *wire.PruneResult) { j.onPruned(r, dryRun) }) })
+		return g.Wait()
+	}
+}
+
+func (j *job) onPruned(r *wire.PruneResult, dryRun bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, e := range r.Removed {
+		j.deleted++
+		name := e.Path
+		if e.IsDir {
+			name += "/"
+		}
+		switch {
+		case dryRun:
+			fmt.Fprintf(j.stdout, "delete %s\n", name)
+		case j.flags.verbose:
+			errorf(j.stderr, "deleted %s", name)
+		}
+	}
+	for _, e := range r.Errors {
+		j.failed++
+		errorf(j.stderr, "%s: %s", j.dst, e)
+	}
+}
+
+// dryRunDelete lists what --delete would remove, for --dry-run: it
+// connects to the receiver but moves nothing.
+func (j *job) dryRunDelete(ctx context.Context, p plan) int {
+	if j.remote == nil && j.hub == nil {
+		if _, err := os.Stat(p.dstRoot); err != nil {
+			return exitOK // no DEST yet: nothing to delete
+		}
+	}
+	conns, cleanup, err := j.connect(ctx, p)
+	if err != nil {
+		errorf(j.stderr, "%v", err)
+		return exitFatal
+	}
+	defer cleanup()
+	err = j.deletePass(p, true)(ctx, conns)
+	for _, c := range conns {
+		c.Close(ctx)
+	}
+	if err != nil {
+		errorf(j.stderr, "%v", err)
+		return exitFatal
+	}
+	errorf(j.stderr, "dry run: would delete %d entries", j.deleted)
+	return exitOK
+}

@@ -1,0 +1,153 @@
+package wire
+
+// PruneRequest asks the receiver to delete, in each listed directory, what
+// the source does not have (--delete). Rules are the job's filter rules
+// (rsync syntax, as filter.Rules.List gives them): an extra entry they
+// exclude is protected unless DeleteExcluded.
+type PruneRequest struct {
+	ID             uint64
+	DryRun         bool
+	DeleteExcluded bool
+	Rules          []string
+	Dirs           []PruneDir
+}
+
+// PruneDir is one source directory and the names it holds.
+type PruneDir struct {
+	Dir   string
+	Names []string
+}
+
+// PruneResult is the receiver's answer: what it removed (or, in a dry
+// run, would remove) and what it could not.
+type PruneResult struct {
+	ID      uint64
+	Removed []PrunedEntry
+	Errors  []string
+}
+
+// PrunedEntry is one removed path.
+type PrunedEntry struct {
+	Path  string
+	IsDir bool
+}
+
+// Limits of a prune request.
+const (
+	MaxPruneNames = 1 << 20 // names in one request, all directories together
+	MaxRules      = 1 << 12
+)
+
+const (
+	pruneDryRun = 1 << iota
+	pruneDeleteExcluded
+)
+
+// EncodePrune encodes a prune request.
+func EncodePrune(r *PruneRequest) []byte {
+	e := enc{}
+	e.uvarint(r.ID)
+	var fl uint64
+	if r.DryRun {
+		fl |= pruneDryRun
+	}
+	if r.DeleteExcluded {
+		fl |= pruneDeleteExcluded
+	}
+	e.uvarint(fl)
+	e.uvarint(uint64(len(r.Rules)))
+	for _, x := range r.Rules {
+		e.bytes(x)
+	}
+	e.uvarint(uint64(len(r.Dirs)))
+	for _, d := range r.Dirs {
+		e.bytes(d.Dir)
+		e.uvarint(uint64(len(d.Names)))
+		for _, n := range d.Names {
+			e.bytes(n)
+		}
+	}
+	return e.b
+}
+
+// DecodePrune decodes and bounds-checks a prune request.
+func DecodePrune(p []byte) (*PruneRequest, error) {
+	d := dec{b: p}
+	r := &PruneRequest{ID: d.uvarint("prune id")}
+	fl := d.uvarint("prune flags")
+	r.DryRun, r.DeleteExcluded = fl&pruneDryRun != 0, fl&pruneDeleteExcluded != 0
+	n := d.count("rule count", MaxRules)
+	for range n {
+		r.Rules = append(r.Rules, d.str("rule", MaxPath))
+	}
+	total := uint64(0)
+	nd := d.count("directory count", MaxPruneNames)
+	for range nd {
+		pd := PruneDir{Dir: d.str("directory", MaxPath)}
+		nn := d.count("name count", MaxPruneNames)
+		if total += nn; total > MaxPruneNames {
+			return nil, protoErr("prune request names more than %d entries", MaxPruneNames)
+		}
+		pd.Names = make([]string, 0, nn)
+		for range nn {
+			pd.Names = append(pd.Names, d.str("name", 255))
+		}
+		r.Dirs = append(r.Dirs, pd)
+	}
+	if err := d.done("prune request"); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// EncodePruned encodes a prune result.
+func EncodePruned(r *PruneResult) []byte {
+	e := enc{}
+	e.uvarint(r.ID)
+	e.uvarint(uint64(len(r.Removed)))
+	for _, x := range r.Removed {
+		var dir byte
+		if x.IsDir {
+			dir = 1
+		}
+		e.b = append(e.b, dir)
+		e.bytes(x.Path)
+	}
+	e.uvarint(uint64(len(r.Errors)))
+	for _, x := range r.Errors {
+		e.bytes(truncate(x))
+	}
+	return e.b
+}
+
+// DecodePruned decodes and bounds-checks a prune result.
+func DecodePruned(p []byte) (*PruneResult, error) {
+	d := dec{b: p}
+	r := &PruneResult{ID: d.uvarint("prune id")}
+	n := d.count("removed count", MaxFrame/2)
+	for range n {
+		dir := d.byte1("removed kind")
+		r.Removed = append(r.Removed, PrunedEntry{IsDir: dir == 1, Path: d.str("removed path", MaxPath)})
+	}
+	ne := d.count("error count", MaxFrame/2)
+	for range ne {
+		r.Errors = append(r.Errors, d.str("error", MaxMessage))
+	}
+	if err := d.done("prune result"); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// count reads a count that must be at most max and no more than the bytes
+// left (each counted item takes at least one byte).
+func (d *dec) count(what string, max uint64) uint64 {
+	n := d.uvarint(what)
+	if d.err == nil && (n > max || n > uint64(len(d.b))) {
+		d.err = protoErr("%s %d is over the limit or the frame", what, n)
+	}
+	if d.err != nil {
+		return 0
+	}
+	return n
+}

@@ -1,0 +1,48 @@
+package wire
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+)
+
+func TestPruneRoundTrip(t *testing.T) {
+	req := &PruneRequest{ID: 7, DryRun: true, DeleteExcluded: true, Rules: []string{"- *.o", "P /keep/"},
+		Dirs: []PruneDir{{Dir: ".", Names: []string{"a", "b\xff"}}, {Dir: "a/b", Names: []string{}}}}
+	got, err := DecodePrune(EncodePrune(req))
+	if err != nil || !reflect.DeepEqual(got, req) {
+		t.Fatalf("round trip: %+v, %v; want %+v", got, err, req)
+	}
+	res := &PruneResult{ID: 7, Removed: []PrunedEntry{{Path: "x", IsDir: true}, {Path: "y"}}, Errors: []string{"delete z: busy"}}
+	gotr, err := DecodePruned(EncodePruned(res))
+	if err != nil || !reflect.DeepEqual(gotr, res) {
+		t.Fatalf("round trip: %+v, %v; want %+v", gotr, err, res)
+	}
+	// Every truncation is a protocol error, never a panic or a short read.
+	decoders := map[string]func([]byte) error{
+		"request": func(b []byte) error { _, err := DecodePrune(b); return err },
+		"result":  func(b []byte) error { _, err := DecodePruned(b); return err },
+	}
+	blobs := map[string][]byte{"request": EncodePrune(req), "result": EncodePruned(res)}
+	for name, b := range blobs {
+		for n := range len(b) {
+			if err := decoders[name](b[:n]); !errors.Is(err, ErrProtocol) {
+				t.Errorf("%s truncated at %d of %d bytes: %v, want a protocol error", name, n, len(b), err)
+			}
+		}
+	}
+}
+
+// A count larger than the frame can hold is refused before allocating.
+func TestPruneHugeCount(t *testing.T) {
+	e := enc{}
+	e.uvarint(1)
+	e.uvarint(0)
+	e.uvarint(0)       // rules
+	e.uvarint(1)       // dirs
+	e.bytes(".")       // dir
+	e.uvarint(1 << 40) // names
+	if _, err := DecodePrune(e.b); !errors.Is(err, ErrProtocol) {
+		t.Errorf("huge name count: %v, want a protocol error", err)
+	}
+}

@@ -174,7 +174,7 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 				queue = append(queue, pending{m, allNeeded(len(m.Entries))})
 				continue
 			}
-			need := recv.Need(m.Entries)
+			need := recv.NeedSums(m.Entries, m.Sums)
 			queue = append(queue, pending{m, need})
 			if err := wire.WriteFrame(bw, wire.Need, wire.EncodeNeed(m.ID, need)); err != nil {
 				return err

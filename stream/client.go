@@ -30,6 +30,7 @@ type Client struct {
 	Peer wire.Handshake
 	Src  Source
 
+	sums   bool // checksum mode: manifests carry content hashes
 	ctr    atomic.Pointer[Counters]
 	w      *bufio.Writer
 	closer io.Closer
@@ -46,7 +47,7 @@ type frame struct {
 // Dial performs the handshake over rw (an agent's stdin and stdout) and
 // starts reading its frames. closer is closed by Close or on failure.
 func Dial(ctx context.Context, name string, r io.Reader, w io.Writer, closer io.Closer, version string, opt wire.ReceiveOptions, src Source) (*Client, error) {
-	c := &Client{Name: name, Src: src, closer: closer, frames: make(chan frame, 4*Window+8)}
+	c := &Client{Name: name, Src: src, closer: closer, frames: make(chan frame, 4*Window+8), sums: opt.Check == wire.CheckSum}
 	c.w = bufio.NewWriterSize(&timedWriter{w: w, ctr: &c.ctr}, 256<<10)
 	hello := wire.Handshake{Proto: wire.Proto, Version: version, Options: &opt}
 	if err := wire.WriteFrame(c.w, wire.Hello, wire.EncodeJSON(hello)); err != nil {
@@ -187,6 +188,9 @@ func (c *Client) run(ctx context.Context, in <-chan *sharder.Batch, flags uint64
 				continue
 			}
 			m := &wire.BatchManifest{ID: b.ID, Flags: flags, Entries: b.Entries}
+			if c.sums && flags&wire.FlagFinal == 0 {
+				m.Sums = c.Src.Sums(b.Entries)
+			}
 			if err := wire.WriteFrame(c.w, wire.Manifest, wire.EncodeManifest(m)); err != nil {
 				return nil, err
 			}

@@ -64,7 +64,11 @@ func (l *Local) apply(b *sharder.Batch, final bool) Result {
 		res.Ack = t.Commit(b.ID, nil)
 		return res
 	}
-	need := l.Recv.Need(b.Entries)
+	var sums []wire.Sum
+	if l.Recv.Checksums() {
+		sums = l.Src.Sums(b.Entries)
+	}
+	need := l.Recv.NeedSums(b.Entries, sums)
 	var dirs Dirs
 	defer dirs.Close()
 	var discards []wire.Discard

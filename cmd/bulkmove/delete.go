@@ -78,7 +78,9 @@ func (j *job) deletePass(p plan, dryRun bool) func(context.Context, []stream.Con
 			}
 			return flush()
 		})
-		g.Go(func() error { return stream.RunPrune(gctx, conns, reqs, func(r *wire.PruneResult) { j.onPruned(r, dryRun) }) })
+		g.Go(func() error {
+			return stream.RunPrune(gctx, conns, reqs, func(r *wire.PruneResult) { j.onPruned(r, dryRun) })
+		})
 		return g.Wait()
 	}
 }

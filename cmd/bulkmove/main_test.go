@@ -17,6 +17,15 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// Resume journals of test runs go to a throwaway state directory
+	// (left in the system's temporary directory: testscript.Main exits).
+	if os.Getenv("BULKMOVE_TEST_STATE") == "" {
+		d, err := os.MkdirTemp("", "bulkmove-test-state-")
+		if err == nil {
+			os.Setenv("XDG_STATE_HOME", d)
+			os.Setenv("BULKMOVE_TEST_STATE", d)
+		}
+	}
 	testscript.Main(m, map[string]func(){
 		"bulkmove": func() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) },
 	})
@@ -37,6 +46,11 @@ func TestScripts(t *testing.T) {
 		Dir:                 "testdata/script",
 		WorkdirRoot:         root,
 		RequireExplicitExec: false,
+		Setup: func(env *testscript.Env) error {
+			env.Setenv("XDG_STATE_HOME", env.WorkDir+"/.state")
+			env.Setenv("BULKMOVE_TEST_STATE", env.WorkDir+"/.state") // TestMain: leave it
+			return nil
+		},
 		Condition: func(cond string) (bool, error) {
 			switch cond {
 			case "root":

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -65,11 +66,15 @@ type moveFlags struct {
 	dryRun         bool
 	delete         bool
 	deleteExcluded bool
+	journal        string
 	verbose        bool
 	version        bool
 	fsync          bool
 	keepSetid      bool
 	noCheck        bool
+	checksum       bool // --checksum, --size-only, --ignore-existing: see check.go
+	sizeOnly       bool
+	ignoreExisting bool
 	viaAgent       bool
 	json           bool
 	progress       string
@@ -92,6 +97,7 @@ func (f *moveFlags) register(fs *flag.FlagSet) {
 	fs.Var(f.rules.Flag(filter.Filter), "filter", "add an rsync filter `RULE`: '- PAT', '+ PAT', '!', ... (repeatable)")
 	fs.BoolVar(&f.delete, "delete", false, "delete from DEST what is not in SRC (after the transfer, and only if nothing failed; excluded paths are kept)")
 	fs.BoolVar(&f.deleteExcluded, "delete-excluded", false, "with --delete, also delete excluded paths at DEST (implies --delete)")
+	fs.StringVar(&f.journal, "journal", "", "resume journal `PATH` (default: under ~/.local/state/bulkmove, keyed by SRC, DEST and options; none: no journal)")
 	fs.BoolVar(&f.dryRun, "n", false, "dry run: print what would move and the batch plan, move nothing")
 	fs.BoolVar(&f.dryRun, "dry-run", false, "dry run: print what would move and the batch plan, move nothing")
 	fs.BoolVar(&f.verbose, "v", false, "verbose: per-stream statistics and every batch")
@@ -99,6 +105,10 @@ func (f *moveFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.fsync, "fsync", false, "make each batch durable (fsync files and directories) before it is acknowledged")
 	fs.BoolVar(&f.keepSetid, "keep-setid", false, "keep setuid and setgid bits")
 	fs.BoolVar(&f.noCheck, "no-quick-check", false, "send every file, even those already at DEST with the same size and mtime")
+	fs.BoolVar(&f.checksum, "c", false, "same as --checksum")
+	fs.BoolVar(&f.checksum, "checksum", false, "skip files at DEST with the same size and content (XXH3-128, hashed on both sides), whatever their mtime")
+	fs.BoolVar(&f.sizeOnly, "size-only", false, "skip files at DEST with the same size, whatever their mtime")
+	fs.BoolVar(&f.ignoreExisting, "ignore-existing", false, "skip files (and symlinks) that exist at DEST, whatever their content")
 	f.obs.register(fs)
 	fs.StringVar(&f.progress, "progress", "auto", "progress display on a terminal: auto (one line), streams (a line per stream too), none")
 	fs.BoolVar(&f.json, "json", false, "write newline-delimited JSON events on stdout (start, progress, warning, error, bottleneck, end; see README)")
@@ -178,6 +188,10 @@ func runMove(args []string, stdout, stderr io.Writer) int {
 	if f.deleteExcluded {
 		f.delete = true
 	}
+	if _, err := f.checkMode(); err != nil {
+		errorf(stderr, "%v", err)
+		return exitUsage
+	}
 	if fs.NArg() != 2 {
 		errorf(stderr, "want SRC and DEST, got %d arguments (see bulkmove -h)", fs.NArg())
 		return exitUsage
@@ -204,11 +218,12 @@ type job struct {
 	mu            sync.Mutex
 	files         int64 // regular files installed
 	bytes         int64
-	links         int64 // symlinks, hard links and directories applied
-	skipped       int64 // up to date already
-	deleted       int64 // removed from DEST by --delete
-	deleteSkipped bool  // --delete refused: something failed
-	failed        int64 // entries that could not be moved
+	links         int64   // symlinks, hard links and directories applied
+	skipped       int64   // up to date already
+	deleted       int64   // removed from DEST by --delete
+	deleteSkipped bool    // --delete refused: something failed
+	res           *resume // the journal; nil without one
+	failed        int64   // entries that could not be moved
 	walkErrs      int64
 	warnings      int64
 	start         time.Time
@@ -262,8 +277,15 @@ func (j *job) run(ctx context.Context) int {
 		return j.dryRun(ctx, plan, opt)
 	}
 
+	res, jerr := j.openJournal()
+	if jerr != nil {
+		errorf(j.stderr, "%v", jerr)
+		return exitFatal
+	}
+	j.res = res
 	conns, cleanup, err := j.connect(ctx, plan)
 	if err != nil {
+		j.res.close(false)
 		errorf(j.stderr, "%v", err)
 		return exitFatal
 	}
@@ -309,6 +331,9 @@ func (j *job) run(ctx context.Context) int {
 		}
 	}
 	interrupted := ctx.Err() != nil
+	if jerr := j.res.close(err == nil && !interrupted && j.failed == 0 && j.walkErrs == 0); jerr != nil {
+		errorf(j.stderr, "warning: %v", jerr)
+	}
 	j.summary(err, interrupted)
 	exit := exitOK
 	switch {
@@ -354,6 +379,25 @@ func (j *job) relay(ctx context.Context, out chan *sharder.Batch, rename string)
 			if rename != "" {
 				for i := range b.Entries {
 					b.Entries[i].Path = rename
+				}
+			}
+			if j.res != nil {
+				n := len(b.Entries)
+				b.Entries = slices.DeleteFunc(b.Entries, func(e sharder.Entry) bool {
+					if j.res.done(&e) {
+						b.Bytes -= e.Size
+						return true
+					}
+					return false
+				})
+				if done := int64(n - len(b.Entries)); done > 0 {
+					j.mu.Lock()
+					j.skipped += done
+					j.mu.Unlock()
+					j.m.Skipped.Add(done)
+				}
+				if len(b.Entries) == 0 {
+					continue
 				}
 			}
 			j.m.PlannedBytes.Add(b.Bytes)
@@ -478,9 +522,9 @@ func within(src, dst string) (bool, error) {
 
 func (j *job) receiveOptions() wire.ReceiveOptions {
 	// Owner: keep numeric uid/gid wherever the receiver runs as root.
-	o := wire.ReceiveOptions{Fsync: j.flags.fsync, Owner: true, KeepSetid: j.flags.keepSetid, Check: "quick"}
-	if j.flags.noCheck {
-		o.Check = "none"
+	o := wire.ReceiveOptions{Fsync: j.flags.fsync, Owner: true, KeepSetid: j.flags.keepSetid, Check: wire.CheckQuick}
+	if mode, err := j.flags.checkMode(); err == nil { // checked with the other flags
+		o.Check = mode
 	}
 	return o
 }
@@ -550,6 +594,7 @@ func (j *job) trace(format string, args ...any) {
 }
 
 func (j *job) onResult(r stream.Result) {
+	j.res.record(r)
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if r.Ack != nil {

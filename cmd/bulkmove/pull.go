@@ -198,9 +198,8 @@ func (j *job) pull(ctx context.Context, t sshx.Target) int {
 	if j.flags.deleteExcluded {
 		hubArgs = append(hubArgs, "--delete-excluded")
 	}
-	if j.flags.noCheck {
-		hubArgs = append(hubArgs, "--no-quick-check")
-	}
+	// --no-quick-check, --checksum, --size-only, --ignore-existing.
+	hubArgs = append(hubArgs, j.flags.checkArgs()...)
 	if as != "" {
 		hubArgs = append(hubArgs, "--as", sshx.ShellQuote(as))
 	}

@@ -95,6 +95,19 @@ func receiveSeeds(tb testing.TB) [][]byte {
 		{recv: 1, entries: []sharder.Entry{fileE("d/l", 1)}, files: []tarFile{tf("d/l", "x")}},
 	})
 	add([]batch{{entries: []sharder.Entry{fileE("a", 3)}, files: []tarFile{tf("a", "abc")}}})
+	// Checksum mode (the second receiver): an equal file of another mtime
+	// is fixed in place, and a symlink, or a path through one, is never
+	// opened to be hashed.
+	a := fileE("a", 3)
+	old := a
+	old.MTime -= 1e9
+	abc := wire.HashBytes([]byte("abc"))
+	seeds = append(seeds, joinInput([]fuzzBatch{
+		{manifest: wire.EncodeManifest(&wire.BatchManifest{ID: 1, Entries: []sharder.Entry{old}}), tar: tarOf(tb, 1, tf("a", "abc"))},
+		{manifest: wire.EncodeManifest(&wire.BatchManifest{ID: 2, Flags: wire.FlagFinal, Entries: []sharder.Entry{symE("l", "@outside"), symE("m", "a")}}), tar: tarOf(tb, 2)},
+		{sel: 1, manifest: wire.EncodeManifest(&wire.BatchManifest{ID: 3, Entries: []sharder.Entry{a, fileE("m", 3), fileE("l/x", 3)},
+			Sums: []wire.Sum{abc, abc, abc}}), tar: tarOf(tb, 3)},
+	}))
 	return seeds
 }
 
@@ -118,7 +131,9 @@ func FuzzReceive(f *testing.F) {
 			return
 		}
 		s := newSandbox(t)
-		recvs := [2]*extract.Receiver{s.open(t, extract.Options{}), s.open(t, extract.Options{})}
+		// The second receiver compares content hashes: it opens, reads
+		// and fixes the metadata of existing files.
+		recvs := [2]*extract.Receiver{s.open(t, extract.Options{}), s.open(t, extract.Options{Check: wire.CheckSum})}
 		named := map[string]bool{} // names the manifests ask for may look temporary
 		for i, m := range ms {
 			for j := range m.Entries {

@@ -296,5 +296,5 @@ func needFor(r *extract.Receiver, m *wire.BatchManifest) []bool {
 		}
 		return need
 	}
-	return r.Need(m.Entries)
+	return r.NeedSums(m.Entries, m.Sums)
 }

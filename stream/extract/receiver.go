@@ -49,6 +49,9 @@ type Options struct {
 	Owner     bool // chown to the entry's uid/gid (needs root)
 	KeepSetid bool // keep setuid/setgid bits
 	NoCheck   bool // send everything: skip the size-and-mtime quick check
+	// Check is how Need decides that a file is up to date: one of the
+	// wire.Check* modes ("": quick, or none with NoCheck).
+	Check string
 	// WriteRate, if positive, paces writing file data (bytes a second,
 	// shared by all batches): gentle on a destination that serves
 	// production, and how tests make the receiver the bottleneck.
@@ -62,8 +65,24 @@ func FromWire(o *wire.ReceiveOptions) Options {
 	}
 	// Owners can only be given away by root: elsewhere files belong to the
 	// receiving user, as with rsync run by an ordinary user.
-	return Options{Fsync: o.Fsync, Owner: o.Owner && os.Geteuid() == 0, KeepSetid: o.KeepSetid, NoCheck: o.Check == "none", WriteRate: o.WriteRate}
+	return Options{Fsync: o.Fsync, Owner: o.Owner && os.Geteuid() == 0, KeepSetid: o.KeepSetid, NoCheck: o.Check == wire.CheckNone,
+		Check: o.Check, WriteRate: o.WriteRate}
 }
+
+// check is the check mode in force.
+func (o *Options) check() string {
+	switch {
+	case o.NoCheck:
+		return wire.CheckNone
+	case o.Check == "":
+		return wire.CheckQuick
+	}
+	return o.Check
+}
+
+// Checksums reports whether Need compares content hashes: the sender must
+// then pass each file's Sum to NeedSums.
+func (r *Receiver) Checksums() bool { return r.opt.check() == wire.CheckSum }
 
 // Receiver installs entries under one root. It is safe for concurrent use
 // by several batches at once.
@@ -89,6 +108,12 @@ type Receiver struct {
 
 // Open creates dir if needed and opens it as the receiver's root.
 func Open(dir string, opt Options) (*Receiver, error) {
+	switch c := opt.check(); c {
+	case wire.CheckQuick, wire.CheckNone, wire.CheckSize, wire.CheckExisting, wire.CheckSum:
+	default:
+		return nil, fmt.Errorf("unknown check mode %q (this receiver knows %s, %s, %s, %s and %s)",
+			c, wire.CheckQuick, wire.CheckNone, wire.CheckSize, wire.CheckExisting, wire.CheckSum)
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create destination: %w", err)
 	}
@@ -145,10 +170,26 @@ func isLocal(p string) bool {
 }
 
 // Need runs the quick check: for each regular file, whether the
-// destination lacks an identical copy (same type, size and mtime). Entries
-// of other kinds are always needed.
-func (r *Receiver) Need(entries []sharder.Entry) []bool {
+// destination lacks an up-to-date copy. Entries of other kinds are always
+// needed. Up to date depends on the check mode (Options.Check):
+//   - quick: a regular file of the same size and mtime;
+//   - size: a regular file of the same size (--size-only);
+//   - existing: any regular file (--ignore-existing);
+//   - checksum: a regular file of the same size and content hash as the
+//     manifest's (NeedSums; a file without a sum is needed);
+//   - none: never.
+//
+// In size and checksum modes, a file that is up to date but has another
+// mtime, mode or (as root) owner than the entry gets the entry's, without
+// its data being sent; where that fails the file is needed.
+func (r *Receiver) Need(entries []sharder.Entry) []bool { return r.NeedSums(entries, nil) }
+
+// NeedSums is Need given the manifest's content hashes (checksum mode):
+// each file of the right size is read and hashed, by up to hashWorkers at
+// once.
+func (r *Receiver) NeedSums(entries []sharder.Entry, sums []wire.Sum) []bool {
 	need := make([]bool, len(entries))
+	mode := r.opt.check()
 	var cur *os.File // the directory of the previous entry, nil if missing
 	curDir := "\x00"
 	defer func() {
@@ -156,10 +197,11 @@ func (r *Receiver) Need(entries []sharder.Entry) []bool {
 			cur.Close()
 		}
 	}()
+	var hash *sumPool // started at the first file to hash
 	for i := range entries {
 		e := &entries[i]
 		need[i] = true
-		if e.Kind != sharder.KindFile || r.opt.NoCheck || CheckName(e.Path, e.Kind) != nil {
+		if e.Kind != sharder.KindFile || mode == wire.CheckNone || CheckName(e.Path, e.Kind) != nil {
 			continue
 		}
 		d, base := path.Split(e.Path)
@@ -183,7 +225,36 @@ func (r *Receiver) Need(entries []sharder.Entry) []bool {
 		if err := unix.Fstatat(int(cur.Fd()), base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			continue
 		}
-		if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size != e.Size || st.Mtim.Nano() != e.MTime {
+		if st.Mode&unix.S_IFMT != unix.S_IFREG {
+			continue
+		}
+		switch mode {
+		case wire.CheckQuick:
+			if st.Size != e.Size || st.Mtim.Nano() != e.MTime {
+				continue
+			}
+		case wire.CheckSize:
+			if st.Size != e.Size || !r.refreshAt(int(cur.Fd()), base, &st, e) {
+				continue
+			}
+		case wire.CheckSum:
+			if st.Size != e.Size || i >= len(sums) || sums[i] == (wire.Sum{}) {
+				continue
+			}
+			if e.Size == 0 {
+				if sums[i] != wire.EmptySum || !r.refreshAt(int(cur.Fd()), base, &st, e) {
+					continue
+				}
+				break
+			}
+			fd, err := unix.Openat(int(cur.Fd()), base, readFlags, 0)
+			if err != nil {
+				continue // unreadable: needed
+			}
+			if hash == nil {
+				hash = r.startSums(entries, sums, need)
+			}
+			hash.jobs <- sumJob{i, fd}
 			continue
 		}
 		need[i] = false
@@ -191,7 +262,139 @@ func (r *Receiver) Need(entries []sharder.Entry) []bool {
 			r.remember(e.Path)
 		}
 	}
+	if hash != nil {
+		hash.wait()
+	}
 	return need
+}
+
+// hashWorkers bounds the files of one batch hashed at once: a few, as
+// every stream runs its own batch.
+const hashWorkers = 4
+
+// readFlags open a destination file to hash it or fix its metadata: never
+// through a symlink, and never blocking on a FIFO swapped in.
+const readFlags = unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_CLOEXEC
+
+type sumJob struct{ i, fd int }
+
+// sumPool hashes a batch's candidate files and clears need for those whose
+// content is the sender's. The channel is unbuffered, so at most
+// hashWorkers + 1 of them are open at once.
+type sumPool struct {
+	jobs chan sumJob
+	wg   sync.WaitGroup
+}
+
+func (r *Receiver) startSums(entries []sharder.Entry, sums []wire.Sum, need []bool) *sumPool {
+	p := &sumPool{jobs: make(chan sumJob)}
+	for range hashWorkers {
+		p.wg.Go(func() {
+			bp := bufPool.Get().(*[]byte)
+			defer bufPool.Put(bp)
+			for j := range p.jobs {
+				e := &entries[j.i]
+				if r.sameSum(j.fd, e, sums[j.i], *bp) {
+					need[j.i] = false
+					if e.Nlink > 1 {
+						r.remember(e.Path)
+					}
+				}
+			}
+		})
+	}
+	return p
+}
+
+func (p *sumPool) wait() {
+	close(p.jobs)
+	p.wg.Wait()
+}
+
+// sameSum reports whether the open file fd has e's size and content sum,
+// and then brings its metadata in line with e. It closes fd.
+func (r *Receiver) sameSum(fd int, e *sharder.Entry, sum wire.Sum, buf []byte) bool {
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size != e.Size {
+		return false
+	}
+	got, n, err := wire.HashReader(fdReader(fd), buf)
+	if err != nil || n != e.Size || got != sum {
+		return false
+	}
+	return r.refresh(fd, &st, e) == nil
+}
+
+// fdReader reads a bare descriptor.
+type fdReader int
+
+func (f fdReader) Read(p []byte) (int, error) {
+	for {
+		n, err := unix.Read(int(f), p)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		if n == 0 && len(p) > 0 {
+			return 0, io.EOF
+		}
+		return n, nil
+	}
+}
+
+// stale reports whether an up-to-date file's metadata differ from e's.
+func (r *Receiver) stale(st *unix.Stat_t, e *sharder.Entry) bool {
+	t := Txn{r: r}
+	return st.Mtim.Nano() != e.MTime || st.Mode&0o7777 != unixmode.Of(t.mode(e.Mode)) ||
+		r.opt.Owner && (st.Uid != e.UID || st.Gid != e.GID)
+}
+
+// refresh gives the open file fd, whose content is up to date, e's owner
+// (as root), mode and mtime where they differ.
+func (r *Receiver) refresh(fd int, st *unix.Stat_t, e *sharder.Entry) error {
+	if !r.stale(st, e) {
+		return nil
+	}
+	t := Txn{r: r}
+	want := unixmode.Of(t.mode(e.Mode))
+	// Owner first: chown clears setuid bits.
+	chown := r.opt.Owner && (st.Uid != e.UID || st.Gid != e.GID)
+	if chown {
+		if err := unix.Fchown(fd, int(e.UID), int(e.GID)); err != nil {
+			return err
+		}
+	}
+	if chown || st.Mode&0o7777 != want {
+		if err := unix.Fchmod(fd, want); err != nil {
+			return err
+		}
+	}
+	if st.Mtim.Nano() != e.MTime {
+		return futimens(fd, e.MTime)
+	}
+	return nil
+}
+
+// refreshAt is refresh for the file base in directory dfd, opened only
+// when its metadata are stale. It reports whether the file is now up to
+// date.
+func (r *Receiver) refreshAt(dfd int, base string, st *unix.Stat_t, e *sharder.Entry) bool {
+	if !r.stale(st, e) {
+		return true
+	}
+	fd, err := unix.Openat(dfd, base, readFlags, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	var now unix.Stat_t
+	if unix.Fstat(fd, &now) != nil || now.Mode&unix.S_IFMT != unix.S_IFREG || now.Size != e.Size {
+		return false
+	}
+	return r.refresh(fd, &now, e) == nil
 }
 
 func (r *Receiver) remember(p string) {
@@ -724,7 +927,12 @@ func (t *Txn) applySymlink(i int, e *sharder.Entry) {
 		return
 	}
 	// Already right: leave it (and its directory's mtime) alone.
-	if cur, err := readlinkat(int(d.Fd()), base); err == nil && cur == e.Link {
+	cur, err := readlinkat(int(d.Fd()), base)
+	if err == nil && t.r.opt.check() == wire.CheckExisting {
+		t.skipped++ // --ignore-existing: a symlink there stays as it is
+		return
+	}
+	if err == nil && cur == e.Link {
 		t.setLinkMeta(i, d, base, e)
 		t.skipped++
 		return
@@ -798,8 +1006,9 @@ func (t *Txn) applyHardlink(i int, e *sharder.Entry) {
 		t.failErr(i, "create directory for", e.Path, err)
 		return
 	}
-	if cur, err := t.r.root.Lstat(e.Path); err == nil && os.SameFile(cur, fi) {
-		t.skipped++
+	if cur, err := t.r.root.Lstat(e.Path); err == nil &&
+		(os.SameFile(cur, fi) || t.r.opt.check() == wire.CheckExisting && cur.Mode().IsRegular()) {
+		t.skipped++ // (--ignore-existing: any file there stays as it is)
 		return
 	}
 	tmp := t.tmpName()

@@ -27,6 +27,12 @@ func manifestSeeds() []*wire.BatchManifest {
 		// Entries of the minimal encoded size (empty names: the receiver's
 		// concern, not the codec's).
 		{ID: 2, Entries: make([]sharder.Entry, 40)},
+		// Content hashes (checksum mode), on some files only.
+		{ID: 3, Entries: []sharder.Entry{
+			{Path: "a", Kind: sharder.KindFile, Mode: 0o644, Size: 3, MTime: 1},
+			{Path: "b", Kind: sharder.KindFile, Mode: 0o644, Size: 9},
+			{Path: "c", Kind: sharder.KindFile, Mode: 0o600},
+		}, Sums: []wire.Sum{wire.HashBytes([]byte("abc")), {}, wire.EmptySum}},
 	}
 }
 

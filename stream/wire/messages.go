@@ -28,9 +28,24 @@ type ReceiveOptions struct {
 	Fsync     bool   `json:"fsync,omitempty"`
 	Owner     bool   `json:"owner,omitempty"`      // chown to the sender's numeric ids (when root)
 	KeepSetid bool   `json:"keep_setid,omitempty"` // keep setuid/setgid bits
-	Check     string `json:"check,omitempty"`      // "quick" (size and mtime, default) or "none"
+	Check     string `json:"check,omitempty"`      // one of the Check* modes; "" is CheckQuick
 	WriteRate int64  `json:"write_rate,omitempty"` // bytes a second the receiver may write; 0: no limit
 }
+
+// Check modes: how the receiver decides that a regular file at the
+// destination is up to date and need not be sent.
+const (
+	CheckQuick    = "quick"    // same type, size and mtime (the default)
+	CheckNone     = "none"     // never: send every file (--no-quick-check)
+	CheckSize     = "size"     // same type and size (--size-only)
+	CheckExisting = "existing" // anything of the same type exists (--ignore-existing)
+	CheckSum      = "checksum" // same type, size and content hash, from the manifest's Sums (--checksum)
+)
+
+// Sum is a regular file's content hash in CheckSum mode: XXH3-128, its
+// 16 bytes big-endian. The zero Sum means none (the sender could not read
+// the file): such a file is always sent.
+type Sum [16]byte
 
 // Flags of a batch.
 const (
@@ -44,7 +59,15 @@ type BatchManifest struct {
 	ID      uint64
 	Flags   uint64
 	Entries []sharder.Entry
+	// Sums, in CheckSum mode, holds the content hash of each regular file
+	// (Sums[i] is Entries[i]'s; a zero Sum or a short slice: none). Nil
+	// otherwise, and nil after decoding a manifest that carries none.
+	Sums []Sum
 }
+
+// kindHasSum, set in an entry's kind byte, says that a 16-byte Sum ends
+// the entry: a manifest without sums is byte for byte what it was.
+const kindHasSum = 0x80
 
 // EncodeManifest encodes a batch's manifest.
 func EncodeManifest(m *BatchManifest) []byte {
@@ -54,7 +77,12 @@ func EncodeManifest(m *BatchManifest) []byte {
 	e.uvarint(uint64(len(m.Entries)))
 	for i := range m.Entries {
 		x := &m.Entries[i]
-		e.b = append(e.b, byte(x.Kind))
+		hasSum := i < len(m.Sums) && m.Sums[i] != (Sum{}) && x.Kind == sharder.KindFile
+		if hasSum {
+			e.b = append(e.b, byte(x.Kind)|kindHasSum)
+		} else {
+			e.b = append(e.b, byte(x.Kind))
+		}
 		e.bytes(x.Path)
 		e.uvarint(uint64(x.Mode))
 		e.varint(x.Size)
@@ -63,6 +91,9 @@ func EncodeManifest(m *BatchManifest) []byte {
 		e.uvarint(uint64(x.GID))
 		e.uvarint(uint64(x.Nlink))
 		e.bytes(x.Link)
+		if hasSum {
+			e.b = append(e.b, m.Sums[i][:]...)
+		}
 	}
 	return e.b
 }
@@ -90,7 +121,8 @@ func DecodeManifest(p []byte) (*BatchManifest, error) {
 	m.Entries = make([]sharder.Entry, 0, n)
 	for i := uint64(0); i < n && d.err == nil; i++ {
 		var x sharder.Entry
-		x.Kind = sharder.Kind(d.byte1("entry kind"))
+		kind := d.byte1("entry kind")
+		x.Kind = sharder.Kind(kind &^ kindHasSum)
 		x.Path = d.str("entry path", MaxPath)
 		mode := d.uvarint("entry mode")
 		x.Size = d.varint("entry size")
@@ -105,7 +137,23 @@ func DecodeManifest(p []byte) (*BatchManifest, error) {
 		switch x.Kind {
 		case sharder.KindFile, sharder.KindDir, sharder.KindSymlink, sharder.KindHardlink:
 		default:
-			return nil, protoErr("entry %d (%q) has unknown kind %d", i, x.Path, x.Kind)
+			return nil, protoErr("entry %d (%q) has unknown kind %d", i, x.Path, kind)
+		}
+		if kind&kindHasSum != 0 {
+			if x.Kind != sharder.KindFile {
+				return nil, protoErr("entry %q has a content hash but is a %s, not a regular file", x.Path, x.Kind)
+			}
+			sum := d.sum("entry content hash")
+			if d.err != nil {
+				break
+			}
+			if sum == (Sum{}) {
+				return nil, protoErr("entry %q has an all-zero content hash", x.Path) // the encoder leaves it out
+			}
+			if m.Sums == nil {
+				m.Sums = make([]Sum, n)
+			}
+			m.Sums[i] = sum
 		}
 		if mode > uint64(^uint32(0)) || fs.FileMode(mode)&^allowedMode != 0 {
 			return nil, protoErr("entry %q has invalid mode %#o", x.Path, mode)
@@ -124,6 +172,20 @@ func DecodeManifest(p []byte) (*BatchManifest, error) {
 		return nil, err
 	}
 	return m, nil
+}
+
+// sum reads a content hash: exactly 16 bytes.
+func (d *dec) sum(what string) (s Sum) {
+	if d.err != nil {
+		return s
+	}
+	if len(d.b) < len(s) {
+		d.fail(what)
+		return s
+	}
+	copy(s[:], d.b)
+	d.b = d.b[len(s):]
+	return s
 }
 
 // EncodeNeed encodes which entries of batch id the agent wants sent: one

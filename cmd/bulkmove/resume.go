@@ -1,0 +1,130 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/bulkmove/bulkmove/journal"
+	"github.com/bulkmove/bulkmove/sharder"
+	"github.com/bulkmove/bulkmove/stream"
+)
+
+// resume is the job's journal of acknowledged batches (see package
+// journal): what an earlier, interrupted run of the same job had in place
+// is not sent again, not even as a manifest.
+type resume struct {
+	j       *journal.Journal
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	err     error // the first append failure
+	skipped int64 // files the journal said were done
+}
+
+// openJournal opens the job's journal: --journal PATH, none for no
+// journal, or by default one under the user's state directory keyed by
+// SRC, DEST and the options that change what moves.
+func (j *job) openJournal() (*resume, error) {
+	p := j.flags.journal
+	if p == "none" || j.hub != nil {
+		return nil, nil
+	}
+	if p == "" {
+		dst := j.dst
+		if j.remote == nil {
+			if abs, err := filepath.Abs(dst); err == nil {
+				dst = abs
+			}
+		}
+		ro := j.receiveOptions()
+		var err error
+		p, err = journal.DefaultPath(j.src, dst, "check="+ro.Check, fmt.Sprintf("setid=%v", ro.KeepSetid),
+			"rules="+strings.Join(j.flags.rules.List(), "\x00"))
+		if err != nil {
+			return nil, fmt.Errorf("journal: %w", err)
+		}
+	}
+	jr, err := journal.Open(p)
+	if err != nil {
+		if j.flags.journal != "" || errors.Is(err, journal.ErrLocked) {
+			return nil, err
+		}
+		// No place for the default journal: the job still runs, and a
+		// rerun still skips what is in place (by the quick check).
+		errorf(j.stderr, "warning: %v; going on without a resume journal", err)
+		return nil, nil
+	}
+	if b, f := jr.Loaded(); f > 0 {
+		j.trace("resuming: the journal %s holds %d files in %d batches from an earlier run", p, f, b)
+	}
+	return &resume{j: jr}, nil
+}
+
+// done reports whether an earlier run had e in place. Files with several
+// links are always offered again: their later names are linked to
+// whichever copy this run has.
+func (r *resume) done(e *sharder.Entry) bool {
+	if r == nil || e.Kind != sharder.KindFile || e.Nlink > 1 {
+		return false
+	}
+	if r.j.Done(e.Path, e.Size, e.MTime, uint32(e.Mode)) {
+		r.skipped++
+		return true
+	}
+	return false
+}
+
+// record appends the entries of an acknowledged batch that are in place,
+// in the background (appends are fsynced; concurrent ones share a sync).
+func (r *resume) record(res stream.Result) {
+	if r == nil || res.Final || res.Ack == nil {
+		return
+	}
+	bad := map[int]bool{}
+	for _, e := range res.Ack.Errors {
+		bad[e.Index] = true
+	}
+	for _, e := range res.SrcErrors {
+		bad[e.Index] = true
+	}
+	var es []journal.Entry
+	for i := range res.Batch.Entries {
+		e := &res.Batch.Entries[i]
+		if e.Kind == sharder.KindFile && !bad[i] {
+			es = append(es, journal.Entry{Path: e.Path, Size: e.Size, MTime: e.MTime, Mode: uint32(e.Mode)})
+		}
+	}
+	if len(es) == 0 {
+		return
+	}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		if err := r.j.Append(es); err != nil {
+			r.mu.Lock()
+			if r.err == nil {
+				r.err = err
+			}
+			r.mu.Unlock()
+		}
+	}()
+}
+
+// close waits for the appends, then removes the journal if the job is
+// complete or keeps it for the next run to resume from.
+func (r *resume) close(complete bool) error {
+	if r == nil {
+		return nil
+	}
+	r.wg.Wait()
+	if complete && r.err == nil {
+		return r.j.Finish()
+	}
+	cerr := r.j.Close()
+	if r.err != nil {
+		return fmt.Errorf("%w (the next run may send some files again)", r.err)
+	}
+	return cerr
+}

@@ -168,6 +168,16 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 			if len(queue) >= maxPending {
 				return fail(fmt.Errorf("%w: more than %d manifests ahead of their data", wire.ErrProtocol, maxPending))
 			}
+			if m.Flags&wire.FlagVerify != 0 {
+				ack := &wire.BatchAck{ID: m.ID, Errors: recv.Verify(m.Entries, m.Sums)}
+				if err := wire.WriteFrame(bw, wire.Ack, wire.EncodeAck(ack)); err != nil {
+					return err
+				}
+				if err := bw.Flush(); err != nil {
+					return err
+				}
+				continue
+			}
 			if m.Flags&wire.FlagFinal != 0 {
 				// Deferred entries: all applied, no need list (the
 				// sender does not wait for one).

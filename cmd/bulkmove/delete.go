@@ -24,6 +24,13 @@ const pruneChunk = 4096
 // must not cost its copy (rsync: "IO error encountered -- skipping file
 // deletion").
 func (j *job) deletePass(p plan, dryRun bool) func(context.Context, []stream.Conn) error {
+	return j.prunePass(p, dryRun, func(r *wire.PruneResult) { j.onPruned(r, dryRun) })
+}
+
+// prunePass lists SRC one directory at a time and has the receivers prune
+// (or, dryRun, list) what DEST has beyond it, K directories at once;
+// report gets every result.
+func (j *job) prunePass(p plan, dryRun bool, report func(*wire.PruneResult)) func(context.Context, []stream.Conn) error {
 	return func(ctx context.Context, conns []stream.Conn) error {
 		j.mu.Lock()
 		bad := j.failed + j.walkErrs
@@ -79,7 +86,7 @@ func (j *job) deletePass(p plan, dryRun bool) func(context.Context, []stream.Con
 			return flush()
 		})
 		g.Go(func() error {
-			return stream.RunPrune(gctx, conns, reqs, func(r *wire.PruneResult) { j.onPruned(r, dryRun) })
+			return stream.RunPrune(gctx, conns, reqs, report)
 		})
 		return g.Wait()
 	}

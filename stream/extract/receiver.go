@@ -95,7 +95,8 @@ type Receiver struct {
 	known map[string]struct{} // hard-link targets written or verified this session
 	dirs  map[string]struct{} // directories known to exist (a cache, reset when large)
 
-	linkMode int // how unnamed temporary files are linked; see probeLink
+	linkMode int // how unnamed temporary files are linked; see probeLink and linking
+	linkOnce sync.Once
 	limit    *ratelimit.Bucket
 
 	files      atomic.Int64
@@ -122,11 +123,21 @@ func Open(dir string, opt Options) (*Receiver, error) {
 		return nil, fmt.Errorf("open destination: %w", err)
 	}
 	r := &Receiver{root: root, dir: dir, opt: opt, known: map[string]struct{}{}, dirs: map[string]struct{}{}, limit: ratelimit.New(opt.WriteRate)}
-	if d, err := root.OpenFile(".", os.O_RDONLY|syscall.O_DIRECTORY, 0); err == nil {
-		r.linkMode = probeLink(d)
-		d.Close()
-	}
 	return r, nil
+}
+
+// linking returns how unnamed temporary files are linked into place,
+// probed at the first file written (the probe links and unlinks a file in
+// the root, which changes its mtime: a receiver that only compares must
+// not).
+func (r *Receiver) linking() int {
+	r.linkOnce.Do(func() {
+		if d, err := r.root.OpenFile(".", os.O_RDONLY|syscall.O_DIRECTORY, 0); err == nil {
+			r.linkMode = probeLink(d)
+			d.Close()
+		}
+	})
+	return r.linkMode
 }
 
 // Close releases the root.
@@ -531,7 +542,7 @@ func (t *Txn) Write(i int, src io.Reader) error {
 	}
 	dfd := int(d.Fd())
 	tmp, fd := "", -1
-	if t.r.linkMode != linkNone && tmpfilesOpen.Load() < maxTmpfiles {
+	if t.r.linking() != linkNone && tmpfilesOpen.Load() < maxTmpfiles {
 		if f, err := unix.Openat(dfd, ".", unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, uint32(e.Mode.Perm())); err == nil {
 			fd = f
 			tmpfilesOpen.Add(1)
@@ -659,7 +670,7 @@ func linkFD(mode, fd, dfd int, name string) error {
 	return unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), dfd, name, unix.AT_SYMLINK_FOLLOW)
 }
 
-func (r *Receiver) link(fd, dfd int, name string) error { return linkFD(r.linkMode, fd, dfd, name) }
+func (r *Receiver) link(fd, dfd int, name string) error { return linkFD(r.linking(), fd, dfd, name) }
 
 // dropFile abandons a written file: closes an unnamed one, removes a named one.
 func (t *Txn) dropFile(dfd int, tmp string, fd int) {

@@ -52,6 +52,10 @@ const (
 	// FlagFinal marks a batch of deferred entries (hard links, symlinks,
 	// directory metadata) applied in manifest order, after file data.
 	FlagFinal = 1 << iota
+	// FlagVerify asks the receiver to compare the entries with what it
+	// holds and answer with an Ack listing the differences (CodeDiffer),
+	// writing nothing: no need list, no data.
+	FlagVerify
 )
 
 // BatchManifest is the Manifest payload.
@@ -281,6 +285,7 @@ const (
 	CodePerm     = 2 // permission denied
 	CodeInvalid  = 3 // refused by the receiver's safety rules
 	CodeReadOnly = 4 // read-only filesystem
+	CodeDiffer   = 5 // verify: the destination differs from the source
 )
 
 // EntryError is the receiver's report of one entry it could not install.

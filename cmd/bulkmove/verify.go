@@ -1,0 +1,251 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"slices"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/bulkmove/bulkmove/sharder"
+	"github.com/bulkmove/bulkmove/stream"
+	"github.com/bulkmove/bulkmove/stream/sshx"
+	"github.com/bulkmove/bulkmove/stream/wire"
+)
+
+const verifyUsage = `usage: bulkmove verify [flags] SRC DEST
+       bulkmove verify [flags] SRC [user@]host:DEST
+
+Compares SRC with DEST, as a transfer of SRC to DEST would leave it: every
+entry's type, size, mtime, permission bits, owner (as root), symlink
+target and hard links, and every file's content (XXH3-128, hashed on both
+hosts at once, K streams in parallel); then what DEST has that SRC does
+not. Writes nothing. Each difference is a line on stdout:
+
+  differ PATH: WHAT      (e.g. "size: source 10, destination 12")
+  missing PATH
+  extra PATH
+
+Exit status: 0 if the trees are the same, 2 if any difference, 1 for a
+usage error, 3 if the comparison could not be done.
+
+Flags:
+`
+
+// runVerify is `bulkmove verify`.
+func runVerify(args []string, stdout, stderr io.Writer) int {
+	var f moveFlags
+	fs := flag.NewFlagSet("bulkmove verify", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, verifyUsage)
+		fs.PrintDefaults()
+	}
+	f.register(fs)
+	noContent := fs.Bool("no-content", false, "compare metadata only, not file content")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() != 2 {
+		errorf(stderr, "verify: want SRC and DEST, got %d arguments (see bulkmove verify -h)", fs.NArg())
+		return exitUsage
+	}
+	if f.jobs < 1 || f.jobs > 256 {
+		errorf(stderr, "-j %d: want 1 to 256 streams", f.jobs)
+		return exitUsage
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	j := &job{flags: f, stdout: stdout, stderr: stderr, src: fs.Arg(0), dst: fs.Arg(1)}
+	if f.json {
+		j.ev = newEvents(stdout)
+	}
+	if _, remote, _ := sshx.ParseTarget(j.src); remote {
+		errorf(stderr, "verify: SRC must be local (run bulkmove verify on the source host)")
+		return exitUsage
+	}
+	p, code := j.resolve(ctx)
+	if code != exitOK {
+		return code
+	}
+	return j.verify(ctx, p, !*noContent)
+}
+
+// verifier collects a verify run's findings.
+type verifier struct {
+	mu                      sync.Mutex
+	compared                int64
+	differ, missing, extras int64
+}
+
+func (j *job) verify(ctx context.Context, p plan, content bool) int {
+	if j.remote == nil {
+		if fi, err := os.Stat(p.dstRoot); err != nil || !fi.IsDir() {
+			errorf(j.stderr, "verify: destination %s: %v", j.dst, orNotDir(err))
+			return exitFatal
+		}
+	}
+	conns, cleanup, err := j.connect(ctx, p)
+	if err != nil {
+		errorf(j.stderr, "%v", err)
+		return exitFatal
+	}
+	defer cleanup()
+	for _, c := range conns {
+		if _, ok := c.(stream.Verifier); !ok {
+			errorf(j.stderr, "verify: this transport cannot verify")
+			return exitFatal
+		}
+	}
+	var v verifier
+	var deferred []sharder.Entry
+	var dmu sync.Mutex
+	opt := sharder.Options{
+		BatchBytes: int64(j.flags.batchSize),
+		BatchFiles: j.flags.batchFiles,
+		Filter:     j.flags.rules,
+		Deferred: func(e sharder.Entry) {
+			dmu.Lock()
+			deferred = append(deferred, e)
+			dmu.Unlock()
+		},
+		OnError: func(path string, err error) {
+			j.mu.Lock()
+			j.walkErrs++
+			j.mu.Unlock()
+			errorf(j.stderr, "%v", err)
+			j.ev.problem("error", path, err.Error())
+		},
+		OnWarn: func(string, string) {},
+	}
+	walked := make(chan *sharder.Batch, 2*len(conns))
+	batches := make(chan *sharder.Batch, 2*len(conns))
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		_, err := sharder.Run(gctx, p.walkRoot, opt, walked)
+		if err != nil {
+			return fmt.Errorf("walk %s: %w", j.src, err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		defer close(batches)
+		var last uint64
+		for b := range walked {
+			if p.rename != "" {
+				for i := range b.Entries {
+					b.Entries[i].Path = p.rename
+				}
+			}
+			last = max(last, b.ID)
+			select {
+			case batches <- b:
+			case <-gctx.Done():
+				return gctx.Err()
+			}
+		}
+		// The walk is over: directories, symlinks and hard links too.
+		for chunk := range slices.Chunk(deferred, max(j.flags.batchFiles, 1)) {
+			last++
+			select {
+			case batches <- &sharder.Batch{ID: last, Entries: chunk}:
+			case <-gctx.Done():
+				return gctx.Err()
+			}
+		}
+		return nil
+	})
+	for _, c := range conns {
+		g.Go(func() error {
+			return c.(stream.Verifier).Verify(gctx, batches, content, func(r stream.Result) { j.onVerified(&v, r) })
+		})
+	}
+	err = g.Wait()
+	if err == nil && p.rename == "" {
+		// What DEST has beyond SRC.
+		err = j.prunePass(p, true, func(r *wire.PruneResult) { j.onExtras(&v, r) })(ctx, conns)
+	}
+	for _, c := range conns {
+		c.Close(ctx)
+	}
+	if ctx.Err() != nil {
+		errorf(j.stderr, "verify: interrupted after comparing %d entries", v.compared)
+		return exitInterrupted
+	}
+	if err != nil {
+		errorf(j.stderr, "verify: %v", err)
+		return exitFatal
+	}
+	diffs := v.differ + v.missing + v.extras
+	what := "content and metadata"
+	if !content {
+		what = "metadata"
+	}
+	errorf(j.stderr, "verify: %d entries compared by %s: %d differ, %d missing, %d extra", v.compared, what, v.differ, v.missing, v.extras)
+	switch {
+	case j.walkErrs > 0:
+		return exitPartial
+	case diffs > 0:
+		return exitPartial
+	}
+	return exitOK
+}
+
+func (j *job) onVerified(v *verifier, r stream.Result) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.compared += int64(len(r.Batch.Entries))
+	for _, e := range r.Ack.Errors {
+		path := r.Batch.Entries[e.Index].Path
+		line := fmt.Sprintf("differ %s: %s", path, e.Msg)
+		if e.Msg == "missing" {
+			v.missing++
+			line = "missing " + path
+		} else {
+			v.differ++
+		}
+		if j.ev == nil {
+			fmt.Fprintln(j.stdout, line)
+		}
+		j.ev.problem("difference", path, e.Msg)
+	}
+}
+
+func (j *job) onExtras(v *verifier, r *wire.PruneResult) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, e := range r.Removed {
+		v.extras++
+		name := e.Path
+		if e.IsDir {
+			name += "/"
+		}
+		if j.ev == nil {
+			fmt.Fprintf(j.stdout, "extra %s\n", name)
+		}
+		j.ev.problem("difference", e.Path, "extra")
+	}
+	for _, e := range r.Errors {
+		errorf(j.stderr, "verify: %s", e)
+		j.mu.Lock()
+		j.walkErrs++
+		j.mu.Unlock()
+	}
+}
+
+func orNotDir(err error) error {
+	if err != nil {
+		return unwrap(err)
+	}
+	return errors.New("not a directory")
+}

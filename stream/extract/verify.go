@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"io/fs"
 	"strings"
-	"syscall"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"

@@ -3,6 +3,7 @@ package sharder
 import (
 	"io/fs"
 	"os"
+	"path/filepath"
 
 	"golang.org/x/sys/unix"
 )
@@ -138,4 +139,16 @@ func openDir(name string, follow bool) (*os.File, error) {
 		flags |= unix.O_NOFOLLOW
 	}
 	return os.OpenFile(name, flags, 0)
+}
+
+// Restat looks the regular file e (relative to root) up again and returns
+// it with its current size, mtime, mode and owner; ok is false if it is
+// gone or no longer a regular file.
+func Restat(root string, e Entry) (Entry, bool) {
+	st, err := lstatPath(filepath.Join(root, filepath.FromSlash(e.Path)))
+	if err != nil || st.typ != 0 {
+		return e, false
+	}
+	e.Size, e.MTime, e.Mode, e.UID, e.GID, e.Nlink = st.size, st.mtime, st.perm, st.uid, st.gid, uint32(st.nlink)
+	return e, true
 }

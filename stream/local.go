@@ -89,6 +89,11 @@ func (l *Local) apply(b *sharder.Batch, final bool) Result {
 		}
 		// A failed Write has recorded its error and removed its file.
 		if err := t.Write(i, ratelimit.Reader(f, l.Src.Limit)); err != nil {
+			if cerr := l.Src.Recheck(f, e); cerr != nil {
+				// The source changed (shrank, say): the sender's error.
+				t.Withdraw(i)
+				res.SrcErrors = append(res.SrcErrors, SourceError{i, cerr})
+			}
 			f.Close()
 			continue
 		}

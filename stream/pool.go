@@ -60,6 +60,11 @@ type Pool struct {
 	BeforeFinal func(ctx context.Context, conns []Conn) error
 	// Counters has one entry per stream; Run allocates them if nil.
 	Counters []*Counters
+	// Restat, if set, looks a file that changed while it was read up
+	// again at the source: the pool sends it once more, after the other
+	// files, with what Restat returns (ok false: not again). A file that
+	// changes during that second read too is reported (ErrChanged).
+	Restat func(e sharder.Entry) (sharder.Entry, bool)
 
 	mu        sync.Mutex
 	stats     []StreamStats
@@ -67,6 +72,7 @@ type Pool struct {
 	fatal     error
 	nextID    uint64 // ids of final batches
 	nextSplit uint64 // ids of the second halves of split batches
+	retries   []sharder.Entry
 	started   time.Time
 }
 
@@ -145,6 +151,25 @@ func (p *Pool) Run(ctx context.Context, in <-chan *sharder.Batch, def *Deferred)
 		return err
 	}
 
+	// Files that changed while read: once more, now that the rest is in.
+	if retry := p.takeRetries(); len(retry) > 0 {
+		p.phase(fmt.Sprintf("sending %d files again that changed while read", len(retry)))
+		in := make(chan *sharder.Batch, 1)
+		in <- &sharder.Batch{ID: retryID, Entries: retry}
+		close(in)
+		_, err := p.Conns[0].Run(ctx, in, func(r Result) {
+			if p.record(r) {
+				cancel(p.fatal)
+			}
+		})
+		if cause := context.Cause(ctx); cause != nil && p.fatal != nil {
+			err = p.fatal
+		}
+		if err != nil {
+			p.closeAll(ctx)
+			return err
+		}
+	}
 	p.phase("data sent")
 	// Phase 2: hard links, each on the stream whose receiver wrote the target.
 	if err := p.hardlinks(ctx, def.Hardlinks); err != nil {
@@ -175,6 +200,17 @@ func (p *Pool) Run(ctx context.Context, in <-chan *sharder.Batch, def *Deferred)
 		err = p.closeStreams(ctx, p.Conns[:1])
 	}
 	return errors.Join(err, <-closed)
+}
+
+// retryID is the id of the batch of files sent again.
+const retryID = 1<<63 - 1
+
+func (p *Pool) takeRetries() []sharder.Entry {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r := p.retries
+	p.retries = nil
+	return r
 }
 
 func (p *Pool) phase(name string) {
@@ -224,6 +260,19 @@ func (p *Pool) record(r Result) (stop bool) {
 				p.fatal = fmt.Errorf("destination is read-only: %s", e.Msg)
 			}
 		}
+	}
+	if p.Restat != nil && r.Batch.ID != retryID {
+		// Changed while read: not an error yet, it goes again.
+		r.SrcErrors = slices.DeleteFunc(slices.Clone(r.SrcErrors), func(e SourceError) bool {
+			if !errors.Is(e.Err, ErrChanged) {
+				return false
+			}
+			ne, ok := p.Restat(r.Batch.Entries[e.Index])
+			if ok {
+				p.retries = append(p.retries, ne)
+			}
+			return ok
+		})
 	}
 	for _, e := range r.SrcErrors {
 		bad[e.Index] = true

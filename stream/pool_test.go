@@ -122,6 +122,12 @@ func (c *collector) errors() []string {
 // move walks src and moves it to dst over conns.
 func move(t *testing.T, ctx context.Context, src string, conns []stream.Conn, opt sharder.Options, mutate func()) (*stream.Pool, *collector) {
 	t.Helper()
+	return moveWith(t, ctx, src, conns, opt, mutate, nil)
+}
+
+// moveWith is move with the pool configured by configure first.
+func moveWith(t *testing.T, ctx context.Context, src string, conns []stream.Conn, opt sharder.Options, mutate func(), configure func(*stream.Pool)) (*stream.Pool, *collector) {
+	t.Helper()
 	col := &collector{}
 	def := &stream.Deferred{}
 	opt.Deferred = def.Add
@@ -133,6 +139,9 @@ func move(t *testing.T, ctx context.Context, src string, conns []stream.Conn, op
 		mutate()
 	}
 	pool := &stream.Pool{Conns: conns, OnResult: col.add}
+	if configure != nil {
+		configure(pool)
+	}
 	if err := pool.Run(ctx, batches, def); err != nil {
 		t.Fatal(err)
 	}
@@ -193,6 +202,63 @@ func TestChangedSourceNeverLands(t *testing.T) {
 			}
 			if b, err := os.ReadFile(filepath.Join(dst, "fine")); err != nil || string(b) != strings.Repeat("fine", 1000) {
 				t.Errorf("fine: %v", err)
+			}
+			noTemps(t, dst)
+		})
+	}
+}
+
+// TestChangedSourceRetried: with Restat, files that changed while read go
+// once more, after the rest, with what they hold now; one that changes
+// again is reported; a vanished one is reported.
+func TestChangedSourceRetried(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			ctx := context.Background()
+			dir := tmpDir(t)
+			src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+			os.MkdirAll(src, 0o755)
+			for _, n := range []string{"shrinks", "grows", "vanishes", "unstable", "fine"} {
+				os.WriteFile(filepath.Join(src, n), []byte(strings.Repeat(n, 1000)), 0o644)
+			}
+			mutate := func() {
+				os.WriteFile(filepath.Join(src, "shrinks"), []byte("x"), 0o644)
+				os.WriteFile(filepath.Join(src, "grows"), []byte(strings.Repeat("grows", 2000)), 0o644)
+				os.WriteFile(filepath.Join(src, "unstable"), []byte("y"), 0o644)
+				os.Remove(filepath.Join(src, "vanishes"))
+			}
+			var retried []string
+			_, col := moveWith(t, ctx, src, tr.open(t, ctx, 2, dst, stream.Source{Root: src}), sharder.Options{}, mutate, func(p *stream.Pool) {
+				p.Restat = func(e sharder.Entry) (sharder.Entry, bool) {
+					retried = append(retried, e.Path)
+					ne, ok := sharder.Restat(src, e)
+					if e.Path == "unstable" {
+						ne.Size++ // it changes again before the second read
+					}
+					return ne, ok
+				}
+			})
+			errs := strings.Join(col.errors(), "\n")
+			for _, n := range []string{"shrinks", "grows"} {
+				want, _ := os.ReadFile(filepath.Join(src, n))
+				if got, err := os.ReadFile(filepath.Join(dst, n)); err != nil || string(got) != string(want) {
+					t.Errorf("%s: not moved with its new content (%v)", n, err)
+				}
+				if strings.Contains(errs, n) {
+					t.Errorf("%s reported although the second read moved it:\n%s", n, errs)
+				}
+			}
+			for _, n := range []string{"unstable", "vanishes"} {
+				if !strings.Contains(errs, n) || !strings.Contains(errs, "changed") {
+					t.Errorf("%s not reported as changed; errors:\n%s", n, errs)
+				}
+				if _, err := os.Lstat(filepath.Join(dst, n)); err == nil {
+					t.Errorf("%s landed at the destination", n)
+				}
+			}
+			if len(retried) != 4 {
+				t.Errorf("Restat called for %q, want the 4 changed files", retried)
 			}
 			noTemps(t, dst)
 		})

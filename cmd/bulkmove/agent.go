@@ -57,7 +57,7 @@ func runAgent(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	hub := &stream.Hub{Root: fs.Arg(0), Version: version, Opened: m.Set}
 	var err error
-	if *hubStreams > 1 {
+	if *hubStreams >= 1 {
 		err = serveHub(ctx, hub, *hubStreams, stdin, stdout)
 	} else {
 		err = hub.Serve(ctx, stdin, stdout)

@@ -221,6 +221,7 @@ type job struct {
 	links         int64   // symlinks, hard links and directories applied
 	skipped       int64   // up to date already
 	deleted       int64   // removed from DEST by --delete
+	changed       int64   // files that changed while read, twice
 	deleteSkipped bool    // --delete refused: something failed
 	res           *resume // the journal; nil without one
 	failed        int64   // entries that could not be moved
@@ -300,6 +301,10 @@ func (j *job) run(ctx context.Context) int {
 		OnPhase: func(name string) { j.trace("%s", name) }}
 	if j.flags.delete && plan.rename == "" {
 		pool.BeforeFinal = j.deletePass(plan, false)
+	}
+	if plan.src.File == "" {
+		root := plan.src.Root
+		pool.Restat = func(e sharder.Entry) (sharder.Entry, bool) { return sharder.Restat(root, e) }
 	}
 	stopProgress := j.progress(ctx) // before anything else writes to stderr
 	stopObs, err := j.observe(ctx, j.remote == nil && j.hub == nil && !j.flags.viaAgent)
@@ -617,6 +622,9 @@ func (j *job) onResult(r stream.Result) {
 	}
 	for _, e := range r.SrcErrors {
 		j.failed++
+		if errors.Is(e.Err, stream.ErrChanged) {
+			j.changed++
+		}
 		errorf(j.stderr, "%v", e.Err)
 		j.ev.problem("error", r.Batch.Entries[e.Index].Path, e.Err.Error())
 	}
@@ -639,6 +647,9 @@ func (j *job) summary(err error, interrupted bool) {
 		if j.deleteSkipped {
 			deleted = "; deletion skipped (errors)"
 		}
+	}
+	if j.changed > 0 {
+		deleted += fmt.Sprintf("; %d changed during transfer", j.changed)
 	}
 	line := fmt.Sprintf("%d files, %s in %.2fs (%s/s, %.0f files/s); %d up to date%s; %d errors%s",
 		j.files, humanBytes(j.bytes), el.Seconds(), humanBytes(int64(rate)), float64(j.files)/el.Seconds(), j.skipped, deleted, j.failed+j.walkErrs, j.bottleneck())

@@ -105,6 +105,12 @@ func TestSSHPush(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(dst, "fine")); string(b) != "new" {
 		t.Errorf("the other file did not move")
 	}
+	// One stream: the hub serves just the first connection.
+	os.WriteFile(filepath.Join(src, "one"), []byte("1"), 0o644)
+	out, code = runBM(t, nil, "-F", cfg, "-j", "1", src, "box2:"+dst)
+	if code != exitPartial || !strings.Contains(out, "bulkmove: 1 files, ") {
+		t.Fatalf("-j 1: exit %d, want 2 (blocked is still in the way) and the one new file:\n%s", code, out)
+	}
 	// --delete over SSH: what SRC lacks goes, in parallel over the streams.
 	os.Remove(filepath.Join(src, "blocked"))
 	os.RemoveAll(filepath.Join(dst, "blocked"))

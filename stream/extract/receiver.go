@@ -23,6 +23,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -836,6 +837,13 @@ func futimens(fd int, mtime int64) error {
 
 func (t *Txn) fail(i int, code int, err error) {
 	t.errs = append(t.errs, wire.EntryError{Index: i, Code: code, Msg: err.Error()})
+}
+
+// Withdraw forgets the failures recorded against entry i: its sender
+// withdrew it (the source changed while being read), so that it did not
+// land is not the receiver's failure.
+func (t *Txn) Withdraw(i int) {
+	t.errs = slices.DeleteFunc(t.errs, func(e wire.EntryError) bool { return e.Index == i })
 }
 
 // failErr records an OS error with the operation and path, classifying it.

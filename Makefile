@@ -2,7 +2,7 @@
 GO ?= go
 BIN := bin/bulkmove
 
-.PHONY: build test test-short race fuzz bench demo vet clean
+.PHONY: build test test-short race fuzz bench bench-cutover demo vet clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/bulkmove
@@ -25,6 +25,11 @@ fuzz:
 # Benchmarks against cp, tar and rsync on a tmpfs (needs root). See bench/run.sh.
 bench: build
 	BULKMOVE=$(CURDIR)/$(BIN) bench/run.sh
+
+# Incremental passes and verify against rsync over the rig's direct link
+# (the rig must be up). See bench/cutover.sh.
+bench-cutover: build
+	BULKMOVE=$(CURDIR)/$(BIN) bench/cutover.sh
 
 # Generate a sample tree of 100,000 small files and a mixed tree, move them
 # with 4 streams, and check the copies.

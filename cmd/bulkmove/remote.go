@@ -10,6 +10,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -73,9 +74,19 @@ func (j *job) connectSSH(ctx context.Context, t sshx.Target, p plan) ([]stream.C
 	args := fmt.Sprintf("agent --hub %d -- %s", len(clients), sshx.ShellQuote(root))
 	var conns []stream.Conn
 	agent := j.flags.ssh.remoteBulkmove
+	self, err := os.Executable()
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
 	if agent == "" {
+		sum, err := sshx.BinarySum(self)
+		if err != nil {
+			cleanup()
+			return nil, nil, fmt.Errorf("reading this executable: %w", err)
+		}
 		var banner bool
-		conns, banner, err = j.startAgents(ctx, clients, sshx.AgentCommand(version, args), p)
+		conns, banner, err = j.startAgents(ctx, clients, sshx.AgentCommand(version, sum, args), p)
 		if err == nil || ctx.Err() != nil || (banner && !errors.Is(err, stream.ErrVersion)) {
 			if err != nil {
 				cleanup()
@@ -84,11 +95,6 @@ func (j *job) connectSSH(ctx context.Context, t sshx.Target, p plan) ([]stream.C
 			return conns, cleanup, nil
 		}
 		j.trace("no usable agent at once (%v): looking further", err)
-	}
-	self, err := os.Executable()
-	if err != nil {
-		cleanup()
-		return nil, nil, err
 	}
 	agent, err = clients[0].EnsureAgent(ctx, agent, version, wire.Proto, self)
 	if err != nil {
@@ -104,6 +110,9 @@ func (j *job) connectSSH(ctx context.Context, t sshx.Target, p plan) ([]stream.C
 	return conns, cleanup, nil
 }
 
+// bannerTimeout bounds the wait for the agent hub's first line.
+const bannerTimeout = 30 * time.Second
+
 // startAgents starts the agent hub on clients[0] with cmd and opens a
 // stream to it over every client. banner says whether the hub started.
 func (j *job) startAgents(ctx context.Context, clients []*sshx.Client, cmd string, p plan) (conns []stream.Conn, banner bool, err error) {
@@ -113,7 +122,11 @@ func (j *job) startAgents(ctx context.Context, clients []*sshx.Client, cmd strin
 		return nil, false, err
 	}
 	br := bufio.NewReader(sess)
+	// An agent that does not announce itself (not a bulkmove that knows
+	// --hub, or one that hangs) must not hang the job.
+	timer := time.AfterFunc(bannerTimeout, func() { sess.Close() })
 	line, rerr := br.ReadString('\n')
+	timer.Stop()
 	if rerr != nil || !strings.HasPrefix(line, hubBanner) {
 		sess.CloseWrite()
 		werr := sess.Wait()

@@ -28,14 +28,26 @@ const NoAgent = "BULKMOVE-NOAGENT"
 
 // AgentCommand returns a remote command that runs `BULKMOVE ARGS` (args
 // already shell-quoted) at once, without EnsureAgent's round trips: with
-// bulkmove from the remote PATH, else with this version's cached upload;
-// if there is neither, it prints NoAgent and exits 127. Whether that
-// bulkmove speaks our protocol is for the caller's handshake to find out;
-// if it does not, EnsureAgent then finds or installs one that does.
-func AgentCommand(version, args string) string {
-	script := `for p in "$(command -v bulkmove 2>/dev/null)" "$HOME/` + CacheDir + `/` + sanitizeVersion(version) + `/bulkmove"; do ` +
-		`if [ -n "$p" ] && [ -x "$p" ]; then exec "$p" ` + args + `; fi; done; echo ` + NoAgent + `; exit 127`
+// bulkmove from the remote PATH, else with this version's cached upload if
+// its recorded SHA-256 (CacheDir/VERSION/bulkmove.sha256, written by
+// EnsureAgent) is sum, the hash of this very binary (development builds
+// share a version string); if there is neither, it prints NoAgent and
+// exits 127. Whether that bulkmove speaks our protocol is for the caller's
+// handshake to find out; if it does not, EnsureAgent then finds or
+// installs one that does.
+func AgentCommand(version, sum, args string) string {
+	script := `c="$HOME/` + CacheDir + `/` + sanitizeVersion(version) + `/bulkmove"; ` +
+		`if p=$(command -v bulkmove 2>/dev/null) && [ -x "$p" ]; then exec "$p" ` + args + `; fi; ` +
+		`if [ -x "$c" ] && [ "$(cat "$c.sha256" 2>/dev/null)" = ` + ShellQuote(sum) + ` ]; then exec "$c" ` + args + `; fi; ` +
+		`echo ` + NoAgent + `; exit 127`
 	return "sh -c " + ShellQuote(script)
+}
+
+// BinarySum is the SHA-256 of the file at p, in hex (as AgentCommand and
+// EnsureAgent compare it).
+func BinarySum(p string) (string, error) {
+	sum, _, err := fileSHA256(p)
+	return sum, err
 }
 
 // EnsureAgent finds a usable remote bulkmove and returns the path to run it
@@ -73,11 +85,24 @@ func (c *Client) EnsureAgent(ctx context.Context, remotePath, version string, wa
 	}
 
 	ver := sanitizeVersion(version)
+	var err error
+	if localBinary == "" {
+		if localBinary, err = os.Executable(); err != nil {
+			return "", fmt.Errorf("finding this executable to upload: %w", err)
+		}
+	}
+	sum, size, err := fileSHA256(localBinary)
+	if err != nil {
+		return "", fmt.Errorf("reading %s to upload it: %w", localBinary, err)
+	}
+	// The cached binary, if it is this one, gets its hash recorded for
+	// AgentCommand.
 	probe := `printf 'uname=%s\n' "$(uname -sm 2>/dev/null)"; printf 'home=%s\n' "$HOME"; ` +
 		`if p=$(command -v bulkmove 2>/dev/null); then printf 'path=%s\n' "$p"; ` +
 		`printf 'proto=%s\n' "$("$p" version --proto </dev/null 2>/dev/null | head -n 1)"; fi; ` +
 		`c="$HOME/` + CacheDir + `/` + ver + `/bulkmove"; ` +
-		`if [ -f "$c" ]; then printf 'cachesum=%s\n' "$( (sha256sum "$c" || shasum -a 256 "$c") 2>/dev/null | cut -d ' ' -f 1)"; fi`
+		`if [ -f "$c" ]; then s=$( (sha256sum "$c" || shasum -a 256 "$c") 2>/dev/null | cut -d ' ' -f 1); printf 'cachesum=%s\n' "$s"; ` +
+		`if [ "$s" = ` + sum + ` ]; then printf '%s\n' "$s" > "$c.sha256"; fi; fi`
 	out, err := c.Output(ctx, "sh -c "+ShellQuote(probe))
 	if err != nil {
 		return "", fmt.Errorf("ssh %s: looking for bulkmove on the remote: %w", c.alias, err)
@@ -104,15 +129,6 @@ func (c *Client) EnsureAgent(ctx context.Context, remotePath, version string, wa
 	dir := path.Join(home, CacheDir, ver)
 	final := path.Join(dir, "bulkmove")
 
-	if localBinary == "" {
-		if localBinary, err = os.Executable(); err != nil {
-			return "", fmt.Errorf("finding this executable to upload: %w", err)
-		}
-	}
-	sum, size, err := fileSHA256(localBinary)
-	if err != nil {
-		return "", fmt.Errorf("reading %s to upload it: %w", localBinary, err)
-	}
 	if kv["cachesum"] == sum {
 		return final, nil
 	}
@@ -147,7 +163,7 @@ func (c *Client) EnsureAgent(ctx context.Context, remotePath, version string, wa
 		`chmod 0755 "$t" || { rm -f "$t"; exit 4; }; ` +
 		`p=$("$t" version --proto </dev/null 2>&1); r=$?; ` +
 		`if [ "$p" != "` + want + `" ]; then rm -f "$t"; printf 'rc=%s\n%s\n' "$r" "$p"; exit 5; fi; ` +
-		`mv -f "$t" "$f" || { rm -f "$t"; exit 6; }`
+		`mv -f "$t" "$f" || { rm -f "$t"; exit 6; }; printf '%s\n' "$s" > "$f.sha256"`
 	out, err = c.Output(ctx, "sh -c "+ShellQuote(install))
 	if err != nil {
 		var xe *ExitError

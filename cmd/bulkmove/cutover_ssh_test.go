@@ -1,0 +1,123 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bulkmove/bulkmove/internal/faultproxy"
+	"github.com/bulkmove/bulkmove/internal/gentree"
+	"github.com/bulkmove/bulkmove/internal/sshdtest"
+	"github.com/bulkmove/bulkmove/internal/treecmp"
+)
+
+// TestSSHCutover: the cutover workflow over SSH against a real sshd, the
+// connections going through a fault proxy: a bulk pass; changes at the
+// source; a pass cut by the network and one whose agent is killed, each
+// resumed by running the same command again; a final pass with --delete;
+// verify finds no difference, then finds one flipped byte.
+func TestSSHCutover(t *testing.T) {
+	bin := binary(t)
+	home := shmDir(t)
+	srv := sshdtest.Start(t, sshdtest.WithEnv("PATH="+filepath.Dir(bin)+":/usr/bin:/bin", "HOME="+home))
+	cfg := srv.WriteSSHConfig("box2")
+	px, err := faultproxy.Start(fmt.Sprintf("%s:%d", srv.Host, srv.Port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer px.Close()
+	// The proxy's port is another known_hosts name for the same host key.
+	kh, err := os.OpenFile(srv.KnownHostsFile, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(kh, "[%s]:%d %s\n", srv.Host, px.Port(), srv.HostKeyLine)
+	kh.Close()
+	env := []string{"XDG_STATE_HOME=" + t.TempDir()}
+	dir := shmDir(t)
+	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+	if err := gentree.Mixed(src, 3000, 11); err != nil {
+		t.Fatal(err)
+	}
+	args := func(extra ...string) []string {
+		return append([]string{"-F", cfg, "-p", strconv.Itoa(px.Port()), "-j", "3", "--batch-files", "100"}, extra...)
+	}
+	push := func(extra ...string) (string, int) { return runBM(t, env, append(args(extra...), src, "box2:"+dst)...) }
+	mustVerify := func() {
+		t.Helper()
+		vout, vcode := runBM(t, env, append([]string{"verify"}, append(args(), src, "box2:"+dst)...)...)
+		if vcode != 0 || !strings.Contains(vout, " 0 differ, 0 missing, 0 extra") {
+			t.Fatalf("verify: exit %d, want 0 and no difference:\n%s", vcode, vout)
+		}
+	}
+
+	if out, code := push(); code != 0 {
+		t.Fatalf("bulk pass: exit %d:\n%s", code, out)
+	}
+
+	// The service goes on: changes, additions, a deletion.
+	os.WriteFile(filepath.Join(src, "changed.txt"), []byte("new content"), 0o644)
+	os.Remove(filepath.Join(src, "a.txt"))
+	os.WriteFile(filepath.Join(dst, "a.txt"), []byte("stale"), 0o644)
+	if err := gentree.Mixed(filepath.Join(src, "more"), 2000, 12); err != nil {
+		t.Fatal(err)
+	}
+
+	// The network cuts every connection after 2 MB: the pass fails, and
+	// the same command resumes it.
+	px.CutAfter(2 << 20)
+	out, code := push()
+	if code != exitFatal || px.Cuts.Load() == 0 {
+		t.Fatalf("cut pass: exit %d with %d cuts, want 3 and cuts:\n%s", code, px.Cuts.Load(), out)
+	}
+	px.CutAfter(0)
+	out, code = push("-v")
+	if code != 0 || !strings.Contains(out, "resuming: the journal") {
+		t.Fatalf("resumed pass: exit %d, want 0 and a resume from the journal:\n%s", code, out)
+	}
+
+	// More to move, and the agent killed mid-pass.
+	if err := gentree.Mixed(filepath.Join(src, "more2"), 2000, 13); err != nil {
+		t.Fatal(err)
+	}
+	px.Slow(2 * time.Millisecond)
+	cmd := exec.Command(bin, append(args(), src, "box2:"+dst)...)
+	cmd.Env = append(os.Environ(), env...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(700 * time.Millisecond)
+	exec.Command("pkill", "-9", "-f", "agent --hub 3 -- "+dst).Run()
+	err = cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitFatal {
+		t.Fatalf("agent killed: %v, want exit 3:\n%s", err, stderr.String())
+	}
+	px.Slow(0)
+	if out, code := push("-v"); code != 0 || !strings.Contains(out, "resuming: the journal") {
+		t.Fatalf("pass after the agent was killed: exit %d, want 0 and a resume:\n%s", code, out)
+	}
+
+	// The final pass deletes; verify proves the copy.
+	if out, code := push("--delete"); code != 0 || !strings.Contains(out, "; 1 deleted; 0 errors") {
+		t.Fatalf("--delete pass: exit %d, want 0 and 1 deleted:\n%s", code, out)
+	}
+	treecmp.Equal(t, src, dst, treecmp.Options{Owner: os.Geteuid() == 0})
+	mustVerify()
+
+	// A flipped byte, same size and mtime.
+	p := filepath.Join(dst, "changed.txt")
+	fi, _ := os.Stat(p)
+	os.WriteFile(p, []byte("new cOntent"), 0o644)
+	os.Chtimes(p, fi.ModTime(), fi.ModTime())
+	vout, vcode := runBM(t, env, append([]string{"verify"}, append(args(), src, "box2:"+dst)...)...)
+	if vcode != exitPartial || !strings.Contains(vout, "differ changed.txt: content: differs") {
+		t.Fatalf("verify after corruption: exit %d, want 2 naming changed.txt:\n%s", vcode, vout)
+	}
+}

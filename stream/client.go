@@ -36,7 +36,16 @@ type Client struct {
 	closer io.Closer
 	frames chan frame
 	once   sync.Once
+
+	// StallTimeout, if set before Run, closes the connection when it has
+	// batches in flight and moves no byte either way for that long.
+	StallTimeout time.Duration
+	activity     atomic.Int64 // unix nanoseconds of the last byte moved
+	stalled      atomic.Bool
 }
+
+// ErrStalled marks a stream closed for moving no bytes while it had work.
+var ErrStalled = errors.New("stalled")
 
 type frame struct {
 	typ     byte
@@ -48,7 +57,7 @@ type frame struct {
 // starts reading its frames. closer is closed by Close or on failure.
 func Dial(ctx context.Context, name string, r io.Reader, w io.Writer, closer io.Closer, version string, opt wire.ReceiveOptions, src Source) (*Client, error) {
 	c := &Client{Name: name, Src: src, closer: closer, frames: make(chan frame, 4*Window+8), sums: opt.Check == wire.CheckSum}
-	c.w = bufio.NewWriterSize(&timedWriter{w: w, ctr: &c.ctr}, 256<<10)
+	c.w = bufio.NewWriterSize(&timedWriter{w: w, ctr: &c.ctr, activity: &c.activity}, 256<<10)
 	hello := wire.Handshake{Proto: wire.Proto, Version: version, Options: &opt}
 	if err := wire.WriteFrame(c.w, wire.Hello, wire.EncodeJSON(hello)); err != nil {
 		c.shut()
@@ -93,9 +102,13 @@ func (c *Client) read(r *bufio.Reader) {
 	defer close(c.frames)
 	for {
 		typ, p, err := wire.ReadFrame(r)
+		c.activity.Store(time.Now().UnixNano())
 		if err != nil {
 			if err == io.EOF {
 				err = fmt.Errorf("connection closed by the receiver")
+			}
+			if c.stalled.Load() {
+				err = fmt.Errorf("%w: no byte moved for %s with batches in flight", ErrStalled, c.StallTimeout)
 			}
 			c.frames <- frame{err: err}
 			return
@@ -151,12 +164,46 @@ func (c *Client) Final(ctx context.Context, bs []*sharder.Batch, done func(Resul
 	return err
 }
 
+// watch closes the connection if it stalls while inflight reports work;
+// it returns a function that stops watching.
+func (c *Client) watch(inflight func() bool) func() {
+	if c.StallTimeout <= 0 {
+		return func() {}
+	}
+	c.activity.Store(time.Now().UnixNano())
+	stop := make(chan struct{})
+	tick := min(c.StallTimeout/4, time.Second)
+	go func() {
+		t := time.NewTicker(tick)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case now := <-t.C:
+				idle := now.Sub(time.Unix(0, c.activity.Load()))
+				if idle >= c.StallTimeout && inflight() {
+					c.stalled.Store(true)
+					c.shut()
+					return
+				}
+			}
+		}
+	}()
+	return func() { close(stop) }
+}
+
 func (c *Client) run(ctx context.Context, in <-chan *sharder.Batch, flags uint64, done func(Result)) (unacked []*sharder.Batch, err error) {
 	var queue []*inflight
+	var busy atomic.Bool // batches in flight, for the stall watch
+	defer c.watch(busy.Load)()
 	defer func() {
 		if err != nil {
 			for _, f := range queue {
 				unacked = append(unacked, f.b)
+			}
+			if c.stalled.Load() && !errors.Is(err, ErrStalled) {
+				err = fmt.Errorf("%w: no byte moved for %s with batches in flight (%v)", ErrStalled, c.StallTimeout, err)
 			}
 			err = fmt.Errorf("%s: %w", c.Name, err)
 			c.shut()
@@ -164,6 +211,7 @@ func (c *Client) run(ctx context.Context, in <-chan *sharder.Batch, flags uint64
 	}()
 	manifested := 0 // batches whose manifest is sent but not their data
 	for {
+		busy.Store(len(queue) > 0)
 		// Keep up to two manifests ahead and Window batches in flight.
 		var src <-chan *sharder.Batch
 		if in != nil && manifested < 2 && len(queue) < Window {

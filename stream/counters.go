@@ -45,18 +45,35 @@ type Counted interface {
 }
 
 // timedWriter accounts the time spent blocked in writes to the connection.
+// It also records when bytes last moved (for the stall watch), writing in
+// chunks so that a slow but moving connection is not taken for a stalled
+// one.
 type timedWriter struct {
-	w   io.Writer
-	ctr *atomic.Pointer[Counters]
+	w        io.Writer
+	ctr      *atomic.Pointer[Counters]
+	activity *atomic.Int64
 }
 
 func (t *timedWriter) Write(p []byte) (int, error) {
 	c := t.ctr.Load()
-	if c == nil {
-		return t.w.Write(p)
-	}
 	start := time.Now()
-	n, err := t.w.Write(p)
-	c.SendNanos.Add(int64(time.Since(start)))
-	return n, err
+	n := 0
+	for n < len(p) {
+		chunk := p[n:min(len(p), n+64<<10)]
+		m, err := t.w.Write(chunk)
+		n += m
+		if t.activity != nil {
+			t.activity.Store(time.Now().UnixNano())
+		}
+		if err != nil {
+			if c != nil {
+				c.SendNanos.Add(int64(time.Since(start)))
+			}
+			return n, err
+		}
+	}
+	if c != nil {
+		c.SendNanos.Add(int64(time.Since(start)))
+	}
+	return n, nil
 }

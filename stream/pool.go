@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -65,14 +66,38 @@ type Pool struct {
 	// files, with what Restat returns (ok false: not again). A file that
 	// changes during that second read too is reported (ErrChanged).
 	Restat func(e sharder.Entry) (sharder.Entry, bool)
+	// Redial, if set, opens stream i again after it failed with a
+	// retryable error (see Retryable). Without it a failed stream stops
+	// and the others take over its batches.
+	Redial func(ctx context.Context, i int) (Conn, error)
+	// Retries is how often one batch may be in flight on a stream that
+	// failed before the job gives up (default 5).
+	Retries int
+	// ReconnectTimeout bounds how long a stream tries to reconnect
+	// (default 5 minutes); then it stops, and the job goes on without it.
+	ReconnectTimeout time.Duration
+	// OnWarn reports a stream lost, reconnected or given up.
+	OnWarn func(msg string)
+	// Drain, when closed, stops the job gracefully: no new batch is
+	// handed out, those in flight finish, the deferred entries wait for
+	// the next run, and the streams are closed.
+	Drain <-chan struct{}
 
 	mu        sync.Mutex
 	stats     []StreamStats
-	owner     map[string]int // hard-link target -> stream that wrote or verified it
+	owner     map[string]owned // hard-link target -> the stream that wrote or verified it
+	epoch     []int            // per stream: reconnections so far
+	jobCtx    context.Context  // what reconnected streams live in
 	fatal     error
 	nextID    uint64 // ids of final batches
 	nextSplit uint64 // ids of the second halves of split batches
 	retries   []sharder.Entry
+	requeue   chan *sharder.Batch // batches of a failed stream, for the others
+	settled   chan struct{}       // an outstanding batch was acknowledged or requeued
+	pending   int                 // batches handed out, neither acknowledged nor requeued
+	attempts  map[uint64]int      // per batch: streams that failed with it
+	live      int                 // streams not given up
+	down      []bool              // streams given up
 	started   time.Time
 }
 
@@ -113,12 +138,26 @@ func (p *Pool) Run(ctx context.Context, in <-chan *sharder.Batch, def *Deferred)
 			}
 		}
 	}
-	p.owner = map[string]int{}
+	p.owner = map[string]owned{}
+	p.epoch = make([]int, len(p.Conns))
 	p.nextID = 1 << 62
 	p.nextSplit = 1 << 61
 	p.started = time.Now()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	p.jobCtx = ctx
+
+	if p.Retries <= 0 {
+		p.Retries = 5
+	}
+	if p.ReconnectTimeout <= 0 {
+		p.ReconnectTimeout = 5 * time.Minute
+	}
+	p.requeue = make(chan *sharder.Batch, len(p.Conns)*(Window+4))
+	p.settled = make(chan struct{}, 1)
+	p.attempts = map[uint64]int{}
+	p.live = len(p.Conns)
+	p.down = make([]bool, len(p.Conns))
 
 	// Phase 1: file data, every stream pulling from one queue.
 	g, gctx := errgroup.WithContext(ctx)
@@ -126,16 +165,11 @@ func (p *Pool) Run(ctx context.Context, in <-chan *sharder.Batch, def *Deferred)
 	walked := in
 	g.Go(func() error { return p.dispatch(gctx, walked, queue) })
 	in = queue
-	for i, c := range p.Conns {
+	for i := range p.Conns {
 		g.Go(func() error {
 			p.Counters[i].Active.Store(true)
 			defer p.Counters[i].Active.Store(false)
-			_, err := c.Run(gctx, in, func(r Result) {
-				r.Stream = i
-				if p.record(r) {
-					cancel(p.fatal)
-				}
-			})
+			err := p.stream(gctx, i, in, cancel)
 			p.mu.Lock()
 			p.stats[i].Done = time.Since(p.started)
 			p.mu.Unlock()
@@ -151,13 +185,17 @@ func (p *Pool) Run(ctx context.Context, in <-chan *sharder.Batch, def *Deferred)
 		return err
 	}
 
+	if p.draining() {
+		p.phase("stopped after the batches in flight")
+		return p.closeStreams(ctx, p.upConns(0, len(p.Conns)))
+	}
 	// Files that changed while read: once more, now that the rest is in.
 	if retry := p.takeRetries(); len(retry) > 0 {
 		p.phase(fmt.Sprintf("sending %d files again that changed while read", len(retry)))
 		in := make(chan *sharder.Batch, 1)
 		in <- &sharder.Batch{ID: retryID, Entries: retry}
 		close(in)
-		_, err := p.Conns[0].Run(ctx, in, func(r Result) {
+		_, err := p.conn(p.use(0)).Run(ctx, in, func(r Result) {
 			if p.record(r) {
 				cancel(p.fatal)
 			}
@@ -193,17 +231,39 @@ func (p *Pool) Run(ctx context.Context, in <-chan *sharder.Batch, def *Deferred)
 	})
 	// Streams 1..K-1 are done: close them while stream 0 works.
 	closed := make(chan error, 1)
-	go func() { closed <- p.closeStreams(ctx, p.Conns[1:]) }()
-	err = p.final(ctx, 0, slices.Concat(def.Symlinks, dirs))
+	first := p.use(0)
+	go func() {
+		closed <- p.closeStreams(ctx, slices.DeleteFunc(p.upConns(0, len(p.Conns)), func(c Conn) bool { return c == p.conn(first) }))
+	}()
+	err = p.final(ctx, first, slices.Concat(def.Symlinks, dirs))
 	if err == nil {
 		p.phase("symlinks and directories applied")
-		err = p.closeStreams(ctx, p.Conns[:1])
+		err = p.closeStreams(ctx, []Conn{p.conn(first)})
 	}
 	return errors.Join(err, <-closed)
 }
 
+func (p *Pool) draining() bool {
+	select {
+	case <-p.Drain:
+		return true
+	default:
+		return false
+	}
+}
+
 // retryID is the id of the batch of files sent again.
 const retryID = 1<<63 - 1
+
+// fromQueue reports whether a batch id is one the dispatcher hands out
+// (the walk's, and halves of them), not a final batch or a re-send.
+func fromQueue(id uint64) bool { return id < 1<<62 }
+
+// owned is a hard-link target in place at a receiver.
+type owned struct {
+	stream, epoch int
+	entry         sharder.Entry
+}
 
 func (p *Pool) takeRetries() []sharder.Entry {
 	p.mu.Lock()
@@ -244,6 +304,10 @@ func (p *Pool) record(r Result) (stop bool) {
 			ctr.Batches.Add(1)
 		}
 	}
+	if !r.Final && fromQueue(r.Batch.ID) && r.Ack != nil {
+		p.pending--
+		p.signal()
+	}
 	if !r.Final {
 		s.Batches++
 		s.Files += r.Ack.Files
@@ -261,7 +325,7 @@ func (p *Pool) record(r Result) (stop bool) {
 			}
 		}
 	}
-	if p.Restat != nil && r.Batch.ID != retryID {
+	if p.Restat != nil && fromQueue(r.Batch.ID) {
 		// Changed while read: not an error yet, it goes again.
 		r.SrcErrors = slices.DeleteFunc(slices.Clone(r.SrcErrors), func(e SourceError) bool {
 			if !errors.Is(e.Err, ErrChanged) {
@@ -281,7 +345,7 @@ func (p *Pool) record(r Result) (stop bool) {
 		for i := range r.Batch.Entries {
 			e := &r.Batch.Entries[i]
 			if e.Nlink > 1 && e.Kind == sharder.KindFile && !bad[i] {
-				p.owner[e.Path] = r.Stream
+				p.owner[e.Path] = owned{stream: r.Stream, epoch: p.epoch[r.Stream], entry: *e}
 			}
 		}
 	}
@@ -292,8 +356,22 @@ func (p *Pool) record(r Result) (stop bool) {
 }
 
 // final applies entries on one stream, in order, in pipelined batches of
-// up to FinalFiles.
+// up to FinalFiles; a stream that fails with a retryable error is
+// reconnected and the entries applied again (they are idempotent).
 func (p *Pool) final(ctx context.Context, stream int, entries []sharder.Entry) error {
+	for attempt := 1; ; attempt++ {
+		err := p.finalOnce(ctx, stream, entries)
+		if err == nil || p.Redial == nil || !Retryable(err) || attempt > p.Retries || ctx.Err() != nil {
+			return err
+		}
+		p.warn(fmt.Sprintf("stream %d lost: %v; reconnecting", stream, err))
+		if _, rerr := p.reconnect(ctx, stream); rerr != nil {
+			return fmt.Errorf("%w (and could not reconnect: %v)", err, rerr)
+		}
+	}
+}
+
+func (p *Pool) finalOnce(ctx context.Context, stream int, entries []sharder.Entry) error {
 	var bs []*sharder.Batch
 	p.mu.Lock()
 	for chunk := range slices.Chunk(entries, p.FinalFiles) {
@@ -305,7 +383,7 @@ func (p *Pool) final(ctx context.Context, stream int, entries []sharder.Entry) e
 		return nil
 	}
 	stop := false
-	err := p.Conns[stream].Final(ctx, bs, func(r Result) {
+	err := p.conn(stream).Final(ctx, bs, func(r Result) {
 		r.Stream = stream
 		stop = p.record(r) || stop
 	})
@@ -321,9 +399,19 @@ func (p *Pool) final(ctx context.Context, stream int, entries []sharder.Entry) e
 func (p *Pool) hardlinks(ctx context.Context, links []sharder.Entry) error {
 	per := make([][]sharder.Entry, len(p.Conns))
 	var orphans []sharder.Entry
+	// Targets written before their stream reconnected may be at another
+	// receiver than the one the stream reaches now: that one must see
+	// them first (a quick check: no data if they are in place).
+	refresh := make([][]sharder.Entry, len(p.Conns))
+	seen := map[string]bool{}
 	for _, l := range links {
-		if s, ok := p.owner[l.Link]; ok {
+		if o, ok := p.owner[l.Link]; ok {
+			s := p.use(o.stream) // a stream given up: another (one agent serves them all)
 			per[s] = append(per[s], l)
+			if (s != o.stream || p.epoch[s] != o.epoch) && !seen[l.Link] {
+				seen[l.Link] = true
+				refresh[s] = append(refresh[s], o.entry)
+			}
 		} else {
 			orphans = append(orphans, l)
 		}
@@ -344,9 +432,36 @@ func (p *Pool) hardlinks(ctx context.Context, links []sharder.Entry) error {
 		if len(list) == 0 {
 			continue
 		}
-		g.Go(func() error { return p.final(gctx, s, list) })
+		g.Go(func() error {
+			if len(refresh[s]) > 0 {
+				if err := p.resend(gctx, s, refresh[s]); err != nil {
+					return err
+				}
+			}
+			return p.final(gctx, s, list)
+		})
 	}
 	return g.Wait()
+}
+
+// resend offers entries again on stream s as a data batch (the receiver's
+// quick check skips those in place and then knows them).
+func (p *Pool) resend(ctx context.Context, s int, entries []sharder.Entry) error {
+	p.mu.Lock()
+	p.nextID++
+	b := &sharder.Batch{ID: p.nextID, Entries: entries}
+	p.mu.Unlock()
+	for i := range entries {
+		b.Bytes += entries[i].Size
+	}
+	in := make(chan *sharder.Batch, 1)
+	in <- b
+	close(in)
+	_, err := p.conn(s).Run(ctx, in, func(r Result) {
+		r.Stream = s
+		p.record(r)
+	})
+	return err
 }
 
 // closeAll ends every stream, all at once (each waits a round trip for
@@ -388,12 +503,173 @@ func cost(b *sharder.Batch) int64 {
 }
 
 // dispatch feeds the streams from the sharder's output, splitting the tail.
+// stream runs stream i's share of phase 1: it takes batches until the
+// queue closes. When the connection fails with a retryable error, its
+// batches in flight go back to the queue for any stream, and the stream
+// reconnects (Redial) with exponential backoff; if it cannot, it stops and
+// the job goes on without it, unless it was the last.
+func (p *Pool) stream(ctx context.Context, i int, in <-chan *sharder.Batch, cancel context.CancelCauseFunc) error {
+	done := func(r Result) {
+		r.Stream = i
+		if p.record(r) {
+			cancel(p.fatal)
+		}
+	}
+	for {
+		unacked, err := p.conn(i).Run(ctx, in, done)
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		if err := p.giveBack(unacked, err); err != nil {
+			return err
+		}
+		if !Retryable(err) {
+			return err
+		}
+		p.warn(fmt.Sprintf("stream %d lost: %v; its %d batches in flight go to the other streams", i, err, len(unacked)))
+		if p.Redial == nil {
+			return p.streamDown(i, err)
+		}
+		c, rerr := p.reconnect(ctx, i)
+		if rerr != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			p.warn(fmt.Sprintf("stream %d: could not reconnect within %s: %v; going on without it", i, p.ReconnectTimeout, rerr))
+			return p.streamDown(i, err)
+		}
+		p.warn(fmt.Sprintf("stream %d reconnected (%s)", i, connName(c)))
+	}
+}
+
+// use returns stream i if it is up, else the first stream that is.
+func (p *Pool) use(i int) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.down[i] {
+		return i
+	}
+	for j, d := range p.down {
+		if !d {
+			return j
+		}
+	}
+	return i
+}
+
+// upConns are the streams not given up.
+func (p *Pool) upConns(from, to int) []Conn {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var cs []Conn
+	for i := from; i < to; i++ {
+		if !p.down[i] {
+			cs = append(cs, p.Conns[i])
+		}
+	}
+	return cs
+}
+
+func (p *Pool) conn(i int) Conn {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.Conns[i]
+}
+
+// giveBack requeues the batches a failed stream had in flight; a batch
+// that has now failed Retries times fails the job.
+func (p *Pool) giveBack(unacked []*sharder.Batch, cause error) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, b := range unacked {
+		if !fromQueue(b.ID) {
+			continue // a re-send (changed files, hard-link targets): not from the queue
+		}
+		p.attempts[b.ID]++
+		if n := p.attempts[b.ID]; n > p.Retries {
+			return fmt.Errorf("batch %d (%d files) failed on %d streams, the last time: %w", b.ID, len(b.Entries), n, cause)
+		}
+		p.requeue <- b // room for every batch in flight: see Run
+		p.pending--
+	}
+	p.signal()
+	return nil
+}
+
+// streamDown records that stream i gave up; when no stream is left with
+// work outstanding, the job cannot make progress.
+func (p *Pool) streamDown(i int, cause error) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.live--
+	p.down[i] = true
+	p.signal()
+	if p.live == 0 {
+		return fmt.Errorf("no stream can make progress (the last, stream %d: %w)", i, cause)
+	}
+	return nil
+}
+
+// reconnect redials stream i with exponential backoff and jitter, for up
+// to ReconnectTimeout. Redial gets the job's context: the connection it
+// opens lives as long as the job.
+func (p *Pool) reconnect(ctx context.Context, i int) (Conn, error) {
+	deadline := time.Now().Add(p.ReconnectTimeout)
+	delay := 250 * time.Millisecond
+	for {
+		c, err := p.Redial(p.jobCtx, i)
+		if err == nil {
+			p.mu.Lock()
+			p.Conns[i] = c
+			p.epoch[i]++
+			p.mu.Unlock()
+			if cc, ok := c.(Counted); ok {
+				cc.SetCounters(p.Counters[i])
+			}
+			return c, nil
+		}
+		if !Retryable(err) {
+			return nil, err
+		}
+		wait := delay/2 + time.Duration(rand.Int64N(int64(delay)/2+1))
+		if time.Now().Add(wait).After(deadline) {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w (the last attempt: %v)", context.Cause(ctx), err)
+		case <-time.After(wait):
+		}
+		delay = min(2*delay, 30*time.Second)
+	}
+}
+
+func (p *Pool) warn(msg string) {
+	if p.OnWarn != nil {
+		p.OnWarn(msg)
+	}
+}
+
+// signal wakes the dispatcher (p.mu held or not: it never blocks).
+func (p *Pool) signal() {
+	select {
+	case p.settled <- struct{}{}:
+	default:
+	}
+}
+
 func (p *Pool) dispatch(ctx context.Context, in <-chan *sharder.Batch, out chan<- *sharder.Batch) error {
 	defer close(out)
 	var q []*sharder.Batch
 	walkDone := false
 	for {
-		if walkDone && len(q) == 0 {
+		p.mu.Lock()
+		pending, live := p.pending, p.live
+		p.mu.Unlock()
+		// Done when the walk is over and every batch handed out is
+		// acknowledged (a failed stream's batches come back), or no stream
+		// is left to take what remains.
+		if walkDone && len(q) == 0 && len(p.requeue) == 0 && pending == 0 || live == 0 {
 			return nil
 		}
 		var head *sharder.Batch
@@ -419,6 +695,11 @@ func (p *Pool) dispatch(ctx context.Context, in <-chan *sharder.Batch, out chan<
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-p.Drain:
+			return nil
+		case b := <-p.requeue:
+			q = append([]*sharder.Batch{b}, q...) // first: it is late already
+		case <-p.settled:
 		case b, ok := <-recv:
 			if !ok {
 				walkDone = true
@@ -427,6 +708,9 @@ func (p *Pool) dispatch(ctx context.Context, in <-chan *sharder.Batch, out chan<
 			q = append(q, b)
 		case send <- head:
 			q = q[1:]
+			p.mu.Lock()
+			p.pending++
+			p.mu.Unlock()
 		}
 	}
 }

@@ -9,8 +9,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sync"
 	"syscall"
-	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -69,9 +69,6 @@ func runAgent(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-// joinTimeout bounds how long a hub waits for its streams to join.
-const joinTimeout = 30 * time.Second
-
 // serveHub serves stdin/stdout and up to k-1 streams joining on a Unix
 // socket in a private directory (0700: only this user, or root, can
 // connect). It returns when every stream has ended, with the first error.
@@ -95,21 +92,40 @@ func serveHub(ctx context.Context, hub *stream.Hub, k int, stdin io.Reader, stdo
 		return err
 	}
 	// Streams end independently: one lost connection does not end the
-	// others, whose sender goes on without it.
+	// others, whose sender goes on without it, or joins again (a stream
+	// that reconnects). The hub takes joins as long as a stream is open,
+	// however many; when the last one ends, so does the agent.
 	var g errgroup.Group
+	var mu sync.Mutex
+	open := 1
+	end := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if open--; open == 0 {
+			ln.Close()
+		}
+	}
 	g.Go(func() error {
-		defer ln.Close() // the first stream is over: nobody else will join
+		defer end()
 		return hub.Serve(ctx, stdin, stdout)
 	})
-	ln.(*net.UnixListener).SetDeadline(time.Now().Add(joinTimeout))
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
-	for range k - 1 {
+	for {
 		c, err := ln.Accept()
 		if err != nil {
-			break // the sender goes on with the streams it has
+			break
 		}
+		mu.Lock()
+		if open == 0 {
+			mu.Unlock()
+			c.Close()
+			break
+		}
+		open++
+		mu.Unlock()
 		g.Go(func() error {
+			defer end()
 			defer c.Close()
 			return hub.Serve(ctx, c, c)
 		})

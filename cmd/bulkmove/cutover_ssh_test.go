@@ -68,10 +68,10 @@ func TestSSHCutover(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The network cuts every connection after 2 MB: the pass fails, and
-	// the same command resumes it.
+	// The network cuts every connection after 2 MB and the streams do not
+	// reconnect: the pass fails, and the same command resumes it.
 	px.CutAfter(2 << 20)
-	out, code := push()
+	out, code := push("--reconnect-timeout", "0")
 	if code != exitFatal || px.Cuts.Load() == 0 {
 		t.Fatalf("cut pass: exit %d with %d cuts, want 3 and cuts:\n%s", code, px.Cuts.Load(), out)
 	}
@@ -86,7 +86,7 @@ func TestSSHCutover(t *testing.T) {
 		t.Fatal(err)
 	}
 	px.Slow(2 * time.Millisecond)
-	cmd := exec.Command(bin, append(args(), src, "box2:"+dst)...)
+	cmd := exec.Command(bin, append(args("--reconnect-timeout", "0"), src, "box2:"+dst)...)
 	cmd.Env = append(os.Environ(), env...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -119,5 +119,61 @@ func TestSSHCutover(t *testing.T) {
 	vout, vcode := runBM(t, env, append([]string{"verify"}, append(args(), src, "box2:"+dst)...)...)
 	if vcode != exitPartial || !strings.Contains(vout, "differ changed.txt: content: differs") {
 		t.Fatalf("verify after corruption: exit %d, want 2 naming changed.txt:\n%s", vcode, vout)
+	}
+}
+
+// TestSSHReconnect: connections cut mid-transfer, and then the agent
+// killed: the lost streams give their batches back, reconnect (to the
+// agent hub, or to a new one), and the same run completes.
+func TestSSHReconnect(t *testing.T) {
+	bin := binary(t)
+	home := shmDir(t)
+	srv := sshdtest.Start(t, sshdtest.WithEnv("PATH="+filepath.Dir(bin)+":/usr/bin:/bin", "HOME="+home))
+	cfg := srv.WriteSSHConfig("box2")
+	px, err := faultproxy.Start(fmt.Sprintf("%s:%d", srv.Host, srv.Port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer px.Close()
+	kh, err := os.OpenFile(srv.KnownHostsFile, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(kh, "[%s]:%d %s\n", srv.Host, px.Port(), srv.HostKeyLine)
+	kh.Close()
+	dir := shmDir(t)
+	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+	if err := gentree.Mixed(src, 3000, 21); err != nil {
+		t.Fatal(err)
+	}
+	for _, fault := range []struct {
+		name   string
+		inject func()
+	}{
+		{"cut", func() { px.CutAll() }},
+		{"reset", func() { px.Reset(true); px.CutAll(); px.Reset(false) }},
+		{"agent killed", func() { exec.Command("pkill", "-9", "-f", "agent --hub 3 -- "+dst).Run() }},
+	} {
+		t.Run(fault.name, func(t *testing.T) {
+			os.RemoveAll(dst)
+			px.Slow(time.Millisecond)
+			cmd := exec.Command(bin, "-F", cfg, "-p", strconv.Itoa(px.Port()), "-j", "3", "--batch-files", "100", "--journal", "none", src, "box2:"+dst)
+			var out strings.Builder
+			cmd.Stderr = &out
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(600 * time.Millisecond)
+			fault.inject()
+			time.Sleep(100 * time.Millisecond)
+			px.Slow(0)
+			if err := cmd.Wait(); err != nil {
+				t.Fatalf("%v, want the run to complete:\n%s", err, out.String())
+			}
+			if !strings.Contains(out.String(), "reconnected") {
+				t.Errorf("no stream reconnected (was the fault injected before the end?):\n%s", out.String())
+			}
+			treecmp.Equal(t, src, dst, treecmp.Options{Owner: os.Geteuid() == 0})
+		})
 	}
 }

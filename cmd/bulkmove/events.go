@@ -26,7 +26,7 @@ type StartEvent struct {
 	Version string `json:"version"`
 	Src     string `json:"src"`
 	Dst     string `json:"dst"`
-	Streams int    `json:"streams"`
+	Streams int    `json:"streams"` // requested (-j); fewer may connect
 }
 
 // ProgressEvent aggregates acknowledged batches, at most twice a second.

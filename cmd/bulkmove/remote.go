@@ -10,6 +10,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -48,23 +49,19 @@ func (s *sshFlags) options(stderrIsTerminal bool) sshx.Options {
 // first (each probe costs round trips: on a 100 ms path, a second). Only if
 // that finds no bulkmove, or one of another protocol, does EnsureAgent
 // look further (and upload this binary if it must), and the start is tried
-// again.
-func (j *job) connectSSH(ctx context.Context, t sshx.Target, p plan) ([]stream.Conn, func(), error) {
-	opt := j.flags.ssh.options(isTerminal(os.Stdin))
-	opt.Stderr = j.stderr
-	clients, errs, err := sshx.DialN(ctx, t, opt, j.flags.jobs)
+// again. The link it returns can open a lost stream again (redial).
+func (j *job) connectSSH(ctx context.Context, t sshx.Target, p plan) ([]stream.Conn, *sshLink, error) {
+	l := &sshLink{j: j, t: t, p: p, opt: j.flags.ssh.options(isTerminal(os.Stdin))}
+	l.opt.Stderr = j.stderr
+	clients, errs, err := sshx.DialN(ctx, t, l.opt, j.flags.jobs)
 	if err != nil {
 		return nil, nil, err
 	}
+	l.clients = clients
 	j.trace("%d SSH connections open", len(clients))
 	for _, e := range errs {
 		if e != nil {
 			errorf(j.stderr, "warning: %v; going on with %d of %d streams", e, len(clients), j.flags.jobs)
-		}
-	}
-	cleanup := func() {
-		for _, c := range clients {
-			c.Close()
 		}
 	}
 	root := p.dstRoot
@@ -76,48 +73,163 @@ func (j *job) connectSSH(ctx context.Context, t sshx.Target, p plan) ([]stream.C
 	agent := j.flags.ssh.remoteBulkmove
 	self, err := os.Executable()
 	if err != nil {
-		cleanup()
+		l.close()
 		return nil, nil, err
 	}
 	if agent == "" {
 		sum, err := sshx.BinarySum(self)
 		if err != nil {
-			cleanup()
+			l.close()
 			return nil, nil, fmt.Errorf("reading this executable: %w", err)
 		}
+		l.cmd = sshx.AgentCommand(version, sum, args)
 		var banner bool
-		conns, banner, err = j.startAgents(ctx, clients, sshx.AgentCommand(version, sum, args), p)
+		conns, banner, err = l.start(ctx, clients)
 		if err == nil || ctx.Err() != nil || (banner && !errors.Is(err, stream.ErrVersion)) {
 			if err != nil {
-				cleanup()
+				l.close()
 				return nil, nil, err
 			}
-			return conns, cleanup, nil
+			return conns, l, nil
 		}
 		j.trace("no usable agent at once (%v): looking further", err)
 	}
 	agent, err = clients[0].EnsureAgent(ctx, agent, version, wire.Proto, self)
 	if err != nil {
-		cleanup()
+		l.close()
 		return nil, nil, err
 	}
 	j.trace("agent found: %s", agent)
-	conns, _, err = j.startAgents(ctx, clients, sshx.ShellQuote(agent)+" "+args, p)
+	l.cmd = sshx.ShellQuote(agent) + " " + args
+	conns, _, err = l.start(ctx, clients)
 	if err != nil {
-		cleanup()
+		l.close()
 		return nil, nil, err
 	}
-	return conns, cleanup, nil
+	return conns, l, nil
+}
+
+// sshLink is the SSH side of a push: the connections, and the agent hub
+// they reach.
+type sshLink struct {
+	j   *job
+	t   sshx.Target
+	p   plan
+	opt sshx.Options
+	cmd string // starts the agent hub
+
+	mu        sync.Mutex
+	clients   []*sshx.Client
+	sock, exe string // the hub's socket and executable
+
+	restart sync.Mutex // one stream at a time starts a new hub
+}
+
+func (l *sshLink) close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, c := range l.clients {
+		if c != nil {
+			c.Close()
+		}
+	}
+}
+
+// redial opens stream i again: through its SSH connection if that still
+// works, else a new one, to the agent hub if it still runs, else a new hub
+// started there (which the other streams then join when they redial).
+func (l *sshLink) redial(ctx context.Context, i int) (stream.Conn, error) {
+	l.mu.Lock()
+	c := l.clients[i]
+	l.mu.Unlock()
+	if c != nil {
+		if conn, err := l.join(ctx, c, i); err == nil {
+			return conn, nil
+		}
+		c.Close()
+	}
+	cs, _, err := sshx.DialN(ctx, l.t, l.opt, 1)
+	if err != nil {
+		if sshx.IsPermanent(err) {
+			return nil, stream.Permanent(err)
+		}
+		return nil, err
+	}
+	c = cs[0]
+	l.mu.Lock()
+	l.clients[i] = c
+	l.mu.Unlock()
+	if conn, err := l.join(ctx, c, i); err == nil {
+		return conn, nil
+	}
+	// The hub is gone (the agent was killed, or the host rebooted): start
+	// a new one, unless another stream just did.
+	l.restart.Lock()
+	defer l.restart.Unlock()
+	if conn, err := l.join(ctx, c, i); err == nil {
+		return conn, nil
+	}
+	conns, _, err := l.start(ctx, []*sshx.Client{c})
+	if err != nil {
+		return nil, err
+	}
+	conns[0].(*stream.Client).Name = fmt.Sprintf("%s stream %d", c.Host(), i)
+	return conns[0], nil
+}
+
+// join opens stream i to the hub over c.
+func (l *sshLink) join(ctx context.Context, c *sshx.Client, i int) (stream.Conn, error) {
+	l.mu.Lock()
+	sock, exe := l.sock, l.exe
+	l.mu.Unlock()
+	rw, _, err := c.Join(ctx, sock, exe)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := l.dial(ctx, fmt.Sprintf("%s stream %d", c.Host(), i), rw, rw)
+	if err != nil {
+		rw.Close()
+		return nil, err
+	}
+	return conn, nil
+}
+
+func (l *sshLink) dial(ctx context.Context, name string, r io.Reader, rw io.ReadWriteCloser) (*stream.Client, error) {
+	conn, err := stream.Dial(ctx, name, r, rw, rw, version, l.j.receiveOptions(), l.p.src)
+	if err != nil {
+		return nil, err
+	}
+	conn.StallTimeout = l.j.flags.stallTimeout
+	return conn, nil
+}
+
+// readBanner reads the agent hub's banner line, or the NoAgent line,
+// skipping what a login script may print before (up to 64 lines or 16
+// KiB, returned as junk).
+func readBanner(br *bufio.Reader) (line, junk string, err error) {
+	var skipped strings.Builder
+	for range 64 {
+		line, err = br.ReadString('\n')
+		if err != nil || strings.HasPrefix(line, hubBanner) || strings.TrimSpace(line) == sshx.NoAgent {
+			return line, strings.TrimSpace(skipped.String()), err
+		}
+		if skipped.Len()+len(line) > 16<<10 {
+			break
+		}
+		skipped.WriteString(line)
+	}
+	return "", strings.TrimSpace(skipped.String()), errors.New("no agent banner among the first lines it printed")
 }
 
 // bannerTimeout bounds the wait for the agent hub's first line.
 const bannerTimeout = 30 * time.Second
 
-// startAgents starts the agent hub on clients[0] with cmd and opens a
-// stream to it over every client. banner says whether the hub started.
-func (j *job) startAgents(ctx context.Context, clients []*sshx.Client, cmd string, p plan) (conns []stream.Conn, banner bool, err error) {
+// start starts the agent hub on clients[0] and opens a stream to it over
+// every client. banner says whether the hub started.
+func (l *sshLink) start(ctx context.Context, clients []*sshx.Client) (conns []stream.Conn, banner bool, err error) {
+	j := l.j
 	host := clients[0].Host()
-	sess, err := clients[0].StartQuiet(ctx, cmd)
+	sess, err := clients[0].StartQuiet(ctx, l.cmd)
 	if err != nil {
 		return nil, false, err
 	}
@@ -125,8 +237,11 @@ func (j *job) startAgents(ctx context.Context, clients []*sshx.Client, cmd strin
 	// An agent that does not announce itself (not a bulkmove that knows
 	// --hub, or one that hangs) must not hang the job.
 	timer := time.AfterFunc(bannerTimeout, func() { sess.Close() })
-	line, rerr := br.ReadString('\n')
+	line, junk, rerr := readBanner(br)
 	timer.Stop()
+	if junk != "" {
+		errorf(j.stderr, "warning: ssh %s: the remote shell printed %q before the agent started (a login script writing to stdout?); ignored", host, junk)
+	}
 	if rerr != nil || !strings.HasPrefix(line, hubBanner) {
 		sess.CloseWrite()
 		werr := sess.Wait()
@@ -134,12 +249,14 @@ func (j *job) startAgents(ctx context.Context, clients []*sshx.Client, cmd strin
 		if strings.TrimSpace(line) == sshx.NoAgent {
 			return nil, false, fmt.Errorf("ssh %s: no bulkmove on the remote PATH", host)
 		}
-		return nil, false, fmt.Errorf("ssh %s: the agent did not start (it printed %q): %w", host, strings.TrimSpace(line), errors.Join(rerr, werr))
+		return nil, false, fmt.Errorf("ssh %s: the agent did not start (it printed %q): %w", host, strings.TrimSpace(junk+line), errors.Join(rerr, werr))
 	}
 	sess.ShowStderr()
 	sock, exe, _ := strings.Cut(strings.TrimSpace(strings.TrimPrefix(line, hubBanner)), " ")
+	l.mu.Lock()
+	l.sock, l.exe = sock, exe
+	l.mu.Unlock()
 	j.trace("agent %s ready on %s", exe, host)
-	ro := j.receiveOptions()
 	conns = make([]stream.Conn, len(clients))
 	g, gctx := errgroup.WithContext(ctx)
 	for i, c := range clients {
@@ -160,7 +277,7 @@ func (j *job) startAgents(ctx context.Context, clients []*sshx.Client, cmd strin
 				}
 				rw, r = jc, jc
 			}
-			conn, err := stream.Dial(gctx, name, r, rw, rw, version, ro, p.src)
+			conn, err := l.dial(gctx, name, r, rw)
 			if err != nil {
 				rw.Close()
 				if i > 0 && !errors.Is(err, stream.ErrVersion) {
@@ -177,15 +294,35 @@ func (j *job) startAgents(ctx context.Context, clients []*sshx.Client, cmd strin
 		})
 	}
 	err = g.Wait()
-	conns = slices.DeleteFunc(conns, func(c stream.Conn) bool { return c == nil })
 	if err != nil {
 		for _, c := range conns {
-			c.(*stream.Client).Abort()
+			if c != nil {
+				c.(*stream.Client).Abort()
+			}
 		}
 		sess.Close()
 		return nil, true, err
 	}
-	return conns, true, nil
+	// The streams that opened, and their SSH connections at the same
+	// indexes (for redial).
+	var up []stream.Conn
+	l.mu.Lock()
+	if len(clients) == len(l.clients) {
+		var kept []*sshx.Client
+		for i, c := range conns {
+			if c != nil {
+				up = append(up, c)
+				kept = append(kept, clients[i])
+			} else {
+				clients[i].Close()
+			}
+		}
+		l.clients = kept
+	} else {
+		up = slices.DeleteFunc(conns, func(c stream.Conn) bool { return c == nil })
+	}
+	l.mu.Unlock()
+	return up, true, nil
 }
 
 // remoteDest fills the plan for a remote DEST: the receiver's root is the

@@ -296,3 +296,29 @@ func TestSSHPull(t *testing.T) {
 		t.Fatalf("missing remote source, exit %d:\n%s", code, out)
 	}
 }
+
+// TestSSHChattyLoginShell: a remote ~/.bashrc that prints a banner on
+// stdout (as some servers do) does not break the job: the banner is
+// skipped, with a warning that quotes it.
+func TestSSHChattyLoginShell(t *testing.T) {
+	bin := binary(t)
+	home := shmDir(t)
+	if err := os.WriteFile(filepath.Join(home, ".bashrc"), []byte("echo 'Welcome to box2!'\necho 'Authorized use only.'\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv := sshdtest.Start(t, sshdtest.WithEnv("PATH="+filepath.Dir(bin)+":/usr/bin:/bin", "HOME="+home))
+	cfg := srv.WriteSSHConfig("box2")
+	if out, err := exec.Command("ssh", "-F", cfg, "box2", "true").CombinedOutput(); err != nil || !strings.Contains(string(out), "Welcome") {
+		t.Skipf("the remote login shell does not read ~/.bashrc here (%v: %s)", err, out)
+	}
+	dir := shmDir(t)
+	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+	if err := gentree.Mixed(src, 500, 8); err != nil {
+		t.Fatal(err)
+	}
+	out, code := runBM(t, nil, "-F", cfg, "-j", "2", src, "box2:"+dst)
+	if code != 0 || !strings.Contains(out, "Welcome to box2!") {
+		t.Fatalf("exit %d, want 0 and a warning quoting the banner:\n%s", code, out)
+	}
+	treecmp.Equal(t, src, dst, treecmp.Options{Owner: os.Geteuid() == 0})
+}

@@ -101,7 +101,9 @@ func (c *Client) Join(ctx context.Context, sock, relay string) (rw io.ReadWriteC
 	if ctx.Err() != nil {
 		return nil, false, ctx.Err()
 	}
-	s, err := c.Start(ctx, ShellQuote(relay)+" join "+ShellQuote(sock))
+	// Quiet: a relay that cannot reach the socket says so on stderr, which
+	// the caller's error then quotes; a working one says nothing.
+	s, err := c.StartQuiet(ctx, ShellQuote(relay)+" join "+ShellQuote(sock))
 	if err != nil {
 		return nil, false, fmt.Errorf("%w (and forwarding to %s was refused: %v)", err, sock, ferr)
 	}

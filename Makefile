@@ -2,7 +2,7 @@
 GO ?= go
 BIN := bin/bulkmove
 
-.PHONY: build test test-short race fuzz bench bench-cutover demo vet clean
+.PHONY: build test test-short race fuzz bench bench-cutover bench-scale demo vet clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/bulkmove
@@ -25,6 +25,12 @@ fuzz:
 # Benchmarks against cp, tar and rsync on a tmpfs (needs root). See bench/run.sh.
 bench: build
 	BULKMOVE=$(CURDIR)/$(BIN) bench/run.sh
+
+# Peak RSS of the sender and of the agents on a tree of 10 million empty
+# files (SCALE_N; root: it mounts a tmpfs with enough inodes, about 12 GiB
+# of RAM for the two trees). See bench/scale.sh.
+bench-scale: build
+	BULKMOVE=$(CURDIR)/$(BIN) bench/scale.sh
 
 # Incremental passes and verify against rsync over the rig's direct link
 # (the rig must be up). See bench/cutover.sh.

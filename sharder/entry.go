@@ -24,7 +24,10 @@
 //
 // Hard links are detected across the whole job by device and inode (only for
 // files with more than one link): the first name the walk meets is a file in
-// a batch, the others are KindHardlink entries pointing at it.
+// a batch, the others are KindHardlink entries pointing at it. An inode is
+// remembered only until all its names have been met, so the walk's memory
+// for hard links is the link sets open at once (one name met, another not
+// yet), not every hard-linked file of the tree.
 //
 // # Exclusion
 //

@@ -4,6 +4,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -151,4 +152,44 @@ func Restat(root string, e Entry) (Entry, bool) {
 	}
 	e.Size, e.MTime, e.Mode, e.UID, e.GID, e.Nlink = st.size, st.mtime, st.perm, st.uid, st.gid, uint32(st.nlink)
 	return e, true
+}
+
+// openUnder opens the directory rel (slash-separated, not ".") under the
+// open directory root, whose path is rootPath, one component at a time
+// without following a symlink in any of them.
+func openUnder(root *os.File, rootPath, rel string) (*os.File, error) {
+	rc, err := root.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	fd := -1
+	var oerr error
+	cerr := rc.Control(func(rfd uintptr) {
+		cur := int(rfd)
+		for comp := range strings.SplitSeq(rel, "/") {
+			var nfd int
+			for {
+				nfd, oerr = unix.Openat(cur, comp, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+				if oerr != unix.EINTR {
+					break
+				}
+			}
+			if cur != int(rfd) {
+				unix.Close(cur)
+			}
+			if oerr != nil {
+				return
+			}
+			cur = nfd
+		}
+		fd = cur
+	})
+	full := joinPath(rootPath, filepath.FromSlash(rel))
+	if cerr != nil {
+		return nil, &fs.PathError{Op: "open", Path: full, Err: cerr}
+	}
+	if oerr != nil {
+		return nil, &fs.PathError{Op: "open", Path: full, Err: oerr}
+	}
+	return os.NewFile(uintptr(fd), full), nil
 }

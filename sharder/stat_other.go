@@ -5,6 +5,7 @@ package sharder
 import (
 	"io/fs"
 	"os"
+	"path/filepath"
 )
 
 // rawStat is what the walk needs from lstat.
@@ -61,4 +62,9 @@ func (d dirHandle) readlink(name string, sizeHint int64) (string, error) {
 
 func openDir(name string, follow bool) (*os.File, error) {
 	return os.Open(name)
+}
+
+// openUnder opens the directory rel (slash-separated) under rootPath.
+func openUnder(_ *os.File, rootPath, rel string) (*os.File, error) {
+	return os.Open(joinPath(rootPath, filepath.FromSlash(rel)))
 }

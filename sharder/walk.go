@@ -46,6 +46,20 @@ type Options struct {
 	// Filter chooses the names to leave out, with rsync's include/exclude
 	// rules; nil leaves out nothing. See the package doc.
 	Filter *filter.Rules
+	// Shard, if its Count is more than 1, restricts the walk to one of
+	// Count disjoint parts of the tree (see Shard): every directory is
+	// still read, but only the names the shard owns are lstat'ed and
+	// reported, in batches, to Deferred, OnError and OnWarn.
+	Shard Shard
+	// FilesFrom, if set, replaces the walk with a list of paths relative
+	// to the source directory, one a line (FilesFromNUL: NUL-separated),
+	// as rsync's --files-from: each listed name is lstat'ed and reported
+	// as the walk would, without recursion (a listed directory is its own
+	// entry, not its contents), and each of its parent directories not
+	// listed before is reported too (rsync's implied directories). See
+	// filesfrom.go.
+	FilesFrom    io.Reader
+	FilesFromNUL bool
 
 	// Deferred receives every directory (the root included, as "."),
 	// symlink and second or later name of a hard-linked file.
@@ -70,6 +84,7 @@ type testHooks struct {
 	readDir  func(rel string) error // non-nil error: the next readdir of rel fails with it
 	lstat    func(rel string) error // non-nil error: lstat of rel fails with it
 	walkDone func()                 // called once every directory has been read
+	links    func(open int)         // called at the end with the hard-link sets still open
 }
 
 func (o Options) withDefaults() Options {
@@ -124,7 +139,7 @@ type Stats struct {
 // Deferred, OnError and OnWarn are called from a single goroutine, one call
 // at a time, and never after Run returns; a slow callback slows the walk. A
 // directory's Deferred call happens before any batch holding a file under it
-// is sent on out. A hard link's Deferred call may come before the batch
+// is sent on out (except with FilesFrom). A hard link's Deferred call may come before the batch
 // holding its first name is sent.
 func Run(ctx context.Context, src string, opt Options, out chan<- *Batch) (Stats, error) {
 	defer close(out)
@@ -134,7 +149,7 @@ func Run(ctx context.Context, src string, opt Options, out chan<- *Batch) (Stats
 	w := &walker{
 		src:   src,
 		opt:   &opt,
-		links: make(map[devIno]string),
+		links: make(map[devIno]linkFirst),
 	}
 	w.cond = sync.NewCond(&w.mu)
 
@@ -142,13 +157,18 @@ func Run(ctx context.Context, src string, opt Options, out chan<- *Batch) (Stats
 	if err != nil {
 		return st, fmt.Errorf("sharder: source: %w", err)
 	}
+	if opt.FilesFrom != nil && rs.typ != fs.ModeDir {
+		return st, fmt.Errorf("sharder: source %s: a list of files needs a directory as the source", src)
+	}
 	if rs.typ != fs.ModeDir {
 		// A single file, symlink or something to skip: one entry, no
 		// walk. As with rsync, the filter sees it by its base name.
 		var c chunk
 		var target string
 		var lerr error
-		if name := filepath.Base(src); opt.Filter.Excluded(name, false) {
+		if name := filepath.Base(src); !opt.Shard.Owns(name, false) {
+			// Another shard's.
+		} else if opt.Filter.Excluded(name, false) {
 			c.excluded++
 		} else {
 			if rs.typ == fs.ModeSymlink {
@@ -169,7 +189,14 @@ func Run(ctx context.Context, src string, opt Options, out chan<- *Batch) (Stats
 		return st, fmt.Errorf("sharder: source: %w", err)
 	}
 	w.chunks = make(chan chunk, opt.Concurrency)
-	w.chunks <- chunk{deferred: []Entry{rs.entry(".", KindDir)}}
+	if opt.FilesFrom != nil {
+		err := w.runList(ctx, root, p, &st)
+		st.Batches = p.batches
+		return st, err
+	}
+	if opt.Shard.OwnsDir(".") {
+		w.chunks <- chunk{deferred: []Entry{rs.entry(".", KindDir)}}
+	}
 	w.stack = []dirItem{{rel: ".", f: root}}
 
 	g, gctx := errgroup.WithContext(ctx)
@@ -199,6 +226,9 @@ func Run(ctx context.Context, src string, opt Options, out chan<- *Batch) (Stats
 	})
 	g.Go(func() error { return w.collect(gctx, p, &st) })
 	err = g.Wait()
+	if h := opt.hooks.links; h != nil {
+		h(len(w.links))
+	}
 	st.Batches = p.batches
 	if cerr := ctx.Err(); cerr != nil {
 		return st, cerr
@@ -247,9 +277,19 @@ type walker struct {
 	active  int
 	stopped bool
 
-	// First names of regular files with more than one link, across the job.
+	// First names of regular files with more than one link, across the
+	// job, while some of their names have not been met yet: an inode is
+	// forgotten once all its names have been, so the map holds the link
+	// sets open at once, not every hard-linked file of the tree.
 	linkMu sync.Mutex
-	links  map[devIno]string
+	links  map[devIno]linkFirst
+}
+
+// linkFirst is the first name of a hard-linked file met by the walk, and
+// how many of its other names have not been met yet.
+type linkFirst struct {
+	path string
+	left uint64
 }
 
 // pop takes a directory to read; false means the walk is over or stopped.
@@ -384,6 +424,7 @@ func (w *walker) readDir(ctx context.Context, it dirItem) error {
 		}
 	}
 	defer f.Close()
+	owned := w.opt.Shard.OwnsDir(it.rel) // the names in it that are not directories
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -401,7 +442,7 @@ func (w *walker) readDir(ctx context.Context, it dirItem) error {
 		var c chunk
 		var subdirs []string
 		if len(ents) > 0 {
-			c, subdirs = w.statChunk(f, it.rel, full, ents)
+			c, subdirs = w.statChunk(f, it.rel, full, ents, owned)
 		}
 		if err != nil && err != io.EOF {
 			var pe *fs.PathError
@@ -424,15 +465,32 @@ func (w *walker) readDir(ctx context.Context, it dirItem) error {
 }
 
 // statChunk lstats the names of one readdir chunk of directory rel.
-func (w *walker) statChunk(f *os.File, rel, full string, ents []fs.DirEntry) (chunk, []string) {
-	c := chunk{files: make([]Entry, 0, len(ents))}
+// owned says whether the shard owns rel's names that are not directories:
+// those it does not own are skipped, and its subdirectories it does not own
+// are only pushed, to be read, not lstat'ed.
+func (w *walker) statChunk(f *os.File, rel, full string, ents []fs.DirEntry, owned bool) (chunk, []string) {
+	var c chunk
+	if owned {
+		c.files = make([]Entry, 0, len(ents))
+	}
 	var subdirs []string
 	cerr := withDir(f, full, func(d dirHandle) {
 		for _, de := range ents {
 			name := de.Name()
+			isDir := de.IsDir()
+			if !isDir && !owned {
+				continue
+			}
 			crel := joinRel(rel, name)
-			if w.opt.Filter.Excluded(crel, de.IsDir()) {
-				c.excluded++
+			mine := !isDir || w.opt.Shard.OwnsDir(crel)
+			if w.opt.Filter.Excluded(crel, isDir) {
+				if mine {
+					c.excluded++
+				}
+				continue
+			}
+			if !mine {
+				subdirs = append(subdirs, crel)
 				continue
 			}
 			var rs rawStat
@@ -477,9 +535,16 @@ func (w *walker) entryInto(c *chunk, rel string, rs rawStat, target string, lerr
 		if rs.nlink > 1 {
 			k := devIno{rs.dev, rs.ino}
 			w.linkMu.Lock()
-			first, seen := w.links[k]
-			if !seen {
-				w.links[k] = rel
+			lf, seen := w.links[k]
+			first := lf.path
+			switch {
+			case !seen:
+				w.links[k] = linkFirst{path: rel, left: rs.nlink - 1}
+			case lf.left <= 1:
+				delete(w.links, k) // its last name
+			default:
+				lf.left--
+				w.links[k] = lf
 			}
 			w.linkMu.Unlock()
 			if seen {

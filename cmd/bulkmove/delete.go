@@ -64,6 +64,9 @@ func (j *job) prunePass(p plan, dryRun bool, report func(*wire.PruneResult)) fun
 				return nil
 			}
 			err := sharder.ListDirs(gctx, p.walkRoot, j.flags.rules, func(dir string, names []string) error {
+				if !j.flags.scale.shard.OwnsDir(dir) {
+					return nil // --shard: another part's directory
+				}
 				if len(names) > wire.MaxPruneNames {
 					return fmt.Errorf("directory %s holds %d names, more than --delete handles in one directory (%d)", dir, len(names), wire.MaxPruneNames)
 				}

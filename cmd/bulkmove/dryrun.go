@@ -21,7 +21,13 @@ func (j *job) dryRun(ctx context.Context, p plan, opt sharder.Options) int {
 		}
 	}
 	out := make(chan *sharder.Batch, 16)
-	var batches []*sharder.Batch
+	// Only each batch's size and count are kept: 16 bytes a batch, not
+	// an entry a file.
+	type planned struct {
+		bytes int64
+		files int
+	}
+	var batches []planned
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -32,8 +38,7 @@ func (j *job) dryRun(ctx context.Context, p plan, opt sharder.Options) int {
 				}
 				fmt.Fprintf(j.stdout, "file %s\n", filepath.ToSlash(b.Entries[i].Path))
 			}
-			b.Entries = b.Entries[:len(b.Entries):len(b.Entries)]
-			batches = append(batches, &sharder.Batch{ID: b.ID, Bytes: b.Bytes, Entries: make([]sharder.Entry, len(b.Entries))})
+			batches = append(batches, planned{bytes: b.Bytes, files: len(b.Entries)})
 		}
 	}()
 	st, err := sharder.Run(ctx, p.walkRoot, opt, out)
@@ -42,16 +47,17 @@ func (j *job) dryRun(ctx context.Context, p plan, opt sharder.Options) int {
 		errorf(j.stderr, "walk %s: %v", j.src, err)
 		return exitFatal
 	}
-	var largest *sharder.Batch
+	var largest *planned
 	var total int64
-	for _, b := range batches {
-		total += b.Bytes
-		if largest == nil || b.Bytes > largest.Bytes {
+	for i := range batches {
+		b := &batches[i]
+		total += b.bytes
+		if largest == nil || b.bytes > largest.bytes {
 			largest = b
 		}
 	}
 	// Simulate K streams taking batches in order, each to the least loaded.
-	cost := func(b *sharder.Batch) int64 { return b.Bytes + int64(len(b.Entries))*sharder.DefaultFileCost }
+	cost := func(b planned) int64 { return b.bytes + int64(b.files)*sharder.DefaultFileCost }
 	load := make([]int64, j.flags.jobs)
 	for _, b := range batches {
 		i := slices.Index(load, slices.Min(load))
@@ -68,7 +74,7 @@ func (j *job) dryRun(ctx context.Context, p plan, opt sharder.Options) int {
 	}
 	errorf(j.stderr, "dry run: would move %d files (%s) in %d batches, plus %d directories and links", st.Files, humanBytes(total), len(batches), others)
 	if largest != nil {
-		errorf(j.stderr, "dry run: largest batch %d files, %s; imbalance across %d streams %.1f%%", len(largest.Entries), humanBytes(largest.Bytes), j.flags.jobs, imbalance)
+		errorf(j.stderr, "dry run: largest batch %d files, %s; imbalance across %d streams %.1f%%", largest.files, humanBytes(largest.bytes), j.flags.jobs, imbalance)
 	}
 	if st.Errors > 0 {
 		if j.flags.delete {

@@ -47,6 +47,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return runAgent(args[1:], stdin, stdout, stderr)
 		case "verify":
 			return runVerify(args[1:], stdout, stderr)
+		case "plan":
+			return runPlan(args[1:], stdout, stderr)
 		case "version":
 			return runVersion(args[1:], stdout, stderr)
 		case "send-hub":

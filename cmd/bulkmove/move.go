@@ -8,13 +8,12 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -59,27 +58,32 @@ Exit codes:
 `
 
 type moveFlags struct {
-	jobs           int
-	batchSize      byteSize
-	batchFiles     int
-	rules          *filter.Rules // --exclude, --include, --exclude-from, --include-from, --filter
-	dryRun         bool
-	delete         bool
-	deleteExcluded bool
-	journal        string
-	verbose        bool
-	version        bool
-	fsync          bool
-	keepSetid      bool
-	noCheck        bool
-	checksum       bool // --checksum, --size-only, --ignore-existing: see check.go
-	sizeOnly       bool
-	ignoreExisting bool
-	viaAgent       bool
-	json           bool
-	progress       string
-	obs            obsFlags
-	ssh            sshFlags
+	jobs             int
+	batchSize        byteSize
+	batchFiles       int
+	rules            *filter.Rules // --exclude, --include, --exclude-from, --include-from, --filter
+	dryRun           bool
+	delete           bool
+	deleteExcluded   bool
+	journal          string
+	retries          int
+	reconnectTimeout time.Duration
+	stallTimeout     time.Duration
+	grace            time.Duration
+	verbose          bool
+	version          bool
+	fsync            bool
+	keepSetid        bool
+	noCheck          bool
+	checksum         bool // --checksum, --size-only, --ignore-existing: see check.go
+	sizeOnly         bool
+	ignoreExisting   bool
+	viaAgent         bool
+	json             bool
+	progress         string
+	obs              obsFlags
+	ssh              sshFlags
+	scale            scaleFlags
 }
 
 func (f *moveFlags) register(fs *flag.FlagSet) {
@@ -97,6 +101,10 @@ func (f *moveFlags) register(fs *flag.FlagSet) {
 	fs.Var(f.rules.Flag(filter.Filter), "filter", "add an rsync filter `RULE`: '- PAT', '+ PAT', '!', ... (repeatable)")
 	fs.BoolVar(&f.delete, "delete", false, "delete from DEST what is not in SRC (after the transfer, and only if nothing failed; excluded paths are kept)")
 	fs.BoolVar(&f.deleteExcluded, "delete-excluded", false, "with --delete, also delete excluded paths at DEST (implies --delete)")
+	fs.IntVar(&f.retries, "retries", 5, "times a batch may be on a stream that fails before the job gives up")
+	fs.DurationVar(&f.reconnectTimeout, "reconnect-timeout", 5*time.Minute, "how long a lost stream tries to reconnect (exponential backoff) before the job goes on without it; 0: never")
+	fs.DurationVar(&f.stallTimeout, "stall-timeout", 60*time.Second, "a stream that moves no byte for this long with work in flight is closed and reconnected")
+	fs.DurationVar(&f.grace, "grace", 10*time.Second, "on the first SIGINT or SIGTERM, how long the batches in flight may take to finish")
 	fs.StringVar(&f.journal, "journal", "", "resume journal `PATH` (default: under ~/.local/state/bulkmove, keyed by SRC, DEST and options; none: no journal)")
 	fs.BoolVar(&f.dryRun, "n", false, "dry run: print what would move and the batch plan, move nothing")
 	fs.BoolVar(&f.dryRun, "dry-run", false, "dry run: print what would move and the batch plan, move nothing")
@@ -110,6 +118,7 @@ func (f *moveFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.sizeOnly, "size-only", false, "skip files at DEST with the same size, whatever their mtime")
 	fs.BoolVar(&f.ignoreExisting, "ignore-existing", false, "skip files (and symlinks) that exist at DEST, whatever their content")
 	f.obs.register(fs)
+	f.scale.register(fs)
 	fs.StringVar(&f.progress, "progress", "auto", "progress display on a terminal: auto (one line), streams (a line per stream too), none")
 	fs.BoolVar(&f.json, "json", false, "write newline-delimited JSON events on stdout (start, progress, warning, error, bottleneck, end; see README)")
 	fs.BoolVar(&f.viaAgent, "via-agent", false, "run K local `bulkmove agent` processes and talk the wire protocol to them (the SSH path, without SSH)")
@@ -192,6 +201,10 @@ func runMove(args []string, stdout, stderr io.Writer) int {
 		errorf(stderr, "%v", err)
 		return exitUsage
 	}
+	if err := f.scale.check(&f); err != nil {
+		errorf(stderr, "%v", err)
+		return exitUsage
+	}
 	if fs.NArg() != 2 {
 		errorf(stderr, "want SRC and DEST, got %d arguments (see bulkmove -h)", fs.NArg())
 		return exitUsage
@@ -200,9 +213,10 @@ func runMove(args []string, stdout, stderr io.Writer) int {
 		errorf(stderr, "-j %d: want 1 to 256 streams", f.jobs)
 		return exitUsage
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	j := &job{flags: f, stdout: stdout, stderr: stderr, src: fs.Arg(0), dst: fs.Arg(1)}
+	ctx, drain, stop := j.interrupts(context.Background(), f.grace)
+	defer stop()
+	j.drain = drain
 	if f.json {
 		j.ev = newEvents(stdout)
 	}
@@ -218,13 +232,16 @@ type job struct {
 	mu            sync.Mutex
 	files         int64 // regular files installed
 	bytes         int64
-	links         int64   // symlinks, hard links and directories applied
-	skipped       int64   // up to date already
-	deleted       int64   // removed from DEST by --delete
-	changed       int64   // files that changed while read, twice
-	deleteSkipped bool    // --delete refused: something failed
-	res           *resume // the journal; nil without one
-	failed        int64   // entries that could not be moved
+	links         int64                                           // symlinks, hard links and directories applied
+	skipped       int64                                           // up to date already
+	deleted       int64                                           // removed from DEST by --delete
+	changed       int64                                           // files that changed while read, twice
+	deleteSkipped bool                                            // --delete refused: something failed
+	res           *resume                                         // the journal; nil without one
+	redial        func(context.Context, int) (stream.Conn, error) // reopens a lost stream (SSH)
+	drain         <-chan struct{}                                 // closed by the first interrupt
+	interrupted   atomic.Bool
+	failed        int64 // entries that could not be moved
 	walkErrs      int64
 	warnings      int64
 	start         time.Time
@@ -274,6 +291,12 @@ func (j *job) run(ctx context.Context) int {
 			j.ev.problem("warning", p, msg)
 		},
 	}
+	closeList, err := j.flags.scale.apply(&opt, os.Stdin)
+	if err != nil {
+		errorf(j.stderr, "%v", err)
+		return exitFatal
+	}
+	defer closeList()
 	if j.flags.dryRun {
 		return j.dryRun(ctx, plan, opt)
 	}
@@ -284,24 +307,48 @@ func (j *job) run(ctx context.Context) int {
 		return exitFatal
 	}
 	j.res = res
+	if j.ev != nil {
+		st := &StartEvent{Version: version, Src: j.src, Dst: j.dst, Streams: j.flags.jobs}
+		j.ev.emit("start", &st.Head, st)
+	}
+	// The walk starts at once, while the streams connect: on a pass over
+	// an unchanged tree it is most of the work.
+	def := &stream.Deferred{}
+	opt.Deferred = def.Add
+	batches := make(chan *sharder.Batch, 2*j.flags.jobs+16)
+	j.m = metrics.NewJob(j.flags.jobs)
+	wctx, stopWalk := context.WithCancel(ctx)
+	defer stopWalk()
+	g, gctx := errgroup.WithContext(wctx)
+	g.Go(func() error {
+		_, err := sharder.Run(gctx, plan.walkRoot, opt, j.relay(gctx, batches, plan.rename))
+		j.m.WalkDone.Store(true)
+		if err != nil && !(j.interrupted.Load() && errors.Is(err, context.Canceled)) {
+			return fmt.Errorf("walk %s: %w", j.src, err)
+		}
+		return nil
+	})
 	conns, cleanup, err := j.connect(ctx, plan)
 	if err != nil {
+		stopWalk()
+		g.Wait()
 		j.res.close(false)
 		errorf(j.stderr, "%v", err)
 		return exitFatal
 	}
 	defer cleanup()
 	j.trace("connected %d streams", len(conns))
-
-	def := &stream.Deferred{}
-	opt.Deferred = def.Add
-	batches := make(chan *sharder.Batch, 2*len(conns))
-	j.m = metrics.NewJob(len(conns))
+	j.m.Streams = j.m.Streams[:len(conns)]
 	pool := &stream.Pool{Conns: conns, FinalFiles: j.flags.batchFiles, OnResult: j.onResult, Counters: j.m.Streams,
 		OnPhase: func(name string) { j.trace("%s", name) }}
 	if j.flags.delete && plan.rename == "" {
 		pool.BeforeFinal = j.deletePass(plan, false)
 	}
+	pool.Retries, pool.ReconnectTimeout = j.flags.retries, j.flags.reconnectTimeout
+	if j.flags.reconnectTimeout > 0 {
+		pool.Redial = j.redial
+	}
+	pool.OnWarn = func(msg string) { errorf(j.stderr, "warning: %s", msg) }
 	if plan.src.File == "" {
 		root := plan.src.Root
 		pool.Restat = func(e sharder.Entry) (sharder.Entry, bool) { return sharder.Restat(root, e) }
@@ -313,20 +360,14 @@ func (j *job) run(ctx context.Context) int {
 		errorf(j.stderr, "%v", err)
 		return exitUsage
 	}
-	if j.ev != nil {
-		st := &StartEvent{Version: version, Src: j.src, Dst: j.dst, Streams: len(conns)}
-		j.ev.emit("start", &st.Head, st)
-	}
-	g, gctx := errgroup.WithContext(ctx)
+	pool.Drain = j.drain
 	g.Go(func() error {
-		_, err := sharder.Run(gctx, plan.walkRoot, opt, j.relay(gctx, batches, plan.rename))
-		j.m.WalkDone.Store(true)
-		if err != nil {
-			return fmt.Errorf("walk %s: %w", j.src, err)
+		err := pool.Run(gctx, batches, def)
+		if j.interrupted.Load() {
+			stopWalk() // the pool took what it will: the walk can stop
 		}
-		return nil
+		return err
 	})
-	g.Go(func() error { return pool.Run(gctx, batches, def) })
 	err = g.Wait()
 	stopObs()
 	stopProgress()
@@ -335,7 +376,7 @@ func (j *job) run(ctx context.Context) int {
 			errorf(j.stderr, "stream %d: %d batches, %d files, %s, busy until %.2fs", i, s.Batches, s.Files, humanBytes(s.Bytes), s.Done.Seconds())
 		}
 	}
-	interrupted := ctx.Err() != nil
+	interrupted := ctx.Err() != nil || j.interrupted.Load()
 	if jerr := j.res.close(err == nil && !interrupted && j.failed == 0 && j.walkErrs == 0); jerr != nil {
 		errorf(j.stderr, "warning: %v", jerr)
 	}
@@ -537,7 +578,12 @@ func (j *job) receiveOptions() wire.ReceiveOptions {
 // connect opens the K streams.
 func (j *job) connect(ctx context.Context, p plan) ([]stream.Conn, func(), error) {
 	if j.remote != nil {
-		return j.connectSSH(ctx, *j.remote, p)
+		conns, l, err := j.connectSSH(ctx, *j.remote, p)
+		if err != nil {
+			return nil, nil, err
+		}
+		j.redial = l.redial
+		return conns, l.close, nil
 	}
 	if j.hub != nil {
 		return j.connectHub(ctx, p)

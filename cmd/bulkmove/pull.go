@@ -144,6 +144,10 @@ func (j *job) pull(ctx context.Context, t sshx.Target) int {
 		errorf(j.stderr, "--dry-run of a pull: run it on %s", t.Host)
 		return exitUsage
 	}
+	if j.flags.scale.filesFrom != "" {
+		errorf(j.stderr, "--files-from with a remote SRC: run it on %s (the list is read where the walk runs)", t.Host)
+		return exitUsage
+	}
 	opt := j.flags.ssh.options(isTerminal(os.Stdin))
 	opt.Stderr = j.stderr
 	clients, errs, err := sshx.DialN(ctx, t, opt, j.flags.jobs)
@@ -200,6 +204,7 @@ func (j *job) pull(ctx context.Context, t sshx.Target) int {
 	}
 	// --no-quick-check, --checksum, --size-only, --ignore-existing.
 	hubArgs = append(hubArgs, j.flags.checkArgs()...)
+	hubArgs = append(hubArgs, j.flags.scale.hubArgs()...)
 	if as != "" {
 		hubArgs = append(hubArgs, "--as", sshx.ShellQuote(as))
 	}

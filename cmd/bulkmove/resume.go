@@ -40,8 +40,9 @@ func (j *job) openJournal() (*resume, error) {
 		}
 		ro := j.receiveOptions()
 		var err error
-		p, err = journal.DefaultPath(j.src, dst, "check="+ro.Check, fmt.Sprintf("setid=%v", ro.KeepSetid),
-			"rules="+strings.Join(j.flags.rules.List(), "\x00"))
+		key := append([]string{"check=" + ro.Check, fmt.Sprintf("setid=%v", ro.KeepSetid),
+			"rules=" + strings.Join(j.flags.rules.List(), "\x00")}, j.flags.scale.journalKey()...)
+		p, err = journal.DefaultPath(j.src, dst, key...)
 		if err != nil {
 			return nil, fmt.Errorf("journal: %w", err)
 		}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package sharder
+
+const raceEnabled = false

@@ -127,6 +127,7 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 		return fail(err)
 	}
 	defer h.release()
+	me.Free = FreeSpace(recv.Dir())
 	if err := wire.WriteFrame(bw, wire.Hello, wire.EncodeJSON(me)); err != nil {
 		return err
 	}
@@ -254,6 +255,16 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 			return fail(fmt.Errorf("%w: unexpected frame %q", wire.ErrProtocol, typ))
 		}
 	}
+}
+
+// FreeSpace is what an unprivileged user may still write under dir, in
+// bytes (statfs f_bavail), 0 if unknown.
+func FreeSpace(dir string) int64 {
+	var st syscall.Statfs_t
+	if syscall.Statfs(dir, &st) != nil {
+		return 0
+	}
+	return int64(st.Bavail) * int64(st.Bsize)
 }
 
 // cpuNanos is this process's CPU time, user and system.

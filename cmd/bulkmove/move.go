@@ -70,6 +70,7 @@ type moveFlags struct {
 	reconnectTimeout time.Duration
 	stallTimeout     time.Duration
 	grace            time.Duration
+	requireSpace     bool
 	verbose          bool
 	version          bool
 	fsync            bool
@@ -104,6 +105,7 @@ func (f *moveFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.retries, "retries", 5, "times a batch may be on a stream that fails before the job gives up")
 	fs.DurationVar(&f.reconnectTimeout, "reconnect-timeout", 5*time.Minute, "how long a lost stream tries to reconnect (exponential backoff) before the job goes on without it; 0: never")
 	fs.DurationVar(&f.stallTimeout, "stall-timeout", 60*time.Second, "a stream that moves no byte for this long with work in flight is closed and reconnected")
+	fs.BoolVar(&f.requireSpace, "require-space", false, "refuse to go on once the walk has found more to move than DEST has free (without it: a warning)")
 	fs.DurationVar(&f.grace, "grace", 10*time.Second, "on the first SIGINT or SIGTERM, how long the batches in flight may take to finish")
 	fs.StringVar(&f.journal, "journal", "", "resume journal `PATH` (default: under ~/.local/state/bulkmove, keyed by SRC, DEST and options; none: no journal)")
 	fs.BoolVar(&f.dryRun, "n", false, "dry run: print what would move and the batch plan, move nothing")
@@ -241,6 +243,9 @@ type job struct {
 	redial        func(context.Context, int) (stream.Conn, error) // reopens a lost stream (SSH)
 	drain         <-chan struct{}                                 // closed by the first interrupt
 	interrupted   atomic.Bool
+	stopWalk      context.CancelCauseFunc // ends the walk with a cause
+	free          atomic.Int64            // free space at DEST, 0 if unknown
+	spaceWarned   atomic.Bool
 	failed        int64 // entries that could not be moved
 	walkErrs      int64
 	warnings      int64
@@ -317,12 +322,17 @@ func (j *job) run(ctx context.Context) int {
 	opt.Deferred = def.Add
 	batches := make(chan *sharder.Batch, 2*j.flags.jobs+16)
 	j.m = metrics.NewJob(j.flags.jobs)
-	wctx, stopWalk := context.WithCancel(ctx)
+	wctx, stopWalkCause := context.WithCancelCause(ctx)
+	stopWalk := func() { stopWalkCause(nil) }
 	defer stopWalk()
+	j.stopWalk = stopWalkCause
 	g, gctx := errgroup.WithContext(wctx)
 	g.Go(func() error {
 		_, err := sharder.Run(gctx, plan.walkRoot, opt, j.relay(gctx, batches, plan.rename))
 		j.m.WalkDone.Store(true)
+		if cause := context.Cause(gctx); cause != nil && !errors.Is(cause, context.Canceled) {
+			return cause // the walk was stopped for a reason (--require-space)
+		}
 		if err != nil && !(j.interrupted.Load() && errors.Is(err, context.Canceled)) {
 			return fmt.Errorf("walk %s: %w", j.src, err)
 		}
@@ -338,6 +348,15 @@ func (j *job) run(ctx context.Context) int {
 	}
 	defer cleanup()
 	j.trace("connected %d streams", len(conns))
+	j.free.Store(destFree(conns, plan.dstRoot))
+	if err := j.checkSpace(j.m.PlannedBytes.Load()); err != nil {
+		// What the walk found while connecting is already too much.
+		stopWalk()
+		g.Wait()
+		j.res.close(false)
+		errorf(j.stderr, "%v", err)
+		return exitFatal
+	}
 	j.m.Streams = j.m.Streams[:len(conns)]
 	pool := &stream.Pool{Conns: conns, FinalFiles: j.flags.batchFiles, OnResult: j.onResult, Counters: j.m.Streams,
 		OnPhase: func(name string) { j.trace("%s", name) }}
@@ -446,8 +465,12 @@ func (j *job) relay(ctx context.Context, out chan *sharder.Batch, rename string)
 					continue
 				}
 			}
-			j.m.PlannedBytes.Add(b.Bytes)
+			planned := j.m.PlannedBytes.Add(b.Bytes)
 			j.m.PlannedFiles.Add(int64(len(b.Entries)))
+			if err := j.checkSpace(planned); err != nil {
+				j.stopWalk(err)
+				return
+			}
 			select {
 			case out <- b:
 			case <-ctx.Done():
@@ -704,6 +727,12 @@ func (j *job) summary(err error, interrupted bool) {
 		errorf(j.stderr, "interrupted: %s; run the same command again to finish", line)
 	case err != nil:
 		errorf(j.stderr, "%v", err)
+		if errors.Is(err, stream.ErrNoSpace) && j.m != nil {
+			left := max(j.m.PlannedBytes.Load()-j.m.DoneBytes.Load(), 0)
+			errorf(j.stderr, "%s is full: %s of the %s found so far still to move (more if the walk was not over); "+
+				"what was acknowledged is in place: free some space and run the same command again to resume",
+				j.dst, humanBytes(left), humanBytes(j.m.PlannedBytes.Load()))
+		}
 		errorf(j.stderr, "failed: %s", line)
 	default:
 		errorf(j.stderr, "%s", line)

@@ -21,6 +21,9 @@ type Handshake struct {
 	// Process names the agent process (random, per process): streams
 	// served by one process report its CPU time once, not once each.
 	Process string `json:"process,omitempty"`
+	// Free is the space the agent's user may still use at the root, in
+	// bytes (statfs f_bavail); 0 if unknown.
+	Free int64 `json:"free,omitempty"`
 }
 
 // ReceiveOptions are the sender's choices that the receiver applies.

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/bulkmove/bulkmove/stream"
+)
+
+// destFree is the free space at DEST as the receivers report it (or, for
+// a local DEST, as statfs says); 0 if unknown.
+func destFree(conns []stream.Conn, dstRoot string) int64 {
+	for _, c := range conns {
+		switch c := c.(type) {
+		case *stream.Client:
+			if c.Peer.Free > 0 {
+				return c.Peer.Free
+			}
+		case *stream.Local:
+			return stream.FreeSpace(c.Recv.Dir())
+		}
+	}
+	return 0
+}
+
+// checkSpace compares what the walk has planned so far with DEST's free
+// space: a warning the first time it is over (files already up to date
+// at DEST count too, so this errs on the safe side), or, with
+// --require-space, an error that stops the job.
+func (j *job) checkSpace(planned int64) error {
+	free := j.free.Load()
+	if free <= 0 || planned <= free {
+		return nil
+	}
+	msg := fmt.Sprintf("%s has %s free, and the walk has found %s to move so far", j.dst, humanBytes(free), humanBytes(planned))
+	if j.flags.requireSpace {
+		return fmt.Errorf("not enough space: %s (--require-space)", msg)
+	}
+	if !j.spaceWarned.Swap(true) {
+		errorf(j.stderr, "warning: %s; files already there count too, so it may still fit (--require-space to refuse)", msg)
+	}
+	return nil
+}

@@ -32,6 +32,11 @@ bench: build
 bench-scale: build
 	BULKMOVE=$(CURDIR)/$(BIN) bench/scale.sh
 
+# 20 pushes over a real sshd through a fault proxy, faults injected at
+# random (seeded) points, each resumed until it succeeds, then compared.
+soak: build
+	BULKMOVE_SOAK_RUNS=20 $(GO) test -count=1 -run TestSoak -v ./cmd/bulkmove
+
 # Incremental passes and verify against rsync over the rig's direct link
 # (the rig must be up). See bench/cutover.sh.
 bench-cutover: build

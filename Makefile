@@ -2,7 +2,7 @@
 GO ?= go
 BIN := bin/bulkmove
 
-.PHONY: build test test-short race fuzz bench bench-cutover bench-scale demo vet clean
+.PHONY: build test test-short race fuzz bench bench-cutover bench-scale soak demo vet clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/bulkmove

@@ -46,3 +46,20 @@ func TestPruneHugeCount(t *testing.T) {
 		t.Errorf("huge name count: %v, want a protocol error", err)
 	}
 }
+
+func FuzzDecodePrune(f *testing.F) {
+	f.Add(EncodePrune(&PruneRequest{ID: 1, Rules: []string{"- *.o"}, Dirs: []PruneDir{{Dir: ".", Names: []string{"a"}}}}))
+	f.Add(EncodePruned(&PruneResult{ID: 2, Removed: []PrunedEntry{{Path: "x", IsDir: true}}, Errors: []string{"e"}}))
+	f.Fuzz(func(t *testing.T, p []byte) {
+		if r, err := DecodePrune(p); err == nil {
+			if got, err := DecodePrune(EncodePrune(r)); err != nil || !reflect.DeepEqual(got, r) {
+				t.Fatalf("re-encoding a decoded request: %v", err)
+			}
+		} else if !errors.Is(err, ErrProtocol) {
+			t.Fatalf("DecodePrune: %v, not a protocol error", err)
+		}
+		if _, err := DecodePruned(p); err != nil && !errors.Is(err, ErrProtocol) {
+			t.Fatalf("DecodePruned: %v, not a protocol error", err)
+		}
+	})
+}

@@ -6,7 +6,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/stream/extract"
 )
 
@@ -130,4 +132,30 @@ func TestPruneRefusesSymlinkedDir(t *testing.T) {
 		}
 	}
 	s.check(t)
+}
+
+// TestSweepStaleTemps: temporary files an interrupted run left behind are
+// removed when a later run writes into their directory; a fresh one (a
+// concurrent run's) stays.
+func TestSweepStaleTemps(t *testing.T) {
+	s := newSandbox(t)
+	mkTree(t, s.root, "d/.bulkmove.tmp.123.abcd.1", "d/.bulkmove.tmp.456.beef.2", "d/keep")
+	old := time.Now().Add(-2 * time.Hour)
+	os.Chtimes(filepath.Join(s.root, "d/.bulkmove.tmp.123.abcd.1"), old, old)
+	r := s.open(t, extract.Options{})
+	e := fileE("d/new", 3)
+	tx := r.Begin([]sharder.Entry{e})
+	if err := tx.Write(0, strings.NewReader("new")); err != nil {
+		t.Fatal(err)
+	}
+	tx.Commit(1, nil)
+	if exists(filepath.Join(s.root, "d/.bulkmove.tmp.123.abcd.1")) {
+		t.Errorf("a stale temporary file is still there")
+	}
+	if !exists(filepath.Join(s.root, "d/.bulkmove.tmp.456.beef.2")) {
+		t.Errorf("a fresh temporary file (a concurrent run's) was removed")
+	}
+	if !exists(filepath.Join(s.root, "d/keep")) || !exists(filepath.Join(s.root, "d/new")) {
+		t.Errorf("other files are missing")
+	}
 }

@@ -98,6 +98,7 @@ type Receiver struct {
 
 	linkMode int // how unnamed temporary files are linked; see probeLink and linking
 	linkOnce sync.Once
+	swept    map[string]struct{} // directories cleared of stale temporaries (under mu)
 	limit    *ratelimit.Bucket
 
 	files      atomic.Int64
@@ -478,7 +479,55 @@ func (t *Txn) dir(p string) (*os.File, string, error) {
 	if unix.Fstat(int(f.Fd()), &st) == nil && st.Mode&unix.S_ISGID != 0 {
 		t.setgidDir = true
 	}
+	t.r.sweep(d, f)
 	return f, base, nil
+}
+
+// staleTemp is the age after which a temporary file of another run that
+// nobody writes any more is taken for a leftover of an interrupted run.
+const staleTemp = 15 * time.Minute
+
+// sweep removes, once per directory and receiver, temporary files that
+// interrupted runs left in dir: named ones exist where O_TMPFILE does not
+// (and, briefly, while a file replaces another). A temporary file still
+// being written by a concurrent run is newer than staleTemp.
+func (r *Receiver) sweep(d string, f *os.File) {
+	r.mu.Lock()
+	if r.swept == nil {
+		r.swept = map[string]struct{}{}
+	}
+	_, done := r.swept[d]
+	if !done && len(r.swept) < 1<<16 {
+		r.swept[d] = struct{}{}
+	}
+	r.mu.Unlock()
+	if done {
+		return
+	}
+	dfd := int(f.Fd())
+	g, err := os.Open(fmt.Sprintf("/proc/self/fd/%d", dfd))
+	if err != nil {
+		return
+	}
+	defer g.Close()
+	for {
+		names, err := g.Readdirnames(1024) // a huge directory in chunks
+		for _, n := range names {
+			if !strings.HasPrefix(n, TempPrefix) || strings.HasPrefix(n, TempPrefix+tmpTag+".") {
+				continue
+			}
+			var st unix.Stat_t
+			if unix.Fstatat(dfd, n, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+				continue
+			}
+			if time.Since(time.Unix(st.Mtim.Unix())) > staleTemp {
+				unix.Unlinkat(dfd, n, 0)
+			}
+		}
+		if err != nil || len(names) == 0 {
+			return
+		}
+	}
 }
 
 func (r *Receiver) mkdirAll(d string) error {

@@ -22,6 +22,7 @@ import (
 	"github.com/bulkmove/bulkmove/metrics"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/stream"
+	"github.com/bulkmove/bulkmove/stream/dataplane"
 	"github.com/bulkmove/bulkmove/stream/extract"
 	"github.com/bulkmove/bulkmove/stream/sshx"
 	"github.com/bulkmove/bulkmove/stream/wire"
@@ -30,6 +31,7 @@ import (
 const moveUsage = `usage: bulkmove [flags] SRC DEST
        bulkmove [flags] SRC [user@]host:DEST     (push over K SSH connections)
        bulkmove [flags] [user@]host:SRC DEST     (pull)
+       bulkmove plan SRC --parts N -o DIR [-0]   (part files for --files-from)
        bulkmove agent [--metrics-addr ADDR] ROOT
        bulkmove version [--proto]
 
@@ -70,6 +72,8 @@ type moveFlags struct {
 	reconnectTimeout time.Duration
 	stallTimeout     time.Duration
 	grace            time.Duration
+	transport        string
+	dataPorts        string
 	requireSpace     bool
 	verbose          bool
 	version          bool
@@ -83,6 +87,7 @@ type moveFlags struct {
 	json             bool
 	progress         string
 	obs              obsFlags
+	gentle           gentleFlags // --bwlimit, --max-read-rate, --io-nice, --nice: see gentle.go
 	ssh              sshFlags
 	scale            scaleFlags
 }
@@ -106,6 +111,8 @@ func (f *moveFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.reconnectTimeout, "reconnect-timeout", 5*time.Minute, "how long a lost stream tries to reconnect (exponential backoff) before the job goes on without it; 0: never")
 	fs.DurationVar(&f.stallTimeout, "stall-timeout", 60*time.Second, "a stream that moves no byte for this long with work in flight is closed and reconnected")
 	fs.BoolVar(&f.requireSpace, "require-space", false, "refuse to go on once the walk has found more to move than DEST has free (without it: a warning)")
+	fs.StringVar(&f.transport, "transport", "ssh", "how the streams travel to a remote host: ssh (K SSH connections), tls (SSH starts the agent, the streams go over TLS 1.3 straight to it), tcp (the same, unencrypted), auto (tls, else ssh)")
+	fs.StringVar(&f.dataPorts, "data-ports", "", "port `range` the agent listens on for --transport tls/tcp, e.g. 50000-50100 (default: any)")
 	fs.DurationVar(&f.grace, "grace", 10*time.Second, "on the first SIGINT or SIGTERM, how long the batches in flight may take to finish")
 	fs.StringVar(&f.journal, "journal", "", "resume journal `PATH` (default: under ~/.local/state/bulkmove, keyed by SRC, DEST and options; none: no journal)")
 	fs.BoolVar(&f.dryRun, "n", false, "dry run: print what would move and the batch plan, move nothing")
@@ -120,6 +127,7 @@ func (f *moveFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.sizeOnly, "size-only", false, "skip files at DEST with the same size, whatever their mtime")
 	fs.BoolVar(&f.ignoreExisting, "ignore-existing", false, "skip files (and symlinks) that exist at DEST, whatever their content")
 	f.obs.register(fs)
+	f.gentle.register(fs)
 	f.scale.register(fs)
 	fs.StringVar(&f.progress, "progress", "auto", "progress display on a terminal: auto (one line), streams (a line per stream too), none")
 	fs.BoolVar(&f.json, "json", false, "write newline-delimited JSON events on stdout (start, progress, warning, error, bottleneck, end; see README)")
@@ -215,6 +223,17 @@ func runMove(args []string, stdout, stderr io.Writer) int {
 		errorf(stderr, "-j %d: want 1 to 256 streams", f.jobs)
 		return exitUsage
 	}
+	switch f.transport {
+	case "ssh", "tls", "tcp", "auto":
+	default:
+		errorf(stderr, "--transport %q: want ssh, tls, tcp or auto", f.transport)
+		return exitUsage
+	}
+	if _, _, err := dataplane.ParsePorts(f.dataPorts); err != nil {
+		errorf(stderr, "--data-ports: %v", err)
+		return exitUsage
+	}
+	f.gentle.apply(stderr) // early: every thread of the process takes them
 	j := &job{flags: f, stdout: stdout, stderr: stderr, src: fs.Arg(0), dst: fs.Arg(1)}
 	ctx, drain, stop := j.interrupts(context.Background(), f.grace)
 	defer stop()
@@ -251,6 +270,7 @@ type job struct {
 	warnings      int64
 	start         time.Time
 	remote        *sshx.Target // DEST's host, nil for a local DEST
+	bw            *bwControl   // the bandwidth limit (bwlimit.go)
 	m             *metrics.Job
 	ev            *events  // --json; nil otherwise
 	hub           []duplex // send-hub: the streams the receiver opened
@@ -322,6 +342,7 @@ func (j *job) run(ctx context.Context) int {
 	opt.Deferred = def.Add
 	batches := make(chan *sharder.Batch, 2*j.flags.jobs+16)
 	j.m = metrics.NewJob(j.flags.jobs)
+	defer j.limit(&plan)()
 	wctx, stopWalkCause := context.WithCancelCause(ctx)
 	stopWalk := func() { stopWalkCause(nil) }
 	defer stopWalk()
@@ -358,7 +379,7 @@ func (j *job) run(ctx context.Context) int {
 		return exitFatal
 	}
 	j.m.Streams = j.m.Streams[:len(conns)]
-	pool := &stream.Pool{Conns: conns, FinalFiles: j.flags.batchFiles, OnResult: j.onResult, Counters: j.m.Streams,
+	pool := &stream.Pool{Conns: conns, FinalFiles: j.flags.batchFiles, OnResult: j.onResult, Counters: j.m.Streams, Limit: j.bw.b,
 		OnPhase: func(name string) { j.trace("%s", name) }}
 	if j.flags.delete && plan.rename == "" {
 		pool.BeforeFinal = j.deletePass(plan, false)
@@ -635,7 +656,7 @@ func (j *job) connect(ctx context.Context, p plan) ([]stream.Conn, func(), error
 		}
 	}
 	for i := range j.flags.jobs {
-		cmd := exec.Command(self, "agent", p.dstRoot)
+		cmd := exec.Command(self, slices.Concat([]string{"agent"}, j.flags.gentle.niceFlags.args(), []string{"--", p.dstRoot})...)
 		cmd.Stderr = j.stderr
 		w, err := cmd.StdinPipe()
 		if err != nil {

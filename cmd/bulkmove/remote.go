@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/bulkmove/bulkmove/stream"
+	"github.com/bulkmove/bulkmove/stream/dataplane"
 	"github.com/bulkmove/bulkmove/stream/sshx"
 	"github.com/bulkmove/bulkmove/stream/wire"
 )
@@ -53,7 +54,12 @@ func (s *sshFlags) options(stderrIsTerminal bool) sshx.Options {
 func (j *job) connectSSH(ctx context.Context, t sshx.Target, p plan) ([]stream.Conn, *sshLink, error) {
 	l := &sshLink{j: j, t: t, p: p, opt: j.flags.ssh.options(isTerminal(os.Stdin))}
 	l.opt.Stderr = j.stderr
-	clients, errs, err := sshx.DialN(ctx, t, l.opt, j.flags.jobs)
+	n := j.flags.jobs
+	if tr := j.flags.transport; tr != "" && tr != "ssh" {
+		l.data = tr
+		n = 1 // SSH only starts the agent; the streams go over the data plane
+	}
+	clients, errs, err := sshx.DialN(ctx, t, l.opt, n)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -68,7 +74,15 @@ func (j *job) connectSSH(ctx context.Context, t sshx.Target, p plan) ([]stream.C
 	if root == "" {
 		root = "." // host: means the remote home directory
 	}
-	args := fmt.Sprintf("agent --hub %d -- %s", len(clients), sshx.ShellQuote(root))
+	args := fmt.Sprintf("agent%s --hub %d -- %s", j.flags.gentle.niceFlags.text(), len(clients), sshx.ShellQuote(root))
+	if l.data != "" {
+		mode := l.data
+		if mode == "auto" {
+			mode = "tls"
+		}
+		args = fmt.Sprintf("agent%s --hub %d --data %s --data-ports %s -- %s", j.flags.gentle.niceFlags.text(), j.flags.jobs, mode,
+			sshx.ShellQuote(j.flags.dataPorts), sshx.ShellQuote(root))
+	}
 	var conns []stream.Conn
 	agent := j.flags.ssh.remoteBulkmove
 	self, err := os.Executable()
@@ -123,11 +137,86 @@ type sshLink struct {
 	sock, exe string // the hub's socket and executable
 
 	restart sync.Mutex // one stream at a time starts a new hub
+
+	data    string        // --transport: tls, tcp or auto asks for a data plane; "" or ssh: none
+	hubSess *sshx.Session // with a data plane: the agent's session, held open until the end
+}
+
+// startData opens the job's K streams over the agent's data plane (TLS or
+// TCP straight to the agent, see package dataplane). If none can be
+// opened (a firewall) and the transport is auto, they go over SSH
+// instead, each joining the hub's socket through a connection of its own.
+func (l *sshLink) startData(ctx context.Context, c *sshx.Client, sess *sshx.Session, offer dataplane.Offer) ([]stream.Conn, error) {
+	j := l.j
+	k := j.flags.jobs
+	host := c.HostName()
+	conns := make([]stream.Conn, k)
+	var mu sync.Mutex
+	var firstErr error
+	var wg sync.WaitGroup
+	for i := range k {
+		wg.Go(func() {
+			name := fmt.Sprintf("%s stream %d (%s)", c.Host(), i, offer.Mode)
+			nc, err := dataplane.Dial(ctx, host, offer, i)
+			if err == nil {
+				var conn *stream.Client
+				if conn, err = l.dial(ctx, name, nc, nc); err == nil {
+					conns[i] = conn
+					j.trace("%s ready", name)
+					return
+				}
+				nc.Close()
+			}
+			mu.Lock()
+			if firstErr == nil {
+				firstErr = fmt.Errorf("%s: %w", name, err)
+			}
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	l.mu.Lock()
+	l.hubSess = sess
+	l.clients = make([]*sshx.Client, k) // SSH connections for redial, opened when needed
+	l.clients[0] = c
+	l.mu.Unlock()
+	up := slices.DeleteFunc(slices.Clone(conns), func(c stream.Conn) bool { return c == nil })
+	if len(up) > 0 {
+		if firstErr != nil {
+			errorf(j.stderr, "warning: %v; going on with %d of %d streams", firstErr, len(up), k)
+		}
+		return up, nil
+	}
+	if l.data != "auto" {
+		return nil, fmt.Errorf("--transport %s: %w (--transport auto falls back to SSH)", l.data, firstErr)
+	}
+	errorf(j.stderr, "warning: the data plane is not reachable (%v); the streams go over SSH", firstErr)
+	var g errgroup.Group
+	for i := range k {
+		g.Go(func() error {
+			conn, err := l.redial(ctx, i)
+			if err != nil {
+				errorf(j.stderr, "warning: stream %d: %v; going on without it", i, err)
+				return nil
+			}
+			conns[i] = conn
+			return nil
+		})
+	}
+	g.Wait()
+	up = slices.DeleteFunc(conns, func(c stream.Conn) bool { return c == nil })
+	if len(up) == 0 {
+		return nil, fmt.Errorf("no stream could be opened, over the data plane (%v) or SSH", firstErr)
+	}
+	return up, nil
 }
 
 func (l *sshLink) close() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.hubSess != nil {
+		l.hubSess.Close() // the agent sees its stdin end
+	}
 	for _, c := range l.clients {
 		if c != nil {
 			c.Close()
@@ -252,11 +341,25 @@ func (l *sshLink) start(ctx context.Context, clients []*sshx.Client) (conns []st
 		return nil, false, fmt.Errorf("ssh %s: the agent did not start (it printed %q): %w", host, strings.TrimSpace(junk+line), errors.Join(rerr, werr))
 	}
 	sess.ShowStderr()
-	sock, exe, _ := strings.Cut(strings.TrimSpace(strings.TrimPrefix(line, hubBanner)), " ")
+	fields := strings.Fields(strings.TrimPrefix(line, hubBanner))
+	if len(fields) < 2 {
+		sess.Close()
+		return nil, true, fmt.Errorf("ssh %s: bad agent banner %q", host, strings.TrimSpace(line))
+	}
+	sock, exe := fields[0], fields[1]
 	l.mu.Lock()
 	l.sock, l.exe = sock, exe
 	l.mu.Unlock()
 	j.trace("agent %s ready on %s", exe, host)
+	if len(fields) > 2 && l.data != "" {
+		offer, err := dataplane.ParseOffer(fields[2])
+		if err != nil {
+			sess.Close()
+			return nil, true, fmt.Errorf("ssh %s: %w", host, err)
+		}
+		conns, err := l.startData(ctx, clients[0], sess, offer)
+		return conns, true, err
+	}
 	conns = make([]stream.Conn, len(clients))
 	g, gctx := errgroup.WithContext(ctx)
 	for i, c := range clients {

@@ -322,3 +322,35 @@ func TestSSHChattyLoginShell(t *testing.T) {
 	}
 	treecmp.Equal(t, src, dst, treecmp.Options{Owner: os.Geteuid() == 0})
 }
+
+// TestSSHDataPlane: --transport tls and tcp: SSH starts the agent, the
+// streams go straight to it (TLS 1.3 pinned to the agent's throwaway
+// certificate, or plain TCP), each with the one-time token.
+func TestSSHDataPlane(t *testing.T) {
+	bin := binary(t)
+	home := shmDir(t)
+	srv := sshdtest.Start(t, sshdtest.WithEnv("PATH="+filepath.Dir(bin)+":/usr/bin:/bin", "HOME="+home))
+	cfg := srv.WriteSSHConfig("box2")
+	dir := shmDir(t)
+	src := filepath.Join(dir, "src")
+	if err := gentree.Mixed(src, 1500, 9); err != nil {
+		t.Fatal(err)
+	}
+	for _, tr := range []string{"tls", "tcp", "auto"} {
+		t.Run(tr, func(t *testing.T) {
+			dst := filepath.Join(dir, "dst-"+tr)
+			out, code := runBM(t, nil, "-v", "-F", cfg, "-j", "3", "--transport", tr, "--data-ports", "40000-40100", src, "box2:"+dst)
+			if code != 0 || !strings.Contains(out, "1 SSH connections open") || !strings.Contains(out, "connected 3 streams") {
+				t.Fatalf("exit %d, want 0 over one SSH connection and 3 data streams:\n%s", code, out)
+			}
+			mode := tr
+			if tr == "auto" {
+				mode = "tls"
+			}
+			if !strings.Contains(out, "stream 2 ("+mode+") ready") {
+				t.Errorf("no %s stream:\n%s", mode, out)
+			}
+			treecmp.Equal(t, src, dst, treecmp.Options{Owner: os.Geteuid() == 0})
+		})
+	}
+}

@@ -1,0 +1,110 @@
+package dataplane
+
+import (
+	"context"
+	"io"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestOfferAndPorts(t *testing.T) {
+	o := Offer{Mode: TLS, Port: 50001, Fingerprint: strings.Repeat("ab", 32), Token: strings.Repeat("c", 48)}
+	got, err := ParseOffer(o.String())
+	if err != nil || got != o {
+		t.Fatalf("round trip: %+v, %v", got, err)
+	}
+	for _, bad := range []string{"", "data=tls:1:x:y", "data=udp:1:-:" + strings.Repeat("c", 48), "data=tcp:0:-:" + strings.Repeat("c", 48), "data=tls:5:-:" + strings.Repeat("c", 48)} {
+		if _, err := ParseOffer(bad); err == nil {
+			t.Errorf("ParseOffer(%q): no error", bad)
+		}
+	}
+	if lo, hi, err := ParsePorts("50000-50100"); err != nil || lo != 50000 || hi != 50100 {
+		t.Errorf("ParsePorts: %d %d %v", lo, hi, err)
+	}
+	for _, bad := range []string{"x", "5-1", "0-70000", "1-2-3"} {
+		if _, _, err := ParsePorts(bad); err == nil {
+			t.Errorf("ParsePorts(%q): no error", bad)
+		}
+	}
+}
+
+func TestStreams(t *testing.T) {
+	for _, mode := range []Mode{TLS, TCP} {
+		t.Run(string(mode), func(t *testing.T) {
+			l, err := Listen(mode, "", 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			type acc struct {
+				idx int
+				msg string
+			}
+			got := make(chan acc, 4)
+			go func() {
+				for {
+					c, i, err := l.Accept()
+					if err != nil {
+						close(got)
+						return
+					}
+					b := make([]byte, 5)
+					io.ReadFull(c, b)
+					c.Write([]byte("pong!"))
+					got <- acc{i, string(b)}
+					c.Close()
+				}
+			}()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			o := l.Offer()
+			// A stranger without the token, and one with another
+			// fingerprint's offer, are turned away.
+			if c, err := Dial(ctx, "127.0.0.1", Offer{Mode: mode, Port: o.Port, Fingerprint: o.Fingerprint, Token: strings.Repeat("0", 48)}, 0); err == nil {
+				c.SetReadDeadline(time.Now().Add(2 * time.Second))
+				if n, _ := c.Read(make([]byte, 1)); n != 0 {
+					t.Errorf("a wrong token got an answer")
+				}
+				c.Close()
+			}
+			if mode == TLS {
+				bad := o
+				bad.Fingerprint = strings.Repeat("00", 32)
+				if c, err := Dial(ctx, "127.0.0.1", bad, 0); err == nil || !strings.Contains(err.Error(), "fingerprint") {
+					if c != nil {
+						c.Close()
+					}
+					t.Errorf("Dial with another fingerprint: %v, want a refusal", err)
+				}
+			}
+			for i := range 2 {
+				c, err := Dial(ctx, "127.0.0.1", o, i)
+				if err != nil {
+					t.Fatal(err)
+				}
+				c.Write([]byte("ping!"))
+				b := make([]byte, 5)
+				if _, err := io.ReadFull(c, b); err != nil || string(b) != "pong!" {
+					t.Fatalf("stream %d: %q %v", i, b, err)
+				}
+				c.Close()
+			}
+			seen := map[int]bool{}
+			for a := range got {
+				if a.msg != "ping!" || seen[a.idx] {
+					t.Errorf("accepted %+v", a)
+				}
+				seen[a.idx] = true
+			}
+			if len(seen) != 2 {
+				t.Errorf("accepted streams %v, want 0 and 1", seen)
+			}
+			// After K streams the listener is closed.
+			if c, err := Dial(ctx, "127.0.0.1", o, 0); err == nil {
+				c.Close()
+				t.Errorf("a third stream connected")
+			}
+		})
+	}
+}

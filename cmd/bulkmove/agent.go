@@ -29,7 +29,10 @@ With --hub K, it first prints "BULKMOVE-HUB SOCKET EXECUTABLE [OFFER]" and accep
 up to K-1 more streams of the same job on SOCKET, a Unix socket in a new
 private directory, which the sender reaches through its other SSH
 connections (forwarded, or relayed by "bulkmove join SOCKET"). All K
-streams share one receiver.
+streams share one receiver. With --data tls (or tcp) it also listens on a
+port of --data-ports for K streams, each presenting the one-time token of
+OFFER ("data=MODE:PORT:CERT-SHA256:TOKEN"); stdin is then only held open
+by the sender until it is done.
 
 --io-nice (the idle I/O class) and --nice N lower its claim on the disks
 and the CPUs, as the sender's flags of the same names ask.

@@ -45,6 +45,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		switch args[0] {
 		case "agent":
 			return runAgent(args[1:], stdin, stdout, stderr)
+		case "serve":
+			return runServe(args[1:], stdout, stderr)
 		case "verify":
 			return runVerify(args[1:], stdout, stderr)
 		case "plan":

@@ -72,6 +72,7 @@ type moveFlags struct {
 	reconnectTimeout time.Duration
 	stallTimeout     time.Duration
 	grace            time.Duration
+	serve            serveFlags
 	transport        string
 	dataPorts        string
 	requireSpace     bool
@@ -113,6 +114,7 @@ func (f *moveFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.requireSpace, "require-space", false, "refuse to go on once the walk has found more to move than DEST has free (without it: a warning)")
 	fs.StringVar(&f.transport, "transport", "ssh", "how the streams travel to a remote host: ssh (K SSH connections), tls (SSH starts the agent, the streams go over TLS 1.3 straight to it), tcp (the same, unencrypted), auto (tls, else ssh)")
 	fs.StringVar(&f.dataPorts, "data-ports", "", "port `range` the agent listens on for --transport tls/tcp, e.g. 50000-50100 (default: any)")
+	f.serve.register(fs)
 	fs.DurationVar(&f.grace, "grace", 10*time.Second, "on the first SIGINT or SIGTERM, how long the batches in flight may take to finish")
 	fs.StringVar(&f.journal, "journal", "", "resume journal `PATH` (default: under ~/.local/state/bulkmove, keyed by SRC, DEST and options; none: no journal)")
 	fs.BoolVar(&f.dryRun, "n", false, "dry run: print what would move and the batch plan, move nothing")
@@ -265,6 +267,7 @@ type job struct {
 	stopWalk      context.CancelCauseFunc // ends the walk with a cause
 	free          atomic.Int64            // free space at DEST, 0 if unknown
 	spaceWarned   atomic.Bool
+	serveAddr     string // DEST is bulkmove://serveAddr/...
 	failed        int64 // entries that could not be moved
 	walkErrs      int64
 	warnings      int64
@@ -515,6 +518,9 @@ func (j *job) resolve(ctx context.Context) (plan, int) {
 		return j.resolveHub()
 	}
 	t, remote, err := sshx.ParseTarget(j.dst)
+	if strings.HasPrefix(j.dst, serveScheme) {
+		t, remote, err = j.parseServe(j.dst)
+	}
 	if err != nil {
 		errorf(j.stderr, "%v", err)
 		return p, exitUsage
@@ -621,6 +627,9 @@ func (j *job) receiveOptions() wire.ReceiveOptions {
 
 // connect opens the K streams.
 func (j *job) connect(ctx context.Context, p plan) ([]stream.Conn, func(), error) {
+	if j.serveAddr != "" {
+		return j.connectServe(ctx, p)
+	}
 	if j.remote != nil {
 		conns, l, err := j.connectSSH(ctx, *j.remote, p)
 		if err != nil {

@@ -52,11 +52,12 @@ var (
 	dETA          = newDesc("job_eta_seconds", "Estimated seconds until the job is done (-1: unknown).", prometheus.GaugeValue)
 	dBottleneck   = newDesc("bottleneck", "1 for the resource that limits the job now, 0 for the others.", prometheus.GaugeValue, "resource")
 	dMoreStreams  = newDesc("more_streams_would_help", "1 if one more stream would likely raise throughput.", prometheus.GaugeValue)
+	dBwLimit      = newDesc("bwlimit_bytes_per_second", "The job's bandwidth limit now (--bwlimit, its timetable, SIGUSR1/SIGUSR2, PUT /bwlimit); 0: none.", prometheus.GaugeValue)
 )
 
 var allDescs = []desc{dSentBytes, dSentFiles, dBatches, dRetries, dRead, dSendBlocked, dAckWait, dIdle,
 	dRecvBytes, dRecvFiles, dRecvWrite, dRecvFsync, dRecvCPU, dPlannedBytes, dPlannedFiles, dWalkDone,
-	dDoneBytes, dDoneFiles, dSkipped, dFailed, dActive, dStart, dETA, dBottleneck, dMoreStreams}
+	dDoneBytes, dDoneFiles, dSkipped, dFailed, dActive, dStart, dETA, dBottleneck, dMoreStreams, dBwLimit}
 
 // Describe implements prometheus.Collector.
 func (j *Job) Describe(ch chan<- *prometheus.Desc) {
@@ -103,6 +104,7 @@ func (j *Job) Collect(ch chan<- prometheus.Metric) {
 		m(dBottleneck, b2f(v != nil && v.Resource == r || v == nil && r == Idle), r)
 	}
 	m(dMoreStreams, b2f(v != nil && v.MoreStreamsHelp))
+	m(dBwLimit, float64(j.Limit.Rate()))
 }
 
 func b2f(b bool) float64 {
@@ -125,15 +127,25 @@ func newRegistry(version string, c prometheus.Collector) *prometheus.Registry {
 	return reg
 }
 
-// Serve exports reg on addr ("host:port"; ":0" picks a port) at /metrics
-// until ctx ends, and returns the address it listens on.
-func Serve(ctx context.Context, addr string, reg *prometheus.Registry) (net.Addr, error) {
+// Route is a handler Serve offers beside /metrics.
+type Route struct {
+	Pattern string // as http.ServeMux reads it, e.g. "/bwlimit"
+	Handler http.Handler
+}
+
+// Serve exports reg on addr ("host:port"; ":0" picks a port) at /metrics,
+// and the routes given, until ctx ends, and returns the address it
+// listens on.
+func Serve(ctx context.Context, addr string, reg *prometheus.Registry, routes ...Route) (net.Addr, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("metrics listener: %w", err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	for _, r := range routes {
+		mux.Handle(r.Pattern, r.Handler)
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	context.AfterFunc(ctx, func() { srv.Close() })

@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/bulkmove/bulkmove/internal/ratelimit"
 	"github.com/bulkmove/bulkmove/stream"
 )
 
@@ -17,6 +18,9 @@ type Job struct {
 	Skipped      atomic.Int64 // files already up to date
 	Failed       atomic.Int64 // entries that could not be moved
 	Start        time.Time
+	// Limit is the job's bandwidth limit (--bwlimit), whose rate may
+	// change while the job runs; nil: none.
+	Limit *ratelimit.Bucket
 
 	Streams []*stream.Counters
 
@@ -51,6 +55,15 @@ func (j *Job) ETA() float64 {
 // fileWeight is the per-file cost in bytes used for the ETA, as the sharder
 // weighs files for balancing.
 const fileWeight = 16 << 10
+
+// SentBytes is the file data the streams have sent so far.
+func (j *Job) SentBytes() int64 {
+	var n int64
+	for _, c := range j.Streams {
+		n += c.BytesSent.Load()
+	}
+	return n
+}
 
 // Verdict returns the latest bottleneck verdict, or nil before the first.
 func (j *Job) Verdict() *Verdict { return j.verdict.Load() }

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/bulkmove/bulkmove/internal/ratelimit"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/stream/wire"
 )
@@ -32,6 +33,7 @@ type Client struct {
 
 	sums   bool // checksum mode: manifests carry content hashes
 	ctr    atomic.Pointer[Counters]
+	limit  atomic.Pointer[ratelimit.Bucket] // paces what the stream writes; nil: no limit
 	w      *bufio.Writer
 	closer io.Closer
 	frames chan frame
@@ -57,7 +59,7 @@ type frame struct {
 // starts reading its frames. closer is closed by Close or on failure.
 func Dial(ctx context.Context, name string, r io.Reader, w io.Writer, closer io.Closer, version string, opt wire.ReceiveOptions, src Source) (*Client, error) {
 	c := &Client{Name: name, Src: src, closer: closer, frames: make(chan frame, 4*Window+8), sums: opt.Check == wire.CheckSum}
-	c.w = bufio.NewWriterSize(&timedWriter{w: w, ctr: &c.ctr, activity: &c.activity}, 256<<10)
+	c.w = bufio.NewWriterSize(&timedWriter{w: w, ctr: &c.ctr, activity: &c.activity, limit: &c.limit}, 256<<10)
 	hello := wire.Handshake{Proto: wire.Proto, Version: version, Options: &opt}
 	if err := wire.WriteFrame(c.w, wire.Hello, wire.EncodeJSON(hello)); err != nil {
 		c.shut()
@@ -94,6 +96,10 @@ func (c *Client) ReceiverProcess() string { return c.Peer.Process }
 
 // SetCounters implements Counted.
 func (c *Client) SetCounters(ctr *Counters) { c.ctr.Store(ctr) }
+
+// SetLimit implements Limited: everything the stream writes from now on
+// (frames, manifests and file data) draws from b.
+func (c *Client) SetLimit(b *ratelimit.Bucket) { c.limit.Store(b) }
 
 // ErrVersion marks peers of different protocol versions.
 var ErrVersion = errors.New("protocol version mismatch")

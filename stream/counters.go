@@ -4,6 +4,8 @@ import (
 	"io"
 	"sync/atomic"
 	"time"
+
+	"github.com/bulkmove/bulkmove/internal/ratelimit"
 )
 
 // Counters are one stream's running totals. The hot path updates them
@@ -44,22 +46,47 @@ type Counted interface {
 	SetCounters(*Counters)
 }
 
+// Limited is implemented by connections that pace what they send by a
+// bucket shared with the other streams of the job (Pool.Limit).
+type Limited interface {
+	SetLimit(*ratelimit.Bucket)
+}
+
 // timedWriter accounts the time spent blocked in writes to the connection.
 // It also records when bytes last moved (for the stall watch), writing in
 // chunks so that a slow but moving connection is not taken for a stalled
 // one.
+//
+// With a limit, each chunk first waits for its turn in the job's bucket
+// (that time counts as blocked sending), in chunks small enough at a low
+// rate that a stream waiting its turn is not taken for a stalled one.
 type timedWriter struct {
 	w        io.Writer
 	ctr      *atomic.Pointer[Counters]
 	activity *atomic.Int64
+	limit    *atomic.Pointer[ratelimit.Bucket]
 }
 
 func (t *timedWriter) Write(p []byte) (int, error) {
 	c := t.ctr.Load()
+	var lim *ratelimit.Bucket
+	if t.limit != nil {
+		lim = t.limit.Load()
+	}
 	start := time.Now()
 	n := 0
 	for n < len(p) {
-		chunk := p[n:min(len(p), n+64<<10)]
+		size := 64 << 10
+		if r := lim.Rate(); r > 0 {
+			size = int(min(max(r/16, 512), 64<<10)) // a sixteenth of a second's worth
+		}
+		chunk := p[n:min(len(p), n+size)]
+		if lim != nil {
+			lim.Wait(len(chunk))
+			if t.activity != nil {
+				t.activity.Store(time.Now().UnixNano())
+			}
+		}
 		m, err := t.w.Write(chunk)
 		n += m
 		if t.activity != nil {

@@ -16,11 +16,20 @@ type Local struct {
 	Recv *extract.Receiver
 	Src  Source
 	ctr  *Counters
+	// Limit, if set, is the job's transfer limit (shared by all streams),
+	// on top of Src.Limit: locally, the bytes copied. While its rate is
+	// not zero, files are read and written rather than handed to
+	// copy_file_range, so that the bytes pass at an even pace; a change
+	// of rate from or to no limit applies from the next file.
+	Limit *ratelimit.Bucket
 }
 
 // SetCounters implements Counted. Locally, reading and writing are one
 // copy_file_range: their time is the receiver's write time.
 func (l *Local) SetCounters(c *Counters) { l.ctr = c }
+
+// SetLimit implements Limited.
+func (l *Local) SetLimit(b *ratelimit.Bucket) { l.Limit = b }
 
 // Run implements Conn.
 func (l *Local) Run(ctx context.Context, in <-chan *sharder.Batch, done func(Result)) ([]*sharder.Batch, error) {
@@ -88,7 +97,11 @@ func (l *Local) apply(b *sharder.Batch, final bool) Result {
 			continue
 		}
 		// A failed Write has recorded its error and removed its file.
-		if err := t.Write(i, ratelimit.Reader(f, l.Src.Limit)); err != nil {
+		r := ratelimit.Reader(f, l.Src.Limit)
+		if l.Limit.Rate() > 0 {
+			r = ratelimit.Reader(r, l.Limit)
+		}
+		if err := t.Write(i, r); err != nil {
 			if cerr := l.Src.Recheck(f, e); cerr != nil {
 				// The source changed (shrank, say): the sender's error.
 				t.Withdraw(i)

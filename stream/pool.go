@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/bulkmove/bulkmove/internal/ratelimit"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/stream/wire"
 )
@@ -61,6 +62,10 @@ type Pool struct {
 	BeforeFinal func(ctx context.Context, conns []Conn) error
 	// Counters has one entry per stream; Run allocates them if nil.
 	Counters []*Counters
+	// Limit, if set, is the job's bandwidth limit: every stream that
+	// implements Limited (reconnected ones too) draws from this one
+	// bucket, so the streams share the rate between them.
+	Limit *ratelimit.Bucket
 	// Restat, if set, looks a file that changed while it was read up
 	// again at the source: the pool sends it once more, after the other
 	// files, with what Restat returns (ok false: not again). A file that
@@ -129,9 +134,7 @@ func (p *Pool) Run(ctx context.Context, in <-chan *sharder.Batch, def *Deferred)
 		}
 	}
 	for i, c := range p.Conns {
-		if cc, ok := c.(Counted); ok {
-			cc.SetCounters(p.Counters[i])
-		}
+		p.attach(i, c)
 		if rc, ok := c.(Receiving); ok {
 			if id := rc.ReceiverProcess(); id != "" {
 				p.Counters[i].RecvProcess.Store(&id)
@@ -610,6 +613,16 @@ func (p *Pool) streamDown(i int, cause error) error {
 	return nil
 }
 
+// attach gives connection c of stream i its counters and the job's limit.
+func (p *Pool) attach(i int, c Conn) {
+	if cc, ok := c.(Counted); ok {
+		cc.SetCounters(p.Counters[i])
+	}
+	if lc, ok := c.(Limited); ok && p.Limit != nil {
+		lc.SetLimit(p.Limit)
+	}
+}
+
 // reconnect redials stream i with exponential backoff and jitter, for up
 // to ReconnectTimeout. Redial gets the job's context: the connection it
 // opens lives as long as the job.
@@ -623,9 +636,7 @@ func (p *Pool) reconnect(ctx context.Context, i int) (Conn, error) {
 			p.Conns[i] = c
 			p.epoch[i]++
 			p.mu.Unlock()
-			if cc, ok := c.(Counted); ok {
-				cc.SetCounters(p.Counters[i])
-			}
+			p.attach(i, c)
 			return c, nil
 		}
 		if !Retryable(err) {

@@ -30,21 +30,23 @@ func (o *obsFlags) register(fs *flag.FlagSet) {
 	o.verdictInterval = time.Second
 }
 
-// observe starts the exporter, the textfile writer and the bottleneck
-// watcher; the returned function stops them and writes the final textfile
-// and push.
+// observe starts the exporter (with /bwlimit beside /metrics), the
+// textfile writer, the bottleneck watcher and the bandwidth control; the
+// returned function stops them and writes the final textfile and push.
 func (j *job) observe(ctx context.Context, local bool) (stop func(), err error) {
 	o := j.flags.obs
 	reg := j.m.Registry(version)
 	ctx, cancel := context.WithCancel(ctx)
 	if o.metricsAddr != "" {
-		addr, err := metrics.Serve(ctx, o.metricsAddr, reg)
+		addr, err := metrics.Serve(ctx, o.metricsAddr, reg, metrics.Route{Pattern: "/bwlimit", Handler: j.bw})
 		if err != nil {
 			cancel()
 			return nil, err
 		}
 		errorf(j.stderr, "metrics on http://%s/metrics", addr)
 	}
+	stderr := j.stderr // the progress display's, if any: it outlives the control
+	j.bw.start(ctx, func(format string, args ...any) { errorf(stderr, format, args...) })
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -76,6 +78,7 @@ func (j *job) observe(ctx context.Context, local bool) (stop func(), err error) 
 	}
 	return func() {
 		cancel()
+		j.bw.stop()
 		wg.Wait()
 		if o.textfile != "" {
 			if err := metrics.WriteTextfile(o.textfile, reg); err != nil {

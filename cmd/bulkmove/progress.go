@@ -137,14 +137,17 @@ func progressLine(m *metrics.Job, bps, fps float64) string {
 	if s := m.ETA(); s >= 0 && m.WalkDone.Load() {
 		eta = "ETA " + (time.Duration(s) * time.Second).String()
 	}
-	bottleneck := ""
+	extra := "" // the bandwidth limit and the bottleneck, when there are
+	if r := m.Limit.Rate(); r > 0 {
+		extra = " · limit " + rateHuman(r)
+	}
 	if v := m.Verdict(); v != nil && v.Resource != metrics.Idle {
-		bottleneck = " · bottleneck " + v.Resource
+		extra += " · bottleneck " + v.Resource
 	}
 	return fmt.Sprintf("%s / %s · %s files · %s files/s · %s/s · %s · %d streams%s",
 		humanize.IBytes(uint64(max(m.DoneBytes.Load(), 0))), planned,
 		humanize.Comma(m.DoneFiles.Load()+m.Skipped.Load()), humanize.Comma(int64(fps)),
-		humanize.IBytes(uint64(max(bps, 0))), eta, m.Active(), bottleneck)
+		humanize.IBytes(uint64(max(bps, 0))), eta, m.Active(), extra)
 }
 
 func streamLines(m *metrics.Job) []string {

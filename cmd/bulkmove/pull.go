@@ -85,6 +85,7 @@ func runHub(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		errorf(stderr, "usage: bulkmove send-hub [flags] SRC (started by a pulling bulkmove, not by hand)")
 		return exitUsage
 	}
+	f.gentle.apply(stderr)
 	dir, err := os.MkdirTemp("", "bulkmove-hub-")
 	if err != nil {
 		errorf(stderr, "send-hub: %v", err)
@@ -148,6 +149,11 @@ func (j *job) pull(ctx context.Context, t sshx.Target) int {
 		errorf(j.stderr, "--files-from with a remote SRC: run it on %s (the list is read where the walk runs)", t.Host)
 		return exitUsage
 	}
+	// --bwlimit paces what this host receives: the remote sender slows
+	// down as the streams fill up.
+	bw := newBwControl(j.flags.gentle.bwlimit.sched, nil)
+	bw.start(ctx, func(format string, args ...any) { errorf(j.stderr, format, args...) })
+	defer bw.stop()
 	opt := j.flags.ssh.options(isTerminal(os.Stdin))
 	opt.Stderr = j.stderr
 	clients, errs, err := sshx.DialN(ctx, t, opt, j.flags.jobs)
@@ -205,6 +211,7 @@ func (j *job) pull(ctx context.Context, t sshx.Target) int {
 	// --no-quick-check, --checksum, --size-only, --ignore-existing.
 	hubArgs = append(hubArgs, j.flags.checkArgs()...)
 	hubArgs = append(hubArgs, j.flags.scale.hubArgs()...)
+	hubArgs = append(hubArgs, j.flags.gentle.hubArgs()...) // --io-nice, --nice, --max-read-rate: the source is there
 	if as != "" {
 		hubArgs = append(hubArgs, "--as", sshx.ShellQuote(as))
 	}
@@ -225,7 +232,7 @@ func (j *job) pull(ctx context.Context, t sshx.Target) int {
 	g, gctx := errgroup.WithContext(ctx)
 	// One receiver for all streams, as at a remote agent.
 	recv := &stream.Hub{Root: root, Version: version}
-	g.Go(func() error { return recv.Serve(gctx, br, hub) })
+	g.Go(func() error { return recv.Serve(gctx, bw.reader(br), hub) })
 	for _, c := range clients[1:] {
 		s, _, err := c.Join(ctx, sock, agent)
 		if err != nil {
@@ -234,7 +241,7 @@ func (j *job) pull(ctx context.Context, t sshx.Target) int {
 		}
 		g.Go(func() error {
 			defer s.Close()
-			return recv.Serve(gctx, s, s)
+			return recv.Serve(gctx, bw.reader(s), s)
 		})
 	}
 	serr := g.Wait()

@@ -57,9 +57,10 @@ type Limited interface {
 // chunks so that a slow but moving connection is not taken for a stalled
 // one.
 //
-// With a limit, each chunk first waits for its turn in the job's bucket
-// (that time counts as blocked sending), in chunks small enough at a low
-// rate that a stream waiting its turn is not taken for a stalled one.
+// With a limit, each chunk first waits its turn in the job's bucket (that
+// time counts as blocked sending). At a low rate the chunks are smaller, a
+// sixteenth of a second's worth, and each turn counts as activity, so that
+// a stream waiting its turn is not taken for a stalled one.
 type timedWriter struct {
 	w        io.Writer
 	ctr      *atomic.Pointer[Counters]

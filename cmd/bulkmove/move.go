@@ -268,7 +268,7 @@ type job struct {
 	free          atomic.Int64            // free space at DEST, 0 if unknown
 	spaceWarned   atomic.Bool
 	serveAddr     string // DEST is bulkmove://serveAddr/...
-	failed        int64 // entries that could not be moved
+	failed        int64  // entries that could not be moved
 	walkErrs      int64
 	warnings      int64
 	start         time.Time

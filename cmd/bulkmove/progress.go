@@ -137,7 +137,7 @@ func progressLine(m *metrics.Job, bps, fps float64) string {
 	if s := m.ETA(); s >= 0 && m.WalkDone.Load() {
 		eta = "ETA " + (time.Duration(s) * time.Second).String()
 	}
-	extra := "" // the bandwidth limit and the bottleneck, when there are
+	extra := "" // the bandwidth limit and the bottleneck, if any
 	if r := m.Limit.Rate(); r > 0 {
 		extra = " · limit " + rateHuman(r)
 	}

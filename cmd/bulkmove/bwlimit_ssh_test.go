@@ -1,0 +1,103 @@
+//go:build linux
+
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bulkmove/bulkmove/internal/sshdtest"
+	"github.com/bulkmove/bulkmove/internal/treecmp"
+)
+
+// TestSSHBwLimit: over SSH, a push of 12 MiB at --bwlimit 4M over 4
+// streams moves its data in 3 s within 5% (from the streams connected to
+// the data sent, as -v reports them), and the remote agent runs with the
+// --io-nice and --nice given to the sender; a pull at 4M paces what this
+// host receives.
+func TestSSHBwLimit(t *testing.T) {
+	bin := binary(t)
+	srv := sshdtest.Start(t, sshdtest.WithEnv("PATH="+filepath.Dir(bin)+":/usr/bin:/bin", "HOME="+shmDir(t)))
+	cfg := srv.WriteSSHConfig("box2")
+	dir := shmDir(t)
+	src := randomTree(t, dir, 12, 1<<20)
+
+	agentSeen := make(chan error, 1)
+	go func() { agentSeen <- watchAgent(`agent --io-nice --nice 19 --hub 4 -- `) }()
+	out, code := runBM(t, nil, "-F", cfg, "-v", "-j", "4", "--batch-files", "1", "--bwlimit", "4M", "--io-nice", "--nice", "19", src, "box2:"+filepath.Join(dir, "push"))
+	if code != 0 {
+		t.Fatalf("push: exit %d:\n%s", code, out)
+	}
+	treecmp.Equal(t, src, filepath.Join(dir, "push"))
+	at := func(phase string) float64 {
+		m := regexp.MustCompile(`([\d.]+)s ` + phase).FindStringSubmatch(out)
+		if m == nil {
+			t.Fatalf("-v shows no %q:\n%s", phase, out)
+		}
+		s, _ := strconv.ParseFloat(m[1], 64)
+		return s
+	}
+	data := at("data sent") - at(`connected \d+ streams`)
+	t.Logf("push at 4M: 12 MiB of data in %.3fs, %.2f%% off 3s", data, 100*(data/3-1))
+	if data < 3*0.95 || data > 3*1.05 {
+		t.Errorf("push: 12 MiB at 4M took %.3fs, want 3s within 5%%", data)
+	}
+	if err := <-agentSeen; err != nil {
+		t.Error(err)
+	}
+
+	start := time.Now()
+	out, code = runBM(t, nil, "-F", cfg, "-j", "4", "--batch-files", "1", "--bwlimit", "4M", "box2:"+src, filepath.Join(dir, "pull"))
+	el := time.Since(start)
+	if code != 0 {
+		t.Fatalf("pull: exit %d:\n%s", code, out)
+	}
+	treecmp.Equal(t, src, filepath.Join(dir, "pull"))
+	t.Logf("pull at 4M: 12 MiB in %v, SSH set-up included", el.Round(time.Millisecond))
+	if el < 2850*time.Millisecond || el > 4*time.Second {
+		t.Errorf("pull: 12 MiB at 4M took %v, want 3s (and SSH set-up)", el)
+	}
+}
+
+// watchAgent waits up to 10 s for a process whose command line contains
+// args, then for it to run in the idle I/O class at nice 19.
+func watchAgent(args string) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+		for _, p := range procs {
+			b, _ := os.ReadFile(p)
+			if !strings.Contains(strings.ReplaceAll(string(b), "\x00", " "), args) {
+				continue
+			}
+			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+			for time.Now().Before(deadline) {
+				if class, nice, err := ioClassNice(pid); err == nil && class == 3 && nice == 19 {
+					return nil
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			class, nice, err := ioClassNice(pid)
+			return &agentError{pid, class, nice, err}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return &agentError{pid: -1}
+}
+
+type agentError struct {
+	pid, class, nice int
+	err              error
+}
+
+func (e *agentError) Error() string {
+	if e.pid < 0 {
+		return "no remote agent started with --io-nice --nice 19"
+	}
+	return "remote agent " + strconv.Itoa(e.pid) + ": I/O class " + strconv.Itoa(e.class) + ", nice " + strconv.Itoa(e.nice) + ", want 3 (idle), 19"
+}

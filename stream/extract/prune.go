@@ -9,6 +9,8 @@ import (
 	"path"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/bulkmove/bulkmove/sharder"
 )
 
@@ -129,6 +131,15 @@ func (r *Receiver) list(dir string) ([]fs.DirEntry, error) {
 	if fi, err := f.Stat(); err != nil || !os.SameFile(fi, lfi) {
 		return nil, errors.New("replaced while being opened")
 	}
+	// A file opened through an os.Root lstats every entry ReadDir returns;
+	// a plain descriptor of the same directory gives the types from
+	// getdents alone (one system call per 1024 names, not one per name).
+	nfd, err := unix.Dup(int(f.Fd()))
+	if err != nil {
+		return nil, err
+	}
+	f = os.NewFile(uintptr(nfd), dir)
+	defer f.Close()
 	var all []fs.DirEntry
 	for {
 		des, err := f.ReadDir(1024)

@@ -1,9 +1,9 @@
 package extract
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
+	"os"
+	"path"
 	"strings"
 	"sync"
 	"syscall"
@@ -24,31 +24,69 @@ import (
 // wire.EntryError (code wire.CodeDiffer) per entry that differs, naming
 // every difference. Up to hashWorkers entries are examined at once.
 func (r *Receiver) Verify(entries []sharder.Entry, sums []wire.Sum) []wire.EntryError {
+	// Each directory of the batch is opened once (through the root), and
+	// its entries examined relative to it: a path walk per directory, not
+	// per file and per operation.
+	dirs := map[string]int{}
+	defer func() {
+		for _, fd := range dirs {
+			if fd >= 0 {
+				unix.Close(fd)
+			}
+		}
+	}()
+	dirOf := func(p string) (int, string) {
+		if p == "." {
+			p = "./."
+		}
+		d, base := path.Split(p)
+		if d = strings.TrimSuffix(d, "/"); d == "" {
+			d = "."
+		}
+		fd, ok := dirs[d]
+		if !ok {
+			fd = -1
+			if f, err := r.root.OpenFile(d, os.O_RDONLY|syscall.O_DIRECTORY, 0); err == nil {
+				fd, _ = unix.Dup(int(f.Fd()))
+				f.Close()
+			}
+			dirs[d] = fd
+		}
+		return fd, base
+	}
+	type job struct {
+		i, dfd int
+		base   string
+	}
 	var (
 		mu   sync.Mutex
 		out  []wire.EntryError
 		wg   sync.WaitGroup
-		jobs = make(chan int)
+		jobs = make(chan job)
 	)
 	for range hashWorkers {
 		wg.Go(func() {
 			bp := bufPool.Get().(*[]byte)
 			defer bufPool.Put(bp)
-			for i := range jobs {
+			for j := range jobs {
 				var sum wire.Sum
-				if i < len(sums) {
-					sum = sums[i]
+				if j.i < len(sums) {
+					sum = sums[j.i]
 				}
-				if msg := r.verifyOne(&entries[i], sum, *bp); msg != "" {
+				if msg := r.verifyOne(&entries[j.i], j.dfd, j.base, sum, *bp); msg != "" {
 					mu.Lock()
-					out = append(out, wire.EntryError{Index: i, Code: wire.CodeDiffer, Msg: msg})
+					out = append(out, wire.EntryError{Index: j.i, Code: wire.CodeDiffer, Msg: msg})
 					mu.Unlock()
 				}
 			}
 		})
 	}
 	for i := range entries {
-		jobs <- i
+		j := job{i: i, dfd: -1}
+		if CheckName(entries[i].Path, entries[i].Kind) == nil {
+			j.dfd, j.base = dirOf(entries[i].Path)
+		}
+		jobs <- j
 	}
 	close(jobs)
 	wg.Wait()
@@ -62,31 +100,36 @@ var kindNames = map[uint32]string{
 
 // verifyOne returns what differs between e and the destination ("" if
 // nothing), as "what: source X, destination Y" clauses joined by "; ".
-func (r *Receiver) verifyOne(e *sharder.Entry, sum wire.Sum, buf []byte) string {
+func (r *Receiver) verifyOne(e *sharder.Entry, dfd int, base string, sum wire.Sum, buf []byte) string {
 	if err := CheckName(e.Path, e.Kind); err != nil {
 		return fmt.Sprintf("name: %v", err)
 	}
-	st, err := r.lstat(e.Path)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
+	if dfd < 0 {
+		return "missing" // its directory is not there (or not a directory)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstatat(dfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if err == unix.ENOENT {
 			return "missing"
 		}
 		return fmt.Sprintf("cannot examine: %v", err)
 	}
 	want := map[sharder.Kind]uint32{sharder.KindFile: unix.S_IFREG, sharder.KindHardlink: unix.S_IFREG,
 		sharder.KindDir: unix.S_IFDIR, sharder.KindSymlink: unix.S_IFLNK}[e.Kind]
-	if got := uint32(st.Mode) & unix.S_IFMT; got != want {
+	if got := st.Mode & unix.S_IFMT; got != want {
 		return fmt.Sprintf("type: source %s, destination %s", kindNames[want], kindNames[got])
 	}
 	var diffs []string
 	add := func(format string, a ...any) { diffs = append(diffs, fmt.Sprintf(format, a...)) }
 	switch e.Kind {
 	case sharder.KindSymlink:
-		target, err := r.root.Readlink(e.Path)
-		if err != nil {
-			add("link target: cannot read: %v", unwrapPath(err))
-		} else if target != e.Link {
-			add("link target: source %q, destination %q", e.Link, target)
+		lb := make([]byte, len(e.Link)+1)
+		n, err := unix.Readlinkat(dfd, base, lb)
+		switch {
+		case err != nil:
+			add("link target: cannot read: %v", err)
+		case string(lb[:n]) != e.Link:
+			add("link target: source %q, destination %q", e.Link, string(lb[:n]))
 		}
 		return strings.Join(diffs, "; ")
 	case sharder.KindHardlink:
@@ -102,19 +145,19 @@ func (r *Receiver) verifyOne(e *sharder.Entry, sum wire.Sum, buf []byte) string 
 		add("mtime: source %s, destination %s", stamp(e.MTime), stamp(st.Mtim.Nano()))
 	}
 	t := Txn{r: r}
-	if wantMode := unixmode.Of(t.mode(e.Mode)); uint32(st.Mode)&0o7777 != wantMode {
-		add("mode: source %04o, destination %04o", wantMode, uint32(st.Mode)&0o7777)
+	if wantMode := unixmode.Of(t.mode(e.Mode)); st.Mode&0o7777 != wantMode {
+		add("mode: source %04o, destination %04o", wantMode, st.Mode&0o7777)
 	}
 	if r.opt.Owner && euid == 0 && (st.Uid != e.UID || st.Gid != e.GID) {
 		add("owner: source %d:%d, destination %d:%d", e.UID, e.GID, st.Uid, st.Gid)
 	}
 	if e.Kind == sharder.KindFile && st.Size == e.Size && sum != (wire.Sum{}) {
-		f, err := r.root.OpenFile(e.Path, readFlags, 0)
+		fd, err := unix.Openat(dfd, base, readFlags, 0)
 		if err != nil {
-			add("content: cannot read: %v", unwrapPath(err))
+			add("content: cannot read: %v", err)
 		} else {
-			got, _, err := wire.HashReader(f, buf)
-			f.Close()
+			got, _, err := wire.HashReader(fdReader(fd), buf)
+			unix.Close(fd)
 			switch {
 			case err != nil:
 				add("content: cannot read: %v", err)

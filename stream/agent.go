@@ -13,6 +13,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/stream/extract"
 	"github.com/bulkmove/bulkmove/stream/wire"
 )
@@ -186,6 +187,26 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 				continue
 			}
 			need := recv.NeedSums(m.Entries, m.Sums)
+			if len(queue) == 0 && txn == nil && nothingToSend(m.Entries, need) {
+				// A batch already in place (a pass over an unchanged
+				// tree): committed now, no data to wait for.
+				t := recv.Begin(m.Entries)
+				for i := range m.Entries {
+					t.Skip(i)
+				}
+				ack := t.Commit(m.ID, nil)
+				ack.CPUNanos = cpuNanos()
+				if err := wire.WriteFrame(bw, wire.Skipped, wire.EncodeID(m.ID)); err != nil {
+					return err
+				}
+				if err := wire.WriteFrame(bw, wire.Ack, wire.EncodeAck(ack)); err != nil {
+					return err
+				}
+				if err := bw.Flush(); err != nil {
+					return err
+				}
+				continue
+			}
 			queue = append(queue, pending{m, need})
 			if err := wire.WriteFrame(bw, wire.Need, wire.EncodeNeed(m.ID, need)); err != nil {
 				return err
@@ -265,6 +286,17 @@ func FreeSpace(dir string) int64 {
 		return 0
 	}
 	return int64(st.Bavail) * int64(st.Bsize)
+}
+
+// nothingToSend reports whether a data batch needs none of its files: then
+// the agent commits it at once (wire.Skipped) when no batch is ahead of it.
+func nothingToSend(entries []sharder.Entry, need []bool) bool {
+	for i := range entries {
+		if need[i] || entries[i].Kind != sharder.KindFile {
+			return false
+		}
+	}
+	return true
 }
 
 // cpuNanos is this process's CPU time, user and system.

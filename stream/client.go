@@ -287,6 +287,19 @@ func (c *Client) run(ctx context.Context, in <-chan *sharder.Batch, flags uint64
 					return nil, err
 				}
 				manifested--
+			case wire.Skipped:
+				// The receiver needs nothing of the next batch and has
+				// committed it: no data; its ack follows.
+				id, err := wire.DecodeID(f.payload)
+				if err != nil {
+					return nil, err
+				}
+				fl := firstUnsent(queue)
+				if fl == nil || fl.b.ID != id || fl != queue[0] {
+					return nil, fmt.Errorf("%w: batch %d reported in place out of turn", wire.ErrProtocol, id)
+				}
+				fl.sent = true
+				manifested--
 			case wire.Ack:
 				a, err := wire.DecodeAck(f.payload)
 				if err != nil {

@@ -33,6 +33,7 @@ func TestClientBrokenStreams(t *testing.T) {
 		{"cut mid-frame, closed", []byte{wire.Need, 0, 0, 0, 9, 1}, false, false, ""},
 		{"cut mid-frame, silent", []byte{wire.Need, 0, 0, 0, 9, 1}, true, false, "stalled"},
 		{"hang-up", nil, false, false, "closed"},
+		{"batch in place out of turn", []byte{wire.Skipped, 0, 0, 0, 1, 99}, true, true, "out of turn"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src, batches := srcTree(t, "a", "b")

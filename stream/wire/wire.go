@@ -21,7 +21,7 @@ import (
 // other in the handshake with an error naming both versions.
 // 3: check modes size, existing and checksum, and content hashes in
 // manifests (an older agent would take an unknown mode for "quick").
-const Proto = 3
+const Proto = 4
 
 // Frame types.
 const (
@@ -34,6 +34,7 @@ const (
 	End      byte = 'E' // sender: no more batches
 	Summary  byte = 'S' // agent: JSON totals, the last frame
 	Fail     byte = 'X' // either: fatal error text, the connection ends
+	Skipped  byte = 'K' // agent: batch id needs no data and is committed; its Ack follows
 	Prune    byte = 'P' // sender: directories and the names they keep (--delete)
 	Pruned   byte = 'R' // agent: what a Prune removed
 )
@@ -95,7 +96,7 @@ func ReadFrame(r *bufio.Reader) (typ byte, payload []byte, err error) {
 
 func validType(t byte) bool {
 	switch t {
-	case Hello, Manifest, Need, Data, Commit, Ack, End, Summary, Fail, Prune, Pruned:
+	case Hello, Manifest, Need, Data, Commit, Ack, End, Summary, Fail, Prune, Pruned, Skipped:
 		return true
 	}
 	return false

@@ -230,14 +230,14 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 			}
 			txn, txnID = t, id
 		case wire.Commit:
-			id, discards, err := wire.DecodeCommit(p)
+			id, discards, sums, err := wire.DecodeCommitSums(p)
 			if err != nil {
 				return fail(err)
 			}
 			if txn == nil || id != txnID {
 				return fail(fmt.Errorf("%w: commit of batch %d, which has no data", wire.ErrProtocol, id))
 			}
-			ack := txn.Commit(id, discards)
+			ack := txn.CommitSums(id, discards, sums)
 			ack.CPUNanos = cpuNanos()
 			txn = nil
 			if err := wire.WriteFrame(bw, wire.Ack, wire.EncodeAck(ack)); err != nil {

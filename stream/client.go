@@ -344,13 +344,13 @@ func (c *Client) sendData(fl *inflight, need []bool) error {
 	if err := wire.WriteFrame(c.w, wire.Data, wire.EncodeID(fl.b.ID)); err != nil {
 		return err
 	}
-	discards, failed, err := c.Src.WriteTar(c.w, fl.m, need, c.ctr.Load())
+	discards, failed, sums, err := c.Src.WriteTarSums(c.w, fl.m, need, c.ctr.Load())
 	if err != nil {
 		return err
 	}
 	fl.srcErrs = failed
 	fl.sent = true
-	return wire.WriteFrame(c.w, wire.Commit, wire.EncodeCommit(fl.b.ID, discards))
+	return wire.WriteFrame(c.w, wire.Commit, wire.EncodeCommit(fl.b.ID, discards, sums...))
 }
 
 // Close implements Conn: it ends the stream and waits for the agent's totals.

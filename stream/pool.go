@@ -328,6 +328,24 @@ func (p *Pool) record(r Result) (stop bool) {
 			}
 		}
 	}
+	if p.Restat != nil && fromQueue(r.Batch.ID) && r.Ack != nil {
+		// Corrupted on the way: not an error yet, it goes again (once).
+		var kept []wire.EntryError
+		for _, e := range r.Ack.Errors {
+			if e.Code == wire.CodeCorrupt {
+				if ne, ok := p.Restat(r.Batch.Entries[e.Index]); ok {
+					p.retries = append(p.retries, ne)
+					continue
+				}
+			}
+			kept = append(kept, e)
+		}
+		if len(kept) != len(r.Ack.Errors) {
+			a := *r.Ack
+			a.Errors = kept
+			r.Ack = &a
+		}
+	}
 	if p.Restat != nil && fromQueue(r.Batch.ID) {
 		// Changed while read: not an error yet, it goes again.
 		r.SrcErrors = slices.DeleteFunc(slices.Clone(r.SrcErrors), func(e SourceError) bool {

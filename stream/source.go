@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/zeebo/xxh3"
 	"golang.org/x/sys/unix"
 
 	"github.com/bulkmove/bulkmove/internal/ratelimit"
@@ -182,9 +183,17 @@ type SourceError struct {
 // could not be sent at all. A non-nil error means w failed: the stream is
 // broken.
 func (s Source) WriteTar(w io.Writer, b *wire.BatchManifest, need []bool, ctr *Counters) (discards []wire.Discard, failed []SourceError, err error) {
+	discards, failed, _, err = s.WriteTarSums(w, b, need, ctr)
+	return discards, failed, err
+}
+
+// WriteTarSums is WriteTar, also returning the XXH3-128 of each file sent
+// whole, as it was read (for the receiver to check: end-to-end integrity).
+func (s Source) WriteTarSums(w io.Writer, b *wire.BatchManifest, need []bool, ctr *Counters) (discards []wire.Discard, failed []SourceError, sums []wire.IndexedSum, err error) {
+	h := xxh3.New128()
 	ts := newTarStream(w)
 	if err := ts.global(map[string]string{extract.PAXBatch: strconv.FormatUint(b.ID, 10)}); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
@@ -203,18 +212,19 @@ func (s Source) WriteTar(w io.Writer, b *wire.BatchManifest, need []bool, ctr *C
 		dw, err := ts.begin(e)
 		if err != nil {
 			f.Close()
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		src := &readTracker{r: io.LimitReader(ratelimit.Reader(f, s.Limit), e.Size), ctr: ctr}
-		n, werr := io.CopyBuffer(dw, src, *bp)
+		h.Reset()
+		n, werr := io.CopyBuffer(dw, io.TeeReader(src, h), *bp)
 		if werr != nil && src.err == nil {
 			f.Close()
-			return nil, nil, werr
+			return nil, nil, nil, werr
 		}
 		if n < e.Size { // shrank, or a read error: pad, and withdraw it
 			if _, err := io.CopyBuffer(dw, io.LimitReader(zeros{}, e.Size-n), *bp); err != nil {
 				f.Close()
-				return nil, nil, err
+				return nil, nil, nil, err
 			}
 			why := src.err
 			if why == nil {
@@ -225,17 +235,19 @@ func (s Source) WriteTar(w io.Writer, b *wire.BatchManifest, need []bool, ctr *C
 		} else if cerr := s.Recheck(f, e); cerr != nil {
 			failed = append(failed, SourceError{i, cerr})
 			discards = append(discards, wire.Discard{Index: i, Reason: cerr.Error()})
+		} else {
+			sums = append(sums, wire.IndexedSum{Index: i, Sum: h.Sum128().Bytes()})
 		}
 		f.Close()
 		if err := ts.end(e); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		if ctr != nil {
 			ctr.BytesSent.Add(e.Size)
 			ctr.FilesSent.Add(1)
 		}
 	}
-	return discards, failed, ts.close()
+	return discards, failed, sums, ts.close()
 }
 
 // readTracker remembers a read error, to tell a failure of the source file

@@ -32,6 +32,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/zeebo/xxh3"
 	"golang.org/x/sys/unix"
 
 	"github.com/bulkmove/bulkmove/internal/ratelimit"
@@ -442,11 +443,20 @@ type Txn struct {
 }
 
 type pendingFile struct {
-	index int
-	dir   *os.File
-	tmp   string // the temporary name, or "" for an unnamed file held by fd
-	fd    int
-	base  string
+	index  int
+	dir    *os.File
+	tmp    string // the temporary name, or "" for an unnamed file held by fd
+	fd     int
+	base   string
+	sum    wire.Sum // XXH3-128 of what was written, if summed
+	summed bool
+}
+
+func sumOf(h *xxh3.Hasher128) wire.Sum {
+	if h == nil {
+		return wire.Sum{}
+	}
+	return h.Sum128().Bytes()
 }
 
 // Begin starts a batch over entries.
@@ -615,8 +625,12 @@ func (t *Txn) Write(i int, src io.Reader) error {
 		tr = nil // a local file: copy_file_range reads and writes in one call
 	}
 	var in io.Reader = src
+	var h *xxh3.Hasher128
 	if tr != nil {
-		in = tr
+		// Data from a stream: hashed as it is written, for the sender's
+		// hash in the commit to check (end-to-end integrity).
+		h = xxh3.New128()
+		in = io.TeeReader(tr, h)
 	}
 	n, rerr, werr := copyTo(fd, in, e.Size, t.r.limit)
 	t.writeNanos += int64(time.Since(start))
@@ -655,7 +669,7 @@ func (t *Txn) Write(i int, src io.Reader) error {
 	}
 	if tmp == "" {
 		// An unnamed file keeps its descriptor until Commit links it.
-		t.pending = append(t.pending, pendingFile{index: i, dir: d, fd: fd, base: base})
+		t.pending = append(t.pending, pendingFile{index: i, dir: d, fd: fd, base: base, sum: sumOf(h), summed: h != nil})
 		t.bytes += e.Size
 		return nil
 	}
@@ -664,7 +678,7 @@ func (t *Txn) Write(i int, src io.Reader) error {
 		t.failErr(i, "close", e.Path, err)
 		return nil
 	}
-	t.pending = append(t.pending, pendingFile{index: i, dir: d, tmp: tmp, fd: -1, base: base})
+	t.pending = append(t.pending, pendingFile{index: i, dir: d, tmp: tmp, fd: -1, base: base, sum: sumOf(h), summed: h != nil})
 	t.bytes += e.Size
 	return nil
 }
@@ -1099,16 +1113,33 @@ func (t *Txn) applyHardlink(i int, e *sharder.Entry) {
 // Commit renames the batch's files into place, except those discarded by
 // the sender, syncs directories with Fsync, and returns the batch's ack.
 func (t *Txn) Commit(id uint64, discards []wire.Discard) *wire.BatchAck {
+	return t.CommitSums(id, discards, nil)
+}
+
+// CommitSums is Commit, given the sender's hashes of the files it sent: a
+// file whose data does not hash to the sender's (corrupted on the way, or
+// by a faulty disk or memory) is dropped and fails with CodeCorrupt, never
+// under its final name.
+func (t *Txn) CommitSums(id uint64, discards []wire.Discard, sums []wire.IndexedSum) *wire.BatchAck {
 	commitStart := time.Now()
 	drop := map[int]string{}
 	for _, d := range discards {
 		drop[d.Index] = d.Reason
+	}
+	want := make(map[int]wire.Sum, len(sums))
+	for _, s := range sums {
+		want[s.Index] = s.Sum
 	}
 	for _, p := range t.pending {
 		e := &t.entries[p.index]
 		dfd := int(p.dir.Fd())
 		if _, ok := drop[p.index]; ok {
 			t.dropFile(dfd, p.tmp, p.fd)
+			continue
+		}
+		if s, ok := want[p.index]; ok && p.summed && s != p.sum {
+			t.dropFile(dfd, p.tmp, p.fd)
+			t.fail(p.index, wire.CodeCorrupt, fmt.Errorf("receive %s: the data that arrived does not hash to what the sender read (XXH3-128): not installed", e.Path))
 			continue
 		}
 		if p.tmp == "" {

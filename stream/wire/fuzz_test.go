@@ -119,20 +119,21 @@ func FuzzDecodeNeed(f *testing.F) {
 func FuzzDecodeCommit(f *testing.F) {
 	f.Add(wire.EncodeCommit(0, nil))
 	f.Add(wire.EncodeCommit(5, []wire.Discard{{Index: 0, Reason: "changed while being read"}, {Index: 1 << 20}}))
+	f.Add(wire.EncodeCommit(6, nil, wire.IndexedSum{Index: 3, Sum: wire.HashBytes([]byte("x"))}))
 	f.Fuzz(func(t *testing.T, p []byte) {
-		id, ds, err := wire.DecodeCommit(p)
+		id, ds, sums, err := wire.DecodeCommitSums(p)
 		if err != nil {
 			return
 		}
-		q := wire.EncodeCommit(id, ds)
-		id2, ds2, err := wire.DecodeCommit(q)
+		q := wire.EncodeCommit(id, ds, sums...)
+		id2, ds2, sums2, err := wire.DecodeCommitSums(q)
 		if err != nil {
 			t.Fatalf("re-encoded commit does not decode: %v", err)
 		}
-		if id != id2 || !reflect.DeepEqual(ds, ds2) {
-			t.Fatalf("round trip changed the commit: %d %+v, %d %+v", id, ds, id2, ds2)
+		if id != id2 || !reflect.DeepEqual(ds, ds2) || !reflect.DeepEqual(sums, sums2) {
+			t.Fatalf("round trip changed the commit: %d %+v %v, %d %+v %v", id, ds, sums, id2, ds2, sums2)
 		}
-		if !bytes.Equal(wire.EncodeCommit(id2, ds2), q) {
+		if !bytes.Equal(wire.EncodeCommit(id2, ds2, sums2...), q) {
 			t.Fatalf("encoding is not canonical")
 		}
 	})

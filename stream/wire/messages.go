@@ -250,8 +250,17 @@ type Discard struct {
 	Reason string
 }
 
-// EncodeCommit encodes a Commit payload.
-func EncodeCommit(id uint64, discards []Discard) []byte {
+// IndexedSum is the content hash (XXH3-128) of entry Index as the sender
+// read it: the receiver checks what arrived against it before the file
+// takes its final name (end-to-end integrity).
+type IndexedSum struct {
+	Index int
+	Sum   Sum
+}
+
+// EncodeCommit encodes a Commit payload: the batch, the files withdrawn,
+// and the content hashes of the files sent.
+func EncodeCommit(id uint64, discards []Discard, sums ...IndexedSum) []byte {
 	e := enc{}
 	e.uvarint(id)
 	e.uvarint(uint64(len(discards)))
@@ -259,26 +268,59 @@ func EncodeCommit(id uint64, discards []Discard) []byte {
 		e.uvarint(uint64(d.Index))
 		e.bytes(truncate(d.Reason))
 	}
+	if len(sums) > 0 {
+		e.uvarint(uint64(len(sums)))
+		for _, s := range sums {
+			e.uvarint(uint64(s.Index))
+			e.b = append(e.b, s.Sum[:]...)
+		}
+	}
 	return e.b
 }
 
-// DecodeCommit decodes a Commit payload.
+// DecodeCommit decodes a Commit payload, without its hashes.
 func DecodeCommit(p []byte) (id uint64, discards []Discard, err error) {
+	id, discards, _, err = DecodeCommitSums(p)
+	return id, discards, err
+}
+
+// DecodeCommitSums decodes a Commit payload with its content hashes.
+func DecodeCommitSums(p []byte) (id uint64, discards []Discard, sums []IndexedSum, err error) {
 	d := dec{b: p}
 	id = d.uvarint("commit batch id")
 	n := d.uvarint("discard count")
 	if d.err == nil && n > uint64(len(d.b)) {
-		return 0, nil, protoErr("commit declares %d discards in %d bytes", n, len(d.b))
+		return 0, nil, nil, protoErr("commit declares %d discards in %d bytes", n, len(d.b))
 	}
 	for i := uint64(0); i < n && d.err == nil; i++ {
 		idx := d.uvarint("discard index")
 		why := d.str("discard reason", MaxMessage)
 		if idx > MaxEntries {
-			return 0, nil, protoErr("discard index %d out of range", idx)
+			return 0, nil, nil, protoErr("discard index %d out of range", idx)
 		}
 		discards = append(discards, Discard{Index: int(idx), Reason: why})
 	}
-	return id, discards, d.done("commit")
+	if d.err == nil && len(d.b) > 0 {
+		ns := d.uvarint("hash count")
+		if d.err == nil && ns > uint64(len(d.b))/17 {
+			return 0, nil, nil, protoErr("commit declares %d hashes in %d bytes", ns, len(d.b))
+		}
+		for i := uint64(0); i < ns && d.err == nil; i++ {
+			idx := d.uvarint("hash index")
+			if idx > MaxEntries {
+				return 0, nil, nil, protoErr("hash index %d out of range", idx)
+			}
+			if len(d.b) < len(Sum{}) {
+				d.fail("hash")
+				break
+			}
+			var s Sum
+			copy(s[:], d.b)
+			d.b = d.b[len(s):]
+			sums = append(sums, IndexedSum{Index: int(idx), Sum: s})
+		}
+	}
+	return id, discards, sums, d.done("commit")
 }
 
 // Error codes of an entry error; the sender maps them to its classes.
@@ -289,6 +331,7 @@ const (
 	CodeInvalid  = 3 // refused by the receiver's safety rules
 	CodeReadOnly = 4 // read-only filesystem
 	CodeDiffer   = 5 // verify: the destination differs from the source
+	CodeCorrupt  = 6 // what arrived does not hash to what the sender read: it goes again
 )
 
 // EntryError is the receiver's report of one entry it could not install.

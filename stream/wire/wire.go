@@ -21,7 +21,7 @@ import (
 // other in the handshake with an error naming both versions.
 // 3: check modes size, existing and checksum, and content hashes in
 // manifests (an older agent would take an unknown mode for "quick").
-const Proto = 4
+const Proto = 5
 
 // Frame types.
 const (

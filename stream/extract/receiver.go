@@ -431,6 +431,7 @@ type Txn struct {
 	entries []sharder.Entry
 	dirs    map[string]*os.File // open target directories of this batch
 	pending []pendingFile
+	hasher  *xxh3.Hasher128 // reused for each file written
 	errs    []wire.EntryError
 	files   int64
 	bytes   int64
@@ -629,7 +630,11 @@ func (t *Txn) Write(i int, src io.Reader) error {
 	if tr != nil {
 		// Data from a stream: hashed as it is written, for the sender's
 		// hash in the commit to check (end-to-end integrity).
-		h = xxh3.New128()
+		if t.hasher == nil {
+			t.hasher = xxh3.New128()
+		}
+		h = t.hasher
+		h.Reset()
 		in = io.TeeReader(tr, h)
 	}
 	n, rerr, werr := copyTo(fd, in, e.Size, t.r.limit)

@@ -343,7 +343,9 @@ func (j *job) run(ctx context.Context) int {
 	// an unchanged tree it is most of the work.
 	def := &stream.Deferred{}
 	opt.Deferred = def.Add
-	batches := make(chan *sharder.Batch, 2*j.flags.jobs+16)
+	// Room for the walk to run ahead while the streams connect (about
+	// 100 KiB a batch of 1,000 small files: 13 MiB at most).
+	batches := make(chan *sharder.Batch, 2*j.flags.jobs+128)
 	j.m = metrics.NewJob(j.flags.jobs)
 	defer j.limit(&plan)()
 	wctx, stopWalkCause := context.WithCancelCause(ctx)

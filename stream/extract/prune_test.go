@@ -142,7 +142,7 @@ func TestSweepStaleTemps(t *testing.T) {
 	mkTree(t, s.root, "d/.bulkmove.tmp.123.abcd.1", "d/.bulkmove.tmp.456.beef.2", "d/keep")
 	old := time.Now().Add(-2 * time.Hour)
 	os.Chtimes(filepath.Join(s.root, "d/.bulkmove.tmp.123.abcd.1"), old, old)
-	r := s.open(t, extract.Options{})
+	r := s.open(t, extract.Options{NamedTemps: true}) // where named temporaries are used
 	e := fileE("d/new", 3)
 	tx := r.Begin([]sharder.Entry{e})
 	if err := tx.Write(0, strings.NewReader("new")); err != nil {

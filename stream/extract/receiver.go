@@ -58,6 +58,9 @@ type Options struct {
 	// shared by all batches): gentle on a destination that serves
 	// production, and how tests make the receiver the bottleneck.
 	WriteRate int64
+	// NamedTemps writes every file under a named temporary and renames it,
+	// as where O_TMPFILE is missing (for tests of that path).
+	NamedTemps bool
 }
 
 // FromWire converts the handshake's options.
@@ -135,6 +138,10 @@ func Open(dir string, opt Options) (*Receiver, error) {
 // not).
 func (r *Receiver) linking() int {
 	r.linkOnce.Do(func() {
+		if r.opt.NamedTemps {
+			r.linkMode = linkNone
+			return
+		}
 		if d, err := r.root.OpenFile(".", os.O_RDONLY|syscall.O_DIRECTORY, 0); err == nil {
 			r.linkMode = probeLink(d)
 			d.Close()
@@ -490,7 +497,13 @@ func (t *Txn) dir(p string) (*os.File, string, error) {
 	if unix.Fstat(int(f.Fd()), &st) == nil && st.Mode&unix.S_ISGID != 0 {
 		t.setgidDir = true
 	}
-	t.r.sweep(d, f)
+	if t.r.linking() == linkNone {
+		// Named temporaries are only used where O_TMPFILE is not: only
+		// there can a killed run have left many behind. (With O_TMPFILE,
+		// only the instant of a replace can leave one; --delete removes
+		// those.)
+		t.r.sweep(d, f)
+	}
 	return f, base, nil
 }
 

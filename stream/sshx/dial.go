@@ -105,7 +105,7 @@ func DialN(ctx context.Context, t Target, o Options, n int) (clients []*Client, 
 	got := make([]*Client, n)
 	failed := make([]error, n)
 	var permanent error
-	var permOnce sync.Once
+	var permOnce, firstOnce sync.Once
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
 		wg.Add(1)
@@ -127,6 +127,9 @@ func DialN(ctx context.Context, t Target, o Options, n int) (clients []*Client, 
 				return
 			}
 			got[i] = c
+			if o.OnFirst != nil {
+				firstOnce.Do(func() { go o.OnFirst(c) })
+			}
 		}()
 	}
 	wg.Wait()

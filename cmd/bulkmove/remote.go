@@ -59,11 +59,22 @@ func (j *job) connectSSH(ctx context.Context, t sshx.Target, p plan) ([]stream.C
 		l.data = tr
 		n = 1 // SSH only starts the agent; the streams go over the data plane
 	}
+	clients, errs, err := sshx.DialN(ctx, t, l.opt, n)
+	if err != nil {
+		return nil, nil, err
+	}
+	l.clients = clients
+	j.trace("%d SSH connections open", len(clients))
+	for _, e := range errs {
+		if e != nil {
+			errorf(j.stderr, "warning: %v; going on with %d of %d streams", e, len(clients), j.flags.jobs)
+		}
+	}
 	root := p.dstRoot
 	if root == "" {
 		root = "." // host: means the remote home directory
 	}
-	args := fmt.Sprintf("agent%s --hub %d -- %s", j.flags.gentle.niceFlags.text(), j.flags.jobs, sshx.ShellQuote(root))
+	args := fmt.Sprintf("agent%s --hub %d -- %s", j.flags.gentle.niceFlags.text(), len(clients), sshx.ShellQuote(root))
 	if l.data != "" {
 		mode := l.data
 		if mode == "auto" {
@@ -72,50 +83,31 @@ func (j *job) connectSSH(ctx context.Context, t sshx.Target, p plan) ([]stream.C
 		args = fmt.Sprintf("agent%s --hub %d --data %s --data-ports %s -- %s", j.flags.gentle.niceFlags.text(), j.flags.jobs, mode,
 			sshx.ShellQuote(j.flags.dataPorts), sshx.ShellQuote(root))
 	}
+	var conns []stream.Conn
 	agent := j.flags.ssh.remoteBulkmove
 	self, err := os.Executable()
 	if err != nil {
+		l.close()
 		return nil, nil, err
 	}
-	opt := l.opt
-	var early chan earlyStart
 	if agent == "" {
 		sum, err := sshx.BinarySum(self)
 		if err != nil {
+			l.close()
 			return nil, nil, fmt.Errorf("reading this executable: %w", err)
 		}
 		l.cmd = sshx.AgentCommand(version, sum, args)
-		// The agent starts on the first connection that opens, while the
-		// others are still opening.
-		early = make(chan earlyStart, 1)
-		opt.OnFirst = func(c *sshx.Client) {
-			conns, banner, err := l.start(ctx, []*sshx.Client{c})
-			early <- earlyStart{c, conns, banner, err}
+		var banner bool
+		conns, banner, err = l.start(ctx, clients)
+		if err == nil || ctx.Err() != nil || (banner && !errors.Is(err, stream.ErrVersion)) {
+			if err != nil {
+				l.close()
+				return nil, nil, err
+			}
+			return conns, l, nil
 		}
+		j.trace("no usable agent at once (%v): looking further", err)
 	}
-	clients, errs, err := sshx.DialN(ctx, t, opt, n)
-	if err != nil {
-		return nil, nil, err
-	}
-	j.trace("%d SSH connections open", len(clients))
-	for _, e := range errs {
-		if e != nil {
-			errorf(j.stderr, "warning: %v; going on with %d of %d streams", e, len(clients), j.flags.jobs)
-		}
-	}
-	if early != nil {
-		e := <-early
-		if e.err == nil {
-			return l.joinRest(ctx, clients, e)
-		}
-		if ctx.Err() != nil || (e.banner && !errors.Is(e.err, stream.ErrVersion)) {
-			l.clients = clients
-			l.close()
-			return nil, nil, e.err
-		}
-		j.trace("no usable agent at once (%v): looking further", e.err)
-	}
-	l.clients = clients
 	agent, err = clients[0].EnsureAgent(ctx, agent, version, wire.Proto, self)
 	if err != nil {
 		l.close()
@@ -123,56 +115,11 @@ func (j *job) connectSSH(ctx context.Context, t sshx.Target, p plan) ([]stream.C
 	}
 	j.trace("agent found: %s", agent)
 	l.cmd = sshx.ShellQuote(agent) + " " + args
-	conns, _, err := l.start(ctx, clients)
+	conns, _, err = l.start(ctx, clients)
 	if err != nil {
 		l.close()
 		return nil, nil, err
 	}
-	return conns, l, nil
-}
-
-// earlyStart is the agent hub started on the first connection to open.
-type earlyStart struct {
-	c      *sshx.Client
-	conns  []stream.Conn
-	banner bool
-	err    error
-}
-
-// joinRest completes an early start: the connection the hub runs on
-// becomes stream 0 (the stream the start opened, or the data plane's
-// streams), and every other connection joins the hub.
-func (l *sshLink) joinRest(ctx context.Context, clients []*sshx.Client, e earlyStart) ([]stream.Conn, *sshLink, error) {
-	if l.data != "" {
-		return e.conns, l, nil // the data plane carries the streams (startData set l.clients)
-	}
-	rest := slices.DeleteFunc(slices.Clone(clients), func(c *sshx.Client) bool { return c == e.c })
-	joined := make([]stream.Conn, len(rest))
-	var wg sync.WaitGroup
-	for i, c := range rest {
-		wg.Go(func() {
-			conn, err := l.join(ctx, c, i+1)
-			if err != nil {
-				errorf(l.j.stderr, "warning: %s stream %d: %v; going on without it", c.Host(), i+1, err)
-				c.Close()
-				return
-			}
-			joined[i] = conn
-			l.j.trace("%s stream %d ready", c.Host(), i+1)
-		})
-	}
-	wg.Wait()
-	conns := slices.Clone(e.conns)
-	kept := []*sshx.Client{e.c}
-	for i, c := range joined {
-		if c != nil {
-			conns = append(conns, c)
-			kept = append(kept, rest[i])
-		}
-	}
-	l.mu.Lock()
-	l.clients = kept
-	l.mu.Unlock()
 	return conns, l, nil
 }
 
@@ -324,15 +271,11 @@ func (l *sshLink) join(ctx context.Context, c *sshx.Client, i int) (stream.Conn,
 	l.mu.Lock()
 	sock, exe := l.sock, l.exe
 	l.mu.Unlock()
-	rw, fwd, err := c.Join(ctx, sock, exe)
+	rw, _, err := c.Join(ctx, sock, exe)
 	if err != nil {
 		return nil, err
 	}
-	name := fmt.Sprintf("%s stream %d", c.Host(), i)
-	if !fwd {
-		l.j.trace("%s: sshd refused to forward to the agent's socket: relayed by `bulkmove join`", name)
-	}
-	conn, err := l.dial(ctx, name, rw, rw)
+	conn, err := l.dial(ctx, fmt.Sprintf("%s stream %d", c.Host(), i), rw, rw)
 	if err != nil {
 		rw.Close()
 		return nil, err

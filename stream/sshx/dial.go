@@ -105,7 +105,7 @@ func DialN(ctx context.Context, t Target, o Options, n int) (clients []*Client, 
 	got := make([]*Client, n)
 	failed := make([]error, n)
 	var permanent error
-	var permOnce, firstOnce sync.Once
+	var permOnce sync.Once
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
 		wg.Add(1)
@@ -127,9 +127,6 @@ func DialN(ctx context.Context, t Target, o Options, n int) (clients []*Client, 
 				return
 			}
 			got[i] = c
-			if o.OnFirst != nil {
-				firstOnce.Do(func() { go o.OnFirst(c) })
-			}
 		}()
 	}
 	wg.Wait()

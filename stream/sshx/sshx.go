@@ -120,10 +120,6 @@ scan:
 // else OpenSSH's default"; set fields override ssh_config like ssh's command
 // line flags do.
 type Options struct {
-	// OnFirst, if set, is called (once, in its own goroutine) with the
-	// first connection DialN opens, while the others are still opening.
-	OnFirst func(*Client)
-
 	Port       int      // -p
 	Identities []string // -i, repeatable; tried before ssh_config's IdentityFile, also for jump hosts
 	ConfigFile string   // -F: use this file instead of ~/.ssh/config and /etc/ssh/ssh_config

@@ -271,11 +271,15 @@ func (l *sshLink) join(ctx context.Context, c *sshx.Client, i int) (stream.Conn,
 	l.mu.Lock()
 	sock, exe := l.sock, l.exe
 	l.mu.Unlock()
-	rw, _, err := c.Join(ctx, sock, exe)
+	rw, fwd, err := c.Join(ctx, sock, exe)
 	if err != nil {
 		return nil, err
 	}
-	conn, err := l.dial(ctx, fmt.Sprintf("%s stream %d", c.Host(), i), rw, rw)
+	name := fmt.Sprintf("%s stream %d", c.Host(), i)
+	if !fwd {
+		l.j.trace("%s: sshd refused to forward to the agent's socket: relayed by `bulkmove join`", name)
+	}
+	conn, err := l.dial(ctx, name, rw, rw)
 	if err != nil {
 		rw.Close()
 		return nil, err

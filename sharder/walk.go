@@ -46,6 +46,10 @@ type Options struct {
 	// Filter chooses the names to leave out, with rsync's include/exclude
 	// rules; nil leaves out nothing. See the package doc.
 	Filter *filter.Rules
+	// OneFileSystem (-x) does not cross filesystem boundaries: a directory
+	// on another device than the source (a mount point) is moved as an
+	// empty directory, and its contents are not walked.
+	OneFileSystem bool
 	// Shard, if its Count is more than 1, restricts the walk to one of
 	// Count disjoint parts of the tree (see Shard): every directory is
 	// still read, but only the names the shard owns are lstat'ed and
@@ -157,6 +161,7 @@ func Run(ctx context.Context, src string, opt Options, out chan<- *Batch) (Stats
 	if err != nil {
 		return st, fmt.Errorf("sharder: source: %w", err)
 	}
+	w.rootDev = rs.dev
 	if opt.FilesFrom != nil && rs.typ != fs.ModeDir {
 		return st, fmt.Errorf("sharder: source %s: a list of files needs a directory as the source", src)
 	}
@@ -264,9 +269,10 @@ type dirItem struct {
 type devIno struct{ dev, ino uint64 }
 
 type walker struct {
-	src    string
-	opt    *Options
-	chunks chan chunk // to the collector; bounded
+	rootDev uint64 // the source's device, for OneFileSystem
+	src     string
+	opt     *Options
+	chunks  chan chunk // to the collector; bounded
 
 	// The pending directories: a stack, so the walk goes depth first and
 	// the stack stays small. active counts directories being read; the walk
@@ -514,7 +520,7 @@ func (w *walker) statChunk(f *os.File, rel, full string, ents []fs.DirEntry, own
 			}
 			before := len(c.deferred)
 			w.entryInto(&c, crel, rs, target, lerr)
-			if rs.typ == fs.ModeDir && len(c.deferred) > before {
+			if rs.typ == fs.ModeDir && len(c.deferred) > before && !(w.opt.OneFileSystem && rs.dev != w.rootDev) {
 				subdirs = append(subdirs, crel)
 			}
 		}

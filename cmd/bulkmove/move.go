@@ -69,6 +69,7 @@ type moveFlags struct {
 	deleteExcluded   bool
 	journal          string
 	retries          int
+	oneFS            bool
 	reconnectTimeout time.Duration
 	stallTimeout     time.Duration
 	grace            time.Duration
@@ -108,6 +109,8 @@ func (f *moveFlags) register(fs *flag.FlagSet) {
 	fs.Var(f.rules.Flag(filter.Filter), "filter", "add an rsync filter `RULE`: '- PAT', '+ PAT', '!', ... (repeatable)")
 	fs.BoolVar(&f.delete, "delete", false, "delete from DEST what is not in SRC (after the transfer, and only if nothing failed; excluded paths are kept)")
 	fs.BoolVar(&f.deleteExcluded, "delete-excluded", false, "with --delete, also delete excluded paths at DEST (implies --delete)")
+	fs.BoolVar(&f.oneFS, "x", false, "do not cross filesystem boundaries: a mount point under SRC is moved as an empty directory")
+	fs.BoolVar(&f.oneFS, "one-file-system", false, "do not cross filesystem boundaries (as -x)")
 	fs.IntVar(&f.retries, "retries", 5, "times a batch may be on a stream that fails before the job gives up")
 	fs.DurationVar(&f.reconnectTimeout, "reconnect-timeout", 5*time.Minute, "how long a lost stream tries to reconnect (exponential backoff) before the job goes on without it; 0: never")
 	fs.DurationVar(&f.stallTimeout, "stall-timeout", 60*time.Second, "a stream that moves no byte for this long with work in flight is closed and reconnected")
@@ -301,9 +304,10 @@ func (j *job) run(ctx context.Context) int {
 		return code
 	}
 	opt := sharder.Options{
-		BatchBytes: int64(j.flags.batchSize),
-		BatchFiles: j.flags.batchFiles,
-		Filter:     j.flags.rules,
+		BatchBytes:    int64(j.flags.batchSize),
+		BatchFiles:    j.flags.batchFiles,
+		Filter:        j.flags.rules,
+		OneFileSystem: j.flags.oneFS,
 		OnError: func(p string, err error) {
 			j.mu.Lock()
 			j.walkErrs++

@@ -111,9 +111,10 @@ func (j *job) verify(ctx context.Context, p plan, content bool) int {
 	var deferred []sharder.Entry
 	var dmu sync.Mutex
 	opt := sharder.Options{
-		BatchBytes: int64(j.flags.batchSize),
-		BatchFiles: j.flags.batchFiles,
-		Filter:     j.flags.rules,
+		BatchBytes:    int64(j.flags.batchSize),
+		BatchFiles:    j.flags.batchFiles,
+		Filter:        j.flags.rules,
+		OneFileSystem: j.flags.oneFS,
 		Deferred: func(e sharder.Entry) {
 			dmu.Lock()
 			deferred = append(deferred, e)

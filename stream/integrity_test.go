@@ -48,8 +48,9 @@ func (f *flipper) Write(p []byte) (int, error) {
 // and lands right, without, it fails with CodeCorrupt.
 func TestIntegrity(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	for _, retry := range []bool{true, false} {
-		t.Run(map[bool]string{true: "retried", false: "reported"}[retry], func(t *testing.T) {
+	for _, mode := range []string{"retried", "reported", "off"} {
+		retry := mode == "retried"
+		t.Run(mode, func(t *testing.T) {
 			ctx := context.Background()
 			dir := tmpDir(t)
 			src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
@@ -72,6 +73,7 @@ func TestIntegrity(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			c.NoIntegrity = mode == "off" // --no-verify-transfer
 			col := &collector{}
 			def := &stream.Deferred{}
 			batches := make(chan *sharder.Batch, 16)
@@ -91,11 +93,18 @@ func TestIntegrity(t *testing.T) {
 			}
 			got, err := os.ReadFile(filepath.Join(dst, "victim"))
 			errs := strings.Join(col.errors(), "\n")
-			if retry {
+			switch mode {
+			case "retried":
 				if err != nil || string(got) != content || errs != "" {
 					t.Errorf("victim: %v, errors %q; want it sent again and intact", err, errs)
 				}
-			} else {
+			case "off":
+				// Without the check, what arrived is installed: that is
+				// what the flag gives up.
+				if err != nil || string(got) == content || errs != "" {
+					t.Errorf("victim: %v, intact %v, errors %q; want the corrupted copy installed, unnoticed", err, string(got) == content, errs)
+				}
+			default:
 				if err == nil {
 					t.Errorf("a corrupted file landed under its final name")
 				}

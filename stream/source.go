@@ -183,13 +183,17 @@ type SourceError struct {
 // could not be sent at all. A non-nil error means w failed: the stream is
 // broken.
 func (s Source) WriteTar(w io.Writer, b *wire.BatchManifest, need []bool, ctr *Counters) (discards []wire.Discard, failed []SourceError, err error) {
-	discards, failed, _, err = s.WriteTarSums(w, b, need, ctr)
+	discards, failed, _, err = s.writeTar(w, b, need, ctr, false)
 	return discards, failed, err
 }
 
 // WriteTarSums is WriteTar, also returning the XXH3-128 of each file sent
 // whole, as it was read (for the receiver to check: end-to-end integrity).
 func (s Source) WriteTarSums(w io.Writer, b *wire.BatchManifest, need []bool, ctr *Counters) (discards []wire.Discard, failed []SourceError, sums []wire.IndexedSum, err error) {
+	return s.writeTar(w, b, need, ctr, true)
+}
+
+func (s Source) writeTar(w io.Writer, b *wire.BatchManifest, need []bool, ctr *Counters, hash bool) (discards []wire.Discard, failed []SourceError, sums []wire.IndexedSum, err error) {
 	h := xxh3.New128()
 	ts := newTarStream(w)
 	if err := ts.global(map[string]string{extract.PAXBatch: strconv.FormatUint(b.ID, 10)}); err != nil {
@@ -215,8 +219,12 @@ func (s Source) WriteTarSums(w io.Writer, b *wire.BatchManifest, need []bool, ct
 			return nil, nil, nil, err
 		}
 		src := &readTracker{r: io.LimitReader(ratelimit.Reader(f, s.Limit), e.Size), ctr: ctr}
-		h.Reset()
-		n, werr := io.CopyBuffer(dw, io.TeeReader(src, h), *bp)
+		var in io.Reader = src
+		if hash {
+			h.Reset()
+			in = io.TeeReader(src, h)
+		}
+		n, werr := io.CopyBuffer(dw, in, *bp)
 		if werr != nil && src.err == nil {
 			f.Close()
 			return nil, nil, nil, werr
@@ -235,7 +243,7 @@ func (s Source) WriteTarSums(w io.Writer, b *wire.BatchManifest, need []bool, ct
 		} else if cerr := s.Recheck(f, e); cerr != nil {
 			failed = append(failed, SourceError{i, cerr})
 			discards = append(discards, wire.Discard{Index: i, Reason: cerr.Error()})
-		} else {
+		} else if hash {
 			sums = append(sums, wire.IndexedSum{Index: i, Sum: h.Sum128().Bytes()})
 		}
 		f.Close()

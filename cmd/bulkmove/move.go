@@ -70,6 +70,7 @@ type moveFlags struct {
 	journal          string
 	retries          int
 	oneFS            bool
+	noVerifyTransfer bool
 	reconnectTimeout time.Duration
 	stallTimeout     time.Duration
 	grace            time.Duration
@@ -109,6 +110,7 @@ func (f *moveFlags) register(fs *flag.FlagSet) {
 	fs.Var(f.rules.Flag(filter.Filter), "filter", "add an rsync filter `RULE`: '- PAT', '+ PAT', '!', ... (repeatable)")
 	fs.BoolVar(&f.delete, "delete", false, "delete from DEST what is not in SRC (after the transfer, and only if nothing failed; excluded paths are kept)")
 	fs.BoolVar(&f.deleteExcluded, "delete-excluded", false, "with --delete, also delete excluded paths at DEST (implies --delete)")
+	fs.BoolVar(&f.noVerifyTransfer, "no-verify-transfer", false, "do not check each file's XXH3-128 end to end (the receiver then installs what arrives)")
 	fs.BoolVar(&f.oneFS, "x", false, "do not cross filesystem boundaries: a mount point under SRC is moved as an empty directory")
 	fs.BoolVar(&f.oneFS, "one-file-system", false, "do not cross filesystem boundaries (as -x)")
 	fs.IntVar(&f.retries, "retries", 5, "times a batch may be on a stream that fails before the job gives up")
@@ -690,6 +692,7 @@ func (j *job) connect(ctx context.Context, p plan) ([]stream.Conn, func(), error
 			cleanup()
 			return nil, nil, err
 		}
+		c.NoIntegrity = j.flags.noVerifyTransfer
 		conns = append(conns, c)
 	}
 	return conns, cleanup, nil

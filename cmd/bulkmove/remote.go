@@ -293,6 +293,7 @@ func (l *sshLink) dial(ctx context.Context, name string, r io.Reader, rw io.Read
 		return nil, err
 	}
 	conn.StallTimeout = l.j.flags.stallTimeout
+	conn.NoIntegrity = l.j.flags.noVerifyTransfer
 	return conn, nil
 }
 

@@ -71,6 +71,7 @@ func (j *job) connectServe(ctx context.Context, p plan) ([]stream.Conn, func(), 
 			return nil, err
 		}
 		conn.StallTimeout = j.flags.stallTimeout
+		conn.NoIntegrity = j.flags.noVerifyTransfer
 		return conn, nil
 	}
 	j.redial = dial

@@ -202,11 +202,25 @@ func runMove(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, exitCodesHelp)
 	}
 	f.register(fs)
+	fs.String("config", "", "read defaults and profiles from `FILE` (default ~/.config/bulkmove/config; see README, Configuration)")
+	fs.String("profile", "", "run the job `NAME` of the config file (its src, dst and flags)")
+	cfgFlags, cfgSrc, cfgDst, err := configArgs(args)
+	if err != nil {
+		errorf(stderr, "%v", err)
+		return exitUsage
+	}
+	if err := fs.Parse(cfgFlags); err != nil {
+		errorf(stderr, "config: %v", err)
+		return exitUsage
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
 		}
 		return exitUsage
+	}
+	if fs.NArg() == 0 && cfgSrc != "" && cfgDst != "" {
+		fs.Parse([]string{"--", cfgSrc, cfgDst})
 	}
 	if f.version {
 		return runVersion(nil, stdout, stderr)

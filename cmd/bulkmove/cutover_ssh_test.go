@@ -22,22 +22,7 @@ import (
 // resumed by running the same command again; a final pass with --delete;
 // verify finds no difference, then finds one flipped byte.
 func TestSSHCutover(t *testing.T) {
-	bin := binary(t)
-	home := shmDir(t)
-	srv := sshdtest.Start(t, sshdtest.WithEnv("PATH="+filepath.Dir(bin)+":/usr/bin:/bin", "HOME="+home))
-	cfg := srv.WriteSSHConfig("box2")
-	px, err := faultproxy.Start(fmt.Sprintf("%s:%d", srv.Host, srv.Port))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer px.Close()
-	// The proxy's port is another known_hosts name for the same host key.
-	kh, err := os.OpenFile(srv.KnownHostsFile, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fmt.Fprintf(kh, "[%s]:%d %s\n", srv.Host, px.Port(), srv.HostKeyLine)
-	kh.Close()
+	bin, cfg, px := sshdBehindProxy(t)
 	env := []string{"XDG_STATE_HOME=" + t.TempDir()}
 	dir := shmDir(t)
 	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
@@ -95,7 +80,7 @@ func TestSSHCutover(t *testing.T) {
 	}
 	time.Sleep(700 * time.Millisecond)
 	exec.Command("pkill", "-9", "-f", "agent --hub 3 -- "+dst).Run()
-	err = cmd.Wait()
+	err := cmd.Wait()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitFatal {
 		t.Fatalf("agent killed: %v, want exit 3:\n%s", err, stderr.String())
 	}
@@ -126,21 +111,7 @@ func TestSSHCutover(t *testing.T) {
 // killed: the lost streams give their batches back, reconnect (to the
 // agent hub, or to a new one), and the same run completes.
 func TestSSHReconnect(t *testing.T) {
-	bin := binary(t)
-	home := shmDir(t)
-	srv := sshdtest.Start(t, sshdtest.WithEnv("PATH="+filepath.Dir(bin)+":/usr/bin:/bin", "HOME="+home))
-	cfg := srv.WriteSSHConfig("box2")
-	px, err := faultproxy.Start(fmt.Sprintf("%s:%d", srv.Host, srv.Port))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer px.Close()
-	kh, err := os.OpenFile(srv.KnownHostsFile, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fmt.Fprintf(kh, "[%s]:%d %s\n", srv.Host, px.Port(), srv.HostKeyLine)
-	kh.Close()
+	bin, cfg, px := sshdBehindProxy(t)
 	dir := shmDir(t)
 	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
 	if err := gentree.Mixed(src, 3000, 21); err != nil {
@@ -176,4 +147,28 @@ func TestSSHReconnect(t *testing.T) {
 			treecmp.Equal(t, src, dst, treecmp.Options{Owner: os.Geteuid() == 0})
 		})
 	}
+}
+
+// sshdBehindProxy starts a real sshd (with this bulkmove on its PATH) and
+// a fault proxy in front of it, and returns the binary, an ssh_config for
+// "box2" and the proxy; reach sshd through it with -p px.Port().
+func sshdBehindProxy(t *testing.T) (bin, cfg string, px *faultproxy.Proxy) {
+	t.Helper()
+	bin = binary(t)
+	home := shmDir(t)
+	srv := sshdtest.Start(t, sshdtest.WithEnv("PATH="+filepath.Dir(bin)+":/usr/bin:/bin", "HOME="+home))
+	cfg = srv.WriteSSHConfig("box2")
+	px, err := faultproxy.Start(fmt.Sprintf("%s:%d", srv.Host, srv.Port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { px.Close() })
+	// The proxy's port is another known_hosts name for the same host key.
+	kh, err := os.OpenFile(srv.KnownHostsFile, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(kh, "[%s]:%d %s\n", srv.Host, px.Port(), srv.HostKeyLine)
+	kh.Close()
+	return bin, cfg, px
 }

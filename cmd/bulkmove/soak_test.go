@@ -11,9 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bulkmove/bulkmove/internal/faultproxy"
 	"github.com/bulkmove/bulkmove/internal/gentree"
-	"github.com/bulkmove/bulkmove/internal/sshdtest"
 	"github.com/bulkmove/bulkmove/internal/treecmp"
 )
 
@@ -38,21 +36,7 @@ func TestSoak(t *testing.T) {
 	t.Logf("soak: %d runs, seed %d (BULKMOVE_SOAK_SEED=%d to repeat)", runs, seed, seed)
 	rng := rand.New(rand.NewPCG(seed, 1))
 
-	bin := binary(t)
-	home := shmDir(t)
-	srv := sshdtest.Start(t, sshdtest.WithEnv("PATH="+filepath.Dir(bin)+":/usr/bin:/bin", "HOME="+home))
-	cfg := srv.WriteSSHConfig("box2")
-	px, err := faultproxy.Start(fmt.Sprintf("%s:%d", srv.Host, srv.Port))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer px.Close()
-	kh, err := os.OpenFile(srv.KnownHostsFile, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fmt.Fprintf(kh, "[%s]:%d %s\n", srv.Host, px.Port(), srv.HostKeyLine)
-	kh.Close()
+	bin, cfg, px := sshdBehindProxy(t)
 	dir := shmDir(t)
 	src := filepath.Join(dir, "src")
 	if err := gentree.Mixed(src, 2500, seed); err != nil {

@@ -59,13 +59,8 @@ func runAgent(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var m metrics.Receiver
-	if *metricsAddr != "" {
-		addr, err := metrics.Serve(ctx, *metricsAddr, m.Registry(version))
-		if err != nil {
-			errorf(stderr, "agent: %v", err)
-			return exitUsage
-		}
-		errorf(stderr, "agent: metrics on http://%s/metrics", addr)
+	if err := serveReceiverMetrics(ctx, &m, *metricsAddr, "agent", stderr); err != nil {
+		return exitUsage
 	}
 	hub := &stream.Hub{Root: fs.Arg(0), Version: version, Opened: m.Set}
 	var dp *dataplane.Listener
@@ -184,4 +179,19 @@ func serveHub(ctx context.Context, hub *stream.Hub, k int, dp *dataplane.Listene
 	}
 	ln.Close()
 	return g.Wait()
+}
+
+// serveReceiverMetrics exports a receiver's metrics on addr (if set),
+// saying where on stderr; who names the command in messages.
+func serveReceiverMetrics(ctx context.Context, m *metrics.Receiver, addr, who string, stderr io.Writer) error {
+	if addr == "" {
+		return nil
+	}
+	at, err := metrics.Serve(ctx, addr, m.Registry(version))
+	if err != nil {
+		errorf(stderr, "%s: %v", who, err)
+		return err
+	}
+	errorf(stderr, "%s: metrics on http://%s/metrics", who, at)
+	return nil
 }

@@ -43,8 +43,8 @@ func configArgs(args []string) (flags []string, src, dst string, err error) {
 	profile, _ := flagValue(args, "profile")
 	f, err := os.Open(path)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) && !explicit && profile == "" {
-			return nil, "", "", nil // no config file: fine
+		if (errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission)) && !explicit && profile == "" {
+			return nil, "", "", nil // no config file (none we may read): fine
 		}
 		return nil, "", "", fmt.Errorf("config: %w", err)
 	}

@@ -236,12 +236,7 @@ func runMove(args []string, stdout, stderr io.Writer) int {
 		errorf(stderr, "%v", err)
 		return exitUsage
 	}
-	if fs.NArg() != 2 {
-		errorf(stderr, "want SRC and DEST, got %d arguments (see bulkmove -h)", fs.NArg())
-		return exitUsage
-	}
-	if f.jobs < 1 || f.jobs > 256 {
-		errorf(stderr, "-j %d: want 1 to 256 streams", f.jobs)
+	if !checkArgs(fs, &f, "bulkmove", stderr) {
 		return exitUsage
 	}
 	switch f.transport {
@@ -263,6 +258,20 @@ func runMove(args []string, stdout, stderr io.Writer) int {
 		j.ev = newEvents(stdout)
 	}
 	return j.run(ctx)
+}
+
+// checkArgs checks what every command that moves or compares SRC and
+// DEST needs: both, and a sane -j. It reports on stderr.
+func checkArgs(fs *flag.FlagSet, f *moveFlags, cmd string, stderr io.Writer) bool {
+	if fs.NArg() != 2 {
+		errorf(stderr, "want SRC and DEST, got %d arguments (see %s -h)", fs.NArg(), cmd)
+		return false
+	}
+	if f.jobs < 1 || f.jobs > 256 {
+		errorf(stderr, "-j %d: want 1 to 256 streams", f.jobs)
+		return false
+	}
+	return true
 }
 
 // job is one run of the main command.

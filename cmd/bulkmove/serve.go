@@ -101,13 +101,8 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var m metrics.Receiver
-	if *metricsAddr != "" {
-		addr, err := metrics.Serve(ctx, *metricsAddr, m.Registry(version))
-		if err != nil {
-			errorf(stderr, "serve: %v", err)
-			return exitUsage
-		}
-		errorf(stderr, "serve: metrics on http://%s/metrics", addr)
+	if err := serveReceiverMetrics(ctx, &m, *metricsAddr, "serve", stderr); err != nil {
+		return exitUsage
 	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {

@@ -56,12 +56,7 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitUsage
 	}
-	if fs.NArg() != 2 {
-		errorf(stderr, "verify: want SRC and DEST, got %d arguments (see bulkmove verify -h)", fs.NArg())
-		return exitUsage
-	}
-	if f.jobs < 1 || f.jobs > 256 {
-		errorf(stderr, "-j %d: want 1 to 256 streams", f.jobs)
+	if !checkArgs(fs, &f, "bulkmove verify", stderr) {
 		return exitUsage
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -600,19 +600,29 @@ func (p *Pool) conn(i int) Conn {
 // giveBack requeues the batches a failed stream had in flight; a batch
 // that has now failed Retries times fails the job.
 func (p *Pool) giveBack(unacked []*sharder.Batch, cause error) error {
+	var back []*sharder.Batch
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	for _, b := range unacked {
 		if !fromQueue(b.ID) {
 			continue // a re-send (changed files, hard-link targets): not from the queue
 		}
 		p.attempts[b.ID]++
 		if n := p.attempts[b.ID]; n > p.Retries {
+			p.mu.Unlock()
 			return fmt.Errorf("batch %d (%d files) failed on %d streams, the last time: %w", b.ID, len(b.Entries), n, cause)
 		}
-		p.requeue <- b // room for every batch in flight: see Run
-		p.pending--
+		back = append(back, b)
 	}
+	p.mu.Unlock()
+	// Outside the lock (the dispatcher takes it): requeue first, then
+	// count them as no longer handed out, so that the dispatcher never
+	// sees nothing pending while they are on their way back.
+	for _, b := range back {
+		p.requeue <- b // room for every batch in flight: see Run
+	}
+	p.mu.Lock()
+	p.pending -= len(back)
+	p.mu.Unlock()
 	p.signal()
 	return nil
 }

@@ -44,8 +44,11 @@ func TestSSHBwLimit(t *testing.T) {
 	}
 	data := at("data sent") - at(`connected \d+ streams`)
 	t.Logf("push at 4M: 12 MiB of data in %.3fs, %.2f%% off 3s", data, 100*(data/3-1))
-	if data < 3*0.95 || data > 3*1.05 {
-		t.Errorf("push: 12 MiB at 4M took %.3fs, want 3s within 5%%", data)
+	// Not faster than the limit (less the bucket's burst of a tenth of a
+	// second, saved while the streams connect); slower is this busy
+	// machine, unless far slower.
+	if data < 3*0.95 || data > 3*1.5 {
+		t.Errorf("push: 12 MiB at 4M took %.3fs, want at least 2.85s and not far more", data)
 	}
 	if err := <-agentSeen; err != nil {
 		t.Error(err)

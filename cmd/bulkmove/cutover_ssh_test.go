@@ -70,7 +70,7 @@ func TestSSHCutover(t *testing.T) {
 	if err := gentree.Mixed(filepath.Join(src, "more2"), 2000, 13); err != nil {
 		t.Fatal(err)
 	}
-	px.Slow(2 * time.Millisecond)
+	px.Slow(5 * time.Millisecond) // long enough that the kill comes mid-pass
 	cmd := exec.Command(bin, append(args("--reconnect-timeout", "0"), src, "box2:"+dst)...)
 	cmd.Env = append(os.Environ(), env...)
 	var stderr strings.Builder
@@ -127,7 +127,7 @@ func TestSSHReconnect(t *testing.T) {
 	} {
 		t.Run(fault.name, func(t *testing.T) {
 			os.RemoveAll(dst)
-			px.Slow(time.Millisecond)
+			px.Slow(3 * time.Millisecond) // long enough that the fault comes mid-run
 			cmd := exec.Command(bin, "-F", cfg, "-p", strconv.Itoa(px.Port()), "-j", "3", "--batch-files", "100", "--journal", "none", src, "box2:"+dst)
 			var out strings.Builder
 			cmd.Stderr = &out

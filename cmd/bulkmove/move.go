@@ -70,6 +70,8 @@ type moveFlags struct {
 	journal          string
 	retries          int
 	oneFS            bool
+	logFile          string
+	logLevel         string
 	noVerifyTransfer bool
 	reconnectTimeout time.Duration
 	stallTimeout     time.Duration
@@ -111,6 +113,8 @@ func (f *moveFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.delete, "delete", false, "delete from DEST what is not in SRC (after the transfer, and only if nothing failed; excluded paths are kept)")
 	fs.BoolVar(&f.deleteExcluded, "delete-excluded", false, "with --delete, also delete excluded paths at DEST (implies --delete)")
 	fs.BoolVar(&f.noVerifyTransfer, "no-verify-transfer", false, "do not check each file's XXH3-128 end to end (the receiver then installs what arrives)")
+	fs.StringVar(&f.logFile, "log-file", "", "append what bulkmove says on stderr to `FILE`, timestamped")
+	fs.StringVar(&f.logLevel, "log-level", "info", "--log-file detail: info (what stderr shows) or debug (also the -v phases)")
 	fs.BoolVar(&f.oneFS, "x", false, "do not cross filesystem boundaries: a mount point under SRC is moved as an empty directory")
 	fs.BoolVar(&f.oneFS, "one-file-system", false, "do not cross filesystem boundaries (as -x)")
 	fs.IntVar(&f.retries, "retries", 5, "times a batch may be on a stream that fails before the job gives up")
@@ -250,7 +254,18 @@ func runMove(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	f.gentle.apply(stderr) // early: every thread of the process takes them
-	j := &job{flags: f, stdout: stdout, stderr: stderr, src: fs.Arg(0), dst: fs.Arg(1)}
+	var lf *logFile
+	if f.logFile != "" {
+		var err error
+		if lf, err = openLog(f.logFile, f.logLevel); err != nil {
+			errorf(stderr, "%v", err)
+			return exitUsage
+		}
+		defer lf.Close()
+		stderr = teeLog(stderr, lf)
+		errorf(lf, "start: bulkmove %s", strings.Join(args, " "))
+	}
+	j := &job{flags: f, stdout: stdout, stderr: stderr, src: fs.Arg(0), dst: fs.Arg(1), log: lf}
 	ctx, drain, stop := j.interrupts(context.Background(), f.grace)
 	defer stop()
 	j.drain = drain
@@ -292,6 +307,7 @@ type job struct {
 	redial        func(context.Context, int) (stream.Conn, error) // reopens a lost stream (SSH)
 	drain         <-chan struct{}                                 // closed by the first interrupt
 	interrupted   atomic.Bool
+	log           *logFile                // --log-file; nil without
 	stopWalk      context.CancelCauseFunc // ends the walk with a cause
 	free          atomic.Int64            // free space at DEST, 0 if unknown
 	spaceWarned   atomic.Bool
@@ -724,8 +740,11 @@ func (j *job) connect(ctx context.Context, p plan) ([]stream.Conn, func(), error
 // trace reports, with -v, the time since the start at which the job
 // reached a phase.
 func (j *job) trace(format string, args ...any) {
-	if j.flags.verbose {
+	switch {
+	case j.flags.verbose:
 		errorf(j.stderr, "%6.3fs %s", time.Since(j.start).Seconds(), fmt.Sprintf(format, args...))
+	case j.log != nil && j.log.debug:
+		errorf(j.log, "%6.3fs %s", time.Since(j.start).Seconds(), fmt.Sprintf(format, args...))
 	}
 }
 

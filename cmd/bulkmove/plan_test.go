@@ -111,8 +111,12 @@ func TestPlanBalanced(t *testing.T) {
 					sum += x
 				}
 				mean := float64(sum) / float64(len(v))
-				if hi, lo := float64(slices.Max(v)), float64(slices.Min(v)); hi > 1.1*mean || lo < 0.9*mean {
-					t.Errorf("%s per part %v: not within 10%% of the mean %.0f", what, v, mean)
+				// The largest part decides when N workers finish: within
+				// 10% of the mean. A part may run light when a directory
+				// piece does not divide (16 parts of 20,000 files, walked
+				// in a different order each time): within 15%.
+				if hi, lo := float64(slices.Max(v)), float64(slices.Min(v)); hi > 1.1*mean || lo < 0.85*mean {
+					t.Errorf("%s per part %v: the largest not within 10%% of the mean %.0f, or the smallest not within 15%%", what, v, mean)
 				}
 				t.Logf("%d parts, %s: %v", tc.parts, what, v)
 			}

@@ -160,7 +160,7 @@ type inflight struct {
 
 // Run implements Conn.
 func (c *Client) Run(ctx context.Context, in <-chan *sharder.Batch, done func(Result)) ([]*sharder.Batch, error) {
-	return c.run(ctx, in, 0, done)
+	return c.run(ctx, in, 0, c.sums, done)
 }
 
 // Final implements Conn.
@@ -170,7 +170,7 @@ func (c *Client) Final(ctx context.Context, bs []*sharder.Batch, done func(Resul
 		in <- b
 	}
 	close(in)
-	_, err := c.run(ctx, in, wire.FlagFinal, done)
+	_, err := c.run(ctx, in, wire.FlagFinal, false, done)
 	return err
 }
 
@@ -203,7 +203,11 @@ func (c *Client) watch(inflight func() bool) func() {
 	return func() { close(stop) }
 }
 
-func (c *Client) run(ctx context.Context, in <-chan *sharder.Batch, flags uint64, done func(Result)) (unacked []*sharder.Batch, err error) {
+// run sends the batches from in with the given manifest flags (sums: with
+// content hashes) and reports each acknowledged batch to done: data
+// batches get a need list and then their data, final batches their data at
+// once, verify batches an ack alone.
+func (c *Client) run(ctx context.Context, in <-chan *sharder.Batch, flags uint64, sums bool, done func(Result)) (unacked []*sharder.Batch, err error) {
 	var queue []*inflight
 	var busy atomic.Bool // batches in flight, for the stall watch
 	defer c.watch(busy.Load)()
@@ -246,7 +250,7 @@ func (c *Client) run(ctx context.Context, in <-chan *sharder.Batch, flags uint64
 				continue
 			}
 			m := &wire.BatchManifest{ID: b.ID, Flags: flags, Entries: b.Entries}
-			if c.sums && flags&wire.FlagFinal == 0 {
+			if sums {
 				m.Sums = c.Src.Sums(b.Entries)
 			}
 			if err := wire.WriteFrame(c.w, wire.Manifest, wire.EncodeManifest(m)); err != nil {
@@ -260,6 +264,10 @@ func (c *Client) run(ctx context.Context, in <-chan *sharder.Batch, flags uint64
 				if err := c.sendData(fl, allNeeded(len(b.Entries))); err != nil {
 					return nil, err
 				}
+				continue
+			}
+			if flags&wire.FlagVerify != 0 {
+				fl.sent = true // the receiver answers with the ack alone
 				continue
 			}
 			manifested++

@@ -95,15 +95,21 @@ func (j *job) prunePass(p plan, dryRun bool, report func(*wire.PruneResult)) fun
 	}
 }
 
+// prunedName is how a removed (or extra) entry is listed: directories
+// with a trailing '/'.
+func prunedName(e wire.PrunedEntry) string {
+	if e.IsDir {
+		return e.Path + "/"
+	}
+	return e.Path
+}
+
 func (j *job) onPruned(r *wire.PruneResult, dryRun bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	for _, e := range r.Removed {
 		j.deleted++
-		name := e.Path
-		if e.IsDir {
-			name += "/"
-		}
+		name := prunedName(e)
 		switch {
 		case dryRun:
 			fmt.Fprintf(j.stdout, "delete %s\n", name)

@@ -59,6 +59,23 @@ func (j *job) connectSSH(ctx context.Context, t sshx.Target, p plan) ([]stream.C
 		l.data = tr
 		n = 1 // SSH only starts the agent; the streams go over the data plane
 	}
+	// This binary's hash (which upload of it the remote cache may hold)
+	// is read while the connections open, not after.
+	type binSum struct {
+		sum string
+		err error
+	}
+	sumc := make(chan binSum, 1)
+	go func() {
+		self, err := os.Executable()
+		if err == nil {
+			var sum string
+			sum, err = sshx.BinarySum(self)
+			sumc <- binSum{sum, err}
+			return
+		}
+		sumc <- binSum{"", err}
+	}()
 	clients, errs, err := sshx.DialN(ctx, t, l.opt, n)
 	if err != nil {
 		return nil, nil, err
@@ -91,12 +108,12 @@ func (j *job) connectSSH(ctx context.Context, t sshx.Target, p plan) ([]stream.C
 		return nil, nil, err
 	}
 	if agent == "" {
-		sum, err := sshx.BinarySum(self)
-		if err != nil {
+		bs := <-sumc
+		if bs.err != nil {
 			l.close()
-			return nil, nil, fmt.Errorf("reading this executable: %w", err)
+			return nil, nil, fmt.Errorf("reading this executable: %w", bs.err)
 		}
-		l.cmd = sshx.AgentCommand(version, sum, args)
+		l.cmd = sshx.AgentCommand(version, bs.sum, args)
 		var banner bool
 		conns, banner, err = l.start(ctx, clients)
 		if err == nil || ctx.Err() != nil || (banner && !errors.Is(err, stream.ErrVersion)) {

@@ -222,10 +222,7 @@ func (j *job) onExtras(v *verifier, r *wire.PruneResult) {
 	defer v.mu.Unlock()
 	for _, e := range r.Removed {
 		v.extras++
-		name := e.Path
-		if e.IsDir {
-			name += "/"
-		}
+		name := prunedName(e)
 		if j.ev == nil {
 			fmt.Fprintf(j.stdout, "extra %s\n", name)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -13,33 +14,10 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/bulkmove/bulkmove/internal/ratelimit"
+	"github.com/bulkmove/bulkmove/internal/spill"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/stream/wire"
 )
-
-// Deferred collects the entries created after all file data: directories
-// (metadata applied last), symlinks and hard links. Add is called from the
-// sharder's single partitioning goroutine.
-type Deferred struct {
-	mu        sync.Mutex
-	Dirs      []sharder.Entry
-	Symlinks  []sharder.Entry
-	Hardlinks []sharder.Entry
-}
-
-// Add files an entry under its kind.
-func (d *Deferred) Add(e sharder.Entry) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	switch e.Kind {
-	case sharder.KindDir:
-		d.Dirs = append(d.Dirs, e)
-	case sharder.KindSymlink:
-		d.Symlinks = append(d.Symlinks, e)
-	case sharder.KindHardlink:
-		d.Hardlinks = append(d.Hardlinks, e)
-	}
-}
 
 // StreamStats is one stream's share of the work.
 type StreamStats struct {
@@ -90,9 +68,10 @@ type Pool struct {
 
 	mu        sync.Mutex
 	stats     []StreamStats
-	owner     map[string]owned // hard-link target -> the stream that wrote or verified it
-	epoch     []int            // per stream: reconnections so far
-	jobCtx    context.Context  // what reconnected streams live in
+	owner     *spill.List[owned] // hard-link targets: the stream that wrote or verified each, sorted by path
+	linking   bool               // the hard-link phase reads owner: targets sent again are not added
+	epoch     []int              // per stream: reconnections so far
+	jobCtx    context.Context    // what reconnected streams live in
 	fatal     error
 	nextID    uint64 // ids of final batches
 	nextSplit uint64 // ids of the second halves of split batches
@@ -141,7 +120,11 @@ func (p *Pool) Run(ctx context.Context, in <-chan *sharder.Batch, def *Deferred)
 			}
 		}
 	}
-	p.owner = map[string]owned{}
+	if def == nil {
+		def = &Deferred{}
+	}
+	p.owner = spill.New(def.Dir, def.Mem, byTarget, ownedCodec{})
+	defer p.owner.Close()
 	p.epoch = make([]int, len(p.Conns))
 	p.nextID = 1 << 62
 	p.nextSplit = 1 << 61
@@ -212,8 +195,13 @@ func (p *Pool) Run(ctx context.Context, in <-chan *sharder.Batch, def *Deferred)
 		}
 	}
 	p.phase("data sent")
+	dirs, symlinks, links, err := def.lists()
+	if err != nil {
+		p.closeAll(ctx)
+		return err
+	}
 	// Phase 2: hard links, each on the stream whose receiver wrote the target.
-	if err := p.hardlinks(ctx, def.Hardlinks); err != nil {
+	if err := p.hardlinks(ctx, links); err != nil {
 		p.closeAll(ctx)
 		return err
 	}
@@ -225,26 +213,42 @@ func (p *Pool) Run(ctx context.Context, in <-chan *sharder.Batch, def *Deferred)
 		}
 	}
 	// Phase 3: symlinks, then directories deepest first, on stream 0.
-	dirs := slices.Clone(def.Dirs)
-	slices.SortFunc(dirs, func(a, b sharder.Entry) int {
-		if d := depth(b.Path) - depth(a.Path); d != 0 {
-			return d
-		}
-		return strings.Compare(a.Path, b.Path)
-	})
 	// Streams 1..K-1 are done: close them while stream 0 works.
 	closed := make(chan error, 1)
 	first := p.use(0)
 	go func() {
 		closed <- p.closeStreams(ctx, slices.DeleteFunc(p.upConns(0, len(p.Conns)), func(c Conn) bool { return c == p.conn(first) }))
 	}()
-	err = p.final(ctx, first, slices.Concat(def.Symlinks, dirs))
+	// In groups of finalGroup batches, read back from disk as they go
+	// (on a small tree: one group, both lists together).
+	var group []sharder.Entry
+	apply := func(es []sharder.Entry) error {
+		group = append(group, es...)
+		if len(group) < finalGroup*p.FinalFiles {
+			return nil
+		}
+		err := p.final(ctx, first, group)
+		group = nil
+		return err
+	}
+	n := finalGroup * p.FinalFiles
+	err = symlinks.Each(n, apply)
+	if err == nil {
+		err = dirs.Each(n, apply)
+	}
+	if err == nil && len(group) > 0 {
+		err = p.final(ctx, first, group)
+	}
 	if err == nil {
 		p.phase("symlinks and directories applied")
 		err = p.closeStreams(ctx, []Conn{p.conn(first)})
 	}
 	return errors.Join(err, <-closed)
 }
+
+// finalGroup is how many final batches go down the pipeline at once: the
+// deferred entries are read back from disk a group at a time.
+const finalGroup = 64
 
 func (p *Pool) draining() bool {
 	select {
@@ -362,11 +366,13 @@ func (p *Pool) record(r Result) (stop bool) {
 	for _, e := range r.SrcErrors {
 		bad[e.Index] = true
 	}
-	if !r.Final {
+	if !r.Final && !p.linking {
 		for i := range r.Batch.Entries {
 			e := &r.Batch.Entries[i]
 			if e.Nlink > 1 && e.Kind == sharder.KindFile && !bad[i] {
-				p.owner[e.Path] = owned{stream: r.Stream, epoch: p.epoch[r.Stream], entry: *e}
+				if err := p.owner.Add(owned{stream: r.Stream, epoch: p.epoch[r.Stream], entry: *e}); err != nil && p.fatal == nil {
+					p.fatal = err
+				}
 			}
 		}
 	}
@@ -417,53 +423,105 @@ func (p *Pool) finalOnce(ctx context.Context, stream int, entries []sharder.Entr
 	return nil
 }
 
-func (p *Pool) hardlinks(ctx context.Context, links []sharder.Entry) error {
-	per := make([][]sharder.Entry, len(p.Conns))
-	var orphans []sharder.Entry
-	// Targets written before their stream reconnected may be at another
-	// receiver than the one the stream reaches now: that one must see
-	// them first (a quick check: no data if they are in place).
-	refresh := make([][]sharder.Entry, len(p.Conns))
-	seen := map[string]bool{}
-	for _, l := range links {
-		if o, ok := p.owner[l.Link]; ok {
+// hardlinks creates the second names of hard-linked files, each on the
+// stream whose receiver wrote (or verified) its target: a join of the
+// links, sorted by target, with the targets' owners, sorted by path, read
+// back from disk a chunk of links at a time.
+func (p *Pool) hardlinks(ctx context.Context, links *spill.List[sharder.Entry]) error {
+	if links.Len() == 0 {
+		return nil
+	}
+	p.mu.Lock()
+	p.linking = true
+	p.mu.Unlock()
+	next, stop := iter.Pull2(p.owner.All())
+	defer stop()
+	var ahead owned // read from the owners, not yet used
+	var have, done bool
+	var key string // the last target looked up
+	var last owned // its owner
+	var found bool // whether it has one
+	owner := func(target string) (owned, bool, error) {
+		if target == key && key != "" {
+			return last, found, nil
+		}
+		key, found = target, false
+		for !done {
+			if !have {
+				o, err, ok := next()
+				if !ok {
+					done = true
+					break
+				}
+				if err != nil {
+					return owned{}, false, err
+				}
+				ahead, have = o, true
+			}
+			if c := strings.Compare(ahead.entry.Path, target); c > 0 {
+				break
+			} else if c == 0 {
+				last, found = ahead, true // the last record of a path wins
+			}
+			have = false
+		}
+		return last, found, nil
+	}
+	return links.Each(hardlinkChunk, func(chunk []sharder.Entry) error {
+		per := make([][]sharder.Entry, len(p.Conns))
+		var orphans []sharder.Entry
+		// Targets written before their stream reconnected may be at another
+		// receiver than the one the stream reaches now: that one must see
+		// them first (a quick check: no data if they are in place).
+		refresh := make([][]sharder.Entry, len(p.Conns))
+		for _, l := range chunk {
+			again := l.Link == key
+			o, ok, err := owner(l.Link)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				orphans = append(orphans, l)
+				continue
+			}
 			s := p.use(o.stream) // a stream given up: another (one agent serves them all)
 			per[s] = append(per[s], l)
-			if (s != o.stream || p.epoch[s] != o.epoch) && !seen[l.Link] {
-				seen[l.Link] = true
+			if (s != o.stream || p.epoch[s] != o.epoch) && !again {
 				refresh[s] = append(refresh[s], o.entry)
 			}
-		} else {
-			orphans = append(orphans, l)
 		}
-	}
-	if len(orphans) > 0 && p.OnResult != nil {
-		// Report links whose target did not arrive as failed entries.
-		ack := &wire.BatchAck{}
-		for i, l := range orphans {
-			ack.Errors = append(ack.Errors, wire.EntryError{Index: i, Code: wire.CodeOther,
-				Msg: fmt.Sprintf("hard link %s: its target %s was not transferred", l.Path, l.Link)})
-		}
-		p.mu.Lock()
-		p.OnResult(Result{Batch: &sharder.Batch{Entries: orphans}, Final: true, Ack: ack})
-		p.mu.Unlock()
-	}
-	g, gctx := errgroup.WithContext(ctx)
-	for s, list := range per {
-		if len(list) == 0 {
-			continue
-		}
-		g.Go(func() error {
-			if len(refresh[s]) > 0 {
-				if err := p.resend(gctx, s, refresh[s]); err != nil {
-					return err
-				}
+		if len(orphans) > 0 && p.OnResult != nil {
+			// Report links whose target did not arrive as failed entries.
+			ack := &wire.BatchAck{}
+			for i, l := range orphans {
+				ack.Errors = append(ack.Errors, wire.EntryError{Index: i, Code: wire.CodeOther,
+					Msg: fmt.Sprintf("hard link %s: its target %s was not transferred", l.Path, l.Link)})
 			}
-			return p.final(gctx, s, list)
-		})
-	}
-	return g.Wait()
+			p.mu.Lock()
+			p.OnResult(Result{Batch: &sharder.Batch{Entries: orphans}, Final: true, Ack: ack})
+			p.mu.Unlock()
+		}
+		g, gctx := errgroup.WithContext(ctx)
+		for s, list := range per {
+			if len(list) == 0 {
+				continue
+			}
+			g.Go(func() error {
+				if len(refresh[s]) > 0 {
+					if err := p.resend(gctx, s, refresh[s]); err != nil {
+						return err
+					}
+				}
+				return p.final(gctx, s, list)
+			})
+		}
+		return g.Wait()
+	})
 }
+
+// hardlinkChunk is how many hard links are read back from disk and
+// applied at once.
+const hardlinkChunk = 1 << 16
 
 // resend offers entries again on stream s as a data batch (the receiver's
 // quick check skips those in place and then knows them).

@@ -311,3 +311,46 @@ func TestBalance(t *testing.T) {
 		})
 	}
 }
+
+// TestMoveSpilled: with room for 3 deferred entries in memory, the
+// directories, symlinks and hard links of a mixed tree (and the record of
+// which stream wrote each hard-link target) go to disk and come back in
+// the order the final phase needs: the copy has every link, and every
+// directory's mtime (set deepest first, after what is inside it).
+func TestMoveSpilled(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			ctx := context.Background()
+			dir := tmpDir(t)
+			src, dst, spillDir := filepath.Join(dir, "src"), filepath.Join(dir, "dst"), filepath.Join(dir, "spill")
+			if err := gentree.Mixed(src, 3000, 11); err != nil {
+				t.Fatal(err)
+			}
+			os.Mkdir(spillDir, 0o700)
+			col := &collector{}
+			def := &stream.Deferred{Dir: spillDir, Mem: 3}
+			defer def.Close()
+			batches := make(chan *sharder.Batch, 1024)
+			if _, err := sharder.Run(ctx, src, sharder.Options{BatchFiles: 50, Deferred: def.Add}, batches); err != nil {
+				t.Fatal(err)
+			}
+			dirs, symlinks, links := def.Len()
+			if dirs < 10 || symlinks < 10 || links < 10 {
+				t.Fatalf("the mixed tree has %d directories, %d symlinks, %d hard links: too few to spill", dirs, symlinks, links)
+			}
+			// Final batches of 2 entries: several groups of them.
+			pool := &stream.Pool{Conns: tr.open(t, ctx, 3, dst, stream.Source{Root: src}), OnResult: col.add, FinalFiles: 2}
+			if err := pool.Run(ctx, batches, def); err != nil {
+				t.Fatal(err)
+			}
+			if errs := col.errors(); len(errs) > 0 {
+				t.Fatalf("errors: %q", errs)
+			}
+			if ents, _ := os.ReadDir(spillDir); len(ents) != 0 {
+				t.Errorf("spill files left with a name: %v", ents)
+			}
+			treecmp.Equal(t, src, dst, treecmp.Options{Owner: os.Geteuid() == 0})
+		})
+	}
+}

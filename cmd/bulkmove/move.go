@@ -386,7 +386,11 @@ func (j *job) run(ctx context.Context) int {
 	}
 	// The walk starts at once, while the streams connect: on a pass over
 	// an unchanged tree it is most of the work.
-	def := &stream.Deferred{}
+	// Directories, symlinks and hard links wait for the end; beyond what
+	// memory holds they wait on disk, beside the journal if there is one
+	// (TMPDIR is often a tmpfs: memory again).
+	def := &stream.Deferred{Dir: j.res.dir()}
+	defer def.Close()
 	opt.Deferred = def.Add
 	// Room for the walk to run ahead while the streams connect (about
 	// 100 KiB a batch of 1,000 small files: 13 MiB at most).

@@ -63,6 +63,15 @@ func (j *job) openJournal() (*resume, error) {
 	return &resume{j: jr}, nil
 }
 
+// dir is the journal's directory, where the lists that outgrow memory
+// go; "" (TMPDIR) without a journal.
+func (r *resume) dir() string {
+	if r == nil {
+		return ""
+	}
+	return filepath.Dir(r.j.Path())
+}
+
 // done reports whether an earlier run had e in place. Files with several
 // links are always offered again: their later names are linked to
 // whichever copy this run has.

@@ -8,12 +8,12 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"slices"
 	"sync"
 	"syscall"
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/bulkmove/bulkmove/internal/spill"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/stream"
 	"github.com/bulkmove/bulkmove/stream/sshx"
@@ -103,7 +103,10 @@ func (j *job) verify(ctx context.Context, p plan, content bool) int {
 		}
 	}
 	var v verifier
-	var deferred []sharder.Entry
+	// Directories, symlinks and hard links, compared once the files are:
+	// on disk beyond what memory holds.
+	deferred := spill.New[sharder.Entry]("", 0, nil, spill.EntryCodec{})
+	defer deferred.Close()
 	var dmu sync.Mutex
 	opt := sharder.Options{
 		BatchBytes:    int64(j.flags.batchSize),
@@ -112,7 +115,7 @@ func (j *job) verify(ctx context.Context, p plan, content bool) int {
 		OneFileSystem: j.flags.oneFS,
 		Deferred: func(e sharder.Entry) {
 			dmu.Lock()
-			deferred = append(deferred, e)
+			deferred.Add(e)
 			dmu.Unlock()
 		},
 		OnError: func(path string, err error) {
@@ -124,6 +127,13 @@ func (j *job) verify(ctx context.Context, p plan, content bool) int {
 		},
 		OnWarn: func(string, string) {},
 	}
+	// --shard i/N and --files-from: the part this process moved.
+	closeList, err := j.flags.scale.apply(&opt, os.Stdin)
+	if err != nil {
+		errorf(j.stderr, "%v", err)
+		return exitUsage
+	}
+	defer closeList()
 	walked := make(chan *sharder.Batch, 2*len(conns))
 	batches := make(chan *sharder.Batch, 2*len(conns))
 	g, gctx := errgroup.WithContext(ctx)
@@ -151,15 +161,15 @@ func (j *job) verify(ctx context.Context, p plan, content bool) int {
 			}
 		}
 		// The walk is over: directories, symlinks and hard links too.
-		for chunk := range slices.Chunk(deferred, max(j.flags.batchFiles, 1)) {
+		return deferred.Each(max(j.flags.batchFiles, 1), func(chunk []sharder.Entry) error {
 			last++
 			select {
 			case batches <- &sharder.Batch{ID: last, Entries: chunk}:
+				return nil
 			case <-gctx.Done():
 				return gctx.Err()
 			}
-		}
-		return nil
+		})
 	})
 	for _, c := range conns {
 		g.Go(func() error {

@@ -97,7 +97,12 @@ type Receiver struct {
 	opt  Options
 
 	mu    sync.Mutex
-	known map[string]struct{} // hard-link targets written or verified this session
+	// Hard-link targets written or verified this session, by a 64-bit
+	// hash of the path: 8 bytes of key a target, not its path (a tree of
+	// 10 million hard-linked files). A path whose hash collides with a
+	// known one's (2^-64 a pair) would pass for known: a link to it is
+	// then made all the same (still only to a regular file under the root).
+	known map[uint64]struct{}
 	dirs  map[string]struct{} // directories known to exist (a cache, reset when large)
 
 	linkMode int // how unnamed temporary files are linked; see probeLink and linking
@@ -128,7 +133,7 @@ func Open(dir string, opt Options) (*Receiver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open destination: %w", err)
 	}
-	r := &Receiver{root: root, dir: dir, opt: opt, known: map[string]struct{}{}, dirs: map[string]struct{}{}, limit: ratelimit.New(opt.WriteRate)}
+	r := &Receiver{root: root, dir: dir, opt: opt, known: map[uint64]struct{}{}, dirs: map[string]struct{}{}, limit: ratelimit.New(opt.WriteRate)}
 	return r, nil
 }
 
@@ -420,14 +425,14 @@ func (r *Receiver) refreshAt(dfd int, base string, st *unix.Stat_t, e *sharder.E
 
 func (r *Receiver) remember(p string) {
 	r.mu.Lock()
-	r.known[p] = struct{}{}
+	r.known[xxh3.HashString(p)] = struct{}{}
 	r.mu.Unlock()
 }
 
 func (r *Receiver) isKnown(p string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	_, ok := r.known[p]
+	_, ok := r.known[xxh3.HashString(p)]
 	return ok
 }
 

@@ -26,6 +26,10 @@ type Result struct {
 	Final     bool
 	Ack       *wire.BatchAck // the receiver's acknowledgement
 	SrcErrors []SourceError  // files the sender could not read or that changed
+	// Again lists the entries that are not in place but go once more (they
+	// changed while read, or arrived corrupted): not errors yet, and not
+	// done either (a journal must not record them).
+	Again []int
 }
 
 // Conn is one stream to a receiver.

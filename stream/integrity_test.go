@@ -98,6 +98,9 @@ func TestIntegrity(t *testing.T) {
 				if err != nil || string(got) != content || errs != "" {
 					t.Errorf("victim: %v, errors %q; want it sent again and intact", err, errs)
 				}
+				if n := col.done()["victim"]; n != 1 {
+					t.Errorf("victim reported done %d times, want once: not before the copy that landed", n)
+				}
 			case "off":
 				// Without the check, what arrived is installed: that is
 				// what the flag gives up.

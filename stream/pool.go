@@ -339,6 +339,7 @@ func (p *Pool) record(r Result) (stop bool) {
 			if e.Code == wire.CodeCorrupt {
 				if ne, ok := p.Restat(r.Batch.Entries[e.Index]); ok {
 					p.retries = append(p.retries, ne)
+					r.Again = append(r.Again, e.Index)
 					continue
 				}
 			}
@@ -359,12 +360,16 @@ func (p *Pool) record(r Result) (stop bool) {
 			ne, ok := p.Restat(r.Batch.Entries[e.Index])
 			if ok {
 				p.retries = append(p.retries, ne)
+				r.Again = append(r.Again, e.Index)
 			}
 			return ok
 		})
 	}
 	for _, e := range r.SrcErrors {
 		bad[e.Index] = true
+	}
+	for _, i := range r.Again {
+		bad[i] = true
 	}
 	if !r.Final && !p.linking {
 		for i := range r.Batch.Entries {

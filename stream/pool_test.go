@@ -119,6 +119,35 @@ func (c *collector) errors() []string {
 	return out
 }
 
+// done counts, per path, the results that reported the file in place: not
+// an error and not to go again (what a resume journal records).
+func (c *collector) done() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]int{}
+	for _, r := range c.results {
+		if r.Final || r.Ack == nil {
+			continue
+		}
+		bad := map[int]bool{}
+		for _, e := range r.Ack.Errors {
+			bad[e.Index] = true
+		}
+		for _, e := range r.SrcErrors {
+			bad[e.Index] = true
+		}
+		for _, i := range r.Again {
+			bad[i] = true
+		}
+		for i, e := range r.Batch.Entries {
+			if e.Kind == sharder.KindFile && !bad[i] {
+				out[e.Path]++
+			}
+		}
+	}
+	return out
+}
+
 // move walks src and moves it to dst over conns.
 func move(t *testing.T, ctx context.Context, src string, conns []stream.Conn, opt sharder.Options, mutate func()) (*stream.Pool, *collector) {
 	t.Helper()
@@ -259,6 +288,20 @@ func TestChangedSourceRetried(t *testing.T) {
 			}
 			if len(retried) != 4 {
 				t.Errorf("Restat called for %q, want the 4 changed files", retried)
+			}
+			// A journal records what results report done: a file that goes
+			// again must not be among them before it is in place, or an
+			// interrupted run would resume without it.
+			done := col.done()
+			for _, n := range []string{"unstable", "vanishes"} {
+				if done[n] != 0 {
+					t.Errorf("%s reported done %d times, but it never landed", n, done[n])
+				}
+			}
+			for _, n := range []string{"shrinks", "grows", "fine"} {
+				if done[n] != 1 {
+					t.Errorf("%s reported done %d times, want once (after its second read)", n, done[n])
+				}
 			}
 			noTemps(t, dst)
 		})

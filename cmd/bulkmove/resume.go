@@ -99,6 +99,9 @@ func (r *resume) record(res stream.Result) {
 	for _, e := range res.SrcErrors {
 		bad[e.Index] = true
 	}
+	for _, i := range res.Again {
+		bad[i] = true // not in place yet: it goes once more
+	}
 	var es []journal.Entry
 	for i := range res.Batch.Entries {
 		e := &res.Batch.Entries[i]

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"encoding/json"
+	"fmt"
 	"io/fs"
 
 	"github.com/bulkmove/bulkmove/sharder"
@@ -33,6 +34,11 @@ type ReceiveOptions struct {
 	KeepSetid bool   `json:"keep_setid,omitempty"` // keep setuid/setgid bits
 	Check     string `json:"check,omitempty"`      // one of the Check* modes; "" is CheckQuick
 	WriteRate int64  `json:"write_rate,omitempty"` // bytes a second the receiver may write; 0: no limit
+	// Faithful copies (see xattr.go, sparse.go): what the sender sends and
+	// the receiver applies; anything else of the kind it refuses.
+	Xattrs bool `json:"xattrs,omitempty"` // -X: user.*, and where the receiver is root trusted.* and security.*
+	ACLs   bool `json:"acls,omitempty"`   // -A: POSIX ACLs
+	Sparse bool `json:"sparse,omitempty"` // --sparse: files may come as data extents (BULKMOVE.sparse)
 }
 
 // Check modes: how the receiver decides that a regular file at the
@@ -70,11 +76,19 @@ type BatchManifest struct {
 	// (Sums[i] is Entries[i]'s; a zero Sum or a short slice: none). Nil
 	// otherwise, and nil after decoding a manifest that carries none.
 	Sums []Sum
+	// Xattrs holds the extended attributes and ACLs of directories and
+	// symlinks (with -X or -A; Xattrs[i] is Entries[i]'s; a short slice:
+	// none). A regular file's travel in its tar header instead.
+	Xattrs [][]Xattr
 }
 
 // kindHasSum, set in an entry's kind byte, says that a 16-byte Sum ends
 // the entry: a manifest without sums is byte for byte what it was.
 const kindHasSum = 0x80
+
+// kindHasXattrs, set in a directory's or symlink's kind byte, says that
+// its extended attributes follow (after the Sum, if any).
+const kindHasXattrs = 0x40
 
 // EncodeManifest encodes a batch's manifest.
 func EncodeManifest(m *BatchManifest) []byte {
@@ -85,11 +99,15 @@ func EncodeManifest(m *BatchManifest) []byte {
 	for i := range m.Entries {
 		x := &m.Entries[i]
 		hasSum := i < len(m.Sums) && m.Sums[i] != (Sum{}) && x.Kind == sharder.KindFile
+		hasXattrs := i < len(m.Xattrs) && len(m.Xattrs[i]) > 0 && (x.Kind == sharder.KindDir || x.Kind == sharder.KindSymlink)
+		k := byte(x.Kind)
 		if hasSum {
-			e.b = append(e.b, byte(x.Kind)|kindHasSum)
-		} else {
-			e.b = append(e.b, byte(x.Kind))
+			k |= kindHasSum
 		}
+		if hasXattrs {
+			k |= kindHasXattrs
+		}
+		e.b = append(e.b, k)
 		e.bytes(x.Path)
 		e.uvarint(uint64(x.Mode))
 		e.varint(x.Size)
@@ -100,6 +118,9 @@ func EncodeManifest(m *BatchManifest) []byte {
 		e.bytes(x.Link)
 		if hasSum {
 			e.b = append(e.b, m.Sums[i][:]...)
+		}
+		if hasXattrs {
+			e.xattrs(m.Xattrs[i])
 		}
 	}
 	return e.b
@@ -129,7 +150,7 @@ func DecodeManifest(p []byte) (*BatchManifest, error) {
 	for i := uint64(0); i < n && d.err == nil; i++ {
 		var x sharder.Entry
 		kind := d.byte1("entry kind")
-		x.Kind = sharder.Kind(kind &^ kindHasSum)
+		x.Kind = sharder.Kind(kind &^ (kindHasSum | kindHasXattrs))
 		x.Path = d.str("entry path", MaxPath)
 		mode := d.uvarint("entry mode")
 		x.Size = d.varint("entry size")
@@ -161,6 +182,19 @@ func DecodeManifest(p []byte) (*BatchManifest, error) {
 				m.Sums = make([]Sum, n)
 			}
 			m.Sums[i] = sum
+		}
+		if kind&kindHasXattrs != 0 {
+			if x.Kind != sharder.KindDir && x.Kind != sharder.KindSymlink {
+				return nil, protoErr("entry %q has extended attributes in the manifest but is a %s (a file's travel with its data)", x.Path, x.Kind)
+			}
+			xs := d.xattrs(fmt.Sprintf("extended attributes of %q", x.Path))
+			if d.err != nil {
+				break
+			}
+			if m.Xattrs == nil {
+				m.Xattrs = make([][]Xattr, n)
+			}
+			m.Xattrs[i] = xs
 		}
 		if mode > uint64(^uint32(0)) || fs.FileMode(mode)&^allowedMode != 0 {
 			return nil, protoErr("entry %q has invalid mode %#o", x.Path, mode)

@@ -21,7 +21,10 @@ import (
 // other in the handshake with an error naming both versions.
 // 3: check modes size, existing and checksum, and content hashes in
 // manifests (an older agent would take an unknown mode for "quick").
-const Proto = 5
+// 6: extended attributes and ACLs (manifest entries of directories and
+// symlinks, SCHILY.xattr PAX records of files) and sparse files (the
+// BULKMOVE.sparse PAX record), asked for in the receive options.
+const Proto = 6
 
 // Frame types.
 const (

@@ -248,7 +248,7 @@ func (p *Pool) Run(ctx context.Context, in <-chan *sharder.Batch, def *Deferred)
 
 // finalGroup is how many final batches go down the pipeline at once: the
 // deferred entries are read back from disk a group at a time.
-const finalGroup = 64
+const finalGroup = 16
 
 func (p *Pool) draining() bool {
 	select {
@@ -526,7 +526,7 @@ func (p *Pool) hardlinks(ctx context.Context, links *spill.List[sharder.Entry]) 
 
 // hardlinkChunk is how many hard links are read back from disk and
 // applied at once.
-const hardlinkChunk = 1 << 16
+const hardlinkChunk = 1 << 14
 
 // resend offers entries again on stream s as a data batch (the receiver's
 // quick check skips those in place and then knows them).
@@ -763,7 +763,7 @@ func (p *Pool) signal() {
 func (p *Pool) dispatch(ctx context.Context, in <-chan *sharder.Batch, out chan<- *sharder.Batch) error {
 	defer close(out)
 	var q []*sharder.Batch
-	walkDone := false
+	walkDone, sent := false, false
 	for {
 		p.mu.Lock()
 		pending, live := p.pending, p.live
@@ -813,6 +813,10 @@ func (p *Pool) dispatch(ctx context.Context, in <-chan *sharder.Batch, out chan<
 			p.mu.Lock()
 			p.pending++
 			p.mu.Unlock()
+			if !sent {
+				sent = true
+				p.phase("first batch handed to a stream") // its data leaves now: -v times it
+			}
 		}
 	}
 }

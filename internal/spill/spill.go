@@ -33,7 +33,7 @@ type Codec[T any] interface {
 
 // DefaultMem is how many items a List holds in memory before it writes a
 // run, when New is given 0.
-const DefaultMem = 1 << 16
+const DefaultMem = 1 << 14
 
 // List is a list of T that spills to disk. The zero value is not usable:
 // see New. Its methods are not safe for concurrent use.
@@ -178,7 +178,7 @@ func (l *List[T]) All() iter.Seq2[T, error] {
 		l.sortBuf()
 		srcs := make([]*source[T], 0, len(l.runs)+1)
 		for _, r := range l.runs {
-			srcs = append(srcs, &source[T]{codec: l.codec, r: bufio.NewReaderSize(io.NewSectionReader(l.f, r.off, r.len), 64<<10), idx: len(srcs)})
+			srcs = append(srcs, &source[T]{codec: l.codec, r: bufio.NewReaderSize(io.NewSectionReader(l.f, r.off, r.len), 16<<10), idx: len(srcs)})
 		}
 		srcs = append(srcs, &source[T]{mem: l.buf, idx: len(srcs)})
 		if l.cmp == nil {

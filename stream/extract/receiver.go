@@ -61,6 +61,9 @@ type Options struct {
 	// NamedTemps writes every file under a named temporary and renames it,
 	// as where O_TMPFILE is missing (for tests of that path).
 	NamedTemps bool
+	// Xattrs, ACLs and Sparse: what the sender may send and the receiver
+	// applies (see xattr.go and sparse.go).
+	Xattrs, ACLs, Sparse bool
 }
 
 // FromWire converts the handshake's options.
@@ -71,7 +74,7 @@ func FromWire(o *wire.ReceiveOptions) Options {
 	// Owners can only be given away by root: elsewhere files belong to the
 	// receiving user, as with rsync run by an ordinary user.
 	return Options{Fsync: o.Fsync, Owner: o.Owner && os.Geteuid() == 0, KeepSetid: o.KeepSetid, NoCheck: o.Check == wire.CheckNone,
-		Check: o.Check, WriteRate: o.WriteRate}
+		Check: o.Check, WriteRate: o.WriteRate, Xattrs: o.Xattrs, ACLs: o.ACLs, Sparse: o.Sparse}
 }
 
 // check is the check mode in force.
@@ -453,6 +456,9 @@ type Txn struct {
 	// setgidDir: some target directory is setgid, so new files may not get
 	// the creator's group.
 	setgidDir bool
+	// xattrs are the manifest's attributes of directories and symlinks,
+	// set by SetXattrs before ApplyFinal.
+	xattrs [][]wire.Xattr
 }
 
 type pendingFile struct {
@@ -605,6 +611,8 @@ func (t *Txn) tmpName() string {
 // caller's stream is then out of step).
 func (t *Txn) Write(i int, src io.Reader) error {
 	e := &t.entries[i]
+	src, x := fileData(src) // a sparse map, extended attributes
+	want := x.dataSize(e.Size)
 	if err := CheckName(e.Path, e.Kind); err != nil {
 		t.fail(i, wire.CodeInvalid, fmt.Errorf("refusing %q: %v", e.Path, err))
 		return err
@@ -617,7 +625,7 @@ func (t *Txn) Write(i int, src io.Reader) error {
 	d, base, err := t.dir(e.Path)
 	if err != nil {
 		t.failErr(i, "create directory for", e.Path, err)
-		return t.drain(src, e.Size)
+		return t.drain(src, want)
 	}
 	dfd := int(d.Fd())
 	tmp, fd := "", -1
@@ -632,7 +640,7 @@ func (t *Txn) Write(i int, src io.Reader) error {
 		fd, err = unix.Openat(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(e.Mode.Perm()))
 		if err != nil {
 			t.failErr(i, "create", e.Path, err)
-			return t.drain(src, e.Size)
+			return t.drain(src, want)
 		}
 	}
 	discard := func() { t.dropFile(dfd, tmp, fd) }
@@ -655,7 +663,7 @@ func (t *Txn) Write(i int, src io.Reader) error {
 		h.Reset()
 		in = io.TeeReader(tr, h)
 	}
-	n, rerr, werr := copyTo(fd, in, e.Size, t.r.limit)
+	n, rerr, werr := t.copyData(fd, in, x, e, h)
 	t.writeNanos += int64(time.Since(start))
 	if tr != nil {
 		t.writeNanos -= tr.nanos
@@ -664,20 +672,25 @@ func (t *Txn) Write(i int, src io.Reader) error {
 	case werr != nil:
 		discard()
 		t.failErr(i, "write", e.Path, werr)
-		return t.drain(src, e.Size-n)
+		return t.drain(src, want-n)
 	case rerr != nil:
 		discard()
 		t.fail(i, wire.CodeOther, fmt.Errorf("receive %s: %w", e.Path, rerr))
 		return rerr
-	case n != e.Size:
+	case n != want:
 		discard()
-		err := fmt.Errorf("receive %s: the source shrank while being read: got %d of %d bytes", e.Path, n, e.Size)
+		err := fmt.Errorf("receive %s: the source shrank while being read: got %d of %d bytes", e.Path, n, want)
 		t.fail(i, wire.CodeOther, err)
 		return err
 	}
 	if err := t.setMeta(fd, e, int64(createMode(e.Mode))); err != nil {
 		discard()
 		t.failErr(i, "set metadata of", e.Path, err)
+		return nil
+	}
+	if err := t.setXattrs(fd, -1, "", e, x.xattrs()); err != nil {
+		discard()
+		t.fail(i, Code(err), err)
 		return nil
 	}
 	if t.r.opt.Fsync {
@@ -1003,6 +1016,10 @@ func (t *Txn) applyDir(i int, e *sharder.Entry) {
 		t.failErr(i, "set metadata of directory", e.Path, err)
 		return
 	}
+	if err := t.setXattrs(int(f.Fd()), -1, "", e, t.xattrsOf(i)); err != nil {
+		t.fail(i, Code(err), err)
+		return
+	}
 	if t.r.opt.Fsync {
 		f.Sync()
 	}
@@ -1066,6 +1083,9 @@ func (t *Txn) setLinkMeta(i int, d *os.File, base string, e *sharder.Entry) {
 	ts := []unix.Timespec{{Nsec: unix.UTIME_OMIT}, unix.NsecToTimespec(e.MTime)}
 	if err := unix.UtimesNanoAt(int(d.Fd()), base, ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		t.failErr(i, "set time of symlink", e.Path, err)
+	}
+	if err := t.setXattrs(-1, int(d.Fd()), base, e, t.xattrsOf(i)); err != nil {
+		t.fail(i, Code(err), err)
 	}
 }
 

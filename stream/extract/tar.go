@@ -75,10 +75,18 @@ func (t *Txn) ExtractTar(id uint64, r io.Reader, need []bool) error {
 				return fmt.Errorf("%w: batch %d: tar entry %q is a sparse file", ErrStream, id, hdr.Name)
 			}
 		}
-		if hdr.Size != e.Size {
+		x, err := t.r.opt.tarExtra(hdr, e) // extended attributes, a sparse map
+		if err != nil {
+			return fmt.Errorf("%w: batch %d: tar entry %q: %v", ErrStream, id, hdr.Name, err)
+		}
+		if x.dense() && hdr.Size != e.Size {
 			return fmt.Errorf("%w: batch %d: tar entry %q declares %d bytes, the manifest %d", ErrStream, id, hdr.Name, hdr.Size, e.Size)
 		}
-		if err := t.Write(j, tr); err != nil {
+		var src io.Reader = tr
+		if x != nil {
+			x.R, src = tr, x
+		}
+		if err := t.Write(j, src); err != nil {
 			return fmt.Errorf("%w: batch %d: entry %q: %v", ErrStream, id, hdr.Name, err)
 		}
 		next = j + 1
@@ -97,6 +105,9 @@ func (t *Txn) ApplyFinal() {
 // the agent's whole job for a batch, shared with tests and the fuzzer.
 func (r *Receiver) Receive(m *wire.BatchManifest, need []bool, data io.Reader) (*Txn, error) {
 	t := r.Begin(m.Entries)
+	if err := t.SetXattrs(m.Xattrs); err != nil {
+		return nil, fmt.Errorf("%w: batch %d: %v", ErrStream, m.ID, err)
+	}
 	if m.Flags&wire.FlagFinal != 0 {
 		t.ApplyFinal()
 		// A final batch carries no file data: Apply has refused its file

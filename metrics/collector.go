@@ -116,14 +116,24 @@ func b2f(b bool) float64 {
 
 // Registry returns a registry with the job's metrics, build information
 // and the standard Go and process collectors.
-func (j *Job) Registry(version string) *prometheus.Registry { return newRegistry(version, j) }
+// With Shard set, the job's series and bulkmove_build_info carry a shard
+// label.
+func (j *Job) Registry(version string) *prometheus.Registry {
+	var labels prometheus.Labels
+	if j.Shard != "" {
+		labels = prometheus.Labels{"shard": j.Shard}
+	}
+	return newRegistry(version, j, labels)
+}
 
-func newRegistry(version string, c prometheus.Collector) *prometheus.Registry {
+func newRegistry(version string, c prometheus.Collector, labels prometheus.Labels) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(c, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	ours := prometheus.WrapRegistererWith(labels, reg)
+	ours.MustRegister(c)
 	bi := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "bulkmove_build_info", Help: "Version of bulkmove and of Go; always 1."}, []string{"version", "goversion"})
 	bi.WithLabelValues(version, runtime.Version()).Set(1)
-	reg.MustRegister(bi)
+	ours.MustRegister(bi)
 	return reg
 }
 

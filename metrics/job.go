@@ -24,6 +24,11 @@ type Job struct {
 
 	Streams []*stream.Counters
 
+	// Shard, if set (--shard i/N), is the value of a shard label on every
+	// bulkmove_* series of the job: N senders of one tree, each exporting
+	// its own part, are told apart and summed by it.
+	Shard string
+
 	verdict atomic.Pointer[Verdict]
 }
 

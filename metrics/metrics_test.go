@@ -94,3 +94,38 @@ func TestDecide(t *testing.T) {
 		}
 	}
 }
+
+// TestShardLabel: a job of --shard 3/16 labels every bulkmove_* series
+// shard="3/16", so that the senders of one tree can be told apart and
+// summed; the Go and process series stay as they are.
+func TestShardLabel(t *testing.T) {
+	j := NewJob(2)
+	j.Shard = "3/16"
+	mfs, err := j.Registry("test").Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours := 0
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			shard := ""
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "shard" {
+					shard = l.GetValue()
+				}
+			}
+			switch {
+			case strings.HasPrefix(mf.GetName(), "bulkmove_"):
+				ours++
+				if shard != "3/16" {
+					t.Errorf("%s %v: shard %q, want 3/16", mf.GetName(), m.GetLabel(), shard)
+				}
+			case shard != "":
+				t.Errorf("%s has a shard label", mf.GetName())
+			}
+		}
+	}
+	if ours < 10 {
+		t.Fatalf("only %d bulkmove_ series", ours)
+	}
+}

@@ -53,5 +53,5 @@ func (r *Receiver) Collect(ch chan<- prometheus.Metric) {
 // Registry returns a registry with the receiver's metrics, build
 // information and the standard Go and process collectors.
 func (r *Receiver) Registry(version string) *prometheus.Registry {
-	return newRegistry(version, r)
+	return newRegistry(version, r, nil)
 }

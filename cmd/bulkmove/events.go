@@ -58,6 +58,24 @@ type BottleneckEvent struct {
 	Share           float64 `json:"share"`
 }
 
+// VerifyEvent ends `bulkmove verify --json`: what was compared and found
+// (the differences themselves are "difference" events before it).
+// `bulkmove verify-summary` merges those of several shards.
+type VerifyEvent struct {
+	Head
+	Src      string `json:"src"`
+	Dst      string `json:"dst"`
+	Shard    string `json:"shard,omitempty"` // i/N with --shard
+	Content  bool   `json:"content"`         // content compared, not only metadata
+	Compared int64  `json:"compared"`
+	Differ   int64  `json:"differ"`
+	Missing  int64  `json:"missing"`
+	Extra    int64  `json:"extra"`
+	Errors   int64  `json:"errors"` // entries the walk could not read
+	Error    string `json:"error,omitempty"`
+	ExitCode int    `json:"exit_code"`
+}
+
 // EndEvent is the final summary.
 type EndEvent struct {
 	Head

@@ -49,6 +49,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return runServe(args[1:], stdout, stderr)
 		case "verify":
 			return runVerify(args[1:], stdout, stderr)
+		case "verify-summary":
+			return runVerifySummary(args[1:], stdout, stderr)
 		case "plan":
 			return runPlan(args[1:], stdout, stderr)
 		case "version":

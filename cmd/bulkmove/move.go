@@ -396,6 +396,9 @@ func (j *job) run(ctx context.Context) int {
 	// 100 KiB a batch of 1,000 small files: 13 MiB at most).
 	batches := make(chan *sharder.Batch, 2*j.flags.jobs+128)
 	j.m = metrics.NewJob(j.flags.jobs)
+	if sh := j.flags.scale.shard; !sh.All() {
+		j.m.Shard = sh.String() // a shard label on the job's metrics
+	}
 	defer j.limit(&plan)()
 	wctx, stopWalkCause := context.WithCancelCause(ctx)
 	stopWalk := func() { stopWalkCause(nil) }

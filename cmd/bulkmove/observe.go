@@ -87,7 +87,11 @@ func (j *job) observe(ctx context.Context, local bool) (stop func(), err error) 
 		}
 		if o.pushgateway != "" {
 			host, _ := os.Hostname()
-			if err := metrics.Push(o.pushgateway, o.jobName, map[string]string{"instance": host}, reg); err != nil {
+			group := map[string]string{"instance": host}
+			if j.m.Shard != "" {
+				group["shard"] = j.m.Shard // N shards on one host: N groups, not one overwritten
+			}
+			if err := metrics.Push(o.pushgateway, o.jobName, group, reg); err != nil {
 				errorf(j.stderr, "warning: pushgateway %s: %v", o.pushgateway, err)
 			}
 		}

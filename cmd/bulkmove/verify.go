@@ -184,27 +184,35 @@ func (j *job) verify(ctx context.Context, p plan, content bool) int {
 	for _, c := range conns {
 		c.Close(ctx)
 	}
-	if ctx.Err() != nil {
+	code := exitOK
+	switch {
+	case ctx.Err() != nil:
 		errorf(j.stderr, "verify: interrupted after comparing %d entries", v.compared)
-		return exitInterrupted
+		code = exitInterrupted
+	case err != nil:
+		errorf(j.stderr, "verify: %v", err)
+		code = exitFatal
+	default:
+		what := "content and metadata"
+		if !content {
+			what = "metadata"
+		}
+		errorf(j.stderr, "verify: %d entries compared by %s: %d differ, %d missing, %d extra", v.compared, what, v.differ, v.missing, v.extras)
+		if j.walkErrs > 0 || v.differ+v.missing+v.extras > 0 {
+			code = exitPartial
+		}
+	}
+	// --json: the counts, for bulkmove verify-summary to merge the shards'.
+	ev := &VerifyEvent{Src: j.src, Dst: j.dst, Compared: v.compared, Differ: v.differ, Missing: v.missing,
+		Extra: v.extras, Errors: j.walkErrs, Content: content, ExitCode: code}
+	if sh := j.flags.scale.shard; !sh.All() {
+		ev.Shard = sh.String()
 	}
 	if err != nil {
-		errorf(j.stderr, "verify: %v", err)
-		return exitFatal
+		ev.Error = err.Error()
 	}
-	diffs := v.differ + v.missing + v.extras
-	what := "content and metadata"
-	if !content {
-		what = "metadata"
-	}
-	errorf(j.stderr, "verify: %d entries compared by %s: %d differ, %d missing, %d extra", v.compared, what, v.differ, v.missing, v.extras)
-	switch {
-	case j.walkErrs > 0:
-		return exitPartial
-	case diffs > 0:
-		return exitPartial
-	}
-	return exitOK
+	j.ev.emit("verify", &ev.Head, ev)
+	return code
 }
 
 func (j *job) onVerified(v *verifier, r stream.Result) {

@@ -253,10 +253,14 @@ func (c *Client) run(ctx context.Context, in <-chan *sharder.Batch, flags uint64
 			if sums {
 				m.Sums = c.Src.Sums(b.Entries)
 			}
+			var xerrs []SourceError
+			if flags&wire.FlagFinal != 0 { // directories' and symlinks' attributes
+				m.Xattrs = c.Src.EntryXattrs(b.Entries, func(e SourceError) { xerrs = append(xerrs, e) })
+			}
 			if err := wire.WriteFrame(c.w, wire.Manifest, wire.EncodeManifest(m)); err != nil {
 				return nil, err
 			}
-			fl := &inflight{b: b, m: m}
+			fl := &inflight{b: b, m: m, srcErrs: xerrs}
 			queue = append(queue, fl)
 			if flags&wire.FlagFinal != 0 {
 				// Deferred entries are all applied: the receiver sends
@@ -360,7 +364,7 @@ func (c *Client) sendData(fl *inflight, need []bool) error {
 	if err != nil {
 		return err
 	}
-	fl.srcErrs = failed
+	fl.srcErrs = append(fl.srcErrs, failed...)
 	fl.sent = true
 	return wire.WriteFrame(c.w, wire.Commit, wire.EncodeCommit(fl.b.ID, discards, sums...))
 }

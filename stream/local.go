@@ -69,6 +69,7 @@ func (l *Local) apply(b *sharder.Batch, final bool) Result {
 	res := Result{Batch: b, Final: final}
 	t := l.Recv.Begin(b.Entries)
 	if final {
+		t.SetXattrs(l.Src.EntryXattrs(b.Entries, func(e SourceError) { res.SrcErrors = append(res.SrcErrors, e) }))
 		t.ApplyFinal()
 		res.Ack = t.Commit(b.ID, nil)
 		return res
@@ -97,9 +98,16 @@ func (l *Local) apply(b *sharder.Batch, final bool) Result {
 			continue
 		}
 		// A failed Write has recorded its error and removed its file.
-		r := ratelimit.Reader(f, l.Src.Limit)
+		ext, xs, xerr := l.Src.extras(f, e) // a sparse map, extended attributes
+		if xerr != nil {
+			res.SrcErrors = append(res.SrcErrors, SourceError{i, xerr})
+		}
+		r := ratelimit.Reader(dataReader(f, ext), l.Src.Limit)
 		if l.Limit.Rate() > 0 {
 			r = ratelimit.Reader(r, l.Limit)
+		}
+		if ext != nil || xs != nil {
+			r = &extract.FileData{R: r, Extents: ext, Xattrs: xs}
 		}
 		if err := t.Write(i, r); err != nil {
 			if cerr := l.Src.Recheck(f, e); cerr != nil {

@@ -32,6 +32,9 @@ type Source struct {
 	// gentle on a production disk, and how tests make the source the
 	// bottleneck.
 	Limit *ratelimit.Bucket
+	// Xattrs, ACLs and Sparse send extended attributes (-X), ACLs (-A)
+	// and sparse files as their data extents (--sparse): see extras.go.
+	Xattrs, ACLs, Sparse bool
 }
 
 // File is an open source file: a bare descriptor, read with read(2) or
@@ -213,15 +216,23 @@ func (s Source) writeTar(w io.Writer, b *wire.BatchManifest, need []bool, ctr *C
 			failed = append(failed, SourceError{i, oerr})
 			continue
 		}
-		dw, err := ts.begin(e)
+		ext, xs, xerr := s.extras(f, e) // a sparse map, extended attributes
+		if xerr != nil {
+			failed = append(failed, SourceError{i, xerr})
+		}
+		size := wire.DataSize(e.Size, ext)
+		dw, err := ts.beginExtra(e, ext, xs)
 		if err != nil {
 			f.Close()
 			return nil, nil, nil, err
 		}
-		src := &readTracker{r: io.LimitReader(ratelimit.Reader(f, s.Limit), e.Size), ctr: ctr}
+		src := &readTracker{r: io.LimitReader(ratelimit.Reader(dataReader(f, ext), s.Limit), size), ctr: ctr}
 		var in io.Reader = src
 		if hash {
 			h.Reset()
+			if ext != nil {
+				wire.HashExtents(h, ext)
+			}
 			in = io.TeeReader(src, h)
 		}
 		n, werr := io.CopyBuffer(dw, in, *bp)
@@ -229,8 +240,8 @@ func (s Source) writeTar(w io.Writer, b *wire.BatchManifest, need []bool, ctr *C
 			f.Close()
 			return nil, nil, nil, werr
 		}
-		if n < e.Size { // shrank, or a read error: pad, and withdraw it
-			if _, err := io.CopyBuffer(dw, io.LimitReader(zeros{}, e.Size-n), *bp); err != nil {
+		if n < size { // shrank, or a read error: pad, and withdraw it
+			if _, err := io.CopyBuffer(dw, io.LimitReader(zeros{}, size-n), *bp); err != nil {
 				f.Close()
 				return nil, nil, nil, err
 			}

@@ -18,6 +18,8 @@ type tarStream struct {
 	w   io.Writer
 	tw  *tar.Writer // for headers the fast path cannot express
 	blk [512]byte
+	// viaTW: the current entry's header went through tw (beginExtra)
+	viaTW bool
 }
 
 func newTarStream(w io.Writer) *tarStream { return &tarStream{w: w, tw: tar.NewWriter(w)} }
@@ -89,7 +91,8 @@ func (t *tarStream) begin(e *sharder.Entry) (io.Writer, error) {
 
 // end finishes the data of e: padding to the next 512-byte block.
 func (t *tarStream) end(e *sharder.Entry) error {
-	if !fast(e) {
+	if !fast(e) || t.viaTW {
+		t.viaTW = false
 		return t.tw.Flush()
 	}
 	if r := e.Size % 512; r != 0 {

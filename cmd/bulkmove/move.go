@@ -95,6 +95,7 @@ type moveFlags struct {
 	gentle           gentleFlags // --bwlimit, --max-read-rate, --io-nice, --nice: see gentle.go
 	ssh              sshFlags
 	scale            scaleFlags
+	faithful         faithfulFlags // -X, -A, --sparse: see faithful.go
 }
 
 func (f *moveFlags) register(fs *flag.FlagSet) {
@@ -140,6 +141,7 @@ func (f *moveFlags) register(fs *flag.FlagSet) {
 	f.obs.register(fs)
 	f.gentle.register(fs)
 	f.scale.register(fs)
+	f.faithful.register(fs)
 	fs.StringVar(&f.progress, "progress", "auto", "progress display on a terminal: auto (one line), streams (a line per stream too), none")
 	fs.BoolVar(&f.json, "json", false, "write newline-delimited JSON events on stdout (start, progress, warning, error, bottleneck, end; see README)")
 	fs.BoolVar(&f.viaAgent, "via-agent", false, "run K local `bulkmove agent` processes and talk the wire protocol to them (the SSH path, without SSH)")
@@ -344,6 +346,7 @@ func (j *job) run(ctx context.Context) int {
 	if code != exitOK {
 		return code
 	}
+	j.flags.faithful.source(&plan.src)
 	opt := sharder.Options{
 		BatchBytes:    int64(j.flags.batchSize),
 		BatchFiles:    j.flags.batchFiles,
@@ -676,6 +679,7 @@ func (j *job) receiveOptions() wire.ReceiveOptions {
 	if mode, err := j.flags.checkMode(); err == nil { // checked with the other flags
 		o.Check = mode
 	}
+	j.flags.faithful.receive(&o)
 	return o
 }
 

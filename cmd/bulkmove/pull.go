@@ -210,6 +210,7 @@ func (j *job) pull(ctx context.Context, t sshx.Target) int {
 	}
 	// --no-quick-check, --checksum, --size-only, --ignore-existing.
 	hubArgs = append(hubArgs, j.flags.checkArgs()...)
+	hubArgs = append(hubArgs, j.flags.faithful.args()...)
 	hubArgs = append(hubArgs, j.flags.scale.hubArgs()...)
 	hubArgs = append(hubArgs, j.flags.gentle.hubArgs()...) // --io-nice, --nice, --max-read-rate: the source is there
 	if as != "" {

@@ -177,8 +177,9 @@ func (j *job) verify(ctx context.Context, p plan, content bool) int {
 		})
 	}
 	err = g.Wait()
-	if err == nil && p.rename == "" {
-		// What DEST has beyond SRC.
+	if err == nil && p.rename == "" && j.flags.scale.filesFrom == "" {
+		// What DEST has beyond SRC (a list does not say what else a
+		// directory may hold: not with --files-from).
 		err = j.prunePass(p, true, func(r *wire.PruneResult) { j.onExtras(&v, r) })(ctx, conns)
 	}
 	for _, c := range conns {

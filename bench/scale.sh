@@ -29,6 +29,10 @@
 #   BULKMOVE      the bulkmove binary (default ./bin/bulkmove)
 #   SCALE_N       files (default 10000000)
 #   SCALE_DIRS    directories (default SCALE_N/100)
+#   SCALE_LINKS   symlinks and as many hard links to add in each directory
+#                 (default 0): entries a move sets aside for its end, which
+#                 spill to disk beyond 16,384 of a kind (the 1M-entry test:
+#                 SCALE_N=700000 SCALE_DIRS=100000 SCALE_LINKS=1)
 #   SCALE_J       streams (default 4)
 #   SCALE_RUNS    runs, of walk local agent (default "walk local agent")
 #   SCALE_MNT     where the trees go (default /mnt/bmscale)
@@ -43,6 +47,7 @@ cd "$(dirname "$0")/.."
 BULKMOVE=${BULKMOVE:-$PWD/bin/bulkmove}
 N=${SCALE_N:-10000000}
 DIRS=${SCALE_DIRS:-$((N / 100))}
+LINKS=${SCALE_LINKS:-0}
 J=${SCALE_J:-4}
 RUNS=${SCALE_RUNS:-walk local agent}
 MNT=${SCALE_MNT:-/mnt/bmscale}
@@ -58,14 +63,14 @@ trap cleanup EXIT
 
 mkdir -p "$MNT"
 if [ "${SCALE_TMPFS:-1}" != 0 ] && [ "$(id -u)" = 0 ] && ! mountpoint -q "$MNT"; then
-  mount -t tmpfs -o "size=${SCALE_TMPFS_SIZE:-16g},nr_inodes=$((2 * N + 2 * DIRS + 1000))" bmscale "$MNT"
+  mount -t tmpfs -o "size=${SCALE_TMPFS_SIZE:-16g},nr_inodes=$((2 * N + 2 * DIRS * (1 + LINKS) + 1000))" bmscale "$MNT"
   mounted=1
 fi
 
-if [ ! -d "$MNT/src" ] || [ "$(cat "$MNT/src.n" 2>/dev/null)" != "$N/$DIRS" ]; then
+if [ ! -d "$MNT/src" ] || [ "$(cat "$MNT/src.n" 2>/dev/null)" != "$N/$DIRS/$LINKS" ]; then
   rm -rf "$MNT/src"
-  go run ./bench/gentree -kind small -n "$N" -size 0 -dirs "$DIRS" -o "$MNT/src"
-  echo "$N/$DIRS" >"$MNT/src.n"
+  go run ./bench/gentree -kind small -n "$N" -size 0 -dirs "$DIRS" -links "$LINKS" -o "$MNT/src"
+  echo "$N/$DIRS/$LINKS" >"$MNT/src.n"
 fi
 
 # hwm PID: the VmHWM of PID in KiB (empty once it is gone).
@@ -101,7 +106,7 @@ measure() {
     sleep 0.2
   done
   wait "$top" || { echo "$name: failed:"; tail -5 "$log"; }
-  local line="$name: N=$N dirs=$DIRS -j $J: $((SECONDS - start))s, sender VmHWM $((sender / 1024)) MiB"
+  local line="$name: N=$N dirs=$DIRS links=$LINKS -j $J: $((SECONDS - start))s, sender VmHWM $((sender / 1024)) MiB"
   if [ -f /tmp/bmscale-$name.time ]; then
     line+=" (time -v: $(($(awk -F': ' '/Maximum resident/ {print $2}' /tmp/bmscale-$name.time) / 1024)) MiB)"
   fi

@@ -2,6 +2,7 @@
 // internal/gentree.
 //
 //	gentree -kind small -n 100000 -size 1KiB -dirs 1000 -o DIR  # N files of SIZE in DIRS dirs
+//	gentree -kind small -n 700000 -size 0 -dirs 100000 -links 1 -o DIR  # and a symlink and a hard link in each
 //	gentree -kind mixed -n 20000 -seed 1 -o DIR                 # realistic mixed tree
 //	gentree -kind large -n 4 -size 256MiB -o DIR                # N large files
 //	gentree -kind huge -size 4GiB -n 100000 -o DIR              # one SIZE file + N × 1 KiB in DIR/small
@@ -30,6 +31,7 @@ func main() {
 	sizeFlag := flag.String("size", "", "file size (default: small 1KiB, large 256MiB, huge 4GiB for the big file)")
 	dirs := flag.Int("dirs", -1, "small, huge: number of subdirectories for the small files (default n/100, 0 puts them all in DIR)")
 	seed := flag.Uint64("seed", 1, "mixed: seed of the tree")
+	links := flag.Int("links", 0, "small: add this many symlinks and as many hard links in each subdirectory")
 	out := flag.String("o", "", "output directory (required)")
 	quiet := flag.Bool("q", false, "no summary on stderr")
 	flag.Usage = func() {
@@ -70,6 +72,9 @@ func main() {
 			size = 1024
 		}
 		err = gentree.Small(*out, files, smallDirs(files), int(size))
+		if err == nil && *links > 0 {
+			err = gentree.Links(*out, *links)
+		}
 	case "mixed":
 		if *sizeFlag != "" {
 			fatalf("-size does not apply to -kind mixed")

@@ -3,13 +3,11 @@
 package main
 
 import (
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -24,43 +22,10 @@ import (
 // directories, 100,000 symlinks, and 100,000 second names of files.
 func millionTree(t *testing.T, dir string) {
 	t.Helper()
-	const files, dirs, links = 700_000, 100_000, 100_000
-	if err := gentree.Small(dir, files, dirs, 0); err != nil {
+	if err := gentree.Small(dir, 700_000, 100_000, 0); err != nil {
 		t.Fatal(err)
 	}
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// In each directory, links/dirs symlinks and as many hard links.
-	var wg sync.WaitGroup
-	errs := make(chan error, 4)
-	for w := range 4 {
-		wg.Go(func() {
-			for i := w; i < len(ents); i += 4 {
-				d := filepath.Join(dir, ents[i].Name())
-				names, err := os.ReadDir(d)
-				if err != nil || len(names) == 0 {
-					errs <- fmt.Errorf("%s: %v (%d names)", d, err, len(names))
-					return
-				}
-				for k := range links / dirs {
-					first := names[k%len(names)].Name()
-					if err := unix.Symlink(first, filepath.Join(d, fmt.Sprintf("s%d", k))); err != nil {
-						errs <- err
-						return
-					}
-					if err := unix.Link(filepath.Join(d, first), filepath.Join(d, fmt.Sprintf("h%d", k))); err != nil {
-						errs <- err
-						return
-					}
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	if err := gentree.Links(dir, 1); err != nil {
 		t.Fatal(err)
 	}
 }

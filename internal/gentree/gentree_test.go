@@ -313,3 +313,19 @@ func nlink(fi fs.FileInfo) uint64 {
 	}
 	return 1
 }
+
+// TestLinks: each subdirectory gets k symlinks to its files and k second
+// names of them.
+func TestLinks(t *testing.T) {
+	dir := tempDir(t)
+	if err := Small(dir, 20, 4, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := Links(dir, 2); err != nil {
+		t.Fatal(err)
+	}
+	s := scan(t, dir)
+	if s.files != 28 || s.symlinks != 8 || s.multiLinked != 16 {
+		t.Errorf("%d names of files, %d symlinks, %d names of hard-linked files; want 28 (20 files, 8 second names), 8, 16", s.files, s.symlinks, s.multiLinked)
+	}
+}

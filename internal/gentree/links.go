@@ -1,0 +1,58 @@
+package gentree
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+)
+
+// Links adds, in each subdirectory of dir (as Small makes them), k
+// symlinks s0..s(k-1) to files of that directory and k second names
+// h0..h(k-1) of them: entries a move sets aside for its end (a tree of
+// Small's with Links holds as many of them as a backup tree of snapshots
+// or a source tree of symlinks). Four directories at a time.
+func Links(dir string, k int) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for w := range errs {
+		wg.Go(func() {
+			for i := w; i < len(ents) && errs[w] == nil; i += len(errs) {
+				if ents[i].IsDir() {
+					errs[w] = linksIn(filepath.Join(dir, ents[i].Name()), k)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func linksIn(d string, k int) error {
+	names, err := os.ReadDir(d)
+	if err != nil {
+		return err
+	}
+	if len(names) == 0 {
+		return fmt.Errorf("gentree: links: %s is empty", d)
+	}
+	for i := range k {
+		first := names[i%len(names)].Name()
+		if err := os.Symlink(first, filepath.Join(d, fmt.Sprintf("s%d", i))); err != nil {
+			return err
+		}
+		if err := os.Link(filepath.Join(d, first), filepath.Join(d, fmt.Sprintf("h%d", i))); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -11,10 +11,12 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/bulkmove/bulkmove/filter"
+	"github.com/bulkmove/bulkmove/internal/ioconc"
 )
 
 // Defaults for Options.
@@ -46,6 +48,12 @@ type Options struct {
 	// Filter chooses the names to leave out, with rsync's include/exclude
 	// rules; nil leaves out nothing. See the package doc.
 	Filter *filter.Rules
+	// IO, if set, measures the source filesystem's latency and says how
+	// many names of one directory to lstat at once (see package ioconc):
+	// on NFS or Lustre each lstat is a round trip to a server, and a flat
+	// directory of a million files is read by many goroutines. nil: one at
+	// a time (Concurrency directories at once).
+	IO *ioconc.Gauge
 	// OneFileSystem (-x) does not cross filesystem boundaries: a directory
 	// on another device than the source (a mount point) is moved as an
 	// empty directory, and its contents are not walked.
@@ -104,7 +112,8 @@ func (o Options) withDefaults() Options {
 		o.FileCost = 0
 	}
 	if o.Concurrency <= 0 {
-		o.Concurrency = max(2*runtime.GOMAXPROCS(0), 8)
+		// Directories wait for a slow filesystem as files do.
+		o.Concurrency = max(2*runtime.GOMAXPROCS(0), 8, o.IO.Limit()/2)
 	}
 	if o.hooks == nil {
 		o.hooks = &testHooks{}
@@ -216,11 +225,13 @@ func Run(ctx context.Context, src string, opt Options, out chan<- *Batch) (Stats
 		return nil
 	})
 	g.Go(func() error {
+		stopStats := w.startStats()
 		var workers errgroup.Group
 		for range opt.Concurrency {
 			workers.Go(func() error { return w.work(gctx) })
 		}
 		err := workers.Wait()
+		stopStats()
 		close(walked)
 		w.closeStack()
 		if err == nil && opt.hooks.walkDone != nil {
@@ -289,6 +300,9 @@ type walker struct {
 	// sets open at once, not every hard-linked file of the tree.
 	linkMu sync.Mutex
 	links  map[devIno]linkFirst
+
+	// statq feeds the stat workers (nil: none; see forEachStat).
+	statq chan statJob
 }
 
 // linkFirst is the first name of a hard-linked file met by the walk, and
@@ -474,61 +488,124 @@ func (w *walker) readDir(ctx context.Context, it dirItem) error {
 // owned says whether the shard owns rel's names that are not directories:
 // those it does not own are skipped, and its subdirectories it does not own
 // are only pushed, to be read, not lstat'ed.
+//
+// On a slow filesystem (Options.IO says so) the lstats of a chunk run from
+// several goroutines at once: a flat directory of a million files is then
+// not a million round trips one after the other.
 func (w *walker) statChunk(f *os.File, rel, full string, ents []fs.DirEntry, owned bool) (chunk, []string) {
 	var c chunk
 	if owned {
 		c.files = make([]Entry, 0, len(ents))
 	}
 	var subdirs []string
-	cerr := withDir(f, full, func(d dirHandle) {
-		for _, de := range ents {
-			name := de.Name()
-			isDir := de.IsDir()
-			if !isDir && !owned {
-				continue
-			}
-			crel := joinRel(rel, name)
-			mine := !isDir || w.opt.Shard.OwnsDir(crel)
-			if w.opt.Filter.Excluded(crel, isDir) {
-				if mine {
-					c.excluded++
-				}
-				continue
-			}
-			if !mine {
-				subdirs = append(subdirs, crel)
-				continue
-			}
-			var rs rawStat
-			var err error
-			if h := w.opt.hooks.lstat; h != nil {
-				if herr := h(crel); herr != nil {
-					err = &fs.PathError{Op: "lstat", Path: joinPath(full, name), Err: herr}
-				}
-			}
-			if err == nil {
-				rs, err = d.lstat(name)
-			}
-			if err != nil {
-				c.notes = append(c.notes, note{path: crel, err: err})
-				continue
-			}
-			var target string
-			var lerr error
-			if rs.typ == fs.ModeSymlink {
-				target, lerr = d.readlink(name, rs.size)
-			}
-			before := len(c.deferred)
-			w.entryInto(&c, crel, rs, target, lerr)
-			if rs.typ == fs.ModeDir && len(c.deferred) > before && !(w.opt.OneFileSystem && rs.dev != w.rootDev) {
-				subdirs = append(subdirs, crel)
-			}
+	// The names to lstat, in readdir order.
+	type stated struct {
+		name, rel string
+		rs        rawStat
+		err       error
+		target    string
+		lerr      error
+	}
+	todo := make([]stated, 0, len(ents))
+	for _, de := range ents {
+		name := de.Name()
+		isDir := de.IsDir()
+		if !isDir && !owned {
+			continue
 		}
+		crel := joinRel(rel, name)
+		mine := !isDir || w.opt.Shard.OwnsDir(crel)
+		if w.opt.Filter.Excluded(crel, isDir) {
+			if mine {
+				c.excluded++
+			}
+			continue
+		}
+		if !mine {
+			subdirs = append(subdirs, crel)
+			continue
+		}
+		todo = append(todo, stated{name: name, rel: crel})
+	}
+	cerr := withDir(f, full, func(d dirHandle) {
+		w.forEachStat(len(todo), func(k int) {
+			st := &todo[k]
+			if h := w.opt.hooks.lstat; h != nil {
+				if herr := h(st.rel); herr != nil {
+					st.err = &fs.PathError{Op: "lstat", Path: joinPath(full, st.name), Err: herr}
+					return
+				}
+			}
+			start := time.Now()
+			st.rs, st.err = d.lstat(st.name)
+			w.opt.IO.Since(start)
+			if st.err == nil && st.rs.typ == fs.ModeSymlink {
+				st.target, st.lerr = d.readlink(st.name, st.rs.size)
+			}
+		})
 	})
+	for k := range todo {
+		st := &todo[k]
+		if st.err != nil {
+			c.notes = append(c.notes, note{path: st.rel, err: st.err})
+			continue
+		}
+		before := len(c.deferred)
+		w.entryInto(&c, st.rel, st.rs, st.target, st.lerr)
+		if st.rs.typ == fs.ModeDir && len(c.deferred) > before && !(w.opt.OneFileSystem && st.rs.dev != w.rootDev) {
+			subdirs = append(subdirs, st.rel)
+		}
+	}
 	if cerr != nil {
 		c.notes = append(c.notes, note{path: rel, err: &fs.PathError{Op: "readdirent", Path: full, Err: cerr}})
 	}
 	return c, subdirs
+}
+
+// forEachStat calls fn(k) for k in [0, n): in this goroutine while the
+// filesystem is fast, and through the walk's pool of stat workers once
+// Options.IO says it is slow (the pool, shared by the directories being
+// read, bounds the lstats in flight and shares them fairly).
+func (w *walker) forEachStat(n int, fn func(k int)) {
+	k := 0
+	for ; k < n && (w.statq == nil || w.opt.IO.Width() <= 1); k++ {
+		fn(k)
+	}
+	if k == n {
+		return
+	}
+	var wg sync.WaitGroup
+	for ; k < n; k++ {
+		wg.Add(1)
+		w.statq <- statJob{fn: fn, k: k, wg: &wg}
+	}
+	wg.Wait()
+}
+
+// statJob is one lstat (fn(k)) for the walk's stat workers.
+type statJob struct {
+	fn func(k int)
+	k  int
+	wg *sync.WaitGroup
+}
+
+// startStats starts the walk's stat workers, as many as Options.IO
+// allows at most; stop ends them.
+func (w *walker) startStats() (stop func()) {
+	if w.opt.IO == nil || w.opt.IO.Limit() <= 1 {
+		return func() {}
+	}
+	w.statq = make(chan statJob, w.opt.IO.Limit())
+	var wg sync.WaitGroup
+	for range w.opt.IO.Limit() {
+		wg.Go(func() {
+			for j := range w.statq {
+				j.fn(j.k)
+				j.wg.Done()
+			}
+		})
+	}
+	return func() { close(w.statq); wg.Wait() }
 }
 
 // entryInto classifies one lstat'ed name and adds it to c. For a symlink,

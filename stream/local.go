@@ -2,7 +2,9 @@ package stream
 
 import (
 	"context"
+	"sync"
 
+	"github.com/bulkmove/bulkmove/internal/ioconc"
 	"github.com/bulkmove/bulkmove/internal/ratelimit"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/stream/extract"
@@ -79,28 +81,46 @@ func (l *Local) apply(b *sharder.Batch, final bool) Result {
 		sums = l.Src.Sums(b.Entries)
 	}
 	need := l.Recv.NeedSums(b.Entries, sums)
-	var dirs Dirs
-	defer dirs.Close()
-	var discards []wire.Discard
+	var files []int
 	for i := range b.Entries {
-		e := &b.Entries[i]
-		if e.Kind != sharder.KindFile {
+		switch {
+		case b.Entries[i].Kind != sharder.KindFile:
 			t.Apply(i)
-			continue
-		}
-		if !need[i] {
+		case !need[i]:
 			t.Skip(i)
-			continue
+		default:
+			files = append(files, i)
 		}
-		f, err := l.Src.OpenIn(&dirs, e)
+	}
+	// One file at a time where opens and creates are fast; on a slow
+	// filesystem (either side), many at once, each worker with its own
+	// open source directory.
+	width := max(l.Src.IO.Width(), l.Recv.IOWidth())
+	dirs := SharedDirs()
+	defer dirs.Close()
+	var mu sync.Mutex
+	var discards []wire.Discard
+	ioconc.ForEach(len(files), width, func(_, k int) {
+		i := files[k]
+		e := &b.Entries[i]
+		if width > 1 { // the job's streams together stay within the limit
+			l.Src.IO.Acquire()
+			defer l.Src.IO.Release()
+		}
+		f, err := l.Src.OpenIn(dirs, e)
 		if err != nil {
+			mu.Lock()
 			res.SrcErrors = append(res.SrcErrors, SourceError{i, err})
-			continue
+			mu.Unlock()
+			return
 		}
+		defer f.Close()
 		// A failed Write has recorded its error and removed its file.
 		ext, xs, xerr := l.Src.extras(f, e) // a sparse map, extended attributes
 		if xerr != nil {
+			mu.Lock()
 			res.SrcErrors = append(res.SrcErrors, SourceError{i, xerr})
+			mu.Unlock()
 		}
 		r := ratelimit.Reader(dataReader(f, ext), l.Src.Limit)
 		if l.Limit.Rate() > 0 {
@@ -109,21 +129,22 @@ func (l *Local) apply(b *sharder.Batch, final bool) Result {
 		if ext != nil || xs != nil {
 			r = &extract.FileData{R: r, Extents: ext, Xattrs: xs}
 		}
-		if err := t.Write(i, r); err != nil {
-			if cerr := l.Src.Recheck(f, e); cerr != nil {
-				// The source changed (shrank, say): the sender's error.
-				t.Withdraw(i)
-				res.SrcErrors = append(res.SrcErrors, SourceError{i, cerr})
-			}
-			f.Close()
-			continue
+		werr := t.Write(i, r)
+		cerr := l.Src.Recheck(f, e)
+		if cerr == nil {
+			return
 		}
-		if err := l.Src.Recheck(f, e); err != nil {
-			res.SrcErrors = append(res.SrcErrors, SourceError{i, err})
-			discards = append(discards, wire.Discard{Index: i, Reason: err.Error()})
+		if werr != nil {
+			// The source changed (shrank, say): the sender's error.
+			t.Withdraw(i)
 		}
-		f.Close()
-	}
+		mu.Lock()
+		res.SrcErrors = append(res.SrcErrors, SourceError{i, cerr})
+		if werr == nil {
+			discards = append(discards, wire.Discard{Index: i, Reason: cerr.Error()})
+		}
+		mu.Unlock()
+	})
 	res.Ack = t.Commit(b.ID, discards)
 	return res
 }

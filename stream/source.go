@@ -14,6 +14,7 @@ import (
 	"github.com/zeebo/xxh3"
 	"golang.org/x/sys/unix"
 
+	"github.com/bulkmove/bulkmove/internal/ioconc"
 	"github.com/bulkmove/bulkmove/internal/ratelimit"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/stream/extract"
@@ -32,6 +33,9 @@ type Source struct {
 	// gentle on a production disk, and how tests make the source the
 	// bottleneck.
 	Limit *ratelimit.Bucket
+	// IO measures the source's latency per file and says how many files to
+	// open and read at once (ahead of the stream, see readAhead); nil: one.
+	IO *ioconc.Gauge
 	// Xattrs, ACLs and Sparse send extended attributes (-X), ACLs (-A)
 	// and sparse files as their data extents (--sparse): see extras.go.
 	Xattrs, ACLs, Sparse bool
@@ -42,10 +46,29 @@ type Source struct {
 type File struct {
 	fd         int
 	root, path string // its name is root/path, joined only for messages
+
+	// A file read ahead (see readAhead): its content, the read error
+	// after it, and Recheck's verdict, made right after the read.
+	ahead    *[]byte
+	pre      []byte
+	preErr   error
+	checked  bool
+	checkErr error
 }
 
 // Read implements io.Reader.
 func (f *File) Read(p []byte) (int, error) {
+	if f.ahead != nil {
+		if len(f.pre) == 0 {
+			if f.preErr != nil {
+				return 0, f.preErr
+			}
+			return 0, io.EOF
+		}
+		n := copy(p, f.pre)
+		f.pre = f.pre[n:]
+		return n, nil
+	}
 	for {
 		n, err := unix.Read(f.fd, p)
 		if err == unix.EINTR {
@@ -73,7 +96,13 @@ func (f *File) Name() string {
 }
 
 // Close closes the descriptor.
-func (f *File) Close() error { return unix.Close(f.fd) }
+func (f *File) Close() error {
+	if f.ahead != nil {
+		aheadPool.Put(f.ahead)
+		f.ahead, f.pre = nil, nil
+	}
+	return unix.Close(f.fd)
+}
 
 // Dirs keeps the directory a batch is reading from open, so that each file
 // is opened relative to it: one name for the kernel to resolve instead of
@@ -82,14 +111,83 @@ func (f *File) Close() error { return unix.Close(f.fd) }
 type Dirs struct {
 	dir string
 	fd  int
+	// shared, if set, holds the directories instead, for several readers
+	// at once (see SharedDirs).
+	shared *dirCache
 }
 
-// Close releases the open directory.
+// SharedDirs returns a Dirs that several goroutines may use at once: each
+// directory is opened once, whoever needs it first, and kept open while
+// any of them reads from it (and a few more after). Close it once all are
+// done.
+func SharedDirs() *Dirs { return &Dirs{shared: &dirCache{m: map[string]*dirRef{}}} }
+
+// Close releases the open directories.
 func (d *Dirs) Close() {
+	if d.shared != nil {
+		d.shared.close()
+		return
+	}
 	if d.fd > 0 {
 		unix.Close(d.fd)
 	}
 	d.fd, d.dir = 0, ""
+}
+
+// dirCache is the directories of a SharedDirs.
+type dirCache struct {
+	mu sync.Mutex
+	m  map[string]*dirRef
+}
+
+type dirRef struct {
+	once sync.Once
+	fd   int // -1 if it could not be opened
+	refs int
+}
+
+// idleDirs is how many directories no reader uses a SharedDirs keeps open.
+const idleDirs = 16
+
+func (c *dirCache) get(root, dir string) *dirRef {
+	c.mu.Lock()
+	r := c.m[dir]
+	if r == nil {
+		r = &dirRef{}
+		c.m[dir] = r
+	}
+	r.refs++
+	c.mu.Unlock()
+	r.once.Do(func() {
+		r.fd = -1
+		if fd, err := unix.Open(filepath.Join(root, filepath.FromSlash(dir)), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
+			r.fd = fd
+		}
+	})
+	return r
+}
+
+func (c *dirCache) put(dir string, r *dirRef) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r.refs--; r.refs == 0 && len(c.m) > idleDirs {
+		delete(c.m, dir)
+		if r.fd >= 0 {
+			unix.Close(r.fd)
+		}
+	}
+}
+
+func (c *dirCache) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for dir, r := range c.m {
+		r.once.Do(func() { r.fd = -1 })
+		if r.fd >= 0 {
+			unix.Close(r.fd)
+		}
+		delete(c.m, dir)
+	}
 }
 
 const openFlags = unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_CLOEXEC | unix.O_NOATIME
@@ -105,6 +203,15 @@ func (s Source) OpenIn(d *Dirs, e *sharder.Entry) (*File, error) {
 	switch {
 	case s.File != "":
 		f.root, f.path, name = "", s.File, s.File
+	case d != nil && d.shared != nil:
+		dir, base := path.Split(e.Path)
+		r := d.shared.get(s.Root, dir)
+		defer d.shared.put(dir, r)
+		if r.fd >= 0 {
+			dirfd, name = r.fd, base
+		} else {
+			name = f.Name()
+		}
 	case d != nil:
 		dir, base := path.Split(e.Path)
 		if d.fd <= 0 || d.dir != dir {
@@ -121,7 +228,9 @@ func (s Source) OpenIn(d *Dirs, e *sharder.Entry) (*File, error) {
 	default:
 		name = f.Name()
 	}
+	start := time.Now()
 	fd, err := unix.Openat(dirfd, name, openFlags, 0)
+	s.IO.Since(start)
 	if err == unix.EPERM { // O_NOATIME needs ownership
 		fd, err = unix.Openat(dirfd, name, openFlags&^unix.O_NOATIME, 0)
 	}
@@ -142,6 +251,9 @@ func (s Source) OpenIn(d *Dirs, e *sharder.Entry) (*File, error) {
 
 // Recheck reports whether f changed while being read.
 func (s Source) Recheck(f *File, e *sharder.Entry) error {
+	if f.checked {
+		return f.checkErr
+	}
 	return s.same(f, e, "while being read")
 }
 
@@ -206,12 +318,17 @@ func (s Source) writeTar(w io.Writer, b *wire.BatchManifest, need []bool, ctr *C
 	defer bufPool.Put(bp)
 	var dirs Dirs
 	defer dirs.Close()
+	ra := s.startReadAhead(b.Entries, need, ctr)
+	defer ra.close()
 	for i := range b.Entries {
 		e := &b.Entries[i]
 		if e.Kind != sharder.KindFile || !need[i] {
 			continue
 		}
-		f, oerr := s.OpenIn(&dirs, e)
+		f, oerr := ra.open(i)
+		if ra == nil {
+			f, oerr = s.OpenIn(&dirs, e)
+		}
 		if oerr != nil {
 			failed = append(failed, SourceError{i, oerr})
 			continue
@@ -226,7 +343,11 @@ func (s Source) writeTar(w io.Writer, b *wire.BatchManifest, need []bool, ctr *C
 			f.Close()
 			return nil, nil, nil, err
 		}
-		src := &readTracker{r: io.LimitReader(ratelimit.Reader(dataReader(f, ext), s.Limit), size), ctr: ctr}
+		fr := dataReader(f, ext)
+		if f.ahead == nil { // (read ahead: paced already)
+			fr = ratelimit.Reader(fr, s.Limit)
+		}
+		src := &readTracker{r: io.LimitReader(fr, size), ctr: ctr}
 		var in io.Reader = src
 		if hash {
 			h.Reset()

@@ -80,6 +80,7 @@ type moveFlags struct {
 	transport        string
 	dataPorts        string
 	requireSpace     bool
+	ioConc           ioConcFlag // --io-concurrency: see ioconc.go
 	verbose          bool
 	version          bool
 	fsync            bool
@@ -121,6 +122,7 @@ func (f *moveFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.retries, "retries", 5, "times a batch may be on a stream that fails before the job gives up")
 	fs.DurationVar(&f.reconnectTimeout, "reconnect-timeout", 5*time.Minute, "how long a lost stream tries to reconnect (exponential backoff) before the job goes on without it; 0: never")
 	fs.DurationVar(&f.stallTimeout, "stall-timeout", 60*time.Second, "a stream that moves no byte for this long with work in flight is closed and reconnected")
+	fs.Var(&f.ioConc, "io-concurrency", "file operations at once on each side, independent of -j: `N`, or auto (from the filesystems' measured latency: 1 on a local disk, up to 64 on NFS)")
 	fs.BoolVar(&f.requireSpace, "require-space", false, "refuse to go on once the walk has found more to move than DEST has free (without it: a warning)")
 	fs.StringVar(&f.transport, "transport", "ssh", "how the streams travel to a remote host: ssh (K SSH connections), tls (SSH starts the agent, the streams go over TLS 1.3 straight to it), tcp (the same, unencrypted), auto (tls, else ssh)")
 	fs.StringVar(&f.dataPorts, "data-ports", "", "port `range` the agent listens on for --transport tls/tcp, e.g. 50000-50100 (default: any)")
@@ -347,11 +349,14 @@ func (j *job) run(ctx context.Context) int {
 		return code
 	}
 	j.flags.faithful.source(&plan.src)
+	plan.src.IO = j.flags.ioConc.gauge()
 	opt := sharder.Options{
 		BatchBytes:    int64(j.flags.batchSize),
 		BatchFiles:    j.flags.batchFiles,
 		Filter:        j.flags.rules,
 		OneFileSystem: j.flags.oneFS,
+		Concurrency:   int(j.flags.ioConc),
+		IO:            plan.src.IO,
 		OnError: func(p string, err error) {
 			j.mu.Lock()
 			j.walkErrs++
@@ -675,7 +680,8 @@ func within(src, dst string) (bool, error) {
 
 func (j *job) receiveOptions() wire.ReceiveOptions {
 	// Owner: keep numeric uid/gid wherever the receiver runs as root.
-	o := wire.ReceiveOptions{Fsync: j.flags.fsync, Owner: true, KeepSetid: j.flags.keepSetid, Check: wire.CheckQuick}
+	o := wire.ReceiveOptions{Fsync: j.flags.fsync, Owner: true, KeepSetid: j.flags.keepSetid, Check: wire.CheckQuick,
+		IOConcurrency: int(j.flags.ioConc)}
 	if mode, err := j.flags.checkMode(); err == nil { // checked with the other flags
 		o.Check = mode
 	}

@@ -35,6 +35,7 @@ import (
 	"github.com/zeebo/xxh3"
 	"golang.org/x/sys/unix"
 
+	"github.com/bulkmove/bulkmove/internal/ioconc"
 	"github.com/bulkmove/bulkmove/internal/ratelimit"
 	"github.com/bulkmove/bulkmove/internal/unixmode"
 	"github.com/bulkmove/bulkmove/sharder"
@@ -61,6 +62,11 @@ type Options struct {
 	// NamedTemps writes every file under a named temporary and renames it,
 	// as where O_TMPFILE is missing (for tests of that path).
 	NamedTemps bool
+	// IOConcurrency is how many files a batch writes (and checks, and
+	// renames) at once: 0 chooses from the measured latency of the
+	// destination filesystem (one at a time on a local disk, many on NFS);
+	// see package ioconc.
+	IOConcurrency int
 	// Xattrs, ACLs and Sparse: what the sender may send and the receiver
 	// applies (see xattr.go and sparse.go).
 	Xattrs, ACLs, Sparse bool
@@ -74,7 +80,7 @@ func FromWire(o *wire.ReceiveOptions) Options {
 	// Owners can only be given away by root: elsewhere files belong to the
 	// receiving user, as with rsync run by an ordinary user.
 	return Options{Fsync: o.Fsync, Owner: o.Owner && os.Geteuid() == 0, KeepSetid: o.KeepSetid, NoCheck: o.Check == wire.CheckNone,
-		Check: o.Check, WriteRate: o.WriteRate, Xattrs: o.Xattrs, ACLs: o.ACLs, Sparse: o.Sparse}
+		Check: o.Check, WriteRate: o.WriteRate, IOConcurrency: o.IOConcurrency, Xattrs: o.Xattrs, ACLs: o.ACLs, Sparse: o.Sparse}
 }
 
 // check is the check mode in force.
@@ -119,6 +125,10 @@ type Receiver struct {
 	errs       atomic.Int64
 	writeNanos atomic.Int64
 	fsyncNanos atomic.Int64
+
+	// io measures the destination's latency per file operation and says
+	// how many to run at once.
+	io *ioconc.Gauge
 }
 
 // Open creates dir if needed and opens it as the receiver's root.
@@ -137,6 +147,10 @@ func Open(dir string, opt Options) (*Receiver, error) {
 		return nil, fmt.Errorf("open destination: %w", err)
 	}
 	r := &Receiver{root: root, dir: dir, opt: opt, known: map[uint64]struct{}{}, dirs: map[string]struct{}{}, limit: ratelimit.New(opt.WriteRate)}
+	r.io = ioconc.Auto(0)
+	if opt.IOConcurrency > 0 {
+		r.io = ioconc.Fixed(opt.IOConcurrency)
+	}
 	return r, nil
 }
 
@@ -218,6 +232,26 @@ func (r *Receiver) Need(entries []sharder.Entry) []bool { return r.NeedSums(entr
 // once.
 func (r *Receiver) NeedSums(entries []sharder.Entry, sums []wire.Sum) []bool {
 	need := make([]bool, len(entries))
+	var hashOnce sync.Once
+	var hash *sumPool // started at the first file to hash
+	toHash := func(j sumJob) {
+		hashOnce.Do(func() { hash = r.startSums(entries, sums, need) })
+		hash.jobs <- j
+	}
+	// A stat per file: on a slow filesystem, parts of the batch at once
+	// (each part keeps its directories' files together).
+	parts := min(r.io.Width(), (len(entries)+15)/16)
+	ioconc.ForEach(parts, parts, func(_, k int) {
+		r.needRange(entries[k*len(entries)/parts:(k+1)*len(entries)/parts], k*len(entries)/parts, sums, need, toHash)
+	})
+	if hash != nil {
+		hash.wait()
+	}
+	return need
+}
+
+// needRange is NeedSums for entries, which start at index off of the batch.
+func (r *Receiver) needRange(entries []sharder.Entry, off int, sums []wire.Sum, need []bool, toHash func(sumJob)) {
 	mode := r.opt.check()
 	var cur *os.File // the directory of the previous entry, nil if missing
 	curDir := "\x00"
@@ -226,9 +260,8 @@ func (r *Receiver) NeedSums(entries []sharder.Entry, sums []wire.Sum) []bool {
 			cur.Close()
 		}
 	}()
-	var hash *sumPool // started at the first file to hash
-	for i := range entries {
-		e := &entries[i]
+	for k := range entries {
+		e, i := &entries[k], off+k
 		need[i] = true
 		if e.Kind != sharder.KindFile || mode == wire.CheckNone || CheckName(e.Path, e.Kind) != nil {
 			continue
@@ -251,9 +284,11 @@ func (r *Receiver) NeedSums(entries []sharder.Entry, sums []wire.Sum) []bool {
 			continue
 		}
 		var st unix.Stat_t
+		start := time.Now()
 		if err := unix.Fstatat(int(cur.Fd()), base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			continue
 		}
+		r.io.Since(start)
 		if st.Mode&unix.S_IFMT != unix.S_IFREG {
 			continue
 		}
@@ -280,10 +315,7 @@ func (r *Receiver) NeedSums(entries []sharder.Entry, sums []wire.Sum) []bool {
 			if err != nil {
 				continue // unreadable: needed
 			}
-			if hash == nil {
-				hash = r.startSums(entries, sums, need)
-			}
-			hash.jobs <- sumJob{i, fd}
+			toHash(sumJob{i, fd})
 			continue
 		}
 		need[i] = false
@@ -291,10 +323,6 @@ func (r *Receiver) NeedSums(entries []sharder.Entry, sums []wire.Sum) []bool {
 			r.remember(e.Path)
 		}
 	}
-	if hash != nil {
-		hash.wait()
-	}
-	return need
 }
 
 // hashWorkers bounds the files of one batch hashed at once: a few, as
@@ -440,13 +468,17 @@ func (r *Receiver) isKnown(p string) bool {
 }
 
 // Txn installs one batch: files are written under temporary names, then
-// Commit renames them into place.
+// Commit renames them into place. Write, Apply and Skip may be called from
+// several goroutines at once for different entries (a receiver on a
+// high-latency filesystem writes many files at once); Begin, Commit and
+// Abort may not overlap them.
 type Txn struct {
 	r       *Receiver
 	entries []sharder.Entry
-	dirs    map[string]*os.File // open target directories of this batch
+
+	mu      sync.Mutex
+	dirs    map[string]*txnDir // target directories of this batch
 	pending []pendingFile
-	hasher  *xxh3.Hasher128 // reused for each file written
 	errs    []wire.EntryError
 	files   int64
 	bytes   int64
@@ -455,10 +487,18 @@ type Txn struct {
 	writeNanos, fsyncNanos int64
 	// setgidDir: some target directory is setgid, so new files may not get
 	// the creator's group.
-	setgidDir bool
+	setgidDir atomic.Bool
 	// xattrs are the manifest's attributes of directories and symlinks,
 	// set by SetXattrs before ApplyFinal.
 	xattrs [][]wire.Xattr
+}
+
+// txnDir is a target directory of a batch, opened (and created) once by
+// whichever writer needs it first; the others wait for it.
+type txnDir struct {
+	once sync.Once
+	f    *os.File
+	err  error
 }
 
 type pendingFile struct {
@@ -469,6 +509,7 @@ type pendingFile struct {
 	base   string
 	sum    wire.Sum // XXH3-128 of what was written, if summed
 	summed bool
+	placed bool // under its final name (Commit)
 }
 
 func sumOf(h *xxh3.Hasher128) wire.Sum {
@@ -478,35 +519,58 @@ func sumOf(h *xxh3.Hasher128) wire.Sum {
 	return h.Sum128().Bytes()
 }
 
+// IOWidth is how many files to write at once now (see Options.IOConcurrency).
+func (r *Receiver) IOWidth() int { return r.io.Width() }
+
+// IOLatency is the destination's measured latency per file operation.
+func (r *Receiver) IOLatency() time.Duration { return r.io.Latency() }
+
 // Begin starts a batch over entries.
 func (r *Receiver) Begin(entries []sharder.Entry) *Txn {
-	return &Txn{r: r, entries: entries, dirs: map[string]*os.File{}}
+	return &Txn{r: r, entries: entries, dirs: map[string]*txnDir{}}
 }
 
 // Skip counts entry i as already up to date.
-func (t *Txn) Skip(i int) { t.skipped++ }
+func (t *Txn) Skip(i int) { t.count(0, 0, 1) }
 
-// dir opens (and creates) the parent directory of p, caching the handle.
+// count adds to the batch's totals.
+func (t *Txn) count(files, bytes, skipped int64) {
+	t.mu.Lock()
+	t.files += files
+	t.bytes += bytes
+	t.skipped += skipped
+	t.mu.Unlock()
+}
+
+// dir opens (and creates) the parent directory of p, once per batch.
 func (t *Txn) dir(p string) (*os.File, string, error) {
 	d, base := path.Split(p)
 	d = strings.TrimSuffix(d, "/")
 	if d == "" {
 		d = "."
 	}
-	if f, ok := t.dirs[d]; ok {
-		return f, base, nil
+	t.mu.Lock()
+	td, ok := t.dirs[d]
+	if !ok {
+		td = &txnDir{}
+		t.dirs[d] = td
 	}
+	t.mu.Unlock()
+	td.once.Do(func() { td.f, td.err = t.openDir(d) })
+	return td.f, base, td.err
+}
+
+func (t *Txn) openDir(d string) (*os.File, error) {
 	if err := t.r.mkdirAll(d); err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	f, err := t.r.root.OpenFile(d, os.O_RDONLY|syscall.O_DIRECTORY, 0)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
-	t.dirs[d] = f
 	var st unix.Stat_t
 	if unix.Fstat(int(f.Fd()), &st) == nil && st.Mode&unix.S_ISGID != 0 {
-		t.setgidDir = true
+		t.setgidDir.Store(true)
 	}
 	if t.r.linking() == linkNone {
 		// Named temporaries are only used where O_TMPFILE is not: only
@@ -515,7 +579,7 @@ func (t *Txn) dir(p string) (*os.File, string, error) {
 		// those.)
 		t.r.sweep(d, f)
 	}
-	return f, base, nil
+	return f, nil
 }
 
 // staleTemp is the age after which a temporary file of another run that
@@ -629,6 +693,7 @@ func (t *Txn) Write(i int, src io.Reader) error {
 	}
 	dfd := int(d.Fd())
 	tmp, fd := "", -1
+	created := time.Now()
 	if t.r.linking() != linkNone && tmpfilesOpen.Load() < maxTmpfiles {
 		if f, err := unix.Openat(dfd, ".", unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, uint32(e.Mode.Perm())); err == nil {
 			fd = f
@@ -643,6 +708,7 @@ func (t *Txn) Write(i int, src io.Reader) error {
 			return t.drain(src, want)
 		}
 	}
+	t.r.io.Since(created)
 	discard := func() { t.dropFile(dfd, tmp, fd) }
 	// Write time is the receiver's own work: not the time spent waiting
 	// for the data to arrive.
@@ -656,18 +722,19 @@ func (t *Txn) Write(i int, src io.Reader) error {
 	if tr != nil {
 		// Data from a stream: hashed as it is written, for the sender's
 		// hash in the commit to check (end-to-end integrity).
-		if t.hasher == nil {
-			t.hasher = xxh3.New128()
-		}
-		h = t.hasher
+		h = hasherPool.Get().(*xxh3.Hasher128)
+		defer hasherPool.Put(h)
 		h.Reset()
 		in = io.TeeReader(tr, h)
 	}
 	n, rerr, werr := t.copyData(fd, in, x, e, h)
-	t.writeNanos += int64(time.Since(start))
+	spent := int64(time.Since(start))
 	if tr != nil {
-		t.writeNanos -= tr.nanos
+		spent -= tr.nanos
 	}
+	t.mu.Lock()
+	t.writeNanos += spent
+	t.mu.Unlock()
 	switch {
 	case werr != nil:
 		discard()
@@ -696,7 +763,9 @@ func (t *Txn) Write(i int, src io.Reader) error {
 	if t.r.opt.Fsync {
 		start := time.Now()
 		err := unix.Fsync(fd)
+		t.mu.Lock()
 		t.fsyncNanos += int64(time.Since(start))
+		t.mu.Unlock()
 		if err != nil {
 			discard()
 			t.failErr(i, "fsync", e.Path, err)
@@ -705,8 +774,7 @@ func (t *Txn) Write(i int, src io.Reader) error {
 	}
 	if tmp == "" {
 		// An unnamed file keeps its descriptor until Commit links it.
-		t.pending = append(t.pending, pendingFile{index: i, dir: d, fd: fd, base: base, sum: sumOf(h), summed: h != nil})
-		t.bytes += e.Size
+		t.addPending(pendingFile{index: i, dir: d, fd: fd, base: base, sum: sumOf(h), summed: h != nil}, e.Size)
 		return nil
 	}
 	if err := unix.Close(fd); err != nil {
@@ -714,10 +782,19 @@ func (t *Txn) Write(i int, src io.Reader) error {
 		t.failErr(i, "close", e.Path, err)
 		return nil
 	}
-	t.pending = append(t.pending, pendingFile{index: i, dir: d, tmp: tmp, fd: -1, base: base, sum: sumOf(h), summed: h != nil})
-	t.bytes += e.Size
+	t.addPending(pendingFile{index: i, dir: d, tmp: tmp, fd: -1, base: base, sum: sumOf(h), summed: h != nil}, e.Size)
 	return nil
 }
+
+func (t *Txn) addPending(p pendingFile, size int64) {
+	t.mu.Lock()
+	t.pending = append(t.pending, p)
+	t.bytes += size
+	t.mu.Unlock()
+}
+
+// hasherPool holds the hashers of files being written (several at once).
+var hasherPool = sync.Pool{New: func() any { return xxh3.New128() }}
 
 // Unnamed temporary files (O_TMPFILE) are given their name only at commit,
 // with linkat: no temporary name to create and then rename away (on tmpfs the
@@ -900,7 +977,7 @@ func (t *Txn) mode(m fs.FileMode) fs.FileMode {
 // created is the mode the file was created with, or -1 if unknown.
 func (t *Txn) setMeta(fd int, e *sharder.Entry, created int64) error {
 	chowned := false
-	if t.r.opt.Owner && (int(e.UID) != euid || int(e.GID) != egid || t.setgidDir) {
+	if t.r.opt.Owner && (int(e.UID) != euid || int(e.GID) != egid || t.setgidDir.Load()) {
 		if err := unix.Fchown(fd, int(e.UID), int(e.GID)); err != nil {
 			return err
 		}
@@ -935,13 +1012,17 @@ func futimens(fd int, mtime int64) error {
 }
 
 func (t *Txn) fail(i int, code int, err error) {
+	t.mu.Lock()
 	t.errs = append(t.errs, wire.EntryError{Index: i, Code: code, Msg: err.Error()})
+	t.mu.Unlock()
 }
 
 // Withdraw forgets the failures recorded against entry i: its sender
 // withdrew it (the source changed while being read), so that it did not
 // land is not the receiver's failure.
 func (t *Txn) Withdraw(i int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	t.errs = slices.DeleteFunc(t.errs, func(e wire.EntryError) bool { return e.Index == i })
 }
 
@@ -1023,7 +1104,7 @@ func (t *Txn) applyDir(i int, e *sharder.Entry) {
 	if t.r.opt.Fsync {
 		f.Sync()
 	}
-	t.files++
+	t.count(1, 0, 0)
 }
 
 // CheckLinkTarget validates a symlink target: non-empty, bounded, no NUL.
@@ -1051,12 +1132,12 @@ func (t *Txn) applySymlink(i int, e *sharder.Entry) {
 	// Already right: leave it (and its directory's mtime) alone.
 	cur, err := readlinkat(int(d.Fd()), base)
 	if err == nil && t.r.opt.check() == wire.CheckExisting {
-		t.skipped++ // --ignore-existing: a symlink there stays as it is
+		t.count(0, 0, 1) // --ignore-existing: a symlink there stays as it is
 		return
 	}
 	if err == nil && cur == e.Link {
 		t.setLinkMeta(i, d, base, e)
-		t.skipped++
+		t.count(0, 0, 1)
 		return
 	}
 	tmp := t.tmpName()
@@ -1070,7 +1151,7 @@ func (t *Txn) applySymlink(i int, e *sharder.Entry) {
 		return
 	}
 	t.setLinkMeta(i, d, base, e)
-	t.files++
+	t.count(1, 0, 0)
 }
 
 func (t *Txn) setLinkMeta(i int, d *os.File, base string, e *sharder.Entry) {
@@ -1133,7 +1214,7 @@ func (t *Txn) applyHardlink(i int, e *sharder.Entry) {
 	}
 	if cur, err := t.r.root.Lstat(e.Path); err == nil &&
 		(os.SameFile(cur, fi) || t.r.opt.check() == wire.CheckExisting && cur.Mode().IsRegular()) {
-		t.skipped++ // (--ignore-existing: any file there stays as it is)
+		t.count(0, 0, 1) // (--ignore-existing: any file there stays as it is)
 		return
 	}
 	tmp := t.tmpName()
@@ -1150,7 +1231,7 @@ func (t *Txn) applyHardlink(i int, e *sharder.Entry) {
 		t.failErr(i, "hard link", e.Path, err)
 		return
 	}
-	t.files++
+	t.count(1, 0, 0)
 }
 
 // Commit renames the batch's files into place, except those discarded by
@@ -1173,18 +1254,22 @@ func (t *Txn) CommitSums(id uint64, discards []wire.Discard, sums []wire.Indexed
 	for _, s := range sums {
 		want[s.Index] = s.Sum
 	}
-	for _, p := range t.pending {
+	// Linking or renaming into place is one operation per file: on a slow
+	// filesystem, many at once.
+	ioconc.ForEach(len(t.pending), t.r.io.Width(), func(_, k int) {
+		p := &t.pending[k]
 		e := &t.entries[p.index]
 		dfd := int(p.dir.Fd())
 		if _, ok := drop[p.index]; ok {
 			t.dropFile(dfd, p.tmp, p.fd)
-			continue
+			return
 		}
 		if s, ok := want[p.index]; ok && p.summed && s != p.sum {
 			t.dropFile(dfd, p.tmp, p.fd)
 			t.fail(p.index, wire.CodeCorrupt, fmt.Errorf("receive %s: the data that arrived does not hash to what the sender read (XXH3-128): not installed", e.Path))
-			continue
+			return
 		}
+		start := time.Now()
 		if p.tmp == "" {
 			err := t.r.link(p.fd, dfd, p.base)
 			if err == unix.EEXIST {
@@ -1199,27 +1284,36 @@ func (t *Txn) CommitSums(id uint64, discards []wire.Discard, sums []wire.Indexed
 			t.dropFile(dfd, "", p.fd)
 			if err != nil {
 				t.failErr(p.index, "link into place", e.Path, err)
-				continue
+				return
 			}
 		} else if err := t.replace(p.dir, p.tmp, p.base); err != nil {
 			unix.Unlinkat(dfd, p.tmp, 0)
 			t.failErr(p.index, "rename into place", e.Path, err)
-			continue
+			return
 		}
-		t.files++
+		t.r.io.Since(start)
+		p.placed = true
 		if e.Nlink > 1 {
 			t.r.remember(e.Path)
+		}
+	})
+	for _, p := range t.pending {
+		if p.placed {
+			t.files++
 		}
 	}
 	if t.r.opt.Fsync && len(t.pending) > 0 {
 		start := time.Now()
 		for name, d := range t.dirs {
-			if err := d.Sync(); err != nil {
+			if d.f == nil {
+				continue
+			}
+			if err := d.f.Sync(); err != nil {
 				// The names are in place but not durable: report each
 				// file of that directory, so the sender does not count
 				// them as done (an fsync error is never retried).
 				for _, p := range t.pending {
-					if p.dir == d {
+					if p.dir == d.f && p.placed {
 						t.failErr(p.index, "fsync directory "+name+" of", t.entries[p.index].Path, err)
 						t.files--
 					}
@@ -1251,7 +1345,9 @@ func (t *Txn) Abort() {
 
 func (t *Txn) close() {
 	for _, d := range t.dirs {
-		d.Close()
+		if d.f != nil {
+			d.f.Close()
+		}
 	}
 	clear(t.dirs)
 }

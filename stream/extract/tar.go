@@ -2,12 +2,15 @@ package extract
 
 import (
 	"archive/tar"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 
+	"github.com/bulkmove/bulkmove/internal/ioconc"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/stream/wire"
 )
@@ -31,6 +34,10 @@ func (t *Txn) ExtractTar(id uint64, r io.Reader, need []bool) error {
 	tr := tar.NewReader(r)
 	next := 0
 	last := ""
+	// On a slow filesystem, small files are read off the stream into
+	// memory and written by several goroutines at once.
+	w := t.startWriters()
+	defer w.wait()
 	for {
 		hdr, err := tr.Next()
 		if err == io.EOF {
@@ -82,6 +89,10 @@ func (t *Txn) ExtractTar(id uint64, r io.Reader, need []bool) error {
 		if x.dense() && hdr.Size != e.Size {
 			return fmt.Errorf("%w: batch %d: tar entry %q declares %d bytes, the manifest %d", ErrStream, id, hdr.Name, hdr.Size, e.Size)
 		}
+		if x == nil && w.write(j, e.Size, tr) {
+			next, last = j+1, hdr.Name
+			continue
+		}
 		var src io.Reader = tr
 		if x != nil {
 			x.R, src = tr, x
@@ -94,11 +105,32 @@ func (t *Txn) ExtractTar(id uint64, r io.Reader, need []bool) error {
 	}
 }
 
-// ApplyFinal applies every entry of a final batch in order.
+// ApplyFinal applies every entry of a final batch in order; on a slow
+// filesystem, runs of entries that do not depend on each other at once:
+// symlinks and hard links (nothing is created inside them), and
+// directories of one depth (none holds another, and the sender sends the
+// deeper ones first, so every directory's mtime is still set after all that
+// is created inside it).
 func (t *Txn) ApplyFinal() {
-	for i := range t.entries {
-		t.Apply(i)
+	width := t.r.io.Width()
+	for i := 0; i < len(t.entries); {
+		j := i + 1
+		for j < len(t.entries) && width > 1 && independent(&t.entries[i], &t.entries[j]) {
+			j++
+		}
+		ioconc.ForEach(j-i, width, func(_, k int) { t.Apply(i + k) })
+		i = j
 	}
+}
+
+// independent reports whether a and b of a final batch may be applied in
+// either order.
+func independent(a, b *sharder.Entry) bool {
+	adir, bdir := a.Kind == sharder.KindDir, b.Kind == sharder.KindDir
+	if adir != bdir {
+		return false
+	}
+	return !adir || a.Path != "." && b.Path != "." && strings.Count(a.Path, "/") == strings.Count(b.Path, "/")
 }
 
 // Receive applies one batch that arrives as a manifest and a tar stream:
@@ -126,4 +158,59 @@ func (r *Receiver) Receive(m *wire.BatchManifest, need []bool, data io.Reader) (
 		return nil, err
 	}
 	return t, nil
+}
+
+// bodyMax is the largest file written by a writer goroutine: read whole
+// into memory first. Larger files are written by the stream's goroutine,
+// as they arrive.
+const bodyMax = 256 << 10
+
+var bodyPool = sync.Pool{New: func() any { b := make([]byte, bodyMax); return &b }}
+
+// writers write small files of a batch concurrently: at most cap(sem) at
+// once, each holding one buffer of at most bodyMax.
+type writers struct {
+	t   *Txn
+	sem chan struct{}
+	wg  sync.WaitGroup
+}
+
+func (t *Txn) startWriters() *writers {
+	n := t.r.io.Width()
+	if n <= 1 {
+		return nil
+	}
+	return &writers{t: t, sem: make(chan struct{}, n)}
+}
+
+// write reads entry i's body of size bytes from r and hands it to a writer
+// goroutine; false means the caller must write it itself (no writers, or
+// too large). A short body is left to the caller too, whose Write reports
+// it as the stream error it is.
+func (w *writers) write(i int, size int64, r io.Reader) bool {
+	if w == nil || size > bodyMax {
+		return false
+	}
+	w.sem <- struct{}{}
+	bp := bodyPool.Get().(*[]byte)
+	buf := (*bp)[:size]
+	if _, err := io.ReadFull(r, buf); err != nil {
+		bodyPool.Put(bp)
+		<-w.sem
+		// What was read is gone: hand the caller an empty stream, so that
+		// its Write fails on the short body, naming the entry.
+		return false
+	}
+	w.wg.Go(func() {
+		defer func() { bodyPool.Put(bp); <-w.sem }()
+		w.t.Write(i, bytes.NewReader(buf))
+	})
+	return true
+}
+
+// wait returns when every file handed to a writer is written.
+func (w *writers) wait() {
+	if w != nil {
+		w.wg.Wait()
+	}
 }

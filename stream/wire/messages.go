@@ -34,6 +34,9 @@ type ReceiveOptions struct {
 	KeepSetid bool   `json:"keep_setid,omitempty"` // keep setuid/setgid bits
 	Check     string `json:"check,omitempty"`      // one of the Check* modes; "" is CheckQuick
 	WriteRate int64  `json:"write_rate,omitempty"` // bytes a second the receiver may write; 0: no limit
+	// IOConcurrency is how many files the receiver writes at once; 0: it
+	// chooses from its filesystem's measured latency (--io-concurrency).
+	IOConcurrency int `json:"io_concurrency,omitempty"`
 	// Faithful copies (see xattr.go, sparse.go): what the sender sends and
 	// the receiver applies; anything else of the kind it refuses.
 	Xattrs bool `json:"xattrs,omitempty"` // -X: user.*, and where the receiver is root trusted.* and security.*

@@ -249,13 +249,23 @@ func hostileCases(t testing.TB) []hostile {
 // parent directory and checks that nothing escaped the root, no temporary
 // file is left, and the error names the entry.
 func TestHostile(t *testing.T) {
-	for _, tc := range hostileCases(t) {
-		t.Run(tc.name, func(t *testing.T) {
+	// One file at a time, and many at once (a slow filesystem's setting).
+	for _, io := range []int{0, 16} {
+		for _, tc := range hostileCases(t) {
+			t.Run(fmt.Sprintf("io=%d/%s", io, tc.name), func(t *testing.T) { hostileCase(t, tc, io) })
+		}
+	}
+}
+
+func hostileCase(t *testing.T, tc hostile, io int) {
+	{
+		{
 			s := newSandbox(t)
 			if tc.setup != nil {
 				tc.setup(t, s)
 			}
-			recvs := []*extract.Receiver{s.open(t, extract.Options{}), s.open(t, extract.Options{})}
+			opt := extract.Options{IOConcurrency: io}
+			recvs := []*extract.Receiver{s.open(t, opt), s.open(t, opt)}
 			var msgs []string
 			sawStream := false
 			for i, b := range tc.batches(s) {
@@ -314,7 +324,7 @@ func TestHostile(t *testing.T) {
 					t.Errorf("%q exists under the root", p)
 				}
 			}
-		})
+		}
 	}
 }
 

@@ -107,7 +107,7 @@ func (t *Txn) ExtractTar(id uint64, r io.Reader, need []bool) error {
 
 // ApplyFinal applies every entry of a final batch in order; on a slow
 // filesystem, runs of entries that do not depend on each other at once:
-// symlinks and hard links (nothing is created inside them), and
+// symlinks (nothing is created inside them), and
 // directories of one depth (none holds another, and the sender sends the
 // deeper ones first, so every directory's mtime is still set after all that
 // is created inside it).
@@ -126,11 +126,15 @@ func (t *Txn) ApplyFinal() {
 // independent reports whether a and b of a final batch may be applied in
 // either order.
 func independent(a, b *sharder.Entry) bool {
-	adir, bdir := a.Kind == sharder.KindDir, b.Kind == sharder.KindDir
-	if adir != bdir {
+	switch {
+	case a.Kind != b.Kind:
 		return false
+	case a.Kind == sharder.KindSymlink:
+		return true
+	case a.Kind == sharder.KindDir:
+		return a.Path != "." && b.Path != "." && strings.Count(a.Path, "/") == strings.Count(b.Path, "/")
 	}
-	return !adir || a.Path != "." && b.Path != "." && strings.Count(a.Path, "/") == strings.Count(b.Path, "/")
+	return false // hard links: one may replace another's target
 }
 
 // Receive applies one batch that arrives as a manifest and a tar stream:
@@ -190,6 +194,9 @@ func (t *Txn) startWriters() *writers {
 func (w *writers) write(i int, size int64, r io.Reader) bool {
 	if w == nil || size > bodyMax {
 		return false
+	}
+	if e := &w.t.entries[i]; e.Kind != sharder.KindFile || CheckName(e.Path, e.Kind) != nil {
+		return false // refused by Write, which fails the stream
 	}
 	w.sem <- struct{}{}
 	bp := bodyPool.Get().(*[]byte)

@@ -29,6 +29,10 @@ type Job struct {
 	// its own part, are told apart and summed by it.
 	Shard string
 
+	// SourceLatency, if set, reports the source filesystem's latency per
+	// operation (the sender's measure; the receiver's comes in its acks).
+	SourceLatency func() time.Duration
+
 	verdict atomic.Pointer[Verdict]
 }
 

@@ -86,6 +86,12 @@ func TestDecide(t *testing.T) {
 		{"long path", later(func(x *sample) { x.wait = 4 * s * 8 / 10; x.cpu = s / 10 }), false, Latency, true},
 		{"local copy, disk busy", later(func(x *sample) { x.recvWrite = 4 * s * 6 / 10; x.cpu = s / 2 }), true, ReceiverWrite, true},
 		{"nothing running", later(func(x *sample) { x.active = 0 }), false, Idle, false},
+		// Files wait on NFS, one operation at a time: the latency is named,
+		// and more operations at once are the cure, not more streams.
+		{"source on NFS", later(func(x *sample) { x.read = 4 * s * 8 / 10; x.cpu = s / 10; x.srcLat = time.Millisecond }), false, SourceLatency, false},
+		{"source busy, not slow per file", later(func(x *sample) { x.read = 4 * s * 8 / 10; x.cpu = s / 10; x.srcLat = 3 * time.Microsecond }), false, SourceRead, true},
+		{"destination on NFS", later(func(x *sample) { x.recvWrite = 4 * s * 9 / 10; x.cpu = s / 10; x.dstLat = 2 * time.Millisecond }), false, DestLatency, false},
+		{"slow link, destination slow per file but idle", later(func(x *sample) { x.send = 4 * s * 9 / 10; x.cpu = s / 10; x.dstLat = 2 * time.Millisecond }), false, Network, false},
 	}
 	for _, c := range cases {
 		v := decide(base, c.b, 2, c.local)

@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"syscall"
 	"time"
+
+	"github.com/bulkmove/bulkmove/internal/ioconc"
 )
 
 // Resources a verdict can name.
@@ -16,11 +18,16 @@ const (
 	SenderCPU     = "sender_cpu"
 	ReceiverCPU   = "receiver_cpu"
 	Latency       = "latency" // streams wait for the receiver's answers: round trips
+	// Reading or writing files is the limit, and each file operation waits
+	// for a device or a server (NFS, Lustre): more operations at once
+	// (--io-concurrency) help, not more streams.
+	SourceLatency = "source_fs_latency"
+	DestLatency   = "destination_fs_latency"
 	Idle          = "none"    // nothing measured yet, or nothing running
 )
 
 // Resources lists every resource, for the gauge with a resource label.
-var Resources = []string{SourceRead, Network, ReceiverWrite, SenderCPU, ReceiverCPU, Latency, Idle}
+var Resources = []string{SourceRead, Network, ReceiverWrite, SenderCPU, ReceiverCPU, Latency, SourceLatency, DestLatency, Idle}
 
 // Verdict says what limits the job over the last window.
 type Verdict struct {
@@ -41,10 +48,15 @@ type sample struct {
 	idle      int64
 	recvWrite int64
 	active    int
+	// the filesystems' latency per operation, now
+	srcLat, dstLat time.Duration
 }
 
 func (j *Job) snapshot() sample {
 	s := sample{at: time.Now(), cpu: processCPU(), active: j.Active()}
+	if j.SourceLatency != nil {
+		s.srcLat = j.SourceLatency()
+	}
 	procs := map[string]bool{}
 	for _, c := range j.Streams {
 		s.read += c.ReadNanos.Load()
@@ -52,6 +64,7 @@ func (j *Job) snapshot() sample {
 		s.wait += c.WaitNanos.Load()
 		s.idle += c.IdleNanos.Load()
 		s.recvWrite += c.RecvWriteNanos.Load() + c.RecvFsyncNanos.Load()
+		s.dstLat = max(s.dstLat, time.Duration(c.RecvLatency.Load()))
 		if p := c.RecvProcess.Load(); p == nil || !procs[*p] {
 			if p != nil {
 				procs[*p] = true
@@ -120,6 +133,15 @@ func decide(a, b sample, cores int, local bool) *Verdict {
 		}
 		v.Resource = best
 		v.Why = fmt.Sprintf("streams spend %.0f%% of their time on %s", sh[best]*100, best)
+		// Waiting for the disk or the server, file by file.
+		switch {
+		case best == SourceRead && b.srcLat >= ioconc.Slow:
+			v.Resource = SourceLatency
+			v.Why += fmt.Sprintf(", %v per file operation at the source: more operations at once (--io-concurrency) help", b.srcLat.Round(time.Microsecond))
+		case best == ReceiverWrite && b.dstLat >= ioconc.Slow:
+			v.Resource = DestLatency
+			v.Why += fmt.Sprintf(", %v per file operation at the destination: more operations at once (--io-concurrency) help", b.dstLat.Round(time.Microsecond))
+		}
 	}
 	// One more stream helps while no CPU is saturated: each stream is
 	// serial (read, send, wait), so another one overlaps those waits, unless
@@ -127,7 +149,7 @@ func decide(a, b sample, cores int, local bool) *Verdict {
 	// directly and a link or a disk shows as every stream blocked on it.
 	cpuFree := sh[SenderCPU] < 0.6 && sh[ReceiverCPU] < 0.6
 	switch v.Resource {
-	case SenderCPU, ReceiverCPU, Idle:
+	case SenderCPU, ReceiverCPU, Idle, SourceLatency, DestLatency:
 		v.MoreStreamsHelp = false
 	case Latency:
 		v.MoreStreamsHelp = cpuFree || sh[SenderCPU] < cpuSaturated

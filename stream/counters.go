@@ -28,6 +28,9 @@ type Counters struct {
 	RecvWriteNanos atomic.Int64
 	RecvFsyncNanos atomic.Int64
 	RecvCPUNanos   atomic.Int64 // the receiving process's CPU time (a gauge)
+	// RecvLatency is the receiver's filesystem latency per operation, as
+	// it measures it (a gauge, nanoseconds).
+	RecvLatency atomic.Int64
 	// RecvProcess names the receiving process; streams with the same
 	// name share it (and its CPU time).
 	RecvProcess atomic.Pointer[string]

@@ -307,6 +307,9 @@ func (p *Pool) record(r Result) (stop bool) {
 		if r.Ack.CPUNanos > 0 {
 			ctr.RecvCPUNanos.Store(r.Ack.CPUNanos)
 		}
+		if r.Ack.LatencyNanos > 0 {
+			ctr.RecvLatency.Store(r.Ack.LatencyNanos)
+		}
 		if !r.Final {
 			ctr.Batches.Add(1)
 		}

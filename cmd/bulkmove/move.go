@@ -407,6 +407,7 @@ func (j *job) run(ctx context.Context) int {
 	if sh := j.flags.scale.shard; !sh.All() {
 		j.m.Shard = sh.String() // a shard label on the job's metrics
 	}
+	j.m.SourceLatency = plan.src.IO.Latency
 	defer j.limit(&plan)()
 	wctx, stopWalkCause := context.WithCancelCause(ctx)
 	stopWalk := func() { stopWalkCause(nil) }

@@ -23,10 +23,10 @@ const (
 	// side. Measured over a 1 ms FUSE filesystem: 8 at once 2.6 s, 32 at
 	// once 0.8 s for the same 1,000 files.
 	DefaultMax = 64
-	// slow is the latency above which an operation is taken to be waiting
+	// Slow is the latency above which an operation is taken to be waiting
 	// on a device or a server, not on the CPU: a cached open or stat takes
 	// a few microseconds.
-	slow = 50 * time.Microsecond
+	Slow = 50 * time.Microsecond
 	// perWorker is the latency one more operation in flight covers: the
 	// width is latency/perWorker.
 	perWorker = 25 * time.Microsecond
@@ -88,7 +88,7 @@ func Fixed(n int) *Gauge { return &Gauge{fixed: max(n, 1)} }
 
 // Observe records the latency of one operation.
 func (g *Gauge) Observe(d time.Duration) {
-	if g == nil || g.fixed > 0 {
+	if g == nil {
 		return
 	}
 	g.mu.Lock()
@@ -109,7 +109,7 @@ func (g *Gauge) Observe(d time.Duration) {
 
 // Since records the latency of an operation that started at start.
 func (g *Gauge) Since(start time.Time) {
-	if g != nil && g.fixed == 0 {
+	if g != nil {
 		g.Observe(time.Since(start))
 	}
 }
@@ -124,7 +124,7 @@ func (g *Gauge) Latency() time.Duration {
 
 // Slow reports whether the operations wait on a device or server rather
 // than on the CPU: it is what makes a high width pay off.
-func (g *Gauge) Slow() bool { return g.Latency() >= slow }
+func (g *Gauge) Slow() bool { return g.Latency() >= Slow }
 
 // Width is how many operations to run at once now.
 func (g *Gauge) Width() int {
@@ -135,7 +135,7 @@ func (g *Gauge) Width() int {
 		return g.fixed
 	}
 	l := g.Latency()
-	if l < slow {
+	if l < Slow {
 		return 1
 	}
 	max := g.max

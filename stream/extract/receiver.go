@@ -1324,7 +1324,7 @@ func (t *Txn) CommitSums(id uint64, discards []wire.Discard, sums []wire.Indexed
 	}
 	t.close()
 	a := &wire.BatchAck{ID: id, Files: t.files, Bytes: t.bytes, Skipped: t.skipped, Errors: t.errs,
-		WriteNanos: t.writeNanos + int64(time.Since(commitStart)), FsyncNanos: t.fsyncNanos}
+		WriteNanos: t.writeNanos + int64(time.Since(commitStart)), FsyncNanos: t.fsyncNanos, LatencyNanos: int64(t.r.io.Latency())}
 	t.r.files.Add(t.files)
 	t.r.bytes.Add(t.bytes)
 	t.r.skipped.Add(t.skipped)

@@ -390,6 +390,9 @@ type BatchAck struct {
 	WriteNanos int64 // writing file data (and creating, renaming)
 	FsyncNanos int64 // in fsync
 	CPUNanos   int64 // the receiving process's CPU time so far (user+system); 0 if unknown
+	// LatencyNanos is the receiver's filesystem latency per operation as
+	// it measures it (see package ioconc); 0 if unknown.
+	LatencyNanos int64
 }
 
 // EncodeAck encodes an Ack payload.
@@ -402,6 +405,7 @@ func EncodeAck(a *BatchAck) []byte {
 	e.varint(a.WriteNanos)
 	e.varint(a.FsyncNanos)
 	e.varint(a.CPUNanos)
+	e.varint(a.LatencyNanos)
 	e.uvarint(uint64(len(a.Errors)))
 	for _, x := range a.Errors {
 		e.uvarint(uint64(x.Index))
@@ -415,7 +419,8 @@ func EncodeAck(a *BatchAck) []byte {
 func DecodeAck(p []byte) (*BatchAck, error) {
 	d := dec{b: p}
 	a := &BatchAck{ID: d.uvarint("ack batch id"), Files: d.varint("ack files"), Bytes: d.varint("ack bytes"), Skipped: d.varint("ack skipped"),
-		WriteNanos: d.varint("ack write time"), FsyncNanos: d.varint("ack fsync time"), CPUNanos: d.varint("ack cpu time")}
+		WriteNanos: d.varint("ack write time"), FsyncNanos: d.varint("ack fsync time"), CPUNanos: d.varint("ack cpu time"),
+		LatencyNanos: d.varint("ack latency")}
 	n := d.uvarint("ack error count")
 	if d.err == nil && n > uint64(len(d.b)) {
 		return nil, protoErr("ack declares %d errors in %d bytes", n, len(d.b))
@@ -432,7 +437,7 @@ func DecodeAck(p []byte) (*BatchAck, error) {
 	if err := d.done("ack"); err != nil {
 		return nil, err
 	}
-	if a.Files < 0 || a.Bytes < 0 || a.Skipped < 0 || a.WriteNanos < 0 || a.FsyncNanos < 0 || a.CPUNanos < 0 {
+	if a.Files < 0 || a.Bytes < 0 || a.Skipped < 0 || a.WriteNanos < 0 || a.FsyncNanos < 0 || a.CPUNanos < 0 || a.LatencyNanos < 0 {
 		return nil, protoErr("ack with negative counts")
 	}
 	return a, nil

@@ -44,6 +44,9 @@ func FuzzDecodeManifest(f *testing.F) {
 	bad := wire.EncodeManifest(&wire.BatchManifest{Entries: []sharder.Entry{{Path: "x", Kind: 9}}})
 	f.Add(bad)
 	f.Add([]byte{1, 0, 0xff, 0xff, 0xff, 0xff, 0x0f})
+	f.Add(wire.EncodeManifest(&wire.BatchManifest{ID: 2, Flags: wire.FlagFinal, Entries: []sharder.Entry{
+		{Path: "d", Kind: sharder.KindDir, Mode: 0o755}, {Path: "l", Kind: sharder.KindSymlink, Link: "d"}},
+		Xattrs: [][]wire.Xattr{{{Name: "user.a", Value: "1"}, {Name: wire.ACLDefault, Value: "\x02\x00"}}, {{Name: "trusted.t", Value: ""}}}}))
 	f.Fuzz(func(t *testing.T, p []byte) {
 		m, err := wire.DecodeManifest(p)
 		if err != nil {

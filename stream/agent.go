@@ -143,6 +143,8 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 	var queue []pending // manifests answered, data not yet received
 	var txn *extract.Txn
 	var txnID uint64
+	var z inflater // decompresses the session's compressed batches
+	defer z.close()
 	defer func() {
 		// However the session ends, a batch that was not committed leaves
 		// no temporary files behind.
@@ -215,7 +217,7 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 				return err
 			}
 		case wire.Data:
-			id, err := wire.DecodeID(p)
+			id, codec, err := wire.DecodeData(p)
 			if err != nil {
 				return fail(err)
 			}
@@ -224,7 +226,18 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 			}
 			pd := queue[0]
 			queue = queue[1:]
-			t, err := recv.Receive(pd.m, pd.need, br)
+			var data io.Reader = br
+			if codec == wire.CodecZstd {
+				if data, err = z.open(br, tarBound(pd.m, pd.need, hello.Options)); err != nil {
+					return fail(err)
+				}
+			}
+			t, err := recv.Receive(pd.m, pd.need, data)
+			if codec == wire.CodecZstd {
+				if err = z.finish(id, err); err != nil && t != nil {
+					t.Abort()
+				}
+			}
 			if err != nil {
 				return fail(err)
 			}

@@ -48,6 +48,17 @@ type Client struct {
 	StallTimeout time.Duration
 	activity     atomic.Int64 // unix nanoseconds of the last byte moved
 	stalled      atomic.Bool
+
+	// Compress, if set before Run, is how the stream compresses batch
+	// data (the zero value: not at all); see compress.go.
+	Compress Compression
+	// Logf, if set before Run, reports the stream's compression
+	// decisions (for -v).
+	Logf    func(format string, args ...any)
+	z       *deflater
+	sent    tallyWriter // what the stream wrote to the connection
+	obsAt   time.Time   // when the last batch's data was observed, and
+	obsRecv int64       // the receiver's write time then (Counters.RecvWriteNanos)
 }
 
 // ErrStalled marks a stream closed for moving no bytes while it had work.
@@ -63,7 +74,8 @@ type frame struct {
 // starts reading its frames. closer is closed by Close or on failure.
 func Dial(ctx context.Context, name string, r io.Reader, w io.Writer, closer io.Closer, version string, opt wire.ReceiveOptions, src Source) (*Client, error) {
 	c := &Client{Name: name, Src: src, closer: closer, frames: make(chan frame, 4*Window+8), sums: opt.Check == wire.CheckSum}
-	c.w = bufio.NewWriterSize(&timedWriter{w: w, ctr: &c.ctr, activity: &c.activity, limit: &c.limit}, 256<<10)
+	c.sent.w = &timedWriter{w: w, ctr: &c.ctr, activity: &c.activity, limit: &c.limit}
+	c.w = bufio.NewWriterSize(&c.sent, 256<<10)
 	hello := wire.Handshake{Proto: wire.Proto, Version: version, Options: &opt}
 	if err := wire.WriteFrame(c.w, wire.Hello, wire.EncodeJSON(hello)); err != nil {
 		c.shut()
@@ -218,6 +230,10 @@ func (c *Client) run(ctx context.Context, in <-chan *sharder.Batch, flags uint64
 			}
 			if c.stalled.Load() && !errors.Is(err, ErrStalled) {
 				err = fmt.Errorf("%w: no byte moved for %s with batches in flight (%v)", ErrStalled, c.StallTimeout, err)
+			} else if re := (*RemoteError)(nil); !errors.As(err, &re) && ctx.Err() == nil {
+				if re = c.failReason(); re != nil {
+					err = fmt.Errorf("%w (%v)", err, re) // classified as before, by how the write failed
+				}
 			}
 			err = fmt.Errorf("%s: %w", c.Name, err)
 			c.shut()
@@ -339,6 +355,25 @@ func (c *Client) run(ctx context.Context, in <-chan *sharder.Batch, flags uint64
 	}
 }
 
+// failReason waits a moment for the agent's Fail frame after the stream
+// broke otherwise (a write to an agent that stopped reading): the agent
+// usually said why.
+func (c *Client) failReason() *RemoteError {
+	t := time.NewTimer(200 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case f, ok := <-c.frames:
+			var re *RemoteError
+			if !ok || errors.As(f.err, &re) || f.err != nil {
+				return re
+			}
+		case <-t.C:
+			return nil
+		}
+	}
+}
+
 func allNeeded(n int) []bool {
 	need := make([]bool, n)
 	for i := range need {
@@ -356,17 +391,84 @@ func firstUnsent(q []*inflight) *inflight {
 	return nil
 }
 
+// sendData sends the data of a batch, plain or compressed as the
+// stream's compression chooses, and its commit.
 func (c *Client) sendData(fl *inflight, need []bool) error {
-	if err := wire.WriteFrame(c.w, wire.Data, wire.EncodeID(fl.b.ID)); err != nil {
+	if c.z == nil {
+		c.z = &deflater{cfg: c.Compress, logf: c.Logf, name: c.Name}
+	}
+	ctr := c.ctr.Load()
+	codec := c.z.codec(c.Src, fl.m, need)
+	start, sent0 := time.Now(), c.sent.n
+	var blocked0 int64
+	if ctr != nil {
+		blocked0 = ctr.SendNanos.Load()
+	}
+	if err := wire.WriteFrame(c.w, wire.Data, wire.EncodeData(fl.b.ID, codec)); err != nil {
 		return err
 	}
-	discards, failed, sums, err := c.Src.writeTar(c.w, fl.m, need, c.ctr.Load(), !c.NoIntegrity)
+	var tw io.Writer = c.w
+	in := &tallyWriter{}
+	if codec == wire.CodecZstd {
+		enc, err := c.z.encoder()
+		if err != nil {
+			return err
+		}
+		enc.Reset(wire.ChunkWriter{W: c.w})
+		in.w = enc
+		tw = in
+	}
+	discards, failed, sums, err := c.Src.writeTar(tw, fl.m, need, ctr, !c.NoIntegrity)
 	if err != nil {
 		return err
 	}
+	if codec == wire.CodecZstd {
+		if err := in.w.(io.Closer).Close(); err != nil {
+			return err
+		}
+		if err := (wire.ChunkWriter{W: c.w}).End(); err != nil {
+			return err
+		}
+	}
 	fl.srcErrs = append(fl.srcErrs, failed...)
 	fl.sent = true
-	return wire.WriteFrame(c.w, wire.Commit, wire.EncodeCommit(fl.b.ID, discards, sums...))
+	if err := wire.WriteFrame(c.w, wire.Commit, wire.EncodeCommit(fl.b.ID, discards, sums...)); err != nil {
+		return err
+	}
+	// Flushed here rather than by the loop, so that the batch's time
+	// includes sending it.
+	if err := c.w.Flush(); err != nil {
+		return err
+	}
+	out := c.sent.n - sent0
+	if codec == wire.CodecNone {
+		in.n = out
+	}
+	c.observe(codec, in.n, out, start, blocked0)
+	return nil
+}
+
+// observe accounts a batch's data in the counters and feeds the
+// stream's compression policy with how long it took.
+func (c *Client) observe(codec byte, in, out int64, start time.Time, blocked0 int64) {
+	now := time.Now()
+	wall := now.Sub(start)
+	var blocked time.Duration
+	recvBusy := 0.0
+	if ctr := c.ctr.Load(); ctr != nil {
+		blocked = time.Duration(ctr.SendNanos.Load() - blocked0)
+		ctr.Compressing.Store(codec == wire.CodecZstd)
+		if codec == wire.CodecZstd {
+			ctr.CompressIn.Add(in)
+			ctr.CompressOut.Add(out)
+		}
+		recv := ctr.RecvWriteNanos.Load()
+		if !c.obsAt.IsZero() {
+			recvBusy = float64(recv-c.obsRecv) / float64(now.Sub(c.obsAt))
+		}
+		c.obsAt, c.obsRecv = now, recv
+	}
+	c.z.observe(codec, in, out, wall, blocked, recvBusy)
 }
 
 // Close implements Conn: it ends the stream and waits for the agent's totals.

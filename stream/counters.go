@@ -22,6 +22,13 @@ type Counters struct {
 	WaitNanos atomic.Int64 // window full: waiting for the receiver's answers
 	IdleNanos atomic.Int64 // nothing to send: waiting for the walk
 
+	WireBytes atomic.Int64 // everything written to the connection: frames, tar, compressed data
+	// Compression (--compress): the tar bytes of the batches sent
+	// compressed, and the bytes they took on the wire.
+	CompressIn  atomic.Int64
+	CompressOut atomic.Int64
+	Compressing atomic.Bool // the stream's last batch went compressed
+
 	// As the receiver reports them in its acknowledgements.
 	RecvBytes      atomic.Int64
 	RecvFiles      atomic.Int64
@@ -93,6 +100,9 @@ func (t *timedWriter) Write(p []byte) (int, error) {
 		}
 		m, err := t.w.Write(chunk)
 		n += m
+		if c != nil {
+			c.WireBytes.Add(int64(m))
+		}
 		if t.activity != nil {
 			t.activity.Store(time.Now().UnixNano())
 		}

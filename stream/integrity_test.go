@@ -14,7 +14,6 @@ import (
 
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/stream"
-	"github.com/bulkmove/bulkmove/stream/wire"
 )
 
 // flipper relays bytes and flips one, once, where it sees marker: a
@@ -59,20 +58,8 @@ func TestIntegrity(t *testing.T) {
 			os.WriteFile(filepath.Join(src, "victim"), []byte(content), 0o644)
 			os.WriteFile(filepath.Join(src, "other"), []byte("fine"), 0o644)
 
-			toAgentR, toAgentW := io.Pipe()
-			fromAgentR, fromAgentW := io.Pipe()
-			done := make(chan error, 1)
-			go func() {
-				err := stream.Serve(ctx, toAgentR, fromAgentW, dst, "test")
-				fromAgentW.CloseWithError(io.EOF)
-				toAgentR.Close()
-				done <- err
-			}()
-			fl := &flipper{w: toAgentW, marker: []byte("MARKER")}
-			c, err := stream.Dial(ctx, "s0", fromAgentR, fl, closers{toAgentW, fromAgentR}, "test", wire.ReceiveOptions{Check: "quick"}, stream.Source{Root: src})
-			if err != nil {
-				t.Fatal(err)
-			}
+			fl := &flipper{marker: []byte("MARKER")}
+			c, done := agentVia(t, ctx, "s0", dst, stream.Source{Root: src}, func(w io.Writer) io.Writer { fl.w = w; return fl })
 			c.NoIntegrity = mode == "off" // --no-verify-transfer
 			col := &collector{}
 			def := &stream.Deferred{}

@@ -13,7 +13,8 @@ import (
 
 // Retryable classifies a stream's failure, in one place: true for what a
 // new connection may cure (timeouts, resets, a connection closed or cut,
-// a stall, a remote agent that died), false for what it would only repeat
+// a stall, a remote agent that died, compressed data that arrived
+// damaged), false for what it would only repeat
 // (a protocol or version mismatch, a full or read-only destination,
 // refused permission, an authentication or host key failure, which
 // package sshx marks permanent) and for cancellation.
@@ -43,7 +44,9 @@ func Retryable(err error) bool {
 	}
 	var re *RemoteError
 	if errors.As(err, &re) {
-		return false // the agent said why it stops: it would say it again
+		// The agent said why it stops: it would say it again, unless
+		// what it got was damaged on the way.
+		return strings.Contains(re.Msg, errCorrupt.Error())
 	}
 	// Connections closed under us say so in words (x/crypto/ssh, pipes).
 	msg := err.Error()

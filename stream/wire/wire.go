@@ -24,14 +24,16 @@ import (
 // 6: extended attributes and ACLs (manifest entries of directories and
 // symlinks, SCHILY.xattr PAX records of files) and sparse files (the
 // BULKMOVE.sparse PAX record), asked for in the receive options.
-const Proto = 6
+// 7: a Data frame may name a codec: zstd-compressed data in chunks (see
+// ChunkWriter); an older agent would take the compressed bytes for tar.
+const Proto = 7
 
 // Frame types.
 const (
 	Hello    byte = 'H' // both ways: JSON Handshake
 	Manifest byte = 'M' // sender: the entries of one batch
 	Need     byte = 'N' // agent: which files of a manifest it wants
-	Data     byte = 'D' // sender: batch id; a tar stream follows the frame
+	Data     byte = 'D' // sender: batch id and codec; a tar stream follows the frame (compressed: in chunks)
 	Commit   byte = 'C' // sender: batch id and the files to discard
 	Ack      byte = 'A' // agent: a batch is in place
 	End      byte = 'E' // sender: no more batches

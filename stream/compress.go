@@ -1,0 +1,474 @@
+package stream
+
+// Compression of batch data (--compress).
+//
+// The sender chooses per stream and per batch, and names its choice in the
+// batch's Data frame (wire.CodecZstd); the compressed tar travels in chunks
+// (wire.ChunkWriter) so that the receiver's decoder, which reads ahead,
+// never reads into the next frame. Each stream keeps one encoder and each
+// agent session one decoder, reset per batch, both with concurrency 1 (a
+// stream is one goroutine; K streams are the parallelism).
+//
+// Auto mode decides from the stream's own timing counters, batch by batch.
+// Writing a batch takes wall = produce + blocked: produce is the CPU work
+// (read, tar, hash, compress) and blocked the time writes to the
+// connection waited (Counters.SendNanos). From these it keeps, per input
+// byte, the cost of producing plain (pu) and compressed (pc) data, the
+// link's cost per wire byte (when the writes block, wall/wire bytes;
+// otherwise an upper bound), and the compression ratio r. A batch then
+// takes about max(pu, link) plain and max(pc, link·r) compressed per byte;
+// compression turns on when it would be faster by a margin and off when
+// it would be slower by one (hysteresis). While off on a link that is not
+// the bottleneck nothing is sampled: compression could only cost there.
+// While on and CPU-bound, an occasional batch goes plain (a probe, ever
+// rarer) so that a link that got faster is noticed. Each batch compressed
+// under auto is first sampled (the first 64 KiB of its file data at the
+// fastest level): data that does not compress (ratio above 0.9) goes plain.
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/bulkmove/bulkmove/sharder"
+	"github.com/bulkmove/bulkmove/stream/wire"
+)
+
+// Compression modes.
+const (
+	CompressNone = "none"
+	CompressZstd = "zstd"
+	CompressAuto = "auto"
+)
+
+// Compression is the sender's --compress choice.
+type Compression struct {
+	Mode  string // CompressNone (or ""), CompressZstd or CompressAuto
+	Level int    // zstd level 1..22 for CompressZstd (0: the library's default); auto uses the fastest
+}
+
+// ParseCompression parses "none", "auto", "zstd" or "zstd:LEVEL".
+func ParseCompression(s string) (Compression, error) {
+	mode, level, hasLevel := strings.Cut(s, ":")
+	switch mode {
+	case CompressNone, CompressAuto:
+		if hasLevel {
+			return Compression{}, fmt.Errorf("--compress %s takes no level", mode)
+		}
+		return Compression{Mode: mode}, nil
+	case CompressZstd:
+		c := Compression{Mode: mode}
+		if hasLevel {
+			n, err := strconv.Atoi(level)
+			if err != nil || n < 1 || n > 22 {
+				return Compression{}, fmt.Errorf("--compress zstd:%s: the level is a number from 1 to 22", level)
+			}
+			c.Level = n
+		}
+		return c, nil
+	}
+	return Compression{}, fmt.Errorf("--compress %q: want none, auto, zstd or zstd:LEVEL", s)
+}
+
+func (c Compression) String() string {
+	if c.Mode == CompressZstd && c.Level > 0 {
+		return fmt.Sprintf("zstd:%d", c.Level)
+	}
+	if c.Mode == "" {
+		return CompressNone
+	}
+	return c.Mode
+}
+
+func (c Compression) encoderLevel() zstd.EncoderLevel {
+	switch {
+	case c.Mode == CompressAuto:
+		return zstd.SpeedFastest
+	case c.Level > 0:
+		return zstd.EncoderLevelFromZstd(c.Level)
+	}
+	return zstd.SpeedDefault
+}
+
+const (
+	// maxWindow bounds the zstd window: the sender's encoder uses
+	// encoderWindow, the receiver refuses frames that ask for more than
+	// maxWindow, so a session's decoder holds at most that much history.
+	maxWindow     = 8 << 20
+	encoderWindow = 4 << 20
+
+	sampleBytes    = 64 << 10 // file data sampled per batch (auto)
+	sampleFiles    = 64       // files opened for it at most
+	incompressible = 0.9      // sample ratio above which a batch goes plain
+	switchMargin   = 1.15     // hysteresis: the other mode must be this much faster
+	firstProbe     = 8        // batches before the first plain probe while CPU-bound
+	lastProbe      = 64       // ... and at most between two probes
+)
+
+// deflater is one stream's compression state.
+type deflater struct {
+	cfg    Compression
+	enc    *zstd.Encoder
+	auto   autoPolicy
+	sample []byte
+	logf   func(format string, args ...any)
+	name   string
+}
+
+// encoder returns the stream's encoder, created on first use.
+func (d *deflater) encoder() (*zstd.Encoder, error) {
+	if d.enc == nil {
+		enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(d.cfg.encoderLevel()), zstd.WithEncoderConcurrency(1),
+			zstd.WithWindowSize(encoderWindow))
+		if err != nil {
+			return nil, fmt.Errorf("zstd encoder: %w", err)
+		}
+		d.enc = enc
+	}
+	return d.enc, nil
+}
+
+// codec chooses how batch m goes: fixed by the mode, or (auto) by the
+// policy and a sample of the batch.
+func (d *deflater) codec(src Source, m *wire.BatchManifest, need []bool) byte {
+	switch d.cfg.Mode {
+	case CompressZstd:
+		if fileBytes(m, need) > 0 {
+			return wire.CodecZstd
+		}
+		return wire.CodecNone
+	case CompressAuto:
+	default:
+		return wire.CodecNone
+	}
+	a := &d.auto
+	if !a.on && !a.linkBound {
+		return wire.CodecNone // the link keeps up: compression could only cost
+	}
+	if a.on && a.probeIn <= 0 {
+		a.probe = true
+		return wire.CodecNone
+	}
+	ratio, nsPerByte, ok := d.trySample(src, m, need)
+	if !ok || ratio > incompressible {
+		return wire.CodecNone
+	}
+	if !a.on {
+		a.ratio.add(ratio)
+		pc := a.pc
+		if !pc.ok {
+			pc = ewma{v: a.pu.v + nsPerByte, ok: true}
+		}
+		tu, tc := a.costs(pc.v)
+		if tc*switchMargin >= tu {
+			return wire.CodecNone
+		}
+		a.on, a.probeIn, a.probeEvery = true, firstProbe, firstProbe
+		d.log("compression on: writes blocked %.0f%% of the time, the link takes %s/s; a sample compresses to %.0f%%",
+			100*a.blocked, rateStr(a.link.v), 100*ratio)
+	}
+	return wire.CodecZstd
+}
+
+// trySample compresses the start of the batch's file data at the fastest
+// level: the ratio and the cost in nanoseconds per input byte.
+func (d *deflater) trySample(src Source, m *wire.BatchManifest, need []bool) (ratio, nsPerByte float64, ok bool) {
+	in := src.sample(m, need, d.sample[:0])
+	d.sample = in[:0]
+	if len(in) < 512 {
+		return 0, 0, false
+	}
+	enc, err := d.encoder()
+	if err != nil {
+		return 0, 0, false
+	}
+	start := time.Now()
+	out := enc.EncodeAll(in, nil)
+	return float64(len(out)) / float64(len(in)), float64(time.Since(start)) / float64(len(in)), true
+}
+
+// observe feeds the policy with how batch data went: in tar bytes became
+// out bytes on the wire in wall time, of which blocked were writes
+// waiting; recvBusy is the receiver's share of the time spent writing.
+func (d *deflater) observe(codec byte, in, out int64, wall, blocked time.Duration, recvBusy float64) {
+	if d.cfg.Mode != CompressAuto || in <= 0 || out <= 0 {
+		return
+	}
+	a := &d.auto
+	if in < 256<<10 && wall < 20*time.Millisecond {
+		return // too little to measure
+	}
+	a.blocked = float64(blocked) / float64(wall)
+	// Writes that wait on a receiver busy writing its disk are not a
+	// slow link: compression would not help them.
+	a.linkBound = a.blocked > 0.25 && recvBusy < 0.5
+	produce := float64(wall-blocked) / float64(in)
+	if a.linkBound {
+		a.link.add(float64(wall) / float64(out))
+	} else if bound := float64(wall) / float64(out); !a.link.ok || bound < a.link.v {
+		a.link = ewma{v: bound, ok: true} // the link took at least this rate
+	}
+	if codec == wire.CodecZstd {
+		a.pc.add(produce)
+		a.ratio.add(float64(out) / float64(in))
+	} else {
+		a.pu.add(produce)
+	}
+	if !a.on {
+		return
+	}
+	if codec == wire.CodecZstd && !a.linkBound {
+		a.probeIn--
+	}
+	tu, tc := a.costs(a.pc.v)
+	if a.probe {
+		a.probe = false
+		a.probeEvery = min(a.probeEvery*2, lastProbe)
+		a.probeIn = a.probeEvery
+	}
+	if a.pc.ok && tu*switchMargin < tc {
+		a.on = false
+		d.log("compression off: CPU-bound, compressing takes %s/s of data, the link takes %s/s plain",
+			rateStr(a.pc.v), rateStr(a.link.v))
+	}
+}
+
+func (d *deflater) log(format string, args ...any) {
+	if d.logf != nil {
+		d.logf("%s: "+format, append([]any{d.name}, args...)...)
+	}
+}
+
+// rateStr formats a cost in nanoseconds per byte as a rate.
+func rateStr(nsPerByte float64) string {
+	if nsPerByte <= 0 {
+		return "∞"
+	}
+	return humanRate(1e9 / nsPerByte)
+}
+
+func humanRate(bps float64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
+	i := 0
+	for bps >= 1024 && i < len(units)-1 {
+		bps /= 1024
+		i++
+	}
+	return fmt.Sprintf("%.1f %s", bps, units[i])
+}
+
+// autoPolicy is auto mode's state: see the package comment above.
+type autoPolicy struct {
+	on         bool
+	linkBound  bool    // the last batch's writes waited on the link
+	blocked    float64 // the last batch's share of time blocked writing
+	probe      bool    // this batch is a plain probe
+	probeIn    int     // compressed CPU-bound batches until the next probe
+	probeEvery int
+	pu, pc     ewma // ns per input byte to produce plain / compressed data
+	link       ewma // ns per wire byte the link takes
+	ratio      ewma // wire bytes per input byte, compressed
+}
+
+// costs estimates the ns per input byte of a plain and of a compressed
+// batch, pc being the cost of producing compressed data.
+func (a *autoPolicy) costs(pc float64) (plain, compressed float64) {
+	r := 1.0
+	if a.ratio.ok {
+		r = a.ratio.v
+	}
+	return math.Max(a.pu.v, a.link.v), math.Max(pc, a.link.v*r)
+}
+
+// ewma is an exponentially weighted mean.
+type ewma struct {
+	v  float64
+	ok bool
+}
+
+func (e *ewma) add(x float64) {
+	if !e.ok {
+		e.v, e.ok = x, true
+		return
+	}
+	e.v = 0.6*e.v + 0.4*x
+}
+
+// fileBytes is the size of the files of m that are sent.
+func fileBytes(m *wire.BatchManifest, need []bool) int64 {
+	var n int64
+	for i := range m.Entries {
+		if m.Entries[i].Kind == sharder.KindFile && need[i] {
+			n += m.Entries[i].Size
+		}
+	}
+	return n
+}
+
+// sample reads the start of the file data of m's needed files into buf:
+// up to sampleBytes, from up to sampleFiles files.
+func (s Source) sample(m *wire.BatchManifest, need []bool, buf []byte) []byte {
+	if cap(buf) < sampleBytes {
+		buf = make([]byte, 0, sampleBytes)
+	}
+	var dirs Dirs
+	defer dirs.Close()
+	files := 0
+	for i := range m.Entries {
+		e := &m.Entries[i]
+		if len(buf) == sampleBytes || files == sampleFiles {
+			break
+		}
+		if e.Kind != sharder.KindFile || !need[i] || e.Size == 0 {
+			continue
+		}
+		f, err := s.OpenIn(&dirs, e)
+		if err != nil {
+			continue
+		}
+		files++
+		n, _ := io.ReadFull(f, buf[len(buf):min(int64(sampleBytes), int64(len(buf))+e.Size)])
+		buf = buf[:len(buf)+n]
+		f.Close()
+	}
+	return buf
+}
+
+// tallyWriter counts what passes through it.
+type tallyWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *tallyWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// Receiving end.
+
+// errCorrupt marks compressed data that does not decode: damaged on the
+// way (or a broken sender). The stream is lost; a new one may do better.
+var errCorrupt = errors.New("compressed data corrupt")
+
+// inflater decompresses the batches of one agent session.
+type inflater struct {
+	dec   *zstd.Decoder
+	cr    wire.ChunkReader
+	limit int64 // decompressed bytes the batch may take
+	left  int64
+	err   error // the decoder's first error
+	over  bool  // the data expanded past limit
+}
+
+// open returns the tar stream of a compressed batch read from br, which
+// may take at most limit bytes once decompressed.
+func (z *inflater) open(br *bufio.Reader, limit int64) (io.Reader, error) {
+	z.cr.Reset(br)
+	z.limit, z.left, z.err, z.over = limit, limit, nil, false
+	if z.dec == nil {
+		dec, err := zstd.NewReader(&z.cr, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true),
+			zstd.WithDecoderMaxWindow(maxWindow), zstd.WithDecoderMaxMemory(maxWindow))
+		if err != nil {
+			return nil, fmt.Errorf("zstd decoder: %w", err)
+		}
+		z.dec = dec
+	} else if err := z.dec.Reset(&z.cr); err != nil {
+		return nil, fmt.Errorf("zstd decoder: %w", err)
+	}
+	return z, nil
+}
+
+// Read yields decompressed bytes, up to the limit.
+func (z *inflater) Read(p []byte) (int, error) {
+	if z.err != nil {
+		return 0, z.err
+	}
+	// One byte past the limit tells a stream that ends there from one
+	// that goes on.
+	n, err := z.dec.Read(p[:min(int64(len(p)), z.left+1)])
+	z.left -= int64(n)
+	if z.left < 0 {
+		z.over = true
+		z.err = fmt.Errorf("%w: compressed data expands past %d bytes, more than its files and their tar headers take: refused (a decompression bomb?)",
+			wire.ErrProtocol, z.limit)
+		return 0, z.err
+	}
+	if err != nil && err != io.EOF {
+		z.err = err
+	}
+	return n, err
+}
+
+// finish ends a batch: after a clean tar stream (err nil) it reads the
+// compressed stream to its end, which checks its checksum and that
+// nothing but the end follows the tar; either way it returns the cause
+// of a failure, classified: the connection's (retryable), a bomb
+// (protocol error) or corrupt data.
+func (z *inflater) finish(id uint64, err error) error {
+	if err == nil {
+		// Reading to the end checks the frame's checksum, and that
+		// nothing but the end of the compressed data follows the tar.
+		var b [1]byte
+		n, rerr := io.ReadFull(z, b[:])
+		switch {
+		case n > 0:
+			err = fmt.Errorf("%w: data after the end of the tar stream", wire.ErrProtocol)
+		case rerr != io.EOF:
+			err = rerr
+		case !z.cr.Done():
+			err = fmt.Errorf("%w: compressed chunks after the end of the compressed data", wire.ErrProtocol)
+		}
+	}
+	switch {
+	case err == nil:
+		return nil
+	case z.cr.Err() != nil:
+		return fmt.Errorf("batch %d: %w", id, z.cr.Err())
+	case z.over:
+		return fmt.Errorf("batch %d: %w", id, z.err)
+	case z.err != nil:
+		return fmt.Errorf("batch %d: %w: %v", id, errCorrupt, z.err)
+	}
+	return err
+}
+
+func (z *inflater) close() {
+	if z.dec != nil {
+		z.dec.Close()
+	}
+}
+
+// tarBound is the most a batch's tar stream may take: the needed files'
+// data rounded to blocks, and per file an allowance for its headers (a
+// long name twice, and the PAX records of its extended attributes and
+// sparse map where the options allow them), plus the global header and the
+// end marker. It is generous: it exists to stop a few bytes of compressed
+// input from expanding without bound (a decompression bomb); the tar
+// reader checks the rest.
+func tarBound(m *wire.BatchManifest, need []bool, o *wire.ReceiveOptions) int64 {
+	perFile := int64(16 << 10)
+	if o != nil && (o.Xattrs || o.ACLs) {
+		perFile += 2 * wire.MaxXattrBytes
+	}
+	n := int64(1 << 20)
+	for i := range m.Entries {
+		e := &m.Entries[i]
+		if e.Kind != sharder.KindFile || i >= len(need) || !need[i] {
+			continue
+		}
+		n += (e.Size+511)/512*512 + perFile + 2*int64(len(e.Path))
+		if o != nil && o.Sparse && e.Size >= sparseMin {
+			n += 1 + wire.MaxExtents*2*21 // the longest map wire.ParseExtents takes
+		}
+	}
+	return n
+}

@@ -1,0 +1,114 @@
+package stream
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bulkmove/bulkmove/sharder"
+	"github.com/bulkmove/bulkmove/stream/wire"
+)
+
+// TestAutoPolicy walks auto mode through a job whose link is slow, then
+// fast: on once writes block and a sample compresses, on while the link
+// stays the bottleneck, plain probes ever rarer while it is CPU-bound, off
+// once a probe shows that the link takes plain data faster than it can be
+// compressed; never on for data that does not compress.
+func TestAutoPolicy(t *testing.T) {
+	dir := t.TempDir()
+	text := strings.Repeat("GET /index.html 200 0.003s user=42 cache=hit\n", 2000)
+	os.WriteFile(filepath.Join(dir, "text"), []byte(text), 0o644)
+	random := make([]byte, 90000)
+	x := uint32(1)
+	for i := range random {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		random[i] = byte(x)
+	}
+	os.WriteFile(filepath.Join(dir, "random"), random, 0o644)
+	batch := func(name string, size int) (*wire.BatchManifest, []bool) {
+		return &wire.BatchManifest{Entries: []sharder.Entry{{Path: name, Kind: sharder.KindFile, Size: int64(size)}}}, []bool{true}
+	}
+	src := Source{Root: dir}
+	var log strings.Builder
+	d := &deflater{cfg: Compression{Mode: CompressAuto}, name: "s0", logf: func(f string, a ...any) {
+		log.WriteString(strings.TrimSpace(strings.ReplaceAll(f, "%", "")) + "\n")
+	}}
+	const mib = 1 << 20
+	text16, need := batch("text", len(text))
+	rnd, needR := batch("random", len(random))
+
+	// A plain batch on a link that keeps up: nothing to sample.
+	d.observe(wire.CodecNone, 16*mib, 16*mib, 100*time.Millisecond, time.Millisecond, 0)
+	if c := d.codec(src, text16, need); c != wire.CodecNone {
+		t.Fatalf("fast link: codec %d", c)
+	}
+	// Writes block 90% of the time: a slow link.
+	d.observe(wire.CodecNone, 16*mib, 16*mib, time.Second, 900*time.Millisecond, 0)
+	if c := d.codec(src, rnd, needR); c != wire.CodecNone || d.auto.on {
+		t.Fatalf("random data on a slow link: codec %d, on %v", c, d.auto.on)
+	}
+	// ... unless a receiver busy writing is why they block.
+	d.observe(wire.CodecNone, 16*mib, 16*mib, time.Second, 900*time.Millisecond, 0.9)
+	if c := d.codec(src, text16, need); c != wire.CodecNone {
+		t.Fatalf("busy receiver: codec %d", c)
+	}
+	d.observe(wire.CodecNone, 16*mib, 16*mib, time.Second, 900*time.Millisecond, 0)
+	if c := d.codec(src, text16, need); c != wire.CodecZstd || !d.auto.on {
+		t.Fatalf("text on a slow link: codec %d, on %v", c, d.auto.on)
+	}
+	if !strings.Contains(log.String(), "compression on") {
+		t.Errorf("log %q", log.String())
+	}
+	// Compressed, still link-bound: stays on, no probe.
+	for range 20 {
+		d.observe(wire.CodecZstd, 16*mib, 2*mib, 150*time.Millisecond, 120*time.Millisecond, 0)
+		if c := d.codec(src, text16, need); c != wire.CodecZstd {
+			t.Fatalf("link-bound compressed: codec %d", c)
+		}
+	}
+	// Random data in between goes plain, without turning compression off.
+	if c := d.codec(src, rnd, needR); c != wire.CodecNone || !d.auto.on {
+		t.Fatalf("random batch: codec %d, on %v", c, d.auto.on)
+	}
+	// The link gets fast: compressed batches are CPU-bound, a probe
+	// comes after firstProbe of them.
+	n := 0
+	for d.codec(src, text16, need) == wire.CodecZstd {
+		d.observe(wire.CodecZstd, 16*mib, 2*mib, 100*time.Millisecond, 0, 0)
+		if n++; n > firstProbe+1 {
+			t.Fatal("no probe")
+		}
+	}
+	if !d.auto.probe {
+		t.Fatal("plain batch that is not a probe")
+	}
+	// The probe goes fast: off.
+	d.observe(wire.CodecNone, 16*mib, 16*mib, 20*time.Millisecond, 0, 0)
+	if d.auto.on || d.codec(src, text16, need) != wire.CodecNone {
+		t.Fatalf("still on after a fast probe: %+v", d.auto)
+	}
+	if !strings.Contains(log.String(), "compression off") {
+		t.Errorf("log %q", log.String())
+	}
+	if d.enc != nil {
+		d.enc.Close()
+	}
+}
+
+func TestParseCompression(t *testing.T) {
+	for in, want := range map[string]string{"none": "none", "auto": "auto", "zstd": "zstd", "zstd:3": "zstd:3", "zstd:22": "zstd:22"} {
+		c, err := ParseCompression(in)
+		if err != nil || c.String() != want {
+			t.Errorf("%q: %v %v", in, c, err)
+		}
+	}
+	for _, in := range []string{"", "gzip", "zstd:0", "zstd:23", "zstd:x", "auto:1", "none:3"} {
+		if _, err := ParseCompression(in); err == nil {
+			t.Errorf("%q accepted", in)
+		}
+	}
+}

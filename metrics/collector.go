@@ -34,6 +34,10 @@ var (
 	dSendBlocked = newDesc("stream_send_blocked_seconds_total", "Time each stream was blocked writing to its connection (socket full).", prometheus.CounterValue, "stream")
 	dAckWait     = newDesc("stream_ack_wait_seconds_total", "Time each stream waited for the receiver's answers with its window full.", prometheus.CounterValue, "stream")
 	dIdle        = newDesc("stream_idle_seconds_total", "Time each stream had nothing to send (waiting for the walk).", prometheus.CounterValue, "stream")
+	dWireBytes   = newDesc("stream_wire_bytes_total", "Bytes each stream wrote to its connection: frames, tar and compressed data.", prometheus.CounterValue, "stream")
+	dCompIn      = newDesc("stream_compress_in_bytes_total", "Tar bytes of the batches each stream sent compressed, before compression.", prometheus.CounterValue, "stream")
+	dCompOut     = newDesc("stream_compress_out_bytes_total", "Bytes the batches each stream sent compressed took on the wire.", prometheus.CounterValue, "stream")
+	dCompressing = newDesc("stream_compressing", "1 if the last batch of each stream went compressed (--compress).", prometheus.GaugeValue, "stream")
 	dRecvBytes   = newDesc("receiver_written_bytes_total", "File data the receiver of each stream wrote.", prometheus.CounterValue, "stream")
 	dRecvFiles   = newDesc("receiver_written_files_total", "Entries the receiver of each stream installed.", prometheus.CounterValue, "stream")
 	dRecvWrite   = newDesc("receiver_write_seconds_total", "Time the receiver of each stream spent writing.", prometheus.CounterValue, "stream")
@@ -56,6 +60,7 @@ var (
 )
 
 var allDescs = []desc{dSentBytes, dSentFiles, dBatches, dRetries, dRead, dSendBlocked, dAckWait, dIdle,
+	dWireBytes, dCompIn, dCompOut, dCompressing,
 	dRecvBytes, dRecvFiles, dRecvWrite, dRecvFsync, dRecvCPU, dPlannedBytes, dPlannedFiles, dWalkDone,
 	dDoneBytes, dDoneFiles, dSkipped, dFailed, dActive, dStart, dETA, dBottleneck, dMoreStreams, dBwLimit}
 
@@ -83,6 +88,10 @@ func (j *Job) Collect(ch chan<- prometheus.Metric) {
 		m(dSendBlocked, secs(c.SendNanos.Load()), s)
 		m(dAckWait, secs(c.WaitNanos.Load()), s)
 		m(dIdle, secs(c.IdleNanos.Load()), s)
+		m(dWireBytes, float64(c.WireBytes.Load()), s)
+		m(dCompIn, float64(c.CompressIn.Load()), s)
+		m(dCompOut, float64(c.CompressOut.Load()), s)
+		m(dCompressing, b2f(c.Compressing.Load()), s)
 		m(dRecvBytes, float64(c.RecvBytes.Load()), s)
 		m(dRecvFiles, float64(c.RecvFiles.Load()), s)
 		m(dRecvWrite, secs(c.RecvWriteNanos.Load()), s)

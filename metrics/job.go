@@ -87,3 +87,21 @@ func (j *Job) Active() int {
 	}
 	return n
 }
+
+// Compressed is what the streams' compressed batches took as tar before
+// compression (in) and on the wire (out).
+func (j *Job) Compressed() (in, out int64) {
+	for _, c := range j.Streams {
+		in += c.CompressIn.Load()
+		out += c.CompressOut.Load()
+	}
+	return in, out
+}
+
+// WireBytes is what the streams wrote to their connections.
+func (j *Job) WireBytes() (n int64) {
+	for _, c := range j.Streams {
+		n += c.WireBytes.Load()
+	}
+	return n
+}

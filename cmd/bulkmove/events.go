@@ -79,18 +79,24 @@ type VerifyEvent struct {
 // EndEvent is the final summary.
 type EndEvent struct {
 	Head
-	Files      int64         `json:"files"`
-	Bytes      int64         `json:"bytes"`
-	Links      int64         `json:"links"`
-	Skipped    int64         `json:"skipped"`
-	Errors     int64         `json:"errors"`
-	Elapsed    float64       `json:"elapsed_seconds"`
-	BytesRate  float64       `json:"bytes_per_second"`
-	FilesRate  float64       `json:"files_per_second"`
-	Bottleneck string        `json:"bottleneck"`
-	Streams    []StreamTotal `json:"streams"`
-	ExitCode   int           `json:"exit_code"`
-	Error      string        `json:"error,omitempty"`
+	Files      int64   `json:"files"`
+	Bytes      int64   `json:"bytes"`
+	Links      int64   `json:"links"`
+	Skipped    int64   `json:"skipped"`
+	Errors     int64   `json:"errors"`
+	Elapsed    float64 `json:"elapsed_seconds"`
+	BytesRate  float64 `json:"bytes_per_second"`
+	FilesRate  float64 `json:"files_per_second"`
+	Bottleneck string  `json:"bottleneck"`
+	// What went on the wire: all the streams wrote (frames, tar and
+	// compressed data), and the tar of compressed batches before and
+	// after compression.
+	WireBytes     int64         `json:"wire_bytes"`
+	CompressedIn  int64         `json:"compressed_in_bytes"`
+	CompressedOut int64         `json:"compressed_out_bytes"`
+	Streams       []StreamTotal `json:"streams"`
+	ExitCode      int           `json:"exit_code"`
+	Error         string        `json:"error,omitempty"`
 }
 
 // StreamTotal is one stream's share in the summary.

@@ -73,6 +73,7 @@ type moveFlags struct {
 	logFile          string
 	logLevel         string
 	noVerifyTransfer bool
+	compress         compressFlag
 	reconnectTimeout time.Duration
 	stallTimeout     time.Duration
 	grace            time.Duration
@@ -114,6 +115,8 @@ func (f *moveFlags) register(fs *flag.FlagSet) {
 	fs.Var(f.rules.Flag(filter.Filter), "filter", "add an rsync filter `RULE`: '- PAT', '+ PAT', '!', ... (repeatable)")
 	fs.BoolVar(&f.delete, "delete", false, "delete from DEST what is not in SRC (after the transfer, and only if nothing failed; excluded paths are kept)")
 	fs.BoolVar(&f.deleteExcluded, "delete-excluded", false, "with --delete, also delete excluded paths at DEST (implies --delete)")
+	f.compress.Mode = stream.CompressAuto
+	fs.Var(&f.compress, "compress", "compress the data of remote streams: auto (each stream compresses while its link is slower than compression and the data compresses), zstd[:LEVEL] (always; LEVEL 1-22), none")
 	fs.BoolVar(&f.noVerifyTransfer, "no-verify-transfer", false, "do not check each file's XXH3-128 end to end (the receiver then installs what arrives)")
 	fs.StringVar(&f.logFile, "log-file", "", "append what bulkmove says on stderr to `FILE`, timestamped")
 	fs.StringVar(&f.logLevel, "log-level", "info", "--log-file detail: info (what stderr shows) or debug (also the -v phases)")
@@ -515,6 +518,8 @@ func (j *job) end(pool *stream.Pool, err error, code int) {
 	if v := j.m.Verdict(); v != nil {
 		e.Bottleneck = v.Resource
 	}
+	e.WireBytes = j.m.WireBytes()
+	e.CompressedIn, e.CompressedOut = j.m.Compressed()
 	if err != nil {
 		e.Error = err.Error()
 	}
@@ -749,7 +754,7 @@ func (j *job) connect(ctx context.Context, p plan) ([]stream.Conn, func(), error
 			cleanup()
 			return nil, nil, err
 		}
-		c.NoIntegrity = j.flags.noVerifyTransfer
+		j.configure(c)
 		conns = append(conns, c)
 	}
 	return conns, cleanup, nil
@@ -819,8 +824,8 @@ func (j *job) summary(err error, interrupted bool) {
 	if j.changed > 0 {
 		deleted += fmt.Sprintf("; %d changed during transfer", j.changed)
 	}
-	line := fmt.Sprintf("%d files, %s in %.2fs (%s/s, %.0f files/s); %d up to date%s; %d errors%s",
-		j.files, humanBytes(j.bytes), el.Seconds(), humanBytes(int64(rate)), float64(j.files)/el.Seconds(), j.skipped, deleted, j.failed+j.walkErrs, j.bottleneck())
+	line := fmt.Sprintf("%d files, %s in %.2fs (%s/s, %.0f files/s)%s; %d up to date%s; %d errors%s",
+		j.files, humanBytes(j.bytes), el.Seconds(), humanBytes(int64(rate)), float64(j.files)/el.Seconds(), compression(j.m), j.skipped, deleted, j.failed+j.walkErrs, j.bottleneck())
 	switch {
 	case interrupted:
 		errorf(j.stderr, "interrupted: %s; run the same command again to finish", line)

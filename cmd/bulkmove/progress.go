@@ -141,6 +141,9 @@ func progressLine(m *metrics.Job, bps, fps float64) string {
 	if r := m.Limit.Rate(); r > 0 {
 		extra = " · limit " + rateHuman(r)
 	}
+	if in, out := m.Compressed(); in > 0 {
+		extra += fmt.Sprintf(" · zstd %.0f%%", 100*float64(out)/float64(in))
+	}
 	if v := m.Verdict(); v != nil && v.Resource != metrics.Idle {
 		extra += " · bottleneck " + v.Resource
 	}

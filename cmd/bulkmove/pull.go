@@ -69,6 +69,7 @@ func (j *job) connectHub(ctx context.Context, p plan) ([]stream.Conn, func(), er
 			}
 			return nil, nil, err
 		}
+		c.Compress = j.flags.compress.Compression
 		conns = append(conns, c)
 	}
 	return conns, func() {}, nil
@@ -211,6 +212,7 @@ func (j *job) pull(ctx context.Context, t sshx.Target) int {
 	// --no-quick-check, --checksum, --size-only, --ignore-existing.
 	hubArgs = append(hubArgs, j.flags.checkArgs()...)
 	hubArgs = append(hubArgs, j.flags.faithful.args()...)
+	hubArgs = append(hubArgs, "--compress", j.flags.compress.String()) // the hub sends, so it compresses
 	hubArgs = append(hubArgs, j.flags.scale.hubArgs()...)
 	hubArgs = append(hubArgs, j.flags.gentle.hubArgs()...) // --io-nice, --nice, --max-read-rate: the source is there
 	if as != "" {

@@ -309,8 +309,7 @@ func (l *sshLink) dial(ctx context.Context, name string, r io.Reader, rw io.Read
 	if err != nil {
 		return nil, err
 	}
-	conn.StallTimeout = l.j.flags.stallTimeout
-	conn.NoIntegrity = l.j.flags.noVerifyTransfer
+	l.j.configure(conn)
 	return conn, nil
 }
 

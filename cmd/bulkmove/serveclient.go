@@ -70,8 +70,7 @@ func (j *job) connectServe(ctx context.Context, p plan) ([]stream.Conn, func(), 
 			c.Close()
 			return nil, err
 		}
-		conn.StallTimeout = j.flags.stallTimeout
-		conn.NoIntegrity = j.flags.noVerifyTransfer
+		j.configure(conn)
 		return conn, nil
 	}
 	j.redial = dial

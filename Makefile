@@ -2,7 +2,7 @@
 GO ?= go
 BIN := bin/bulkmove
 
-.PHONY: build test test-short race fuzz bench bench-cutover bench-scale soak demo vet clean
+.PHONY: build test test-short race fuzz bench bench-cutover bench-scale bench-slowfs soak demo vet clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/bulkmove
@@ -22,9 +22,18 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzReceive -fuzztime=60s ./stream/extract
 	$(GO) test -run='^$$' -fuzz=FuzzDecodeManifest -fuzztime=30s ./stream/wire
 
-# Benchmarks against cp, tar and rsync on a tmpfs (needs root). See bench/run.sh.
+# Benchmarks against cp, tar and rsync on a tmpfs (needs root). See bench/run.sh;
+# then trees on a slow filesystem (bench-slowfs).
 bench: build
 	BULKMOVE=$(CURDIR)/$(BIN) bench/run.sh
+	BULKMOVE=$(CURDIR)/$(BIN) bench/slowfs.sh
+
+# Trees on a filesystem with 1 ms per metadata operation (the rig's slowfs,
+# standing in for NFS or Lustre), source then destination, locally and over
+# the rig's direct SSH link: bulkmove against one tar and 32 hand-split tars.
+# See bench/slowfs.sh.
+bench-slowfs: build
+	BULKMOVE=$(CURDIR)/$(BIN) bench/slowfs.sh
 
 # Peak RSS of the sender and of the agents on a tree of 10 million empty
 # files (SCALE_N; root: it mounts a tmpfs with enough inodes, about 12 GiB

@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# bench/slowfs.sh: trees on a high-latency filesystem (issue 9), `make bench-slowfs`.
+#
+# NFS, Lustre and GPFS cost a server round trip per lookup, stat, open and
+# create; ../shared/rig/slowfs stands in for them: a FUSE mount of a tmpfs
+# directory with SLOW_DELAY before every metadata operation (file data is not
+# delayed). For each side (the source on slowfs, then the destination), each
+# dataset and each mode (local; over the rig's direct SSH link), it times
+#   - one `tar | tar` (over SSH: `tar | ssh box2 tar -x`),
+#   - SLOW_PIPES such pipes at once, the file list split by hand beforehand
+#     (round robin; the splitting is not timed), as an operator would,
+#   - bulkmove -j SLOW_J (--io-concurrency auto, the default),
+# and reports bulkmove's speed-up over one tar and its time against the hand-split pipes.
+# bulkmove's copies are checked with bench/treecmp.
+#
+# Datasets: k1 (1,000 files of 100 KiB in 10 directories) and mixed (bench/gentree's
+# mixed tree, SLOW_MIXED_N files: small and large files, deep and wide directories,
+# symlinks, hard links).
+#
+# Needs root (FUSE, the rig's namespaces). The SSH mode needs the rig: its sshd sees only
+# mounts that existed when it started, so the script restarts the rig (net.sh down; up)
+# after mounting slowfs when box2 cannot see the mount.
+#
+#   SLOW_SIDES  "src dst"     SLOW_MODES  "local ssh"     SLOW_SETS  "k1 mixed"
+#   SLOW_DELAY  1ms           SLOW_PIPES  32              SLOW_J     4
+#   SLOW_MIXED_N 2000         SLOW_RUNS   1 (best of)     SLOW_MNT   /mnt/bmbench (a tmpfs)
+#   SLOW_OUT    /tmp/bulkmove-slowfs.md
+set -euo pipefail
+export LC_ALL=C
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BULKMOVE=${BULKMOVE:-$ROOT/bin/bulkmove}
+SIDES=${SLOW_SIDES:-src dst}
+MODES=${SLOW_MODES:-local ssh}
+SETS=${SLOW_SETS:-k1 mixed}
+DELAY=${SLOW_DELAY:-1ms}
+PIPES=${SLOW_PIPES:-32}
+J=${SLOW_J:-4}
+MIXED_N=${SLOW_MIXED_N:-2000}
+RUNS=${SLOW_RUNS:-1}
+MNT=${SLOW_MNT:-/mnt/bmbench}
+OUT=${SLOW_OUT:-/tmp/bulkmove-slowfs.md}
+RIG=${BENCH_RIG:-$(cd "$ROOT/.." && pwd)/shared/rig}
+HOST=box2
+SLOW=/mnt/bulkmove-slowfs # the FUSE mount point
+BACK=$MNT/bulkmove-slowfs # what it mounts: src/SET and dst/
+
+die() { echo "slowfs: $*" >&2; exit 1; }
+note() { echo "slowfs: $*" >&2; }
+[[ $(id -u) == 0 ]] || die "needs root (FUSE mounts, the rig's namespaces)"
+mountpoint -q "$MNT" || mount -t tmpfs -o size=8g tmpfs "$MNT"
+
+# slowfs, built from the rig's source.
+SLOWFS=/tmp/bulkmove-slowfs-bin
+(cd "$RIG/slowfs" && go build -o "$SLOWFS" .) || die "cannot build $RIG/slowfs"
+unmount() { fusermount -u "$SLOW" 2>/dev/null || umount -l "$SLOW" 2>/dev/null || true; }
+unmount
+rm -rf "$BACK" && mkdir -p "$BACK/src" "$BACK/dst" "$SLOW"
+"$SLOWFS" -delay "$DELAY" "$BACK" "$SLOW" >/tmp/bulkmove-slowfs.log 2>&1 &
+SLOWPID=$!
+trap 'kill $SLOWPID 2>/dev/null; sleep 0.5; unmount' EXIT
+for _ in $(seq 50); do mountpoint -q "$SLOW" && break; sleep 0.1; done
+mountpoint -q "$SLOW" || die "slowfs did not mount (see /tmp/bulkmove-slowfs.log)"
+
+note "generating the datasets"
+for set in $SETS; do
+	case $set in
+	k1) go run "$ROOT/bench/gentree" -kind small -n 1000 -size 100KiB -dirs 10 -o "$BACK/src/k1" -q ;;
+	mixed) go run "$ROOT/bench/gentree" -kind mixed -n "$MIXED_N" -o "$BACK/src/mixed" -q ;;
+	*) die "unknown dataset $set" ;;
+	esac
+	# The hand split: every name but directories, round robin over PIPES lists.
+	(cd "$BACK/src/$set" && find . ! -type d) >"$BACK/$set.list"
+	rm -f "$BACK/$set.part."*
+	split -n "r/$PIPES" "$BACK/$set.list" "$BACK/$set.part."
+done
+
+if [[ " $MODES " == *" ssh "* ]]; then
+	if ! ip netns exec bm-src ssh -o BatchMode=yes -o ConnectTimeout=5 "$HOST" test -d "$SLOW/src" 2>/dev/null; then
+		note "(re)starting the rig, so that its sshd sees $SLOW"
+		"$RIG/net.sh" down >/dev/null
+		"$RIG/net.sh" up >/dev/null
+	fi
+	ip netns exec bm-src ssh -o BatchMode=yes "$HOST" test -d "$SLOW/src" || die "box2 does not see $SLOW"
+fi
+
+now() { date +%s.%N; }
+# timed VAR MODE CMD: run the shell command CMD (in the sender's namespace for ssh),
+# its seconds in VAR.
+timed() {
+	local var=$1 mode=$2 cmd=$3 t0 t1 ns=()
+	[[ $mode == ssh ]] && ns=(ip netns exec bm-src)
+	t0=$(now)
+	"${ns[@]}" bash -c "$cmd" >/dev/null 2>/tmp/bulkmove-slowfs-last.err || { cat /tmp/bulkmove-slowfs-last.err >&2; die "failed: $cmd"; }
+	t1=$(now)
+	printf -v "$var" '%.2f' "$(echo "$t1 - $t0" | bc)"
+}
+best() { printf '%s\n' "$@" | sort -n | head -1; }
+ratio() { echo "scale=2; $1 / $2" | bc | sed 's/^\./0./'; }
+
+{
+	echo "## bulkmove on a slow filesystem (slowfs, $DELAY per metadata operation)"
+	echo
+	echo "$(date -u +%FT%TZ), $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null), $(nproc) CPUs; bulkmove -j $J (--io-concurrency auto); best of $RUNS."
+	echo "k1: 1,000 x 100 KiB in 10 directories; mixed: gentree mixed -n $MIXED_N."
+	echo
+	echo "| slow side | tree | mode | one tar | $PIPES hand-split tars | bulkmove | one tar / bulkmove | bulkmove / $PIPES tars |"
+	echo "|---|---|---|--:|--:|--:|--:|--:|"
+} | tee "$OUT"
+
+for side in $SIDES; do
+	for set in $SETS; do
+		if [[ $side == src ]]; then s=$SLOW/src/$set; d=$BACK/dst/$set; dl=$d
+		else s=$BACK/src/$set; d=$SLOW/dst/$set; dl=$BACK/dst/$set; fi
+		for mode in $MODES; do
+			reset="rm -rf $dl"
+			if [[ $mode == ssh ]]; then
+				tar1="tar -C $s -cf - . | ssh $HOST 'mkdir -p $d && tar -C $d -xf -'"
+				pipes="for l in $BACK/$set.part.*; do (tar -C $s -cf - -T \$l | ssh $HOST 'mkdir -p $d && tar -C $d -xf -') & done; wait"
+				bm="$BULKMOVE -j $J --journal none $s $HOST:$d"
+			else
+				tar1="mkdir -p $d && tar -C $s -cf - . | tar -C $d -xf -"
+				pipes="mkdir -p $d && for l in $BACK/$set.part.*; do (tar -C $s -cf - -T \$l | tar -C $d -xf -) & done; wait"
+				bm="$BULKMOVE -j $J --journal none $s $d"
+			fi
+			t1s=() tps=() bms=()
+			for ((r = 1; r <= RUNS; r++)); do
+				note "$side slow, $set, $mode: run $r of $RUNS"
+				$reset; timed t "$mode" "$tar1"; t1s+=("$t")
+				$reset; timed t "$mode" "$pipes"; tps+=("$t")
+				$reset; timed t "$mode" "$bm"; bms+=("$t")
+			done
+			go run "$ROOT/bench/treecmp" "$BACK/src/$set" "$dl" >/dev/null || die "bulkmove's copy of $set differs"
+			$reset
+			t1=$(best "${t1s[@]}") tp=$(best "${tps[@]}") b=$(best "${bms[@]}")
+			echo "| $side | $set | $mode | $t1 s | $tp s | $b s | $(ratio "$t1" "$b")x | $(ratio "$b" "$tp") |" | tee -a "$OUT"
+		done
+	done
+done
+echo >>"$OUT"
+note "report in $OUT"

@@ -149,6 +149,7 @@ func TestSweepStaleTemps(t *testing.T) {
 		t.Fatal(err)
 	}
 	tx.Commit(1, nil)
+	r.Close() // sweeps go on aside: done when the receiver closes
 	if exists(filepath.Join(s.root, "d/.bulkmove.tmp.123.abcd.1")) {
 		t.Errorf("a stale temporary file is still there")
 	}

@@ -129,6 +129,9 @@ type Receiver struct {
 	// io measures the destination's latency per file operation and says
 	// how many to run at once.
 	io *ioconc.Gauge
+
+	sweeps   sync.WaitGroup // directories being swept aside (see sweep)
+	sweeping atomic.Int64
 }
 
 // Open creates dir if needed and opens it as the receiver's root.
@@ -173,7 +176,10 @@ func (r *Receiver) linking() int {
 }
 
 // Close releases the root.
-func (r *Receiver) Close() error { return r.root.Close() }
+func (r *Receiver) Close() error {
+	r.sweeps.Wait()
+	return r.root.Close()
+}
 
 // Dir is the destination directory.
 func (r *Receiver) Dir() string { return r.dir }
@@ -603,12 +609,33 @@ func (r *Receiver) sweep(d string, f *os.File) {
 	if done {
 		return
 	}
-	dfd := int(f.Fd())
-	g, err := os.Open(fmt.Sprintf("/proc/self/fd/%d", dfd))
+	// Its own handle on the directory: the batch may close f first.
+	g, err := os.Open(fmt.Sprintf("/proc/self/fd/%d", f.Fd()))
 	if err != nil {
 		return
 	}
+	// Reading a whole directory costs a round trip per chunk (on some
+	// filesystems, per name): done aside, not before the batch's first
+	// file, unless many are being swept already.
+	if r.sweeping.Add(1) > maxSweeps {
+		r.sweeping.Add(-1)
+		sweepDir(g)
+		return
+	}
+	r.sweeps.Go(func() {
+		defer r.sweeping.Add(-1)
+		sweepDir(g)
+	})
+}
+
+// maxSweeps is how many directories are swept aside at once.
+const maxSweeps = 8
+
+// sweepDir removes the stale temporary files of the directory g, and
+// closes it.
+func sweepDir(g *os.File) {
 	defer g.Close()
+	dfd := int(g.Fd())
 	for {
 		names, err := g.Readdirnames(1024) // a huge directory in chunks
 		for _, n := range names {

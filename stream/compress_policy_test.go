@@ -56,7 +56,9 @@ func TestAutoPolicy(t *testing.T) {
 	if c := d.codec(src, text16, need); c != wire.CodecNone {
 		t.Fatalf("busy receiver: codec %d", c)
 	}
-	d.observe(wire.CodecNone, 16*mib, 16*mib, time.Second, 900*time.Millisecond, 0)
+	// (A very slow link, so that the sample's cost, timed for real, is
+	// small beside it even on a busy machine under -race.)
+	d.observe(wire.CodecNone, 16*mib, 16*mib, 20*time.Second, 19900*time.Millisecond, 0)
 	if c := d.codec(src, text16, need); c != wire.CodecZstd || !d.auto.on {
 		t.Fatalf("text on a slow link: codec %d, on %v", c, d.auto.on)
 	}

@@ -141,6 +141,13 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 		need []bool
 	}
 	var queue []pending // manifests answered, data not yet received
+	o := &framer{bw: bw}
+	fail = func(e error) error {
+		o.send(outFrame{wire.Fail, []byte(e.Error())})
+		return e
+	}
+	c := &committer{o: o}
+	defer c.wait() // a commit under way lands (or fails) before the session ends
 	var txn *extract.Txn
 	var txnID uint64
 	var z inflater // decompresses the session's compressed batches
@@ -155,6 +162,9 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 	for {
 		if ctx.Err() != nil {
 			return fail(ctx.Err())
+		}
+		if err := c.failed(); err != nil {
+			return err
 		}
 		typ, p, err := wire.ReadFrame(br)
 		if err != nil {
@@ -174,10 +184,7 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 			}
 			if m.Flags&wire.FlagVerify != 0 {
 				ack := &wire.BatchAck{ID: m.ID, Errors: recv.Verify(m.Entries, m.Sums)}
-				if err := wire.WriteFrame(bw, wire.Ack, wire.EncodeAck(ack)); err != nil {
-					return err
-				}
-				if err := bw.Flush(); err != nil {
+				if err := o.send(outFrame{wire.Ack, wire.EncodeAck(ack)}); err != nil {
 					return err
 				}
 				continue
@@ -189,7 +196,7 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 				continue
 			}
 			need := recv.NeedSums(m.Entries, m.Sums)
-			if len(queue) == 0 && txn == nil && nothingToSend(m.Entries, need) {
+			if len(queue) == 0 && txn == nil && c.idle() && nothingToSend(m.Entries, need) {
 				// A batch already in place (a pass over an unchanged
 				// tree): committed now, no data to wait for.
 				t := recv.Begin(m.Entries)
@@ -198,22 +205,13 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 				}
 				ack := t.Commit(m.ID, nil)
 				ack.CPUNanos = cpuNanos()
-				if err := wire.WriteFrame(bw, wire.Skipped, wire.EncodeID(m.ID)); err != nil {
-					return err
-				}
-				if err := wire.WriteFrame(bw, wire.Ack, wire.EncodeAck(ack)); err != nil {
-					return err
-				}
-				if err := bw.Flush(); err != nil {
+				if err := o.send(outFrame{wire.Skipped, wire.EncodeID(m.ID)}, outFrame{wire.Ack, wire.EncodeAck(ack)}); err != nil {
 					return err
 				}
 				continue
 			}
 			queue = append(queue, pending{m, need})
-			if err := wire.WriteFrame(bw, wire.Need, wire.EncodeNeed(m.ID, need)); err != nil {
-				return err
-			}
-			if err := bw.Flush(); err != nil {
+			if err := o.send(outFrame{wire.Need, wire.EncodeNeed(m.ID, need)}); err != nil {
 				return err
 			}
 		case wire.Data:
@@ -250,13 +248,16 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 			if txn == nil || id != txnID {
 				return fail(fmt.Errorf("%w: commit of batch %d, which has no data", wire.ErrProtocol, id))
 			}
-			ack := txn.CommitSums(id, discards, sums)
-			ack.CPUNanos = cpuNanos()
+			t := txn
 			txn = nil
-			if err := wire.WriteFrame(bw, wire.Ack, wire.EncodeAck(ack)); err != nil {
-				return err
-			}
-			if err := bw.Flush(); err != nil {
+			// On a slow destination the renames of this batch go on while
+			// the next one's data arrives (most often into other
+			// directories, whose locks are free); the acks keep their order.
+			if err := c.commit(recv.IOWidth() > 1, func() *wire.BatchAck {
+				ack := t.CommitSums(id, discards, sums)
+				ack.CPUNanos = cpuNanos()
+				return ack
+			}); err != nil {
 				return err
 			}
 		case wire.Prune:
@@ -267,24 +268,24 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 			if txn != nil || len(queue) != 0 {
 				return fail(fmt.Errorf("%w: prune with batches still open", wire.ErrProtocol))
 			}
+			if err := c.wait(); err != nil {
+				return err
+			}
 			res, err := ApplyPrune(recv, req)
 			if err != nil {
 				return fail(err)
 			}
-			if err := wire.WriteFrame(bw, wire.Pruned, wire.EncodePruned(res)); err != nil {
-				return err
-			}
-			if err := bw.Flush(); err != nil {
+			if err := o.send(outFrame{wire.Pruned, wire.EncodePruned(res)}); err != nil {
 				return err
 			}
 		case wire.End:
 			if txn != nil || len(queue) != 0 {
 				return fail(fmt.Errorf("%w: end with batches still open", wire.ErrProtocol))
 			}
-			if err := wire.WriteFrame(bw, wire.Summary, wire.EncodeJSON(recv.Totals())); err != nil {
+			if err := c.wait(); err != nil {
 				return err
 			}
-			return bw.Flush()
+			return o.send(outFrame{wire.Summary, wire.EncodeJSON(recv.Totals())})
 		default:
 			return fail(fmt.Errorf("%w: unexpected frame %q", wire.ErrProtocol, typ))
 		}
@@ -319,4 +320,96 @@ func cpuNanos() int64 {
 		return 0
 	}
 	return ru.Utime.Nano() + ru.Stime.Nano()
+}
+
+// outFrame is one frame to send.
+type outFrame struct {
+	typ     byte
+	payload []byte
+}
+
+// framer writes a session's frames, flushed, from the session's loop and
+// its commit goroutine.
+type framer struct {
+	mu sync.Mutex
+	bw *bufio.Writer
+}
+
+func (o *framer) send(fs ...outFrame) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, f := range fs {
+		if err := wire.WriteFrame(o.bw, f.typ, f.payload); err != nil {
+			return err
+		}
+	}
+	return o.bw.Flush()
+}
+
+// committer runs a session's commits, one at a time, each after the one
+// before: in the session's goroutine, or (async) beside it while the next
+// batch arrives. Acks go out in the order of the commits.
+type committer struct {
+	o    *framer
+	last *commitJob // the latest commit, nil before the first
+}
+
+type commitJob struct {
+	done chan struct{}
+	err  error // sending its ack (or an earlier one) failed
+}
+
+// commit runs fn, which commits a batch, and sends its ack after every
+// earlier one; with async it returns at once.
+func (c *committer) commit(async bool, fn func() *wire.BatchAck) error {
+	prev := c.last
+	j := &commitJob{done: make(chan struct{})}
+	c.last = j
+	run := func() {
+		defer close(j.done)
+		ack := fn()
+		if prev != nil {
+			<-prev.done
+			if j.err = prev.err; j.err != nil {
+				return
+			}
+		}
+		j.err = c.o.send(outFrame{wire.Ack, wire.EncodeAck(ack)})
+	}
+	if !async {
+		run()
+		return j.err
+	}
+	go run()
+	return nil
+}
+
+// idle reports whether no commit is under way.
+func (c *committer) idle() bool {
+	if c.last == nil {
+		return true
+	}
+	select {
+	case <-c.last.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// failed returns the error of a finished commit's ack, if any.
+func (c *committer) failed() error {
+	if c.last != nil && c.idle() {
+		return c.last.err
+	}
+	return nil
+}
+
+// wait returns once every commit is done, with the error of its ack.
+func (c *committer) wait() error {
+	if c.last == nil {
+		return nil
+	}
+	<-c.last.done
+	return c.last.err
 }

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/bulkmove/bulkmove/internal/gentree"
+	"github.com/bulkmove/bulkmove/internal/ioconc"
 	"github.com/bulkmove/bulkmove/internal/treecmp"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/stream"
@@ -38,6 +39,13 @@ func tmpDir(t *testing.T) string {
 // connected to it over pipes: the wire path, without processes or SSH.
 func pipeAgent(t *testing.T, ctx context.Context, name, root string, src stream.Source) *stream.Client {
 	t.Helper()
+	return pipeAgentIO(t, ctx, name, root, src, 0)
+}
+
+// pipeAgentIO is pipeAgent with the receiver told to write ioConc files at once
+// (0: its own choice).
+func pipeAgentIO(t *testing.T, ctx context.Context, name, root string, src stream.Source, ioConc int) *stream.Client {
+	t.Helper()
 	toAgentR, toAgentW := io.Pipe()
 	fromAgentR, fromAgentW := io.Pipe()
 	done := make(chan error, 1)
@@ -49,7 +57,7 @@ func pipeAgent(t *testing.T, ctx context.Context, name, root string, src stream.
 	}()
 	t.Cleanup(func() { toAgentW.Close(); <-done })
 	c, err := stream.Dial(ctx, name, fromAgentR, toAgentW, closers{toAgentW, fromAgentR}, "test",
-		wire.ReceiveOptions{Owner: os.Geteuid() == 0, Check: "quick"}, src)
+		wire.ReceiveOptions{Owner: os.Geteuid() == 0, Check: "quick", IOConcurrency: ioConc}, src)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,6 +96,30 @@ var transports = []transport{
 		conns := make([]stream.Conn, k)
 		for i := range conns {
 			conns[i] = pipeAgent(t, ctx, fmt.Sprintf("stream %d", i), dst, src)
+		}
+		return conns
+	}},
+	// Many file operations at once on both sides (a slow filesystem's
+	// setting): readers ahead of each stream, writers at the receiver,
+	// commits beside the next batch.
+	{"local-io", func(t *testing.T, ctx context.Context, k int, dst string, src stream.Source) []stream.Conn {
+		recv, err := extract.Open(dst, extract.Options{Owner: os.Geteuid() == 0, IOConcurrency: 16})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { recv.Close() })
+		src.IO = ioconc.Fixed(16)
+		conns := make([]stream.Conn, k)
+		for i := range conns {
+			conns[i] = &stream.Local{Recv: recv, Src: src}
+		}
+		return conns
+	}},
+	{"wire-io", func(t *testing.T, ctx context.Context, k int, dst string, src stream.Source) []stream.Conn {
+		src.IO = ioconc.Fixed(16)
+		conns := make([]stream.Conn, k)
+		for i := range conns {
+			conns[i] = pipeAgentIO(t, ctx, fmt.Sprintf("stream %d", i), dst, src, 16)
 		}
 		return conns
 	}},

@@ -35,6 +35,15 @@ func (l *Local) SetLimit(b *ratelimit.Bucket) { l.Limit = b }
 
 // Run implements Conn.
 func (l *Local) Run(ctx context.Context, in <-chan *sharder.Batch, done func(Result)) ([]*sharder.Batch, error) {
+	// On a slow destination a batch's renames go on while the next one is
+	// written (most often into other directories, whose locks are free);
+	// results keep their order.
+	var prev chan struct{} // closed when the previous batch's result is out
+	defer func() {
+		if prev != nil {
+			<-prev
+		}
+	}()
 	for {
 		select {
 		case <-ctx.Done():
@@ -43,12 +52,28 @@ func (l *Local) Run(ctx context.Context, in <-chan *sharder.Batch, done func(Res
 			if !ok {
 				return nil, nil
 			}
-			r := l.apply(b, false)
-			if l.ctr != nil {
-				l.ctr.BytesSent.Add(r.Ack.Bytes)
-				l.ctr.FilesSent.Add(r.Ack.Files)
+			r, commit := l.write(b, false)
+			finish := func(before chan struct{}) {
+				r.Ack = commit()
+				if l.ctr != nil {
+					l.ctr.BytesSent.Add(r.Ack.Bytes)
+					l.ctr.FilesSent.Add(r.Ack.Files)
+				}
+				if before != nil {
+					<-before
+				}
+				done(r)
 			}
-			done(r)
+			if l.Recv.IOWidth() <= 1 && prev == nil {
+				finish(nil)
+				continue
+			}
+			before, next := prev, make(chan struct{})
+			prev = next
+			go func() {
+				defer close(next)
+				finish(before)
+			}()
 		}
 	}
 }
@@ -68,13 +93,20 @@ func (l *Local) Final(ctx context.Context, bs []*sharder.Batch, done func(Result
 func (l *Local) Close(context.Context) (wire.Totals, error) { return l.Recv.Totals(), nil }
 
 func (l *Local) apply(b *sharder.Batch, final bool) Result {
+	res, commit := l.write(b, final)
+	res.Ack = commit()
+	return res
+}
+
+// write writes batch b's files (or applies a final batch's entries) and
+// returns what commits them.
+func (l *Local) write(b *sharder.Batch, final bool) (Result, func() *wire.BatchAck) {
 	res := Result{Batch: b, Final: final}
 	t := l.Recv.Begin(b.Entries)
 	if final {
 		t.SetXattrs(l.Src.EntryXattrs(b.Entries, func(e SourceError) { res.SrcErrors = append(res.SrcErrors, e) }))
 		t.ApplyFinal()
-		res.Ack = t.Commit(b.ID, nil)
-		return res
+		return res, func() *wire.BatchAck { return t.Commit(b.ID, nil) }
 	}
 	var sums []wire.Sum
 	if l.Recv.Checksums() {
@@ -145,6 +177,5 @@ func (l *Local) apply(b *sharder.Batch, final bool) Result {
 		}
 		mu.Unlock()
 	})
-	res.Ack = t.Commit(b.ID, discards)
-	return res
+	return res, func() *wire.BatchAck { return t.Commit(b.ID, discards) }
 }

@@ -431,6 +431,21 @@ func mustReceive(t testing.TB, r *extract.Receiver, m *wire.BatchManifest, data 
 	return ack
 }
 
+// checkDir checks that directory e is at root with its mode and mtime.
+func checkDir(t testing.TB, root string, e sharder.Entry) {
+	t.Helper()
+	fi, err := os.Lstat(filepath.Join(root, e.Path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode() != fs.ModeDir|e.Mode {
+		t.Errorf("%s: mode %v, want %v", e.Path, fi.Mode(), fs.ModeDir|e.Mode)
+	}
+	if fi.ModTime().UnixNano() != e.MTime {
+		t.Errorf("%s: mtime %d, want %d", e.Path, fi.ModTime().UnixNano(), e.MTime)
+	}
+}
+
 func checkFile(t testing.TB, root string, e sharder.Entry, content string) {
 	t.Helper()
 	p := filepath.Join(root, filepath.FromSlash(e.Path))
@@ -521,16 +536,7 @@ func TestDirMetadata(t *testing.T) {
 	checkFile(t, s.root, f, "abc")
 	checkFile(t, s.root, g, "gg")
 	for _, d := range []sharder.Entry{sub, ro, empty, top} {
-		fi, err := os.Lstat(filepath.Join(s.root, d.Path))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if fi.Mode() != fs.ModeDir|d.Mode {
-			t.Errorf("%s: mode %v, want %v", d.Path, fi.Mode(), fs.ModeDir|d.Mode)
-		}
-		if fi.ModTime().UnixNano() != d.MTime {
-			t.Errorf("%s: mtime %d, want %d", d.Path, fi.ModTime().UnixNano(), d.MTime)
-		}
+		checkDir(t, s.root, d)
 	}
 	s.check(t)
 }

@@ -63,7 +63,7 @@ trap cleanup EXIT
 
 mkdir -p "$MNT"
 if [ "${SCALE_TMPFS:-1}" != 0 ] && [ "$(id -u)" = 0 ] && ! mountpoint -q "$MNT"; then
-  mount -t tmpfs -o "size=${SCALE_TMPFS_SIZE:-16g},nr_inodes=$((2 * N + 2 * DIRS * (1 + LINKS) + N / 10 + 10000))" bmscale "$MNT"
+  mount -t tmpfs -o "size=${SCALE_TMPFS_SIZE:-16g},nr_inodes=$((2 * N + 2 * DIRS * (1 + 2 * LINKS) + N / 10 + 10000))" bmscale "$MNT"
   mounted=1
 fi
 

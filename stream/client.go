@@ -57,8 +57,9 @@ type Client struct {
 	Logf    func(format string, args ...any)
 	z       *deflater
 	sent    tallyWriter // what the stream wrote to the connection
-	obsAt   time.Time   // when the last batch's data was observed, and
-	obsRecv int64       // the receiver's write time then (Counters.RecvWriteNanos)
+	obsAt   time.Time   // when the last batch's data was observed, and then
+	obsRecv int64       // the receiver's write time (Counters.RecvWriteNanos)
+	obsCPU  int64       // the receiving process's CPU time (Counters.RecvCPUNanos)
 }
 
 // ErrStalled marks a stream closed for moving no bytes while it had work.
@@ -454,7 +455,7 @@ func (c *Client) observe(codec byte, in, out int64, start time.Time, blocked0 in
 	now := time.Now()
 	wall := now.Sub(start)
 	var blocked time.Duration
-	recvBusy := 0.0
+	var recvWrite, recvCPU float64
 	if ctr := c.ctr.Load(); ctr != nil {
 		blocked = time.Duration(ctr.SendNanos.Load() - blocked0)
 		ctr.Compressing.Store(codec == wire.CodecZstd)
@@ -462,13 +463,18 @@ func (c *Client) observe(codec byte, in, out int64, start time.Time, blocked0 in
 			ctr.CompressIn.Add(in)
 			ctr.CompressOut.Add(out)
 		}
-		recv := ctr.RecvWriteNanos.Load()
-		if !c.obsAt.IsZero() {
-			recvBusy = float64(recv-c.obsRecv) / float64(now.Sub(c.obsAt))
+		// The receiver's share of the time writing, and the receiving
+		// process's CPU use in cores.
+		recv, cpu := ctr.RecvWriteNanos.Load(), ctr.RecvCPUNanos.Load()
+		if dt := float64(now.Sub(c.obsAt)); !c.obsAt.IsZero() && dt > 0 {
+			recvWrite, recvCPU = float64(recv-c.obsRecv)/dt, float64(cpu-c.obsCPU)/dt
 		}
-		c.obsAt, c.obsRecv = now, recv
+		if c.Peer.Process == processID {
+			recvCPU = 0 // an agent in this very process: its CPU time is ours too
+		}
+		c.obsAt, c.obsRecv, c.obsCPU = now, recv, cpu
 	}
-	c.z.observe(codec, in, out, wall, blocked, recvBusy)
+	c.z.observe(codec, in, out, wall, blocked, recvWrite, recvCPU)
 }
 
 // Close implements Conn: it ends the stream and waits for the agent's totals.

@@ -18,8 +18,13 @@ package stream
 // otherwise an upper bound), and the compression ratio r. A batch then
 // takes about max(pu, link) plain and max(pc, link·r) compressed per byte;
 // compression turns on when it would be faster by a margin and off when
-// it would be slower by one (hysteresis). While off on a link that is not
-// the bottleneck nothing is sampled: compression could only cost there.
+// it would be slower by one (hysteresis); a plain batch whose writes did
+// not block turns it off (the link keeps up with plain data). A stream
+// starts plain: its first batch measures the link. (Starting compressed
+// would spare that batch on a slow link, but writes that block while
+// compressing do not tell a slow link from a receiver slow to decompress.)
+// While off on a link that is not the bottleneck nothing is sampled:
+// compression could only cost there.
 // While on and CPU-bound, an occasional batch goes plain (a probe, ever
 // rarer) so that a link that got faster is noticed. Each batch compressed
 // under auto is first sampled (the first 64 KiB of its file data at the
@@ -196,8 +201,9 @@ func (d *deflater) trySample(src Source, m *wire.BatchManifest, need []bool) (ra
 
 // observe feeds the policy with how batch data went: in tar bytes became
 // out bytes on the wire in wall time, of which blocked were writes
-// waiting; recvBusy is the receiver's share of the time spent writing.
-func (d *deflater) observe(codec byte, in, out int64, wall, blocked time.Duration, recvBusy float64) {
+// waiting; recvWrite is the receiver's share of the time spent writing,
+// recvCPU its process's CPU use in cores.
+func (d *deflater) observe(codec byte, in, out int64, wall, blocked time.Duration, recvWrite, recvCPU float64) {
 	if d.cfg.Mode != CompressAuto || in <= 0 || out <= 0 {
 		return
 	}
@@ -206,9 +212,10 @@ func (d *deflater) observe(codec byte, in, out int64, wall, blocked time.Duratio
 		return // too little to measure
 	}
 	a.blocked = float64(blocked) / float64(wall)
-	// Writes that wait on a receiver busy writing its disk are not a
-	// slow link: compression would not help them.
-	a.linkBound = a.blocked > 0.25 && recvBusy < 0.5
+	// Writes that wait on a receiver busy writing its disk, or with a
+	// core's worth of CPU, are not a slow link: compression would not help
+	// them (it adds to the receiver's work).
+	a.linkBound = a.blocked > 0.25 && recvWrite < 0.5 && recvCPU < 0.9
 	produce := float64(wall-blocked) / float64(in)
 	if a.linkBound {
 		a.link.add(float64(wall) / float64(out))
@@ -222,6 +229,13 @@ func (d *deflater) observe(codec byte, in, out int64, wall, blocked time.Duratio
 		a.pu.add(produce)
 	}
 	if !a.on {
+		return
+	}
+	if codec == wire.CodecNone && !a.linkBound {
+		// Plain data went as fast as the stream made it: compression
+		// cannot beat that.
+		a.on, a.probe = false, false
+		d.log("compression off: the link takes plain data as fast as the stream makes it (%s/s)", rateStr(a.pu.v))
 		return
 	}
 	if codec == wire.CodecZstd && !a.linkBound {

@@ -15,7 +15,8 @@ import (
 // fast: on once writes block and a sample compresses, on while the link
 // stays the bottleneck, plain probes ever rarer while it is CPU-bound, off
 // once a probe shows that the link takes plain data faster than it can be
-// compressed; never on for data that does not compress.
+// compressed; never on for data that does not compress, nor while the
+// receiver is what the writes wait for.
 func TestAutoPolicy(t *testing.T) {
 	dir := t.TempDir()
 	text := strings.Repeat("GET /index.html 200 0.003s user=42 cache=hit\n", 2000)
@@ -42,23 +43,27 @@ func TestAutoPolicy(t *testing.T) {
 	rnd, needR := batch("random", len(random))
 
 	// A plain batch on a link that keeps up: nothing to sample.
-	d.observe(wire.CodecNone, 16*mib, 16*mib, 100*time.Millisecond, time.Millisecond, 0)
+	d.observe(wire.CodecNone, 16*mib, 16*mib, 100*time.Millisecond, time.Millisecond, 0, 0)
 	if c := d.codec(src, text16, need); c != wire.CodecNone {
 		t.Fatalf("fast link: codec %d", c)
 	}
 	// Writes block 90% of the time: a slow link.
-	d.observe(wire.CodecNone, 16*mib, 16*mib, time.Second, 900*time.Millisecond, 0)
+	d.observe(wire.CodecNone, 16*mib, 16*mib, time.Second, 900*time.Millisecond, 0, 0)
 	if c := d.codec(src, rnd, needR); c != wire.CodecNone || d.auto.on {
 		t.Fatalf("random data on a slow link: codec %d, on %v", c, d.auto.on)
 	}
 	// ... unless a receiver busy writing is why they block.
-	d.observe(wire.CodecNone, 16*mib, 16*mib, time.Second, 900*time.Millisecond, 0.9)
+	d.observe(wire.CodecNone, 16*mib, 16*mib, time.Second, 900*time.Millisecond, 0.9, 0)
 	if c := d.codec(src, text16, need); c != wire.CodecNone {
 		t.Fatalf("busy receiver: codec %d", c)
 	}
+	d.observe(wire.CodecNone, 16*mib, 16*mib, time.Second, 900*time.Millisecond, 0.1, 1.0)
+	if c := d.codec(src, text16, need); c != wire.CodecNone {
+		t.Fatalf("receiver using a core: codec %d", c)
+	}
 	// (A very slow link, so that the sample's cost, timed for real, is
 	// small beside it even on a busy machine under -race.)
-	d.observe(wire.CodecNone, 16*mib, 16*mib, 20*time.Second, 19900*time.Millisecond, 0)
+	d.observe(wire.CodecNone, 16*mib, 16*mib, 20*time.Second, 19900*time.Millisecond, 0, 0)
 	if c := d.codec(src, text16, need); c != wire.CodecZstd || !d.auto.on {
 		t.Fatalf("text on a slow link: codec %d, on %v", c, d.auto.on)
 	}
@@ -67,7 +72,7 @@ func TestAutoPolicy(t *testing.T) {
 	}
 	// Compressed, still link-bound: stays on, no probe.
 	for range 20 {
-		d.observe(wire.CodecZstd, 16*mib, 2*mib, 150*time.Millisecond, 120*time.Millisecond, 0)
+		d.observe(wire.CodecZstd, 16*mib, 2*mib, 150*time.Millisecond, 120*time.Millisecond, 0, 0)
 		if c := d.codec(src, text16, need); c != wire.CodecZstd {
 			t.Fatalf("link-bound compressed: codec %d", c)
 		}
@@ -80,7 +85,7 @@ func TestAutoPolicy(t *testing.T) {
 	// comes after firstProbe of them.
 	n := 0
 	for d.codec(src, text16, need) == wire.CodecZstd {
-		d.observe(wire.CodecZstd, 16*mib, 2*mib, 100*time.Millisecond, 0, 0)
+		d.observe(wire.CodecZstd, 16*mib, 2*mib, 100*time.Millisecond, 0, 0, 0)
 		if n++; n > firstProbe+1 {
 			t.Fatal("no probe")
 		}
@@ -89,7 +94,7 @@ func TestAutoPolicy(t *testing.T) {
 		t.Fatal("plain batch that is not a probe")
 	}
 	// The probe goes fast: off.
-	d.observe(wire.CodecNone, 16*mib, 16*mib, 20*time.Millisecond, 0, 0)
+	d.observe(wire.CodecNone, 16*mib, 16*mib, 20*time.Millisecond, 0, 0, 0)
 	if d.auto.on || d.codec(src, text16, need) != wire.CodecNone {
 		t.Fatalf("still on after a fast probe: %+v", d.auto)
 	}

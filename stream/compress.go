@@ -119,12 +119,13 @@ const (
 
 // deflater is one stream's compression state.
 type deflater struct {
-	cfg    Compression
-	enc    *zstd.Encoder
-	auto   autoPolicy
-	sample []byte
-	logf   func(format string, args ...any)
-	name   string
+	cfg       Compression
+	enc       *zstd.Encoder
+	auto      autoPolicy
+	sample    []byte // the batch's sample, and
+	sampleOut []byte // what it compressed to (buffers reused)
+	logf      func(format string, args ...any)
+	name      string
 }
 
 // encoder returns the stream's encoder, created on first use.
@@ -195,8 +196,8 @@ func (d *deflater) trySample(src Source, m *wire.BatchManifest, need []bool) (ra
 		return 0, 0, false
 	}
 	start := time.Now()
-	out := enc.EncodeAll(in, nil)
-	return float64(len(out)) / float64(len(in)), float64(time.Since(start)) / float64(len(in)), true
+	d.sampleOut = enc.EncodeAll(in, d.sampleOut[:0])
+	return float64(len(d.sampleOut)) / float64(len(in)), float64(time.Since(start)) / float64(len(in)), true
 }
 
 // observe feeds the policy with how batch data went: in tar bytes became

@@ -62,7 +62,8 @@ var (
 var allDescs = []desc{dSentBytes, dSentFiles, dBatches, dRetries, dRead, dSendBlocked, dAckWait, dIdle,
 	dWireBytes, dCompIn, dCompOut, dCompressing,
 	dRecvBytes, dRecvFiles, dRecvWrite, dRecvFsync, dRecvCPU, dPlannedBytes, dPlannedFiles, dWalkDone,
-	dDoneBytes, dDoneFiles, dSkipped, dFailed, dActive, dStart, dETA, dBottleneck, dMoreStreams, dBwLimit}
+	dDoneBytes, dDoneFiles, dSkipped, dFailed, dActive, dStart, dETA, dBottleneck, dMoreStreams, dBwLimit,
+	dStreamsTarget, dAutoDecisions}
 
 // Describe implements prometheus.Collector.
 func (j *Job) Describe(ch chan<- *prometheus.Desc) {
@@ -78,7 +79,7 @@ func (j *Job) Collect(ch chan<- prometheus.Metric) {
 	m := func(d desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d.d, d.kind, v, labels...)
 	}
-	for i, c := range j.Streams {
+	for i, c := range j.StreamsInUse() {
 		s := strconv.Itoa(i)
 		m(dSentBytes, float64(c.BytesSent.Load()), s)
 		m(dSentFiles, float64(c.FilesSent.Load()), s)
@@ -114,6 +115,7 @@ func (j *Job) Collect(ch chan<- prometheus.Metric) {
 	}
 	m(dMoreStreams, b2f(v != nil && v.MoreStreamsHelp))
 	m(dBwLimit, float64(j.Limit.Rate()))
+	j.collectAuto(m)
 }
 
 func b2f(b bool) float64 {

@@ -33,6 +33,9 @@ type Job struct {
 	// operation (the sender's measure; the receiver's comes in its acks).
 	SourceLatency func() time.Duration
 
+	// AutoJ is -j auto's target and decisions (autoj.go).
+	AutoJ AutoJ
+
 	verdict atomic.Pointer[Verdict]
 }
 

@@ -65,7 +65,14 @@ type Pool struct {
 	// handed out, those in flight finish, the deferred entries wait for
 	// the next run, and the streams are closed.
 	Drain <-chan struct{}
+	// AddConn, if set, opens one more stream while the job sends file
+	// data (Grow, for -j auto); i is the index it will likely have.
+	AddConn func(ctx context.Context, i int) (Conn, error)
+	// MaxConns bounds the streams Grow adds up to (0: no bound).
+	MaxConns int
 
+	resize    sync.Mutex // Grow and Retire, one at a time
+	grow      growable   // phase 1, for Grow (poolgrow.go)
 	mu        sync.Mutex
 	stats     []StreamStats
 	owner     *spill.List[owned] // hard-link targets: the stream that wrote or verified each, sorted by path
@@ -106,8 +113,8 @@ func (p *Pool) Run(ctx context.Context, in <-chan *sharder.Batch, def *Deferred)
 		p.FinalFiles = 2000
 	}
 	p.stats = make([]StreamStats, len(p.Conns))
-	if len(p.Counters) != len(p.Conns) {
-		p.Counters = make([]*Counters, len(p.Conns))
+	if len(p.Counters) < max(len(p.Conns), p.MaxConns) { // room for the streams Grow adds
+		p.Counters = make([]*Counters, max(len(p.Conns), p.MaxConns))
 		for i := range p.Counters {
 			p.Counters[i] = &Counters{}
 		}
@@ -139,7 +146,7 @@ func (p *Pool) Run(ctx context.Context, in <-chan *sharder.Batch, def *Deferred)
 	if p.ReconnectTimeout <= 0 {
 		p.ReconnectTimeout = 5 * time.Minute
 	}
-	p.requeue = make(chan *sharder.Batch, len(p.Conns)*(Window+4))
+	p.requeue = make(chan *sharder.Batch, max(len(p.Conns), p.MaxConns)*(Window+4))
 	p.settled = make(chan struct{}, 1)
 	p.attempts = map[uint64]int{}
 	p.live = len(p.Conns)
@@ -149,7 +156,6 @@ func (p *Pool) Run(ctx context.Context, in <-chan *sharder.Batch, def *Deferred)
 	g, gctx := errgroup.WithContext(ctx)
 	queue := make(chan *sharder.Batch)
 	walked := in
-	g.Go(func() error { return p.dispatch(gctx, walked, queue) })
 	in = queue
 	for i := range p.Conns {
 		g.Go(func() error {
@@ -162,6 +168,11 @@ func (p *Pool) Run(ctx context.Context, in <-chan *sharder.Batch, def *Deferred)
 			return err
 		})
 	}
+	p.openGrowth(g, gctx, queue, cancel)
+	g.Go(func() error {
+		defer p.closeGrowth()
+		return p.dispatch(gctx, walked, queue)
+	})
 	err := g.Wait()
 	if cause := context.Cause(ctx); cause != nil && p.fatal != nil {
 		err = p.fatal
@@ -769,7 +780,7 @@ func (p *Pool) dispatch(ctx context.Context, in <-chan *sharder.Batch, out chan<
 	walkDone, sent := false, false
 	for {
 		p.mu.Lock()
-		pending, live := p.pending, p.live
+		pending, live, k := p.pending, p.live, len(p.Conns) // Grow adds to Conns
 		p.mu.Unlock()
 		// Done when the walk is over and every batch handed out is
 		// acknowledged (a failed stream's batches come back), or no stream
@@ -786,7 +797,7 @@ func (p *Pool) dispatch(ctx context.Context, in <-chan *sharder.Batch, out chan<
 				for _, b := range q {
 					left += cost(b)
 				}
-				for len(q[0].Entries) >= 2*minSplitFiles && cost(q[0]) > left/int64(2*len(p.Conns)) {
+				for len(q[0].Entries) >= 2*minSplitFiles && cost(q[0]) > left/int64(2*k) {
 					a, b := p.split(q[0])
 					q = append([]*sharder.Batch{a, b}, q[1:]...)
 				}
@@ -794,7 +805,7 @@ func (p *Pool) dispatch(ctx context.Context, in <-chan *sharder.Batch, out chan<
 			head, send = q[0], out
 		}
 		var recv <-chan *sharder.Batch
-		if !walkDone && len(q) < 2*len(p.Conns) {
+		if !walkDone && len(q) < 2*k {
 			recv = in
 		}
 		select {

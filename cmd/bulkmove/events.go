@@ -16,7 +16,7 @@ import (
 
 // Head starts every event.
 type Head struct {
-	Type string  `json:"type"` // start, progress, warning, error, bottleneck, end
+	Type string  `json:"type"` // start, progress, warning, error, bottleneck, streams, end
 	Time float64 `json:"time"` // Unix seconds
 }
 

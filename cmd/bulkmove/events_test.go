@@ -31,7 +31,7 @@ func TestJSONEvents(t *testing.T) {
 	}
 	schema := map[string]any{
 		"start": StartEvent{}, "progress": ProgressEvent{}, "warning": ProblemEvent{}, "error": ProblemEvent{},
-		"bottleneck": BottleneckEvent{}, "end": EndEvent{},
+		"bottleneck": BottleneckEvent{}, "streams": StreamsEvent{}, "end": EndEvent{},
 	}
 	var types []string
 	sc := bufio.NewScanner(&stdout)

@@ -98,11 +98,11 @@ type moveFlags struct {
 	ssh              sshFlags
 	scale            scaleFlags
 	faithful         faithfulFlags // -X, -A, --sparse: see faithful.go
+	auto             autoFlags     // -j auto, --max-streams: see autoj.go
 }
 
 func (f *moveFlags) register(fs *flag.FlagSet) {
-	fs.IntVar(&f.jobs, "j", 4, "number of parallel streams")
-	fs.IntVar(&f.jobs, "jobs", 4, "number of parallel streams")
+	f.registerJobs(fs)
 	f.batchSize = byteSize(sharder.DefaultBatchBytes)
 	fs.Var(&f.batchSize, "batch-size", "close a batch at this cost: bytes plus a per-file overhead (e.g. 64MiB)")
 	fs.IntVar(&f.batchFiles, "batch-files", sharder.DefaultBatchFiles, "close a batch at this many files")
@@ -148,7 +148,7 @@ func (f *moveFlags) register(fs *flag.FlagSet) {
 	f.scale.register(fs)
 	f.faithful.register(fs)
 	fs.StringVar(&f.progress, "progress", "auto", "progress display on a terminal: auto (one line), streams (a line per stream too), none")
-	fs.BoolVar(&f.json, "json", false, "write newline-delimited JSON events on stdout (start, progress, warning, error, bottleneck, end; see README)")
+	fs.BoolVar(&f.json, "json", false, "write newline-delimited JSON events on stdout (start, progress, warning, error, bottleneck, streams, end; see README)")
 	fs.BoolVar(&f.viaAgent, "via-agent", false, "run K local `bulkmove agent` processes and talk the wire protocol to them (the SSH path, without SSH)")
 	fs.IntVar(&f.ssh.port, "p", 0, "SSH port of the remote host")
 	fs.IntVar(&f.ssh.port, "port", 0, "SSH port of the remote host")
@@ -293,6 +293,9 @@ func checkArgs(fs *flag.FlagSet, f *moveFlags, cmd string, stderr io.Writer) boo
 		errorf(stderr, "-j %d: want 1 to 256 streams", f.jobs)
 		return false
 	}
+	if !f.checkJobs(stderr) {
+		return false
+	}
 	return true
 }
 
@@ -312,6 +315,7 @@ type job struct {
 	deleteSkipped bool                                            // --delete refused: something failed
 	res           *resume                                         // the journal; nil without one
 	redial        func(context.Context, int) (stream.Conn, error) // reopens a lost stream (SSH)
+	addConn       func(context.Context, int) (stream.Conn, error) // opens one more stream (-j auto)
 	drain         <-chan struct{}                                 // closed by the first interrupt
 	interrupted   atomic.Bool
 	log           *logFile                // --log-file; nil without
@@ -352,6 +356,7 @@ func (j *job) run(ctx context.Context) int {
 		return code
 	}
 	j.flags.faithful.source(&plan.src)
+	j.autoStart()
 	plan.src.IO = j.flags.ioConc.gauge()
 	opt := sharder.Options{
 		BatchBytes:    int64(j.flags.batchSize),
@@ -406,7 +411,7 @@ func (j *job) run(ctx context.Context) int {
 	// Room for the walk to run ahead while the streams connect (about
 	// 100 KiB a batch of 1,000 small files: 13 MiB at most).
 	batches := make(chan *sharder.Batch, 2*j.flags.jobs+128)
-	j.m = metrics.NewJob(j.flags.jobs)
+	j.m = j.newMetrics()
 	if sh := j.flags.scale.shard; !sh.All() {
 		j.m.Shard = sh.String() // a shard label on the job's metrics
 	}
@@ -447,7 +452,7 @@ func (j *job) run(ctx context.Context) int {
 		errorf(j.stderr, "%v", err)
 		return exitFatal
 	}
-	j.m.Streams = j.m.Streams[:len(conns)]
+	j.connected(len(conns))
 	pool := &stream.Pool{Conns: conns, FinalFiles: j.flags.batchFiles, OnResult: j.onResult, Counters: j.m.Streams, Limit: j.bw.b,
 		OnPhase: func(name string) { j.trace("%s", name) }}
 	if j.flags.delete && plan.rename == "" {
@@ -470,6 +475,7 @@ func (j *job) run(ctx context.Context) int {
 		return exitUsage
 	}
 	pool.Drain = j.drain
+	stopAuto := j.steer(gctx, pool, j.remote == nil && j.hub == nil && !j.flags.viaAgent)
 	g.Go(func() error {
 		err := pool.Run(gctx, batches, def)
 		if j.interrupted.Load() {
@@ -478,6 +484,7 @@ func (j *job) run(ctx context.Context) int {
 		return err
 	})
 	err = g.Wait()
+	stopAuto()
 	stopObs()
 	stopProgress()
 	if j.flags.verbose {
@@ -706,6 +713,9 @@ func (j *job) connect(ctx context.Context, p plan) ([]stream.Conn, func(), error
 			return nil, nil, err
 		}
 		j.redial = l.redial
+		if l.data == "" {
+			j.addConn = l.add
+		}
 		return conns, l.close, nil
 	}
 	if j.hub != nil {
@@ -721,6 +731,7 @@ func (j *job) connect(ctx context.Context, p plan) ([]stream.Conn, func(), error
 		for i := range conns {
 			conns[i] = &stream.Local{Recv: recv, Src: p.src}
 		}
+		j.addConn = func(context.Context, int) (stream.Conn, error) { return &stream.Local{Recv: recv, Src: p.src}, nil }
 		return conns, func() { recv.Close() }, nil
 	}
 	self, err := os.Executable()

@@ -154,8 +154,9 @@ func progressLine(m *metrics.Job, bps, fps float64) string {
 }
 
 func streamLines(m *metrics.Job) []string {
-	out := make([]string, len(m.Streams))
-	for i, c := range m.Streams {
+	in := m.StreamsInUse()
+	out := make([]string, len(in))
+	for i, c := range in {
 		out[i] = fmt.Sprintf("  stream %d: %s, %s files, read %.1fs, send blocked %.1fs, waiting %.1fs",
 			i, humanize.IBytes(uint64(c.BytesSent.Load())), humanize.Comma(c.FilesSent.Load()),
 			float64(c.ReadNanos.Load())/1e9, float64(c.SendNanos.Load())/1e9, float64(c.WaitNanos.Load())/1e9)

@@ -1,0 +1,240 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"sync"
+
+	"github.com/bulkmove/bulkmove/metrics"
+	"github.com/bulkmove/bulkmove/sharder"
+	"github.com/bulkmove/bulkmove/stream"
+)
+
+// -j auto (the default): the job starts with a few streams and a
+// controller (stream.AutoJ) adds more while throughput rises, up to
+// --max-streams. Streams can be added to in-process receivers and to SSH
+// streams (each one more SSH connection joining the agent hub); other
+// transports (a data plane, bulkmove serve, a pull, --via-agent) run with
+// the start count.
+
+// autoFlags are -j auto's flags.
+type autoFlags struct {
+	on  bool // -j auto
+	max int  // --max-streams
+}
+
+// Start counts of -j auto: locally the two cores of a small host are
+// busy with two streams; remote streams connect in parallel, and four
+// hide a round trip's wait.
+const (
+	autoStartLocal  = 2
+	autoStartRemote = 4
+	autoMaxStreams  = 16
+)
+
+// registerJobs registers -j/--jobs (N or auto) and --max-streams.
+func (f *moveFlags) registerJobs(fs *flag.FlagSet) {
+	f.auto = autoFlags{on: true, max: autoMaxStreams}
+	f.jobs = autoStartRemote
+	v := jobsValue{f}
+	fs.Var(v, "j", "number of parallel streams, or `auto`: start with a few and add more while throughput rises, up to --max-streams")
+	fs.Var(v, "jobs", "the same as -j")
+	fs.IntVar(&f.auto.max, "max-streams", autoMaxStreams, "with -j auto: streams at most")
+}
+
+// jobsValue is -j: a number of streams, or auto.
+type jobsValue struct{ f *moveFlags }
+
+func (v jobsValue) String() string {
+	if v.f == nil || v.f.auto.on {
+		return "auto"
+	}
+	return strconv.Itoa(v.f.jobs)
+}
+
+func (v jobsValue) Set(s string) error {
+	if s == "auto" {
+		v.f.auto.on = true
+		return nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return errors.New("want a number of streams or auto")
+	}
+	v.f.jobs, v.f.auto.on = n, false
+	return nil
+}
+
+// checkJobs checks --max-streams (with -j auto).
+func (f *moveFlags) checkJobs(stderr io.Writer) bool {
+	if f.auto.on && (f.auto.max < 1 || f.auto.max > 256) {
+		errorf(stderr, "--max-streams %d: want 1 to 256 streams", f.auto.max)
+		return false
+	}
+	return true
+}
+
+// autoStart sets, with -j auto, the streams the job starts with, once the
+// transport is known.
+func (j *job) autoStart() {
+	f := &j.flags
+	if !f.auto.on {
+		return
+	}
+	start := autoStartRemote
+	if j.remote == nil && j.hub == nil && j.serveAddr == "" {
+		start = autoStartLocal
+	}
+	f.jobs = min(start, f.auto.max)
+}
+
+// growable says whether -j auto may add streams to this job.
+func (j *job) growable() bool {
+	f := j.flags
+	switch {
+	case !f.auto.on || f.auto.max <= f.jobs || j.hub != nil || j.serveAddr != "":
+		return false
+	case j.remote != nil:
+		return f.transport == "" || f.transport == "ssh" // a data plane takes K streams, no more
+	default:
+		return !f.viaAgent
+	}
+}
+
+// newMetrics makes the job's metrics, with spare counters for the
+// streams -j auto may add.
+func (j *job) newMetrics() *metrics.Job {
+	k := j.flags.jobs
+	if j.growable() {
+		k = j.flags.auto.max
+	}
+	m := metrics.NewJob(k)
+	m.AutoJ.InUse.Store(int64(j.flags.jobs))
+	m.AutoJ.Target.Store(int64(j.flags.jobs))
+	return m
+}
+
+// connected fits the metrics' streams to the n that connected.
+func (j *job) connected(n int) {
+	j.m.AutoJ.InUse.Store(int64(n))
+	j.m.AutoJ.Target.Store(int64(n))
+	if !j.growable() {
+		j.m.Streams = j.m.Streams[:n]
+	}
+}
+
+// steer runs -j auto's controller on the pool while it sends the file
+// data; stop ends it and waits for it.
+func (j *job) steer(ctx context.Context, pool *stream.Pool, local bool) (stop func()) {
+	if !j.growable() || j.addConn == nil {
+		return func() {}
+	}
+	pool.AddConn, pool.MaxConns = j.addConn, j.flags.auto.max
+	ctx, cancel := context.WithCancel(ctx)
+	m := j.m
+	mark := m.Mark()
+	work := func(bytes, files int64) float64 { return float64(bytes + files*sharder.DefaultFileCost) }
+	a := &stream.AutoJ{
+		Max: j.flags.auto.max,
+		Work: func() int64 {
+			return int64(work(m.DoneBytes.Load(), m.DoneFiles.Load()+m.Skipped.Load()))
+		},
+		Verdict: func() stream.AutoVerdict {
+			v := m.VerdictSince(mark, local)
+			mark = m.Mark()
+			return autoVerdict(v)
+		},
+		Ending: func(rate float64) bool {
+			if !m.WalkDone.Load() || rate <= 0 {
+				return false
+			}
+			left := work(m.PlannedBytes.Load(), m.PlannedFiles.Load()) -
+				work(m.DoneBytes.Load(), m.DoneFiles.Load()+m.Skipped.Load()+m.Failed.Load())
+			return left < rate*autoTail
+		},
+		Resize: func(ctx context.Context, n, to int) int {
+			if to > n {
+				added, err := pool.Grow(ctx, to-n)
+				if err != nil && !errors.Is(err, stream.ErrGrowClosed) {
+					errorf(j.stderr, "warning: -j auto: %v", err)
+				}
+				m.AutoJ.InUse.Store(int64(len(pool.Stats())))
+				return n + added
+			}
+			for ; n > to && pool.Retire() >= 0; n-- {
+			}
+			return n
+		},
+		OnDecision: func(d stream.AutoDecision) {
+			m.AutoJ.Decided(d.Action)
+			m.AutoJ.Target.Store(int64(d.To))
+			j.trace("%s", d)
+			ev := &StreamsEvent{Action: d.Action, From: d.From, To: d.To, Rate: d.Rate, Gain: d.Gain, Resource: d.Resource, Reason: d.Reason}
+			j.ev.emit("streams", &ev.Head, ev)
+		},
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { a.Run(ctx, j.flags.jobs) })
+	return func() {
+		cancel()
+		wg.Wait()
+	}
+}
+
+// autoVerdict is what the controller makes of the bottleneck verdict. A
+// saturated CPU stops it. Streams blocked on the link, the receiver's
+// disk or the source look alike whether the shared resource is full or
+// each stream is limited on its own (an SSH channel carries 2 MiB a round
+// trip; a stream writes one file at a time): then the verdict says no
+// more streams, but as long as no CPU is saturated one step is worth
+// trying, and its gain decides.
+func autoVerdict(v *metrics.Verdict) stream.AutoVerdict {
+	a := stream.AutoVerdict{Resource: v.Resource, Why: v.Why, MoreStreamsHelp: v.MoreStreamsHelp}
+	switch v.Resource {
+	case metrics.Network, metrics.ReceiverWrite, metrics.SourceRead:
+		if !a.MoreStreamsHelp && max(v.Shares[metrics.SenderCPU], v.Shares[metrics.ReceiverCPU]) < autoCPUBusy {
+			a.MoreStreamsHelp = true
+			a.Why += " (no CPU saturated: more streams may help)"
+		}
+	}
+	return a
+}
+
+// autoCPUBusy is the CPU share (of all cores) beyond which -j auto adds
+// no streams on a link or disk verdict.
+const autoCPUBusy = 0.75
+
+// autoTail is how many seconds of work left make the job's tail, when -j
+// auto changes nothing more.
+const autoTail = 3
+
+// StreamsEvent is a decision of -j auto.
+type StreamsEvent struct {
+	Head
+	Action   string  `json:"action"` // add, remove, stop
+	From     int     `json:"from"`
+	To       int     `json:"to"`
+	Rate     float64 `json:"rate"` // bytes plus 16 KiB a file, per second, over the last window
+	Gain     float64 `json:"gain"` // of the last step, a fraction
+	Resource string  `json:"resource"`
+	Reason   string  `json:"reason"`
+}
+
+// add opens one more SSH stream (-j auto): a connection of its own,
+// joining the agent hub.
+func (l *sshLink) add(ctx context.Context, i int) (stream.Conn, error) {
+	l.mu.Lock()
+	for len(l.clients) <= i {
+		l.clients = append(l.clients, nil)
+	}
+	l.mu.Unlock()
+	c, err := l.redial(ctx, i)
+	if err != nil {
+		return nil, fmt.Errorf("stream %d: %w", i, err)
+	}
+	return c, nil
+}

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bulkmove/bulkmove/internal/treecmp"
+)
+
+// TestAutoJSSH: -j auto over SSH, where each connection is slow on its
+// own (the proxy delays every 32 KiB chunk, as a long path's window
+// does) and the CPUs are idle, grows beyond the 4 streams it starts with;
+// its decisions are in the log and the JSON events, and the tree lands.
+func TestAutoJSSH(t *testing.T) {
+	_, cfg, px := sshdBehindProxy(t)
+	px.Slow(15 * time.Millisecond) // about 2 MiB/s a connection
+	dir := shmDir(t)
+	src := randomTree(t, dir, 200, 256<<10) // 50 MiB: about 6 s at 4 streams
+	dst := filepath.Join(dir, "dst")
+	start := time.Now()
+	out, code := runBM(t, nil, "-F", cfg, "-p", strconv.Itoa(px.Port()), "--json", "-v", "--compress", "none",
+		"--journal", "none", "--batch-size", "2MiB", "--max-streams", "12", src, "box2:"+dst)
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	t.Logf("%.1fs", time.Since(start).Seconds())
+	most, started := 0, 0
+	var log []string
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.Contains(line, " auto: ") {
+			log = append(log, line)
+		}
+		if !strings.HasPrefix(line, "{") {
+			continue
+		}
+		var ev struct {
+			Type    string          `json:"type"`
+			Streams json.RawMessage `json:"streams"` // a number in start, a list in end
+			To      int             `json:"to"`
+			Action  string          `json:"action"`
+		}
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatalf("%v: %s", err, line)
+		}
+		switch ev.Type {
+		case "start":
+			started, _ = strconv.Atoi(string(ev.Streams))
+		case "streams":
+			most = max(most, ev.To)
+		}
+	}
+	t.Logf("decisions:\n%s", strings.Join(log, "\n"))
+	if started != 4 {
+		t.Errorf("started with %d streams, want 4", started)
+	}
+	if most <= 4 || len(log) == 0 {
+		t.Errorf("grew to %d streams, want more than 4, and the decisions in the log (-v):\n%s", most, out)
+	}
+	if !strings.Contains(out, "bulkmove: 200 files, 50.0 MiB") {
+		t.Errorf("not all moved:\n%s", out)
+	}
+	treecmp.Equal(t, src, dst)
+}

@@ -84,6 +84,24 @@ type Entry struct {
 
 	// Dev and Ino identify the source file; they do not travel on the wire.
 	Dev, Ino uint64
+
+	// Off and Len, when Len > 0, make a KindFile entry one range of a
+	// large file split across batches (Options.SplitSize): its bytes
+	// [Off, Off+Len). Size and MTime stay the whole file's, so that every
+	// range names the same version of the file.
+	Off, Len int64
+}
+
+// IsRange reports whether e is one range of a split file.
+func (e *Entry) IsRange() bool { return e.Len > 0 }
+
+// DataLen is how many bytes of the file e carries: its range's length, or
+// its size.
+func (e *Entry) DataLen() int64 {
+	if e.Len > 0 {
+		return e.Len
+	}
+	return e.Size
 }
 
 // ModTime returns the modification time as a time.Time.
@@ -94,5 +112,5 @@ func (e *Entry) ModTime() time.Time { return time.Unix(0, e.MTime) }
 type Batch struct {
 	ID      uint64
 	Entries []Entry
-	Bytes   int64 // sum of file sizes
+	Bytes   int64 // sum of file sizes (of a split file's ranges, their lengths)
 }

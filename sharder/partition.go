@@ -31,7 +31,7 @@ func newPartitioner(maxBytes int64, maxFiles int, fileCost int64, out chan<- *Ba
 
 // add appends one regular file, sending batches that become full.
 func (p *partitioner) add(ctx context.Context, e Entry) error {
-	c := p.fileCost + e.Size
+	c := p.fileCost + e.DataLen()
 	if p.cur != nil && len(p.cur.Entries) > 0 && p.cost+c > p.maxBytes {
 		if err := p.flush(ctx); err != nil {
 			return err
@@ -43,7 +43,7 @@ func (p *partitioner) add(ctx context.Context, e Entry) error {
 		p.cost = 0
 	}
 	p.cur.Entries = append(p.cur.Entries, e)
-	p.cur.Bytes += e.Size
+	p.cur.Bytes += e.DataLen()
 	p.cost += c
 	if len(p.cur.Entries) >= p.maxFiles || p.cost >= p.maxBytes {
 		return p.flush(ctx)

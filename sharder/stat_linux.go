@@ -20,7 +20,13 @@ type rawStat struct {
 	mtime int64 // Unix nanoseconds
 	dev   uint64
 	ino   uint64
+	// blocks is the space allocated, in 512-byte units: less than the
+	// size, the file has holes.
+	blocks int64
 }
+
+// sparse reports whether the file has holes (allocates less than its size).
+func (r *rawStat) sparse() bool { return r.blocks*512 < r.size }
 
 func fromUnix(st *unix.Stat_t) rawStat {
 	r := rawStat{
@@ -32,6 +38,8 @@ func fromUnix(st *unix.Stat_t) rawStat {
 		mtime: st.Mtim.Nano(),
 		dev:   uint64(st.Dev),
 		ino:   uint64(st.Ino),
+
+		blocks: st.Blocks,
 	}
 	if st.Mode&unix.S_ISUID != 0 {
 		r.perm |= fs.ModeSetuid

@@ -24,6 +24,9 @@ type rawStat struct {
 	ino   uint64
 }
 
+// sparse reports whether the file has holes: unknown here, so never.
+func (r *rawStat) sparse() bool { return false }
+
 func fromFileInfo(fi fs.FileInfo) rawStat {
 	m := fi.Mode()
 	return rawStat{

@@ -72,6 +72,13 @@ type Options struct {
 	// filesfrom.go.
 	FilesFrom    io.Reader
 	FilesFromNUL bool
+	// SplitSize, if positive, cuts a regular file larger than it into
+	// ranges of SplitSize bytes (the last one shorter), each its own entry
+	// (Entry.Off, Entry.Len) in the batches, so that several streams carry
+	// one large file. Files with several names (hard links) and sparse
+	// files (fewer blocks than their size) are never split. 0: no file is
+	// split.
+	SplitSize int64
 
 	// Deferred receives every directory (the root included, as "."),
 	// symlink and second or later name of a hard-linked file.
@@ -608,6 +615,10 @@ func (w *walker) startStats() (stop func()) {
 	return func() { close(w.statq); wg.Wait() }
 }
 
+// maxRanges bounds the ranges of a split file (the receiver's limit,
+// extract.MaxRanges): a larger file gets longer ranges.
+const maxRanges = 1 << 16
+
 // entryInto classifies one lstat'ed name and adds it to c. For a symlink,
 // target and lerr are the result of reading it.
 func (w *walker) entryInto(c *chunk, rel string, rs rawStat, target string, lerr error) {
@@ -637,6 +648,15 @@ func (w *walker) entryInto(c *chunk, rel string, rs rawStat, target string, lerr
 				c.deferred = append(c.deferred, e)
 				return
 			}
+		}
+		if n := w.opt.SplitSize; n > 0 && e.Size > n && rs.nlink <= 1 && !rs.sparse() {
+			n = max(n, (e.Size+maxRanges-1)/maxRanges)
+			for off := int64(0); off < e.Size; off += n {
+				r := e
+				r.Off, r.Len = off, min(n, e.Size-off)
+				c.files = append(c.files, r)
+			}
+			return
 		}
 		c.files = append(c.files, e)
 	case fs.ModeDir:
@@ -723,8 +743,10 @@ func (w *walker) collect(ctx context.Context, p *partitioner, st *Stats) error {
 			}
 		}
 		for _, e := range c.files {
-			st.Files++
-			st.Bytes += e.Size
+			if e.Off == 0 { // a split file counts once
+				st.Files++
+			}
+			st.Bytes += e.DataLen()
 			if err := p.add(ctx, e); err != nil {
 				return err
 			}

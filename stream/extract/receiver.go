@@ -132,6 +132,12 @@ type Receiver struct {
 
 	sweeps   sync.WaitGroup // directories being swept aside (see sweep)
 	sweeping atomic.Int64
+
+	// withdrawn holds the partials (by directory and name) of split
+	// files whose sender withdrew a range (see partial.go): later ranges
+	// of that version are refused rather than begin a partial again.
+	withdrawn  sync.Map
+	withdrawnN atomic.Int64
 }
 
 // Open creates dir if needed and opens it as the receiver's root.
@@ -252,6 +258,12 @@ func (r *Receiver) NeedSums(entries []sharder.Entry, sums []wire.Sum) []bool {
 	})
 	if hash != nil {
 		hash.wait()
+	}
+	for i := range entries {
+		// A range its partial already holds (see partial.go).
+		if need[i] && entries[i].Kind == sharder.KindFile && entries[i].IsRange() && r.rangeLanded(&entries[i]) {
+			need[i] = false
+		}
 	}
 	return need
 }
@@ -516,6 +528,9 @@ type pendingFile struct {
 	sum    wire.Sum // XXH3-128 of what was written, if summed
 	summed bool
 	placed bool // under its final name (Commit)
+	// part, for a range of a split file, is its partial's name; fd is
+	// then the partial, open (see partial.go).
+	part string
 }
 
 func sumOf(h *xxh3.Hasher128) wire.Sum {
@@ -713,6 +728,9 @@ func (t *Txn) Write(i int, src io.Reader) error {
 		t.fail(i, wire.CodeInvalid, err)
 		return err
 	}
+	if e.IsRange() {
+		return t.writeRange(i, e, src, x)
+	}
 	d, base, err := t.dir(e.Path)
 	if err != nil {
 		t.failErr(i, "create directory for", e.Path, err)
@@ -740,28 +758,10 @@ func (t *Txn) Write(i int, src io.Reader) error {
 	// Write time is the receiver's own work: not the time spent waiting
 	// for the data to arrive.
 	start := time.Now()
-	tr := &waitReader{r: src}
-	if _, ok := src.(fdSource); ok {
-		tr = nil // a local file: copy_file_range reads and writes in one call
-	}
-	var in io.Reader = src
-	var h *xxh3.Hasher128
-	if tr != nil {
-		// Data from a stream: hashed as it is written, for the sender's
-		// hash in the commit to check (end-to-end integrity).
-		h = hasherPool.Get().(*xxh3.Hasher128)
-		defer hasherPool.Put(h)
-		h.Reset()
-		in = io.TeeReader(tr, h)
-	}
+	in, tr, h := hashed(src)
+	defer release(h)
 	n, rerr, werr := t.copyData(fd, in, x, e, h)
-	spent := int64(time.Since(start))
-	if tr != nil {
-		spent -= tr.nanos
-	}
-	t.mu.Lock()
-	t.writeNanos += spent
-	t.mu.Unlock()
+	t.wrote(start, tr)
 	switch {
 	case werr != nil:
 		discard()
@@ -822,6 +822,39 @@ func (t *Txn) addPending(p pendingFile, size int64) {
 
 // hasherPool holds the hashers of files being written (several at once).
 var hasherPool = sync.Pool{New: func() any { return xxh3.New128() }}
+
+// hashed wraps src for writing: data from a stream is hashed as it is
+// written, for the sender's hash in the commit to check (end-to-end
+// integrity), and the time spent waiting for it is counted in tr. A local
+// file (copy_file_range reads and writes in one call) is neither: tr and
+// h are nil. release(h) once done.
+func hashed(src io.Reader) (in io.Reader, tr *waitReader, h *xxh3.Hasher128) {
+	if _, ok := src.(fdSource); ok {
+		return src, nil, nil
+	}
+	tr = &waitReader{r: src}
+	h = hasherPool.Get().(*xxh3.Hasher128)
+	h.Reset()
+	return io.TeeReader(tr, h), tr, h
+}
+
+func release(h *xxh3.Hasher128) {
+	if h != nil {
+		hasherPool.Put(h)
+	}
+}
+
+// wrote counts the time since start, less what tr waited for data, as
+// the batch's write time: the receiver's own work.
+func (t *Txn) wrote(start time.Time, tr *waitReader) {
+	spent := int64(time.Since(start))
+	if tr != nil {
+		spent -= tr.nanos
+	}
+	t.mu.Lock()
+	t.writeNanos += spent
+	t.mu.Unlock()
+}
 
 // Unnamed temporary files (O_TMPFILE) are given their name only at commit,
 // with linkat: no temporary name to create and then rename away (on tmpfs the
@@ -1287,6 +1320,20 @@ func (t *Txn) CommitSums(id uint64, discards []wire.Discard, sums []wire.Indexed
 		p := &t.pending[k]
 		e := &t.entries[p.index]
 		dfd := int(p.dir.Fd())
+		if p.part != "" {
+			// A range of a split file: see partial.go.
+			switch s, ok := want[p.index]; {
+			case containsKey(drop, p.index):
+				t.discardRange(p)
+			case ok && p.summed && s != p.sum:
+				unix.Close(p.fd)
+				t.fail(p.index, wire.CodeCorrupt, fmt.Errorf("receive %s: the range at %d that arrived does not hash to what the sender read (XXH3-128): not recorded", e.Path, e.Off))
+			default:
+				p.placed = t.commitRange(p)
+			}
+			p.fd = -1
+			return
+		}
 		if _, ok := drop[p.index]; ok {
 			t.dropFile(dfd, p.tmp, p.fd)
 			return
@@ -1364,6 +1411,12 @@ func (t *Txn) CommitSums(id uint64, discards []wire.Discard, sums []wire.Indexed
 // Abort removes the batch's temporary files.
 func (t *Txn) Abort() {
 	for _, p := range t.pending {
+		if p.part != "" {
+			// What was written stays in the partial, unrecorded: the
+			// range goes again.
+			unix.Close(p.fd)
+			continue
+		}
 		t.dropFile(int(p.dir.Fd()), p.tmp, p.fd)
 	}
 	t.pending = nil

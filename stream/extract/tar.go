@@ -82,14 +82,21 @@ func (t *Txn) ExtractTar(id uint64, r io.Reader, need []bool) error {
 				return fmt.Errorf("%w: batch %d: tar entry %q is a sparse file", ErrStream, id, hdr.Name)
 			}
 		}
+		// A range of a split file names itself, and only a range may.
+		if v, ok := hdr.PAXRecords[PAXRange]; ok != e.IsRange() || ok && v != FormatRange(e) {
+			if !e.IsRange() {
+				return fmt.Errorf("%w: batch %d: tar entry %q carries a range (%s) of a file the manifest does not announce as split", ErrStream, id, hdr.Name, v)
+			}
+			return fmt.Errorf("%w: batch %d: tar entry %q carries range %q, the manifest's is %q", ErrStream, id, hdr.Name, v, FormatRange(e))
+		}
 		x, err := t.r.opt.tarExtra(hdr, e) // extended attributes, a sparse map
 		if err != nil {
 			return fmt.Errorf("%w: batch %d: tar entry %q: %v", ErrStream, id, hdr.Name, err)
 		}
-		if x.dense() && hdr.Size != e.Size {
-			return fmt.Errorf("%w: batch %d: tar entry %q declares %d bytes, the manifest %d", ErrStream, id, hdr.Name, hdr.Size, e.Size)
+		if x.dense() && hdr.Size != e.DataLen() {
+			return fmt.Errorf("%w: batch %d: tar entry %q declares %d bytes, the manifest %d", ErrStream, id, hdr.Name, hdr.Size, e.DataLen())
 		}
-		if x == nil && w.write(j, e.Size, tr) {
+		if x == nil && w.write(j, e.DataLen(), tr) {
 			next, last = j+1, hdr.Name
 			continue
 		}

@@ -1,9 +1,11 @@
 package wire
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"slices"
 
 	"github.com/bulkmove/bulkmove/sharder"
 )
@@ -93,6 +95,11 @@ const kindHasSum = 0x80
 // its extended attributes follow (after the Sum, if any).
 const kindHasXattrs = 0x40
 
+// kindHasRange, set in a regular file's kind byte, says that the entry is
+// one range of a split file: its offset and length follow (after the Sum,
+// if any), within [0, Size).
+const kindHasRange = 0x20
+
 // EncodeManifest encodes a batch's manifest.
 func EncodeManifest(m *BatchManifest) []byte {
 	e := enc{b: make([]byte, 0, 64+len(m.Entries)*48)}
@@ -110,6 +117,10 @@ func EncodeManifest(m *BatchManifest) []byte {
 		if hasXattrs {
 			k |= kindHasXattrs
 		}
+		hasRange := x.Kind == sharder.KindFile && x.Len > 0
+		if hasRange {
+			k |= kindHasRange
+		}
 		e.b = append(e.b, k)
 		e.bytes(x.Path)
 		e.uvarint(uint64(x.Mode))
@@ -124,6 +135,10 @@ func EncodeManifest(m *BatchManifest) []byte {
 		}
 		if hasXattrs {
 			e.xattrs(m.Xattrs[i])
+		}
+		if hasRange {
+			e.varint(x.Off)
+			e.varint(x.Len)
 		}
 	}
 	return e.b
@@ -153,7 +168,7 @@ func DecodeManifest(p []byte) (*BatchManifest, error) {
 	for i := uint64(0); i < n && d.err == nil; i++ {
 		var x sharder.Entry
 		kind := d.byte1("entry kind")
-		x.Kind = sharder.Kind(kind &^ (kindHasSum | kindHasXattrs))
+		x.Kind = sharder.Kind(kind &^ (kindHasSum | kindHasXattrs | kindHasRange))
 		x.Path = d.str("entry path", MaxPath)
 		mode := d.uvarint("entry mode")
 		x.Size = d.varint("entry size")
@@ -199,6 +214,18 @@ func DecodeManifest(p []byte) (*BatchManifest, error) {
 			}
 			m.Xattrs[i] = xs
 		}
+		if kind&kindHasRange != 0 {
+			if x.Kind != sharder.KindFile {
+				return nil, protoErr("entry %q has a range but is a %s, not a regular file", x.Path, x.Kind)
+			}
+			x.Off, x.Len = d.varint("entry range offset"), d.varint("entry range length")
+			if d.err != nil {
+				break
+			}
+			if x.Off < 0 || x.Len <= 0 || x.Size < 0 || x.Off > x.Size-x.Len {
+				return nil, protoErr("entry %q: range of %d bytes at offset %d does not lie within the file's %d bytes", x.Path, x.Len, x.Off, x.Size)
+			}
+		}
 		if mode > uint64(^uint32(0)) || fs.FileMode(mode)&^allowedMode != 0 {
 			return nil, protoErr("entry %q has invalid mode %#o", x.Path, mode)
 		}
@@ -215,7 +242,40 @@ func DecodeManifest(p []byte) (*BatchManifest, error) {
 	if err := d.done("manifest"); err != nil {
 		return nil, err
 	}
+	if err := checkRanges(m.Entries); err != nil {
+		return nil, err
+	}
 	return m, nil
+}
+
+// checkRanges refuses a manifest whose ranges of one file overlap, or
+// name different versions (size, mtime) of it.
+func checkRanges(entries []sharder.Entry) error {
+	var byPath map[string][]int
+	for i := range entries {
+		if entries[i].Len > 0 {
+			if byPath == nil {
+				byPath = map[string][]int{}
+			}
+			byPath[entries[i].Path] = append(byPath[entries[i].Path], i)
+		}
+	}
+	for p, idx := range byPath {
+		if len(idx) < 2 {
+			continue
+		}
+		slices.SortFunc(idx, func(a, b int) int { return cmp.Compare(entries[a].Off, entries[b].Off) })
+		for k := 1; k < len(idx); k++ {
+			a, b := &entries[idx[k-1]], &entries[idx[k]]
+			if a.Size != b.Size || a.MTime != b.MTime {
+				return protoErr("ranges of %q name two versions of the file (size %d and %d)", p, a.Size, b.Size)
+			}
+			if a.Off+a.Len > b.Off {
+				return protoErr("ranges of %q overlap: %d bytes at %d and %d bytes at %d", p, a.Len, a.Off, b.Len, b.Off)
+			}
+		}
+	}
+	return nil
 }
 
 // sum reads a content hash: exactly 16 bytes.

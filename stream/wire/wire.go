@@ -26,7 +26,10 @@ import (
 // BULKMOVE.sparse PAX record), asked for in the receive options.
 // 7: a Data frame may name a codec: zstd-compressed data in chunks (see
 // ChunkWriter); an older agent would take the compressed bytes for tar.
-const Proto = 7
+// 8: ranges of split files (the manifest's kindHasRange, the
+// BULKMOVE.range PAX record); an older agent would take a range for the
+// whole file.
+const Proto = 8
 
 // Frame types.
 const (

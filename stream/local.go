@@ -148,7 +148,17 @@ func (l *Local) write(b *sharder.Batch, final bool) (Result, func() *wire.BatchA
 		}
 		defer f.Close()
 		// A failed Write has recorded its error and removed its file.
-		ext, xs, xerr := l.Src.extras(f, e) // a sparse map, extended attributes
+		var ext []wire.Extent
+		var xs []wire.Xattr
+		var xerr error
+		if !e.IsRange() { // a split file's ranges go bare
+			ext, xs, xerr = l.Src.extras(f, e) // a sparse map, extended attributes
+		} else if err := f.seek(e.Off); err != nil {
+			mu.Lock()
+			res.SrcErrors = append(res.SrcErrors, SourceError{i, err})
+			mu.Unlock()
+			return
+		}
 		if xerr != nil {
 			mu.Lock()
 			res.SrcErrors = append(res.SrcErrors, SourceError{i, xerr})

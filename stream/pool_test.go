@@ -46,6 +46,14 @@ func pipeAgent(t *testing.T, ctx context.Context, name, root string, src stream.
 // (0: its own choice).
 func pipeAgentIO(t *testing.T, ctx context.Context, name, root string, src stream.Source, ioConc int) *stream.Client {
 	t.Helper()
+	return pipeAgentVia(t, ctx, name, root, src, ioConc, nil)
+}
+
+// pipeAgentVia is pipeAgentIO with the sender's writes going through
+// wrap(the pipe to the agent), if wrap is not nil: a connection that
+// breaks, say.
+func pipeAgentVia(t *testing.T, ctx context.Context, name, root string, src stream.Source, ioConc int, wrap func(io.WriteCloser) io.Writer) *stream.Client {
+	t.Helper()
 	toAgentR, toAgentW := io.Pipe()
 	fromAgentR, fromAgentW := io.Pipe()
 	done := make(chan error, 1)
@@ -56,7 +64,11 @@ func pipeAgentIO(t *testing.T, ctx context.Context, name, root string, src strea
 		done <- err
 	}()
 	t.Cleanup(func() { toAgentW.Close(); <-done })
-	c, err := stream.Dial(ctx, name, fromAgentR, toAgentW, closers{toAgentW, fromAgentR}, "test",
+	var w io.Writer = toAgentW
+	if wrap != nil {
+		w = wrap(toAgentW)
+	}
+	c, err := stream.Dial(ctx, name, fromAgentR, w, closers{toAgentW, fromAgentR}, "test",
 		wire.ReceiveOptions{Owner: os.Geteuid() == 0, Check: "quick", IOConcurrency: ioConc}, src)
 	if err != nil {
 		t.Fatal(err)

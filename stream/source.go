@@ -84,6 +84,14 @@ func (f *File) Read(p []byte) (int, error) {
 	}
 }
 
+// seek moves f to off, where a range of a split file starts.
+func (f *File) seek(off int64) error {
+	if _, err := unix.Seek(f.fd, off, io.SeekStart); err != nil {
+		return &os.PathError{Op: "seek", Path: f.Name(), Err: err}
+	}
+	return nil
+}
+
 // Fd returns the descriptor.
 func (f *File) Fd() uintptr { return uintptr(f.fd) }
 
@@ -333,11 +341,20 @@ func (s Source) writeTar(w io.Writer, b *wire.BatchManifest, need []bool, ctr *C
 			failed = append(failed, SourceError{i, oerr})
 			continue
 		}
-		ext, xs, xerr := s.extras(f, e) // a sparse map, extended attributes
+		var ext []wire.Extent
+		var xs []wire.Xattr
+		var xerr error
+		if !e.IsRange() { // a split file's ranges go bare (see sharder.Options.SplitSize)
+			ext, xs, xerr = s.extras(f, e) // a sparse map, extended attributes
+		} else if serr := f.seek(e.Off); serr != nil {
+			f.Close()
+			failed = append(failed, SourceError{i, serr})
+			continue
+		}
 		if xerr != nil {
 			failed = append(failed, SourceError{i, xerr})
 		}
-		size := wire.DataSize(e.Size, ext)
+		size := wire.DataSize(e.DataLen(), ext)
 		dw, err := ts.beginExtra(e, ext, xs)
 		if err != nil {
 			f.Close()
@@ -383,8 +400,10 @@ func (s Source) writeTar(w io.Writer, b *wire.BatchManifest, need []bool, ctr *C
 			return nil, nil, nil, err
 		}
 		if ctr != nil {
-			ctr.BytesSent.Add(e.Size)
-			ctr.FilesSent.Add(1)
+			ctr.BytesSent.Add(e.DataLen())
+			if e.Off == 0 {
+				ctr.FilesSent.Add(1)
+			}
 		}
 	}
 	return discards, failed, sums, ts.close()

@@ -15,10 +15,16 @@ import (
 // extract.PAXSparse (the entry's size is then its data bytes). Without
 // either it is begin.
 func (t *tarStream) beginExtra(e *sharder.Entry, ext []wire.Extent, xs []wire.Xattr) (io.Writer, error) {
-	if ext == nil && len(xs) == 0 {
+	if ext == nil && len(xs) == 0 && !e.IsRange() {
 		return t.begin(e)
 	}
-	rec := make(map[string]string, len(xs)+1)
+	rec := make(map[string]string, len(xs)+2)
+	size := wire.DataSize(e.Size, ext)
+	if e.IsRange() {
+		// One range of a split file: its bytes, and which they are.
+		rec[extract.PAXRange] = extract.FormatRange(e)
+		size = e.Len
+	}
 	for _, x := range xs {
 		rec[extract.PAXXattr+x.Name] = x.Value
 	}
@@ -27,7 +33,7 @@ func (t *tarStream) beginExtra(e *sharder.Entry, ext []wire.Extent, xs []wire.Xa
 	}
 	t.viaTW = true // end flushes archive/tar's padding
 	err := t.tw.WriteHeader(&tar.Header{
-		Typeflag: tar.TypeReg, Name: e.Path, Size: wire.DataSize(e.Size, ext), Mode: int64(e.Mode.Perm()),
+		Typeflag: tar.TypeReg, Name: e.Path, Size: size, Mode: int64(e.Mode.Perm()),
 		ModTime: time.Unix(e.MTime/1e9, 0), Uid: int(e.UID), Gid: int(e.GID), PAXRecords: rec, Format: tar.FormatPAX,
 	})
 	return t.tw, err

@@ -130,6 +130,7 @@ type Receiver struct {
 	// how many to run at once.
 	io *ioconc.Gauge
 
+	staging  stage          // see stage.go
 	sweeps   sync.WaitGroup // directories being swept aside (see sweep)
 	sweeping atomic.Int64
 
@@ -184,6 +185,7 @@ func (r *Receiver) linking() int {
 // Close releases the root.
 func (r *Receiver) Close() error {
 	r.sweeps.Wait()
+	r.closeStage()
 	return r.root.Close()
 }
 
@@ -528,6 +530,7 @@ type pendingFile struct {
 	sum    wire.Sum // XXH3-128 of what was written, if summed
 	summed bool
 	placed bool // under its final name (Commit)
+	sdir   int  // the staging directory's descriptor when tmp is there (see stage.go), else 0
 	// part, for a range of a split file, is its partial's name; fd is
 	// then the partial, open (see partial.go).
 	part string
@@ -745,16 +748,20 @@ func (t *Txn) Write(i int, src io.Reader) error {
 			tmpfilesOpen.Add(1)
 		}
 	}
+	tdir := dfd // where the temporary file is: d, or a staging directory
 	if fd < 0 {
+		if sd := t.r.stageFor(path.Dir(e.Path), d); sd != nil {
+			tdir = int(sd.Fd())
+		}
 		tmp = t.tmpName()
-		fd, err = unix.Openat(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(e.Mode.Perm()))
+		fd, err = unix.Openat(tdir, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(e.Mode.Perm()))
 		if err != nil {
 			t.failErr(i, "create", e.Path, err)
 			return t.drain(src, want)
 		}
 	}
 	t.r.io.Since(created)
-	discard := func() { t.dropFile(dfd, tmp, fd) }
+	discard := func() { t.dropFile(tdir, tmp, fd) }
 	// Write time is the receiver's own work: not the time spent waiting
 	// for the data to arrive.
 	start := time.Now()
@@ -805,12 +812,24 @@ func (t *Txn) Write(i int, src io.Reader) error {
 		return nil
 	}
 	if err := unix.Close(fd); err != nil {
-		unix.Unlinkat(dfd, tmp, 0)
+		unix.Unlinkat(tdir, tmp, 0)
 		t.failErr(i, "close", e.Path, err)
 		return nil
 	}
-	t.addPending(pendingFile{index: i, dir: d, tmp: tmp, fd: -1, base: base, sum: sumOf(h), summed: h != nil}, e.Size)
+	pf := pendingFile{index: i, dir: d, tmp: tmp, fd: -1, base: base, sum: sumOf(h), summed: h != nil}
+	if tdir != dfd {
+		pf.sdir = tdir
+	}
+	t.addPending(pf, e.Size)
 	return nil
+}
+
+// tmpDir is the descriptor of the directory p's temporary file is in.
+func (p *pendingFile) tmpDir() int {
+	if p.sdir != 0 {
+		return p.sdir
+	}
+	return int(p.dir.Fd())
 }
 
 func (t *Txn) addPending(p pendingFile, size int64) {
@@ -1335,11 +1354,11 @@ func (t *Txn) CommitSums(id uint64, discards []wire.Discard, sums []wire.Indexed
 			return
 		}
 		if _, ok := drop[p.index]; ok {
-			t.dropFile(dfd, p.tmp, p.fd)
+			t.dropFile(p.tmpDir(), p.tmp, p.fd)
 			return
 		}
 		if s, ok := want[p.index]; ok && p.summed && s != p.sum {
-			t.dropFile(dfd, p.tmp, p.fd)
+			t.dropFile(p.tmpDir(), p.tmp, p.fd)
 			t.fail(p.index, wire.CodeCorrupt, fmt.Errorf("receive %s: the data that arrived does not hash to what the sender read (XXH3-128): not installed", e.Path))
 			return
 		}
@@ -1357,6 +1376,12 @@ func (t *Txn) CommitSums(id uint64, discards []wire.Discard, sums []wire.Indexed
 			}
 			t.dropFile(dfd, "", p.fd)
 			if err != nil {
+				t.failErr(p.index, "link into place", e.Path, err)
+				return
+			}
+		} else if p.sdir != 0 {
+			if err := placeStaged(p.sdir, p.tmp, dfd, p.base); err != nil {
+				unix.Unlinkat(p.sdir, p.tmp, 0)
 				t.failErr(p.index, "link into place", e.Path, err)
 				return
 			}
@@ -1417,7 +1442,7 @@ func (t *Txn) Abort() {
 			unix.Close(p.fd)
 			continue
 		}
-		t.dropFile(int(p.dir.Fd()), p.tmp, p.fd)
+		t.dropFile(p.tmpDir(), p.tmp, p.fd)
 	}
 	t.pending = nil
 	t.close()

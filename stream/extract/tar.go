@@ -119,6 +119,14 @@ func (t *Txn) ExtractTar(id uint64, r io.Reader, need []bool) error {
 // deeper ones first, so every directory's mtime is still set after all that
 // is created inside it).
 func (t *Txn) ApplyFinal() {
+	for i := range t.entries {
+		if t.entries[i].Path == "." {
+			// All data is in: the staging directories go before the root's
+			// times are set.
+			t.r.closeStage()
+			break
+		}
+	}
 	width := t.r.io.Width()
 	for i := 0; i < len(t.entries); {
 		j := i + 1

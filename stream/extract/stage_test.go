@@ -1,0 +1,76 @@
+package extract_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bulkmove/bulkmove/sharder"
+	"github.com/bulkmove/bulkmove/stream/extract"
+	"github.com/bulkmove/bulkmove/stream/wire"
+)
+
+// stagingDirs lists the receiver's staging directories under root.
+func stagingDirs(t *testing.T, root string) []string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(root, extract.TempPrefix+"*.stage"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestStaging: where named temporaries are used and the filesystem is slow
+// (many files at once), files are written in staging directories and linked
+// into place (replacing what is there), the staging directories go before
+// the root's times are set, and a stale one of a killed run is removed.
+func TestStaging(t *testing.T) {
+	s := newSandbox(t)
+	stale := filepath.Join(s.root, extract.TempPrefix+"99.dead.stage")
+	if err := os.MkdirAll(filepath.Join(stale, "3"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(stale, "3", extract.TempPrefix+"99.dead.1"), []byte("half"), 0o600)
+	old := time.Now().Add(-time.Hour)
+	os.Chtimes(stale, old, old)
+	os.WriteFile(filepath.Join(s.root, "old"), []byte("to be replaced"), 0o644)
+
+	r := s.open(t, extract.Options{NamedTemps: true, IOConcurrency: 8})
+	var entries []sharder.Entry
+	var files []tarFile
+	for i := range 40 {
+		p := fmt.Sprintf("d%d/f%02d", i%4, i)
+		data := strings.Repeat(fmt.Sprint(i), 100+i)
+		entries = append(entries, fileE(p, int64(len(data))))
+		files = append(files, tf(p, data))
+	}
+	entries = append(entries, fileE("old", 3))
+	files = append(files, tf("old", "new"))
+	m := &wire.BatchManifest{ID: 1, Entries: entries}
+	txn, err := r.Receive(m, needFor(r, m), strings.NewReader(string(tarOf(t, 1, files...))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := stagingDirs(t, s.root); len(got) != 1 {
+		t.Errorf("staging directories while writing: %q, want this receiver's only (the stale one removed)", got)
+	}
+	if ack := txn.Commit(1, nil); len(ack.Errors) != 0 || ack.Files != int64(len(entries)) {
+		t.Fatalf("ack: %d files, errors %v", ack.Files, ack.Errors)
+	}
+	for i, e := range entries {
+		checkFile(t, s.root, e, files[i].data)
+	}
+	top := dirE(".", 0o755)
+	top.MTime = mtime + 99
+	mustReceive(t, r, &wire.BatchManifest{ID: 2, Flags: wire.FlagFinal, Entries: []sharder.Entry{dirE("d0", 0o755), top}}, nil)
+	if got := stagingDirs(t, s.root); len(got) != 0 {
+		t.Errorf("staging directories after the final batch: %q", got)
+	}
+	checkDir(t, s.root, top)
+	r.Close()
+	checkDir(t, s.root, top) // closing touched nothing
+	s.check(t)
+}

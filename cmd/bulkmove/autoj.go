@@ -138,11 +138,19 @@ func (j *job) steer(ctx context.Context, pool *stream.Pool, local bool) (stop fu
 	m := j.m
 	mark := m.Mark()
 	work := func(bytes, files int64) float64 { return float64(bytes + files*sharder.DefaultFileCost) }
+	// What the streams sent (and the receivers found in place): smoother
+	// than the acknowledgements, which come a batch at a time.
+	sent := func() float64 {
+		var b, f int64
+		for _, c := range m.Streams {
+			b += c.BytesSent.Load()
+			f += c.FilesSent.Load()
+		}
+		return work(b, f+m.Skipped.Load())
+	}
 	a := &stream.AutoJ{
-		Max: j.flags.auto.max,
-		Work: func() int64 {
-			return int64(work(m.DoneBytes.Load(), m.DoneFiles.Load()+m.Skipped.Load()))
-		},
+		Max:  j.flags.auto.max,
+		Work: func() int64 { return int64(sent()) },
 		Verdict: func() stream.AutoVerdict {
 			v := m.VerdictSince(mark, local)
 			mark = m.Mark()
@@ -152,8 +160,7 @@ func (j *job) steer(ctx context.Context, pool *stream.Pool, local bool) (stop fu
 			if !m.WalkDone.Load() || rate <= 0 {
 				return false
 			}
-			left := work(m.PlannedBytes.Load(), m.PlannedFiles.Load()) -
-				work(m.DoneBytes.Load(), m.DoneFiles.Load()+m.Skipped.Load()+m.Failed.Load())
+			left := work(m.PlannedBytes.Load(), m.PlannedFiles.Load()) - sent()
 			return left < rate*autoTail
 		},
 		Resize: func(ctx context.Context, n, to int) int {

@@ -99,6 +99,7 @@ type moveFlags struct {
 	scale            scaleFlags
 	faithful         faithfulFlags // -X, -A, --sparse: see faithful.go
 	auto             autoFlags     // -j auto, --max-streams: see autoj.go
+	split            splitFlag     // --split-size: see split.go
 }
 
 func (f *moveFlags) register(fs *flag.FlagSet) {
@@ -147,6 +148,7 @@ func (f *moveFlags) register(fs *flag.FlagSet) {
 	f.gentle.register(fs)
 	f.scale.register(fs)
 	f.faithful.register(fs)
+	f.split.register(fs)
 	fs.StringVar(&f.progress, "progress", "auto", "progress display on a terminal: auto (one line), streams (a line per stream too), none")
 	fs.BoolVar(&f.json, "json", false, "write newline-delimited JSON events on stdout (start, progress, warning, error, bottleneck, streams, end; see README)")
 	fs.BoolVar(&f.viaAgent, "via-agent", false, "run K local `bulkmove agent` processes and talk the wire protocol to them (the SSH path, without SSH)")
@@ -380,6 +382,7 @@ func (j *job) run(ctx context.Context) int {
 			j.ev.problem("warning", p, msg)
 		},
 	}
+	j.flags.split.apply(&opt, &j.flags)
 	closeList, err := j.flags.scale.apply(&opt, os.Stdin)
 	if err != nil {
 		errorf(j.stderr, "%v", err)
@@ -565,7 +568,13 @@ func (j *job) relay(ctx context.Context, out chan *sharder.Batch, rename string)
 				}
 			}
 			planned := j.m.PlannedBytes.Add(b.Bytes)
-			j.m.PlannedFiles.Add(int64(len(b.Entries)))
+			files := int64(len(b.Entries))
+			for i := range b.Entries {
+				if b.Entries[i].Off > 0 {
+					files-- // a later range of a split file
+				}
+			}
+			j.m.PlannedFiles.Add(files)
 			if err := j.checkSpace(planned); err != nil {
 				j.stopWalk(err)
 				return

@@ -74,9 +74,12 @@ func (r *resume) dir() string {
 
 // done reports whether an earlier run had e in place. Files with several
 // links are always offered again: their later names are linked to
-// whichever copy this run has.
+// whichever copy this run has. So are the ranges of a split file: the
+// receiver keeps the record of those that landed with the file's partial
+// (stream/extract/partial.go) and does not ask for them again, and a
+// partial lost since is then filled anew.
 func (r *resume) done(e *sharder.Entry) bool {
-	if r == nil || e.Kind != sharder.KindFile || e.Nlink > 1 {
+	if r == nil || e.Kind != sharder.KindFile || e.Nlink > 1 || e.IsRange() {
 		return false
 	}
 	if r.j.Done(e.Path, e.Size, e.MTime, uint32(e.Mode)) {
@@ -105,7 +108,7 @@ func (r *resume) record(res stream.Result) {
 	var es []journal.Entry
 	for i := range res.Batch.Entries {
 		e := &res.Batch.Entries[i]
-		if e.Kind == sharder.KindFile && !bad[i] {
+		if e.Kind == sharder.KindFile && !bad[i] && !e.IsRange() {
 			es = append(es, journal.Entry{Path: e.Path, Size: e.Size, MTime: e.MTime, Mode: uint32(e.Mode)})
 		}
 	}

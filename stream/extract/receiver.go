@@ -554,8 +554,13 @@ func (r *Receiver) Begin(entries []sharder.Entry) *Txn {
 	return &Txn{r: r, entries: entries, dirs: map[string]*txnDir{}}
 }
 
-// Skip counts entry i as already up to date.
-func (t *Txn) Skip(i int) { t.count(0, 0, 1) }
+// Skip counts entry i as already up to date (a split file once, by its
+// first range).
+func (t *Txn) Skip(i int) {
+	if i >= len(t.entries) || t.entries[i].Off == 0 {
+		t.count(0, 0, 1)
+	}
+}
 
 // count adds to the batch's totals.
 func (t *Txn) count(files, bytes, skipped int64) {

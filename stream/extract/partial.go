@@ -250,6 +250,14 @@ func sameInode(dfd int, name string, fd int) bool {
 	return unix.Fstat(fd, &a) == nil && unix.Fstatat(dfd, name, &b, unix.AT_SYMLINK_NOFOLLOW) == nil && a.Ino == b.Ino && a.Dev == b.Dev
 }
 
+// upToDate reports whether base in dfd is e's file in place: a regular
+// file of its size and mtime.
+func upToDate(dfd int, base string, e *sharder.Entry) bool {
+	var st unix.Stat_t
+	return unix.Fstatat(dfd, base, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG &&
+		st.Size == e.Size && st.Mtim.Nano() == e.MTime
+}
+
 // rangeLanded reports whether range e is recorded in its partial: then
 // Need does not ask for it again.
 func (r *Receiver) rangeLanded(e *sharder.Entry) bool {
@@ -305,6 +313,13 @@ func (t *Txn) writeRange(i int, e *sharder.Entry, src io.Reader, x *FileData) er
 	}
 	t.r.io.Since(created)
 	landed, overlap := relate(spans, e)
+	if len(spans) == 0 && t.r.opt.check() != wire.CheckNone && upToDate(dfd, base, e) {
+		// A partial just begun for a file another copy of its ranges has
+		// completed since Need asked (a range given to a stream again):
+		// nothing to do, and no partial to leave behind.
+		unix.Unlinkat(dfd, name, 0)
+		landed = true
+	}
 	flock(fd, unix.LOCK_UN)
 	switch {
 	case landed: // another stream's copy of it got there first
@@ -363,6 +378,15 @@ func (t *Txn) commitRange(p *pendingFile) (placed bool) {
 		return false
 	}
 	if !sameInode(dfd, p.part, p.fd) {
+		if sameInode(dfd, p.base, p.fd) {
+			// Completed meanwhile by another copy of this range (a
+			// stream given it again while this one still wrote it):
+			// the same bytes, written again, which moved the mtime.
+			if err := futimens(p.fd, e.MTime); err != nil {
+				t.failErr(p.index, "set the mtime of", e.Path, err)
+			}
+			return false
+		}
 		t.fail(p.index, wire.CodeOther, fmt.Errorf("receive %s: its partial file was discarded while the range at %d was written (the source changed?): not installed", e.Path, e.Off))
 		return false
 	}

@@ -327,3 +327,57 @@ func TestRangeHostile(t *testing.T) {
 		s.check(t)
 	})
 }
+
+// Two copies of the last range in flight at once (a stream given it again
+// while another still wrote it): the first completes the file; the second,
+// which wrote the same bytes into what is now the file, is no error and
+// leaves the file's mtime as the sender's.
+func TestRangeDuplicate(t *testing.T) {
+	s := newSandbox(t)
+	r := s.open(t, extract.Options{})
+	const size = 200_000
+	content := randomContent(size)
+	es := []sharder.Entry{rangeE("f", size, 0, 100_000), rangeE("f", size, 100_000, 100_000)}
+	if ack := sendRange(t, r, 1, content, es[0]); len(ack.Errors) != 0 {
+		t.Fatal(ack.Errors)
+	}
+	var txns []*extract.Txn
+	for id := uint64(2); id <= 3; id++ {
+		txn, err := r.Receive(&wire.BatchManifest{ID: id, Entries: es[1:]}, []bool{true}, bytes.NewReader(rangeTar(t, id, content, "", es[1])))
+		if err != nil {
+			t.Fatal(err)
+		}
+		txns = append(txns, txn)
+	}
+	if ack := txns[0].Commit(2, nil); len(ack.Errors) != 0 || ack.Files != 1 {
+		t.Fatalf("first copy: %+v", ack)
+	}
+	if ack := txns[1].Commit(3, nil); len(ack.Errors) != 0 || ack.Files != 0 {
+		t.Fatalf("second copy: %+v", ack)
+	}
+	checkFile(t, s.root, fileE("f", size), string(content))
+	s.check(t)
+}
+
+// A copy of a range that arrives after its file was completed (a stream
+// given it again) begins no partial: it counts as up to date, and nothing
+// is left behind.
+func TestRangeAfterCompletion(t *testing.T) {
+	s := newSandbox(t)
+	r := s.open(t, extract.Options{})
+	const size = 200_000
+	content := randomContent(size)
+	es := []sharder.Entry{rangeE("f", size, 0, 100_000), rangeE("f", size, 100_000, 100_000)}
+	late := r.Begin(es[1:]) // Need was asked before the file landed
+	for id, e := range es {
+		if ack := sendRange(t, r, uint64(id+1), content, e); len(ack.Errors) != 0 {
+			t.Fatal(ack.Errors)
+		}
+	}
+	late.Write(0, bytes.NewReader(content[100_000:]))
+	if ack := late.Commit(3, nil); len(ack.Errors) != 0 || ack.Files != 0 {
+		t.Fatalf("late copy: %+v", ack)
+	}
+	checkFile(t, s.root, fileE("f", size), string(content))
+	s.check(t)
+}

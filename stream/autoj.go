@@ -13,9 +13,10 @@ import (
 // and goes back a step when the throughput fell. Throughput is work per
 // second as the sharder weighs it: bytes plus DefaultFileCost per file.
 //
-// It measures over windows, short at first (a job that ends within a
-// second or two just runs with the streams it started with), and lets
-// the streams settle after each change before measuring again. Once it
+// It measures over windows, short at first (the first step needs only the
+// verdict), and lets the streams settle after each change before
+// measuring again; in the job's last seconds it changes nothing, so a
+// short job runs with the streams it started with. Once it
 // has stopped, it tries one step more now and then while the verdict
 // says more streams would help (the tree's mix may change).
 type AutoJ struct {
@@ -63,7 +64,7 @@ func (d AutoDecision) String() string {
 
 // Windows of AutoJ.
 const (
-	autoFirstWindow = time.Second
+	autoFirstWindow = 500 * time.Millisecond
 	autoWindow      = 2 * time.Second
 	autoSettle      = time.Second // after a change, before measuring
 	autoReprobe     = 8           // windows stopped before one more step is tried

@@ -107,6 +107,9 @@ func (j *job) connectSSH(ctx context.Context, t sshx.Target, p plan) ([]stream.C
 		l.close()
 		return nil, nil, err
 	}
+	// At once, optimistically: the cached copy of this binary (or the one
+	// named), one remote shell; only if that fails, the slower search
+	// (and its clear error) below.
 	if agent == "" {
 		bs := <-sumc
 		if bs.err != nil {
@@ -114,6 +117,10 @@ func (j *job) connectSSH(ctx context.Context, t sshx.Target, p plan) ([]stream.C
 			return nil, nil, fmt.Errorf("reading this executable: %w", bs.err)
 		}
 		l.cmd = sshx.AgentCommand(version, bs.sum, args)
+	} else {
+		l.cmd = sshx.ShellQuote(agent) + " " + args
+	}
+	{
 		var banner bool
 		conns, banner, err = l.start(ctx, clients)
 		if err == nil || ctx.Err() != nil || (banner && !errors.Is(err, stream.ErrVersion)) {

@@ -354,3 +354,36 @@ func TestSSHDataPlane(t *testing.T) {
 		})
 	}
 }
+
+// TestSSHRemoteBulkmove: --remote-bulkmove PATH starts that binary as the
+// agent (at once, with no search first); a PATH that does not run there
+// fails the job naming it, and moves nothing.
+func TestSSHRemoteBulkmove(t *testing.T) {
+	bin := binary(t)
+	home := shmDir(t)
+	srv := sshdtest.Start(t, sshdtest.WithEnv("PATH=/usr/bin:/bin", "HOME="+home))
+	cfg := srv.WriteSSHConfig("box2")
+	dir := shmDir(t)
+	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+	if err := gentree.Mixed(src, 300, 5); err != nil {
+		t.Fatal(err)
+	}
+	out, code := runBM(t, nil, "-v", "-F", cfg, "-j", "2", "--remote-bulkmove", bin, src, "box2:"+dst)
+	if code != 0 || !strings.Contains(out, "agent "+bin+" ready on box2") {
+		t.Fatalf("exit %d, want 0 and the named agent:\n%s", code, out)
+	}
+	treecmp.Equal(t, src, dst, treecmp.Options{Owner: os.Geteuid() == 0})
+	if _, err := os.Stat(filepath.Join(home, ".cache/bulkmove")); err == nil {
+		t.Errorf("uploaded although --remote-bulkmove named a binary")
+	}
+	missing := filepath.Join(dir, "no-such-bulkmove")
+	out, code = runBM(t, nil, "-F", cfg, "-j", "2", "--remote-bulkmove", missing, src, "box2:"+filepath.Join(dir, "dst2"))
+	if code == 0 || !strings.Contains(out, missing) {
+		t.Fatalf("exit %d, want a failure naming %s:\n%s", code, missing, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "dst2")); err == nil {
+		if es, _ := os.ReadDir(filepath.Join(dir, "dst2")); len(es) > 0 {
+			t.Errorf("files moved without an agent: %d entries", len(es))
+		}
+	}
+}

@@ -20,7 +20,7 @@ func TestAutoJSSH(t *testing.T) {
 	_, cfg, px := sshdBehindProxy(t)
 	px.Slow(15 * time.Millisecond) // about 2 MiB/s a connection
 	dir := shmDir(t)
-	src := randomTree(t, dir, 200, 256<<10) // 50 MiB: about 6 s at 4 streams
+	src := randomTree(t, dir, 300, 256<<10) // 75 MiB: about 9 s at 4 streams (no step within the last 5 s)
 	dst := filepath.Join(dir, "dst")
 	start := time.Now()
 	out, code := runBM(t, nil, "-F", cfg, "-p", strconv.Itoa(px.Port()), "--json", "-v", "--compress", "none",
@@ -63,7 +63,7 @@ func TestAutoJSSH(t *testing.T) {
 	if most <= 4 || len(log) == 0 {
 		t.Errorf("grew to %d streams, want more than 4, and the decisions in the log (-v):\n%s", most, out)
 	}
-	if !strings.Contains(out, "bulkmove: 200 files, 50.0 MiB") {
+	if !strings.Contains(out, "bulkmove: 300 files, 75.0 MiB") {
 		t.Errorf("not all moved:\n%s", out)
 	}
 	treecmp.Equal(t, src, dst)

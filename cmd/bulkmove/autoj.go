@@ -8,10 +8,12 @@ import (
 	"io"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/bulkmove/bulkmove/metrics"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/stream"
+	"github.com/bulkmove/bulkmove/stream/sshx"
 )
 
 // -j auto (the default): the job starts with a few streams and a
@@ -133,6 +135,8 @@ func (j *job) steer(ctx context.Context, pool *stream.Pool, local bool) (stop fu
 	ctx, cancel := context.WithCancel(ctx)
 	m := j.m
 	mark := m.Mark()
+	var rtt time.Duration // remote: the SSH round trip, measured once the controller starts
+	wire, wireAt := int64(0), time.Now()
 	work := func(bytes, files int64) float64 { return float64(bytes + files*sharder.DefaultFileCost) }
 	// What the streams sent (and the receivers found in place): smoother
 	// than the acknowledgements, which come a batch at a time.
@@ -150,7 +154,10 @@ func (j *job) steer(ctx context.Context, pool *stream.Pool, local bool) (stop fu
 		Verdict: func() stream.AutoVerdict {
 			v := m.VerdictSince(mark, local)
 			mark = m.Mark()
-			return autoVerdict(v)
+			w, now := m.WireBytes(), time.Now()
+			perStream := float64(w-wire) / now.Sub(wireAt).Seconds() / float64(max(m.Active(), 1))
+			wire, wireAt = w, now
+			return autoVerdict(v, local || windowBound(perStream, rtt))
 		},
 		Ending: func(rate float64) bool {
 			if !m.WalkDone.Load() || rate <= 0 {
@@ -181,7 +188,12 @@ func (j *job) steer(ctx context.Context, pool *stream.Pool, local bool) (stop fu
 		},
 	}
 	var wg sync.WaitGroup
-	wg.Go(func() { a.Run(ctx, j.flags.jobs) })
+	wg.Go(func() {
+		if j.rtt != nil {
+			rtt = j.rtt()
+		}
+		a.Run(ctx, j.flags.jobs)
+	})
 	return func() {
 		cancel()
 		wg.Wait()
@@ -191,20 +203,70 @@ func (j *job) steer(ctx context.Context, pool *stream.Pool, local bool) (stop fu
 // autoVerdict is what the controller makes of the bottleneck verdict. A
 // saturated CPU stops it. Streams blocked on the link, the receiver's
 // disk or the source look alike whether the shared resource is full or
-// each stream is limited on its own (an SSH channel carries 2 MiB a round
-// trip; a stream writes one file at a time): then the verdict says no
+// each stream is limited on its own (a stream writes one file at a time;
+// an SSH channel carries 2 MiB a round trip): then the verdict says no
 // more streams, but as long as no CPU is saturated one step is worth
-// trying, and its gain decides.
-func autoVerdict(v *metrics.Verdict) stream.AutoVerdict {
+// trying, and its gain decides. For the link, only while the streams come
+// near their window's limit (windowed): else the link itself is full, or
+// the receiver's side (whose sshd is in no verdict) is the limit.
+func autoVerdict(v *metrics.Verdict, windowed bool) stream.AutoVerdict {
 	a := stream.AutoVerdict{Resource: v.Resource, Why: v.Why, MoreStreamsHelp: v.MoreStreamsHelp}
 	switch v.Resource {
 	case metrics.Network, metrics.ReceiverWrite, metrics.SourceRead:
-		if !a.MoreStreamsHelp && max(v.Shares[metrics.SenderCPU], v.Shares[metrics.ReceiverCPU]) < autoCPUBusy {
+		if a.MoreStreamsHelp || max(v.Shares[metrics.SenderCPU], v.Shares[metrics.ReceiverCPU]) >= autoCPUBusy {
+			break
+		}
+		if v.Resource != metrics.Network {
 			a.MoreStreamsHelp = true
 			a.Why += " (no CPU saturated: more streams may help)"
+		} else if windowed {
+			a.MoreStreamsHelp = true
+			a.Why += " (no CPU saturated, each stream near its 2 MiB a round trip: more streams may help)"
 		}
 	}
 	return a
+}
+
+// windowBound says whether streams sending perStream bytes a second over
+// a round trip of rtt come near an SSH channel's limit, 2 MiB a round trip
+// (a quarter of it: acknowledgements and manifests take round trips too).
+// Over the rig's direct link a stream moved 0.2% of that limit, over its
+// 100 ms path 40%.
+func windowBound(perStream float64, rtt time.Duration) bool {
+	if rtt <= 0 {
+		return false
+	}
+	return perStream >= 0.25*sshWindow/rtt.Seconds()
+}
+
+// sshWindow is an SSH channel's window (x/crypto/ssh, OpenSSH).
+const sshWindow = 2 << 20
+
+// rtt measures the SSH round trip (the least of three keepalives).
+func (l *sshLink) rtt() time.Duration {
+	l.mu.Lock()
+	var c *sshx.Client
+	for _, cl := range l.clients {
+		if cl != nil {
+			c = cl
+			break
+		}
+	}
+	l.mu.Unlock()
+	if c == nil {
+		return 0
+	}
+	best := time.Duration(0)
+	for range 3 {
+		start := time.Now()
+		if _, _, err := c.SSH().SendRequest("keepalive@openssh.com", true, nil); err != nil {
+			return best
+		}
+		if d := time.Since(start); best == 0 || d < best {
+			best = d
+		}
+	}
+	return best
 }
 
 // autoCPUBusy is the CPU share (of all cores) beyond which -j auto adds

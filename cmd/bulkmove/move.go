@@ -318,6 +318,7 @@ type job struct {
 	res           *resume                                         // the journal; nil without one
 	redial        func(context.Context, int) (stream.Conn, error) // reopens a lost stream (SSH)
 	addConn       func(context.Context, int) (stream.Conn, error) // opens one more stream (-j auto)
+	rtt           func() time.Duration                            // measures the round trip to the remote host (-j auto)
 	drain         <-chan struct{}                                 // closed by the first interrupt
 	interrupted   atomic.Bool
 	log           *logFile                // --log-file; nil without
@@ -723,7 +724,7 @@ func (j *job) connect(ctx context.Context, p plan) ([]stream.Conn, func(), error
 		}
 		j.redial = l.redial
 		if l.data == "" {
-			j.addConn = l.add
+			j.addConn, j.rtt = l.add, l.rtt
 		}
 		return conns, l.close, nil
 	}

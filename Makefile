@@ -2,7 +2,7 @@
 GO ?= go
 BIN := bin/bulkmove
 
-.PHONY: build test test-short race fuzz bench bench-cutover bench-scale bench-slowfs soak demo vet clean
+.PHONY: build test test-short race fuzz bench bench-cutover bench-scale bench-slowfs bench-speed soak demo vet clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/bulkmove
@@ -23,10 +23,12 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzDecodeManifest -fuzztime=30s ./stream/wire
 
 # Benchmarks against cp, tar and rsync on a tmpfs (needs root). See bench/run.sh;
-# then trees on a slow filesystem (bench-slowfs).
+# then trees on a slow filesystem (bench-slowfs), then issue 7's speed table
+# over the rig (bench-speed).
 bench: build
 	BULKMOVE=$(CURDIR)/$(BIN) bench/run.sh
 	BULKMOVE=$(CURDIR)/$(BIN) bench/slowfs.sh
+	BULKMOVE=$(CURDIR)/$(BIN) bench/speed.sh
 
 # Trees on a filesystem with 1 ms per metadata operation (the rig's slowfs,
 # standing in for NFS or Lustre), source then destination, locally and over
@@ -34,6 +36,16 @@ bench: build
 # See bench/slowfs.sh.
 bench-slowfs: build
 	BULKMOVE=$(CURDIR)/$(BIN) bench/slowfs.sh
+
+# Issue 7's speed table over the rig (root; it restarts the rig as each regime
+# needs and restores it uncapped): small and large files on the direct link,
+# a 200 Mbit/s link, a 100 ms path, a huge file among small ones; bulkmove
+# over SSH and TLS against tar | ssh, tar | nc, tar | zstd | ssh, rsync,
+# 6 × tar | ssh, fpsync and an mscp-style split, with ratios and PASS/FAIL
+# against the issue's targets. SPEED_SCALE=small tries it in seconds; see
+# bench/speed.sh.
+bench-speed: build
+	BULKMOVE=$(CURDIR)/$(BIN) bench/speed.sh
 
 # Peak RSS of the sender and of the agents on a tree of 10 million empty
 # files (SCALE_N; root: it mounts a tmpfs with enough inodes, about 12 GiB

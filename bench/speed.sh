@@ -119,7 +119,7 @@ q() { printf '%q' "$1"; } # a path for the remote shell
 # Per row (key REGIME.TOOL): LABEL (the command as shown), T (µs) or ERR, REF (the key of
 # the target's reference, or "link"), TARGET (text), KIND/FACTOR (how it is judged),
 # and for bulkmove rows VER (treecmp) and BUSY (the streams' "busy until", seconds).
-declare -A LABEL T ERR REF TARGET KIND FACTOR VER BUSY RESULT
+declare -A LABEL T ERR REF TARGET KIND FACTOR VER BUSY RESULT FIRST NECK
 declare -A NOTES SETDESC SKIP
 ROWS=()      # keys in the order run
 FAILED=0     # a run failed or a copy did not verify
@@ -422,6 +422,9 @@ run() {
 		fi
 		BUSY[$key]=$(sed -n 's/.*busy until \([0-9.]*\)s$/\1/p' "$log" | tr '\n' ' ')
 		BUSY[$key]=${BUSY[$key]% }
+		# Start-up (SSH, agent, streams) and bulkmove's own verdict, for the notes.
+		FIRST[$key]=$(sed -n 's/^bulkmove: *\([0-9.]*\)s first batch handed.*/\1/p' "$log" | head -n1)
+		NECK[$key]=$(sed -n 's/.* errors; bottleneck \(.*\)$/\1/p' "$log" | tail -n1)
 	else
 		# A peer's copy is not compared (unless SPEED_VERIFY=all: names, types and
 		# content only), but a pipe that broke early shows here.
@@ -709,7 +712,12 @@ print_table() {
 				for (i = 2; i <= n; i++) { if (a[i] < mn) mn = a[i]; if (a[i] > mx) mx = a[i] }
 				printf "%d streams, busy until %.2f–%.2f s", n, mn, mx
 				if (n <= 16) { printf " ("; for (i = 1; i <= n; i++) printf "%s%s", (i > 1 ? ", " : ""), a[i]; printf ")" } }')
-			line+="; \`$(md "${LABEL[$k]%%  (*}")\`: $bs, verified: ${VER[$k]:-–}"
+			line+="; \`$(md "${LABEL[$k]%%  (*}")\`: $bs"
+			if [[ -n ${FIRST[$k]:-} && -n ${T[$k]:-} ]]; then
+				line+=", first batch at ${FIRST[$k]} s ($(awk -v b="${NB[$regime]:-0}" -v u="${T[$k]}" -v f="${FIRST[$k]}" 'BEGIN { d = u / 1e6 - f; if (d > 0) printf "%.1f MB/s", b / 1e6 / d; else printf "–" }') from then on)"
+			fi
+			[[ -n ${NECK[$k]:-} ]] && line+=", its verdict: bottleneck $(md "${NECK[$k]}")"
+			line+=", verified: ${VER[$k]:-–}"
 		done
 		[[ -n ${NOTES[$regime]:-} ]] && line+="; ${NOTES[$regime]% }"
 		out "$line"

@@ -8,6 +8,7 @@ import (
 	"io"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/bulkmove/bulkmove/metrics"
@@ -132,10 +133,11 @@ func (j *job) steer(ctx context.Context, pool *stream.Pool, local bool) (stop fu
 		return func() {}
 	}
 	pool.AddConn, pool.MaxConns = j.addConn, j.flags.auto.max
+	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	m := j.m
 	mark := m.Mark()
-	var rtt time.Duration // remote: the SSH round trip, measured once the controller starts
+	var rtt atomic.Int64 // remote: the SSH round trip, measured as the controller starts
 	wire, wireAt := int64(0), time.Now()
 	work := func(bytes, files int64) float64 { return float64(bytes + files*sharder.DefaultFileCost) }
 	// What the streams sent (and the receivers found in place): smoother
@@ -157,7 +159,7 @@ func (j *job) steer(ctx context.Context, pool *stream.Pool, local bool) (stop fu
 			w, now := m.WireBytes(), time.Now()
 			perStream := float64(w-wire) / now.Sub(wireAt).Seconds() / float64(max(m.Active(), 1))
 			wire, wireAt = w, now
-			return autoVerdict(v, local || windowBound(perStream, rtt))
+			return autoVerdict(v, local || windowBound(perStream, time.Duration(rtt.Load())))
 		},
 		Ending: func(rate float64) bool {
 			if !m.WalkDone.Load() || rate <= 0 {
@@ -188,15 +190,23 @@ func (j *job) steer(ctx context.Context, pool *stream.Pool, local bool) (stop fu
 		},
 	}
 	var wg sync.WaitGroup
+	spares := func() {}
 	wg.Go(func() {
 		if j.rtt != nil {
-			rtt = j.rtt()
+			d := j.rtt()
+			rtt.Store(int64(d))
+			// Over a long path, the streams a first step adds are
+			// connected ahead, while the first window is measured.
+			if d >= autoFarRTT && j.prepare != nil {
+				spares = j.prepare(parent, min(j.flags.jobs, j.flags.auto.max-j.flags.jobs))
+			}
 		}
 		a.Run(ctx, j.flags.jobs)
 	})
 	return func() {
 		cancel()
 		wg.Wait()
+		spares()
 	}
 }
 
@@ -221,28 +231,35 @@ func autoVerdict(v *metrics.Verdict, windowed bool) stream.AutoVerdict {
 			a.Why += " (no CPU saturated: more streams may help)"
 		} else if windowed {
 			a.MoreStreamsHelp = true
-			a.Why += " (no CPU saturated, each stream near its 2 MiB a round trip: more streams may help)"
+			a.Why += " (no CPU saturated, and each stream carries at most 2 MiB a round trip: more streams may help)"
 		}
 	}
 	return a
 }
 
 // windowBound says whether streams sending perStream bytes a second over
-// a round trip of rtt come near an SSH channel's limit, 2 MiB a round trip
-// (a quarter of it: acknowledgements and manifests take round trips too).
-// Over the rig's direct link a stream moved 0.2% of that limit, over its
-// 100 ms path 40%.
+// a round trip of rtt may be held by an SSH channel's limit, 2 MiB a round
+// trip: over a far path (its first seconds are TCP's slow start, far
+// below the limit), or when they come near it (a quarter of it:
+// acknowledgements and manifests take round trips too). Over the rig's
+// direct link a stream moved 0.2% of that limit, over its 100 ms path 40%.
 func windowBound(perStream float64, rtt time.Duration) bool {
 	if rtt <= 0 {
 		return false
 	}
-	return perStream >= 0.25*sshWindow/rtt.Seconds()
+	return rtt >= autoFarRTT || perStream >= 0.25*sshWindow/rtt.Seconds()
 }
+
+// autoFarRTT is the round trip of a far path: -j auto opens the
+// connections of a first step ahead, and takes a link verdict for one
+// that more streams may help.
+const autoFarRTT = 10 * time.Millisecond
 
 // sshWindow is an SSH channel's window (x/crypto/ssh, OpenSSH).
 const sshWindow = 2 << 20
 
-// rtt measures the SSH round trip (the least of three keepalives).
+// rtt measures the SSH round trip with a keepalive (behind the data
+// already sent: more than the path's, not less).
 func (l *sshLink) rtt() time.Duration {
 	l.mu.Lock()
 	var c *sshx.Client
@@ -256,17 +273,11 @@ func (l *sshLink) rtt() time.Duration {
 	if c == nil {
 		return 0
 	}
-	best := time.Duration(0)
-	for range 3 {
-		start := time.Now()
-		if _, _, err := c.SSH().SendRequest("keepalive@openssh.com", true, nil); err != nil {
-			return best
-		}
-		if d := time.Since(start); best == 0 || d < best {
-			best = d
-		}
+	start := time.Now()
+	if _, _, err := c.SSH().SendRequest("keepalive@openssh.com", true, nil); err != nil {
+		return 0
 	}
-	return best
+	return time.Since(start)
 }
 
 // autoCPUBusy is the CPU share (of all cores) beyond which -j auto adds
@@ -292,17 +303,74 @@ type StreamsEvent struct {
 	Reason   string  `json:"reason"`
 }
 
-// add opens one more SSH stream (-j auto): a connection of its own,
-// joining the agent hub.
-func (l *sshLink) add(ctx context.Context, i int) (stream.Conn, error) {
+// sshGrowth opens the streams -j auto adds over SSH: each a connection
+// of its own joining the agent hub, from connections opened ahead
+// (prepare) if there are, else new ones.
+type sshGrowth struct {
+	l       *sshLink
+	mu      sync.Mutex
+	spare   []*sshx.Client
+	dialing sync.WaitGroup
+}
+
+func (l *sshLink) growth() *sshGrowth { return &sshGrowth{l: l} }
+
+// add opens stream i.
+func (g *sshGrowth) add(ctx context.Context, i int) (stream.Conn, error) {
+	c := g.take()
+	if c == nil {
+		g.dialing.Wait() // connections on their way are sooner there than new ones
+		c = g.take()
+	}
+	l := g.l
 	l.mu.Lock()
 	for len(l.clients) <= i {
 		l.clients = append(l.clients, nil)
 	}
+	if c != nil {
+		l.clients[i] = c // redial joins the hub over it (or dials anew if it fails)
+	}
 	l.mu.Unlock()
-	c, err := l.redial(ctx, i)
+	conn, err := l.redial(ctx, i)
 	if err != nil {
 		return nil, fmt.Errorf("stream %d: %w", i, err)
 	}
-	return c, nil
+	return conn, nil
+}
+
+// take returns a connection opened ahead, or nil.
+func (g *sshGrowth) take() *sshx.Client {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := len(g.spare)
+	if n == 0 {
+		return nil
+	}
+	c := g.spare[n-1]
+	g.spare = g.spare[:n-1]
+	return c
+}
+
+// prepare opens n SSH connections in the background, for add (over a
+// long path a connection takes several round trips); done closes those
+// not taken. ctx is the job's: the connections live as long as it.
+func (g *sshGrowth) prepare(ctx context.Context, n int) (done func()) {
+	g.dialing.Go(func() {
+		cs, _, err := sshx.DialN(ctx, g.l.t, g.l.opt, n)
+		if err != nil {
+			return
+		}
+		g.mu.Lock()
+		g.spare = append(g.spare, cs...)
+		g.mu.Unlock()
+	})
+	return func() {
+		g.dialing.Wait()
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		for _, c := range g.spare {
+			c.Close()
+		}
+		g.spare = nil
+	}
 }

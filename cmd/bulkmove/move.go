@@ -319,6 +319,7 @@ type job struct {
 	redial        func(context.Context, int) (stream.Conn, error) // reopens a lost stream (SSH)
 	addConn       func(context.Context, int) (stream.Conn, error) // opens one more stream (-j auto)
 	rtt           func() time.Duration                            // measures the round trip to the remote host (-j auto)
+	prepare       func(context.Context, int) (done func())        // opens connections ahead for addConn (-j auto)
 	drain         <-chan struct{}                                 // closed by the first interrupt
 	interrupted   atomic.Bool
 	log           *logFile                // --log-file; nil without
@@ -724,7 +725,8 @@ func (j *job) connect(ctx context.Context, p plan) ([]stream.Conn, func(), error
 		}
 		j.redial = l.redial
 		if l.data == "" {
-			j.addConn, j.rtt = l.add, l.rtt
+			g := l.growth()
+			j.addConn, j.rtt, j.prepare = g.add, l.rtt, g.prepare
 		}
 		return conns, l.close, nil
 	}

@@ -78,7 +78,20 @@ func TestSSHCutover(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(700 * time.Millisecond)
+	// Once the journal holds a batch or more (on a busy machine a fixed
+	// sleep could come before the first acknowledgement).
+	journaled := func() bool {
+		ms, _ := filepath.Glob(filepath.Join(env[0][len("XDG_STATE_HOME="):], "bulkmove", "journal", "*.journal"))
+		for _, m := range ms {
+			if fi, err := os.Stat(m); err == nil && fi.Size() > 2048 {
+				return true
+			}
+		}
+		return false
+	}
+	for start := time.Now(); !journaled() && time.Since(start) < 20*time.Second; {
+		time.Sleep(20 * time.Millisecond)
+	}
 	exec.Command("pkill", "-9", "-f", "agent --hub 3 -- "+dst).Run()
 	err := cmd.Wait()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitFatal {

@@ -112,7 +112,7 @@ type Receiver struct {
 	// known one's (2^-64 a pair) would pass for known: a link to it is
 	// then made all the same (still only to a regular file under the root).
 	known map[uint64]struct{}
-	dirs  map[string]struct{} // directories known to exist (a cache, reset when large)
+	dirs  map[string]bool     // directories known to exist, true if this receiver made them (a cache, reset when large)
 
 	linkMode int // how unnamed temporary files are linked; see probeLink and linking
 	linkOnce sync.Once
@@ -156,7 +156,7 @@ func Open(dir string, opt Options) (*Receiver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open destination: %w", err)
 	}
-	r := &Receiver{root: root, dir: dir, opt: opt, known: map[uint64]struct{}{}, dirs: map[string]struct{}{}, limit: ratelimit.New(opt.WriteRate)}
+	r := &Receiver{root: root, dir: dir, opt: opt, known: map[uint64]struct{}{}, dirs: map[string]bool{}, limit: ratelimit.New(opt.WriteRate)}
 	r.io = ioconc.Auto(0)
 	if opt.IOConcurrency > 0 {
 		r.io = ioconc.Fixed(opt.IOConcurrency)
@@ -601,11 +601,11 @@ func (t *Txn) openDir(d string) (*os.File, error) {
 	if unix.Fstat(int(f.Fd()), &st) == nil && st.Mode&unix.S_ISGID != 0 {
 		t.setgidDir.Store(true)
 	}
-	if t.r.linking() == linkNone {
+	if t.r.linking() == linkNone && !t.r.made(d) {
 		// Named temporaries are only used where O_TMPFILE is not: only
 		// there can a killed run have left many behind. (With O_TMPFILE,
 		// only the instant of a replace can leave one; --delete removes
-		// those.)
+		// those.) A directory this receiver made holds none.
 		t.r.sweep(d, f)
 	}
 	return f, nil
@@ -688,16 +688,31 @@ func (r *Receiver) mkdirAll(d string) error {
 	}
 	// Directories are created owner-writable while the job runs; their
 	// real mode is applied by a final batch, after their contents.
-	if err := r.root.MkdirAll(d, 0o700); err != nil {
-		return err
+	made := false
+	switch err := r.root.Mkdir(d, 0o700); {
+	case err == nil:
+		made = true
+	case errors.Is(err, fs.ErrExist):
+	default: // a parent is missing too
+		if err := r.root.MkdirAll(d, 0o700); err != nil {
+			return err
+		}
 	}
 	r.mu.Lock()
 	if len(r.dirs) > 1<<16 {
 		clear(r.dirs)
 	}
-	r.dirs[d] = struct{}{}
+	r.dirs[d] = made
 	r.mu.Unlock()
 	return nil
+}
+
+// made reports whether this receiver created directory d (so that no
+// earlier run can have left anything in it).
+func (r *Receiver) made(d string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.dirs[d]
 }
 
 // tmpTag makes temporary names unique across processes too: the pid alone

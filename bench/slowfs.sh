@@ -60,7 +60,8 @@ unmount
 rm -rf "$BACK" && mkdir -p "$BACK/src" "$BACK/dst" "$SLOW"
 "$SLOWFS" -delay "$DELAY" "$BACK" "$SLOW" >/tmp/bulkmove-slowfs.log 2>&1 &
 SLOWPID=$!
-trap 'kill $SLOWPID 2>/dev/null; sleep 0.5; unmount' EXIT
+# (slowfs unmounts on SIGTERM, but stays when the mount is busy: then -9.)
+trap 'kill $SLOWPID 2>/dev/null; sleep 0.5; unmount; kill -9 $SLOWPID 2>/dev/null' EXIT
 for _ in $(seq 50); do mountpoint -q "$SLOW" && break; sleep 0.1; done
 mountpoint -q "$SLOW" || die "slowfs did not mount (see /tmp/bulkmove-slowfs.log)"
 

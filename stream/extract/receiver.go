@@ -105,14 +105,14 @@ type Receiver struct {
 	dir  string
 	opt  Options
 
-	mu    sync.Mutex
+	mu sync.Mutex
 	// Hard-link targets written or verified this session, by a 64-bit
 	// hash of the path: 8 bytes of key a target, not its path (a tree of
 	// 10 million hard-linked files). A path whose hash collides with a
 	// known one's (2^-64 a pair) would pass for known: a link to it is
 	// then made all the same (still only to a regular file under the root).
 	known map[uint64]struct{}
-	dirs  map[string]bool     // directories known to exist, true if this receiver made them (a cache, reset when large)
+	dirs  map[string]bool // directories known to exist, true if this receiver made them (a cache, reset when large)
 
 	linkMode int // how unnamed temporary files are linked; see probeLink and linking
 	linkOnce sync.Once

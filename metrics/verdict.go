@@ -23,7 +23,7 @@ const (
 	// (--io-concurrency) help, not more streams.
 	SourceLatency = "source_fs_latency"
 	DestLatency   = "destination_fs_latency"
-	Idle          = "none"    // nothing measured yet, or nothing running
+	Idle          = "none" // nothing measured yet, or nothing running
 )
 
 // Resources lists every resource, for the gauge with a resource label.

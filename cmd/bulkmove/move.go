@@ -489,6 +489,11 @@ func (j *job) run(ctx context.Context) int {
 		return err
 	})
 	err = g.Wait()
+	if cause := context.Cause(wctx); cause != nil && !errors.Is(cause, context.Canceled) && errors.Is(err, context.Canceled) {
+		// The walk was stopped for a reason (--require-space), and the
+		// pool, cancelled with it, may have returned first.
+		err = cause
+	}
 	stopAuto()
 	stopObs()
 	stopProgress()

@@ -315,15 +315,7 @@ func TestCompressWireRoundTrip(t *testing.T) {
 // and the agent's result.
 func agentVia(t *testing.T, ctx context.Context, name, root string, src stream.Source, via func(io.Writer) io.Writer) (*stream.Client, <-chan error) {
 	t.Helper()
-	toAgentR, toAgentW := io.Pipe()
-	fromAgentR, fromAgentW := io.Pipe()
-	done := make(chan error, 1)
-	go func() {
-		err := stream.Serve(ctx, toAgentR, fromAgentW, root, "test")
-		fromAgentW.CloseWithError(io.EOF)
-		toAgentR.Close()
-		done <- err
-	}()
+	toAgentW, fromAgentR, done := serveOverPipes(ctx, root)
 	t.Cleanup(func() { toAgentW.Close() })
 	w, cl := via(toAgentW), closers{toAgentW, fromAgentR}
 	if c, ok := w.(io.Closer); ok {

@@ -54,15 +54,7 @@ func pipeAgentIO(t *testing.T, ctx context.Context, name, root string, src strea
 // breaks, say.
 func pipeAgentVia(t *testing.T, ctx context.Context, name, root string, src stream.Source, ioConc int, wrap func(io.WriteCloser) io.Writer) *stream.Client {
 	t.Helper()
-	toAgentR, toAgentW := io.Pipe()
-	fromAgentR, fromAgentW := io.Pipe()
-	done := make(chan error, 1)
-	go func() {
-		err := stream.Serve(ctx, toAgentR, fromAgentW, root, "test")
-		fromAgentW.CloseWithError(io.EOF)
-		toAgentR.Close()
-		done <- err
-	}()
+	toAgentW, fromAgentR, done := serveOverPipes(ctx, root)
 	t.Cleanup(func() { toAgentW.Close(); <-done })
 	var w io.Writer = toAgentW
 	if wrap != nil {
@@ -74,6 +66,21 @@ func pipeAgentVia(t *testing.T, ctx context.Context, name, root string, src stre
 		t.Fatal(err)
 	}
 	return c
+}
+
+// serveOverPipes runs an agent on root in this process, reached through
+// pipes: what to write to it, what it answers, and its result once it ends.
+func serveOverPipes(ctx context.Context, root string) (*io.PipeWriter, *io.PipeReader, <-chan error) {
+	toAgentR, toAgentW := io.Pipe()
+	fromAgentR, fromAgentW := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		err := stream.Serve(ctx, toAgentR, fromAgentW, root, "test")
+		fromAgentW.CloseWithError(io.EOF)
+		toAgentR.Close()
+		done <- err
+	}()
+	return toAgentW, fromAgentR, done
 }
 
 type closers []io.Closer

@@ -43,9 +43,9 @@ func byLink(a, b *sharder.Entry) int { return strings.Compare(a.Link, b.Link) }
 
 func (d *Deferred) init() {
 	if d.dirs == nil {
-		d.dirs = spill.New(d.Dir, d.Mem, deeperFirst, spill.EntryCodec{})
-		d.symlinks = spill.New[sharder.Entry](d.Dir, d.Mem, nil, spill.EntryCodec{})
-		d.hardlinks = spill.New(d.Dir, d.Mem, byLink, spill.EntryCodec{})
+		d.dirs = spill.New(d.Dir, d.Mem, deeperFirst, sharder.EntryCodec{})
+		d.symlinks = spill.New[sharder.Entry](d.Dir, d.Mem, nil, sharder.EntryCodec{})
+		d.hardlinks = spill.New(d.Dir, d.Mem, byLink, sharder.EntryCodec{})
 	}
 }
 
@@ -108,7 +108,7 @@ type ownedCodec struct{}
 func (ownedCodec) Append(b []byte, o *owned) []byte {
 	b = binary.AppendUvarint(b, uint64(o.stream))
 	b = binary.AppendUvarint(b, uint64(o.epoch))
-	return spill.AppendEntry(b, &o.entry)
+	return sharder.AppendEntry(b, &o.entry)
 }
 
 func (ownedCodec) Decode(b []byte) (owned, error) {
@@ -123,7 +123,7 @@ func (ownedCodec) Decode(b []byte) (owned, error) {
 		return o, errors.New("short owner record")
 	}
 	o.stream, o.epoch = int(s), int(ep)
-	e, rest, err := spill.ReadEntry(b[n:])
+	e, rest, err := sharder.ReadEntry(b[n:])
 	if err == nil && len(rest) > 0 {
 		err = errors.New("trailing bytes after an owner record")
 	}

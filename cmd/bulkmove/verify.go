@@ -105,7 +105,7 @@ func (j *job) verify(ctx context.Context, p plan, content bool) int {
 	var v verifier
 	// Directories, symlinks and hard links, compared once the files are:
 	// on disk beyond what memory holds.
-	deferred := spill.New[sharder.Entry]("", 0, nil, spill.EntryCodec{})
+	deferred := spill.New[sharder.Entry]("", 0, nil, sharder.EntryCodec{})
 	defer deferred.Close()
 	var dmu sync.Mutex
 	opt := sharder.Options{

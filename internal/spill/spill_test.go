@@ -1,18 +1,18 @@
-package spill
+package spill_test
 
 import (
 	"cmp"
 	"fmt"
-	"io/fs"
 	"math/rand/v2"
 	"os"
 	"slices"
 	"testing"
 
+	"github.com/bulkmove/bulkmove/internal/spill"
 	"github.com/bulkmove/bulkmove/sharder"
 )
 
-func collect(t *testing.T, l *List[sharder.Entry], n int) []sharder.Entry {
+func collect(t *testing.T, l *spill.List[sharder.Entry], n int) []sharder.Entry {
 	t.Helper()
 	var got []sharder.Entry
 	err := l.Each(n, func(c []sharder.Entry) error {
@@ -34,7 +34,7 @@ func collect(t *testing.T, l *List[sharder.Entry], n int) []sharder.Entry {
 func TestSortedSpill(t *testing.T) {
 	dir := t.TempDir()
 	byPath := func(a, b *sharder.Entry) int { return cmp.Compare(a.Path, b.Path) }
-	l := New(dir, 100, byPath, EntryCodec{})
+	l := spill.New(dir, 100, byPath, sharder.EntryCodec{})
 	defer l.Close()
 	var want []sharder.Entry
 	r := rand.New(rand.NewPCG(1, 2))
@@ -66,7 +66,7 @@ func TestSortedSpill(t *testing.T) {
 
 // Without an order the list comes back as it was added, across runs.
 func TestInsertionOrder(t *testing.T) {
-	l := New[sharder.Entry](t.TempDir(), 7, nil, EntryCodec{})
+	l := spill.New[sharder.Entry](t.TempDir(), 7, nil, sharder.EntryCodec{})
 	defer l.Close()
 	var want []sharder.Entry
 	for i := range 100 {
@@ -82,26 +82,10 @@ func TestInsertionOrder(t *testing.T) {
 	}
 }
 
-// Every field survives the disk.
-func TestEntryRoundTrip(t *testing.T) {
-	e := sharder.Entry{Path: "a/b c/é", Kind: sharder.KindHardlink, Mode: 0o4755 | fs.ModeSetuid, Size: -1,
-		MTime: -1234567890123, UID: 1<<32 - 1, GID: 7, Link: "x/y", Nlink: 3, Dev: 1<<64 - 1, Ino: 42}
-	b := AppendEntry(nil, &e)
-	got, err := EntryCodec{}.Decode(b)
-	if err != nil || got != e {
-		t.Fatalf("got %+v, %v; want %+v", got, err, e)
-	}
-	for i := range b {
-		if _, err := (EntryCodec{}).Decode(b[:i]); err == nil {
-			t.Fatalf("a cut encoding (%d of %d bytes) decoded", i, len(b))
-		}
-	}
-}
-
 // A directory that cannot take the spill file: Add says so, and so do Err
 // and Each.
 func TestSpillError(t *testing.T) {
-	l := New[sharder.Entry](t.TempDir()+"/missing", 2, nil, EntryCodec{})
+	l := spill.New[sharder.Entry](t.TempDir()+"/missing", 2, nil, sharder.EntryCodec{})
 	l.Add(sharder.Entry{Path: "a"})
 	if err := l.Add(sharder.Entry{Path: "b"}); err == nil {
 		t.Fatal("no error from a spill into a missing directory")

@@ -1,21 +1,19 @@
-package spill
+package sharder
 
 import (
 	"encoding/binary"
 	"errors"
 	"io/fs"
-
-	"github.com/bulkmove/bulkmove/sharder"
 )
 
-// EntryCodec encodes a sharder.Entry, every field of it (Dev and Ino too).
+// EntryCodec encodes a Entry, every field of it (Dev and Ino too).
 type EntryCodec struct{}
 
 // Append appends e's encoding to b.
-func (EntryCodec) Append(b []byte, e *sharder.Entry) []byte { return AppendEntry(b, e) }
+func (EntryCodec) Append(b []byte, e *Entry) []byte { return AppendEntry(b, e) }
 
 // Decode reads one entry.
-func (EntryCodec) Decode(b []byte) (sharder.Entry, error) {
+func (EntryCodec) Decode(b []byte) (Entry, error) {
 	e, rest, err := ReadEntry(b)
 	if err == nil && len(rest) > 0 {
 		err = errors.New("trailing bytes after an entry")
@@ -25,7 +23,7 @@ func (EntryCodec) Decode(b []byte) (sharder.Entry, error) {
 
 // AppendEntry appends e's encoding to b: for codecs of records that
 // hold an entry and more.
-func AppendEntry(b []byte, e *sharder.Entry) []byte {
+func AppendEntry(b []byte, e *Entry) []byte {
 	b = binary.AppendUvarint(b, uint64(len(e.Path)))
 	b = append(b, e.Path...)
 	b = append(b, byte(e.Kind))
@@ -46,14 +44,14 @@ var errShort = errors.New("short entry")
 
 // ReadEntry reads an entry AppendEntry wrote from the start of b and
 // returns what follows it.
-func ReadEntry(b []byte) (sharder.Entry, []byte, error) {
-	var e sharder.Entry
+func ReadEntry(b []byte) (Entry, []byte, error) {
+	var e Entry
 	r := reader{b: b}
 	e.Path = r.str()
 	if len(r.b) < 1 {
 		return e, nil, errShort
 	}
-	e.Kind = sharder.Kind(r.b[0])
+	e.Kind = Kind(r.b[0])
 	r.b = r.b[1:]
 	e.Mode = fs.FileMode(r.uvarint())
 	e.Size = r.varint()

@@ -20,16 +20,9 @@ import (
 // another place from another directory; src is made absolute here with
 // filepath.Abs, which is only right for a local src.
 func DefaultPath(src, dst string, opts ...string) (string, error) {
-	state := os.Getenv("XDG_STATE_HOME")
-	if !filepath.IsAbs(state) {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return "", fmt.Errorf("journal: no state directory: %w", err)
-		}
-		if home == "" {
-			return "", errors.New("journal: no state directory: no home directory")
-		}
-		state = filepath.Join(home, ".local", "state")
+	state, err := StateDir()
+	if err != nil {
+		return "", fmt.Errorf("journal: %w", err)
 	}
 	abs, err := filepath.Abs(src)
 	if err != nil {
@@ -42,5 +35,23 @@ func DefaultPath(src, dst string, opts ...string) (string, error) {
 		h.Write([]byte(s))
 	}
 	key := hex.EncodeToString(h.Sum(nil)[:16])
-	return filepath.Join(state, "bulkmove", "journal", key+".journal"), nil
+	return filepath.Join(state, "journal", key+".journal"), nil
+}
+
+// StateDir returns bulkmove's directory for state kept between runs:
+// $XDG_STATE_HOME/bulkmove, the state home being ~/.local/state when
+// XDG_STATE_HOME is unset or not absolute.
+func StateDir() (string, error) {
+	state := os.Getenv("XDG_STATE_HOME")
+	if !filepath.IsAbs(state) {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("no state directory: %w", err)
+		}
+		if home == "" {
+			return "", errors.New("no state directory: no home directory")
+		}
+		state = filepath.Join(home, ".local", "state")
+	}
+	return filepath.Join(state, "bulkmove"), nil
 }

@@ -1,7 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -9,14 +14,15 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
-
-	"golang.org/x/sync/errgroup"
+	"time"
 
 	"github.com/bulkmove/bulkmove/metrics"
 	"github.com/bulkmove/bulkmove/stream"
 	"github.com/bulkmove/bulkmove/stream/dataplane"
+	"github.com/bulkmove/bulkmove/stream/extract"
 )
 
 const agentUsage = `usage: bulkmove agent [--metrics-addr host:port] [--hub K] ROOT
@@ -25,14 +31,20 @@ Receives batches on standard input and answers on standard output, writing
 under ROOT (created if missing). The sender starts it, locally or over SSH;
 it is not meant to be run by hand.
 
-With --hub K, it first prints "BULKMOVE-HUB SOCKET EXECUTABLE [OFFER]" and accepts
-up to K-1 more streams of the same job on SOCKET, a Unix socket in a new
-private directory, which the sender reaches through its other SSH
+With --hub K, it first prints "BULKMOVE-HUB SOCKET EXECUTABLE job=JOBTOKEN
+[linger=LINGERTOKEN] [OFFER]" and accepts
+more streams of the same job on SOCKET (each first sends "JOIN JOBTOKEN"),
+a Unix socket in a new private directory, which the sender reaches through its other SSH
 connections (forwarded, or relayed by "bulkmove join SOCKET"). All K
 streams share one receiver. With --data tls (or tcp) it also listens on a
 port of --data-ports for K streams, each presenting the one-time token of
 OFFER ("data=MODE:PORT:CERT-SHA256:TOKEN"); stdin is then only held open
 by the sender until it is done.
+
+With --linger D (and --hub, without --data) the agent stays D after its
+last job ends, and a later run of the same user can start a new job on
+SOCKET with the LINGERTOKEN of the banner, with no login shell and no new
+process (bulkmove --linger).
 
 --io-nice (the idle I/O class) and --nice N lower its claim on the disks
 and the CPUs, as the sender's flags of the same names ask.
@@ -46,6 +58,7 @@ func runAgent(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	hubStreams := fs.Int("hub", 0, "serve `K` streams: this one and K-1 joining on a Unix socket")
 	data := fs.String("data", "", "with --hub: also take the K streams over `tls` or tcp, on a port of --data-ports")
 	dataPorts := fs.String("data-ports", "", "port `range` for --data, e.g. 50000-50100 (default: any free port)")
+	linger := fs.Duration("linger", 0, "with --hub: stay `duration` after the last job ends, for later runs to reach through the socket")
 	var nice niceFlags
 	nice.register(fs)
 	if err := fs.Parse(args); err != nil {
@@ -62,7 +75,6 @@ func runAgent(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err := serveReceiverMetrics(ctx, &m, *metricsAddr, "agent", stderr); err != nil {
 		return exitUsage
 	}
-	hub := &stream.Hub{Root: fs.Arg(0), Version: version, Opened: m.Set}
 	var dp *dataplane.Listener
 	if *data != "" {
 		if *hubStreams < 1 || *data != string(dataplane.TLS) && *data != string(dataplane.TCP) {
@@ -76,9 +88,14 @@ func runAgent(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 	}
 	var err error
+	if *linger > 0 && (*hubStreams < 1 || dp != nil) {
+		errorf(stderr, "agent: --linger needs --hub, and no --data")
+		return exitUsage
+	}
 	if *hubStreams >= 1 {
-		err = serveHub(ctx, hub, *hubStreams, dp, stdin, stdout)
+		err = serveHub(ctx, fs.Arg(0), m.Set, dp, *linger, nice.text(), stdin, stdout)
 	} else {
+		hub := &stream.Hub{Root: fs.Arg(0), Version: version, Opened: m.Set}
 		err = hub.Serve(ctx, stdin, stdout)
 	}
 	if err != nil {
@@ -88,13 +105,23 @@ func runAgent(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-// serveHub serves stdin/stdout and streams joining on a Unix socket in a
-// private directory (0700: only this user, or root, can connect), and,
-// with a data plane (dp not nil), up to k streams over TCP or TLS, each
-// presenting the one-time token. With a data plane stdin is not a stream:
-// its end (the sender is done, or gone) stops new joins. It returns when
-// every stream has ended, with the first error.
-func serveHub(ctx context.Context, hub *stream.Hub, k int, dp *dataplane.Listener, stdin io.Reader, stdout io.Writer) error {
+// serveHub serves the job whose first stream is stdin/stdout, and the
+// streams joining it on a Unix socket in a private directory (0700: only
+// this user, or root, can connect), and, with a data plane (dp not nil), up
+// to k streams over TCP or TLS, each presenting the one-time token. With a
+// data plane stdin is not a stream: its end (the sender is done, or gone)
+// stops new joins.
+//
+// Every connection to the socket starts with one line: "JOIN JOBTOKEN"
+// joins a running job (the token is in the banner, so only the sender that
+// read it can join, and a second job cannot land in the first one's
+// receiver). With linger > 0 the agent outlives its job: for linger after
+// its last job ends it takes "NEW LINGERTOKEN JSON" on the socket, a whole
+// new job whose first stream is that connection (see newJob), so that a
+// later pass to the same host reaches it through sshd's forwarding, with
+// no login shell and no new process. It returns when every job has ended
+// and no new one came, with the first error of the stdin job.
+func serveHub(ctx context.Context, root string, opened func(*extract.Receiver), dp *dataplane.Listener, linger time.Duration, niceArgs string, stdin io.Reader, stdout io.Writer) error {
 	dir, err := os.MkdirTemp("", "bulkmove-agent-")
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
@@ -110,7 +137,14 @@ func serveHub(ctx context.Context, hub *stream.Hub, k int, dp *dataplane.Listene
 	if err != nil {
 		self = "bulkmove"
 	}
-	banner := fmt.Sprintf("%s%s %s", hubBanner, sock, self)
+	d := &hubd{ctx: ctx, ln: ln, sock: sock, self: self, opened: opened, niceArgs: niceArgs, jobs: map[string]*hubJob{}}
+	if linger > 0 {
+		d.lingerTok = randomToken()
+		d.linger = linger
+	}
+	first := d.addJob(root, 1) // stdin, started below
+	first.dp = dp
+	banner := d.banner(first)
 	if dp != nil {
 		defer dp.Close()
 		banner += " " + dp.Offer().String()
@@ -118,67 +152,258 @@ func serveHub(ctx context.Context, hub *stream.Hub, k int, dp *dataplane.Listene
 	if _, err := fmt.Fprintln(stdout, banner); err != nil {
 		return err
 	}
-	// Streams end independently: one lost connection does not end the
-	// others, whose sender goes on without it, or joins again (a stream
-	// that reconnects). The hub takes joins as long as a stream is open,
-	// however many; when the last one ends, so does the agent.
-	var g errgroup.Group
-	var mu sync.Mutex
-	open := 1
-	end := func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if open--; open == 0 {
-			ln.Close()
-			if dp != nil {
-				dp.Close()
-			}
-		}
-	}
-	serve := func(c io.ReadWriteCloser) bool {
-		mu.Lock()
-		if open == 0 {
-			mu.Unlock()
-			c.Close()
-			return false
-		}
-		open++
-		mu.Unlock()
-		g.Go(func() error {
-			defer end()
-			defer c.Close()
-			return hub.Serve(ctx, c, c)
-		})
-		return true
-	}
-	g.Go(func() error {
-		defer end()
+	errc := make(chan error, 1)
+	go func() {
+		var err error
 		if dp != nil {
-			_, err := io.Copy(io.Discard, stdin) // held open by the sender until it is done
-			return err
+			_, err = io.Copy(io.Discard, stdin) // held open by the sender until it is done
+		} else {
+			err = first.hub.Serve(ctx, stdin, stdout)
 		}
-		return hub.Serve(ctx, stdin, stdout)
-	})
+		d.end(first)
+		if d.lingerTok != "" {
+			detachStdio() // sshd may close the session; the agent lingers
+		}
+		errc <- err
+	}()
 	if dp != nil {
 		go func() {
 			for {
 				c, _, err := dp.Accept()
-				if err != nil || !serve(c) {
+				if err != nil || !d.serve(first, c, c, c) {
 					return
 				}
 			}
 		}()
 	}
-	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	stop := context.AfterFunc(ctx, func() {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		d.closeLocked()
+	})
 	defer stop()
 	for {
 		c, err := ln.Accept()
-		if err != nil || !serve(c) {
+		if err != nil {
 			break
 		}
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			d.handle(c)
+		}()
 	}
-	ln.Close()
-	return g.Wait()
+	d.wg.Wait()
+	if err := <-errc; err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return first.err
+}
+
+// hubd is the agent's set of jobs: one per sender run, each with its own
+// receiver and its streams.
+type hubd struct {
+	ctx        context.Context
+	ln         net.Listener
+	sock, self string
+	opened     func(*extract.Receiver)
+	niceArgs   string // this process's --nice/--io-nice: a new job must ask for the same
+
+	lingerTok string        // "" if the agent ends with its job
+	linger    time.Duration // how long to wait for a new job once none runs
+
+	mu     sync.Mutex
+	jobs   map[string]*hubJob
+	idle   *time.Timer
+	closed bool // no new job or stream is taken
+	wg     sync.WaitGroup
+}
+
+type hubJob struct {
+	token string
+	hub   *stream.Hub
+	dp    *dataplane.Listener
+	open  int   // streams being served; at 0 the job is over
+	err   error // the first error of a stream
+}
+
+func randomToken() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand does not fail on Linux
+	}
+	return hex.EncodeToString(b[:])
+}
+
+func (d *hubd) banner(j *hubJob) string {
+	s := fmt.Sprintf("%s%s %s job=%s", hubBanner, d.sock, d.self, j.token)
+	if d.lingerTok != "" {
+		s += " linger=" + d.lingerTok
+	}
+	return s
+}
+
+// addJob adds a job with open streams (about to be served), or returns
+// nil if the agent is ending.
+func (d *hubd) addJob(root string, open int) *hubJob {
+	j := &hubJob{token: randomToken(), hub: &stream.Hub{Root: root, Version: version, Opened: d.opened}, open: open}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil
+	}
+	d.jobs[j.token] = j
+	if d.idle != nil {
+		d.idle.Stop()
+		d.idle = nil
+	}
+	return j
+}
+
+// serve serves one more stream of job j, unless the job is over.
+func (d *hubd) serve(j *hubJob, r io.Reader, w io.Writer, c io.Closer) bool {
+	d.mu.Lock()
+	if j.open == 0 || d.closed {
+		d.mu.Unlock()
+		c.Close()
+		return false
+	}
+	j.open++
+	d.wg.Add(1)
+	d.mu.Unlock()
+	go func() {
+		defer d.wg.Done()
+		defer d.end(j)
+		defer c.Close()
+		if err := j.hub.Serve(d.ctx, r, w); err != nil {
+			d.mu.Lock()
+			if j.err == nil {
+				j.err = err
+			}
+			d.mu.Unlock()
+		}
+	}()
+	return true
+}
+
+// end ends one stream of job j. The job ends with its last stream; the
+// agent with its last job, or, lingering, after linger without a new one.
+func (d *hubd) end(j *hubJob) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if j.open--; j.open > 0 {
+		return
+	}
+	delete(d.jobs, j.token)
+	if j.dp != nil {
+		j.dp.Close()
+	}
+	if len(d.jobs) > 0 {
+		return
+	}
+	if d.lingerTok == "" || d.linger <= 0 {
+		d.closeLocked()
+		return
+	}
+	d.idle = time.AfterFunc(d.linger, func() {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if len(d.jobs) == 0 {
+			d.closeLocked()
+		}
+	})
+}
+
+func (d *hubd) closeLocked() {
+	d.closed = true
+	d.ln.Close()
+}
+
+// newJob is the request of a later run for a job of its own.
+type newJob struct {
+	Root   string        `json:"root"`
+	Linger time.Duration `json:"linger"` // from now on; 0 ends the agent with this job
+	Nice   string        `json:"nice"`   // the --nice/--io-nice the agent would be started with
+}
+
+// handle reads a socket connection's first line and serves it.
+func (d *hubd) handle(c net.Conn) {
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReaderSize(c, 4096)
+	line, err := br.ReadSlice('\n')
+	if err != nil {
+		c.Close()
+		return
+	}
+	c.SetReadDeadline(time.Time{})
+	verb, arg, _ := strings.Cut(strings.TrimSuffix(string(line), "\n"), " ")
+	switch verb {
+	case "JOIN":
+		d.mu.Lock()
+		j := d.jobs[arg]
+		d.mu.Unlock()
+		if j == nil {
+			c.Close()
+			return
+		}
+		d.serve(j, br, c, c)
+	case "NEW":
+		tok, js, _ := strings.Cut(arg, " ")
+		var req newJob
+		why := ""
+		switch {
+		case d.lingerTok == "" || subtle.ConstantTimeCompare([]byte(tok), []byte(d.lingerTok)) != 1:
+			why = "bad token"
+		case json.Unmarshal([]byte(js), &req) != nil || req.Root == "":
+			why = "bad request"
+		case req.Nice != d.niceArgs:
+			why = fmt.Sprintf("this agent runs with %q, the job asks for %q", d.niceArgs, req.Nice)
+		}
+		var j *hubJob
+		if why == "" {
+			if j = d.addJob(req.Root, 1); j == nil { // this connection, served below
+				why = "ending"
+			}
+		}
+		if why != "" {
+			fmt.Fprintf(c, "%s%s\n", lingerRefused, why)
+			c.Close()
+			return
+		}
+		d.mu.Lock()
+		d.linger = min(req.Linger, maxLinger)
+		d.mu.Unlock()
+		defer d.end(j)
+		defer c.Close()
+		if _, err := fmt.Fprintln(c, d.banner(j)); err != nil {
+			return
+		}
+		j.hub.Serve(d.ctx, br, c)
+	default:
+		c.Close()
+	}
+}
+
+// lingerRefused starts a lingering agent's answer to a NEW it does not take.
+const lingerRefused = "BULKMOVE-REFUSED "
+
+// maxLinger caps --linger: an agent nobody uses must not stay for ever.
+const maxLinger = 24 * time.Hour
+
+// detachStdio points the agent's standard streams at /dev/null once its
+// SSH session is over, so that sshd can close the session while the agent
+// lingers, and a later write cannot kill it with SIGPIPE.
+func detachStdio() {
+	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		return
+	}
+	defer null.Close()
+	for fd := range 3 {
+		syscall.Dup2(int(null.Fd()), fd)
+	}
 }
 
 // serveReceiverMetrics exports a receiver's metrics on addr (if set),

@@ -162,6 +162,7 @@ func (f *moveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.ssh.jump, "jump", "", "jump through `[user@]host[:port][,...]` (overrides ProxyJump)")
 	fs.BoolVar(&f.ssh.acceptNew, "accept-new-host-key", false, "record the host key of a host not yet in known_hosts (a changed key is always refused)")
 	fs.BoolVar(&f.ssh.passwordAuth, "password-auth", false, "allow password authentication, asked on the terminal")
+	fs.DurationVar(&f.ssh.linger, "linger", 0, "keep the remote agent `duration` after the job, so that the next push to the host starts at once, without a login shell (a later push without --linger uses it and ends it)")
 	fs.StringVar(&f.ssh.remoteBulkmove, "remote-bulkmove", "", "`path` of bulkmove on the remote host (default: bulkmove on its PATH, else upload this binary)")
 }
 

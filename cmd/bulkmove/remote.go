@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -30,6 +31,7 @@ type sshFlags struct {
 	acceptNew      bool
 	passwordAuth   bool
 	remoteBulkmove string
+	linger         time.Duration
 }
 
 func (s *sshFlags) options(stderrIsTerminal bool) sshx.Options {
@@ -107,16 +109,31 @@ func (j *job) connectSSH(ctx context.Context, t sshx.Target, p plan) ([]stream.C
 		l.close()
 		return nil, nil, err
 	}
-	// At once, optimistically: the cached copy of this binary (or the one
-	// named), one remote shell; only if that fails, the slower search
-	// (and its clear error) below.
+	binary := "path:" + agent
 	if agent == "" {
 		bs := <-sumc
 		if bs.err != nil {
 			l.close()
 			return nil, nil, fmt.Errorf("reading this executable: %w", bs.err)
 		}
-		l.cmd = sshx.AgentCommand(version, bs.sum, args)
+		binary = bs.sum
+	}
+	if l.data == "" {
+		// An agent a push with --linger left there: no remote shell.
+		if conns, ok := l.startLingering(ctx, clients, binary, root); ok {
+			return conns, l, nil
+		}
+		if d := j.flags.ssh.linger; d > 0 {
+			args = fmt.Sprintf("agent%s --hub %d --linger %s -- %s", j.flags.gentle.niceFlags.text(), len(clients), d, sshx.ShellQuote(root))
+		}
+	} else if j.flags.ssh.linger > 0 {
+		errorf(j.stderr, "warning: --linger is for SSH streams; ignored with --transport %s", l.data)
+	}
+	// At once, optimistically: the cached copy of this binary (or the one
+	// named), one remote shell; only if that fails, the slower search
+	// (and its clear error) below.
+	if agent == "" {
+		l.cmd = sshx.AgentCommand(version, binary, args)
 	} else {
 		l.cmd = sshx.ShellQuote(agent) + " " + args
 	}
@@ -155,10 +172,13 @@ type sshLink struct {
 	p   plan
 	opt sshx.Options
 	cmd string // starts the agent hub
+	// lingerAt is where the record of a lingering agent is kept; set
+	// when this push asks one to linger
+	lingerAt string
 
-	mu        sync.Mutex
-	clients   []*sshx.Client
-	sock, exe string // the hub's socket and executable
+	mu             sync.Mutex
+	clients        []*sshx.Client
+	sock, exe, job string // the hub's socket and executable, and the job's token
 
 	restart sync.Mutex // one stream at a time starts a new hub
 
@@ -292,10 +312,7 @@ func (l *sshLink) redial(ctx context.Context, i int) (stream.Conn, error) {
 
 // join opens stream i to the hub over c.
 func (l *sshLink) join(ctx context.Context, c *sshx.Client, i int) (stream.Conn, error) {
-	l.mu.Lock()
-	sock, exe := l.sock, l.exe
-	l.mu.Unlock()
-	rw, fwd, err := c.Join(ctx, sock, exe)
+	rw, fwd, err := l.joinHub(ctx, c)
 	if err != nil {
 		return nil, err
 	}
@@ -369,18 +386,18 @@ func (l *sshLink) start(ctx context.Context, clients []*sshx.Client) (conns []st
 		return nil, false, fmt.Errorf("ssh %s: the agent did not start (it printed %q): %w", host, strings.TrimSpace(junk+line), errors.Join(rerr, werr))
 	}
 	sess.ShowStderr()
-	fields := strings.Fields(strings.TrimPrefix(line, hubBanner))
-	if len(fields) < 2 {
+	b, err := l.banner(host, line)
+	if err != nil {
 		sess.Close()
-		return nil, true, fmt.Errorf("ssh %s: bad agent banner %q", host, strings.TrimSpace(line))
+		return nil, true, err
 	}
-	sock, exe := fields[0], fields[1]
-	l.mu.Lock()
-	l.sock, l.exe = sock, exe
-	l.mu.Unlock()
-	j.trace("agent %s ready on %s", exe, host)
-	if len(fields) > 2 && l.data != "" {
-		offer, err := dataplane.ParseOffer(fields[2])
+	if b.linger != "" && l.lingerAt != "" {
+		if err := saveLinger(l.lingerAt, lingerRecord{Sock: b.sock, Exe: b.exe, Token: b.linger}); err != nil {
+			errorf(j.stderr, "warning: %v; the next push will start a new agent", err)
+		}
+	}
+	if b.offer != "" && l.data != "" {
+		offer, err := dataplane.ParseOffer(b.offer)
 		if err != nil {
 			sess.Close()
 			return nil, true, fmt.Errorf("ssh %s: %w", host, err)
@@ -388,15 +405,122 @@ func (l *sshLink) start(ctx context.Context, clients []*sshx.Client) (conns []st
 		conns, err := l.startData(ctx, clients[0], sess, offer)
 		return conns, true, err
 	}
+	conns, err = l.open(ctx, clients, br, sess)
+	return conns, true, err
+}
+
+// hubBannerFields are the fields of an agent hub's banner.
+type hubBannerFields struct {
+	sock, exe     string
+	job           string // token of the job, which every joining stream presents
+	linger, offer string // optional: the lingering agent's token; the data plane's offer
+}
+
+// banner parses the hub's banner line and notes where its streams join.
+func (l *sshLink) banner(host, line string) (hubBannerFields, error) {
+	fields := strings.Fields(strings.TrimPrefix(line, hubBanner))
+	var b hubBannerFields
+	if len(fields) >= 2 {
+		b.sock, b.exe = fields[0], fields[1]
+		for _, f := range fields[2:] {
+			k, v, _ := strings.Cut(f, "=")
+			switch k {
+			case "job":
+				b.job = v
+			case "linger":
+				b.linger = v
+			case "data":
+				b.offer = f
+			}
+		}
+	}
+	if b.job == "" {
+		return b, fmt.Errorf("ssh %s: bad agent banner %q (an agent older than this bulkmove?)", host, strings.TrimSpace(line))
+	}
+	l.mu.Lock()
+	l.sock, l.exe, l.job = b.sock, b.exe, b.job
+	l.mu.Unlock()
+	l.j.trace("agent %s ready on %s", b.exe, host)
+	return b, nil
+}
+
+// startLingering opens the job's streams to an agent a push with --linger
+// left on the host, if this host has its record and it still answers: a new
+// job on its socket, over clients[0]'s forwarding, then the other streams
+// join it. ok is false if that cannot be done (the agent has ended, the
+// host rebooted, sshd forbids forwarding): the caller starts an agent as
+// usual. With --linger the agent stays again after this job, without it
+// this job is its last.
+func (l *sshLink) startLingering(ctx context.Context, clients []*sshx.Client, binary, root string) (conns []stream.Conn, ok bool) {
+	j := l.j
+	at, err := lingerPath(clients[0].Endpoint(), binary)
+	if err != nil {
+		return nil, false
+	}
+	if j.flags.ssh.linger > 0 {
+		l.lingerAt = at
+	}
+	rec := loadLinger(at)
+	if rec == nil {
+		return nil, false
+	}
+	host := clients[0].Host()
+	fail := func(why error) ([]stream.Conn, bool) {
+		j.trace("no lingering agent on %s (%v): starting one", host, why)
+		os.Remove(at)
+		return nil, false
+	}
+	rw, err := clients[0].Forward(ctx, rec.Sock)
+	if err != nil {
+		return fail(err)
+	}
+	req, _ := json.Marshal(newJob{Root: root, Linger: j.flags.ssh.linger, Nice: j.flags.gentle.niceFlags.text()})
+	if _, err := fmt.Fprintf(rw, "NEW %s %s\n", rec.Token, req); err != nil {
+		rw.Close()
+		return fail(err)
+	}
+	br := bufio.NewReader(rw)
+	timer := time.AfterFunc(bannerTimeout, func() { rw.Close() })
+	line, err := br.ReadString('\n')
+	timer.Stop()
+	if err != nil || !strings.HasPrefix(line, hubBanner) {
+		rw.Close()
+		if err == nil {
+			err = errors.New(strings.TrimSpace(line))
+		}
+		return fail(err)
+	}
+	if _, err := l.banner(host, line); err != nil {
+		rw.Close()
+		return fail(err)
+	}
+	j.trace("joined the agent lingering on %s", host)
+	if j.flags.ssh.linger <= 0 {
+		os.Remove(at) // it ends with this job
+	}
+	conns, err = l.open(ctx, clients, br, rw)
+	if err != nil {
+		return fail(err)
+	}
+	return conns, true
+}
+
+// open opens the job's streams to the hub: the first on first (read
+// through r), then one joining over each of the other clients.
+func (l *sshLink) open(ctx context.Context, clients []*sshx.Client, r io.Reader, first io.ReadWriteCloser) (conns []stream.Conn, err error) {
+	j := l.j
+	host := clients[0].Host()
+	l.mu.Lock()
+	exe := l.exe
+	l.mu.Unlock()
 	conns = make([]stream.Conn, len(clients))
 	g, gctx := errgroup.WithContext(ctx)
 	for i, c := range clients {
 		g.Go(func() error {
 			name := fmt.Sprintf("%s stream %d", c.Host(), i)
-			var rw io.ReadWriteCloser = sess
-			var r io.Reader = br
+			rw, r := first, r
 			if i > 0 {
-				jc, fwd, err := c.Join(ctx, sock, exe) // ctx: it lives as long as the job
+				jc, fwd, err := l.joinHub(ctx, c) // ctx: it lives as long as the job
 				if err != nil {
 					if gctx.Err() == nil {
 						errorf(j.stderr, "warning: %s: %v; going on without it", name, err)
@@ -431,8 +555,8 @@ func (l *sshLink) start(ctx context.Context, clients []*sshx.Client) (conns []st
 				c.(*stream.Client).Abort()
 			}
 		}
-		sess.Close()
-		return nil, true, err
+		first.Close()
+		return nil, err
 	}
 	// The streams that opened, and their SSH connections at the same
 	// indexes (for redial).
@@ -453,7 +577,23 @@ func (l *sshLink) start(ctx context.Context, clients []*sshx.Client) (conns []st
 		up = slices.DeleteFunc(conns, func(c stream.Conn) bool { return c == nil })
 	}
 	l.mu.Unlock()
-	return up, true, nil
+	return up, nil
+}
+
+// joinHub opens one more stream of the job to the hub over c.
+func (l *sshLink) joinHub(ctx context.Context, c *sshx.Client) (rw io.ReadWriteCloser, forwarded bool, err error) {
+	l.mu.Lock()
+	sock, exe, job := l.sock, l.exe, l.job
+	l.mu.Unlock()
+	rw, forwarded, err = c.Join(ctx, sock, exe)
+	if err != nil {
+		return nil, false, err
+	}
+	if _, err := io.WriteString(rw, "JOIN "+job+"\n"); err != nil {
+		rw.Close()
+		return nil, false, err
+	}
+	return rw, forwarded, nil
 }
 
 // remoteDest fills the plan for a remote DEST: the receiver's root is the

@@ -46,6 +46,12 @@ func (c *Client) Host() string { return c.alias }
 // HostName), for example to open other connections to the same machine.
 func (c *Client) HostName() string { return c.s.HostName }
 
+// Endpoint names the account connected to, user@hostname:port, the same
+// whatever alias or jump hosts led there.
+func (c *Client) Endpoint() string {
+	return fmt.Sprintf("%s@%s:%d", c.s.User, c.s.HostName, c.s.Port)
+}
+
 // Close closes the connection and those to its jump hosts.
 func (c *Client) Close() error {
 	c.closeOnce.Do(func() {

@@ -93,10 +93,9 @@ func (c *Client) start(ctx context.Context, cmd string, stderr io.Writer) (*Sess
 // `RELAY join SOCK`, which relays its stdin and stdout to the socket.
 // forwarded says which.
 func (c *Client) Join(ctx context.Context, sock, relay string) (rw io.ReadWriteCloser, forwarded bool, err error) {
-	conn, ferr := c.ssh.DialContext(ctx, "unix", sock)
+	rw, ferr := c.Forward(ctx, sock)
 	if ferr == nil {
-		stop := context.AfterFunc(ctx, func() { conn.Close() })
-		return &joined{Conn: conn, stop: stop}, true, nil
+		return rw, true, nil
 	}
 	if ctx.Err() != nil {
 		return nil, false, ctx.Err()
@@ -105,9 +104,21 @@ func (c *Client) Join(ctx context.Context, sock, relay string) (rw io.ReadWriteC
 	// the caller's error then quotes; a working one says nothing.
 	s, err := c.StartQuiet(ctx, ShellQuote(relay)+" join "+ShellQuote(sock))
 	if err != nil {
-		return nil, false, fmt.Errorf("%w (and forwarding to %s was refused: %v)", err, sock, ferr)
+		return nil, false, fmt.Errorf("%w (and %v)", err, ferr)
 	}
 	return s, false, nil
+}
+
+// Forward opens a stream to the Unix socket sock on the remote host,
+// through sshd's forwarding only (direct-streamlocal): no remote process.
+// The stream is closed when ctx ends.
+func (c *Client) Forward(ctx context.Context, sock string) (io.ReadWriteCloser, error) {
+	conn, err := c.ssh.DialContext(ctx, "unix", sock)
+	if err != nil {
+		return nil, fmt.Errorf("ssh %s: forwarding to %s: %w", c.alias, sock, err)
+	}
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	return &joined{Conn: conn, stop: stop}, nil
 }
 
 // joined is a forwarded stream, closed when the context of Join ends.

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"bufio"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bulkmove/bulkmove/internal/gentree"
+	"github.com/bulkmove/bulkmove/internal/sshdtest"
+	"github.com/bulkmove/bulkmove/internal/treecmp"
+)
+
+// lingeringAgents returns the pids of agents lingering for dst.
+func lingeringAgents(dst string) []string {
+	out, _ := exec.Command("pgrep", "-f", "agent --hub 3 --linger 1m0s -- "+dst).Output()
+	return strings.Fields(string(out))
+}
+
+// waitAgents waits until lingeringAgents(dst) has n pids, and returns them.
+func waitAgents(t *testing.T, dst string, n int) []string {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		pids := lingeringAgents(dst)
+		if len(pids) == n {
+			return pids
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("lingering agents for %s: %v, want %d", dst, pids, n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestSSHLinger: a push with --linger leaves its agent on the host; the
+// next pushes (two at once among them, to other destinations) reach it
+// through sshd's forwarding, with no remote shell and no new process, and
+// land right; one without --linger uses it and ends it. A record whose
+// agent is gone, and a hub asked with a wrong token, fail safe.
+func TestSSHLinger(t *testing.T) {
+	bin := binary(t)
+	home := shmDir(t)
+	srv := sshdtest.Start(t, sshdtest.WithEnv("PATH="+filepath.Dir(bin)+":/usr/bin:/bin", "HOME="+home))
+	cfg := srv.WriteSSHConfig("box2")
+	state := t.TempDir()
+	env := []string{"XDG_STATE_HOME=" + state}
+	dir := shmDir(t)
+	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+	if err := gentree.Mixed(src, 1500, 5); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, p := range lingeringAgents(dst) {
+			exec.Command("kill", p).Run()
+		}
+	})
+	push := func(to string, extra ...string) string {
+		t.Helper()
+		out, code := runBM(t, env, append(append([]string{"-F", cfg, "-j", "3", "-v"}, extra...), src, "box2:"+to)...)
+		if code != 0 {
+			t.Fatalf("push %v to %s: exit %d:\n%s", extra, to, code, out)
+		}
+		treecmp.Equal(t, src, to, treecmp.Options{Owner: os.Geteuid() == 0})
+		return out
+	}
+
+	out := push(dst, "--linger", "1m")
+	if strings.Contains(out, "joined the agent lingering") {
+		t.Fatalf("first push joined a lingering agent:\n%s", out)
+	}
+	pid := waitAgents(t, dst, 1)[0]
+	recs, _ := filepath.Glob(filepath.Join(state, "bulkmove", "linger", "*.json"))
+	if len(recs) != 1 {
+		t.Fatalf("linger records: %v, want one", recs)
+	}
+	if fi, err := os.Stat(recs[0]); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("linger record %s: %v, mode %v, want 0600", recs[0], err, fi.Mode())
+	}
+	rec := loadLinger(recs[0])
+
+	// A connection with a wrong token gets no job, one that names no job
+	// no stream.
+	c, err := net.Dial("unix", rec.Sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Write([]byte(`NEW 00000000000000000000000000000000 {"root":"/tmp/x"}` + "\n"))
+	line, _ := bufio.NewReader(c).ReadString('\n')
+	c.Close()
+	if !strings.HasPrefix(line, lingerRefused+"bad token") {
+		t.Errorf("NEW with a wrong token: %q, want refused", line)
+	}
+	c, err = net.Dial("unix", rec.Sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Write([]byte("JOIN nosuchjob\n"))
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := c.Read(make([]byte, 1)); n != 0 || err == nil || os.IsTimeout(err) {
+		t.Errorf("JOIN of no job: read %d, %v; want the connection closed", n, err)
+	}
+	c.Close()
+
+	// Changes; the next push, and two at once elsewhere, use that agent.
+	os.WriteFile(filepath.Join(src, "new.txt"), []byte("second pass"), 0o644)
+	if out := push(dst, "--linger", "1m"); !strings.Contains(out, "joined the agent lingering") || !strings.Contains(out, "bulkmove: 1 files, ") {
+		t.Fatalf("second push: want it to join the lingering agent and send one file:\n%s", out)
+	}
+	var wg sync.WaitGroup
+	tos := []string{dst + "-a", dst + "-b"}
+	outs, codes := make([]string, len(tos)), make([]int, len(tos))
+	for i, to := range tos {
+		wg.Go(func() {
+			cmd := exec.Command(bin, "-F", cfg, "-j", "3", "-v", "--linger", "1m", src, "box2:"+to)
+			cmd.Env = append(os.Environ(), env...)
+			b, err := cmd.CombinedOutput()
+			outs[i], codes[i] = string(b), cmd.ProcessState.ExitCode()
+			if err != nil && codes[i] == 0 {
+				codes[i] = -1
+			}
+		})
+	}
+	wg.Wait()
+	for i, to := range tos {
+		if codes[i] != 0 || !strings.Contains(outs[i], "joined the agent lingering") {
+			t.Fatalf("push to %s at the same time: exit %d, want 0 and the lingering agent:\n%s", to, codes[i], outs[i])
+		}
+		treecmp.Equal(t, src, to, treecmp.Options{Owner: os.Geteuid() == 0})
+	}
+	if pids := waitAgents(t, dst, 1); pids[0] != pid {
+		t.Fatalf("agent %s replaced by %v", pid, pids)
+	}
+
+	// Without --linger: it joins, and the agent ends with the job.
+	os.WriteFile(filepath.Join(src, "new.txt"), []byte("third pass"), 0o644)
+	if out := push(dst); !strings.Contains(out, "joined the agent lingering") {
+		t.Fatalf("push without --linger did not use the lingering agent:\n%s", out)
+	}
+	waitAgents(t, dst, 0)
+	if _, err := os.Stat(recs[0]); !os.IsNotExist(err) {
+		t.Errorf("the record of the ended agent is still there: %v", err)
+	}
+
+	// A record whose agent is gone: a new agent starts, as without one.
+	if err := saveLinger(recs[0], *rec); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(src, "new.txt"), []byte("fourth pass"), 0o644)
+	if out := push(dst); !strings.Contains(out, "no lingering agent on box2") || strings.Contains(out, "joined the agent lingering") {
+		t.Fatalf("stale record: want a new agent:\n%s", out)
+	}
+}

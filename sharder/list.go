@@ -11,16 +11,24 @@ import (
 	"github.com/bulkmove/bulkmove/filter"
 )
 
+// ListChunk is about how many names ListDirs gives at a time: a directory
+// with more comes in several parts.
+const ListChunk = 4096
+
 // ListDirs walks the directories under root (not following symlinks) and
 // calls fn for each with the names it holds that rules do not exclude;
 // excluded directories are not entered. dir is slash-separated and
-// relative to root ("." for root itself). This is the source side of
-// --delete: memory is one directory's names at a time.
-func ListDirs(ctx context.Context, root string, rules *filter.Rules, fn func(dir string, names []string) error) error {
+// relative to root ("." for root itself). A directory of more than about
+// ListChunk names comes in parts, in the order read: more says that
+// another part of the same directory follows (the last part, which may
+// have no names, has more false). This is the source side of --delete:
+// memory is a part of one directory's names at a time (and the names of
+// the subdirectories still to list).
+func ListDirs(ctx context.Context, root string, rules *filter.Rules, fn func(dir string, names []string, more bool) error) error {
 	return listDir(ctx, root, ".", rules, fn)
 }
 
-func listDir(ctx context.Context, root, rel string, rules *filter.Rules, fn func(string, []string) error) error {
+func listDir(ctx context.Context, root, rel string, rules *filter.Rules, fn func(string, []string, bool) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -52,9 +60,16 @@ func listDir(ctx context.Context, root, rel string, rules *filter.Rules, fn func
 			f.Close()
 			return fmt.Errorf("list %s: %w", rel, err)
 		}
+		if len(names) >= ListChunk {
+			if err := fn(rel, names, true); err != nil {
+				f.Close()
+				return err
+			}
+			names = nil
+		}
 	}
 	f.Close()
-	if err := fn(rel, names); err != nil {
+	if err := fn(rel, names, false); err != nil {
 		return err
 	}
 	for _, d := range subdirs {

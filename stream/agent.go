@@ -152,6 +152,8 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 	var txnID uint64
 	var z inflater // decompresses the session's compressed batches
 	defer z.close()
+	var pruning Pruning // a --delete of a directory in several requests
+	defer pruning.Close()
 	defer func() {
 		// However the session ends, a batch that was not committed leaves
 		// no temporary files behind.
@@ -271,7 +273,7 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 			if err := c.wait(); err != nil {
 				return err
 			}
-			res, err := ApplyPrune(recv, req)
+			res, err := ApplyPrune(recv, &pruning, req)
 			if err != nil {
 				return fail(err)
 			}

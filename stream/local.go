@@ -24,6 +24,8 @@ type Local struct {
 	// copy_file_range, so that the bytes pass at an even pace; a change
 	// of rate from or to no limit applies from the next file.
 	Limit *ratelimit.Bucket
+
+	pruning Pruning // a --delete of a directory in several requests
 }
 
 // SetCounters implements Counted. Locally, reading and writing are one
@@ -90,7 +92,10 @@ func (l *Local) Final(ctx context.Context, bs []*sharder.Batch, done func(Result
 }
 
 // Close implements Conn.
-func (l *Local) Close(context.Context) (wire.Totals, error) { return l.Recv.Totals(), nil }
+func (l *Local) Close(context.Context) (wire.Totals, error) {
+	l.pruning.Close()
+	return l.Recv.Totals(), nil
+}
 
 func (l *Local) apply(b *sharder.Batch, final bool) Result {
 	res, commit := l.write(b, final)

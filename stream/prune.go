@@ -18,28 +18,60 @@ type Pruner interface {
 	Prune(ctx context.Context, req *wire.PruneRequest) (*wire.PruneResult, error)
 }
 
+// Pruning is a connection's prune in progress on the receiver: the names
+// so far of a directory whose request continues in the next one
+// (wire.PruneRequest.More). The zero value is ready for use; Close
+// releases what it holds.
+type Pruning struct {
+	dir  string
+	keep *extract.Keep
+}
+
+// Close drops a directory's names left by a request that was never
+// continued (the sender stopped).
+func (p *Pruning) Close() error {
+	err := p.keep.Close()
+	p.keep, p.dir = nil, ""
+	return err
+}
+
 // ApplyPrune carries out a prune request on a receiver: in each directory,
 // everything the request does not name goes, except what the request's
-// filter rules protect. A bad rule fails the request; a path that cannot
-// be deleted is reported in the result.
-func ApplyPrune(recv *extract.Receiver, req *wire.PruneRequest) (*wire.PruneResult, error) {
+// filter rules protect. A request that continues (More) only adds its last
+// directory's names to p, to be pruned by the request that ends it. A bad
+// rule or a continuation of another directory fails the request; a path
+// that cannot be deleted is reported in the result.
+func ApplyPrune(recv *extract.Receiver, p *Pruning, req *wire.PruneRequest) (*wire.PruneResult, error) {
 	var protect extract.PruneFunc
 	if len(req.Rules) > 0 {
 		rules := new(filter.Rules)
 		for _, r := range req.Rules {
 			if err := rules.Add(r); err != nil {
+				p.Close()
 				return nil, fmt.Errorf("%w: %v", wire.ErrProtocol, err)
 			}
 		}
 		protect = func(p string, isDir bool) bool { return rules.Protected(p, isDir, req.DeleteExcluded) }
 	}
 	res := &wire.PruneResult{ID: req.ID}
-	for _, d := range req.Dirs {
-		keep := make(map[string]bool, len(d.Names))
-		for _, n := range d.Names {
-			keep[n] = true
+	for i, d := range req.Dirs {
+		if p.keep != nil && (i > 0 || d.Dir != p.dir) {
+			dir := p.dir
+			p.Close()
+			return nil, fmt.Errorf("%w: the names of %s continued by a prune of %s", wire.ErrProtocol, dir, d.Dir)
 		}
-		removed, err := recv.Prune(d.Dir, keep, protect, req.DryRun)
+		if p.keep == nil {
+			p.keep, p.dir = extract.NewKeep(), d.Dir
+		}
+		err := p.keep.Add(d.Names...)
+		if err == nil && req.More && i == len(req.Dirs)-1 {
+			return res, nil // the rest of its names come next
+		}
+		var removed []extract.Removed
+		if err == nil {
+			removed, err = recv.Prune(d.Dir, p.keep, protect, req.DryRun)
+		}
+		p.Close()
 		for _, r := range removed {
 			res.Removed = append(res.Removed, wire.PrunedEntry{Path: r.Path, IsDir: r.IsDir})
 		}
@@ -55,7 +87,7 @@ func (l *Local) Prune(ctx context.Context, req *wire.PruneRequest) (*wire.PruneR
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return ApplyPrune(l.Recv, req)
+	return ApplyPrune(l.Recv, &l.pruning, req)
 }
 
 // Prune implements Pruner: one round trip.
@@ -85,8 +117,12 @@ func (c *Client) Prune(ctx context.Context, req *wire.PruneRequest) (*wire.Prune
 
 // RunPrune sends the requests from reqs over conns, one request in flight
 // per connection (so K directories are pruned at once), calling done for
-// each result, serialised. Every connection must be a Pruner.
-func RunPrune(ctx context.Context, conns []Conn, reqs <-chan *wire.PruneRequest, done func(*wire.PruneResult)) error {
+// each result, serialised. Each value received from reqs is a sequence of
+// requests that must go one after the other on one connection (a
+// directory in several parts, wire.PruneRequest.More); a sequence that
+// ends on a request with More (the sender stopped listing) ends the run.
+// Every connection must be a Pruner.
+func RunPrune(ctx context.Context, conns []Conn, reqs <-chan <-chan *wire.PruneRequest, done func(*wire.PruneResult)) error {
 	g, gctx := errgroup.WithContext(ctx)
 	var mu sync.Mutex
 	for _, c := range conns {
@@ -96,23 +132,44 @@ func RunPrune(ctx context.Context, conns []Conn, reqs <-chan *wire.PruneRequest,
 		}
 		g.Go(func() error {
 			for {
-				var req *wire.PruneRequest
+				var seq <-chan *wire.PruneRequest
 				select {
 				case <-gctx.Done():
 					return gctx.Err()
-				case r, ok := <-reqs:
+				case s, ok := <-reqs:
 					if !ok {
 						return nil
 					}
-					req = r
+					seq = s
 				}
-				res, err := pr.Prune(gctx, req)
-				if err != nil {
-					return err
+				var last *wire.PruneRequest
+				for {
+					var req *wire.PruneRequest
+					select {
+					case <-gctx.Done():
+						return gctx.Err()
+					case r, ok := <-seq:
+						if !ok {
+							if last != nil && last.More {
+								return fmt.Errorf("delete: the names of %s stopped before their end", last.Dirs[len(last.Dirs)-1].Dir)
+							}
+							req = nil
+						} else {
+							req = r
+						}
+					}
+					if req == nil {
+						break
+					}
+					res, err := pr.Prune(gctx, req)
+					if err != nil {
+						return err
+					}
+					last = req
+					mu.Lock()
+					done(res)
+					mu.Unlock()
 				}
-				mu.Lock()
-				done(res)
-				mu.Unlock()
 			}
 		})
 	}

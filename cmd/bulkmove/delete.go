@@ -17,8 +17,10 @@ const pruneChunk = 4096
 
 // deletePass returns the --delete pass, run by the pool after the file
 // data and hard links and before directory metadata. It lists SRC again,
-// one directory at a time (so memory is bounded by the largest
-// directory), and the receivers remove from each DEST directory what the
+// one directory at a time and a large one in parts of about
+// sharder.ListChunk names (the receiver gathers a directory's parts, and
+// past extract.PruneMem names spills them to disk, so memory does not grow
+// with the directory), and the receivers remove from each DEST directory what the
 // source directory does not hold, K directories at once. Nothing is
 // deleted if anything failed so far: a source file that could not be read
 // must not cost its copy (rsync: "IO error encountered -- skipping file
@@ -44,31 +46,72 @@ func (j *job) prunePass(p plan, dryRun bool, report func(*wire.PruneResult)) fun
 		}
 		j.trace("deleting what SRC does not have")
 		rules := j.flags.rules.List()
-		reqs := make(chan *wire.PruneRequest, len(conns))
+		// A sequence of requests for one connection: small directories
+		// packed into one request, or one large directory in parts.
+		reqs := make(chan (<-chan *wire.PruneRequest), len(conns))
 		g, gctx := errgroup.WithContext(ctx)
 		g.Go(func() error {
 			defer close(reqs)
 			var cur *wire.PruneRequest
+			var big chan *wire.PruneRequest // the parts of the directory being listed
 			var id uint64
 			n := 0
+			send := func(ch chan<- *wire.PruneRequest, r *wire.PruneRequest) error {
+				select {
+				case ch <- r:
+					return nil
+				case <-gctx.Done():
+					return gctx.Err()
+				}
+			}
 			flush := func() error {
 				if cur == nil {
 					return nil
 				}
+				one := make(chan *wire.PruneRequest, 1)
+				one <- cur
+				close(one)
+				cur, n = nil, 0
 				select {
-				case reqs <- cur:
+				case reqs <- one:
+					return nil
 				case <-gctx.Done():
 					return gctx.Err()
 				}
-				cur, n = nil, 0
-				return nil
 			}
-			err := sharder.ListDirs(gctx, p.walkRoot, j.flags.rules, func(dir string, names []string) error {
+			request := func() *wire.PruneRequest {
+				id++
+				return &wire.PruneRequest{ID: id, DryRun: dryRun, DeleteExcluded: j.flags.deleteExcluded, Rules: rules}
+			}
+			err := sharder.ListDirs(gctx, p.walkRoot, j.flags.rules, func(dir string, names []string, more bool) error {
 				if !j.flags.scale.shard.OwnsDir(dir) {
 					return nil // --shard: another part's directory
 				}
-				if len(names) > wire.MaxPruneNames {
-					return fmt.Errorf("directory %s holds %d names, more than --delete handles in one directory (%d)", dir, len(names), wire.MaxPruneNames)
+				if big == nil && more {
+					// A large directory: its parts go one after the
+					// other on one connection, as they are listed.
+					if err := flush(); err != nil {
+						return err
+					}
+					big = make(chan *wire.PruneRequest, 1)
+					select {
+					case reqs <- big:
+					case <-gctx.Done():
+						return gctx.Err()
+					}
+				}
+				if big != nil {
+					r := request()
+					r.More = more
+					r.Dirs = []wire.PruneDir{{Dir: dir, Names: names}}
+					if err := send(big, r); err != nil {
+						return err
+					}
+					if !more {
+						close(big)
+						big = nil
+					}
+					return nil
 				}
 				if cur != nil && n+len(names) > pruneChunk {
 					if err := flush(); err != nil {
@@ -76,14 +119,15 @@ func (j *job) prunePass(p plan, dryRun bool, report func(*wire.PruneResult)) fun
 					}
 				}
 				if cur == nil {
-					id++
-					cur = &wire.PruneRequest{ID: id, DryRun: dryRun, DeleteExcluded: j.flags.deleteExcluded, Rules: rules}
+					cur = request()
 				}
 				cur.Dirs = append(cur.Dirs, wire.PruneDir{Dir: dir, Names: names})
 				n += len(names) + 1
 				return nil
 			})
 			if err != nil {
+				// big stays open: the cancellation ends its connection's
+				// sequence, not a request that looks like its last.
 				return fmt.Errorf("delete: reading %s again: %w (nothing more deleted)", j.src, err)
 			}
 			return flush()

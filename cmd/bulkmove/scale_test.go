@@ -4,15 +4,12 @@ package main
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"syscall"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/bulkmove/bulkmove/internal/gentree"
 )
@@ -44,34 +41,14 @@ func TestMoveMillionBoundedMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a 1,000,000-entry tree: skipped under -short")
 	}
-	bin, err := exec.LookPath("bulkmove")
-	if err != nil {
-		t.Skip("no bulkmove command (testscript.Main provides it)")
-	}
-	root := t.TempDir()
-	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
-		if d, err := os.MkdirTemp("/dev/shm", "bulkmove-million-"); err == nil {
-			root = d
-			t.Cleanup(func() { os.RemoveAll(d) })
-		}
-	}
-	var sfs unix.Statfs_t
-	if err := unix.Statfs(root, &sfs); err == nil && sfs.Files > 0 && sfs.Ffree < 2_000_000 {
-		t.Skipf("%s has %d free inodes, the two trees need 2,000,000", root, sfs.Ffree)
-	}
+	root := bigTreeDir(t, 2_000_000)
 	src, dst := filepath.Join(root, "src"), filepath.Join(root, "dst")
 	start := time.Now()
 	millionTree(t, src)
 	t.Logf("made the tree in %s", time.Since(start).Round(time.Millisecond))
 
 	start = time.Now()
-	cmd := exec.Command(bin, "-v", "--journal", "none", "--via-agent", "-j", "2", src, dst)
-	cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir()) // spill files: not in the tmpfs
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("bulkmove: %v\n%s", err, tail(out, 2000))
-	}
-	rss := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss << 10 // KiB on Linux
+	out, rss := runMaxRSS(t, "-v", "--journal", "none", "--via-agent", "-j", "2", src, dst)
 	m := regexp.MustCompile(`(?m)^bulkmove: +([0-9.]+)s first batch handed to a stream`).FindSubmatch(out)
 	if m == nil {
 		t.Fatalf("-v did not say when the first batch left:\n%s", tail(out, 2000))

@@ -1,16 +1,20 @@
 package extract
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"iter"
 	"os"
 	"path"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/bulkmove/bulkmove/internal/spill"
 	"github.com/bulkmove/bulkmove/sharder"
 )
 
@@ -24,32 +28,119 @@ type Removed struct {
 // although the source does not have it (the filter rules' protection).
 type PruneFunc func(path string, isDir bool) (protected bool)
 
+// Keep is the names a source directory holds, as Prune takes them: any
+// number of them, added in any order and in as many parts as they come.
+// Up to PruneMem names are held in memory, the rest in sorted runs in an
+// unlinked temporary file in $TMPDIR, so a flat directory of tens of
+// millions of names costs a bounded amount of memory.
+type Keep struct {
+	l *spill.List[string]
+}
+
+// PruneMem is how many names Prune and Keep hold in memory at once (a
+// source directory's, and a destination directory's), each; a larger
+// directory spills to disk.
+var PruneMem = spill.DefaultMem
+
+// NewKeep returns a Keep holding names.
+func NewKeep(names ...string) *Keep {
+	k := &Keep{l: spill.New("", PruneMem, func(a, b *string) int { return strings.Compare(*a, *b) }, stringCodec{})}
+	k.Add(names...)
+	return k
+}
+
+// Add adds names. A failure to write them to disk sticks: Prune then
+// fails and deletes nothing.
+func (k *Keep) Add(names ...string) error {
+	for _, n := range names {
+		if err := k.l.Add(n); err != nil {
+			return fmt.Errorf("delete: %w", err)
+		}
+	}
+	return nil
+}
+
+// Len is how many names were added.
+func (k *Keep) Len() int64 { return k.l.Len() }
+
+// Spilled reports whether some of the names went to disk.
+func (k *Keep) Spilled() bool { return k.l.Spilled() }
+
+// Close releases the temporary file. A nil Keep does nothing.
+func (k *Keep) Close() error {
+	if k == nil {
+		return nil
+	}
+	return k.l.Close()
+}
+
 // Prune deletes what the directory dir holds beyond the names in keep (the
-// source's entries of that directory): files, symlinks (as links, never
-// followed) and whole directories, but not entries protect says to keep,
-// nor anything under them. In a dry run it only reports. dir must be a
-// real directory under the root, not a symlink to one; nothing outside the
-// root is ever reached. It returns what it removed, in order, and the
-// first error (the rest of the directory is still tried).
-func (r *Receiver) Prune(dir string, keep map[string]bool, protect PruneFunc, dryRun bool) ([]Removed, error) {
+// source's entries of that directory; nil: none): files, symlinks (as
+// links, never followed) and whole directories, but not entries protect
+// says to keep, nor anything under them. In a dry run it only reports. dir
+// must be a real directory under the root, not a symlink to one; nothing
+// outside the root is ever reached. It returns what it removed, in name
+// order, and the first error (the rest of the directory is still tried).
+//
+// The destination directory is read whole first, its names sorted (in
+// sorted runs on disk past PruneMem), then merged with keep's: memory does
+// not grow with the directory.
+func (r *Receiver) Prune(dir string, keep *Keep, protect PruneFunc, dryRun bool) ([]Removed, error) {
 	if err := CheckName(dir, sharder.KindDir); err != nil {
 		return nil, fmt.Errorf("delete in %q: %w", dir, err)
 	}
-	names, err := r.list(dir)
+	if keep != nil && keep.l.Err() != nil {
+		return nil, fmt.Errorf("delete in %s: the source's names: %w", dir, keep.l.Err())
+	}
+	names, err := r.list(dir, true)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, nil // nothing there to prune
 		}
 		return nil, fmt.Errorf("delete in %s: %w", dir, err)
 	}
+	defer names.Close()
+	var kept func() (string, error, bool)
+	have, cur := false, ""
+	if keep != nil {
+		next, stop := iter.Pull2(keep.l.All())
+		defer stop()
+		kept = next
+	}
+	// inKeep reports whether name is in keep; the names asked for come
+	// in increasing order, as keep's do.
+	inKeep := func(name string) (bool, error) {
+		for kept != nil {
+			if have && cur >= name {
+				return cur == name, nil
+			}
+			n, err, ok := kept()
+			if err != nil {
+				return false, fmt.Errorf("delete in %s: the source's names: %w", dir, err)
+			}
+			if !ok {
+				kept = nil
+				break
+			}
+			have, cur = true, n
+		}
+		return false, nil
+	}
 	var out []Removed
 	var first error
-	for _, de := range names {
-		if keep[de.Name()] {
+	for de, err := range names.All() {
+		if err != nil {
+			return out, fmt.Errorf("delete in %s: %w", dir, err)
+		}
+		in, err := inKeep(de.name)
+		if err != nil {
+			return out, err
+		}
+		if in {
 			continue
 		}
-		p := join(dir, de.Name())
-		removed, err := r.pruneEntry(p, de.Type(), protect, dryRun)
+		p := join(dir, de.name)
+		removed, err := r.pruneEntry(p, de.typ, protect, dryRun)
 		out = append(out, removed...)
 		if err != nil && first == nil {
 			first = err
@@ -83,19 +174,23 @@ func (r *Receiver) pruneEntry(p string, typ fs.FileMode, protect PruneFunc, dryR
 		return []Removed{{Path: p, IsDir: true}}, nil
 	}
 	// Some entries below may be protected: go down.
-	names, err := r.list(p)
+	names, err := r.list(p, false)
 	if err != nil {
 		return nil, fmt.Errorf("delete %s: %w", p, err)
 	}
+	defer names.Close()
 	var out []Removed
 	var first error
 	kept := false
-	for _, de := range names {
-		rm, err := r.pruneEntry(join(p, de.Name()), de.Type(), protect, dryRun)
+	for de, err := range names.All() {
+		if err != nil {
+			return out, fmt.Errorf("delete %s: %w", p, err)
+		}
+		rm, err := r.pruneEntry(join(p, de.name), de.typ, protect, dryRun)
 		if err != nil && first == nil {
 			first = err
 		}
-		if len(rm) == 0 || rm[len(rm)-1].Path != join(p, de.Name()) {
+		if len(rm) == 0 || rm[len(rm)-1].Path != join(p, de.name) {
 			kept = true // protected, or partly so
 		}
 		out = append(out, rm...)
@@ -111,9 +206,17 @@ func (r *Receiver) pruneEntry(p string, typ fs.FileMode, protect PruneFunc, dryR
 	return append(out, Removed{Path: p, IsDir: true}), nil
 }
 
+// dirent is a name a directory holds and its type.
+type dirent struct {
+	name string
+	typ  fs.FileMode
+}
+
 // list reads a directory under the root without following a symlink at
-// its last component.
-func (r *Receiver) list(dir string) ([]fs.DirEntry, error) {
+// its last component, whole, before anything in it is deleted: into a
+// list sorted by name if sorted, else in the order read, which holds
+// PruneMem names in memory and spills the rest to disk.
+func (r *Receiver) list(dir string, sorted bool) (*spill.List[dirent], error) {
 	// os.Root follows symlinks that stay inside it: make sure that what
 	// is opened is the directory itself, not where a link points.
 	lfi, err := r.root.Lstat(dir)
@@ -140,17 +243,49 @@ func (r *Receiver) list(dir string) ([]fs.DirEntry, error) {
 	}
 	f = os.NewFile(uintptr(nfd), dir)
 	defer f.Close()
-	var all []fs.DirEntry
+	var cmp func(a, b *dirent) int
+	if sorted {
+		cmp = func(a, b *dirent) int { return strings.Compare(a.name, b.name) }
+	}
+	all := spill.New("", PruneMem, cmp, direntCodec{})
 	for {
 		des, err := f.ReadDir(1024)
-		all = append(all, des...)
+		for _, de := range des {
+			if aerr := all.Add(dirent{name: de.Name(), typ: de.Type()}); aerr != nil {
+				all.Close()
+				return nil, aerr
+			}
+		}
 		if err == io.EOF || (err == nil && len(des) == 0) {
 			return all, nil
 		}
 		if err != nil {
-			return all, unwrapPath(err)
+			all.Close()
+			return nil, unwrapPath(err)
 		}
 	}
+}
+
+// stringCodec stores a name as its bytes.
+type stringCodec struct{}
+
+func (stringCodec) Append(b []byte, s *string) []byte { return append(b, *s...) }
+func (stringCodec) Decode(b []byte) (string, error)   { return string(b), nil }
+
+// direntCodec stores a dirent as its type bits (a uvarint) and its name.
+type direntCodec struct{}
+
+func (direntCodec) Append(b []byte, d *dirent) []byte {
+	b = binary.AppendUvarint(b, uint64(d.typ))
+	return append(b, d.name...)
+}
+
+func (direntCodec) Decode(b []byte) (dirent, error) {
+	t, n := binary.Uvarint(b)
+	if n <= 0 {
+		return dirent{}, errors.New("short directory entry")
+	}
+	return dirent{name: string(b[n:]), typ: fs.FileMode(t)}, nil
 }
 
 func join(dir, name string) string {

@@ -1,6 +1,7 @@
 package extract_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -58,14 +59,14 @@ func TestPrune(t *testing.T) {
 				t.Fatal(err)
 			}
 			r := s.open(t, extract.Options{})
-			got, err := r.Prune(".", map[string]bool{"keep.txt": true, "sub": true}, nil, dry)
+			got, err := r.Prune(".", extract.NewKeep("keep.txt", "sub"), nil, dry)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if want := []string{"extra.txt", "link", "old"}; !slices.Equal(removedPaths(got), want) {
 				t.Errorf("removed %q, want %q", removedPaths(got), want)
 			}
-			got, err = r.Prune("sub", map[string]bool{"keep": true}, nil, dry)
+			got, err = r.Prune("sub", extract.NewKeep("keep"), nil, dry)
 			if err != nil || !slices.Equal(removedPaths(got), []string{"sub/gone"}) {
 				t.Errorf("sub: removed %q, %v; want sub/gone", removedPaths(got), err)
 			}
@@ -158,5 +159,70 @@ func TestSweepStaleTemps(t *testing.T) {
 	}
 	if !exists(filepath.Join(s.root, "d/keep")) || !exists(filepath.Join(s.root, "d/new")) {
 		t.Errorf("other files are missing")
+	}
+}
+
+// TestPruneSpilled: a directory of more names than Prune holds in memory,
+// and a Keep given in parts out of order, both past PruneMem and so on
+// disk: exactly the names Keep does not hold go, whatever their type.
+func TestPruneSpilled(t *testing.T) {
+	defer func(m int) { extract.PruneMem = m }(extract.PruneMem)
+	extract.PruneMem = 50
+	s := newSandbox(t)
+	var want, keepNames []string
+	for i := range 1500 {
+		name := fmt.Sprintf("n%04d", (i*7919)%1500) // not in name order
+		switch i % 3 {
+		case 0:
+			mkTree(t, s.root, name)
+		case 1:
+			mkTree(t, s.root, name+"/", name+"/inside")
+		case 2:
+			if err := os.Symlink("n0000", filepath.Join(s.root, name)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if i%5 == 0 {
+			want = append(want, name)
+		} else {
+			keepNames = append(keepNames, name)
+		}
+	}
+	keepNames = append(keepNames, "only-at-the-source", "a-also", "zz-too")
+	slices.Reverse(keepNames)
+	keep := extract.NewKeep(keepNames[:700]...)
+	defer keep.Close()
+	for _, part := range [][]string{keepNames[700:1000], keepNames[1000:]} {
+		if err := keep.Add(part...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !keep.Spilled() {
+		t.Fatal("1,203 names with room for 50 in memory: none went to disk")
+	}
+	r := s.open(t, extract.Options{})
+	got, err := r.Prune(".", keep, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(want)
+	var paths []string
+	for _, rm := range got {
+		paths = append(paths, rm.Path)
+	}
+	if !slices.Equal(paths, want) {
+		t.Fatalf("removed %d names (%.5q...), want %d (%.5q...), in name order", len(paths), paths, len(want), want)
+	}
+	ents, err := os.ReadDir(s.root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ents) != 1500-len(want) {
+		t.Errorf("%d names left, want %d", len(ents), 1500-len(want))
+	}
+	for _, e := range ents {
+		if slices.Contains(want, e.Name()) {
+			t.Errorf("%s is still there", e.Name())
+		}
 	}
 }

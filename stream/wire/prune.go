@@ -4,10 +4,17 @@ package wire
 // the source does not have (--delete). Rules are the job's filter rules
 // (rsync syntax, as filter.Rules.List gives them): an extra entry they
 // exclude is protected unless DeleteExcluded.
+//
+// A directory with more names than one request should carry is sent in
+// several, one after the other on the same connection: each but the last
+// has More set, and its last directory is continued by the next request,
+// whose only directory it is. The receiver prunes it once the last part
+// has arrived.
 type PruneRequest struct {
 	ID             uint64
 	DryRun         bool
 	DeleteExcluded bool
+	More           bool
 	Rules          []string
 	Dirs           []PruneDir
 }
@@ -41,6 +48,7 @@ const (
 const (
 	pruneDryRun = 1 << iota
 	pruneDeleteExcluded
+	pruneMore
 )
 
 // EncodePrune encodes a prune request.
@@ -53,6 +61,9 @@ func EncodePrune(r *PruneRequest) []byte {
 	}
 	if r.DeleteExcluded {
 		fl |= pruneDeleteExcluded
+	}
+	if r.More {
+		fl |= pruneMore
 	}
 	e.uvarint(fl)
 	e.uvarint(uint64(len(r.Rules)))
@@ -75,7 +86,7 @@ func DecodePrune(p []byte) (*PruneRequest, error) {
 	d := dec{b: p}
 	r := &PruneRequest{ID: d.uvarint("prune id")}
 	fl := d.uvarint("prune flags")
-	r.DryRun, r.DeleteExcluded = fl&pruneDryRun != 0, fl&pruneDeleteExcluded != 0
+	r.DryRun, r.DeleteExcluded, r.More = fl&pruneDryRun != 0, fl&pruneDeleteExcluded != 0, fl&pruneMore != 0
 	n := d.count("rule count", MaxRules)
 	for range n {
 		r.Rules = append(r.Rules, d.str("rule", MaxPath))
@@ -96,6 +107,9 @@ func DecodePrune(p []byte) (*PruneRequest, error) {
 	}
 	if err := d.done("prune request"); err != nil {
 		return nil, err
+	}
+	if r.More && len(r.Dirs) == 0 {
+		return nil, protoErr("prune request continued with no directory")
 	}
 	return r, nil
 }

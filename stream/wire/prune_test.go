@@ -7,7 +7,7 @@ import (
 )
 
 func TestPruneRoundTrip(t *testing.T) {
-	req := &PruneRequest{ID: 7, DryRun: true, DeleteExcluded: true, Rules: []string{"- *.o", "P /keep/"},
+	req := &PruneRequest{ID: 7, DryRun: true, DeleteExcluded: true, More: true, Rules: []string{"- *.o", "P /keep/"},
 		Dirs: []PruneDir{{Dir: ".", Names: []string{"a", "b\xff"}}, {Dir: "a/b", Names: []string{}}}}
 	got, err := DecodePrune(EncodePrune(req))
 	if err != nil || !reflect.DeepEqual(got, req) {

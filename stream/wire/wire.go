@@ -29,7 +29,10 @@ import (
 // 8: ranges of split files (the manifest's kindHasRange, the
 // BULKMOVE.range PAX record); an older agent would take a range for the
 // whole file.
-const Proto = 8
+// 9: a prune request may continue in the next (PruneRequest.More): a
+// directory's names come in parts; an older agent would prune with the
+// first part's names alone.
+const Proto = 9
 
 // Frame types.
 const (

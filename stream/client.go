@@ -18,7 +18,11 @@ import (
 // Window is how many batches a stream keeps in flight: manifests are sent
 // ahead so the receiver's quick check never costs the stream a round trip,
 // and acknowledgements of earlier batches arrive while later ones are sent.
-const Window = 4
+// On an incremental pass most batches carry a few files each, and every
+// one waits for its need list and its commit: with 4 in flight a stream
+// over SSH idled between them (a 1%-changed pass of 100,000 files took
+// 1.1 s, 0.85 s with 8).
+const Window = 8
 
 // RemoteError is a fatal error reported by the agent.
 type RemoteError struct{ Msg string }
@@ -243,9 +247,9 @@ func (c *Client) run(ctx context.Context, in <-chan *sharder.Batch, flags uint64
 	manifested := 0 // batches whose manifest is sent but not their data
 	for {
 		busy.Store(len(queue) > 0)
-		// Keep up to two manifests ahead and Window batches in flight.
+		// Keep up to four manifests ahead and Window batches in flight.
 		var src <-chan *sharder.Batch
-		if in != nil && manifested < 2 && len(queue) < Window {
+		if in != nil && manifested < 4 && len(queue) < Window {
 			src = in
 		}
 		if len(queue) == 0 && src == nil {

@@ -55,9 +55,12 @@
 // Done answers from an index of what earlier runs recorded, built at Open
 // and read-only afterwards (Done takes no lock): the (path hash, fingerprint)
 // pairs, 16 bytes each, grouped by bucket of the hash, plus a 4-byte offset
-// per bucket of about eight pairs, so about 16.5 bytes a file, 165 MB for 10
-// million files. Records appended in this run go to the file only; Done does
-// not see them (the walk of one run does not meet a path twice).
+// per bucket of about eight pairs, so about 16.5 bytes a file, up to
+// MemEntries files (66 MiB). Past MemEntries, the files whose hash is above
+// a split point go to a disk index instead (see diskIndex): one 4 KiB read
+// for a lookup there, 8 bytes of memory per 256 files. Records appended in
+// this run go to the file only; Done does not see them (the walk of one
+// run does not meet a path twice).
 //
 // # Collisions
 //
@@ -125,8 +128,10 @@ var errClosed = errors.New("journal is closed")
 
 // Journal is an open, locked journal. Its methods are safe for concurrent use.
 type Journal struct {
-	path string
-	idx  index // read-only after Open
+	path  string
+	idx   index      // read-only after Open
+	disk  *diskIndex // the hashes at or above split, if MemEntries were too few
+	split uint64
 
 	loadedBatches, loadedFiles, dropped int64
 
@@ -182,6 +187,7 @@ func Open(path string) (*Journal, error) {
 		}
 	}
 	if err := j.load(); err != nil {
+		j.disk.close()
 		j.f.Close() // releases the lock
 		return nil, err
 	}
@@ -244,13 +250,22 @@ func (j *Journal) load() error {
 
 	// Pass 1 finds the valid records and counts their hashes by bucket;
 	// pass 2 places them, so the index is allocated once at its exact size.
-	b := newBuilder((size - headerLen) / entryLen)
-	end, recs, files, err := scan(io.NewSectionReader(j.f, headerLen, size-headerLen), b.count)
+	// A journal that may hold more than MemEntries files is counted first
+	// (a pass of its own): past MemEntries, the files whose hash is at or
+	// above a split point go to the disk index instead.
+	limit := max(MemEntries, 1)
+	var b *builder
+	count := func(h, fp uint64) {}
+	if bound := (size - headerLen) / entryLen; bound <= limit {
+		b = newBuilder(bound)
+		count = b.count
+	}
+	end, recs, files, err := scan(io.NewSectionReader(j.f, headerLen, size-headerLen), count)
 	if err != nil {
 		return j.wrap("read", err)
 	}
 	end += headerLen
-	if files > math.MaxUint32 {
+	if min(files, limit+limit/8) > math.MaxUint32 {
 		return fmt.Errorf("journal %s: %d files, more than this version can load", j.path, files)
 	}
 	if end < size {
@@ -262,13 +277,53 @@ func (j *Journal) load() error {
 		}
 		j.dropped = size - end
 	}
+	valid := func() io.Reader { return io.NewSectionReader(j.f, headerLen, end-headerLen) }
+	inMem := func(h uint64) bool { return true }
+	spilling := false
+	if b == nil {
+		if files > limit {
+			spilling = true
+			// The hashes are uniform: about limit of them fall below.
+			j.split = uint64(math.Ldexp(float64(limit)/float64(files), 64))
+			inMem = func(h uint64) bool { return h < j.split }
+		}
+		b = newBuilder(min(files, limit+limit/8))
+		if _, _, _, err := scan(valid(), func(h, fp uint64) {
+			if inMem(h) {
+				b.count(h, fp)
+			}
+		}); err != nil {
+			return j.wrap("read", err)
+		}
+	}
 	b.alloc()
-	end2, recs2, files2, err := scan(io.NewSectionReader(j.f, headerLen, end-headerLen), b.place)
+	var db *diskBuilder
+	if spilling {
+		db = newDiskBuilder(filepath.Dir(j.path))
+	}
+	end2, recs2, files2, err := scan(valid(), func(h, fp uint64) {
+		if inMem(h) {
+			b.place(h, fp)
+		} else {
+			db.add(h, fp)
+		}
+	})
 	if err != nil {
+		if db != nil {
+			db.l.Close()
+		}
 		return j.wrap("read", err)
 	}
 	if end2+headerLen != end || recs2 != recs || files2 != files {
+		if db != nil {
+			db.l.Close()
+		}
 		return fmt.Errorf("journal %s: changed while being loaded", j.path)
+	}
+	if db != nil {
+		if j.disk, err = db.index(); err != nil {
+			return j.wrap("disk index", err)
+		}
 	}
 	j.idx = b.index()
 	j.size = end
@@ -363,7 +418,14 @@ func (j *Journal) Dropped() int64 { return j.dropped }
 // fs.FileMode; permission bits are ignored). If the path was recorded more
 // than once, the last record counts. It does not see this run's Appends.
 func (j *Journal) Done(path string, size, mtimeNs int64, mode uint32) bool {
-	fp, ok := j.idx.lookup(pathHash(path))
+	h := pathHash(path)
+	var fp uint64
+	var ok bool
+	if j.disk != nil && h >= j.split {
+		fp, ok = j.disk.lookup(h)
+	} else {
+		fp, ok = j.idx.lookup(h)
+	}
 	return ok && fp == fingerprint(size, mtimeNs, mode)
 }
 
@@ -469,6 +531,7 @@ func (j *Journal) Close() error {
 	if j.shut() {
 		return nil
 	}
+	j.disk.close()
 	if err := j.f.Close(); err != nil {
 		return j.wrap("close", err)
 	}
@@ -485,6 +548,7 @@ func (j *Journal) Finish() error {
 	// Remove while still holding the lock: a run that opened the file
 	// meanwhile sees, once it has the lock, that the name has gone (Open).
 	rmErr := os.Remove(j.path)
+	j.disk.close()
 	cErr := j.f.Close()
 	if rmErr != nil {
 		return j.wrap("remove", rmErr)

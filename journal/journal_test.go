@@ -653,6 +653,66 @@ func TestMemory(t *testing.T) {
 	}
 }
 
+// TestMemoryCapped: a journal of more files than MemEntries keeps about
+// MemEntries of them in memory, the rest in the disk index, and Done
+// answers as from the whole: every recorded file done, the last record of
+// a path counting, a changed or unrecorded file not done. The heap the
+// open journal keeps is that of MemEntries files (and a fence per 256 on
+// disk), not of the whole journal.
+func TestMemoryCapped(t *testing.T) {
+	n := 1_000_000
+	if testing.Short() {
+		n = 200_000
+	}
+	defer func(m int64) { MemEntries = m }(MemEntries)
+	MemEntries = int64(n / 10)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "j")
+	paths := writeJournal(t, path, n)
+	// Rerecorded with another size: the later record counts, wherever
+	// the two records fall in the disk index's sorted runs.
+	j := mustOpen(t, path)
+	var again []Entry
+	for i := 0; i < n; i += 1001 {
+		again = append(again, Entry{Path: paths[i], Size: int64(i) + 1, MTime: int64(i) * 1000, Mode: 0o644})
+	}
+	mustAppend(t, j, again)
+	j.Close()
+
+	j, heap := heapOfOpen(t, path)
+	defer j.Close()
+	wantLoaded(t, j, int64(n+999)/1000+1, int64(n+len(again)))
+	if j.disk == nil {
+		t.Fatalf("%d files with room for %d in memory: no disk index", n, MemEntries)
+	}
+	inMem := int64(len(j.idx.slots))
+	t.Logf("%d files, MemEntries %d: %d in memory, %d on disk, %d bytes of heap", n, MemEntries, inMem, j.disk.n, heap)
+	if inMem > MemEntries*11/10 || inMem < MemEntries*9/10 {
+		t.Errorf("%d files in memory, want about MemEntries (%d)", inMem, MemEntries)
+	}
+	if limit := uint64(MemEntries)*18 + 1<<20; heap > limit {
+		t.Errorf("the open journal keeps %d bytes of heap, want at most %d (MemEntries files)", heap, limit)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Errorf("files beside the journal: %v, want only the journal (the disk index has no name)", ents)
+	}
+	for i, p := range paths {
+		size := int64(i)
+		if i%1001 == 0 {
+			if j.Done(p, size, int64(i)*1000, 0o644) {
+				t.Fatalf("%s: its earlier record counts", p)
+			}
+			size++
+		}
+		if !j.Done(p, size, int64(i)*1000, 0o644) {
+			t.Fatalf("%s (number %d) not done", p, i)
+		}
+		if i%7 == 0 && (j.Done(p, size, int64(i)*1000+1, 0o644) || j.Done(p+"x", size, int64(i)*1000, 0o644)) {
+			t.Fatalf("%s: a changed or an unrecorded file is done", p)
+		}
+	}
+}
+
 // BenchmarkOpen1M loads a journal of a million files and reports the heap
 // the loaded journal keeps per file.
 func BenchmarkOpen1M(b *testing.B) {

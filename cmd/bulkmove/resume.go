@@ -3,7 +3,9 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -46,6 +48,13 @@ func (j *job) openJournal() (*resume, error) {
 		if err != nil {
 			return nil, fmt.Errorf("journal: %w", err)
 		}
+	}
+	if v := os.Getenv("BULKMOVE_JOURNAL_MEM"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("BULKMOVE_JOURNAL_MEM=%q: want a number of files, at least 1", v)
+		}
+		journal.MemEntries = n
 	}
 	jr, err := journal.Open(p)
 	if err != nil {

@@ -140,7 +140,7 @@ func serveHub(ctx context.Context, root string, opened func(*extract.Receiver), 
 	d := &hubd{ctx: ctx, ln: ln, sock: sock, self: self, opened: opened, niceArgs: niceArgs, jobs: map[string]*hubJob{}}
 	if linger > 0 {
 		d.lingerTok = randomToken()
-		d.linger = linger
+		d.linger = min(linger, maxLinger)
 	}
 	first := d.addJob(root, 1) // stdin, started below
 	first.dp = dp

@@ -56,6 +56,7 @@ type Hub struct {
 	recv *extract.Receiver
 	opts wire.ReceiveOptions
 	refs int
+	cpu0 int64 // the process's CPU time when the receiver opened (see cpu)
 }
 
 // acquire returns the hub's receiver, opening it with opt if no session
@@ -79,6 +80,7 @@ func (h *Hub) acquire(opt *wire.ReceiveOptions) (*extract.Receiver, error) {
 		return nil, fmt.Errorf("%s: %w", h.Root, err)
 	}
 	h.recv, h.opts, h.refs = recv, o, 1
+	h.cpu0 = cpuNanos()
 	if h.Opened != nil {
 		h.Opened(recv)
 	}
@@ -206,7 +208,7 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 					t.Skip(i)
 				}
 				ack := t.Commit(m.ID, nil)
-				ack.CPUNanos = cpuNanos()
+				ack.CPUNanos = h.cpu()
 				if err := o.send(outFrame{wire.Skipped, wire.EncodeID(m.ID)}, outFrame{wire.Ack, wire.EncodeAck(ack)}); err != nil {
 					return err
 				}
@@ -257,7 +259,7 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 			// directories, whose locks are free); the acks keep their order.
 			if err := c.commit(recv.IOWidth() > 1, func() *wire.BatchAck {
 				ack := t.CommitSums(id, discards, sums)
-				ack.CPUNanos = cpuNanos()
+				ack.CPUNanos = h.cpu()
 				return ack
 			}); err != nil {
 				return err
@@ -313,6 +315,17 @@ func nothingToSend(entries []sharder.Entry, need []bool) bool {
 		}
 	}
 	return true
+}
+
+// cpu is this process's CPU time since the job's receiver opened: an
+// agent that lingers serves one job after another, and the sender's
+// verdict must not count the earlier ones' time as this job's.
+func (h *Hub) cpu() int64 {
+	n := cpuNanos()
+	if n == 0 {
+		return 0 // unknown
+	}
+	return max(1, n-h.cpu0)
 }
 
 // cpuNanos is this process's CPU time, user and system.

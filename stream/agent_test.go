@@ -812,3 +812,28 @@ func TestClientAgent(t *testing.T) {
 	}
 	checkClean(t, root)
 }
+
+// TestReceiverCPUIsTheJobs: an agent that served other jobs before (one
+// that lingers) reports the CPU time of this job's receiver, not of its
+// whole life, or the sender's verdict would see a receiver busy at
+// several hundred percent.
+func TestReceiverCPUIsTheJobs(t *testing.T) {
+	ctx := context.Background()
+	src, dst := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(src, "f"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now()
+	for x := 0; time.Since(before) < 400*time.Millisecond; x++ { // the earlier jobs' work
+		_ = x * x
+	}
+	conn := pipeAgent(t, ctx, "s0", dst, stream.Source{Root: src})
+	pool, col := move(t, ctx, src, []stream.Conn{conn}, sharder.Options{}, nil)
+	if errs := col.errors(); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	got := time.Duration(pool.Counters[0].RecvCPUNanos.Load())
+	if got <= 0 || got > 200*time.Millisecond {
+		t.Errorf("receiver CPU %v for a one-file job in a process that had used 400ms: want the job's alone", got)
+	}
+}

@@ -1,6 +1,7 @@
 package extract
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/bulkmove/bulkmove/internal/ioconc"
 )
 
 // Staging: on a filesystem without O_TMPFILE (NFS, FUSE) a file is written
@@ -25,6 +28,11 @@ import (
 // directory. A file that replaces another is renamed over it from there.
 // Nothing ever stands half-written under its final name.
 //
+// The link is made from a descriptor of the staged file (an O_PATH one,
+// taken through /proc once the file is written and closed) where the
+// kernel allows it: linking by name had the kernel look the staged name up
+// again first, one more round trip a file.
+//
 // Staging is not used for a directory on another filesystem than the
 // staging directory (a mount point inside DEST), one that is setgid or has
 // a default ACL (a file created elsewhere would not get its group or ACL).
@@ -32,17 +40,28 @@ import (
 // stageDirs is how many staging directories a receiver writes into.
 const stageDirs = 16
 
-// stage is a receiver's staging directories, made at the first file that
-// needs them.
+// stage is a receiver's staging directories: the top one made at the first
+// file that needs them, each of the others at the first file given to it.
 type stage struct {
 	once sync.Once
-	top  string     // its name under the root
-	dirs []*os.File // nil: no staging
+	top  *os.File // nil: no staging
+	name string   // top's name under the root
 	dev  uint64
+	dirs [stageDirs]stageDir
 	next atomic.Uint64
+	// fdLink is how a staged file is linked from its held descriptor:
+	// linkEmptyPath or linkProc once a link showed which the kernel
+	// allows, noFDLink if neither (then by name), 0 while unknown.
+	fdLink atomic.Int32
 
 	mu sync.Mutex
 	ok map[string]bool // target directories: may files be staged for them
+}
+
+// stageDir is one staging directory, made by the first file that needs it.
+type stageDir struct {
+	once sync.Once
+	f    *os.File // nil: it could not be made, files go to their own directory
 }
 
 // stageFor returns the staging directory for the next file of the target
@@ -53,7 +72,7 @@ func (r *Receiver) stageFor(dir string, d *os.File) *os.File {
 	}
 	s := &r.staging
 	s.once.Do(r.makeStage)
-	if s.dirs == nil {
+	if s.top == nil {
 		return nil
 	}
 	s.mu.Lock()
@@ -71,7 +90,10 @@ func (r *Receiver) stageFor(dir string, d *os.File) *os.File {
 	if !ok {
 		return nil
 	}
-	return s.dirs[s.next.Add(1)%uint64(len(s.dirs))]
+	k := s.next.Add(1) % stageDirs
+	sd := &s.dirs[k]
+	sd.once.Do(func() { sd.f = s.makeDir(int(k)) })
+	return sd.f
 }
 
 // eligible reports whether files of the target directory d may be staged.
@@ -84,37 +106,43 @@ func (s *stage) eligible(d *os.File) bool {
 	return err != nil // no default ACL (ENODATA), or none possible
 }
 
-// makeStage creates the staging directories, first removing those that
+// makeStage creates the top staging directory, first removing those that
 // interrupted runs left behind; on any failure there is no staging.
 func (r *Receiver) makeStage() {
 	s := &r.staging
 	s.ok = map[string]bool{}
 	r.sweepStages()
-	s.top = TempPrefix + tmpTag + ".stage"
-	if err := r.root.Mkdir(s.top, 0o700); err != nil {
+	s.name = TempPrefix + tmpTag + ".stage"
+	if err := r.root.Mkdir(s.name, 0o700); err != nil {
 		return
 	}
-	var dirs []*os.File
-	for k := range stageDirs {
-		name := s.top + "/" + strconv.Itoa(k)
-		if err := r.root.Mkdir(name, 0o700); err != nil {
-			break
-		}
-		f, err := r.root.OpenFile(name, os.O_RDONLY|unix.O_DIRECTORY, 0)
-		if err != nil {
-			break
-		}
-		dirs = append(dirs, f)
+	f, err := r.root.OpenFile(s.name, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		r.root.Remove(s.name)
+		return
 	}
 	var st unix.Stat_t
-	if len(dirs) < stageDirs || unix.Fstat(int(dirs[0].Fd()), &st) != nil {
-		for _, f := range dirs {
-			f.Close()
-		}
-		r.root.RemoveAll(s.top)
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		f.Close()
+		r.root.Remove(s.name)
 		return
 	}
-	s.dirs, s.dev = dirs, st.Dev
+	s.top, s.dev = f, st.Dev
+}
+
+// makeDir makes and opens staging directory k, or returns nil.
+func (s *stage) makeDir(k int) *os.File {
+	name := strconv.Itoa(k)
+	tfd := int(s.top.Fd())
+	if err := unix.Mkdirat(tfd, name, 0o700); err != nil {
+		return nil
+	}
+	fd, err := unix.Openat(tfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		unix.Unlinkat(tfd, name, unix.AT_REMOVEDIR)
+		return nil
+	}
+	return os.NewFile(uintptr(fd), name)
 }
 
 // closeStage removes the staging directories (empty once every batch is
@@ -122,13 +150,9 @@ func (r *Receiver) makeStage() {
 func (r *Receiver) closeStage() {
 	s := &r.staging
 	s.once.Do(func() {}) // none made from now on
-	if s.dirs == nil {
+	if s.top == nil {
 		return
 	}
-	for _, f := range s.dirs {
-		f.Close()
-	}
-	s.dirs = nil
 	// Removing it changes the root's times, which a final batch may have
 	// set already (another receiver's, on the same root): put them back.
 	var st unix.Stat_t
@@ -137,8 +161,23 @@ func (r *Receiver) closeStage() {
 		defer root.Close()
 		err = unix.Fstat(int(root.Fd()), &st)
 	}
-	if err := r.root.RemoveAll(s.top); err != nil {
-		fmt.Fprintf(os.Stderr, "bulkmove: removing the staging directory %s: %v\n", s.top, err)
+	// Each (empty) directory with one rmdir, many at once on a slow
+	// filesystem; whatever is left, the slow way.
+	tfd := int(s.top.Fd())
+	ioconc.ForEach(stageDirs, r.io.Width(), func(_, k int) {
+		sd := &s.dirs[k]
+		sd.once.Do(func() {})
+		if sd.f != nil {
+			sd.f.Close()
+			unix.Unlinkat(tfd, strconv.Itoa(k), unix.AT_REMOVEDIR)
+		}
+	})
+	s.top.Close()
+	s.top = nil
+	if err := r.root.Remove(s.name); err != nil {
+		if err := r.root.RemoveAll(s.name); err != nil {
+			fmt.Fprintf(os.Stderr, "bulkmove: removing the staging directory %s: %v\n", s.name, err)
+		}
 	}
 	if err == nil {
 		futimens(int(root.Fd()), st.Mtim.Nano())
@@ -169,16 +208,85 @@ func (r *Receiver) sweepStages() {
 	}
 }
 
-// placeStaged gives the staged file tmp (in the staging directory sfd) its
-// name base in directory dfd: a hard link where base is free, else a
-// rename over what is there (never over a directory).
-func placeStaged(sfd int, tmp string, dfd int, base string) error {
-	err := unix.Linkat(sfd, tmp, dfd, base, 0)
+// hold returns an O_PATH descriptor of the staged file open as fd, to link
+// it from at commit, or -1 (link it by name): taken through /proc, it
+// costs no lookup, and it keeps no file open for writing, so that the
+// close that follows still reports a failed write-back before the file
+// gets its name. Descriptors held count against maxTmpfiles.
+func (s *stage) hold(fd int) int {
+	if s.fdLink.Load() == noFDLink || tmpfilesOpen.Load() >= maxTmpfiles {
+		return -1
+	}
+	p, err := unix.Open("/proc/self/fd/"+strconv.Itoa(fd), unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1
+	}
+	tmpfilesOpen.Add(1)
+	return p
+}
+
+// unhold closes a descriptor taken by hold.
+func unhold(fd int) {
+	if fd >= 0 {
+		unix.Close(fd)
+		tmpfilesOpen.Add(-1)
+	}
+}
+
+// errNoFDLink: the kernel links no file from its descriptor here.
+var errNoFDLink = errors.New("no link from a descriptor")
+
+// noFDLink is stage.fdLink when errNoFDLink.
+const noFDLink = -1
+
+// linkHeld links the file held by the O_PATH descriptor fd as name in dfd,
+// the first time trying each way the kernel may allow.
+func (s *stage) linkHeld(fd, dfd int, name string) error {
+	if m := s.fdLink.Load(); m != 0 {
+		if m == noFDLink {
+			return errNoFDLink
+		}
+		return linkFD(int(m), fd, dfd, name)
+	}
+	for _, m := range []int{linkEmptyPath, linkProc} {
+		err := linkFD(m, fd, dfd, name)
+		switch err {
+		case nil:
+			s.fdLink.Store(int32(m))
+			return nil
+		case unix.ENOENT, unix.EPERM, unix.EINVAL, unix.EOPNOTSUPP, unix.ENOSYS:
+			// not allowed this way (AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH)
+		default:
+			return err // this file's own trouble (EEXIST: a file is there)
+		}
+	}
+	s.fdLink.Store(noFDLink)
+	return errNoFDLink
+}
+
+// placeStaged gives the staged file p (named p.tmp in the staging
+// directory p.sdir) its name p.base in directory dfd: a hard link where
+// base is free, else (a file is there, or the filesystem makes no hard
+// links) a rename over what is there, never over a directory. The staged
+// name is gone afterwards, whatever the outcome.
+func (s *stage) placeStaged(p *pendingFile, dfd int) error {
+	err := errNoFDLink
+	if p.held >= 0 {
+		err = s.linkHeld(p.held, dfd, p.base)
+		unhold(p.held)
+		p.held = -1
+	}
+	if err == errNoFDLink {
+		err = unix.Linkat(p.sdir, p.tmp, dfd, p.base, 0)
+	}
 	if err == nil {
-		unix.Unlinkat(sfd, tmp, 0)
+		unix.Unlinkat(p.sdir, p.tmp, 0)
 		return nil
 	}
-	err = unix.Renameat(sfd, tmp, dfd, base)
+	if err = unix.Renameat(p.sdir, p.tmp, dfd, p.base); err == nil {
+		return nil
+	}
+	unix.Unlinkat(p.sdir, p.tmp, 0)
 	if err == unix.EISDIR || err == unix.ENOTEMPTY || err == unix.EEXIST {
 		return fmt.Errorf("a directory is in the way")
 	}

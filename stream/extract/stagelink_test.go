@@ -1,0 +1,114 @@
+package extract
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/bulkmove/bulkmove/sharder"
+	"github.com/bulkmove/bulkmove/stream/wire"
+)
+
+// TestStagedLinkModes: a staged file reaches its name whichever way the
+// kernel lets it be linked (from its held descriptor with AT_EMPTY_PATH,
+// through /proc, or by its staged name), a file already there is replaced,
+// a discarded one never lands, and no staged name or held descriptor is
+// left behind.
+func TestStagedLinkModes(t *testing.T) {
+	modes := map[string]int32{"probe": 0, "proc": linkProc, "by-name": noFDLink}
+	if os.Geteuid() == 0 {
+		modes["empty-path"] = linkEmptyPath
+	}
+	for name, mode := range modes {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, "old"), []byte("old content"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			r, err := Open(dir, Options{NamedTemps: true, IOConcurrency: 4})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.staging.fdLink.Store(mode)
+			held := tmpfilesOpen.Load()
+			var entries []sharder.Entry
+			for i := range 12 {
+				entries = append(entries, sharder.Entry{Path: fmt.Sprintf("d%d/f%d", i%3, i), Kind: sharder.KindFile, Mode: 0o644, MTime: 1_700_000_000_000_000_000})
+			}
+			entries = append(entries, sharder.Entry{Path: "old", Kind: sharder.KindFile, Mode: 0o600, MTime: 1_700_000_000_000_000_000})
+			for i := range entries {
+				entries[i].Size = int64(len(entries[i].Path))
+			}
+			txn := r.Begin(entries)
+			for i, e := range entries {
+				if err := txn.Write(i, strings.NewReader(e.Path)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			staged := 0
+			for _, p := range txn.pending {
+				if p.sdir != 0 {
+					staged++
+				}
+				if (p.held >= 0) != (mode != noFDLink) {
+					t.Errorf("%s: held descriptor %d", entries[p.index].Path, p.held)
+				}
+			}
+			if staged != len(entries) {
+				t.Fatalf("%d of %d files staged", staged, len(entries))
+			}
+			ack := txn.Commit(1, nil)
+			if len(ack.Errors) != 0 || ack.Files != int64(len(entries)) {
+				t.Fatalf("ack: %d files, errors %v", ack.Files, ack.Errors)
+			}
+			for _, e := range entries {
+				got, err := os.ReadFile(filepath.Join(dir, e.Path))
+				if err != nil || string(got) != e.Path {
+					t.Errorf("%s: %q, %v", e.Path, got, err)
+				}
+				if fi, err := os.Stat(filepath.Join(dir, e.Path)); err == nil && (fi.Mode().Perm() != e.Mode.Perm() || fi.ModTime().UnixNano() != e.MTime) {
+					t.Errorf("%s: mode %v, mtime %d", e.Path, fi.Mode(), fi.ModTime().UnixNano())
+				}
+			}
+			if mode == 0 && r.staging.fdLink.Load() == 0 {
+				t.Errorf("no way of linking was settled on")
+			}
+
+			// A discarded file and an aborted batch leave nothing.
+			more := []sharder.Entry{{Path: "d0/gone", Kind: sharder.KindFile, Mode: 0o644, Size: 4}, {Path: "d1/aborted", Kind: sharder.KindFile, Mode: 0o644, Size: 4}}
+			txn = r.Begin(more[:1])
+			txn.Write(0, strings.NewReader("gone"))
+			txn.Commit(2, []wire.Discard{{Index: 0, Reason: "changed"}})
+			txn = r.Begin(more[1:])
+			txn.Write(0, strings.NewReader("abrt"))
+			txn.Abort()
+			for _, e := range more {
+				if _, err := os.Lstat(filepath.Join(dir, e.Path)); err == nil {
+					t.Errorf("%s landed", e.Path)
+				}
+			}
+			if n := tmpfilesOpen.Load(); n != held {
+				t.Errorf("%d descriptors still held", n-held)
+			}
+			left := 0
+			filepath.WalkDir(filepath.Join(dir, r.staging.name), func(p string, d fs.DirEntry, err error) error {
+				if err == nil && !d.IsDir() {
+					left++
+				}
+				return nil
+			})
+			if left != 0 {
+				t.Errorf("%d staged names left", left)
+			}
+			if err := r.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if m, _ := filepath.Glob(filepath.Join(dir, TempPrefix+"*")); len(m) != 0 {
+				t.Errorf("left behind: %q", m)
+			}
+		})
+	}
+}

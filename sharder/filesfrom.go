@@ -73,11 +73,15 @@ func (w *walker) runList(ctx context.Context, root *os.File, p *partitioner, st 
 		if err == nil && w.opt.hooks.walkDone != nil {
 			w.opt.hooks.walkDone()
 		}
+		if err == nil {
+			err = w.sendLateLinks(gctx)
+		}
 		close(w.chunks)
 		return err
 	})
 	g.Go(func() error { return w.collect(gctx, p, st) })
 	err := g.Wait()
+	w.endLinks()
 	if cerr := ctx.Err(); cerr != nil {
 		return cerr
 	}

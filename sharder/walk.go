@@ -1,6 +1,7 @@
 package sharder
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/bulkmove/bulkmove/filter"
 	"github.com/bulkmove/bulkmove/internal/ioconc"
+	"github.com/bulkmove/bulkmove/internal/spill"
 )
 
 // Defaults for Options.
@@ -24,6 +26,7 @@ const (
 	DefaultBatchBytes = 16 << 20
 	DefaultBatchFiles = 1000
 	DefaultFileCost   = 16 << 10
+	DefaultLinkMem    = 1 << 16
 )
 
 // readDirChunk is how many names a worker reads from a directory at a time.
@@ -79,6 +82,17 @@ type Options struct {
 	// files (fewer blocks than their size) are never split. 0: no file is
 	// split.
 	SplitSize int64
+	// LinkMem is how many hard-link sets the walk keeps open in memory
+	// (an inode with several names, from its first name met until its
+	// last; about 100 bytes each). Past it, every name of an inode met
+	// for the first time waits, in sorted runs in a temporary file in
+	// SpillDir, for the end of the walk, where the names of each inode are
+	// brought together: the first as a file in a batch, the others as its
+	// hard links. 0: DefaultLinkMem.
+	LinkMem int
+	// SpillDir is where what outgrows memory goes, in a file unlinked at
+	// once; "": os.TempDir().
+	SpillDir string
 
 	// Deferred receives every directory (the root included, as "."),
 	// symlink and second or later name of a hard-linked file.
@@ -104,6 +118,7 @@ type testHooks struct {
 	lstat    func(rel string) error // non-nil error: lstat of rel fails with it
 	walkDone func()                 // called once every directory has been read
 	links    func(open int)         // called at the end with the hard-link sets still open
+	linkPeak func(peak int)         // called at the end with the most hard-link sets open at once
 }
 
 func (o Options) withDefaults() Options {
@@ -121,6 +136,9 @@ func (o Options) withDefaults() Options {
 	if o.Concurrency <= 0 {
 		// Directories wait for a slow filesystem as files do.
 		o.Concurrency = max(2*runtime.GOMAXPROCS(0), 8, o.IO.Limit()/2)
+	}
+	if o.LinkMem <= 0 {
+		o.LinkMem = DefaultLinkMem
 	}
 	if o.hooks == nil {
 		o.hooks = &testHooks{}
@@ -244,14 +262,15 @@ func Run(ctx context.Context, src string, opt Options, out chan<- *Batch) (Stats
 		if err == nil && opt.hooks.walkDone != nil {
 			opt.hooks.walkDone()
 		}
+		if err == nil {
+			err = w.sendLateLinks(gctx)
+		}
 		close(w.chunks)
 		return err
 	})
 	g.Go(func() error { return w.collect(gctx, p, &st) })
 	err = g.Wait()
-	if h := opt.hooks.links; h != nil {
-		h(len(w.links))
-	}
+	w.endLinks()
 	st.Batches = p.batches
 	if cerr := ctx.Err(); cerr != nil {
 		return st, cerr
@@ -307,6 +326,13 @@ type walker struct {
 	// sets open at once, not every hard-linked file of the tree.
 	linkMu sync.Mutex
 	links  map[devIno]linkFirst
+	// Once links has held Options.LinkMem sets, the names of inodes met
+	// for the first time wait in late for the end of the walk (see
+	// sendLateLinks); linksFull stays set, so that no inode has names both
+	// there and in links.
+	linksFull bool
+	late      *spill.List[Entry]
+	linkPeak  int
 
 	// statq feeds the stat workers (nil: none; see forEachStat).
 	statq chan statJob
@@ -630,10 +656,16 @@ func (w *walker) entryInto(c *chunk, rel string, rs rawStat, target string, lerr
 			k := devIno{rs.dev, rs.ino}
 			w.linkMu.Lock()
 			lf, seen := w.links[k]
+			if !seen && (w.linksFull || len(w.links) >= w.opt.LinkMem) {
+				w.lateLink(c, e)
+				w.linkMu.Unlock()
+				return
+			}
 			first := lf.path
 			switch {
 			case !seen:
 				w.links[k] = linkFirst{path: rel, left: rs.nlink - 1}
+				w.linkPeak = max(w.linkPeak, len(w.links))
 			case lf.left <= 1:
 				delete(w.links, k) // its last name
 			default:
@@ -677,6 +709,88 @@ func (w *walker) entryInto(c *chunk, rel string, rs rawStat, target string, lerr
 		c.notes = append(c.notes, note{path: rel, warn: "skipping device"})
 	default:
 		c.notes = append(c.notes, note{path: rel, warn: "skipping file of unknown type"})
+	}
+}
+
+// lateLink sets aside e, a name of a hard-linked file whose inode has no
+// open set, once the open sets have filled LinkMem; w.linkMu is held. A
+// failure to write it to disk is reported as an error of that name.
+func (w *walker) lateLink(c *chunk, e Entry) {
+	w.linksFull = true
+	if w.late == nil {
+		w.late = spill.New(w.opt.SpillDir, 0, byInode, EntryCodec{})
+	}
+	if err := w.late.Add(e); err != nil {
+		c.notes = append(c.notes, note{path: e.Path, err: &fs.PathError{Op: "set aside hard link", Path: w.full(e.Path), Err: err}})
+	}
+}
+
+// byInode orders names by inode; the spill keeps equal ones in the order
+// added, so the first name of an inode met comes first.
+func byInode(a, b *Entry) int {
+	if c := cmp.Compare(a.Dev, b.Dev); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Ino, b.Ino)
+}
+
+// sendLateLinks hands the collector the names set aside by lateLink, an
+// inode's together: the first as a regular file, for a batch, the others
+// as hard links to it. The files go first, in one pass over the names,
+// and the links in a second: a consumer that places a link by its
+// target (plan) has met almost every target by then. It runs once every
+// directory has been read.
+func (w *walker) sendLateLinks(ctx context.Context) error {
+	if w.late == nil {
+		return nil
+	}
+	for _, links := range []bool{false, true} {
+		var c chunk
+		var first Entry
+		for e, err := range w.late.All() {
+			if err != nil {
+				// The names not read back are not moved; a link is
+				// never sent without its file.
+				c.notes = append(c.notes, note{path: ".", err: &fs.PathError{Op: "read back hard links set aside", Path: w.src, Err: err}})
+				return w.send(ctx, c)
+			}
+			switch {
+			case first.Path == "" || e.Dev != first.Dev || e.Ino != first.Ino:
+				first = e
+				if !links {
+					c.files = append(c.files, e)
+				}
+			case links:
+				e.Kind, e.Size, e.Link = KindHardlink, 0, first.Path
+				c.deferred = append(c.deferred, e)
+			}
+			if len(c.files)+len(c.deferred) >= readDirChunk {
+				if err := w.send(ctx, c); err != nil {
+					return err
+				}
+				c = chunk{}
+			}
+		}
+		if !c.empty() {
+			if err := w.send(ctx, c); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// endLinks releases the names set aside and reports the open sets to
+// the test hooks.
+func (w *walker) endLinks() {
+	if w.late != nil {
+		w.late.Close()
+	}
+	if h := w.opt.hooks.links; h != nil {
+		h(len(w.links))
+	}
+	if h := w.opt.hooks.linkPeak; h != nil {
+		h(w.linkPeak)
 	}
 }
 

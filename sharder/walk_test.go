@@ -396,43 +396,94 @@ func TestWalkHardlinks(t *testing.T) {
 			t.Fatal(r.err)
 		}
 		m := r.byPath(t)
-		checkGroup := func(names ...string) {
-			t.Helper()
-			var first string
-			for _, n := range names {
-				if m[n].Kind == KindFile {
-					if first != "" {
-						t.Errorf("both %q and %q are files", first, n)
-					}
-					first = n
-				}
-			}
-			if first == "" {
-				t.Fatalf("no name of %v is a file", names)
-			}
-			for _, n := range names {
-				e := m[n]
-				if n == first {
-					if e.Size != 100 && e.Size != 1 {
-						t.Errorf("%q: size %d", n, e.Size)
-					}
-					continue
-				}
-				if e.Kind != KindHardlink || e.Link != first {
-					t.Errorf("%q: %s -> %q, want hardlink -> %q", n, e.Kind, e.Link, first)
-				}
-				if e.Ino != m[first].Ino || e.Dev != m[first].Dev {
-					t.Errorf("%q: dev/ino differ from %q", n, first)
-				}
-			}
-		}
-		checkGroup("a/orig", "b/second", "b/c/third", "a/fourth")
-		checkGroup("g1", "b/c/g2")
+		checkLinkGroup(t, m, "a/orig", "b/second", "b/c/third", "a/fourth")
+		checkLinkGroup(t, m, "g1", "b/c/g2")
 		if e := m["b/lonely"]; e.Kind != KindFile || e.Size != 5 {
 			t.Errorf("b/lonely: %+v", e)
 		}
 		if r.stats.Hardlinks != 4 || r.stats.Files != 3 {
 			t.Errorf("stats %+v", r.stats)
+		}
+	}
+}
+
+// checkLinkGroup checks that one of names, the names of one inode, is a
+// regular file and every other a hard link to it.
+func checkLinkGroup(t *testing.T, m map[string]Entry, names ...string) {
+	t.Helper()
+	var first string
+	for _, n := range names {
+		if m[n].Kind == KindFile {
+			if first != "" {
+				t.Errorf("both %q and %q are files", first, n)
+			}
+			first = n
+		}
+	}
+	if first == "" {
+		t.Fatalf("no name of %v is a file", names)
+	}
+	for _, n := range names {
+		e := m[n]
+		if n == first {
+			if e.Size != 100 && e.Size != 1 {
+				t.Errorf("%q: size %d", n, e.Size)
+			}
+			continue
+		}
+		if e.Kind != KindHardlink || e.Link != first {
+			t.Errorf("%q: %s -> %q, want hardlink -> %q", n, e.Kind, e.Link, first)
+		}
+		if e.Ino != m[first].Ino || e.Dev != m[first].Dev {
+			t.Errorf("%q: dev/ino differ from %q", n, first)
+		}
+	}
+}
+
+// TestWalkHardlinksBounded: two trees whose files are each other's hard
+// links (two snapshots), with room for 50 open hard-link sets: no more
+// than 50 are open at once, the names of the others wait on disk for the
+// end of the walk, and every inode still comes out as one file and its
+// hard links, every name once.
+func TestWalkHardlinksBounded(t *testing.T) {
+	src := testDir(t)
+	outside := testDir(t)
+	const n = 1500
+	for i := range n {
+		a := filepath.Join(src, fmt.Sprintf("a/d%d/f%04d", i%7, i))
+		mkfile(t, a, 1)
+		mkdir(t, filepath.Join(src, fmt.Sprintf("b/d%d", i%5)))
+		check(t, os.Link(a, filepath.Join(src, fmt.Sprintf("b/d%d/f%04d", i%5, i))))
+		if i%3 == 0 {
+			check(t, os.Link(a, filepath.Join(src, fmt.Sprintf("c%04d", i))))
+		}
+	}
+	mkfile(t, filepath.Join(outside, "x"), 100)
+	check(t, os.Link(filepath.Join(outside, "x"), filepath.Join(src, "lonely")))
+	for range 3 { // which names wait depends on scheduling: try a few
+		peak := -1
+		r := run(t, src, Options{Concurrency: 8, BatchFiles: 100, LinkMem: 50, SpillDir: t.TempDir(),
+			hooks: &testHooks{linkPeak: func(p int) { peak = p }}})
+		if r.err != nil || len(r.errs) > 0 {
+			t.Fatal(r.err, r.errs)
+		}
+		if peak != 50 {
+			// Far more sets are open at once without the bound.
+			t.Errorf("%d hard-link sets open at once, want 50: the most, reached", peak)
+		}
+		m := r.byPath(t)
+		for i := range n {
+			names := []string{fmt.Sprintf("a/d%d/f%04d", i%7, i), fmt.Sprintf("b/d%d/f%04d", i%5, i)}
+			if i%3 == 0 {
+				names = append(names, fmt.Sprintf("c%04d", i))
+			}
+			checkLinkGroup(t, m, names...)
+		}
+		if e := m["lonely"]; e.Kind != KindFile || e.Size != 100 {
+			t.Errorf("lonely: %+v", e)
+		}
+		if want := int64(n + (n+2)/3); r.stats.Hardlinks != want || r.stats.Files != n+1 {
+			t.Errorf("stats %+v, want %d files and %d hard links", r.stats, n+1, want)
 		}
 	}
 }

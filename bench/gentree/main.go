@@ -26,7 +26,7 @@ import (
 )
 
 func main() {
-	kind := flag.String("kind", "small", "tree to generate: small, mixed, large or huge")
+	kind := flag.String("kind", "small", "tree to generate: small, mixed, large, huge or snapshots (two snapshots, s1 and s2, of n empty files, hard-linked)")
 	n := flag.Int("n", 0, "number of files (default: small 100000, mixed 20000, large 4, huge 100000 small files)")
 	sizeFlag := flag.String("size", "", "file size (default: small 1KiB, large 256MiB, huge 4GiB for the big file)")
 	dirs := flag.Int("dirs", -1, "small, huge: number of subdirectories for the small files (default n/100, 0 puts them all in DIR)")
@@ -35,7 +35,7 @@ func main() {
 	out := flag.String("o", "", "output directory (required)")
 	quiet := flag.Bool("q", false, "no summary on stderr")
 	flag.Usage = func() {
-		fmt.Fprintf(os.Stderr, "usage: gentree -kind small|mixed|large|huge [-n N] [-size S] [-dirs D] [-seed S] -o DIR\n")
+		fmt.Fprintf(os.Stderr, "usage: gentree -kind small|mixed|large|huge|snapshots [-n N] [-size S] [-dirs D] [-seed S] -o DIR\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -93,8 +93,10 @@ func main() {
 		if err = gentree.Small(filepath.Join(*out, "small"), files, smallDirs(files), 1024); err == nil {
 			err = gentree.Large(*out, 1, size)
 		}
+	case "snapshots":
+		err = gentree.Snapshots(*out, def(n, 100_000))
 	default:
-		fatalf("unknown -kind %q (small, mixed, large, huge)", *kind)
+		fatalf("unknown -kind %q (small, mixed, large, huge, snapshots)", *kind)
 	}
 	if err != nil {
 		fatalf("%v", err)

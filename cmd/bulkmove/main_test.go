@@ -96,10 +96,10 @@ func cmdTreecmp(ts *testscript.TestScript, neg bool, args []string) {
 	}
 }
 
-// gentree small|mixed N DIR
+// gentree small|mixed|snapshots N DIR
 func cmdGentree(ts *testscript.TestScript, neg bool, args []string) {
 	if len(args) != 3 {
-		ts.Fatalf("usage: gentree small|mixed N DIR")
+		ts.Fatalf("usage: gentree small|mixed|snapshots N DIR")
 	}
 	n, err := strconv.Atoi(args[1])
 	ts.Check(err)
@@ -109,6 +109,8 @@ func cmdGentree(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Check(gentree.Small(dir, n, max(1, n/100), 1024))
 	case "mixed":
 		ts.Check(gentree.Mixed(dir, n, 1))
+	case "snapshots":
+		ts.Check(gentree.Snapshots(dir, n))
 	default:
 		ts.Fatalf("unknown tree kind %q", args[0])
 	}

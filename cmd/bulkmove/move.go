@@ -386,6 +386,12 @@ func (j *job) run(ctx context.Context) int {
 		},
 	}
 	j.flags.split.apply(&opt, &j.flags)
+	linkMem, err := envCount("BULKMOVE_LINK_MEM", "hard-link sets")
+	if err != nil {
+		errorf(j.stderr, "%v", err)
+		return exitUsage
+	}
+	opt.LinkMem = int(linkMem)
 	closeList, err := j.flags.scale.apply(&opt, os.Stdin)
 	if err != nil {
 		errorf(j.stderr, "%v", err)
@@ -414,6 +420,7 @@ func (j *job) run(ctx context.Context) int {
 	def := &stream.Deferred{Dir: j.res.dir()}
 	defer def.Close()
 	opt.Deferred = def.Add
+	opt.SpillDir = j.res.dir() // and so do the names of hard-linked files past LinkMem open sets
 	// Room for the walk to run ahead while the streams connect (about
 	// 100 KiB a batch of 1,000 small files: 13 MiB at most).
 	batches := make(chan *sharder.Batch, 2*j.flags.jobs+128)

@@ -49,11 +49,9 @@ func (j *job) openJournal() (*resume, error) {
 			return nil, fmt.Errorf("journal: %w", err)
 		}
 	}
-	if v := os.Getenv("BULKMOVE_JOURNAL_MEM"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 1 {
-			return nil, fmt.Errorf("BULKMOVE_JOURNAL_MEM=%q: want a number of files, at least 1", v)
-		}
+	if n, err := envCount("BULKMOVE_JOURNAL_MEM", "files"); err != nil {
+		return nil, err
+	} else if n > 0 {
 		journal.MemEntries = n
 	}
 	jr, err := journal.Open(p)
@@ -70,6 +68,20 @@ func (j *job) openJournal() (*resume, error) {
 		j.trace("resuming: the journal %s holds %d files in %d batches from an earlier run", p, f, b)
 	}
 	return &resume{j: jr}, nil
+}
+
+// envCount reads a count from the environment variable name: 0 if it is
+// not set, an error naming what it counts if it is not a positive number.
+func envCount(name, what string) (int64, error) {
+	v := os.Getenv(name)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("%s=%q: want a number of %s, at least 1", name, v, what)
+	}
+	return n, nil
 }
 
 // dir is the journal's directory, where the lists that outgrow memory

@@ -56,3 +56,29 @@ func linksIn(d string, k int) error {
 	}
 	return nil
 }
+
+// Snapshots makes in dir two snapshots of one tree of files, as a backup
+// keeps them: s1, a tree of Small's (files empty files in files/100+1
+// directories), and s2, the same directories with every file of s1 linked
+// under the same name. A walk meets the first name of every file in s1
+// long before its second in s2: it keeps every file's hard-link set open
+// from one to the other.
+func Snapshots(dir string, files int) error {
+	s1, s2 := filepath.Join(dir, "s1"), filepath.Join(dir, "s2")
+	if err := Small(s1, files, files/100+1, 0); err != nil {
+		return err
+	}
+	return filepath.WalkDir(s1, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(s1, p)
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(s2, rel), 0o755)
+		}
+		return os.Link(p, filepath.Join(s2, rel))
+	})
+}

@@ -64,8 +64,10 @@ func ApplyPrune(recv *extract.Receiver, p *Pruning, req *wire.PruneRequest) (*wi
 			p.keep, p.dir = extract.NewKeep(), d.Dir
 		}
 		err := p.keep.Add(d.Names...)
-		if err == nil && req.More && i == len(req.Dirs)-1 {
-			return res, nil // the rest of its names come next
+		if req.More && i == len(req.Dirs)-1 {
+			// The rest of its names come next. A failure to keep these
+			// sticks (Keep): the last part reports it and deletes nothing.
+			return res, nil
 		}
 		var removed []extract.Removed
 		if err == nil {

@@ -11,12 +11,12 @@ import (
 	"github.com/bulkmove/bulkmove/stream/wire"
 )
 
-// TestApplyPruneInParts: a directory's names in three requests prune
-// nothing until the last, which removes exactly what none of them named;
-// a continuation that names another directory is a protocol error.
-func TestApplyPruneInParts(t *testing.T) {
+// pruneDest makes a destination holding the empty files names and a
+// receiver for it.
+func pruneDest(t *testing.T, names ...string) (string, *extract.Receiver) {
+	t.Helper()
 	dst := t.TempDir()
-	for _, n := range []string{"a", "b", "c", "gone1", "gone2"} {
+	for _, n := range names {
 		if err := os.WriteFile(filepath.Join(dst, n), nil, 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -25,7 +25,15 @@ func TestApplyPruneInParts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer recv.Close()
+	t.Cleanup(func() { recv.Close() })
+	return dst, recv
+}
+
+// TestApplyPruneInParts: a directory's names in three requests prune
+// nothing until the last, which removes exactly what none of them named;
+// a continuation that names another directory is a protocol error.
+func TestApplyPruneInParts(t *testing.T) {
+	dst, recv := pruneDest(t, "a", "b", "c", "gone1", "gone2")
 	var p stream.Pruning
 	defer p.Close()
 	parts := [][]string{{"c"}, {"a", "only-at-the-source"}, {"b"}}
@@ -50,11 +58,35 @@ func TestApplyPruneInParts(t *testing.T) {
 	if _, err := stream.ApplyPrune(recv, &p, &wire.PruneRequest{ID: 4, More: true, Dirs: []wire.PruneDir{{Dir: ".", Names: []string{"a"}}}}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = stream.ApplyPrune(recv, &p, &wire.PruneRequest{ID: 5, Dirs: []wire.PruneDir{{Dir: "other"}}})
+	_, err := stream.ApplyPrune(recv, &p, &wire.PruneRequest{ID: 5, Dirs: []wire.PruneDir{{Dir: "other"}}})
 	if !errors.Is(err, wire.ErrProtocol) {
 		t.Fatalf("a continuation of . naming another directory: %v, want a protocol error", err)
 	}
 	if _, err := os.Lstat(filepath.Join(dst, "b")); err != nil {
 		t.Errorf("b went on a broken continuation: %v", err)
+	}
+}
+
+// TestApplyPruneKeepFails: when the names of a part cannot be kept (no
+// room on disk for them), the last part reports it and deletes nothing:
+// not pruning by the later parts' names alone.
+func TestApplyPruneKeepFails(t *testing.T) {
+	dst, recv := pruneDest(t, "a", "d")
+	defer func(m int) { extract.PruneMem = m }(extract.PruneMem)
+	extract.PruneMem = 3 // the first part does not fit, DEST's two names do
+	t.Setenv("TMPDIR", filepath.Join(t.TempDir(), "missing"))
+	var p stream.Pruning
+	defer p.Close()
+	if _, err := stream.ApplyPrune(recv, &p, &wire.PruneRequest{ID: 1, More: true, Dirs: []wire.PruneDir{{Dir: ".", Names: []string{"a", "b", "c", "x"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := stream.ApplyPrune(recv, &p, &wire.PruneRequest{ID: 2, Dirs: []wire.PruneDir{{Dir: ".", Names: []string{"d"}}}})
+	if err != nil || len(res.Errors) != 1 || len(res.Removed) != 0 {
+		t.Fatalf("removed %v, errors %q, %v; want nothing removed and one error", res.Removed, res.Errors, err)
+	}
+	for _, n := range []string{"a", "d"} {
+		if _, err := os.Lstat(filepath.Join(dst, n)); err != nil {
+			t.Errorf("%s: %v", n, err)
+		}
 	}
 }

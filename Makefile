@@ -29,6 +29,8 @@ bench: build
 	BULKMOVE=$(CURDIR)/$(BIN) bench/run.sh
 	BULKMOVE=$(CURDIR)/$(BIN) bench/slowfs.sh
 	BULKMOVE=$(CURDIR)/$(BIN) bench/speed.sh
+	BULKMOVE=$(CURDIR)/$(BIN) bench/cutover.sh
+	BULKMOVE=$(CURDIR)/$(BIN) bench/scale.sh
 
 # Trees on a filesystem with 1 ms per metadata operation (the rig's slowfs,
 # standing in for NFS or Lustre), source then destination, locally and over

@@ -2,7 +2,8 @@
 # Cutover benchmark (issue 5): incremental passes over the rig's direct link.
 #
 # On a tree of N files of 1 KiB (default 100,000) on a tmpfs, with the
-# destination on box2 (../shared/rig, `net.sh up` first, as root):
+# destination on box2 (../shared/rig, as root; the script mounts the tmpfs and
+# starts the rig if they are not there):
 #   - the second pass over an unchanged tree: bulkmove vs rsync -a (both
 #     quick-check: size and mtime);
 #   - a pass after 1% of the files changed (new content and mtime), each run
@@ -29,11 +30,20 @@ MNT=${CUT_MNT:-/mnt/bmbench}
 OUT=${CUT_OUT:-/tmp/bulkmove-cutover.md}
 HOST=box2
 
+RIG=${RIG:-$ROOT/../shared/rig}
 die() { echo "cutover: $*" >&2; exit 1; }
 [[ $(id -u) == 0 ]] || die "needs root (network namespaces)"
-ip netns list | grep -q bm-src || die "the rig is down: run ../shared/rig/net.sh up (after mounting $MNT)"
-mountpoint -q "$MNT" || die "$MNT is not a mount point (mount a tmpfs there before net.sh up)"
+if ! mountpoint -q "$MNT"; then
+	mkdir -p "$MNT" && mount -t tmpfs -o size=8g,mode=0755 bmcutover "$MNT" || die "cannot mount a tmpfs on $MNT"
+	echo "cutover: mounted a tmpfs of 8g on $MNT (left mounted)" >&2
+fi
 sender() { ip netns exec bm-src "$@"; }
+# The rig's sshd sees only the mounts that existed when it started.
+if ! sender ssh -o BatchMode=yes -o ConnectTimeout=5 "$HOST" mountpoint -q "$MNT" 2>/dev/null; then
+	echo "cutover: (re)starting the rig, so that box2 sees $MNT" >&2
+	"$RIG/net.sh" down >/dev/null 2>&1 || true
+	"$RIG/net.sh" up >/dev/null || die "the rig does not start ($RIG/net.sh up)"
+fi
 now() { date +%s.%N; }
 # timed VAR CMD...: run CMD in the sender's namespace, the seconds in VAR.
 timed() {

@@ -133,6 +133,7 @@ func (l *Local) write(b *sharder.Batch, final bool) (Result, func() *wire.BatchA
 	// filesystem (either side), many at once, each worker with its own
 	// open source directory.
 	width := max(l.Src.IO.Width(), l.Recv.IOWidth())
+	early := l.Recv.IOWidth() > 1
 	dirs := SharedDirs()
 	defer dirs.Close()
 	var mu sync.Mutex
@@ -176,8 +177,24 @@ func (l *Local) write(b *sharder.Batch, final bool) (Result, func() *wire.BatchA
 		if ext != nil || xs != nil {
 			r = &extract.FileData{R: r, Extents: ext, Xattrs: xs}
 		}
-		werr := t.Write(i, r)
-		cerr := l.Src.Recheck(f, e)
+		// On a slow destination a file goes into place as soon as it is
+		// written and its source found unchanged: the links go on while
+		// the batch's other files are written (most into the same
+		// directory, whose lock takes the links one at a time), not all
+		// after them.
+		var cerr error
+		checked := false
+		var placeNow func() bool
+		if early {
+			placeNow = func() bool {
+				checked, cerr = true, l.Src.Recheck(f, e)
+				return cerr == nil
+			}
+		}
+		werr := t.WriteThen(i, r, placeNow)
+		if !checked {
+			cerr = l.Src.Recheck(f, e)
+		}
 		if cerr == nil {
 			return
 		}

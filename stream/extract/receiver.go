@@ -104,6 +104,8 @@ type Receiver struct {
 	root *os.Root
 	dir  string
 	opt  Options
+	// rootDir is the root open, for openat2 (see openDir); nil if not.
+	rootDir *os.File
 
 	mu sync.Mutex
 	// Hard-link targets written or verified this session, by a 64-bit
@@ -162,6 +164,9 @@ func Open(dir string, opt Options) (*Receiver, error) {
 	}
 	r := &Receiver{root: root, dir: dir, opt: opt, known: map[uint64]struct{}{}, dirs: map[string]bool{}, landed: map[uint64]struct{}{},
 		limit: ratelimit.New(opt.WriteRate)}
+	if f, err := root.Open("."); err == nil {
+		r.rootDir = f
+	}
 	r.io = ioconc.Auto(0)
 	if opt.IOConcurrency > 0 {
 		r.io = ioconc.Fixed(opt.IOConcurrency)
@@ -221,7 +226,36 @@ func (r *Receiver) linking() int {
 func (r *Receiver) Close() error {
 	r.sweeps.Wait()
 	r.closeStage()
+	if r.rootDir != nil {
+		r.rootDir.Close()
+	}
 	return r.root.Close()
+}
+
+// noOpenat2 is set once openat2 turned out to be missing or refused.
+var noOpenat2 atomic.Bool
+
+// openDir opens the directory p under the root (flags may add
+// O_NOFOLLOW): with one openat2 that the kernel keeps beneath the root
+// where it can (a lookup a component, where os.Root opens and closes each
+// directory on the way down: on a network filesystem, three round trips a
+// component instead of one), else through the os.Root.
+func (r *Receiver) openDir(p string, flags int) (*os.File, error) {
+	if r.rootDir != nil && !noOpenat2.Load() {
+		how := unix.OpenHow{Flags: uint64(unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC | flags),
+			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS}
+		fd, err := unix.Openat2(int(r.rootDir.Fd()), p, &how)
+		switch err {
+		case nil:
+			return os.NewFile(uintptr(fd), p), nil
+		case unix.ENOENT, unix.ENOTDIR, unix.ELOOP, unix.EACCES:
+			return nil, &fs.PathError{Op: "openat2", Path: p, Err: err}
+		case unix.ENOSYS, unix.EPERM:
+			noOpenat2.Store(true) // too old a kernel, or a seccomp filter
+		}
+		// Anything else (a symlink leading out, say): as os.Root sees it.
+	}
+	return r.root.OpenFile(p, os.O_RDONLY|syscall.O_DIRECTORY|flags, 0)
 }
 
 // Dir is the destination directory.
@@ -343,7 +377,7 @@ func (r *Receiver) needRange(entries []sharder.Entry, off int, sums []wire.Sum, 
 		}
 		if !opened {
 			opened = true
-			if f, err := r.root.OpenFile(d, os.O_RDONLY|syscall.O_DIRECTORY, 0); err == nil {
+			if f, err := r.openDir(d, 0); err == nil {
 				cur = f
 			}
 		}
@@ -558,6 +592,10 @@ type Txn struct {
 	// xattrs are the manifest's attributes of directories and symlinks,
 	// set by SetXattrs before ApplyFinal.
 	xattrs [][]wire.Xattr
+	// Files WriteThen places before Commit: placing counts them, placers
+	// bounds them by target directory (see settle).
+	placing sync.WaitGroup
+	placers map[*os.File]chan struct{}
 }
 
 // txnDir is a target directory of a batch, opened (and created) once by
@@ -579,6 +617,9 @@ type pendingFile struct {
 	placed bool // under its final name (Commit)
 	sdir   int  // the staging directory's descriptor when tmp is there (see stage.go), else 0
 	held   int  // with sdir: an O_PATH descriptor of the staged file to link it from, or -1
+	// settled: placed, or failed to be, before Commit (WriteThen);
+	// nothing left to do for it.
+	settled bool
 	// part, for a range of a split file, is its partial's name; fd is
 	// then the partial, open (see partial.go).
 	part string
@@ -641,7 +682,7 @@ func (t *Txn) openDir(d string) (*os.File, error) {
 	if err := t.r.mkdirAll(d); err != nil {
 		return nil, err
 	}
-	f, err := t.r.root.OpenFile(d, os.O_RDONLY|syscall.O_DIRECTORY, 0)
+	f, err := t.r.openDir(d, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -818,7 +859,15 @@ func (t *Txn) tmpName() string {
 // renames it. An error is recorded against the entry and also returned; the
 // returned error is non-nil only if src could not be fully consumed (the
 // caller's stream is then out of step).
-func (t *Txn) Write(i int, src io.Reader) error {
+func (t *Txn) Write(i int, src io.Reader) error { return t.WriteThen(i, src, nil) }
+
+// WriteThen is Write, after which, once the file is written in full,
+// placeNow (if not nil) may say to give it its name at once rather than at
+// Commit: for a sender that has nothing to say at Commit (no content
+// hashes), and knows at once whether the file is to be kept. On a slow
+// filesystem the links into place then go on while the batch's other
+// files are written, rather than all after them; Commit counts the file.
+func (t *Txn) WriteThen(i int, src io.Reader, placeNow func() bool) error {
 	e := &t.entries[i]
 	src, x := fileData(src) // a sparse map, extended attributes
 	want := x.dataSize(e.Size)
@@ -908,7 +957,7 @@ func (t *Txn) Write(i int, src io.Reader) error {
 	}
 	if tmp == "" {
 		// An unnamed file keeps its descriptor until Commit links it.
-		t.addPending(pendingFile{index: i, dir: d, fd: fd, base: base, sum: sumOf(h), summed: h != nil}, e.Size)
+		t.settle(pendingFile{index: i, dir: d, fd: fd, base: base, sum: sumOf(h), summed: h != nil}, e.Size, placeNow)
 		return nil
 	}
 	pf := pendingFile{index: i, dir: d, tmp: tmp, fd: -1, base: base, sum: sumOf(h), summed: h != nil, held: -1}
@@ -921,9 +970,41 @@ func (t *Txn) Write(i int, src io.Reader) error {
 		t.failErr(i, "close", e.Path, err)
 		return nil
 	}
-	t.addPending(pf, e.Size)
+	t.settle(pf, e.Size, placeNow)
 	return nil
 }
+
+// settle hands p, of size bytes, to the batch if placeNow (see WriteThen)
+// is nil or says no; else to a goroutine that places it, at most
+// placeWidth at once in one target directory: there the kernel takes the
+// links one at a time, under the directory's lock, and a writer waiting
+// for it would hold up the batch's other files.
+func (t *Txn) settle(p pendingFile, size int64, placeNow func() bool) {
+	if placeNow == nil || !placeNow() {
+		t.addPending(p, size)
+		return
+	}
+	t.mu.Lock()
+	if t.placers == nil {
+		t.placers = map[*os.File]chan struct{}{}
+	}
+	sem := t.placers[p.dir]
+	if sem == nil {
+		sem = make(chan struct{}, placeWidth)
+		t.placers[p.dir] = sem
+	}
+	t.mu.Unlock()
+	t.placing.Go(func() {
+		sem <- struct{}{}
+		t.place(&p)
+		<-sem
+		t.addPending(p, size)
+	})
+}
+
+// placeWidth is how many files WriteThen places at once in one directory:
+// one link under its lock while others unlink their staged names.
+const placeWidth = 4
 
 // drop abandons the pending file p.
 func (t *Txn) drop(p *pendingFile) {
@@ -1280,13 +1361,15 @@ func (t *Txn) applyDir(i int, e *sharder.Entry) {
 			return
 		}
 	}
-	f, err := t.r.root.OpenFile(e.Path, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0)
+	f, err := t.r.openDir(e.Path, syscall.O_NOFOLLOW)
 	if err != nil {
 		t.failErr(i, "open directory", e.Path, err)
 		return
 	}
 	defer f.Close()
-	if !t.dirInPlace(int(f.Fd()), e) {
+	// One this receiver made is not in place (it has the mode and time of
+	// its making): no need to look.
+	if e.Path != "." && t.r.made(e.Path) || !t.dirInPlace(int(f.Fd()), e) {
 		if err := t.setMeta(int(f.Fd()), e, -1); err != nil {
 			t.failErr(i, "set metadata of directory", e.Path, err)
 			return
@@ -1441,6 +1524,7 @@ func (t *Txn) Commit(id uint64, discards []wire.Discard) *wire.BatchAck {
 // under its final name.
 func (t *Txn) CommitSums(id uint64, discards []wire.Discard, sums []wire.IndexedSum) *wire.BatchAck {
 	commitStart := time.Now()
+	t.placing.Wait()
 	drop := map[int]string{}
 	for _, d := range discards {
 		drop[d.Index] = d.Reason
@@ -1454,7 +1538,9 @@ func (t *Txn) CommitSums(id uint64, discards []wire.Discard, sums []wire.Indexed
 	ioconc.ForEach(len(t.pending), t.r.io.Width(), func(_, k int) {
 		p := &t.pending[k]
 		e := &t.entries[p.index]
-		dfd := int(p.dir.Fd())
+		if p.settled {
+			return // placed by WriteThen
+		}
 		if p.part != "" {
 			// A range of a split file: see partial.go.
 			switch s, ok := want[p.index]; {
@@ -1478,39 +1564,7 @@ func (t *Txn) CommitSums(id uint64, discards []wire.Discard, sums []wire.Indexed
 			t.fail(p.index, wire.CodeCorrupt, fmt.Errorf("receive %s: the data that arrived does not hash to what the sender read (XXH3-128): not installed", e.Path))
 			return
 		}
-		start := time.Now()
-		if p.tmp == "" {
-			err := t.r.link(p.fd, dfd, p.base)
-			if err == unix.EEXIST {
-				// Replacing a file: link under a temporary name, then rename.
-				tmp := t.tmpName()
-				if err = t.r.link(p.fd, dfd, tmp); err == nil {
-					if err = t.replace(p.dir, tmp, p.base); err != nil {
-						unix.Unlinkat(dfd, tmp, 0)
-					}
-				}
-			}
-			t.dropFile(dfd, "", p.fd)
-			if err != nil {
-				t.failErr(p.index, "link into place", e.Path, err)
-				return
-			}
-		} else if p.sdir != 0 {
-			if err := t.r.staging.placeStaged(p, dfd); err != nil {
-				t.failErr(p.index, "link into place", e.Path, err)
-				return
-			}
-		} else if err := t.replace(p.dir, p.tmp, p.base); err != nil {
-			unix.Unlinkat(dfd, p.tmp, 0)
-			t.failErr(p.index, "rename into place", e.Path, err)
-			return
-		}
-		t.r.io.Since(start)
-		p.placed = true
-		t.r.land(path.Dir(e.Path), e.Path)
-		if e.Nlink > 1 {
-			t.r.remember(e.Path)
-		}
+		t.place(p)
 	})
 	for _, p := range t.pending {
 		if p.placed {
@@ -1549,10 +1603,56 @@ func (t *Txn) CommitSums(id uint64, discards []wire.Discard, sums []wire.Indexed
 	return a
 }
 
+// place gives the written file p its final name (its temporary is gone
+// afterwards, whatever the outcome) and settles it.
+func (t *Txn) place(p *pendingFile) {
+	e := &t.entries[p.index]
+	dfd := int(p.dir.Fd())
+	p.settled = true
+	start := time.Now()
+	if p.tmp == "" {
+		err := t.r.link(p.fd, dfd, p.base)
+		if err == unix.EEXIST {
+			// Replacing a file: link under a temporary name, then rename.
+			tmp := t.tmpName()
+			if err = t.r.link(p.fd, dfd, tmp); err == nil {
+				if err = t.replace(p.dir, tmp, p.base); err != nil {
+					unix.Unlinkat(dfd, tmp, 0)
+				}
+			}
+		}
+		t.dropFile(dfd, "", p.fd)
+		p.fd = -1
+		if err != nil {
+			t.failErr(p.index, "link into place", e.Path, err)
+			return
+		}
+	} else if p.sdir != 0 {
+		if err := t.r.staging.placeStaged(p, dfd); err != nil {
+			t.failErr(p.index, "link into place", e.Path, err)
+			return
+		}
+	} else if err := t.replace(p.dir, p.tmp, p.base); err != nil {
+		unix.Unlinkat(dfd, p.tmp, 0)
+		t.failErr(p.index, "rename into place", e.Path, err)
+		return
+	}
+	t.r.io.Since(start)
+	p.placed = true
+	t.r.land(path.Dir(e.Path), e.Path)
+	if e.Nlink > 1 {
+		t.r.remember(e.Path)
+	}
+}
+
 // Abort removes the batch's temporary files.
 func (t *Txn) Abort() {
+	t.placing.Wait()
 	for k := range t.pending {
 		p := &t.pending[k]
+		if p.settled {
+			continue // in place already (WriteThen)
+		}
 		if p.part != "" {
 			// What was written stays in the partial, unrecorded: the
 			// range goes again.

@@ -37,18 +37,28 @@ import (
 // staging directory (a mount point inside DEST), one that is setgid or has
 // a default ACL (a file created elsewhere would not get its group or ACL).
 
-// stageDirs is how many staging directories a receiver writes into.
-const stageDirs = 16
+// stageDirs is how many staging directories a receiver writes into. Each
+// file costs its staging directory's lock for three round trips (a lookup
+// and a create, and a lookup and an unlink once it is linked into place):
+// with 16 of them, those locks set the pace of a 1 ms filesystem (2.3
+// files a millisecond at most).
+const stageDirs = 64
 
-// stage is a receiver's staging directories: the top one made at the first
-// file that needs them, each of the others at the first file given to it.
+// stage is a receiver's staging directories: the top one and the first
+// below it made at the first file that needs them, the others one after
+// the other by a goroutine of their own, each used as soon as it exists
+// (made one after the other under the top one's lock, all of them took
+// 300 ms on a 1 ms filesystem).
 type stage struct {
 	once sync.Once
 	top  *os.File // nil: no staging
 	name string   // top's name under the root
 	dev  uint64
-	dirs [stageDirs]stageDir
+	dirs [stageDirs]*os.File
+	made atomic.Int32 // dirs[:made] are open
 	next atomic.Uint64
+	stop atomic.Bool    // no more directories
+	grew sync.WaitGroup // the goroutine making them
 	// fdLink is how a staged file is linked from its held descriptor:
 	// linkEmptyPath or linkProc once a link showed which the kernel
 	// allows, noFDLink if neither (then by name), 0 while unknown.
@@ -56,12 +66,6 @@ type stage struct {
 
 	mu sync.Mutex
 	ok map[string]bool // target directories: may files be staged for them
-}
-
-// stageDir is one staging directory, made by the first file that needs it.
-type stageDir struct {
-	once sync.Once
-	f    *os.File // nil: it could not be made, files go to their own directory
 }
 
 // stageFor returns the staging directory for the next file of the target
@@ -90,10 +94,7 @@ func (r *Receiver) stageFor(dir string, d *os.File) *os.File {
 	if !ok {
 		return nil
 	}
-	k := s.next.Add(1) % stageDirs
-	sd := &s.dirs[k]
-	sd.once.Do(func() { sd.f = s.makeDir(int(k)) })
-	return sd.f
+	return s.dirs[s.next.Add(1)%uint64(s.made.Load())]
 }
 
 // eligible reports whether files of the target directory d may be staged.
@@ -106,8 +107,9 @@ func (s *stage) eligible(d *os.File) bool {
 	return err != nil // no default ACL (ENODATA), or none possible
 }
 
-// makeStage creates the top staging directory, first removing those that
-// interrupted runs left behind; on any failure there is no staging.
+// makeStage creates the top staging directory and the first below it,
+// first removing those that interrupted runs left behind, and starts
+// making the others; on any failure there is no staging.
 func (r *Receiver) makeStage() {
 	s := &r.staging
 	s.ok = map[string]bool{}
@@ -128,6 +130,21 @@ func (r *Receiver) makeStage() {
 		return
 	}
 	s.top, s.dev = f, st.Dev
+	if s.dirs[0] = s.makeDir(0); s.dirs[0] == nil {
+		s.top = nil
+		f.Close()
+		r.root.Remove(s.name)
+		return
+	}
+	s.made.Store(1)
+	s.grew.Go(func() {
+		for k := 1; k < stageDirs && !s.stop.Load(); k++ {
+			if s.dirs[k] = s.makeDir(k); s.dirs[k] == nil {
+				return
+			}
+			s.made.Store(int32(k + 1))
+		}
+	})
 }
 
 // makeDir makes and opens staging directory k, or returns nil.
@@ -163,14 +180,12 @@ func (r *Receiver) closeStage() {
 	}
 	// Each (empty) directory with one rmdir, many at once on a slow
 	// filesystem; whatever is left, the slow way.
+	s.stop.Store(true)
+	s.grew.Wait()
 	tfd := int(s.top.Fd())
-	ioconc.ForEach(stageDirs, r.io.Width(), func(_, k int) {
-		sd := &s.dirs[k]
-		sd.once.Do(func() {})
-		if sd.f != nil {
-			sd.f.Close()
-			unix.Unlinkat(tfd, strconv.Itoa(k), unix.AT_REMOVEDIR)
-		}
+	ioconc.ForEach(int(s.made.Load()), r.io.Width(), func(_, k int) {
+		s.dirs[k].Close()
+		unix.Unlinkat(tfd, strconv.Itoa(k), unix.AT_REMOVEDIR)
 	})
 	s.top.Close()
 	s.top = nil

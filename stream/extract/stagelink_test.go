@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/bulkmove/bulkmove/sharder"
@@ -108,6 +109,69 @@ func TestStagedLinkModes(t *testing.T) {
 			}
 			if m, _ := filepath.Glob(filepath.Join(dir, TempPrefix+"*")); len(m) != 0 {
 				t.Errorf("left behind: %q", m)
+			}
+		})
+	}
+}
+
+// TestWriteThen: files that WriteThen is told to place land before Commit
+// (many at once, several in one directory), those it is not are left to
+// Commit, which drops the discarded; the ack counts them all.
+func TestWriteThen(t *testing.T) {
+	for _, named := range []bool{false, true} {
+		t.Run(fmt.Sprintf("named-temps=%v", named), func(t *testing.T) {
+			dir := t.TempDir()
+			r, err := Open(dir, Options{NamedTemps: named, IOConcurrency: 8})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			held := tmpfilesOpen.Load()
+			var entries []sharder.Entry
+			for i := range 40 {
+				p := fmt.Sprintf("d%d/f%02d", i%3, i)
+				entries = append(entries, sharder.Entry{Path: p, Kind: sharder.KindFile, Mode: 0o640, Size: int64(len(p)), MTime: 1_700_000_000_000_000_000 + int64(i)})
+			}
+			keep := func(i int) bool { return i%5 != 0 } // the others: the source changed
+			txn := r.Begin(entries)
+			var wg sync.WaitGroup
+			for i, e := range entries {
+				wg.Go(func() {
+					if err := txn.WriteThen(i, strings.NewReader(e.Path), func() bool { return keep(i) }); err != nil {
+						t.Error(err)
+					}
+				})
+			}
+			wg.Wait()
+			txn.placing.Wait()
+			var discards []wire.Discard
+			for i, e := range entries {
+				_, err := os.Lstat(filepath.Join(dir, e.Path))
+				if (err == nil) != keep(i) {
+					t.Errorf("%s in place before the commit: %v", e.Path, err == nil)
+				}
+				if !keep(i) {
+					discards = append(discards, wire.Discard{Index: i, Reason: "changed"})
+				}
+			}
+			ack := txn.Commit(1, discards)
+			if want := int64(len(entries) - len(discards)); len(ack.Errors) != 0 || ack.Files != want || ack.Bytes == 0 {
+				t.Fatalf("ack: %d files (want %d), %d bytes, errors %v", ack.Files, want, ack.Bytes, ack.Errors)
+			}
+			for i, e := range entries {
+				got, err := os.ReadFile(filepath.Join(dir, e.Path))
+				switch {
+				case keep(i) && (err != nil || string(got) != e.Path):
+					t.Errorf("%s: %q, %v", e.Path, got, err)
+				case !keep(i) && err == nil:
+					t.Errorf("%s landed, though discarded", e.Path)
+				}
+			}
+			if left, _ := filepath.Glob(filepath.Join(dir, "d*", TempPrefix+"*")); len(left) != 0 {
+				t.Errorf("temporaries left: %q", left)
+			}
+			if n := tmpfilesOpen.Load(); n != held {
+				t.Errorf("%d descriptors held after the commit", n-held)
 			}
 		})
 	}

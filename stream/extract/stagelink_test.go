@@ -176,3 +176,28 @@ func TestWriteThen(t *testing.T) {
 		})
 	}
 }
+
+// TestIndependentLinks: a run of hard links is applied at once only up to
+// the first that depends on an earlier one of the run.
+func TestIndependentLinks(t *testing.T) {
+	hl := func(p, target string) sharder.Entry {
+		return sharder.Entry{Path: p, Link: target, Kind: sharder.KindHardlink}
+	}
+	dir := sharder.Entry{Path: "d", Kind: sharder.KindDir}
+	for _, c := range []struct {
+		name    string
+		entries []sharder.Entry
+		want    int
+	}{
+		{"all independent", []sharder.Entry{hl("a", "t"), hl("b", "t"), hl("c", "u")}, 3},
+		{"ends at a directory", []sharder.Entry{hl("a", "t"), hl("b", "u"), dir, hl("c", "v")}, 2},
+		{"replaces an earlier target", []sharder.Entry{hl("a", "t"), hl("t", "u")}, 1},
+		{"targets an earlier link", []sharder.Entry{hl("a", "t"), hl("b", "a")}, 1},
+		{"same path twice", []sharder.Entry{hl("a", "t"), hl("c", "v"), hl("a", "u")}, 2},
+		{"one alone", []sharder.Entry{hl("a", "t")}, 1},
+	} {
+		if got := independentLinks(c.entries, 0); got != c.want {
+			t.Errorf("%s: %d, want %d", c.name, got, c.want)
+		}
+	}
+}

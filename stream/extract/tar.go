@@ -119,19 +119,28 @@ func (t *Txn) ExtractTar(id uint64, r io.Reader, need []bool) error {
 // deeper ones first, so every directory's mtime is still set after all that
 // is created inside it).
 func (t *Txn) ApplyFinal() {
+	// All data is in: the staging directories go, while the rest of the
+	// batch is applied (on a slow filesystem, an rmdir each under one
+	// lock), and before the root's times are set.
+	var staging sync.WaitGroup
+	defer staging.Wait()
 	for i := range t.entries {
 		if t.entries[i].Path == "." {
-			// All data is in: the staging directories go before the root's
-			// times are set.
-			t.r.closeStage()
+			staging.Go(t.r.closeStage)
 			break
 		}
 	}
 	width := t.r.io.Width()
 	for i := 0; i < len(t.entries); {
 		j := i + 1
+		if width > 1 && t.entries[i].Kind == sharder.KindHardlink {
+			j = independentLinks(t.entries, i)
+		}
 		for j < len(t.entries) && width > 1 && independent(&t.entries[i], &t.entries[j]) {
 			j++
+		}
+		if t.entries[i].Path == "." {
+			staging.Wait()
 		}
 		ioconc.ForEach(j-i, width, func(_, k int) { t.Apply(i + k) })
 		i = j
@@ -149,7 +158,25 @@ func independent(a, b *sharder.Entry) bool {
 	case a.Kind == sharder.KindDir:
 		return a.Path != "." && b.Path != "." && strings.Count(a.Path, "/") == strings.Count(b.Path, "/")
 	}
-	return false // hard links: one may replace another's target
+	return false // hard links: see independentLinks
+}
+
+// independentLinks returns the end of the run of hard links from entries[i]
+// that may be made in any order: up to (not including) the first whose
+// path is made or targeted earlier in the run, or whose target is made
+// earlier in it (one may replace another's target). Links to one target
+// are independent.
+func independentLinks(entries []sharder.Entry, i int) int {
+	made, targets := map[string]bool{}, map[string]bool{}
+	j := i
+	for ; j < len(entries) && entries[j].Kind == sharder.KindHardlink; j++ {
+		e := &entries[j]
+		if made[e.Path] || targets[e.Path] || made[e.Link] {
+			break
+		}
+		made[e.Path], targets[e.Link] = true, true
+	}
+	return max(j, i+1)
 }
 
 // Receive applies one batch that arrives as a manifest and a tar stream:

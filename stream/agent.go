@@ -275,7 +275,9 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 			if err := c.wait(); err != nil {
 				return err
 			}
-			res, err := ApplyPrune(recv, &pruning, req)
+			res, err := ApplyPrune(recv, &pruning, req, func(r *wire.PruneResult) error {
+				return o.send(outFrame{wire.Pruned, wire.EncodePruned(r)})
+			})
 			if err != nil {
 				return fail(err)
 			}

@@ -15,8 +15,14 @@ import (
 // Pruner is implemented by connections that can delete, at the receiver,
 // what the source does not have (--delete).
 type Pruner interface {
-	Prune(ctx context.Context, req *wire.PruneRequest) (*wire.PruneResult, error)
+	// Prune carries out req and calls done with each of its results
+	// (one, or several when much is removed), in order.
+	Prune(ctx context.Context, req *wire.PruneRequest, done func(*wire.PruneResult)) error
 }
+
+// PruneResultMax is the most removed entries one prune result holds: a
+// larger answer comes in several.
+const PruneResultMax = 4096
 
 // Pruning is a connection's prune in progress on the receiver: the names
 // so far of a directory whose request continues in the next one
@@ -40,8 +46,11 @@ func (p *Pruning) Close() error {
 // filter rules protect. A request that continues (More) only adds its last
 // directory's names to p, to be pruned by the request that ends it. A bad
 // rule or a continuation of another directory fails the request; a path
-// that cannot be deleted is reported in the result.
-func ApplyPrune(recv *extract.Receiver, p *Pruning, req *wire.PruneRequest) (*wire.PruneResult, error) {
+// that cannot be deleted is reported in the result. Each time the result
+// holds PruneResultMax removed entries, it goes to send with More set and
+// a new one begins (send nil: one result, however large); the last is
+// returned. An error from send stops the prune and is returned.
+func ApplyPrune(recv *extract.Receiver, p *Pruning, req *wire.PruneRequest, send func(*wire.PruneResult) error) (*wire.PruneResult, error) {
 	var protect extract.PruneFunc
 	if len(req.Rules) > 0 {
 		rules := new(filter.Rules)
@@ -69,13 +78,23 @@ func ApplyPrune(recv *extract.Receiver, p *Pruning, req *wire.PruneRequest) (*wi
 			// sticks (Keep): the last part reports it and deletes nothing.
 			return res, nil
 		}
-		var removed []extract.Removed
+		var sendErr error
 		if err == nil {
-			removed, err = recv.Prune(d.Dir, p.keep, protect, req.DryRun)
+			err = recv.PruneEach(d.Dir, p.keep, protect, req.DryRun, func(r extract.Removed) error {
+				res.Removed = append(res.Removed, wire.PrunedEntry{Path: r.Path, IsDir: r.IsDir})
+				if send != nil && len(res.Removed) >= PruneResultMax {
+					res.More = true
+					if sendErr = send(res); sendErr != nil {
+						return sendErr
+					}
+					res = &wire.PruneResult{ID: req.ID}
+				}
+				return nil
+			})
 		}
 		p.Close()
-		for _, r := range removed {
-			res.Removed = append(res.Removed, wire.PrunedEntry{Path: r.Path, IsDir: r.IsDir})
+		if sendErr != nil {
+			return nil, sendErr
 		}
 		if err != nil {
 			res.Errors = append(res.Errors, err.Error())
@@ -85,36 +104,50 @@ func ApplyPrune(recv *extract.Receiver, p *Pruning, req *wire.PruneRequest) (*wi
 }
 
 // Prune implements Pruner.
-func (l *Local) Prune(ctx context.Context, req *wire.PruneRequest) (*wire.PruneResult, error) {
+func (l *Local) Prune(ctx context.Context, req *wire.PruneRequest, done func(*wire.PruneResult)) error {
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return err
 	}
-	return ApplyPrune(l.Recv, &l.pruning, req)
+	res, err := ApplyPrune(l.Recv, &l.pruning, req, func(r *wire.PruneResult) error {
+		done(r)
+		return ctx.Err()
+	})
+	if err != nil {
+		return err
+	}
+	done(res)
+	return nil
 }
 
-// Prune implements Pruner: one round trip.
-func (c *Client) Prune(ctx context.Context, req *wire.PruneRequest) (*wire.PruneResult, error) {
+// Prune implements Pruner: one round trip, whose answer may come in
+// several frames.
+func (c *Client) Prune(ctx context.Context, req *wire.PruneRequest, done func(*wire.PruneResult)) error {
 	if err := wire.WriteFrame(c.w, wire.Prune, wire.EncodePrune(req)); err != nil {
-		return nil, fmt.Errorf("%s: %w", c.Name, err)
+		return fmt.Errorf("%s: %w", c.Name, err)
 	}
 	if err := c.w.Flush(); err != nil {
-		return nil, fmt.Errorf("%s: %w", c.Name, err)
+		return fmt.Errorf("%s: %w", c.Name, err)
 	}
-	f, err := c.next(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", c.Name, err)
+	for {
+		f, err := c.next(ctx)
+		if err != nil {
+			return fmt.Errorf("%s: %w", c.Name, err)
+		}
+		if f.typ != wire.Pruned {
+			return fmt.Errorf("%s: %w: got frame %q, want the prune result", c.Name, wire.ErrProtocol, f.typ)
+		}
+		res, err := wire.DecodePruned(f.payload)
+		if err != nil {
+			return fmt.Errorf("%s: %w", c.Name, err)
+		}
+		if res.ID != req.ID {
+			return fmt.Errorf("%s: %w: prune result %d for request %d", c.Name, wire.ErrProtocol, res.ID, req.ID)
+		}
+		done(res)
+		if !res.More {
+			return nil
+		}
 	}
-	if f.typ != wire.Pruned {
-		return nil, fmt.Errorf("%s: %w: got frame %q, want the prune result", c.Name, wire.ErrProtocol, f.typ)
-	}
-	res, err := wire.DecodePruned(f.payload)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", c.Name, err)
-	}
-	if res.ID != req.ID {
-		return nil, fmt.Errorf("%s: %w: prune result %d for request %d", c.Name, wire.ErrProtocol, res.ID, req.ID)
-	}
-	return res, nil
 }
 
 // RunPrune sends the requests from reqs over conns, one request in flight
@@ -163,14 +196,15 @@ func RunPrune(ctx context.Context, conns []Conn, reqs <-chan <-chan *wire.PruneR
 					if req == nil {
 						break
 					}
-					res, err := pr.Prune(gctx, req)
+					err := pr.Prune(gctx, req, func(res *wire.PruneResult) {
+						mu.Lock()
+						done(res)
+						mu.Unlock()
+					})
 					if err != nil {
 						return err
 					}
 					last = req
-					mu.Lock()
-					done(res)
-					mu.Unlock()
 				}
 			}
 		})

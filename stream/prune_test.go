@@ -2,6 +2,7 @@ package stream_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -39,7 +40,7 @@ func TestApplyPruneInParts(t *testing.T) {
 	parts := [][]string{{"c"}, {"a", "only-at-the-source"}, {"b"}}
 	for i, names := range parts {
 		req := &wire.PruneRequest{ID: uint64(i + 1), More: i < len(parts)-1, Dirs: []wire.PruneDir{{Dir: ".", Names: names}}}
-		res, err := stream.ApplyPrune(recv, &p, req)
+		res, err := stream.ApplyPrune(recv, &p, req, nil)
 		if err != nil || len(res.Errors) > 0 {
 			t.Fatalf("part %d: %v %v", i, err, res.Errors)
 		}
@@ -55,10 +56,10 @@ func TestApplyPruneInParts(t *testing.T) {
 			t.Errorf("%s: %v", n, err)
 		}
 	}
-	if _, err := stream.ApplyPrune(recv, &p, &wire.PruneRequest{ID: 4, More: true, Dirs: []wire.PruneDir{{Dir: ".", Names: []string{"a"}}}}); err != nil {
+	if _, err := stream.ApplyPrune(recv, &p, &wire.PruneRequest{ID: 4, More: true, Dirs: []wire.PruneDir{{Dir: ".", Names: []string{"a"}}}}, nil); err != nil {
 		t.Fatal(err)
 	}
-	_, err := stream.ApplyPrune(recv, &p, &wire.PruneRequest{ID: 5, Dirs: []wire.PruneDir{{Dir: "other"}}})
+	_, err := stream.ApplyPrune(recv, &p, &wire.PruneRequest{ID: 5, Dirs: []wire.PruneDir{{Dir: "other"}}}, nil)
 	if !errors.Is(err, wire.ErrProtocol) {
 		t.Fatalf("a continuation of . naming another directory: %v, want a protocol error", err)
 	}
@@ -77,10 +78,10 @@ func TestApplyPruneKeepFails(t *testing.T) {
 	t.Setenv("TMPDIR", filepath.Join(t.TempDir(), "missing"))
 	var p stream.Pruning
 	defer p.Close()
-	if _, err := stream.ApplyPrune(recv, &p, &wire.PruneRequest{ID: 1, More: true, Dirs: []wire.PruneDir{{Dir: ".", Names: []string{"a", "b", "c", "x"}}}}); err != nil {
+	if _, err := stream.ApplyPrune(recv, &p, &wire.PruneRequest{ID: 1, More: true, Dirs: []wire.PruneDir{{Dir: ".", Names: []string{"a", "b", "c", "x"}}}}, nil); err != nil {
 		t.Fatal(err)
 	}
-	res, err := stream.ApplyPrune(recv, &p, &wire.PruneRequest{ID: 2, Dirs: []wire.PruneDir{{Dir: ".", Names: []string{"d"}}}})
+	res, err := stream.ApplyPrune(recv, &p, &wire.PruneRequest{ID: 2, Dirs: []wire.PruneDir{{Dir: ".", Names: []string{"d"}}}}, nil)
 	if err != nil || len(res.Errors) != 1 || len(res.Removed) != 0 {
 		t.Fatalf("removed %v, errors %q, %v; want nothing removed and one error", res.Removed, res.Errors, err)
 	}
@@ -88,5 +89,47 @@ func TestApplyPruneKeepFails(t *testing.T) {
 		if _, err := os.Lstat(filepath.Join(dst, n)); err != nil {
 			t.Errorf("%s: %v", n, err)
 		}
+	}
+}
+
+// TestApplyPruneResultsInParts: removing more than PruneResultMax entries
+// answers in several results, each but the last with More, together
+// naming every entry removed once.
+func TestApplyPruneResultsInParts(t *testing.T) {
+	const n = 2*stream.PruneResultMax + 10
+	names := []string{"keep"}
+	for i := range n {
+		names = append(names, fmt.Sprintf("x%05d", i))
+	}
+	dst, recv := pruneDest(t, names...)
+	var p stream.Pruning
+	defer p.Close()
+	var results []*wire.PruneResult
+	last, err := stream.ApplyPrune(recv, &p, &wire.PruneRequest{ID: 9, Dirs: []wire.PruneDir{{Dir: ".", Names: []string{"keep"}}}},
+		func(r *wire.PruneResult) error {
+			results = append(results, r)
+			return nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	results = append(results, last)
+	seen := map[string]bool{}
+	for i, r := range results {
+		if r.ID != 9 || r.More != (i < len(results)-1) || len(r.Removed) > stream.PruneResultMax {
+			t.Errorf("result %d of %d: id %d, more %v, %d removed", i+1, len(results), r.ID, r.More, len(r.Removed))
+		}
+		for _, e := range r.Removed {
+			if seen[e.Path] {
+				t.Errorf("%s removed twice", e.Path)
+			}
+			seen[e.Path] = true
+		}
+	}
+	if len(results) != 3 || len(seen) != n {
+		t.Errorf("%d results naming %d entries, want 3 naming %d", len(results), len(seen), n)
+	}
+	if ents, _ := os.ReadDir(dst); len(ents) != 1 || ents[0].Name() != "keep" {
+		t.Errorf("left %d entries, want keep alone", len(ents))
 	}
 }

@@ -80,24 +80,38 @@ func (k *Keep) Close() error {
 // says to keep, nor anything under them. In a dry run it only reports. dir
 // must be a real directory under the root, not a symlink to one; nothing
 // outside the root is ever reached. It returns what it removed, in name
-// order, and the first error (the rest of the directory is still tried).
+// order (a directory after what it held), and the first error (the rest
+// of the directory is still tried). See PruneEach, which does not gather
+// what it removed.
+func (r *Receiver) Prune(dir string, keep *Keep, protect PruneFunc, dryRun bool) ([]Removed, error) {
+	var out []Removed
+	err := r.PruneEach(dir, keep, protect, dryRun, func(rm Removed) error {
+		out = append(out, rm)
+		return nil
+	})
+	return out, err
+}
+
+// PruneEach is Prune that hands report each entry as it is removed,
+// rather than gathering them: memory does not grow with what goes. An
+// error from report stops it at once, and it returns that error.
 //
 // The destination directory is read whole first, its names sorted (in
 // sorted runs on disk past PruneMem), then merged with keep's: memory does
 // not grow with the directory.
-func (r *Receiver) Prune(dir string, keep *Keep, protect PruneFunc, dryRun bool) ([]Removed, error) {
+func (r *Receiver) PruneEach(dir string, keep *Keep, protect PruneFunc, dryRun bool, report func(Removed) error) error {
 	if err := CheckName(dir, sharder.KindDir); err != nil {
-		return nil, fmt.Errorf("delete in %q: %w", dir, err)
+		return fmt.Errorf("delete in %q: %w", dir, err)
 	}
 	if keep != nil && keep.l.Err() != nil {
-		return nil, fmt.Errorf("delete in %s: the source's names: %w", dir, keep.l.Err())
+		return fmt.Errorf("delete in %s: the source's names: %w", dir, keep.l.Err())
 	}
 	names, err := r.list(dir, true)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, nil // nothing there to prune
+			return nil // nothing there to prune
 		}
-		return nil, fmt.Errorf("delete in %s: %w", dir, err)
+		return fmt.Errorf("delete in %s: %w", dir, err)
 	}
 	defer names.Close()
 	var kept func() (string, error, bool)
@@ -126,84 +140,105 @@ func (r *Receiver) Prune(dir string, keep *Keep, protect PruneFunc, dryRun bool)
 		}
 		return false, nil
 	}
-	var out []Removed
+	pr := &pruning{r: r, protect: protect, dryRun: dryRun, report: report}
 	var first error
 	for de, err := range names.All() {
 		if err != nil {
-			return out, fmt.Errorf("delete in %s: %w", dir, err)
+			return fmt.Errorf("delete in %s: %w", dir, err)
 		}
 		in, err := inKeep(de.name)
 		if err != nil {
-			return out, err
+			return err
 		}
 		if in {
 			continue
 		}
-		p := join(dir, de.name)
-		removed, err := r.pruneEntry(p, de.typ, protect, dryRun)
-		out = append(out, removed...)
+		_, err = pr.entry(join(dir, de.name), de.typ)
+		if pr.stopped != nil {
+			return pr.stopped
+		}
 		if err != nil && first == nil {
 			first = err
 		}
 	}
-	return out, first
+	return first
 }
 
-// pruneEntry deletes p, of type typ, unless protected; a directory goes
-// whole, except for protected entries below it (and the directories that
-// hold them).
-func (r *Receiver) pruneEntry(p string, typ fs.FileMode, protect PruneFunc, dryRun bool) ([]Removed, error) {
+// pruning is one PruneEach under way.
+type pruning struct {
+	r       *Receiver
+	protect PruneFunc
+	dryRun  bool
+	report  func(Removed) error
+	stopped error // report's error: nothing more is done
+}
+
+func (pr *pruning) removed(rm Removed) {
+	if err := pr.report(rm); err != nil && pr.stopped == nil {
+		pr.stopped = err
+	}
+}
+
+// entry deletes p, of type typ, unless protected; a directory goes whole,
+// except for protected entries below it (and the directories that hold
+// them). gone says whether p itself went.
+func (pr *pruning) entry(p string, typ fs.FileMode) (gone bool, err error) {
+	r := pr.r
 	isDir := typ&fs.ModeDir != 0
-	if protect != nil && protect(p, isDir) {
-		return nil, nil
+	if pr.stopped != nil || (pr.protect != nil && pr.protect(p, isDir)) {
+		return false, nil
 	}
 	if !isDir {
-		if !dryRun {
+		if !pr.dryRun {
 			if err := r.root.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return nil, fmt.Errorf("delete %s: %w", p, unwrapPath(err))
+				return false, fmt.Errorf("delete %s: %w", p, unwrapPath(err))
 			}
 		}
-		return []Removed{{Path: p}}, nil
+		pr.removed(Removed{Path: p})
+		return true, nil
 	}
-	if protect == nil {
-		if !dryRun {
+	if pr.protect == nil {
+		if !pr.dryRun {
 			if err := r.root.RemoveAll(p); err != nil {
-				return nil, fmt.Errorf("delete %s: %w", p, unwrapPath(err))
+				return false, fmt.Errorf("delete %s: %w", p, unwrapPath(err))
 			}
 		}
-		return []Removed{{Path: p, IsDir: true}}, nil
+		pr.removed(Removed{Path: p, IsDir: true})
+		return true, nil
 	}
 	// Some entries below may be protected: go down.
 	names, err := r.list(p, false)
 	if err != nil {
-		return nil, fmt.Errorf("delete %s: %w", p, err)
+		return false, fmt.Errorf("delete %s: %w", p, err)
 	}
 	defer names.Close()
-	var out []Removed
 	var first error
 	kept := false
 	for de, err := range names.All() {
 		if err != nil {
-			return out, fmt.Errorf("delete %s: %w", p, err)
+			return false, fmt.Errorf("delete %s: %w", p, err)
 		}
-		rm, err := r.pruneEntry(join(p, de.name), de.typ, protect, dryRun)
+		gone, err := pr.entry(join(p, de.name), de.typ)
 		if err != nil && first == nil {
 			first = err
 		}
-		if len(rm) == 0 || rm[len(rm)-1].Path != join(p, de.name) {
+		if !gone {
 			kept = true // protected, or partly so
 		}
-		out = append(out, rm...)
-	}
-	if kept || first != nil {
-		return out, first
-	}
-	if !dryRun {
-		if err := r.root.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return out, fmt.Errorf("delete %s: %w", p, unwrapPath(err))
+		if pr.stopped != nil {
+			return false, nil
 		}
 	}
-	return append(out, Removed{Path: p, IsDir: true}), nil
+	if kept || first != nil {
+		return false, first
+	}
+	if !pr.dryRun {
+		if err := r.root.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return false, fmt.Errorf("delete %s: %w", p, unwrapPath(err))
+		}
+	}
+	pr.removed(Removed{Path: p, IsDir: true})
+	return true, nil
 }
 
 // dirent is a name a directory holds and its type.

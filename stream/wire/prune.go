@@ -26,9 +26,11 @@ type PruneDir struct {
 }
 
 // PruneResult is the receiver's answer: what it removed (or, in a dry
-// run, would remove) and what it could not.
+// run, would remove) and what it could not. An answer that removes many
+// entries comes in several results, each but the last with More set.
 type PruneResult struct {
 	ID      uint64
+	More    bool
 	Removed []PrunedEntry
 	Errors  []string
 }
@@ -118,6 +120,11 @@ func DecodePrune(p []byte) (*PruneRequest, error) {
 func EncodePruned(r *PruneResult) []byte {
 	e := enc{}
 	e.uvarint(r.ID)
+	var fl uint64
+	if r.More {
+		fl |= pruneMore
+	}
+	e.uvarint(fl)
 	e.uvarint(uint64(len(r.Removed)))
 	for _, x := range r.Removed {
 		var dir byte
@@ -138,6 +145,7 @@ func EncodePruned(r *PruneResult) []byte {
 func DecodePruned(p []byte) (*PruneResult, error) {
 	d := dec{b: p}
 	r := &PruneResult{ID: d.uvarint("prune id")}
+	r.More = d.uvarint("prune result flags")&pruneMore != 0
 	n := d.count("removed count", MaxFrame/2)
 	for range n {
 		dir := d.byte1("removed kind")

@@ -13,7 +13,7 @@ func TestPruneRoundTrip(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(got, req) {
 		t.Fatalf("round trip: %+v, %v; want %+v", got, err, req)
 	}
-	res := &PruneResult{ID: 7, Removed: []PrunedEntry{{Path: "x", IsDir: true}, {Path: "y"}}, Errors: []string{"delete z: busy"}}
+	res := &PruneResult{ID: 7, More: true, Removed: []PrunedEntry{{Path: "x", IsDir: true}, {Path: "y"}}, Errors: []string{"delete z: busy"}}
 	gotr, err := DecodePruned(EncodePruned(res))
 	if err != nil || !reflect.DeepEqual(gotr, res) {
 		t.Fatalf("round trip: %+v, %v; want %+v", gotr, err, res)

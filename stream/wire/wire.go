@@ -31,7 +31,8 @@ import (
 // whole file.
 // 9: a prune request may continue in the next (PruneRequest.More): a
 // directory's names come in parts; an older agent would prune with the
-// first part's names alone.
+// first part's names alone. A prune's answer may come in several results
+// (PruneResult.More).
 const Proto = 9
 
 // Frame types.

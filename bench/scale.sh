@@ -11,6 +11,9 @@
 #          receiver in one process)
 #   agent  `bulkmove --via-agent -j J SRC DST`: the sender and J `bulkmove
 #          agent` processes, measured apart
+#   delete `bulkmove --delete --via-agent -j J SRC DST` on a DST a first,
+#          unmeasured move made: the --delete pass over every directory
+#          (SCALE_DIRS=0: one flat directory of SCALE_N names)
 #
 # Peak RSS is the kernel's high-water mark (VmHWM in /proc/PID/status) read
 # every 0.2 s until each process exits, so the sender's and each agent's are
@@ -34,7 +37,7 @@
 #                 spill to disk beyond 16,384 of a kind (the 1M-entry test:
 #                 SCALE_N=700000 SCALE_DIRS=100000 SCALE_LINKS=1)
 #   SCALE_J       streams (default 4)
-#   SCALE_RUNS    runs, of walk local agent (default "walk local agent")
+#   SCALE_RUNS    runs, of walk local agent delete (default "walk local agent")
 #   SCALE_MNT     where the trees go (default /mnt/bmscale)
 #   SCALE_DST     the destination (default SCALE_MNT/dst); on a disk filesystem
 #                 when RAM holds only one tmpfs tree (10 million inodes of tmpfs
@@ -124,6 +127,10 @@ for r in $RUNS; do
   walk) measure walk "$BULKMOVE" plan "$MNT/src" --parts 16 -o "$MNT/plan" ;;
   local) measure local "$BULKMOVE" --journal none -j "$J" "$MNT/src" "$DST" ;;
   agent) measure agent "$BULKMOVE" --journal none --via-agent -j "$J" "$MNT/src" "$DST" ;;
-  *) echo "unknown run $r (walk, local, agent)" >&2; exit 1 ;;
+  delete)
+    "$BULKMOVE" --journal none -j "$J" "$MNT/src" "$DST" >/dev/null 2>&1
+    measure delete "$BULKMOVE" --journal none --delete --via-agent -j "$J" "$MNT/src" "$DST"
+    ;;
+  *) echo "unknown run $r (walk, local, agent, delete)" >&2; exit 1 ;;
   esac
 done

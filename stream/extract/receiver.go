@@ -904,6 +904,12 @@ func (t *Txn) WriteThen(i int, src io.Reader, placeNow func() bool) error {
 		}
 		tmp = t.tmpName()
 		fd, err = unix.Openat(tdir, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(e.Mode.Perm()))
+		if err == unix.ENOENT && tdir != dfd {
+			// The staging directory is gone (removed by hand, or by a
+			// run that took it for an interrupted one's): in place.
+			tdir = dfd
+			fd, err = unix.Openat(tdir, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(e.Mode.Perm()))
+		}
 		if err != nil {
 			t.failErr(i, "create", e.Path, err)
 			return t.drain(src, want)

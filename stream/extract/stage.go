@@ -114,7 +114,9 @@ func (r *Receiver) makeStage() {
 	s := &r.staging
 	s.ok = map[string]bool{}
 	r.sweepStages()
-	s.name = TempPrefix + tmpTag + ".stage"
+	// Its own name: receivers of one process (an agent serving several
+	// streams) share tmpTag, and all but the first found it taken.
+	s.name = TempPrefix + tmpTag + "." + strconv.FormatUint(tmpSeq.Add(1), 36) + ".stage"
 	if err := r.root.Mkdir(s.name, 0o700); err != nil {
 		return
 	}
@@ -213,12 +215,41 @@ func (r *Receiver) sweepStages() {
 			if !strings.HasPrefix(n, TempPrefix) || !strings.HasSuffix(n, ".stage") {
 				continue
 			}
-			if fi, err := r.root.Lstat(n); err == nil && fi.IsDir() && time.Since(fi.ModTime()) > staleTemp {
+			if r.staleStage(n) {
 				r.root.RemoveAll(n)
 			}
 		}
 		if err != nil || len(names) == 0 {
 			return
+		}
+	}
+}
+
+// staleStage reports whether the staging directory n (another receiver's)
+// is an interrupted run's: neither it nor any directory in it changed for
+// staleTemp. Its own time alone says nothing: it changes only while the
+// directories in it are made, at the start of a job that may run for
+// hours, and files are written in those.
+func (r *Receiver) staleStage(n string) bool {
+	f, err := r.openDir(n, unix.O_NOFOLLOW)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	old := func(st *unix.Stat_t) bool { return time.Since(time.Unix(st.Mtim.Unix())) > staleTemp }
+	var st unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &st) != nil || !old(&st) {
+		return false
+	}
+	for {
+		names, err := f.Readdirnames(256)
+		for _, sub := range names {
+			if unix.Fstatat(int(f.Fd()), sub, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && !old(&st) {
+				return false
+			}
+		}
+		if err != nil || len(names) == 0 {
+			return true
 		}
 	}
 }

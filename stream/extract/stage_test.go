@@ -26,16 +26,24 @@ func stagingDirs(t *testing.T, root string) []string {
 // TestStaging: where named temporaries are used and the filesystem is slow
 // (many files at once), files are written in staging directories and linked
 // into place (replacing what is there), the staging directories go before
-// the root's times are set, and a stale one of a killed run is removed.
+// the root's times are set, and a stale one of a killed run is removed,
+// not a live one of a long job (its own time is old, a directory in it is
+// being written).
 func TestStaging(t *testing.T) {
 	s := newSandbox(t)
 	stale := filepath.Join(s.root, extract.TempPrefix+"99.dead.stage")
-	if err := os.MkdirAll(filepath.Join(stale, "3"), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(filepath.Join(stale, "3", extract.TempPrefix+"99.dead.1"), []byte("half"), 0o600)
+	live := filepath.Join(s.root, extract.TempPrefix+"98.long.stage")
 	old := time.Now().Add(-time.Hour)
-	os.Chtimes(stale, old, old)
+	for _, d := range []string{stale, live} {
+		if err := os.MkdirAll(filepath.Join(d, "3"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(d, "3", extract.TempPrefix+"99.dead.1"), []byte("half"), 0o600)
+		if d == stale {
+			os.Chtimes(filepath.Join(d, "3"), old, old)
+		}
+		os.Chtimes(d, old, old)
+	}
 	os.WriteFile(filepath.Join(s.root, "old"), []byte("to be replaced"), 0o644)
 
 	r := s.open(t, extract.Options{NamedTemps: true, IOConcurrency: 8})
@@ -54,6 +62,10 @@ func TestStaging(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if !exists(live) {
+		t.Errorf("a live staging directory (of a long job) was removed")
+	}
+	os.RemoveAll(live)
 	if got := stagingDirs(t, s.root); len(got) != 1 {
 		t.Errorf("staging directories while writing: %q, want this receiver's only (the stale one removed)", got)
 	}

@@ -201,3 +201,55 @@ func TestIndependentLinks(t *testing.T) {
 		}
 	}
 }
+
+// TestStagingTwoReceivers: receivers of one process on one root (an agent
+// serving several streams) each stage their files, in a directory of
+// their own, and a staging directory removed under a receiver costs it
+// nothing but the staging.
+func TestStagingTwoReceivers(t *testing.T) {
+	dir := t.TempDir()
+	var rs []*Receiver
+	for range 2 {
+		r, err := Open(dir, Options{NamedTemps: true, IOConcurrency: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs = append(rs, r)
+	}
+	for k, r := range rs {
+		for round := range 2 {
+			p := fmt.Sprintf("r%d/f%d", k, round)
+			e := []sharder.Entry{{Path: p, Kind: sharder.KindFile, Mode: 0o644, Size: int64(len(p))}}
+			txn := r.Begin(e)
+			if err := txn.Write(0, strings.NewReader(p)); err != nil {
+				t.Fatal(err)
+			}
+			if round == 0 && txn.pending[0].sdir == 0 {
+				t.Errorf("receiver %d: not staged", k)
+			}
+			if ack := txn.Commit(1, nil); ack.Files != 1 {
+				t.Fatalf("receiver %d: %+v", k, ack.Errors)
+			}
+			if round == 0 && k == 0 {
+				os.RemoveAll(filepath.Join(dir, r.staging.name)) // under it
+			}
+		}
+	}
+	if rs[0].staging.name == rs[1].staging.name {
+		t.Errorf("both receivers stage in %s", rs[0].staging.name)
+	}
+	for _, r := range rs {
+		r.Close()
+	}
+	for k := range rs {
+		for round := range 2 {
+			p := fmt.Sprintf("r%d/f%d", k, round)
+			if got, err := os.ReadFile(filepath.Join(dir, p)); err != nil || string(got) != p {
+				t.Errorf("%s: %q, %v", p, got, err)
+			}
+		}
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, TempPrefix+"*")); len(m) != 0 {
+		t.Errorf("left behind: %q", m)
+	}
+}

@@ -57,7 +57,7 @@
 // pairs, 16 bytes each, grouped by bucket of the hash, plus a 4-byte offset
 // per bucket of about eight pairs, so about 16.5 bytes a file, up to
 // MemEntries files (66 MiB). Past MemEntries, the files whose hash is above
-// a split point go to a disk index instead (see diskIndex): one 4 KiB read
+// a split point go to a disk index instead (see disk.go): one 4 KiB read
 // for a lookup there, 8 bytes of memory per 256 files. Records appended in
 // this run go to the file only; Done does not see them (the walk of one
 // run does not meet a path twice).
@@ -91,6 +91,8 @@ import (
 	"sync"
 
 	"github.com/cespare/xxhash/v2"
+
+	"github.com/bulkmove/bulkmove/internal/hashidx"
 )
 
 // Entry is one acknowledged file.
@@ -129,8 +131,8 @@ var errClosed = errors.New("journal is closed")
 // Journal is an open, locked journal. Its methods are safe for concurrent use.
 type Journal struct {
 	path  string
-	idx   index      // read-only after Open
-	disk  *diskIndex // the hashes at or above split, if MemEntries were too few
+	idx   index          // read-only after Open
+	disk  *hashidx.Table // the hashes at or above split, if MemEntries were too few
 	split uint64
 
 	loadedBatches, loadedFiles, dropped int64
@@ -187,7 +189,7 @@ func Open(path string) (*Journal, error) {
 		}
 	}
 	if err := j.load(); err != nil {
-		j.disk.close()
+		j.disk.Close()
 		j.f.Close() // releases the lock
 		return nil, err
 	}
@@ -422,7 +424,7 @@ func (j *Journal) Done(path string, size, mtimeNs int64, mode uint32) bool {
 	var fp uint64
 	var ok bool
 	if j.disk != nil && h >= j.split {
-		fp, ok = j.disk.lookup(h)
+		fp, ok, _ = j.disk.Lookup(h) // unreadable: not done, sent again
 	} else {
 		fp, ok = j.idx.lookup(h)
 	}
@@ -531,7 +533,7 @@ func (j *Journal) Close() error {
 	if j.shut() {
 		return nil
 	}
-	j.disk.close()
+	j.disk.Close()
 	if err := j.f.Close(); err != nil {
 		return j.wrap("close", err)
 	}
@@ -548,7 +550,7 @@ func (j *Journal) Finish() error {
 	// Remove while still holding the lock: a run that opened the file
 	// meanwhile sees, once it has the lock, that the name has gone (Open).
 	rmErr := os.Remove(j.path)
-	j.disk.close()
+	j.disk.Close()
 	cErr := j.f.Close()
 	if rmErr != nil {
 		return j.wrap("remove", rmErr)

@@ -686,7 +686,7 @@ func TestMemoryCapped(t *testing.T) {
 		t.Fatalf("%d files with room for %d in memory: no disk index", n, MemEntries)
 	}
 	inMem := int64(len(j.idx.slots))
-	t.Logf("%d files, MemEntries %d: %d in memory, %d on disk, %d bytes of heap", n, MemEntries, inMem, j.disk.n, heap)
+	t.Logf("%d files, MemEntries %d: %d in memory, %d on disk, %d bytes of heap", n, MemEntries, inMem, j.disk.Len(), heap)
 	if inMem > MemEntries*11/10 || inMem < MemEntries*9/10 {
 		t.Errorf("%d files in memory, want about MemEntries (%d)", inMem, MemEntries)
 	}

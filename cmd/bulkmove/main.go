@@ -10,6 +10,8 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
+
+	"github.com/bulkmove/bulkmove/stream/extract"
 )
 
 // version is this build's version; the agent cache on remote hosts is keyed by it.
@@ -25,6 +27,15 @@ const (
 )
 
 func main() {
+	// BULKMOVE_KNOWN_MEM=N: how many hard-link targets a receiver (this
+	// process's, or an agent's or server's) keeps in memory before the
+	// rest go to disk (extract.KnownMem).
+	if n, err := envCount("BULKMOVE_KNOWN_MEM", "hard-link targets"); err != nil {
+		errorf(os.Stderr, "%v", err)
+		os.Exit(exitUsage)
+	} else if n > 0 {
+		extract.KnownMem = int(n)
+	}
 	// BULKMOVE_CPUPROFILE=FILE writes a pprof CPU profile of the run; %p in
 	// FILE is replaced by the pid, so that agents write their own.
 	if p := os.Getenv("BULKMOVE_CPUPROFILE"); p != "" {

@@ -35,6 +35,7 @@ import (
 	"github.com/zeebo/xxh3"
 	"golang.org/x/sys/unix"
 
+	"github.com/bulkmove/bulkmove/internal/hashidx"
 	"github.com/bulkmove/bulkmove/internal/ioconc"
 	"github.com/bulkmove/bulkmove/internal/ratelimit"
 	"github.com/bulkmove/bulkmove/internal/unixmode"
@@ -109,11 +110,11 @@ type Receiver struct {
 
 	mu sync.Mutex
 	// Hard-link targets written or verified this session, by a 64-bit
-	// hash of the path: 8 bytes of key a target, not its path (a tree of
-	// 10 million hard-linked files). A path whose hash collides with a
-	// known one's (2^-64 a pair) would pass for known: a link to it is
-	// then made all the same (still only to a regular file under the root).
-	known map[uint64]struct{}
+	// hash of the path: up to KnownMem in memory, the rest on disk (see
+	// known.go). A path whose hash collides with a known one's (2^-64 a
+	// pair) would pass for known: a link to it is then made all the same
+	// (still only to a regular file under the root).
+	known *hashidx.Set
 	dirs  map[string]bool // directories known to exist, true if this receiver made them (a cache, reset when large)
 	// landed holds the files placed in directories of dirs that this
 	// receiver made, by a hash of the path: what Need must still look up
@@ -162,7 +163,7 @@ func Open(dir string, opt Options) (*Receiver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open destination: %w", err)
 	}
-	r := &Receiver{root: root, dir: dir, opt: opt, known: map[uint64]struct{}{}, dirs: map[string]bool{}, landed: map[uint64]struct{}{},
+	r := &Receiver{root: root, dir: dir, opt: opt, known: hashidx.NewSet("", KnownMem), dirs: map[string]bool{}, landed: map[uint64]struct{}{},
 		limit: ratelimit.New(opt.WriteRate)}
 	if f, err := root.Open("."); err == nil {
 		r.rootDir = f
@@ -226,6 +227,7 @@ func (r *Receiver) linking() int {
 func (r *Receiver) Close() error {
 	r.sweeps.Wait()
 	r.closeStage()
+	r.known.Close()
 	if r.rootDir != nil {
 		r.rootDir.Close()
 	}
@@ -553,19 +555,6 @@ func (r *Receiver) refreshAt(dfd int, base string, st *unix.Stat_t, e *sharder.E
 		return false
 	}
 	return r.refresh(fd, &now, e) == nil
-}
-
-func (r *Receiver) remember(p string) {
-	r.mu.Lock()
-	r.known[xxh3.HashString(p)] = struct{}{}
-	r.mu.Unlock()
-}
-
-func (r *Receiver) isKnown(p string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	_, ok := r.known[xxh3.HashString(p)]
-	return ok
 }
 
 // Txn installs one batch: files are written under temporary names, then
@@ -1478,7 +1467,10 @@ func (t *Txn) applyHardlink(i int, e *sharder.Entry) {
 		t.fail(i, wire.CodeInvalid, fmt.Errorf("refusing hard link %q: target %q: %v", e.Path, e.Link, err))
 		return
 	}
-	if !t.r.isKnown(e.Link) {
+	if ok, err := t.r.isKnown(e.Link); err != nil {
+		t.failErr(i, "hard link", e.Path, err)
+		return
+	} else if !ok {
 		t.fail(i, wire.CodeInvalid, fmt.Errorf("refusing hard link %q: target %q is not a file this job wrote", e.Path, e.Link))
 		return
 	}

@@ -28,6 +28,7 @@
 #   SLOW_DELAY  1ms           SLOW_PIPES  32              SLOW_J     4
 #   SLOW_MIXED_N 2000         SLOW_RUNS   1 (best of)     SLOW_MNT   /mnt/bmbench (a tmpfs)
 #   SLOW_OUT    /tmp/bulkmove-slowfs.md
+#   SLOW_FUSE   /mnt/bulkmove-slowfs (the FUSE mount point: another one lets two runs share the machine)
 set -euo pipefail
 export LC_ALL=C
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -44,8 +45,8 @@ MNT=${SLOW_MNT:-/mnt/bmbench}
 OUT=${SLOW_OUT:-/tmp/bulkmove-slowfs.md}
 RIG=${BENCH_RIG:-$(cd "$ROOT/.." && pwd)/shared/rig}
 HOST=box2
-SLOW=/mnt/bulkmove-slowfs # the FUSE mount point
-BACK=$MNT/bulkmove-slowfs # what it mounts: src/SET and dst/
+SLOW=${SLOW_FUSE:-/mnt/bulkmove-slowfs} # the FUSE mount point
+BACK=$MNT/$(basename "$SLOW") # what it mounts: src/SET and dst/
 
 die() { echo "slowfs: $*" >&2; exit 1; }
 note() { echo "slowfs: $*" >&2; }
@@ -53,17 +54,18 @@ note() { echo "slowfs: $*" >&2; }
 mountpoint -q "$MNT" || mount -t tmpfs -o size=8g tmpfs "$MNT"
 
 # slowfs, built from the rig's source.
-SLOWFS=/tmp/bulkmove-slowfs-bin
+SLOWFS=/tmp/$(basename "$SLOW")-bin
 (cd "$RIG/slowfs" && go build -o "$SLOWFS" .) || die "cannot build $RIG/slowfs"
 unmount() { fusermount -u "$SLOW" 2>/dev/null || umount -l "$SLOW" 2>/dev/null || true; }
 unmount
 rm -rf "$BACK" && mkdir -p "$BACK/src" "$BACK/dst" "$SLOW"
-"$SLOWFS" -delay "$DELAY" "$BACK" "$SLOW" >/tmp/bulkmove-slowfs.log 2>&1 &
+LOG=/tmp/$(basename "$SLOW").log
+"$SLOWFS" -delay "$DELAY" "$BACK" "$SLOW" >"$LOG" 2>&1 &
 SLOWPID=$!
 # (slowfs unmounts on SIGTERM, but stays when the mount is busy: then -9.)
 trap 'kill $SLOWPID 2>/dev/null; sleep 0.5; unmount; kill -9 $SLOWPID 2>/dev/null' EXIT
 for _ in $(seq 50); do mountpoint -q "$SLOW" && break; sleep 0.1; done
-mountpoint -q "$SLOW" || die "slowfs did not mount (see /tmp/bulkmove-slowfs.log)"
+mountpoint -q "$SLOW" || die "slowfs did not mount (see $LOG)"
 
 note "generating the datasets"
 for set in $SETS; do
@@ -98,7 +100,7 @@ timed() {
 	local var=$1 mode=$2 cmd=$3 t0 t1 ns=()
 	[[ $mode == ssh ]] && ns=(ip netns exec bm-src)
 	t0=$(now)
-	"${ns[@]}" bash -c "$cmd" >/dev/null 2>/tmp/bulkmove-slowfs-last.err || { cat /tmp/bulkmove-slowfs-last.err >&2; die "failed: $cmd"; }
+	"${ns[@]}" bash -c "$cmd" >/dev/null 2>"$LOG.err" || { cat "$LOG.err" >&2; die "failed: $cmd"; }
 	t1=$(now)
 	printf -v "$var" '%.2f' "$(echo "$t1 - $t0" | bc)"
 }

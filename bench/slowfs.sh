@@ -51,7 +51,7 @@ BACK=$MNT/$(basename "$SLOW") # what it mounts: src/SET and dst/
 die() { echo "slowfs: $*" >&2; exit 1; }
 note() { echo "slowfs: $*" >&2; }
 [[ $(id -u) == 0 ]] || die "needs root (FUSE mounts, the rig's namespaces)"
-mountpoint -q "$MNT" || mount -t tmpfs -o size=8g tmpfs "$MNT"
+mkdir -p "$MNT" && { mountpoint -q "$MNT" || mount -t tmpfs -o size=8g tmpfs "$MNT"; }
 
 # slowfs, built from the rig's source.
 SLOWFS=/tmp/$(basename "$SLOW")-bin

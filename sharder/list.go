@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/bulkmove/bulkmove/filter"
+	"github.com/bulkmove/bulkmove/internal/spill"
 )
 
 // ListChunk is about how many names ListDirs gives at a time: a directory
@@ -21,14 +22,62 @@ const ListChunk = 4096
 // relative to root ("." for root itself). A directory of more than about
 // ListChunk names comes in parts, in the order read: more says that
 // another part of the same directory follows (the last part, which may
-// have no names, has more false). This is the source side of --delete:
-// memory is a part of one directory's names at a time (and the names of
-// the subdirectories still to list).
+// have no names, has more false). Directories come in the order of a
+// recursive listing: each before its subdirectories, these in the order
+// read, each with all below it. This is the source side of --delete:
+// memory is a part of one directory's names at a time, and up to
+// DefaultDirMem paths of the directories still to list (the rest wait in
+// a temporary file: a directory of millions of subdirectories costs no
+// memory for their names).
 func ListDirs(ctx context.Context, root string, rules *filter.Rules, fn func(dir string, names []string, more bool) error) error {
-	return listDir(ctx, root, ".", rules, fn)
+	return listDirs(ctx, root, rules, DefaultDirMem, "", nil, fn)
 }
 
-func listDir(ctx context.Context, root, rel string, rules *filter.Rules, fn func(string, []string, bool) error) error {
+// listDirs is ListDirs with mem paths of directories to list in memory
+// (in each of its two stacks) and their spill files in spillDir; peak, if
+// not nil, gets the most either stack held in memory.
+func listDirs(ctx context.Context, root string, rules *filter.Rules, mem int, spillDir string, peak *int, fn func(string, []string, bool) error) error {
+	// todo is what is left to list, the next on top; sub gathers the
+	// subdirectories of the directory being listed, to go onto todo in
+	// reverse, so that the first read comes off first.
+	todo := spill.NewStack(spillDir, mem, spill.StringCodec{})
+	defer todo.Close()
+	sub := spill.NewStack(spillDir, mem, spill.StringCodec{})
+	defer sub.Close()
+	note := func(n int) {
+		if peak != nil {
+			*peak = max(*peak, n)
+		}
+	}
+	todo.Push(".")
+	for {
+		rel, ok, err := todo.Pop()
+		if err != nil {
+			return fmt.Errorf("list: reading back the directories still to list: %w", err)
+		}
+		if !ok {
+			return nil
+		}
+		if err := listDir(ctx, root, rel, rules, sub, note, fn); err != nil {
+			return err
+		}
+		for {
+			d, ok, err := sub.Pop()
+			if err != nil {
+				return fmt.Errorf("list %s: reading back its subdirectories: %w", rel, err)
+			}
+			if !ok {
+				break
+			}
+			todo.Push(d)
+			note(todo.InMem())
+		}
+	}
+}
+
+// listDir lists one directory, calls fn with its names and pushes its
+// subdirectories on sub.
+func listDir(ctx context.Context, root, rel string, rules *filter.Rules, sub *spill.Stack[string], note func(int), fn func(string, []string, bool) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -36,7 +85,8 @@ func listDir(ctx context.Context, root, rel string, rules *filter.Rules, fn func
 	if err != nil {
 		return fmt.Errorf("list %s: %w", rel, err)
 	}
-	var names, subdirs []string
+	defer f.Close()
+	var names []string
 	for {
 		des, err := f.ReadDir(1024)
 		for _, de := range des {
@@ -50,32 +100,22 @@ func listDir(ctx context.Context, root, rel string, rules *filter.Rules, fn func
 			}
 			names = append(names, de.Name())
 			if isDir {
-				subdirs = append(subdirs, p)
+				sub.Push(p)
+				note(sub.InMem())
 			}
 		}
 		if err == io.EOF || (err == nil && len(des) == 0) {
 			break
 		}
 		if err != nil {
-			f.Close()
 			return fmt.Errorf("list %s: %w", rel, err)
 		}
 		if len(names) >= ListChunk {
 			if err := fn(rel, names, true); err != nil {
-				f.Close()
 				return err
 			}
 			names = nil
 		}
 	}
-	f.Close()
-	if err := fn(rel, names, false); err != nil {
-		return err
-	}
-	for _, d := range subdirs {
-		if err := listDir(ctx, root, d, rules, fn); err != nil {
-			return err
-		}
-	}
-	return nil
+	return fn(rel, names, false)
 }

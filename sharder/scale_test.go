@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -117,4 +118,102 @@ func vmHWM(t *testing.T) int64 {
 	}
 	t.Skip("no VmHWM in /proc/self/status")
 	return 0
+}
+
+// TestWalkFlatDirsBounded: a flat directory of many subdirectories (each
+// holding one file), walked with room for 1,000 directories to read in
+// memory: every directory and file comes out once, and the walk never
+// holds more than DirMem paths in memory; the rest wait on disk. So does
+// ListDirs, the --delete listing, which also keeps its order.
+func TestWalkFlatDirsBounded(t *testing.T) {
+	n := 200_000
+	if testing.Short() || raceEnabled {
+		n = 20_000
+	}
+	const mem = 1000
+	root := testDir(t)
+	var sfs unix.Statfs_t
+	if err := unix.Statfs(root, &sfs); err == nil && sfs.Files > 0 && sfs.Ffree < uint64(2*n+1000) {
+		t.Skipf("%s has %d free inodes, the tree needs %d", root, sfs.Ffree, 2*n)
+	}
+	src := filepath.Join(root, "src")
+	check(t, os.Mkdir(src, 0o755))
+	for i := range n {
+		d := filepath.Join(src, "d"+strconv.Itoa(i))
+		check(t, os.Mkdir(d, 0o755))
+		check(t, os.WriteFile(filepath.Join(d, "f"), nil, 0o644))
+	}
+	spillDir := t.TempDir()
+	seen := map[string]int{}
+	var mu sync.Mutex
+	var peak int
+	opt := Options{DirMem: mem, SpillDir: spillDir, Deferred: func(e Entry) { mu.Lock(); seen[e.Path]++; mu.Unlock() },
+		hooks: &testHooks{dirPeak: func(p int) { peak = p }}}
+	out := make(chan *Batch, 8)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for b := range out {
+			mu.Lock()
+			for _, e := range b.Entries {
+				seen[e.Path]++
+			}
+			mu.Unlock()
+		}
+	}()
+	st, err := Run(context.Background(), src, opt, out)
+	<-done
+	check(t, err)
+	if st.Dirs != int64(n+1) || st.Files != int64(n) || st.Errors != 0 {
+		t.Fatalf("walked %d directories, %d files, %d errors; want %d, %d, 0", st.Dirs, st.Files, st.Errors, n+1, n)
+	}
+	if len(seen) != 2*n+1 {
+		t.Fatalf("%d distinct paths, want %d", len(seen), 2*n+1)
+	}
+	for p, c := range seen {
+		if c != 1 {
+			t.Fatalf("%s came out %d times", p, c)
+		}
+	}
+	t.Logf("%d subdirectories: at most %d waiting in memory", n, peak)
+	if peak > mem || peak == 0 {
+		t.Errorf("at most %d directories to read in memory, want 1 to %d", peak, mem)
+	}
+	if ents, _ := os.ReadDir(spillDir); len(ents) > 0 {
+		t.Errorf("files left in the spill directory: %v", ents)
+	}
+
+	// ListDirs: the same directories, in the order of a recursive
+	// listing (a directory's subdirectories in the order read, each
+	// listed right after the one before it and its subtree).
+	var order []string
+	listed := map[string]bool{}
+	var peakList int
+	check(t, listDirs(context.Background(), src, nil, mem, spillDir, &peakList, func(dir string, names []string, more bool) error {
+		if !more {
+			order = append(order, dir)
+		}
+		listed[dir] = true
+		return nil
+	}))
+	if len(order) != n+1 || len(listed) != n+1 || order[0] != "." {
+		t.Fatalf("ListDirs listed %d directories (%d distinct), first %q; want %d, '.' first", len(order), len(listed), order[0], n+1)
+	}
+	f, err := os.Open(src)
+	check(t, err)
+	names, err := f.Readdirnames(-1)
+	f.Close()
+	check(t, err)
+	for i, name := range names {
+		if order[i+1] != name {
+			t.Fatalf("ListDirs: directory %d is %q, want %q (readdir order)", i+1, order[i+1], name)
+		}
+	}
+	t.Logf("ListDirs: at most %d directories to list in memory", peakList)
+	if peakList > mem {
+		t.Errorf("ListDirs held %d directories to list in memory, want at most %d", peakList, mem)
+	}
+	if ents, _ := os.ReadDir(spillDir); len(ents) > 0 {
+		t.Errorf("files left in the spill directory: %v", ents)
+	}
 }

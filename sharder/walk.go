@@ -27,6 +27,7 @@ const (
 	DefaultBatchFiles = 1000
 	DefaultFileCost   = 16 << 10
 	DefaultLinkMem    = 1 << 16
+	DefaultDirMem     = 1 << 16
 )
 
 // readDirChunk is how many names a worker reads from a directory at a time.
@@ -90,6 +91,12 @@ type Options struct {
 	// brought together: the first as a file in a batch, the others as its
 	// hard links. 0: DefaultLinkMem.
 	LinkMem int
+	// DirMem is how many directories still to read the walk keeps in
+	// memory (their paths, about 50 bytes each): past it, the older half
+	// waits in a temporary file in SpillDir (a directory of millions of
+	// subdirectories costs no memory for their names). The order the
+	// directories are read in is the same. 0: DefaultDirMem.
+	DirMem int
 	// SpillDir is where what outgrows memory goes, in a file unlinked at
 	// once; "": os.TempDir().
 	SpillDir string
@@ -119,6 +126,7 @@ type testHooks struct {
 	walkDone func()                 // called once every directory has been read
 	links    func(open int)         // called at the end with the hard-link sets still open
 	linkPeak func(peak int)         // called at the end with the most hard-link sets open at once
+	dirPeak  func(peak int)         // called at the end with the most directories to read held in memory at once
 }
 
 func (o Options) withDefaults() Options {
@@ -139,6 +147,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.LinkMem <= 0 {
 		o.LinkMem = DefaultLinkMem
+	}
+	if o.DirMem <= 0 {
+		o.DirMem = DefaultDirMem
 	}
 	if o.hooks == nil {
 		o.hooks = &testHooks{}
@@ -236,7 +247,9 @@ func Run(ctx context.Context, src string, opt Options, out chan<- *Batch) (Stats
 	if opt.Shard.OwnsDir(".") {
 		w.chunks <- chunk{deferred: []Entry{rs.entry(".", KindDir)}}
 	}
-	w.stack = []dirItem{{rel: ".", f: root}}
+	w.stack = spill.NewStack(opt.SpillDir, opt.DirMem, spill.StringCodec{})
+	w.stack.Push(".")
+	w.root = root
 
 	g, gctx := errgroup.WithContext(ctx)
 	walked := make(chan struct{})
@@ -301,6 +314,7 @@ type note struct {
 type dirItem struct {
 	rel string
 	f   *os.File // already open (the root), or nil
+	err error    // not a directory: the failure to read back some set aside (see pop)
 }
 
 type devIno struct{ dev, ino uint64 }
@@ -312,11 +326,14 @@ type walker struct {
 	chunks  chan chunk // to the collector; bounded
 
 	// The pending directories: a stack, so the walk goes depth first and
-	// the stack stays small. active counts directories being read; the walk
-	// is over when both are zero.
+	// the stack stays small, but for a directory of many subdirectories:
+	// past Options.DirMem, the stack keeps the older ones on disk. active
+	// counts directories being read; the walk is over when both are zero.
 	mu      sync.Mutex
 	cond    *sync.Cond
-	stack   []dirItem
+	stack   *spill.Stack[string]
+	root    *os.File // the root directory, open, until it is popped
+	dirPeak int      // the most paths stack held in memory at once
 	active  int
 	stopped bool
 
@@ -349,16 +366,24 @@ type linkFirst struct {
 func (w *walker) pop() (dirItem, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for len(w.stack) == 0 && w.active > 0 && !w.stopped {
+	for w.stack.Len() == 0 && w.active > 0 && !w.stopped {
 		w.cond.Wait()
 	}
-	if w.stopped || len(w.stack) == 0 {
+	if w.stopped || w.stack.Len() == 0 {
 		return dirItem{}, false
 	}
-	it := w.stack[len(w.stack)-1]
-	w.stack[len(w.stack)-1] = dirItem{}
-	w.stack = w.stack[:len(w.stack)-1]
+	rel, ok, err := w.stack.Pop()
 	w.active++
+	switch {
+	case err != nil:
+		return dirItem{err: err}, true
+	case !ok: // cannot be: Len was not 0
+		return dirItem{err: errors.New("the stack of directories to read lost count")}, true
+	}
+	it := dirItem{rel: rel}
+	if rel == "." {
+		it.f, w.root = w.root, nil
+	}
 	return it, true
 }
 
@@ -368,8 +393,9 @@ func (w *walker) push(rels []string) {
 	}
 	w.mu.Lock()
 	for _, r := range rels {
-		w.stack = append(w.stack, dirItem{rel: r})
+		w.stack.Push(r)
 	}
+	w.dirPeak = max(w.dirPeak, w.stack.InMem())
 	w.mu.Unlock()
 	if len(rels) == 1 {
 		w.cond.Signal()
@@ -381,7 +407,7 @@ func (w *walker) push(rels []string) {
 func (w *walker) finished() {
 	w.mu.Lock()
 	w.active--
-	last := w.active == 0 && len(w.stack) == 0
+	last := w.active == 0 && w.stack.Len() == 0
 	w.mu.Unlock()
 	if last {
 		w.cond.Broadcast()
@@ -395,16 +421,19 @@ func (w *walker) stop() {
 	w.cond.Broadcast()
 }
 
-// closeStack closes what is left on the stack after a cancelled walk.
+// closeStack releases what is left on the stack after a cancelled walk
+// (the root, if it was never read) and reports the peak to the test hook.
 func (w *walker) closeStack() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, it := range w.stack {
-		if it.f != nil {
-			it.f.Close()
-		}
+	if w.root != nil {
+		w.root.Close()
+		w.root = nil
 	}
-	w.stack = nil
+	w.stack.Close()
+	if h := w.opt.hooks.dirPeak; h != nil {
+		h(w.dirPeak)
+	}
 }
 
 func (w *walker) work(ctx context.Context) error {
@@ -413,7 +442,15 @@ func (w *walker) work(ctx context.Context) error {
 		if !ok {
 			return ctx.Err()
 		}
-		err := w.readDir(ctx, it)
+		var err error
+		if it.err != nil {
+			// The directories that were in the lost part of the stack
+			// are not walked: an error of the walk, as for a directory
+			// that cannot be read.
+			err = w.send(ctx, chunk{notes: []note{{path: ".", err: &fs.PathError{Op: "read back directories set aside", Path: w.src, Err: it.err}}}})
+		} else {
+			err = w.readDir(ctx, it)
+		}
 		w.finished()
 		if err != nil {
 			return err

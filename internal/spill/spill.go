@@ -94,33 +94,44 @@ func (l *List[T]) flush() error {
 	if len(l.buf) == 0 {
 		return nil
 	}
-	if l.f == nil {
-		f, err := os.CreateTemp(l.dir, ".bulkmove-spill-*")
-		if err != nil {
-			return fmt.Errorf("spill: %w", err)
-		}
-		// Unlinked at once: nothing is left behind, however the process ends.
-		os.Remove(f.Name())
-		l.f = f
-	}
 	l.sortBuf()
-	w := bufio.NewWriterSize(io.NewOffsetWriter(l.f, l.end), 256<<10)
 	start := l.end
-	for i := range l.buf {
-		l.enc = l.codec.Append(l.enc[:0], &l.buf[i])
-		var hdr [binary.MaxVarintLen64]byte
-		n := binary.PutUvarint(hdr[:], uint64(len(l.enc)))
-		w.Write(hdr[:n])
-		w.Write(l.enc)
-		l.end += int64(n + len(l.enc))
-	}
-	if err := w.Flush(); err != nil {
-		return fmt.Errorf("spill: writing %s: %w", l.f.Name(), err)
+	var err error
+	if l.f, l.end, err = writeRun(l.f, l.dir, l.end, l.buf, l.codec, &l.enc); err != nil {
+		return err
 	}
 	l.runs = append(l.runs, run{off: start, len: l.end - start})
 	clear(l.buf)
 	l.buf = l.buf[:0]
 	return nil
+}
+
+// writeRun writes items at off in f, each as its length (a uvarint) and
+// its encoding, creating f in dir, unlinked, if it is nil; it returns f
+// and where the items end (off again after a failure).
+func writeRun[T any](f *os.File, dir string, off int64, items []T, codec Codec[T], enc *[]byte) (*os.File, int64, error) {
+	if f == nil {
+		var err error
+		if f, err = os.CreateTemp(dir, ".bulkmove-spill-*"); err != nil {
+			return nil, off, fmt.Errorf("spill: %w", err)
+		}
+		// Unlinked at once: nothing is left behind, however the process ends.
+		os.Remove(f.Name())
+	}
+	w := bufio.NewWriterSize(io.NewOffsetWriter(f, off), 256<<10)
+	end := off
+	for i := range items {
+		*enc = codec.Append((*enc)[:0], &items[i])
+		var hdr [binary.MaxVarintLen64]byte
+		n := binary.PutUvarint(hdr[:], uint64(len(*enc)))
+		w.Write(hdr[:n])
+		w.Write(*enc)
+		end += int64(n + len(*enc))
+	}
+	if err := w.Flush(); err != nil {
+		return f, off, fmt.Errorf("spill: writing %s: %w", f.Name(), err)
+	}
+	return f, end, nil
 }
 
 func (l *List[T]) sortBuf() {
@@ -293,3 +304,128 @@ func (m *merge[T]) Pop() any {
 	m.s = m.s[:len(m.s)-1]
 	return x
 }
+
+// Stack is a last-in first-out stack of T that spills to disk: up to mem
+// items in memory (the top of the stack), the older ones in segments of
+// mem/2 items written to one unlinked temporary file, read back when
+// memory runs empty. Items come out in exactly the order an unbounded
+// stack would give. The zero value is not usable: see NewStack. Its
+// methods are not safe for concurrent use.
+type Stack[T any] struct {
+	dir   string
+	mem   int
+	codec Codec[T]
+
+	buf  []T        // the top of the stack, newest last; newer than all of segs
+	segs []stackSeg // on disk, oldest first
+	f    *os.File
+	end  int64 // where the next segment goes in f
+	n    int64
+	err  error // the first failure to write; then memory only grows
+	enc  []byte
+}
+
+type stackSeg struct {
+	off, len int64
+	n        int
+}
+
+// NewStack returns an empty stack that keeps up to mem items in memory
+// (0: DefaultMem; at least 2) and writes the rest to a temporary file in
+// dir ("": os.TempDir()).
+func NewStack[T any](dir string, mem int, codec Codec[T]) *Stack[T] {
+	if mem <= 0 {
+		mem = DefaultMem
+	}
+	return &Stack[T]{dir: dir, mem: max(mem, 2), codec: codec}
+}
+
+// Len is how many items are on the stack.
+func (s *Stack[T]) Len() int64 { return s.n }
+
+// InMem is how many of them are in memory.
+func (s *Stack[T]) InMem() int { return len(s.buf) }
+
+// Err is the first failure to write items to disk: they then stay in
+// memory, which grows, and nothing is lost.
+func (s *Stack[T]) Err() error { return s.err }
+
+// Push puts v on top. With mem items in memory, the older half goes to
+// disk; a failure to write it keeps it in memory (see Err).
+func (s *Stack[T]) Push(v T) {
+	s.buf = append(s.buf, v)
+	s.n++
+	if len(s.buf) < s.mem || s.err != nil {
+		return
+	}
+	half := len(s.buf) / 2
+	if err := s.write(s.buf[:half]); err != nil {
+		s.err = err
+		return
+	}
+	k := copy(s.buf, s.buf[half:])
+	clear(s.buf[k:])
+	s.buf = s.buf[:k]
+}
+
+// write appends items to the file as a new segment.
+func (s *Stack[T]) write(items []T) error {
+	start := s.end
+	var err error
+	if s.f, s.end, err = writeRun(s.f, s.dir, s.end, items, s.codec, &s.enc); err != nil {
+		return err
+	}
+	s.segs = append(s.segs, stackSeg{off: start, len: s.end - start, n: len(items)})
+	return nil
+}
+
+// Pop takes the item on top; false if the stack is empty. An error is a
+// failure to read back a segment from disk: its items are lost (and no
+// longer counted by Len), the ones below it are still there.
+func (s *Stack[T]) Pop() (T, bool, error) {
+	var zero T
+	if len(s.buf) == 0 && len(s.segs) > 0 {
+		seg := s.segs[len(s.segs)-1]
+		s.segs = s.segs[:len(s.segs)-1]
+		s.end = seg.off // the space is written over by the next segment
+		src := &source[T]{codec: s.codec, r: bufio.NewReaderSize(io.NewSectionReader(s.f, seg.off, seg.len), 64<<10)}
+		for range seg.n {
+			ok, err := src.next()
+			if err == nil && !ok {
+				err = errors.New("spill: reading back: a segment cut short")
+			}
+			if err != nil {
+				clear(s.buf)
+				s.buf = s.buf[:0]
+				s.n -= int64(seg.n)
+				return zero, false, err
+			}
+			s.buf = append(s.buf, src.cur)
+		}
+	}
+	if len(s.buf) == 0 {
+		return zero, false, nil
+	}
+	v := s.buf[len(s.buf)-1]
+	s.buf[len(s.buf)-1] = zero
+	s.buf = s.buf[:len(s.buf)-1]
+	s.n--
+	return v, true, nil
+}
+
+// Close releases the temporary file; the stack is then empty.
+func (s *Stack[T]) Close() error {
+	s.buf, s.segs, s.n = nil, nil, 0
+	if s.f == nil {
+		return nil
+	}
+	err := s.f.Close()
+	s.f = nil
+	return err
+}
+
+// StringCodec stores a string as its bytes.
+type StringCodec struct{}
+
+func (StringCodec) Append(b []byte, v *string) []byte { return append(b, *v...) }
+func (StringCodec) Decode(b []byte) (string, error)   { return string(b), nil }

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/bulkmove/bulkmove/internal/spill"
@@ -92,5 +94,61 @@ func TestSpillError(t *testing.T) {
 	}
 	if l.Err() == nil || l.Each(10, func([]sharder.Entry) error { return nil }) == nil {
 		t.Fatal("the error did not stick")
+	}
+}
+
+// TestStack: random pushes and pops on a stack with room for a few items
+// in memory give what a plain slice gives, with at most mem in memory.
+func TestStack(t *testing.T) {
+	const mem = 10
+	dir := t.TempDir()
+	s := spill.NewStack[string](dir, mem, spill.StringCodec{})
+	defer s.Close()
+	var ref []string
+	rng := rand.New(rand.NewPCG(3, 4))
+	spilled := false
+	for i := range 50000 {
+		if rng.IntN(5) < 3 || len(ref) == 0 && rng.IntN(2) == 0 {
+			v := strconv.Itoa(i) + strings.Repeat("x", rng.IntN(20))
+			s.Push(v)
+			ref = append(ref, v)
+		} else {
+			v, ok, err := s.Pop()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok != (len(ref) > 0) {
+				t.Fatalf("pop %d: ok %v with %d on the stack", i, ok, len(ref))
+			}
+			if ok {
+				if want := ref[len(ref)-1]; v != want {
+					t.Fatalf("pop %d: %q, want %q", i, v, want)
+				}
+				ref = ref[:len(ref)-1]
+			}
+		}
+		if s.InMem() > mem {
+			t.Fatalf("%d items in memory, limit %d", s.InMem(), mem)
+		}
+		if s.Len() != int64(len(ref)) {
+			t.Fatalf("Len %d, want %d", s.Len(), len(ref))
+		}
+		spilled = spilled || int64(s.InMem()) < s.Len()
+	}
+	for len(ref) > 0 {
+		v, ok, err := s.Pop()
+		if err != nil || !ok || v != ref[len(ref)-1] {
+			t.Fatalf("draining: %q %v %v, want %q", v, ok, err, ref[len(ref)-1])
+		}
+		ref = ref[:len(ref)-1]
+	}
+	if _, ok, _ := s.Pop(); ok {
+		t.Fatal("pop of an empty stack")
+	}
+	if !spilled {
+		t.Fatal("nothing went to disk")
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) > 0 {
+		t.Errorf("files left: %v", ents)
 	}
 }

@@ -44,7 +44,7 @@ var PruneMem = spill.DefaultMem
 
 // NewKeep returns a Keep holding names.
 func NewKeep(names ...string) *Keep {
-	k := &Keep{l: spill.New("", PruneMem, func(a, b *string) int { return strings.Compare(*a, *b) }, stringCodec{})}
+	k := &Keep{l: spill.New("", PruneMem, func(a, b *string) int { return strings.Compare(*a, *b) }, spill.StringCodec{})}
 	k.Add(names...)
 	return k
 }
@@ -300,12 +300,6 @@ func (r *Receiver) list(dir string, sorted bool) (*spill.List[dirent], error) {
 		}
 	}
 }
-
-// stringCodec stores a name as its bytes.
-type stringCodec struct{}
-
-func (stringCodec) Append(b []byte, s *string) []byte { return append(b, *s...) }
-func (stringCodec) Decode(b []byte) (string, error)   { return string(b), nil }
 
 // direntCodec stores a dirent as its type bits (a uvarint) and its name.
 type direntCodec struct{}

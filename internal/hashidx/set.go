@@ -28,6 +28,7 @@ type Set struct {
 	mu     sync.RWMutex
 	m      map[uint64]struct{}
 	tables []*Table // oldest (largest) first
+	keys   []uint64 // the map's hashes being sorted (see spill)
 	err    error    // the first failure to write a table; then the map only grows
 }
 
@@ -61,11 +62,12 @@ func (s *Set) Add(h uint64) error {
 // spill writes the map out as a table and merges the tables that have
 // become alike in size; s.mu is held.
 func (s *Set) spill() error {
-	keys := make([]uint64, 0, len(s.m))
+	keys := s.keys[:0]
 	for h := range s.m {
 		keys = append(keys, h)
 	}
 	slices.Sort(keys)
+	s.keys = keys // kept for the next time: mem hashes, as the map
 	w, err := NewWriter(s.dir, false)
 	if err != nil {
 		return err
@@ -189,7 +191,7 @@ func (s *Set) Close() error {
 			err = cerr
 		}
 	}
-	s.tables = nil
+	s.tables, s.keys = nil, nil
 	s.m = map[uint64]struct{}{}
 	return err
 }

@@ -1,5 +1,15 @@
 package extract
 
+import "time"
+
+// SetStaleTemp sets the age of a stale temporary file (for tests) and
+// returns a function that restores it.
+func SetStaleTemp(d time.Duration) (restore func()) {
+	old := staleTemp
+	staleTemp = d
+	return func() { staleTemp = old }
+}
+
 // KnownInMem is how many hard-link targets r keeps in memory (for tests).
 func KnownInMem(r *Receiver) int { return r.known.InMem() }
 

@@ -137,12 +137,17 @@ func TestPruneRefusesSymlinkedDir(t *testing.T) {
 
 // TestSweepStaleTemps: temporary files an interrupted run left behind are
 // removed when a later run writes into their directory; a fresh one (a
-// concurrent run's) stays.
+// concurrent run's) stays, though it already has its source's old mtime.
 func TestSweepStaleTemps(t *testing.T) {
+	defer extract.SetStaleTemp(300 * time.Millisecond)()
 	s := newSandbox(t)
-	mkTree(t, s.root, "d/.bulkmove.tmp.123.abcd.1", "d/.bulkmove.tmp.456.beef.2", "d/keep")
+	mkTree(t, s.root, "d/.bulkmove.tmp.123.abcd.1", "d/keep")
+	time.Sleep(400 * time.Millisecond) // an interrupted run's: untouched since
+	// A concurrent run's, being written: it has its source's mtime, two
+	// hours old, but was changed just now.
+	mkTree(t, s.root, "d/.bulkmove.tmp.456.beef.2")
 	old := time.Now().Add(-2 * time.Hour)
-	os.Chtimes(filepath.Join(s.root, "d/.bulkmove.tmp.123.abcd.1"), old, old)
+	os.Chtimes(filepath.Join(s.root, "d/.bulkmove.tmp.456.beef.2"), old, old)
 	r := s.open(t, extract.Options{NamedTemps: true}) // where named temporaries are used
 	e := fileE("d/new", 3)
 	tx := r.Begin([]sharder.Entry{e})

@@ -691,7 +691,16 @@ func (t *Txn) openDir(d string) (*os.File, error) {
 
 // staleTemp is the age after which a temporary file of another run that
 // nobody writes any more is taken for a leftover of an interrupted run.
-const staleTemp = 15 * time.Minute
+// A variable for tests.
+var staleTemp = 15 * time.Minute
+
+// stale reports whether st (a temporary file or staging directory of
+// another run) is older than staleTemp by both its mtime and its ctime: a
+// live temporary gets its source's mtime, often years old, before it takes
+// its name, but setting it makes the ctime now.
+func stale(st *unix.Stat_t) bool {
+	return time.Since(time.Unix(0, max(st.Mtim.Nano(), st.Ctim.Nano()))) > staleTemp
+}
 
 // sweep removes, once per directory and receiver, temporary files that
 // interrupted runs left in dir: named ones exist where O_TMPFILE does not
@@ -747,7 +756,7 @@ func sweepDir(g *os.File) {
 			if unix.Fstatat(dfd, n, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
 				continue
 			}
-			if time.Since(time.Unix(st.Mtim.Unix())) > staleTemp {
+			if stale(&st) {
 				unix.Unlinkat(dfd, n, 0)
 			}
 		}

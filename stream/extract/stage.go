@@ -239,6 +239,8 @@ func (r *Receiver) staleStage(n string) bool {
 		return false
 	}
 	defer f.Close()
+	// By mtime: a directory's changes with every name made or removed in it,
+	// and the receiver never sets a staging directory's times.
 	old := func(st *unix.Stat_t) bool { return time.Since(time.Unix(st.Mtim.Unix())) > staleTemp }
 	var st unix.Stat_t
 	if unix.Fstat(int(f.Fd()), &st) != nil || !old(&st) {

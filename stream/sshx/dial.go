@@ -241,7 +241,11 @@ func dialSettings(ctx context.Context, s *settings, cmdUser string, o *Options, 
 
 func dialTCP(ctx context.Context, addr string, timeout time.Duration) (net.Conn, error) {
 	d := net.Dialer{Timeout: timeout, KeepAlive: 15 * time.Second}
-	return d.DialContext(ctx, "tcp", addr)
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	return withQuickAck(c), nil
 }
 
 func dialThrough(ctx context.Context, via *ssh.Client, addr string, timeout time.Duration) (net.Conn, error) {

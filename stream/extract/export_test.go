@@ -15,3 +15,10 @@ func KnownInMem(r *Receiver) int { return r.known.InMem() }
 
 // KnownTables is how many tables of hard-link targets r has on disk.
 func KnownTables(r *Receiver) int { return r.known.Tables() }
+
+// LandedLen is how many placed files r remembers (for tests).
+func LandedLen(r *Receiver) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.landed)
+}

@@ -347,6 +347,7 @@ func (r *Receiver) needRange(entries []sharder.Entry, off int, sums []wire.Sum, 
 	var cur *os.File // the directory of the previous entry, nil if missing
 	curDir := "\x00"
 	opened, made := false, false // cur: opened yet; made by this receiver
+	slow := landSlow(r)          // lookups cost round trips: see landSlow
 	defer func() {
 		if cur != nil {
 			cur.Close()
@@ -374,7 +375,7 @@ func (r *Receiver) needRange(entries []sharder.Entry, off int, sums []wire.Sum, 
 		// lookup (on a slow filesystem a round trip a file, under the
 		// directory's lock that the commits of other batches hold to link
 		// theirs in).
-		if made && !e.IsRange() && !r.placed(e.Path) {
+		if made && slow && !e.IsRange() && !r.placed(e.Path) {
 			continue
 		}
 		if !opened {
@@ -813,7 +814,14 @@ func (r *Receiver) made(d string) bool {
 const maxLanded = 1 << 20
 
 // land records that the file p, in directory d, is in place.
+//
+// Only on a slow filesystem (landSlow): elsewhere a lookup costs less than
+// remembering every new file (a fresh tree of a million files held 17 MiB
+// of these in each agent).
 func (r *Receiver) land(d, p string) {
+	if !landSlow(r) {
+		return
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.dirs[d] {
@@ -825,6 +833,13 @@ func (r *Receiver) land(d, p string) {
 	}
 	r.landed[xxh3.HashString(p)] = struct{}{}
 }
+
+// landSlow says whether the receiver's filesystem is slow enough (more
+// than one operation at once) for Need to skip the lookups of files in
+// directories it made, and so for land to record what it placed there. A
+// file placed while it was not, and offered again once it is, is sent
+// again and replaces itself: more work, never a wrong result.
+func landSlow(r *Receiver) bool { return r.io.Width() > 1 }
 
 // placed reports whether land recorded the file p.
 func (r *Receiver) placed(p string) bool {

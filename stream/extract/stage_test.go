@@ -86,3 +86,39 @@ func TestStaging(t *testing.T) {
 	checkDir(t, s.root, top) // closing touched nothing
 	s.check(t)
 }
+
+// TestLandedOnlyWhereSlow: the receiver remembers the files it placed in
+// directories it made only where that saves lookups (several operations
+// at once); on a fast filesystem a million new files cost no memory there.
+func TestLandedOnlyWhereSlow(t *testing.T) {
+	for _, c := range []struct {
+		width int
+		keeps bool
+	}{{1, false}, {8, true}} {
+		s := newSandbox(t)
+		r := s.open(t, extract.Options{IOConcurrency: c.width})
+		var entries []sharder.Entry
+		for i := range 20 {
+			entries = append(entries, fileE(fmt.Sprintf("new/f%02d", i), 1))
+		}
+		tx := r.Begin(entries)
+		for i := range entries {
+			if err := tx.Write(i, strings.NewReader("x")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if ack := tx.Commit(1, nil); len(ack.Errors) > 0 {
+			t.Fatalf("width %d: %v", c.width, ack.Errors)
+		}
+		if got := extract.LandedLen(r); (got > 0) != c.keeps {
+			t.Errorf("width %d: %d placed files remembered; want them remembered: %v", c.width, got, c.keeps)
+		}
+		// Offered again, the files are found in place either way.
+		need := r.Need(entries)
+		for i, n := range need {
+			if n {
+				t.Errorf("width %d: %s needed again after it landed", c.width, entries[i].Path)
+			}
+		}
+	}
+}

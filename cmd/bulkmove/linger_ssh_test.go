@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -155,4 +156,47 @@ func TestSSHLinger(t *testing.T) {
 	if out := push(dst); !strings.Contains(out, "no lingering agent on box2") || strings.Contains(out, "joined the agent lingering") {
 		t.Fatalf("stale record: want a new agent:\n%s", out)
 	}
+}
+
+// TestSSHLingerAgentKilled: a job on a lingering agent whose agent is
+// killed mid-run starts a new agent as any job would (the streams redial)
+// and completes.
+func TestSSHLingerAgentKilled(t *testing.T) {
+	bin, cfg, px := sshdBehindProxy(t)
+	env := []string{"XDG_STATE_HOME=" + t.TempDir()}
+	dir := shmDir(t)
+	first, src, dst := filepath.Join(dir, "first"), filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+	if err := gentree.Mixed(src, 3000, 23); err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(filepath.Join(dir, "one"), 0o755)
+	os.WriteFile(filepath.Join(dir, "one", "f"), []byte("x"), 0o644)
+	args := []string{"-F", cfg, "-p", strconv.Itoa(px.Port()), "-j", "3", "--linger", "1m", "--journal", "none"}
+	killAgents := func() { exec.Command("pkill", "-9", "-f", "agent --hub 3 --linger 1m0s -- "+first).Run() }
+	t.Cleanup(killAgents)
+	t.Cleanup(func() { exec.Command("pkill", "-f", "agent --hub 3 --linger 1m0s -- "+dst).Run() })
+	if out, code := runBM(t, env, append(args, filepath.Join(dir, "one"), "box2:"+first)...); code != 0 {
+		t.Fatalf("first push: exit %d:\n%s", code, out)
+	}
+	px.Slow(3 * time.Millisecond) // long enough that the kill comes mid-run
+	cmd := exec.Command(bin, append(append(args, "-v", "--batch-files", "100"), src, "box2:"+dst)...)
+	cmd.Env = append(os.Environ(), env...)
+	var out strings.Builder
+	cmd.Stderr = &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	hung := time.AfterFunc(90*time.Second, func() { cmd.Process.Kill() })
+	defer hung.Stop()
+	time.Sleep(600 * time.Millisecond)
+	killAgents()
+	time.Sleep(100 * time.Millisecond)
+	px.Slow(0)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("%v, want the run to complete (killed after 90 s if it hangs):\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "joined the agent lingering") || !strings.Contains(out.String(), "reconnected") {
+		t.Errorf("want the job on the lingering agent, then its streams reconnected:\n%s", out.String())
+	}
+	treecmp.Equal(t, src, dst, treecmp.Options{Owner: os.Geteuid() == 0})
 }

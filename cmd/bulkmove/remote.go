@@ -118,25 +118,29 @@ func (j *job) connectSSH(ctx context.Context, t sshx.Target, p plan) ([]stream.C
 		}
 		binary = bs.sum
 	}
-	if l.data == "" {
-		// An agent a push with --linger left there: no remote shell.
-		if conns, ok := l.startLingering(ctx, clients, binary, root); ok {
-			return conns, l, nil
-		}
-		if d := j.flags.ssh.linger; d > 0 {
+	if d := j.flags.ssh.linger; d > 0 {
+		if l.data == "" {
 			args = fmt.Sprintf("agent%s --hub %d --linger %s -- %s", j.flags.gentle.niceFlags.text(), len(clients), d, sshx.ShellQuote(root))
+		} else {
+			errorf(j.stderr, "warning: --linger is for SSH streams; ignored with --transport %s", l.data)
 		}
-	} else if j.flags.ssh.linger > 0 {
-		errorf(j.stderr, "warning: --linger is for SSH streams; ignored with --transport %s", l.data)
 	}
-	// At once, optimistically: the cached copy of this binary (or the one
-	// named), one remote shell; only if that fails, the slower search
-	// (and its clear error) below.
+	// The command that starts an agent: now, or, if the streams go to a
+	// lingering one, when a lost stream finds it gone (redial).
 	if agent == "" {
 		l.cmd = sshx.AgentCommand(version, binary, args)
 	} else {
 		l.cmd = sshx.ShellQuote(agent) + " " + args
 	}
+	if l.data == "" {
+		// An agent a push with --linger left there: no remote shell.
+		if conns, ok := l.startLingering(ctx, clients, binary, root); ok {
+			return conns, l, nil
+		}
+	}
+	// At once, optimistically: the cached copy of this binary (or the one
+	// named), one remote shell; only if that fails, the slower search
+	// (and its clear error) below.
 	{
 		var banner bool
 		conns, banner, err = l.start(ctx, clients)

@@ -57,13 +57,22 @@ func saveLinger(path string, r lingerRecord) error {
 		return fmt.Errorf("keeping the lingering agent's address: %w", err)
 	}
 	b, _ := json.Marshal(r)
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+	// A temporary of its own (CreateTemp makes it 0600): two pushes to the
+	// same host may save at once.
+	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*.tmp")
+	if err != nil {
 		return fmt.Errorf("keeping the lingering agent's address: %w", err)
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("keeping the lingering agent's address: %w", err)
+	_, werr := f.Write(b)
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Rename(f.Name(), path)
+	}
+	if werr != nil {
+		os.Remove(f.Name())
+		return fmt.Errorf("keeping the lingering agent's address: %w", werr)
 	}
 	return nil
 }

@@ -275,17 +275,23 @@ func (d *hubd) serve(j *hubJob, r io.Reader, w io.Writer, c io.Closer) bool {
 	d.mu.Unlock()
 	go func() {
 		defer d.wg.Done()
-		defer d.end(j)
-		defer c.Close()
-		if err := j.hub.Serve(d.ctx, r, w); err != nil {
-			d.mu.Lock()
-			if j.err == nil {
-				j.err = err
-			}
-			d.mu.Unlock()
-		}
+		d.run(j, r, w, c)
 	}()
 	return true
+}
+
+// run serves one stream of job j, whose count it already holds, and ends
+// it.
+func (d *hubd) run(j *hubJob, r io.Reader, w io.Writer, c io.Closer) {
+	defer d.end(j)
+	defer c.Close()
+	if err := j.hub.Serve(d.ctx, r, w); err != nil {
+		d.mu.Lock()
+		if j.err == nil {
+			j.err = err
+		}
+		d.mu.Unlock()
+	}
 }
 
 // end ends one stream of job j. The job ends with its last stream; the
@@ -375,12 +381,12 @@ func (d *hubd) handle(c net.Conn) {
 		d.mu.Lock()
 		d.linger = min(req.Linger, maxLinger)
 		d.mu.Unlock()
-		defer d.end(j)
-		defer c.Close()
 		if _, err := fmt.Fprintln(c, d.banner(j)); err != nil {
+			d.end(j)
+			c.Close()
 			return
 		}
-		j.hub.Serve(d.ctx, br, c)
+		d.run(j, br, c, c)
 	default:
 		c.Close()
 	}

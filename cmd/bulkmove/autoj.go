@@ -150,6 +150,8 @@ func (j *job) steer(ctx context.Context, pool *stream.Pool, local bool) (stop fu
 		}
 		return work(b, f+m.Skipped.Load())
 	}
+	acked := func() float64 { return work(m.DoneBytes.Load(), m.DoneFiles.Load()+m.Skipped.Load()) }
+	done, doneAt := acked(), time.Now()
 	a := &stream.AutoJ{
 		Max:  j.flags.auto.max,
 		Work: func() int64 { return int64(sent()) },
@@ -161,11 +163,20 @@ func (j *job) steer(ctx context.Context, pool *stream.Pool, local bool) (stop fu
 			wire, wireAt = w, now
 			return autoVerdict(v, local || windowBound(perStream, time.Duration(rtt.Load())))
 		},
-		Ending: func(rate float64) bool {
+		// The tail is judged by acknowledged work, not by what was sent:
+		// at first the streams fill the SSH windows and socket buffers
+		// far faster than the link drains them, and a first window's
+		// rate of sending once made a 9 s job look like one in its last
+		// 5 s (no step was taken). Acknowledgements lag instead, which
+		// errs towards a step.
+		Ending: func(float64) bool {
+			d, now := acked(), time.Now()
+			rate := (d - done) / now.Sub(doneAt).Seconds()
+			done, doneAt = d, now
 			if !m.WalkDone.Load() || rate <= 0 {
 				return false
 			}
-			left := work(m.PlannedBytes.Load(), m.PlannedFiles.Load()) - sent()
+			left := work(m.PlannedBytes.Load(), m.PlannedFiles.Load()) - d
 			return left < rate*autoTail
 		},
 		Resize: func(ctx context.Context, n, to int) int {

@@ -7,7 +7,10 @@
 // produce trees that internal/treecmp finds equal. The layout is planned with a
 // seeded math/rand/v2 PCG; file content comes from a wyrand generator seeded
 // per file, written through a reused buffer (about 5 GB/s per core, far
-// faster than tmpfs can take it), so content is incompressible yet cheap.
+// faster than tmpfs can take it): random bytes for Small and Large files,
+// and for a Mixed tree's media and blobs; its text, logs, records and code
+// are made from a Zipf-weighted vocabulary and compress as such files do
+// (text.go).
 // Files are written by GOMAXPROCS workers; per-file seeds keep the result
 // independent of scheduling.
 //
@@ -75,6 +78,7 @@ type fileSpec struct {
 	perm  fs.FileMode
 	mtime time.Time
 	seed  uint64
+	kind  int // content: contentRandom (the zero value), contentProse, ...
 }
 
 // writeFile creates spec.path exclusively and fills it with spec.size bytes
@@ -91,7 +95,7 @@ func writeFile(spec *fileSpec, buf []byte) error {
 		unix.Close(fd)
 		return &fs.PathError{Op: op, Path: spec.path, Err: err}
 	}
-	src := newContent(spec.seed)
+	src := newFiller(spec.kind, spec.seed)
 	for left := spec.size; left > 0; {
 		n := int(min(left, int64(len(buf))))
 		src.fill(buf[:n])

@@ -329,3 +329,62 @@ func TestLinks(t *testing.T) {
 		t.Errorf("%d names of files, %d symlinks, %d names of hard-linked files; want 28 (20 files, 8 second names), 8, 16", s.files, s.symlinks, s.multiLinked)
 	}
 }
+
+// TestMixedContent: a Mixed tree compresses as real trees do, by kind:
+// text, records and code to well under half, media not at all; and a
+// file's bytes do not depend on how the writer chunks them.
+func TestMixedContent(t *testing.T) {
+	ratio := func(b []byte) float64 {
+		var z bytes.Buffer
+		w, _ := flate.NewWriter(&z, flate.BestSpeed)
+		w.Write(b)
+		w.Close()
+		return float64(z.Len()) / float64(len(b))
+	}
+	const size = 300 << 10
+	for _, c := range []struct {
+		name     string
+		min, max float64
+	}{
+		{"notes.txt", 0.2, 0.6}, {"README", 0.2, 0.6}, {"main.go", 0.15, 0.6}, {"app.log", 0.15, 0.6},
+		{"rows.json", 0.1, 0.5}, {"rows.csv", 0.1, 0.5}, {"table.dat", 0.1, 0.5},
+		{"photo.jpg", 0.99, 2}, {"blob.bin", 0.99, 2},
+	} {
+		whole := make([]byte, size)
+		newFiller(contentOf(c.name), 7).fill(whole)
+		if r := ratio(whole); r < c.min || r > c.max {
+			t.Errorf("%s: compresses to %.2f, want %.2f to %.2f", c.name, r, c.min, c.max)
+		}
+		chunked := make([]byte, size)
+		f := newFiller(contentOf(c.name), 7)
+		for b, n := chunked, 1; len(b) > 0; n = n*3 + 1 {
+			k := min(8*n, len(b)) // random content: whole words (TestContentTail)
+			f.fill(b[:k])
+			b = b[k:]
+		}
+		if !bytes.Equal(whole, chunked) {
+			t.Errorf("%s: content depends on chunking", c.name)
+		}
+		other := make([]byte, size)
+		newFiller(contentOf(c.name), 8).fill(other)
+		if bytes.Equal(whole[:4096], other[:4096]) {
+			t.Errorf("%s: seeds 7 and 8 make the same content", c.name)
+		}
+	}
+	// A whole tree: text outweighs media, as in the trees people move.
+	dir := filepath.Join(tempDir(t), "mixed")
+	if err := Mixed(dir, 2000, 1); err != nil {
+		t.Fatal(err)
+	}
+	var all []byte
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			b, _ := os.ReadFile(p)
+			all = append(all, b...)
+		}
+		return nil
+	})
+	if r := ratio(all); r < 0.25 || r > 0.65 {
+		t.Errorf("the tree compresses to %.2f, want 0.25 to 0.65", r)
+	}
+}

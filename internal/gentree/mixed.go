@@ -93,7 +93,7 @@ func planMixed(n int, seed uint64) *mixedPlan {
 	addFile := func(d int, name string, size int64, perm fs.FileMode) {
 		p.files = append(p.files, fileSpec{
 			path: path.Join(p.dirs[d].rel, name),
-			size: size, perm: perm, mtime: mtime(), seed: rng.Uint64(),
+			size: size, perm: perm, mtime: mtime(), seed: rng.Uint64(), kind: contentOf(name),
 		})
 	}
 

@@ -19,17 +19,20 @@ package stream
 // takes about max(pu, link) plain and max(pc, link·r) compressed per byte;
 // compression turns on when it would be faster by a margin and off when
 // it would be slower by one (hysteresis); a plain batch whose writes did
-// not block turns it off (the link keeps up with plain data). A stream
-// starts plain: its first batch measures the link. (Starting compressed
-// would spare that batch on a slow link, but writes that block while
-// compressing do not tell a slow link from a receiver slow to decompress.)
+// not block turns it off (the link keeps up with plain data). A stream's
+// first batch goes compressed when a sample of it compresses, and so do
+// the next until the writes waited or firstBuffered wire bytes went (the
+// connection's buffers take that much at once): if they waited on the
+// link, it stays on; if not, or if they waited on a receiver busy
+// (decompressing, say), the next batch is a plain probe, as below. (It once started plain: over a 200 Mbit/s
+// link a plain first batch of 8 MiB cost each stream a second.)
 // While off on a link that is not the bottleneck nothing is sampled:
 // compression could only cost there.
 // While on and CPU-bound, an occasional batch goes plain (a probe, ever
 // rarer) so that a link that got faster is noticed. Each batch compressed
-// under auto is first sampled (the first 64 KiB of its file data, at the
-// level it would go at): data that does not compress (ratio above 0.9)
-// goes plain.
+// under auto is first sampled (64 KiB: the starts of up to 64 of its
+// files, spread over the batch, at the level it would go at): data that
+// does not compress (ratio above 0.9) goes plain.
 //
 // auto compresses at zstd's default level, not its fastest: the library's
 // fastest level entropy-codes no literals where it finds few matches, so
@@ -122,6 +125,11 @@ const (
 	switchMargin   = 1.15     // hysteresis: the other mode must be this much faster
 	firstProbe     = 8        // batches before the first plain probe while CPU-bound
 	lastProbe      = 64       // ... and at most between two probes
+	// firstBuffered is what a connection's buffers take before its writes
+	// wait on the link (an SSH channel's window is 2 MiB, and the socket
+	// buffers take more): compressed batches up to this many wire bytes
+	// do not tell how fast the link is.
+	firstBuffered = 4 << 20
 )
 
 // deflater is one stream's compression state.
@@ -162,6 +170,21 @@ func (d *deflater) codec(src Source, m *wire.BatchManifest, need []bool) byte {
 		return wire.CodecNone
 	}
 	a := &d.auto
+	if !a.started {
+		// The stream's first batch goes compressed if its data
+		// compresses: on a slow link, a plain first batch of 8 MiB cost
+		// a second a stream; on a fast one, compressing it costs a few
+		// tens of milliseconds, and its writes not blocking turn
+		// compression off (observe).
+		a.started = true
+		if ratio, ns, ok := d.trySample(src, m, need); ok && ratio <= incompressible {
+			a.sampleNs = ns
+			a.on, a.first, a.probeIn, a.probeEvery = true, true, firstProbe, firstProbe
+			d.log("compression on for the first batch: a sample compresses to %.0f%%", 100*ratio)
+			return wire.CodecZstd
+		}
+		return wire.CodecNone
+	}
 	if !a.on && !a.linkBound {
 		return wire.CodecNone // the link keeps up: compression could only cost
 	}
@@ -216,6 +239,7 @@ func (d *deflater) observe(codec byte, in, out int64, wall, blocked time.Duratio
 		return
 	}
 	a := &d.auto
+	a.started = true
 	if in < 256<<10 && wall < 20*time.Millisecond {
 		return // too little to measure
 	}
@@ -226,9 +250,14 @@ func (d *deflater) observe(codec byte, in, out int64, wall, blocked time.Duratio
 	a.linkBound = a.blocked > 0.25 && recvWrite < 0.5 && recvCPU < 0.9
 	produce := float64(wall-blocked) / float64(in)
 	if a.linkBound {
+		if !a.linkMeasured {
+			a.link = ewma{} // a bound only: not to be averaged in
+		}
 		a.link.add(float64(wall) / float64(out))
+		a.linkMeasured = true
 	} else if bound := float64(wall) / float64(out); !a.link.ok || bound < a.link.v {
 		a.link = ewma{v: bound, ok: true} // the link took at least this rate
+		a.linkMeasured = false
 	}
 	if codec == wire.CodecZstd {
 		a.pc.add(produce)
@@ -238,6 +267,29 @@ func (d *deflater) observe(codec byte, in, out int64, wall, blocked time.Duratio
 	}
 	if !a.on {
 		return
+	}
+	if a.first && codec == wire.CodecZstd {
+		a.firstOut += out
+		if a.blocked <= 0.25 && a.firstOut <= firstBuffered {
+			// What the connection's buffers took at once: it says
+			// nothing of the link yet. Compressed still.
+			return
+		}
+		a.first = false
+		if !a.linkBound && (a.blocked < 0.05 || a.blocked > 0.25) {
+			// Compressed batches went out without waiting (or waited on
+			// a busy receiver): the link may well take plain data as
+			// fast. A plain probe next tells (off if it does not wait
+			// on the link either). Writes that waited now and then say
+			// the link is near its limit: plain probes come as they do
+			// while compressing is what holds the stream back.
+			a.probeIn = 0
+			d.log("compressed batches did not wait on the link (writes blocked %.0f%% of the time, %s/s of data): a plain batch next, to measure it", 100*a.blocked, rateStr(a.pc.v))
+		}
+		if !a.pu.ok {
+			// Plain data would cost what compressed did, less compressing.
+			a.pu = ewma{v: max(a.pc.v-a.sampleNs, 0), ok: true}
+		}
 	}
 	if codec == wire.CodecNone && !a.linkBound {
 		// Plain data went as fast as the stream made it: compression
@@ -288,15 +340,22 @@ func humanRate(bps float64) string {
 
 // autoPolicy is auto mode's state: see the package comment above.
 type autoPolicy struct {
-	on         bool
-	linkBound  bool    // the last batch's writes waited on the link
-	blocked    float64 // the last batch's share of time blocked writing
-	probe      bool    // this batch is a plain probe
-	probeIn    int     // compressed CPU-bound batches until the next probe
-	probeEvery int
-	pu, pc     ewma // ns per input byte to produce plain / compressed data
-	link       ewma // ns per wire byte the link takes
-	ratio      ewma // wire bytes per input byte, compressed
+	on        bool
+	started   bool    // a batch has been chosen or observed
+	first     bool    // on since the stream's first batch, the link not yet seen
+	firstOut  int64   // wire bytes of those batches
+	sampleNs  float64 // the last sample's cost, ns per input byte
+	linkBound bool    // the last batch's writes waited on the link
+	// linkMeasured: link holds what batches that waited on the link
+	// took, not a bound from one that did not wait.
+	linkMeasured bool
+	blocked      float64 // the last batch's share of time blocked writing
+	probe        bool    // this batch is a plain probe
+	probeIn      int     // compressed CPU-bound batches until the next probe
+	probeEvery   int
+	pu, pc       ewma // ns per input byte to produce plain / compressed data
+	link         ewma // ns per wire byte the link takes
+	ratio        ewma // wire bytes per input byte, compressed
 }
 
 // costs estimates the ns per input byte of a plain and of a compressed
@@ -334,31 +393,47 @@ func fileBytes(m *wire.BatchManifest, need []bool) int64 {
 	return n
 }
 
-// sample reads the start of the file data of m's needed files into buf:
-// up to sampleBytes, from up to sampleFiles files.
+// sample reads file data of m's needed files into buf: the starts of up
+// to sampleFiles of them spread over the batch, an equal share of
+// sampleBytes each (a batch's first files alone once sent whole batches
+// of text plain because a random .bin led them).
 func (s Source) sample(m *wire.BatchManifest, need []bool, buf []byte) []byte {
 	if cap(buf) < sampleBytes {
 		buf = make([]byte, 0, sampleBytes)
 	}
-	var dirs Dirs
-	defer dirs.Close()
 	files := 0
 	for i := range m.Entries {
-		e := &m.Entries[i]
-		if len(buf) == sampleBytes || files == sampleFiles {
-			break
+		if e := &m.Entries[i]; e.Kind == sharder.KindFile && need[i] && e.Size > 0 {
+			files++
 		}
+	}
+	if files == 0 {
+		return buf
+	}
+	k := min(files, sampleFiles)
+	share := sampleBytes / k
+	var dirs Dirs
+	defer dirs.Close()
+	nth, next := 0, 0 // the needed file at hand; the next to sample (of k)
+	for i := range m.Entries {
+		e := &m.Entries[i]
 		if e.Kind != sharder.KindFile || !need[i] || e.Size == 0 {
 			continue
 		}
+		if nth++; nth-1 != next*files/k {
+			continue
+		}
+		next++
 		f, err := s.OpenIn(&dirs, e)
 		if err != nil {
 			continue
 		}
-		files++
-		n, _ := io.ReadFull(f, buf[len(buf):min(int64(sampleBytes), int64(len(buf))+e.Size)])
+		n, _ := io.ReadFull(f, buf[len(buf):len(buf)+int(min(int64(share), e.Size))])
 		buf = buf[:len(buf)+n]
 		f.Close()
+		if next == k {
+			break
+		}
 	}
 	return buf
 }

@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -117,5 +118,135 @@ func TestParseCompression(t *testing.T) {
 		if _, err := ParseCompression(in); err == nil {
 			t.Errorf("%q accepted", in)
 		}
+	}
+}
+
+// TestAutoPolicyFirstBatch: a stream's first batch goes compressed when
+// its data compresses, and so do the next while the connection's buffers
+// take them at once; compression stays on if the writes waited on the
+// link; if they did not (a fast link) or waited on a busy receiver, a
+// plain probe follows, and compression goes off when the probe's writes
+// do not wait on the link either. Data that does not compress starts
+// plain.
+func TestAutoPolicyFirstBatch(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "text"), []byte(strings.Repeat("GET /index.html 200 0.003s user=42\n", 3000)), 0o644)
+	random := make([]byte, 90000)
+	x := uint32(7)
+	for i := range random {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		random[i] = byte(x)
+	}
+	os.WriteFile(filepath.Join(dir, "random"), random, 0o644)
+	src := Source{Root: dir}
+	batch := func(name string, size int) (*wire.BatchManifest, []bool) {
+		return &wire.BatchManifest{Entries: []sharder.Entry{{Path: name, Kind: sharder.KindFile, Size: int64(size)}}}, []bool{true}
+	}
+	text, need := batch("text", 3000*35)
+	rnd, needR := batch("random", len(random))
+	const mib = 1 << 20
+	for _, c := range []struct {
+		name               string
+		blocked            time.Duration // of a second's batch
+		recvWrite, recvCPU float64
+		on                 bool
+	}{
+		{"slow link", 900 * time.Millisecond, 0, 0, true},
+		{"link near its limit", 100 * time.Millisecond, 0, 0, true},
+		{"fast link", 0, 0, 0, false},
+		{"receiver busy", 900 * time.Millisecond, 0.1, 1.0, false},
+	} {
+		d := &deflater{cfg: Compression{Mode: CompressAuto}, name: "s0"}
+		if got := d.codec(src, text, need); got != wire.CodecZstd {
+			t.Fatalf("%s: first batch of text: codec %d, want zstd", c.name, got)
+		}
+		// A first batch that the connection's buffers took: no verdict.
+		d.observe(wire.CodecZstd, 4*mib, 1*mib, 200*time.Millisecond, 0, 0, 0)
+		if got := d.codec(src, text, need); got != wire.CodecZstd {
+			t.Fatalf("%s: after a batch the buffers took: codec %d, want zstd", c.name, got)
+		}
+		d.observe(wire.CodecZstd, 24*mib, 6*mib, time.Second, c.blocked, c.recvWrite, c.recvCPU)
+		want := byte(wire.CodecNone)
+		if c.on {
+			want = wire.CodecZstd
+		}
+		if got := d.codec(src, text, need); got != want {
+			t.Errorf("%s: next batch: codec %d, want %d", c.name, got, want)
+		}
+		if !c.on {
+			// That was a plain probe: its writes not waiting on the
+			// link either, compression goes off.
+			d.observe(wire.CodecNone, 24*mib, 24*mib, time.Second, c.blocked, c.recvWrite, c.recvCPU)
+		}
+		if d.auto.on != c.on {
+			t.Errorf("%s: compression on %v, want %v", c.name, d.auto.on, c.on)
+		}
+		if d.enc != nil {
+			d.enc.Close()
+		}
+	}
+	// Compressing as slow as the link: the compressed batches do not
+	// wait, the plain probe waits on the link throughout: back on.
+	d := &deflater{cfg: Compression{Mode: CompressAuto}, name: "s0"}
+	d.codec(src, text, need)
+	d.observe(wire.CodecZstd, 24*mib, 6*mib, time.Second, 0, 0, 0)
+	if got := d.codec(src, text, need); got != wire.CodecNone || !d.auto.probe {
+		t.Fatalf("CPU-bound from the start: codec %d, probe %v, want a plain probe", got, d.auto.probe)
+	}
+	d.observe(wire.CodecNone, 24*mib, 24*mib, 4*time.Second, 3900*time.Millisecond, 0, 0)
+	if got := d.codec(src, text, need); got != wire.CodecZstd || !d.auto.on {
+		t.Errorf("after a probe that waited on a slow link: codec %d, on %v, want zstd", got, d.auto.on)
+	}
+	if d.enc != nil {
+		d.enc.Close()
+	}
+	d = &deflater{cfg: Compression{Mode: CompressAuto}, name: "s0"}
+	if got := d.codec(src, rnd, needR); got != wire.CodecNone || d.auto.on {
+		t.Errorf("first batch of random data: codec %d, on %v", got, d.auto.on)
+	}
+	if d.enc != nil {
+		d.enc.Close()
+	}
+}
+
+// TestSampleSpread: the sample of a batch spans its files, so a batch of
+// text led by a random blob still compresses (its first 64 KiB alone are
+// random).
+func TestSampleSpread(t *testing.T) {
+	dir := t.TempDir()
+	random := make([]byte, 200000)
+	x := uint32(3)
+	for i := range random {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		random[i] = byte(x)
+	}
+	os.WriteFile(filepath.Join(dir, "blob.bin"), random, 0o644)
+	m := &wire.BatchManifest{Entries: []sharder.Entry{{Path: "blob.bin", Kind: sharder.KindFile, Size: int64(len(random))}}}
+	for i := range 9 {
+		name := fmt.Sprintf("log-%d.txt", i)
+		text := strings.Repeat(fmt.Sprintf("GET /item/%d 200 user=%d\n", i, i*7), 2000)
+		os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644)
+		m.Entries = append(m.Entries, sharder.Entry{Path: name, Kind: sharder.KindFile, Size: int64(len(text))})
+	}
+	need := make([]bool, len(m.Entries))
+	for i := range need {
+		need[i] = true
+	}
+	d := &deflater{cfg: Compression{Mode: CompressAuto}}
+	defer func() {
+		if d.enc != nil {
+			d.enc.Close()
+		}
+	}()
+	ratio, _, ok := d.trySample(Source{Root: dir}, m, need)
+	if !ok || ratio > 0.5 {
+		t.Errorf("sample of a text batch led by a blob: ratio %.2f (ok %v), want it to compress", ratio, ok)
+	}
+	if len(d.sample) != 0 || cap(d.sample) < sampleBytes {
+		t.Errorf("sample buffer not kept for reuse")
 	}
 }

@@ -1,0 +1,4 @@
+package stream
+
+// FirstBuffered is firstBuffered, for the tests of package stream_test.
+const FirstBuffered = firstBuffered

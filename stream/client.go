@@ -24,6 +24,13 @@ import (
 // 1.1 s, 0.85 s with 8).
 const Window = 8
 
+// aheadBytes bounds the data of the batches a stream has taken beyond the
+// first two and not yet sent: batches it holds are not there for streams
+// that -j auto adds, or that finish early. With 64 MiB ranges of a large
+// file four ahead were 256 MiB a stream, and four added streams idled the
+// last half of a 4 GiB file's copy.
+const aheadBytes = 32 << 20
+
 // RemoteError is a fatal error reported by the agent.
 type RemoteError struct{ Msg string }
 
@@ -245,11 +252,13 @@ func (c *Client) run(ctx context.Context, in <-chan *sharder.Batch, flags uint64
 		}
 	}()
 	manifested := 0 // batches whose manifest is sent but not their data
+	var ahead int64 // their bytes
 	for {
 		busy.Store(len(queue) > 0)
-		// Keep up to four manifests ahead and Window batches in flight.
+		// Keep up to four manifests ahead (two, once they hold aheadBytes)
+		// and Window batches in flight.
 		var src <-chan *sharder.Batch
-		if in != nil && manifested < 4 && len(queue) < Window {
+		if in != nil && manifested < 4 && len(queue) < Window && (manifested < 2 || ahead < aheadBytes) {
 			src = in
 		}
 		if len(queue) == 0 && src == nil {
@@ -296,6 +305,7 @@ func (c *Client) run(ctx context.Context, in <-chan *sharder.Batch, flags uint64
 				continue
 			}
 			manifested++
+			ahead += b.Bytes
 		case f, ok := <-c.frames:
 			if ctr := c.ctr.Load(); ctr != nil {
 				if src == nil {
@@ -324,6 +334,7 @@ func (c *Client) run(ctx context.Context, in <-chan *sharder.Batch, flags uint64
 					return nil, err
 				}
 				manifested--
+				ahead -= fl.b.Bytes
 			case wire.Skipped:
 				// The receiver needs nothing of the next batch and has
 				// committed it: no data; its ack follows.
@@ -337,6 +348,7 @@ func (c *Client) run(ctx context.Context, in <-chan *sharder.Batch, flags uint64
 				}
 				fl.sent = true
 				manifested--
+				ahead -= fl.b.Bytes
 			case wire.Ack:
 				a, err := wire.DecodeAck(f.payload)
 				if err != nil {

@@ -71,6 +71,7 @@ type Client struct {
 	obsAt   time.Time   // when the last batch's data was observed, and then
 	obsRecv int64       // the receiver's write time (Counters.RecvWriteNanos)
 	obsCPU  int64       // the receiving process's CPU time (Counters.RecvCPUNanos)
+	obsHost hostCPU     // the host's CPU time
 }
 
 // ErrStalled marks a stream closed for moving no bytes while it had work.
@@ -415,6 +416,9 @@ func (c *Client) sendData(fl *inflight, need []bool) error {
 		c.z = &deflater{cfg: c.Compress, logf: c.Logf, name: c.Name}
 	}
 	ctr := c.ctr.Load()
+	if c.Compress.Mode == CompressAuto && c.obsHost.total == 0 {
+		c.obsHost, _ = readHostCPU() // the first batch's start
+	}
 	codec := c.z.codec(c.Src, fl.m, need)
 	start, sent0 := time.Now(), c.sent.n
 	var blocked0 int64
@@ -489,6 +493,12 @@ func (c *Client) observe(codec byte, in, out int64, start time.Time, blocked0 in
 			recvCPU = 0 // an agent in this very process: its CPU time is ours too
 		}
 		c.obsAt, c.obsRecv, c.obsCPU = now, recv, cpu
+	}
+	if c.Compress.Mode == CompressAuto {
+		if host, ok := readHostCPU(); ok {
+			c.z.auto.busyHost = c.obsHost.total > 0 && host.busySince(c.obsHost, busyHost)
+			c.obsHost = host
+		}
 	}
 	c.z.observe(codec, in, out, wall, blocked, recvWrite, recvCPU)
 }

@@ -19,13 +19,12 @@ package stream
 // takes about max(pu, link) plain and max(pc, link·r) compressed per byte;
 // compression turns on when it would be faster by a margin and off when
 // it would be slower by one (hysteresis); a plain batch whose writes did
-// not block turns it off (the link keeps up with plain data). A stream's
-// first batch goes compressed when a sample of it compresses, and so do
-// the next until the writes waited or firstBuffered wire bytes went (the
-// connection's buffers take that much at once): if they waited on the
-// link, it stays on; if not, or if they waited on a receiver busy
-// (decompressing, say), the next batch is a plain probe, as below. (It once started plain: over a 200 Mbit/s
-// link a plain first batch of 8 MiB cost each stream a second.)
+// not block turns it off (the link keeps up with plain data). A stream
+// starts plain: its first batch measures the link. (Starting compressed
+// would spare that batch on a slow link, but writes that block while
+// compressing do not tell a slow link from a receiver, or on a small
+// machine an sshd, starved of CPU by the compressing: tried, it kept a
+// direct link's copy compressed throughout and 60% slower.)
 // While off on a link that is not the bottleneck nothing is sampled:
 // compression could only cost there.
 // While on and CPU-bound, an occasional batch goes plain (a probe, ever
@@ -34,11 +33,13 @@ package stream
 // files, spread over the batch, at the level it would go at): data that
 // does not compress (ratio above 0.9) goes plain.
 //
-// auto compresses at zstd's default level, not its fastest: the library's
+// auto compresses each sample at the library's fastest and default
+// levels, and the batch at the fastest unless that left the sample more
+// than 8% larger (fastEnough) or the link holds every write back: the
 // fastest level entropy-codes no literals where it finds few matches, so
-// numbers, hex or log text without near repeats came out of it (and of its
-// sample) the size they went in, which `zstd -1` halves. Measured here:
-// 64 KiB of `seq` output, fastest 100%, default 36%.
+// numbers, hex or log text without near repeats came out of it the size
+// they went in, which `zstd -1` halves (64 KiB of `seq` output: fastest
+// 100%, default 36%); on most text it is 3% larger and half again as fast.
 
 import (
 	"bufio"
@@ -102,11 +103,9 @@ func (c Compression) String() string {
 	return c.Mode
 }
 
+// encoderLevel is zstd:LEVEL's level (auto has two: deflater.levels).
 func (c Compression) encoderLevel() zstd.EncoderLevel {
-	switch {
-	case c.Mode == CompressAuto:
-		return zstd.SpeedDefault // see the package comment: fastest leaves text whole
-	case c.Level > 0:
+	if c.Level > 0 {
 		return zstd.EncoderLevelFromZstd(c.Level)
 	}
 	return zstd.SpeedDefault
@@ -125,17 +124,15 @@ const (
 	switchMargin   = 1.15     // hysteresis: the other mode must be this much faster
 	firstProbe     = 8        // batches before the first plain probe while CPU-bound
 	lastProbe      = 64       // ... and at most between two probes
-	// firstBuffered is what a connection's buffers take before its writes
-	// wait on the link (an SSH channel's window is 2 MiB, and the socket
-	// buffers take more): compressed batches up to this many wire bytes
-	// do not tell how fast the link is.
-	firstBuffered = 4 << 20
+	busyHost       = 0.85     // the host's CPU share beyond which compression does not start
 )
 
 // deflater is one stream's compression state.
 type deflater struct {
 	cfg       Compression
-	enc       *zstd.Encoder
+	enc       *zstd.Encoder    // zstd and zstd:LEVEL's encoder
+	levels    [2]*zstd.Encoder // auto's: autoDefault and autoFastest
+	level     int              // auto's level for the next batch
 	auto      autoPolicy
 	sample    []byte // the batch's sample, and
 	sampleOut []byte // what it compressed to (buffers reused)
@@ -143,17 +140,70 @@ type deflater struct {
 	name      string
 }
 
-// encoder returns the stream's encoder, created on first use.
+// auto's two levels (deflater.levels).
+const (
+	autoDefault = iota
+	autoFastest
+)
+
+// fastEnough: auto compresses at the library's fastest level when a
+// sample comes out of it at most this much larger than at the default
+// level (or larger by at most 2% of the input, for data that compresses
+// very well) and the link does not hold every write back. On bench/gentree's
+// mixed tree, fastest made 0.418 of the input at 106 MB/s a core, default
+// 0.404 at 72 MB/s: over the rig's 200 Mbit/s link on two cores the
+// default level was the bottleneck (7.1 s; tar | zstd -1 | ssh 7.05 s).
+// Text without near repeats (numbers, hex) comes out of fastest whole
+// (see the package comment): it stays at default.
+const fastEnough = 1.08
+
+// encoder returns the stream's encoder for the next batch, created on
+// first use.
 func (d *deflater) encoder() (*zstd.Encoder, error) {
+	if d.cfg.Mode == CompressAuto {
+		return d.levelEncoder(d.level)
+	}
 	if d.enc == nil {
-		enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(d.cfg.encoderLevel()), zstd.WithEncoderConcurrency(1),
-			zstd.WithWindowSize(encoderWindow))
+		enc, err := newEncoder(d.cfg.encoderLevel())
 		if err != nil {
-			return nil, fmt.Errorf("zstd encoder: %w", err)
+			return nil, err
 		}
 		d.enc = enc
 	}
 	return d.enc, nil
+}
+
+// levelEncoder returns auto's encoder of level l, created on first use.
+func (d *deflater) levelEncoder(l int) (*zstd.Encoder, error) {
+	if d.levels[l] == nil {
+		lvl := zstd.SpeedDefault
+		if l == autoFastest {
+			lvl = zstd.SpeedFastest
+		}
+		enc, err := newEncoder(lvl)
+		if err != nil {
+			return nil, err
+		}
+		d.levels[l] = enc
+	}
+	return d.levels[l], nil
+}
+
+func newEncoder(l zstd.EncoderLevel) (*zstd.Encoder, error) {
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(l), zstd.WithEncoderConcurrency(1), zstd.WithWindowSize(encoderWindow))
+	if err != nil {
+		return nil, fmt.Errorf("zstd encoder: %w", err)
+	}
+	return enc, nil
+}
+
+// close releases the encoders.
+func (d *deflater) close() {
+	for _, e := range append(d.levels[:], d.enc) {
+		if e != nil {
+			e.Close()
+		}
+	}
 }
 
 // codec chooses how batch m goes: fixed by the mode, or (auto) by the
@@ -170,23 +220,13 @@ func (d *deflater) codec(src Source, m *wire.BatchManifest, need []bool) byte {
 		return wire.CodecNone
 	}
 	a := &d.auto
-	if !a.started {
-		// The stream's first batch goes compressed if its data
-		// compresses: on a slow link, a plain first batch of 8 MiB cost
-		// a second a stream; on a fast one, compressing it costs a few
-		// tens of milliseconds, and its writes not blocking turn
-		// compression off (observe).
-		a.started = true
-		if ratio, ns, ok := d.trySample(src, m, need); ok && ratio <= incompressible {
-			a.sampleNs = ns
-			a.on, a.first, a.probeIn, a.probeEvery = true, true, firstProbe, firstProbe
-			d.log("compression on for the first batch: a sample compresses to %.0f%%", 100*ratio)
-			return wire.CodecZstd
-		}
+	if !a.on && (!a.linkBound || a.busyHost) {
+		// The link keeps up, or this host's CPUs are busy: compression
+		// could only cost. (Two hosts sharing two cores, as on the test
+		// rig, look like a slow link whose far end is starved of CPU;
+		// compressing there took the CPU from it, and a copy that went
+		// in 2.5-2.9 s plain took 3.3-4.4 s.)
 		return wire.CodecNone
-	}
-	if !a.on && !a.linkBound {
-		return wire.CodecNone // the link keeps up: compression could only cost
 	}
 	if a.on && a.probeIn <= 0 {
 		a.probe = true
@@ -213,21 +253,38 @@ func (d *deflater) codec(src Source, m *wire.BatchManifest, need []bool) byte {
 	return wire.CodecZstd
 }
 
-// trySample compresses the start of the batch's file data at auto's level
-// level: the ratio and the cost in nanoseconds per input byte.
+// trySample compresses a sample of the batch's file data at auto's
+// levels and chooses the batch's level (fastEnough): the ratio and the
+// cost in nanoseconds per input byte at that level.
 func (d *deflater) trySample(src Source, m *wire.BatchManifest, need []bool) (ratio, nsPerByte float64, ok bool) {
 	in := src.sample(m, need, d.sample[:0])
 	d.sample = in[:0]
 	if len(in) < 512 {
 		return 0, 0, false
 	}
-	enc, err := d.encoder()
-	if err != nil {
-		return 0, 0, false
+	var ratios, costs [2]float64
+	for l := range d.levels {
+		enc, err := d.levelEncoder(l)
+		if err != nil {
+			return 0, 0, false
+		}
+		start := time.Now()
+		d.sampleOut = enc.EncodeAll(in, d.sampleOut[:0])
+		ratios[l] = float64(len(d.sampleOut)) / float64(len(in))
+		costs[l] = float64(time.Since(start)) / float64(len(in))
 	}
-	start := time.Now()
-	d.sampleOut = enc.EncodeAll(in, d.sampleOut[:0])
-	return float64(len(d.sampleOut)) / float64(len(in)), float64(time.Since(start)) / float64(len(in)), true
+	// Fastest, unless it leaves the data much larger, or the link holds
+	// every write back (then fewer bytes are what counts).
+	level := autoFastest
+	if ratios[autoFastest] > max(fastEnough*ratios[autoDefault], ratios[autoDefault]+0.02) || d.auto.linkBound && d.auto.blocked > 0.9 {
+		level = autoDefault
+	}
+	if level != d.level && d.auto.on {
+		d.log("zstd level %s: a sample compresses to %.0f%% at the fastest level, %.0f%% at the default",
+			[]string{"default", "fastest"}[level], 100*ratios[autoFastest], 100*ratios[autoDefault])
+	}
+	d.level = level
+	return ratios[level], costs[level], true
 }
 
 // observe feeds the policy with how batch data went: in tar bytes became
@@ -239,7 +296,6 @@ func (d *deflater) observe(codec byte, in, out int64, wall, blocked time.Duratio
 		return
 	}
 	a := &d.auto
-	a.started = true
 	if in < 256<<10 && wall < 20*time.Millisecond {
 		return // too little to measure
 	}
@@ -267,29 +323,6 @@ func (d *deflater) observe(codec byte, in, out int64, wall, blocked time.Duratio
 	}
 	if !a.on {
 		return
-	}
-	if a.first && codec == wire.CodecZstd {
-		a.firstOut += out
-		if a.blocked <= 0.25 && a.firstOut <= firstBuffered {
-			// What the connection's buffers took at once: it says
-			// nothing of the link yet. Compressed still.
-			return
-		}
-		a.first = false
-		if !a.linkBound && (a.blocked < 0.05 || a.blocked > 0.25) {
-			// Compressed batches went out without waiting (or waited on
-			// a busy receiver): the link may well take plain data as
-			// fast. A plain probe next tells (off if it does not wait
-			// on the link either). Writes that waited now and then say
-			// the link is near its limit: plain probes come as they do
-			// while compressing is what holds the stream back.
-			a.probeIn = 0
-			d.log("compressed batches did not wait on the link (writes blocked %.0f%% of the time, %s/s of data): a plain batch next, to measure it", 100*a.blocked, rateStr(a.pc.v))
-		}
-		if !a.pu.ok {
-			// Plain data would cost what compressed did, less compressing.
-			a.pu = ewma{v: max(a.pc.v-a.sampleNs, 0), ok: true}
-		}
 	}
 	if codec == wire.CodecNone && !a.linkBound {
 		// Plain data went as fast as the stream made it: compression
@@ -341,11 +374,8 @@ func humanRate(bps float64) string {
 // autoPolicy is auto mode's state: see the package comment above.
 type autoPolicy struct {
 	on        bool
-	started   bool    // a batch has been chosen or observed
-	first     bool    // on since the stream's first batch, the link not yet seen
-	firstOut  int64   // wire bytes of those batches
-	sampleNs  float64 // the last sample's cost, ns per input byte
-	linkBound bool    // the last batch's writes waited on the link
+	linkBound bool // the last batch's writes waited on the link
+	busyHost  bool // this host's CPUs were busyHost busy over the last batch
 	// linkMeasured: link holds what batches that waited on the link
 	// took, not a bound from one that did not wait.
 	linkMeasured bool

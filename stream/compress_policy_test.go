@@ -102,9 +102,7 @@ func TestAutoPolicy(t *testing.T) {
 	if !strings.Contains(log.String(), "compression off") {
 		t.Errorf("log %q", log.String())
 	}
-	if d.enc != nil {
-		d.enc.Close()
-	}
+	d.close()
 }
 
 func TestParseCompression(t *testing.T) {
@@ -118,96 +116,6 @@ func TestParseCompression(t *testing.T) {
 		if _, err := ParseCompression(in); err == nil {
 			t.Errorf("%q accepted", in)
 		}
-	}
-}
-
-// TestAutoPolicyFirstBatch: a stream's first batch goes compressed when
-// its data compresses, and so do the next while the connection's buffers
-// take them at once; compression stays on if the writes waited on the
-// link; if they did not (a fast link) or waited on a busy receiver, a
-// plain probe follows, and compression goes off when the probe's writes
-// do not wait on the link either. Data that does not compress starts
-// plain.
-func TestAutoPolicyFirstBatch(t *testing.T) {
-	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "text"), []byte(strings.Repeat("GET /index.html 200 0.003s user=42\n", 3000)), 0o644)
-	random := make([]byte, 90000)
-	x := uint32(7)
-	for i := range random {
-		x ^= x << 13
-		x ^= x >> 17
-		x ^= x << 5
-		random[i] = byte(x)
-	}
-	os.WriteFile(filepath.Join(dir, "random"), random, 0o644)
-	src := Source{Root: dir}
-	batch := func(name string, size int) (*wire.BatchManifest, []bool) {
-		return &wire.BatchManifest{Entries: []sharder.Entry{{Path: name, Kind: sharder.KindFile, Size: int64(size)}}}, []bool{true}
-	}
-	text, need := batch("text", 3000*35)
-	rnd, needR := batch("random", len(random))
-	const mib = 1 << 20
-	for _, c := range []struct {
-		name               string
-		blocked            time.Duration // of a second's batch
-		recvWrite, recvCPU float64
-		on                 bool
-	}{
-		{"slow link", 900 * time.Millisecond, 0, 0, true},
-		{"link near its limit", 100 * time.Millisecond, 0, 0, true},
-		{"fast link", 0, 0, 0, false},
-		{"receiver busy", 900 * time.Millisecond, 0.1, 1.0, false},
-	} {
-		d := &deflater{cfg: Compression{Mode: CompressAuto}, name: "s0"}
-		if got := d.codec(src, text, need); got != wire.CodecZstd {
-			t.Fatalf("%s: first batch of text: codec %d, want zstd", c.name, got)
-		}
-		// A first batch that the connection's buffers took: no verdict.
-		d.observe(wire.CodecZstd, 4*mib, 1*mib, 200*time.Millisecond, 0, 0, 0)
-		if got := d.codec(src, text, need); got != wire.CodecZstd {
-			t.Fatalf("%s: after a batch the buffers took: codec %d, want zstd", c.name, got)
-		}
-		d.observe(wire.CodecZstd, 24*mib, 6*mib, time.Second, c.blocked, c.recvWrite, c.recvCPU)
-		want := byte(wire.CodecNone)
-		if c.on {
-			want = wire.CodecZstd
-		}
-		if got := d.codec(src, text, need); got != want {
-			t.Errorf("%s: next batch: codec %d, want %d", c.name, got, want)
-		}
-		if !c.on {
-			// That was a plain probe: its writes not waiting on the
-			// link either, compression goes off.
-			d.observe(wire.CodecNone, 24*mib, 24*mib, time.Second, c.blocked, c.recvWrite, c.recvCPU)
-		}
-		if d.auto.on != c.on {
-			t.Errorf("%s: compression on %v, want %v", c.name, d.auto.on, c.on)
-		}
-		if d.enc != nil {
-			d.enc.Close()
-		}
-	}
-	// Compressing as slow as the link: the compressed batches do not
-	// wait, the plain probe waits on the link throughout: back on.
-	d := &deflater{cfg: Compression{Mode: CompressAuto}, name: "s0"}
-	d.codec(src, text, need)
-	d.observe(wire.CodecZstd, 24*mib, 6*mib, time.Second, 0, 0, 0)
-	if got := d.codec(src, text, need); got != wire.CodecNone || !d.auto.probe {
-		t.Fatalf("CPU-bound from the start: codec %d, probe %v, want a plain probe", got, d.auto.probe)
-	}
-	d.observe(wire.CodecNone, 24*mib, 24*mib, 4*time.Second, 3900*time.Millisecond, 0, 0)
-	if got := d.codec(src, text, need); got != wire.CodecZstd || !d.auto.on {
-		t.Errorf("after a probe that waited on a slow link: codec %d, on %v, want zstd", got, d.auto.on)
-	}
-	if d.enc != nil {
-		d.enc.Close()
-	}
-	d = &deflater{cfg: Compression{Mode: CompressAuto}, name: "s0"}
-	if got := d.codec(src, rnd, needR); got != wire.CodecNone || d.auto.on {
-		t.Errorf("first batch of random data: codec %d, on %v", got, d.auto.on)
-	}
-	if d.enc != nil {
-		d.enc.Close()
 	}
 }
 
@@ -238,9 +146,7 @@ func TestSampleSpread(t *testing.T) {
 	}
 	d := &deflater{cfg: Compression{Mode: CompressAuto}}
 	defer func() {
-		if d.enc != nil {
-			d.enc.Close()
-		}
+		d.close()
 	}()
 	ratio, _, ok := d.trySample(Source{Root: dir}, m, need)
 	if !ok || ratio > 0.5 {
@@ -248,5 +154,83 @@ func TestSampleSpread(t *testing.T) {
 	}
 	if len(d.sample) != 0 || cap(d.sample) < sampleBytes {
 		t.Errorf("sample buffer not kept for reuse")
+	}
+}
+
+// TestAutoLevel: auto compresses text at the fastest level, numbers
+// without near repeats (which the fastest level leaves whole) at the
+// default one, and everything at the default one while the link holds
+// every write back.
+func TestAutoLevel(t *testing.T) {
+	dir := t.TempDir()
+	var seq strings.Builder
+	for i := range 20000 {
+		fmt.Fprintf(&seq, "%d\n", i*7919%1000003)
+	}
+	os.WriteFile(filepath.Join(dir, "seq"), []byte(seq.String()), 0o644)
+	var logs strings.Builder
+	for i := range 3000 {
+		fmt.Fprintf(&logs, "2024-01-02T03:04:%02d INFO [worker-%d] request handled path=/api/v1/items status=200\n", i%60, i%8)
+	}
+	os.WriteFile(filepath.Join(dir, "log"), []byte(logs.String()), 0o644)
+	src := Source{Root: dir}
+	batch := func(name string, size int) (*wire.BatchManifest, []bool) {
+		return &wire.BatchManifest{Entries: []sharder.Entry{{Path: name, Kind: sharder.KindFile, Size: int64(size)}}}, []bool{true}
+	}
+	d := &deflater{cfg: Compression{Mode: CompressAuto}}
+	defer d.close()
+	for _, c := range []struct {
+		name    string
+		size    int
+		blocked float64
+		want    int
+	}{
+		{"log", logs.Len(), 0, autoFastest},
+		{"seq", seq.Len(), 0, autoDefault},
+		{"log", logs.Len(), 0.99, autoDefault},
+	} {
+		d.auto.linkBound, d.auto.blocked = c.blocked > 0, c.blocked
+		m, need := batch(c.name, c.size)
+		if _, _, ok := d.trySample(src, m, need); !ok || d.level != c.want {
+			t.Errorf("%s, writes blocked %.0f%%: level %d (ok %v), want %d", c.name, 100*c.blocked, d.level, ok, c.want)
+		}
+	}
+}
+
+// TestAutoPolicyBusyHost: on a slow-looking link, compression does not
+// start while this host's CPUs are busy (two hosts sharing two cores look
+// like a slow link whose far end is starved of CPU).
+func TestAutoPolicyBusyHost(t *testing.T) {
+	dir := t.TempDir()
+	text := strings.Repeat("GET /index.html 200 0.003s user=42 cache=hit\n", 2000)
+	os.WriteFile(filepath.Join(dir, "text"), []byte(text), 0o644)
+	m := &wire.BatchManifest{Entries: []sharder.Entry{{Path: "text", Kind: sharder.KindFile, Size: int64(len(text))}}}
+	need := []bool{true}
+	d := &deflater{cfg: Compression{Mode: CompressAuto}}
+	defer d.close()
+	const mib = 1 << 20
+	d.observe(wire.CodecNone, 16*mib, 16*mib, 20*time.Second, 19900*time.Millisecond, 0, 0)
+	d.auto.busyHost = true
+	if c := d.codec(Source{Root: dir}, m, need); c != wire.CodecNone || d.auto.on {
+		t.Fatalf("busy host: codec %d, on %v", c, d.auto.on)
+	}
+	d.auto.busyHost = false
+	if c := d.codec(Source{Root: dir}, m, need); c != wire.CodecZstd || !d.auto.on {
+		t.Fatalf("idle host: codec %d, on %v", c, d.auto.on)
+	}
+}
+
+func TestHostCPU(t *testing.T) {
+	a, ok := readHostCPU()
+	if !ok {
+		t.Skip("no /proc/stat")
+	}
+	if a.total == 0 || a.idle > a.total {
+		t.Fatalf("snapshot %+v", a)
+	}
+	idle := hostCPU{idle: a.idle + 90, total: a.total + 100}
+	busy := hostCPU{idle: a.idle + 5, total: a.total + 100}
+	if idle.busySince(a, 0.85) || !busy.busySince(a, 0.85) || a.busySince(a, 0) {
+		t.Error("busySince: 10% busy counted busy, or 95% not, or no time at all busy")
 	}
 }

@@ -496,7 +496,10 @@ func (c *Client) observe(codec byte, in, out int64, start time.Time, blocked0 in
 	}
 	if c.Compress.Mode == CompressAuto {
 		if host, ok := readHostCPU(); ok {
-			c.z.auto.busyHost = c.obsHost.total > 0 && host.busySince(c.obsHost, busyHost)
+			// Under --bwlimit the wire's rate is fixed: compressing fits
+			// more into it, whatever else the CPUs do.
+			limited := c.limit.Load().Rate() > 0
+			c.z.auto.busyHost = !limited && c.obsHost.total > 0 && host.busySince(c.obsHost, busyHost)
 			c.obsHost = host
 		}
 	}

@@ -375,7 +375,7 @@ func humanRate(bps float64) string {
 type autoPolicy struct {
 	on        bool
 	linkBound bool // the last batch's writes waited on the link
-	busyHost  bool // this host's CPUs were busyHost busy over the last batch
+	busyHost  bool // this host's CPUs were busyHost busy over the last batch (never under --bwlimit)
 	// linkMeasured: link holds what batches that waited on the link
 	// took, not a bound from one that did not wait.
 	linkMeasured bool

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/bulkmove/bulkmove/internal/hostcpu"
 	"github.com/bulkmove/bulkmove/internal/ratelimit"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/stream/wire"
@@ -67,11 +68,11 @@ type Client struct {
 	// decisions (for -v).
 	Logf    func(format string, args ...any)
 	z       *deflater
-	sent    tallyWriter // what the stream wrote to the connection
-	obsAt   time.Time   // when the last batch's data was observed, and then
-	obsRecv int64       // the receiver's write time (Counters.RecvWriteNanos)
-	obsCPU  int64       // the receiving process's CPU time (Counters.RecvCPUNanos)
-	obsHost hostCPU     // the host's CPU time
+	sent    tallyWriter      // what the stream wrote to the connection
+	obsAt   time.Time        // when the last batch's data was observed, and then
+	obsRecv int64            // the receiver's write time (Counters.RecvWriteNanos)
+	obsCPU  int64            // the receiving process's CPU time (Counters.RecvCPUNanos)
+	obsHost hostcpu.Snapshot // the host's CPU time
 }
 
 // ErrStalled marks a stream closed for moving no bytes while it had work.
@@ -416,8 +417,8 @@ func (c *Client) sendData(fl *inflight, need []bool) error {
 		c.z = &deflater{cfg: c.Compress, logf: c.Logf, name: c.Name}
 	}
 	ctr := c.ctr.Load()
-	if c.Compress.Mode == CompressAuto && c.obsHost.total == 0 {
-		c.obsHost, _ = readHostCPU() // the first batch's start
+	if c.Compress.Mode == CompressAuto && c.obsHost.Total == 0 {
+		c.obsHost, _ = hostcpu.Read() // the first batch's start
 	}
 	codec := c.z.codec(c.Src, fl.m, need)
 	start, sent0 := time.Now(), c.sent.n
@@ -495,11 +496,11 @@ func (c *Client) observe(codec byte, in, out int64, start time.Time, blocked0 in
 		c.obsAt, c.obsRecv, c.obsCPU = now, recv, cpu
 	}
 	if c.Compress.Mode == CompressAuto {
-		if host, ok := readHostCPU(); ok {
+		if host, ok := hostcpu.Read(); ok {
 			// Under --bwlimit the wire's rate is fixed: compressing fits
 			// more into it, whatever else the CPUs do.
 			limited := c.limit.Load().Rate() > 0
-			c.z.auto.busyHost = !limited && c.obsHost.total > 0 && host.busySince(c.obsHost, busyHost)
+			c.z.auto.busyHost = !limited && host.BusySince(c.obsHost, busyHost)
 			c.obsHost = host
 		}
 	}

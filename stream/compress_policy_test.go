@@ -219,18 +219,3 @@ func TestAutoPolicyBusyHost(t *testing.T) {
 		t.Fatalf("idle host: codec %d, on %v", c, d.auto.on)
 	}
 }
-
-func TestHostCPU(t *testing.T) {
-	a, ok := readHostCPU()
-	if !ok {
-		t.Skip("no /proc/stat")
-	}
-	if a.total == 0 || a.idle > a.total {
-		t.Fatalf("snapshot %+v", a)
-	}
-	idle := hostCPU{idle: a.idle + 90, total: a.total + 100}
-	busy := hostCPU{idle: a.idle + 5, total: a.total + 100}
-	if idle.busySince(a, 0.85) || !busy.busySince(a, 0.85) || a.busySince(a, 0) {
-		t.Error("busySince: 10% busy counted busy, or 95% not, or no time at all busy")
-	}
-}

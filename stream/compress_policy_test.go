@@ -22,14 +22,7 @@ func TestAutoPolicy(t *testing.T) {
 	dir := t.TempDir()
 	text := strings.Repeat("GET /index.html 200 0.003s user=42 cache=hit\n", 2000)
 	os.WriteFile(filepath.Join(dir, "text"), []byte(text), 0o644)
-	random := make([]byte, 90000)
-	x := uint32(1)
-	for i := range random {
-		x ^= x << 13
-		x ^= x >> 17
-		x ^= x << 5
-		random[i] = byte(x)
-	}
+	random := xorshift(90000, 1)
 	os.WriteFile(filepath.Join(dir, "random"), random, 0o644)
 	batch := func(name string, size int) (*wire.BatchManifest, []bool) {
 		return &wire.BatchManifest{Entries: []sharder.Entry{{Path: name, Kind: sharder.KindFile, Size: int64(size)}}}, []bool{true}
@@ -124,14 +117,7 @@ func TestParseCompression(t *testing.T) {
 // random).
 func TestSampleSpread(t *testing.T) {
 	dir := t.TempDir()
-	random := make([]byte, 200000)
-	x := uint32(3)
-	for i := range random {
-		x ^= x << 13
-		x ^= x >> 17
-		x ^= x << 5
-		random[i] = byte(x)
-	}
+	random := xorshift(200000, 3)
 	os.WriteFile(filepath.Join(dir, "blob.bin"), random, 0o644)
 	m := &wire.BatchManifest{Entries: []sharder.Entry{{Path: "blob.bin", Kind: sharder.KindFile, Size: int64(len(random))}}}
 	for i := range 9 {
@@ -218,4 +204,17 @@ func TestAutoPolicyBusyHost(t *testing.T) {
 	if c := d.codec(Source{Root: dir}, m, need); c != wire.CodecZstd || !d.auto.on {
 		t.Fatalf("idle host: codec %d, on %v", c, d.auto.on)
 	}
+}
+
+// xorshift returns n bytes that do not compress, from seed.
+func xorshift(n int, seed uint32) []byte {
+	b := make([]byte, n)
+	x := seed
+	for i := range b {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		b[i] = byte(x)
+	}
+	return b
 }

@@ -124,7 +124,6 @@ const (
 	switchMargin   = 1.15     // hysteresis: the other mode must be this much faster
 	firstProbe     = 8        // batches before the first plain probe while CPU-bound
 	lastProbe      = 64       // ... and at most between two probes
-	busyHost       = 0.85     // the host's CPU share beyond which compression does not start
 )
 
 // deflater is one stream's compression state.
@@ -195,15 +194,6 @@ func newEncoder(l zstd.EncoderLevel) (*zstd.Encoder, error) {
 		return nil, fmt.Errorf("zstd encoder: %w", err)
 	}
 	return enc, nil
-}
-
-// close releases the encoders.
-func (d *deflater) close() {
-	for _, e := range append(d.levels[:], d.enc) {
-		if e != nil {
-			e.Close()
-		}
-	}
 }
 
 // codec chooses how batch m goes: fixed by the mode, or (auto) by the
@@ -375,7 +365,7 @@ func humanRate(bps float64) string {
 type autoPolicy struct {
 	on        bool
 	linkBound bool // the last batch's writes waited on the link
-	busyHost  bool // this host's CPUs were busyHost busy over the last batch (never under --bwlimit)
+	busyHost  bool // this host's CPUs were hostcpu.Busy busy over the last batch (never under --bwlimit)
 	// linkMeasured: link holds what batches that waited on the link
 	// took, not a bound from one that did not wait.
 	linkMeasured bool

@@ -218,3 +218,12 @@ func xorshift(n int, seed uint32) []byte {
 	}
 	return b
 }
+
+// close releases d's encoders.
+func (d *deflater) close() {
+	for _, e := range append(d.levels[:], d.enc) {
+		if e != nil {
+			e.Close()
+		}
+	}
+}

@@ -168,8 +168,16 @@ func (j *job) steer(ctx context.Context, pool *stream.Pool, local bool) (stop fu
 			perStream := float64(w-wire) / now.Sub(wireAt).Seconds() / float64(max(m.Active(), 1))
 			wire, wireAt = w, now
 			a := autoVerdict(v, local || windowBound(perStream, time.Duration(rtt.Load())))
+			// A busy host over a near path (or to a local destination):
+			// more streams would only share the CPUs. On the test rig both
+			// hosts share two cores, and a plain stream's writes wait on
+			// an sshd starved of CPU, which looks like the network:
+			// 100,000 small files went from 4 to 8 streams and took
+			// 5.2-5.8 s instead of 4.1-4.9 s. Over a far path
+			// (autoFarRTT) streams are held by their window, not by CPU,
+			// and a step's gain decides as before.
 			h, ok := hostcpu.Read()
-			if ok && a.MoreStreamsHelp && h.BusySince(host, autoHostBusy) && time.Duration(rtt.Load()) < autoFarRTT {
+			if ok && a.MoreStreamsHelp && h.BusySince(host, hostcpu.Busy) && time.Duration(rtt.Load()) < autoFarRTT {
 				a.MoreStreamsHelp = false
 				a.Why += "; but this host's CPUs are busy: more streams would only share them"
 			}
@@ -305,16 +313,6 @@ func (l *sshLink) rtt() time.Duration {
 // autoCPUBusy is the CPU share (of all cores) beyond which -j auto adds
 // no streams on a link or disk verdict.
 const autoCPUBusy = 0.75
-
-// autoHostBusy: when the host's CPUs are this busy, -j auto adds no
-// streams over a near path (or to a local destination), whatever the
-// verdict: they would only share the CPUs. On the test rig both hosts
-// share two cores, and a plain stream's writes wait on an sshd starved of
-// CPU, which looks like the network: 100,000 small files went from 4 to
-// 8 streams and took 5.2-5.8 s instead of 4.1-4.9 s. Over a far path
-// (autoFarRTT) streams are held by their window, not by CPU, and a step's
-// gain decides as before.
-const autoHostBusy = 0.85
 
 // autoTail is how many seconds of work left make the job's tail, when -j
 // auto changes nothing more: a step is measured after a settle and a

@@ -53,19 +53,22 @@ func newContent(seed uint64) *contentSource {
 	return &contentSource{s: seed ^ 0x2d358dccaa6c78a5}
 }
 
+// wyrand advances the state *x and returns its next 64 bits.
+func wyrand(x *uint64) uint64 {
+	*x += 0xa0761d6478bd642f
+	hi, lo := bits.Mul64(*x, *x^0xe7037ed1a0b428db)
+	return hi ^ lo
+}
+
 func (c *contentSource) fill(b []byte) {
 	x := c.s
 	for len(b) >= 8 {
-		x += 0xa0761d6478bd642f
-		hi, lo := bits.Mul64(x, x^0xe7037ed1a0b428db)
-		binary.LittleEndian.PutUint64(b, hi^lo)
+		binary.LittleEndian.PutUint64(b, wyrand(&x))
 		b = b[8:]
 	}
 	if len(b) > 0 {
-		x += 0xa0761d6478bd642f
-		hi, lo := bits.Mul64(x, x^0xe7037ed1a0b428db)
 		var tail [8]byte
-		binary.LittleEndian.PutUint64(tail[:], hi^lo)
+		binary.LittleEndian.PutUint64(tail[:], wyrand(&x))
 		copy(b, tail[:])
 	}
 	c.s = x

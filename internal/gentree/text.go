@@ -3,7 +3,6 @@ package gentree
 import (
 	"encoding/binary"
 	"math"
-	"math/bits"
 	"path"
 	"strconv"
 	"strings"
@@ -67,11 +66,7 @@ type textSource struct {
 	pending []byte
 }
 
-func (s *textSource) rand() uint64 {
-	s.x += 0xa0761d6478bd642f
-	hi, lo := bits.Mul64(s.x, s.x^0xe7037ed1a0b428db)
-	return hi ^ lo
-}
+func (s *textSource) rand() uint64 { return wyrand(&s.x) }
 
 func (s *textSource) fill(b []byte) {
 	for len(b) > 0 {

@@ -9,6 +9,11 @@ import (
 	"strconv"
 )
 
+// Busy is the share of the host's CPUs beyond which more parallel work
+// (another stream, compressing) would only take CPU from what runs: on a
+// test rig whose two hosts share two cores, the far end's sshd.
+const Busy = 0.85
+
 // Snapshot is the host's CPU time at one moment: idle (with iowait) and
 // all, in clock ticks.
 type Snapshot struct{ Idle, Total uint64 }

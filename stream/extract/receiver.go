@@ -790,7 +790,9 @@ func (r *Receiver) mkdirAll(d string) error {
 	if len(r.dirs) > 1<<16 {
 		r.forgetDirs()
 	}
-	r.dirs[d] = made
+	// (Another of this receiver's writers may have made it meanwhile, and
+	// said so: a lost race to make it does not unmake it.)
+	r.dirs[d] = r.dirs[d] || made
 	r.mu.Unlock()
 	return nil
 }

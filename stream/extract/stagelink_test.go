@@ -253,3 +253,30 @@ func TestStagingTwoReceivers(t *testing.T) {
 		t.Errorf("left behind: %q", m)
 	}
 }
+
+// TestMadeByARace: when several of a receiver's writers make the same new
+// directory at once, the receiver still knows it made it (so that it skips
+// lookups there, and remembers the files it places there), whichever
+// writer's mkdir won.
+func TestMadeByARace(t *testing.T) {
+	r, err := Open(t.TempDir(), Options{IOConcurrency: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for k := range 200 {
+		d := fmt.Sprintf("d%d", k)
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() {
+				if err := r.mkdirAll(d); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		if !r.made(d) {
+			t.Fatalf("%s: made by this receiver, but not known to be", d)
+		}
+	}
+}

@@ -3,6 +3,8 @@ package dataplane
 import (
 	"context"
 	"io"
+	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -104,6 +106,58 @@ func TestStreams(t *testing.T) {
 			if c, err := Dial(ctx, "127.0.0.1", o, 0); err == nil {
 				c.Close()
 				t.Errorf("a third stream connected")
+			}
+		})
+	}
+}
+
+// TestSilentStranger: a connection that says nothing (a port scanner, a
+// half-open probe) does not hold up the job's streams: they are admitted
+// while it waits out its deadline.
+func TestSilentStranger(t *testing.T) {
+	for _, mode := range []Mode{TLS, TCP} {
+		t.Run(string(mode), func(t *testing.T) {
+			l, err := Listen(mode, "", 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			o := l.Offer()
+			silent, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(o.Port)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer silent.Close()
+			go func() {
+				for {
+					c, _, err := l.Accept()
+					if err != nil {
+						return
+					}
+					go func() {
+						defer c.Close()
+						b := make([]byte, 5)
+						if _, err := io.ReadFull(c, b); err == nil {
+							c.Write(b)
+						}
+					}()
+				}
+			}()
+			time.Sleep(50 * time.Millisecond) // the stranger is first in line
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			for i := range 2 {
+				c, err := Dial(ctx, "127.0.0.1", o, i)
+				if err != nil {
+					t.Fatalf("stream %d: %v", i, err)
+				}
+				c.SetDeadline(time.Now().Add(3 * time.Second))
+				c.Write([]byte("echo!"))
+				b := make([]byte, 5)
+				if _, err := io.ReadFull(c, b); err != nil || string(b) != "echo!" {
+					t.Fatalf("stream %d behind a silent stranger: %q %v", i, b, err)
+				}
+				c.Close()
 			}
 		})
 	}

@@ -68,6 +68,7 @@ type Client struct {
 	// decisions (for -v).
 	Logf    func(format string, args ...any)
 	z       *deflater
+	rtt     time.Duration // the handshake's round trip
 	sent    tallyWriter      // what the stream wrote to the connection
 	obsAt   time.Time        // when the last batch's data was observed, and then
 	obsRecv int64            // the receiver's write time (Counters.RecvWriteNanos)
@@ -91,6 +92,7 @@ func Dial(ctx context.Context, name string, r io.Reader, w io.Writer, closer io.
 	c.sent.w = &timedWriter{w: w, ctr: &c.ctr, activity: &c.activity, limit: &c.limit}
 	c.w = bufio.NewWriterSize(&c.sent, 256<<10)
 	hello := wire.Handshake{Proto: wire.Proto, Version: version, Options: &opt}
+	sentHello := time.Now()
 	if err := wire.WriteFrame(c.w, wire.Hello, wire.EncodeJSON(hello)); err != nil {
 		c.shut()
 		return nil, fmt.Errorf("%s: send handshake: %w", name, err)
@@ -105,6 +107,7 @@ func Dial(ctx context.Context, name string, r io.Reader, w io.Writer, closer io.
 		c.shut()
 		return nil, fmt.Errorf("%s: handshake: %w", name, err)
 	}
+	c.rtt = time.Since(sentHello)
 	if f.typ != wire.Hello {
 		c.shut()
 		return nil, fmt.Errorf("%s: handshake: %w: got frame %q, want hello", name, wire.ErrProtocol, f.typ)
@@ -414,7 +417,7 @@ func firstUnsent(q []*inflight) *inflight {
 // stream's compression chooses, and its commit.
 func (c *Client) sendData(fl *inflight, need []bool) error {
 	if c.z == nil {
-		c.z = &deflater{cfg: c.Compress, logf: c.Logf, name: c.Name}
+		c.z = &deflater{cfg: c.Compress, logf: c.Logf, name: c.Name, far: c.rtt >= FarRTT}
 	}
 	ctr := c.ctr.Load()
 	if c.Compress.Mode == CompressAuto && c.obsHost.Total == 0 {

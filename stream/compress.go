@@ -24,11 +24,23 @@ package stream
 // would spare that batch on a slow link, but writes that block while
 // compressing do not tell a slow link from a receiver, or on a small
 // machine an sshd, starved of CPU by the compressing: tried, it kept a
-// direct link's copy compressed throughout and 60% slower.)
+// direct link's copy compressed throughout and 60% slower.) Except over a
+// far path (a stream handshake that took FarRTT or more): there the socket
+// and channel buffers take the first megabytes of every stream at once,
+// so its writes block only seconds in (on the rig's 100 ms path, 1.7 to
+// 2.4 s after the streams were up, and one stream of four never), while
+// compressing is still far faster than such a path; a far stream whose
+// first sample compresses to farStart or less starts compressed, and
+// turns it off the same ways.
 // While off on a link that is not the bottleneck nothing is sampled:
 // compression could only cost there.
 // While on and CPU-bound, an occasional batch goes plain (a probe, ever
-// rarer) so that a link that got faster is noticed. Each batch compressed
+// rarer) so that a link that got faster is noticed; the probe goes on
+// over the next batches until probeBytes have gone plain, and turns
+// compression off only if, over them all, the writes did not block: one
+// plain batch that the buffers took at once said nothing of the link (it
+// turned every stream's compression off halfway through a copy over the
+// 100 ms path, and the copy took 7.7 s instead of 6.9 s). Each batch compressed
 // under auto is first sampled (64 KiB: the starts of up to 64 of its
 // files, spread over the batch, at the level it would go at): data that
 // does not compress (ratio above 0.9) goes plain.
@@ -124,7 +136,14 @@ const (
 	switchMargin   = 1.15     // hysteresis: the other mode must be this much faster
 	firstProbe     = 8        // batches before the first plain probe while CPU-bound
 	lastProbe      = 64       // ... and at most between two probes
+	probeBytes     = 8 << 20  // input a probe sends plain before it judges
+	farStart       = 0.6      // a far stream's first sample ratio to start compressed at
 )
+
+// FarRTT is the round trip from which a path is far: its buffers hide the
+// link's rate from the first seconds of writes (here), and its streams are
+// held by their windows rather than by CPU (-j auto).
+const FarRTT = 10 * time.Millisecond
 
 // deflater is one stream's compression state.
 type deflater struct {
@@ -137,6 +156,7 @@ type deflater struct {
 	sampleOut []byte // what it compressed to (buffers reused)
 	logf      func(format string, args ...any)
 	name      string
+	far       bool // the stream's handshake took FarRTT or more
 }
 
 // auto's two levels (deflater.levels).
@@ -210,7 +230,8 @@ func (d *deflater) codec(src Source, m *wire.BatchManifest, need []bool) byte {
 		return wire.CodecNone
 	}
 	a := &d.auto
-	if !a.on && (!a.linkBound || a.busyHost) {
+	start := d.far && !a.seen // a far stream's first batch: see the package comment
+	if !a.on && !start && (!a.linkBound || a.busyHost) {
 		// The link keeps up, or this host's CPUs are busy: compression
 		// could only cost. (Two hosts sharing two cores, as on the test
 		// rig, look like a slow link whose far end is starved of CPU;
@@ -218,13 +239,19 @@ func (d *deflater) codec(src Source, m *wire.BatchManifest, need []bool) byte {
 		// in 2.5-2.9 s plain took 3.3-4.4 s.)
 		return wire.CodecNone
 	}
-	if a.on && a.probeIn <= 0 {
+	if a.on && (a.probeIn <= 0 || a.probe) {
 		a.probe = true
 		return wire.CodecNone
 	}
 	ratio, nsPerByte, ok := d.trySample(src, m, need)
-	if !ok || ratio > incompressible {
+	if !ok || ratio > incompressible || start && ratio > farStart {
 		return wire.CodecNone
+	}
+	if !a.on && start {
+		a.ratio.add(ratio)
+		a.on, a.probeIn, a.probeEvery = true, firstProbe, firstProbe
+		d.log("compression on: a far path, whose buffers hide the link's rate at first; a sample compresses to %.0f%%", 100*ratio)
+		return wire.CodecZstd
 	}
 	if !a.on {
 		a.ratio.add(ratio)
@@ -286,6 +313,7 @@ func (d *deflater) observe(codec byte, in, out int64, wall, blocked time.Duratio
 		return
 	}
 	a := &d.auto
+	a.seen = true
 	if in < 256<<10 && wall < 20*time.Millisecond {
 		return // too little to measure
 	}
@@ -301,8 +329,10 @@ func (d *deflater) observe(codec byte, in, out int64, wall, blocked time.Duratio
 		}
 		a.link.add(float64(wall) / float64(out))
 		a.linkMeasured = true
-	} else if bound := float64(wall) / float64(out); !a.link.ok || bound < a.link.v {
-		a.link = ewma{v: bound, ok: true} // the link took at least this rate
+	} else if bound := float64(wall) / float64(out); !d.far && (!a.link.ok || bound < a.link.v) {
+		// The link took at least this rate (over a far path, the
+		// buffers took it: no bound).
+		a.link = ewma{v: bound, ok: true}
 		a.linkMeasured = false
 	}
 	if codec == wire.CodecZstd {
@@ -313,6 +343,16 @@ func (d *deflater) observe(codec byte, in, out int64, wall, blocked time.Duratio
 	}
 	if !a.on {
 		return
+	}
+	if codec == wire.CodecNone && a.probe {
+		a.probeSent += in
+		a.probeWall += wall
+		a.probeBlocked += blocked
+		if a.probeSent < probeBytes {
+			return // the probe goes on
+		}
+		a.linkBound = float64(a.probeBlocked) > 0.25*float64(a.probeWall) && recvWrite < 0.5 && recvCPU < 0.9
+		a.probeSent, a.probeWall, a.probeBlocked = 0, 0, 0
 	}
 	if codec == wire.CodecNone && !a.linkBound {
 		// Plain data went as fast as the stream made it: compression
@@ -330,7 +370,9 @@ func (d *deflater) observe(codec byte, in, out int64, wall, blocked time.Duratio
 		a.probeEvery = min(a.probeEvery*2, lastProbe)
 		a.probeIn = a.probeEvery
 	}
-	if a.pc.ok && tu*switchMargin < tc {
+	// (Over a far path with no measure of the link yet, plain data has
+	// no known cost to weigh compressing against.)
+	if a.pc.ok && (a.link.ok || !d.far) && tu*switchMargin < tc {
 		a.on = false
 		d.log("compression off: CPU-bound, compressing takes %s/s of data, the link takes %s/s plain",
 			rateStr(a.pc.v), rateStr(a.link.v))
@@ -364,6 +406,7 @@ func humanRate(bps float64) string {
 // autoPolicy is auto mode's state: see the package comment above.
 type autoPolicy struct {
 	on        bool
+	seen      bool // a batch was observed
 	linkBound bool // the last batch's writes waited on the link
 	busyHost  bool // this host's CPUs were hostcpu.Busy busy over the last batch (never under --bwlimit)
 	// linkMeasured: link holds what batches that waited on the link
@@ -373,6 +416,10 @@ type autoPolicy struct {
 	probe        bool    // this batch is a plain probe
 	probeIn      int     // compressed CPU-bound batches until the next probe
 	probeEvery   int
+	// The probe's plain input so far, its wall time and how long of it
+	// its writes were blocked.
+	probeSent                int64
+	probeWall, probeBlocked time.Duration
 	pu, pc       ewma // ns per input byte to produce plain / compressed data
 	link         ewma // ns per wire byte the link takes
 	ratio        ewma // wire bytes per input byte, compressed

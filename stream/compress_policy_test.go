@@ -227,3 +227,67 @@ func (d *deflater) close() {
 		}
 	}
 }
+
+// TestAutoPolicyFarPath: over a far path a stream starts compressed when
+// its first sample compresses well (its writes would block only seconds
+// in); a near one, or data that does not compress, starts plain. With no
+// measure of the link, compressing never counts as CPU-bound; a probe that
+// the buffers take at once goes on until probeBytes have gone plain, and
+// leaves compression on if the writes blocked over them.
+func TestAutoPolicyFarPath(t *testing.T) {
+	dir := t.TempDir()
+	text := strings.Repeat("GET /index.html 200 0.003s user=42 cache=hit\n", 2000)
+	os.WriteFile(filepath.Join(dir, "text"), []byte(text), 0o644)
+	os.WriteFile(filepath.Join(dir, "random"), xorshift(90000, 1), 0o644)
+	src := Source{Root: dir}
+	batch := func(name string) (*wire.BatchManifest, []bool) {
+		fi, err := os.Stat(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &wire.BatchManifest{Entries: []sharder.Entry{{Path: name, Kind: sharder.KindFile, Size: fi.Size()}}}, []bool{true}
+	}
+	tm, tn := batch("text")
+	rm, rn := batch("random")
+	var log strings.Builder
+	newD := func(far bool) *deflater {
+		d := &deflater{cfg: Compression{Mode: CompressAuto}, far: far, name: "s0", logf: func(f string, a ...any) { fmt.Fprintf(&log, f+"\n", a...) }}
+		t.Cleanup(d.close)
+		return d
+	}
+	if c := newD(false).codec(src, tm, tn); c != wire.CodecNone {
+		t.Errorf("near path, first batch: codec %d, want plain", c)
+	}
+	if c := newD(true).codec(src, rm, rn); c != wire.CodecNone {
+		t.Errorf("far path, random first batch: codec %d, want plain", c)
+	}
+	d := newD(true)
+	if c := d.codec(src, tm, tn); c != wire.CodecZstd || !d.auto.on {
+		t.Fatalf("far path, text first batch: codec %d, on %v", c, d.auto.on)
+	}
+	if !strings.Contains(log.String(), "far path") {
+		t.Errorf("log %q", log.String())
+	}
+	// Compressed batches that the buffers take at once: on until a probe.
+	const mib = 1 << 20
+	n := 0
+	for d.codec(src, tm, tn) == wire.CodecZstd {
+		d.observe(wire.CodecZstd, 16*mib, 7*mib, 100*time.Millisecond, 0, 0, 0)
+		if n++; n > firstProbe+1 {
+			t.Fatal("no probe")
+		}
+	}
+	if !d.auto.on || !d.auto.probe {
+		t.Fatalf("compression off before a probe: %+v\n%s", d.auto, log.String())
+	}
+	// The probe's first 4 MiB go at once: it goes on; the next 4 MiB wait
+	// on the link most of the time: compression stays on.
+	d.observe(wire.CodecNone, 4*mib, 4*mib, 10*time.Millisecond, 0, 0, 0)
+	if !d.auto.on || d.codec(src, tm, tn) != wire.CodecNone {
+		t.Fatalf("a probe ended after %d MiB: %+v", 4, d.auto)
+	}
+	d.observe(wire.CodecNone, 4*mib, 4*mib, 400*time.Millisecond, 300*time.Millisecond, 0, 0)
+	if !d.auto.on || d.codec(src, tm, tn) != wire.CodecZstd {
+		t.Fatalf("compression off after a probe whose writes blocked: %+v\n%s", d.auto, log.String())
+	}
+}

@@ -283,7 +283,7 @@ func windowBound(perStream float64, rtt time.Duration) bool {
 // autoFarRTT is the round trip of a far path: -j auto opens the
 // connections of a first step ahead, and takes a link verdict for one
 // that more streams may help.
-const autoFarRTT = 10 * time.Millisecond
+const autoFarRTT = stream.FarRTT
 
 // sshWindow is an SSH channel's window (x/crypto/ssh, OpenSSH).
 const sshWindow = 2 << 20

@@ -68,7 +68,7 @@ type Client struct {
 	// decisions (for -v).
 	Logf    func(format string, args ...any)
 	z       *deflater
-	rtt     time.Duration // the handshake's round trip
+	rtt     time.Duration    // the handshake's round trip
 	sent    tallyWriter      // what the stream wrote to the connection
 	obsAt   time.Time        // when the last batch's data was observed, and then
 	obsRecv int64            // the receiver's write time (Counters.RecvWriteNanos)

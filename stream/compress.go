@@ -418,11 +418,11 @@ type autoPolicy struct {
 	probeEvery   int
 	// The probe's plain input so far, its wall time and how long of it
 	// its writes were blocked.
-	probeSent                int64
+	probeSent               int64
 	probeWall, probeBlocked time.Duration
-	pu, pc       ewma // ns per input byte to produce plain / compressed data
-	link         ewma // ns per wire byte the link takes
-	ratio        ewma // wire bytes per input byte, compressed
+	pu, pc                  ewma // ns per input byte to produce plain / compressed data
+	link                    ewma // ns per wire byte the link takes
+	ratio                   ewma // wire bytes per input byte, compressed
 }
 
 // costs estimates the ns per input byte of a plain and of a compressed

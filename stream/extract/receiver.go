@@ -607,6 +607,9 @@ type pendingFile struct {
 	placed bool // under its final name (Commit)
 	sdir   int  // the staging directory's descriptor when tmp is there (see stage.go), else 0
 	held   int  // with sdir: an O_PATH descriptor of the staged file to link it from, or -1
+	// direct: written under its final name (tmp == base; see inPlace):
+	// placing it is only counting it, dropping it removes it.
+	direct bool
 	// settled: placed, or failed to be, before Commit (WriteThen);
 	// nothing left to do for it.
 	settled bool
@@ -843,6 +846,25 @@ func (r *Receiver) land(d, p string) {
 // again and replaces itself: more work, never a wrong result.
 func landSlow(r *Receiver) bool { return r.io.Width() > 1 }
 
+// inPlace reports whether the new file p may be written under its final
+// name rather than under a temporary one, as tar -x writes: only in a
+// directory this receiver made (empty then, so nothing of the user's, or
+// of an earlier run, is there), and only on a fast filesystem. The
+// temporary's link (or rename) into place was a quarter of the receiver's
+// CPU on 100,000 files of 1 KiB. Until its batch is committed such a file
+// may be seen half-written, but only in a directory that did not exist
+// before this job; one that fails (its source changed, its data does not
+// hash to the sender's, the batch is aborted) is removed, and one left by
+// a receiver killed outright has neither its size nor its mtime yet, so
+// the next run sends it again (the journal, the batch). On a slow one (NFS,
+// FUSE: several operations at once) it is not used: a create under the
+// final name holds the directory's lock for a lookup and a create, where a
+// file staged aside (stage.go) holds it for a lookup and a link; on the
+// rig's slowfs, 1,000 files in 10 directories took 1.4 s so, 0.85 s staged.
+func (r *Receiver) inPlace(p string) bool {
+	return !landSlow(r) && r.made(path.Dir(p))
+}
+
 // placed reports whether land recorded the file p.
 func (r *Receiver) placed(p string) bool {
 	r.mu.Lock()
@@ -870,8 +892,9 @@ func (t *Txn) tmpName() string {
 }
 
 // Write installs entry i (a regular file) from src, which must yield
-// exactly the entry's size. The file lands under a temporary name; Commit
-// renames it. An error is recorded against the entry and also returned; the
+// exactly the entry's size. The file lands under a temporary name (or,
+// new in a directory this receiver made, under its own: see inPlace);
+// Commit gives it its name. An error is recorded against the entry and also returned; the
 // returned error is non-nil only if src could not be fully consumed (the
 // caller's stream is then out of step).
 func (t *Txn) Write(i int, src io.Reader) error { return t.WriteThen(i, src, nil) }
@@ -906,7 +929,13 @@ func (t *Txn) WriteThen(i int, src io.Reader, placeNow func() bool) error {
 	dfd := int(d.Fd())
 	tmp, fd := "", -1
 	created := time.Now()
-	if t.r.linking() != linkNone && tmpfilesOpen.Load() < maxTmpfiles {
+	direct := false // written under its final name: see inPlace
+	if t.r.inPlace(e.Path) {
+		if f, err := unix.Openat(dfd, base, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(e.Mode.Perm())); err == nil {
+			fd, tmp, direct = f, base, true
+		} // else (a file is there after all): the usual way
+	}
+	if fd < 0 && t.r.linking() != linkNone && tmpfilesOpen.Load() < maxTmpfiles {
 		if f, err := unix.Openat(dfd, ".", unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, uint32(e.Mode.Perm())); err == nil {
 			fd = f
 			tmpfilesOpen.Add(1)
@@ -981,7 +1010,7 @@ func (t *Txn) WriteThen(i int, src io.Reader, placeNow func() bool) error {
 		t.settle(pendingFile{index: i, dir: d, fd: fd, base: base, sum: sumOf(h), summed: h != nil}, e.Size, placeNow)
 		return nil
 	}
-	pf := pendingFile{index: i, dir: d, tmp: tmp, fd: -1, base: base, sum: sumOf(h), summed: h != nil, held: -1}
+	pf := pendingFile{index: i, dir: d, tmp: tmp, fd: -1, base: base, sum: sumOf(h), summed: h != nil, held: -1, direct: direct}
 	if tdir != dfd {
 		pf.sdir, pf.held = tdir, t.r.staging.hold(fd)
 	}
@@ -1544,8 +1573,8 @@ func (t *Txn) Commit(id uint64, discards []wire.Discard) *wire.BatchAck {
 
 // CommitSums is Commit, given the sender's hashes of the files it sent: a
 // file whose data does not hash to the sender's (corrupted on the way, or
-// by a faulty disk or memory) is dropped and fails with CodeCorrupt, never
-// under its final name.
+// by a faulty disk or memory) is dropped and fails with CodeCorrupt: it
+// never takes its final name, or, written under it (inPlace), is removed.
 func (t *Txn) CommitSums(id uint64, discards []wire.Discard, sums []wire.IndexedSum) *wire.BatchAck {
 	commitStart := time.Now()
 	t.placing.Wait()
@@ -1634,7 +1663,9 @@ func (t *Txn) place(p *pendingFile) {
 	dfd := int(p.dir.Fd())
 	p.settled = true
 	start := time.Now()
-	if p.tmp == "" {
+	if p.direct {
+		// Under its name since it was written.
+	} else if p.tmp == "" {
 		err := t.r.link(p.fd, dfd, p.base)
 		if err == unix.EEXIST {
 			// Replacing a file: link under a temporary name, then rename.
@@ -1661,7 +1692,9 @@ func (t *Txn) place(p *pendingFile) {
 		t.failErr(p.index, "rename into place", e.Path, err)
 		return
 	}
-	t.r.io.Since(start)
+	if !p.direct { // (nothing done: no latency to tell)
+		t.r.io.Since(start)
+	}
 	p.placed = true
 	t.r.land(path.Dir(e.Path), e.Path)
 	if e.Nlink > 1 {

@@ -31,7 +31,7 @@ var ErrStream = errors.New("bad data stream")
 // recorded in the Txn; an error is returned only when the stream itself is
 // bad, and names the entry.
 func (t *Txn) ExtractTar(id uint64, r io.Reader, need []bool) error {
-	tr := tar.NewReader(r)
+	tr := newTarReader(r)
 	next := 0
 	last := ""
 	// On a slow filesystem, small files are read off the stream into

@@ -1,0 +1,176 @@
+package extract
+
+import (
+	"archive/tar"
+	"bytes"
+	"io"
+	"time"
+)
+
+// tarReader reads a batch's tar stream, as archive/tar's Reader does. The
+// headers that bulkmove's sender builds itself (stream/tarfast.go: a
+// regular file with a name of at most 100 bytes, plain USTAR, octal
+// numbers, no PAX records) are parsed here, in one pass over the block;
+// every other one (the batch's global header, PAX records, long names, the
+// end of the archive, anything odd or damaged) goes to an archive/tar
+// Reader that starts at the same block. archive/tar's general path, which
+// tells formats apart by scanning each block for non-ASCII bytes among
+// other checks, was 14% of the receiver's CPU on 100,000 files of 1 KiB.
+// FuzzTarReader checks that both read every input alike.
+type tarReader struct {
+	r   io.Reader
+	blk [512]byte
+	// The fast path's entry: body bytes not read yet, then padding.
+	body, pad int64
+	// Or archive/tar's: its Reader, and what it read of r (with the block
+	// it started from, every entry starts at a multiple of 512).
+	tr *tar.Reader
+	cr countReader
+}
+
+func newTarReader(r io.Reader) *tarReader { return &tarReader{r: r} }
+
+type countReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// Next advances to the next entry: io.EOF at the end of the archive.
+func (t *tarReader) Next() (*tar.Header, error) {
+	if err := t.skip(); err != nil {
+		return nil, err
+	}
+	if _, err := io.ReadFull(t.r, t.blk[:]); err != nil {
+		return nil, err // io.EOF: exactly 0 bytes read, as archive/tar
+	}
+	if h, ok := t.fast(); ok {
+		t.body, t.pad = h.Size, -h.Size&511
+		return h, nil
+	}
+	t.cr = countReader{r: t.r}
+	t.tr = tar.NewReader(io.MultiReader(bytes.NewReader(t.blk[:]), &t.cr))
+	return t.tr.Next()
+}
+
+// Read reads the current entry's body.
+func (t *tarReader) Read(p []byte) (int, error) {
+	if t.tr != nil {
+		return t.tr.Read(p)
+	}
+	if t.body <= 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > t.body {
+		p = p[:t.body]
+	}
+	n, err := t.r.Read(p)
+	t.body -= int64(n)
+	if err == io.EOF && t.body > 0 {
+		err = io.ErrUnexpectedEOF
+	}
+	return n, err
+}
+
+// skip moves past what is left of the current entry: its body, then its
+// padding (cut short, io.EOF: archive/tar's errors, for the same input).
+func (t *tarReader) skip() error {
+	if t.tr != nil {
+		if _, err := io.Copy(io.Discard, t.tr); err != nil {
+			return err
+		}
+		t.pad = -(512 + t.cr.n) & 511
+		t.body, t.tr = 0, nil
+	}
+	if t.body > 0 {
+		n := t.body
+		t.body = 0
+		if k, err := io.CopyN(io.Discard, t.r, n); err != nil {
+			if err == io.EOF && k < n {
+				err = io.ErrUnexpectedEOF
+			}
+			return err
+		}
+	}
+	if t.pad > 0 {
+		n := t.pad
+		t.pad = 0
+		if k, err := io.CopyN(io.Discard, t.r, n); err != nil && k < n {
+			return err // io.EOF if cut short
+		}
+	}
+	return nil
+}
+
+// fast parses the block if it is a header of the sender's fast path.
+func (t *tarReader) fast() (*tar.Header, bool) {
+	b := &t.blk
+	// (A "tar\0" trailer makes archive/tar read it as star, with times.)
+	if b[156] != tar.TypeReg || string(b[257:265]) != "ustar\x0000" || b[345] != 0 || b[0] == 0 || string(b[508:512]) == "tar\x00" {
+		return nil, false
+	}
+	var sum int64
+	for i, c := range b {
+		if i >= 148 && i < 156 {
+			c = ' '
+		}
+		sum += int64(c)
+	}
+	chk, ok1 := octal(b[148:156])
+	size, ok2 := octal(b[124:136])
+	mode, ok3 := octal(b[100:108])
+	uid, ok4 := octal(b[108:116])
+	gid, ok5 := octal(b[116:124])
+	mtime, ok6 := octal(b[136:148])
+	major, ok7 := octal(b[329:337])
+	minor, ok8 := octal(b[337:345])
+	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6 && ok7 && ok8) || chk != sum {
+		return nil, false
+	}
+	return &tar.Header{
+		Typeflag: tar.TypeReg,
+		Name:     cstring(b[0:100]),
+		Linkname: cstring(b[157:257]),
+		Size:     size,
+		Mode:     mode,
+		Uid:      int(uid),
+		Gid:      int(gid),
+		ModTime:  time.Unix(mtime, 0),
+		Uname:    cstring(b[265:297]),
+		Gname:    cstring(b[297:329]),
+		Devmajor: major,
+		Devminor: minor,
+		// (Format, which archive/tar gives from a further scan of the
+		// block, is left out: nothing here reads it.)
+	}, true
+}
+
+// octal parses a numeric field as archive/tar does one that is not
+// base-256: octal digits between leading and trailing spaces and NULs
+// (none: 0). ok is false for anything else, which archive/tar then judges.
+func octal(f []byte) (v int64, ok bool) {
+	f = bytes.Trim(f, " \x00")
+	if len(f) > 21 { // more than 63 bits
+		return 0, false
+	}
+	for _, c := range f {
+		if c < '0' || c > '7' {
+			return 0, false
+		}
+		v = v<<3 | int64(c-'0')
+	}
+	return v, true
+}
+
+// cstring is a string field up to its first NUL.
+func cstring(f []byte) string {
+	if i := bytes.IndexByte(f, 0); i >= 0 {
+		f = f[:i]
+	}
+	return string(f)
+}

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/stream/wire"
 )
@@ -29,6 +31,7 @@ func TestStagedLinkModes(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(dir, "old"), []byte("old content"), 0o644); err != nil {
 				t.Fatal(err)
 			}
+			mkdirs(t, dir, "d0", "d1", "d2") // not the receiver's own: there it writes in place
 			r, err := Open(dir, Options{NamedTemps: true, IOConcurrency: 4})
 			if err != nil {
 				t.Fatal(err)
@@ -121,6 +124,7 @@ func TestWriteThen(t *testing.T) {
 	for _, named := range []bool{false, true} {
 		t.Run(fmt.Sprintf("named-temps=%v", named), func(t *testing.T) {
 			dir := t.TempDir()
+			mkdirs(t, dir, "d0", "d1", "d2") // not the receiver's own: there it writes in place
 			r, err := Open(dir, Options{NamedTemps: named, IOConcurrency: 8})
 			if err != nil {
 				t.Fatal(err)
@@ -208,6 +212,7 @@ func TestIndependentLinks(t *testing.T) {
 // nothing but the staging.
 func TestStagingTwoReceivers(t *testing.T) {
 	dir := t.TempDir()
+	mkdirs(t, dir, "r0", "r1") // not the receivers' own: there they write in place
 	var rs []*Receiver
 	for range 2 {
 		r, err := Open(dir, Options{NamedTemps: true, IOConcurrency: 4})
@@ -278,5 +283,63 @@ func TestMadeByARace(t *testing.T) {
 		if !r.made(d) {
 			t.Fatalf("%s: made by this receiver, but not known to be", d)
 		}
+	}
+}
+
+// mkdirs makes directories under dir.
+func mkdirs(t *testing.T, dir string, names ...string) {
+	t.Helper()
+	for _, n := range names {
+		if err := os.Mkdir(filepath.Join(dir, n), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestCreateInPlaceOneAtATime: on a slow filesystem a file is created under
+// its final name only while no other is being created in its directory
+// (the others are staged); on a fast one, always; never in a directory
+// the receiver did not make.
+func TestCreateInPlaceOneAtATime(t *testing.T) {
+	for _, width := range []int{1, 8} {
+		dir := t.TempDir()
+		mkdirs(t, dir, "theirs")
+		r, err := Open(dir, Options{NamedTemps: true, IOConcurrency: width})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.mkdirAll("ours"); err != nil {
+			t.Fatal(err)
+		}
+		d, err := os.Open(filepath.Join(dir, "ours"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dfd := int(d.Fd())
+		r.creating = map[string]bool{"ours": true} // another file's create under way
+		fd := r.createInPlace(dfd, "ours/a", "a", 0o644)
+		if busy := fd >= 0; busy != (width == 1) {
+			t.Errorf("width %d: created in place beside another create: %v", width, busy)
+		}
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+		delete(r.creating, "ours")
+		if fd := r.createInPlace(dfd, "ours/b", "b", 0o644); fd < 0 {
+			t.Errorf("width %d: not created in place in the receiver's own directory", width)
+		} else {
+			unix.Close(fd)
+		}
+		if len(r.creating) != 0 {
+			t.Errorf("width %d: still marked as creating: %v", width, r.creating)
+		}
+		g, _ := os.Open(filepath.Join(dir, "theirs"))
+		if fd := r.createInPlace(int(g.Fd()), "theirs/c", "c", 0o644); fd >= 0 {
+			unix.Close(fd)
+			t.Errorf("width %d: created in place in a directory the receiver did not make", width)
+		}
+		g.Close()
+		d.Close()
+		r.Close()
 	}
 }

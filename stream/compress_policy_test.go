@@ -291,3 +291,20 @@ func TestAutoPolicyFarPath(t *testing.T) {
 		t.Fatalf("compression off after a probe whose writes blocked: %+v\n%s", d.auto, log.String())
 	}
 }
+
+// TestCPUTimed: a sample's cost is the CPU it took, not the time it waited
+// (on a busy machine, for a CPU).
+func TestCPUTimed(t *testing.T) {
+	took, out := cpuTimed(func() []byte { time.Sleep(50 * time.Millisecond); return []byte("x") })
+	if took >= 25*time.Millisecond || string(out) != "x" {
+		t.Errorf("a 50 ms sleep took %v of CPU, returned %q", took, out)
+	}
+	took, _ = cpuTimed(func() []byte {
+		for end := time.Now().Add(30 * time.Millisecond); time.Now().Before(end); {
+		}
+		return nil
+	})
+	if took <= 0 {
+		t.Errorf("30 ms of spinning took %v of CPU", took)
+	}
+}

@@ -65,6 +65,9 @@
 #   SPEED_PIPES     hand-split tar pipes and fpsync jobs in wan (default 6)
 #   SPEED_SPLIT     pipes of the mscp-style split in huge (default 4)
 #   SPEED_NC_PORT   first port of tar | nc's listener in bm-dst (default 47100)
+#   SPEED_JFIXED    also run bulkmove over SSH streams at each of these fixed -j (e.g.
+#                   "2 4 8 16"), and judge -j auto against the best of them (issue 7: at
+#                   least 90% of its throughput, each regime); default: not run
 #   SPEED_VERIFY    bulkmove (default): treecmp bulkmove's copies, count the peers' files
 #                   and bytes; all: also compare the peers' names, types and content
 #   BENCH_RIG       the rig's directory (default ../shared/rig next to this repository)
@@ -81,6 +84,7 @@ SCALE=${SPEED_SCALE:-full}
 REGIMES=${SPEED_REGIMES:-small large huge wan slow}
 MNT=${SPEED_MNT:-/mnt/bmbench}
 OUT=${SPEED_OUT:-/tmp/bulkmove-speed.md}
+JFIXED=${SPEED_JFIXED:-}
 LOGS=${SPEED_LOGS:-/tmp/bulkmove-speed-logs}
 RIGMODE=${SPEED_RIG:-manage}
 SLOW_RATE=${SPEED_SLOW_RATE:-200mbit}
@@ -373,6 +377,18 @@ tool_bulkmove() {
 	S "$BULKMOVE" -v --remote-bulkmove "$BULKMOVE" "${@:1:n-2}" "${@:n-1:1}" "$HOST:${@:n:1}"
 }
 
+# The -j auto row of each regime, judged against fixed -j (SPEED_JFIXED).
+declare -A AUTOROW=([small]=small.bm_ssh [large]=large.bm_ssh [slow]=slow.bm_auto [slowz]=slowz.bm_auto [wan]=wan.bm_ssh [huge]=huge.bm_ssh)
+
+# fixed_j REGIME: with SPEED_JFIXED, bulkmove over SSH streams at each fixed -j.
+fixed_j() {
+	local n
+	for n in $JFIXED; do
+		run "$1" "bm_j$n" "bulkmove -j $n SRC $HOST:DST  (SSH streams, fixed)" tool_bulkmove -j "$n"
+		target "$1.bm_j$n" "${AUTOROW[$1]}" peer 0 ""
+	done
+}
+
 # ---------------------------------------------------------------- running
 
 # run REGIME TOOL LABEL [--pre FUNC] FUNC [ARGS...]: one timed copy into a fresh
@@ -494,6 +510,7 @@ regime_small() {
 	run small rsync "rsync -a SRC/ box2:DST/" tool_rsync
 	run small bm_ssh "bulkmove SRC box2:DST  (SSH streams)" tool_bulkmove
 	run small bm_tls "bulkmove --transport tls SRC box2:DST" tool_bulkmove --transport tls
+	fixed_j small
 	target small.tar_nc small.tar_ssh peer 0 ""
 	target small.rsync small.tar_ssh peer 0 ""
 	target small.bm_ssh small.tar_ssh time 0.7 "≤ 0.7× tar \| ssh time"
@@ -509,6 +526,7 @@ regime_large() {
 	run large tar_nc "tar -C SRC -cf - . | nc -N box2 PORT  (bm-dst: nc -l -p PORT | tar -x)" --pre pre_nc tool_tar_nc
 	run large bm_ssh "bulkmove SRC box2:DST  (SSH streams)" tool_bulkmove
 	run large bm_tls "bulkmove --transport tls SRC box2:DST" tool_bulkmove --transport tls
+	fixed_j large
 	target large.tar_nc large.tar_ssh peer 0 ""
 	target large.bm_ssh large.tar_ssh speed 1.5 "≥ 1.5× tar \| ssh MB/s"
 	target large.bm_tls large.tar_ssh speed 2 "≥ 2× tar \| ssh MB/s"
@@ -525,6 +543,7 @@ regime_slow() {
 	run slow rsync_z "rsync -az SRC/ box2:DST/" tool_rsync_z
 	run slow bm_auto "bulkmove SRC box2:DST  (--compress auto)" tool_bulkmove
 	run slow bm_none "bulkmove --compress none SRC box2:DST" tool_bulkmove --compress none
+	fixed_j slow
 	target slow.rsync_z slow.tar_zstd peer 0 ""
 	target slow.bm_auto slow.tar_zstd time 0.9 "≤ 0.9× tar \| zstd -1 \| ssh time"
 	target slow.bm_none slow.tar_zstd peer 0 ""
@@ -565,6 +584,7 @@ regime_slowz() {
 	run slowz rsync_z "rsync -az SRC/ box2:DST/" tool_rsync_z
 	run slowz bm_auto "bulkmove SRC box2:DST  (--compress auto)" tool_bulkmove
 	run slowz bm_none "bulkmove --compress none SRC box2:DST" tool_bulkmove --compress none
+	fixed_j slowz
 	target slowz.rsync_z slowz.tar_zstd peer 0 ""
 	target slowz.bm_auto slowz.tar_zstd time 0.9 "≤ 0.9× tar \| zstd -1 \| ssh time"
 	target slowz.bm_none slowz.tar_zstd peer 0 ""
@@ -587,6 +607,7 @@ regime_wan() {
 	fi
 	run wan bm_ssh "bulkmove SRC wan2:DST  (-j auto, SSH streams)" tool_bulkmove
 	run wan bm_tls "bulkmove --transport tls SRC wan2:DST  (-j auto)" tool_bulkmove --transport tls
+	fixed_j wan
 	target wan.tar_ssh link peer 0 ""
 	target wan.pipes link peer 0 ""
 	target wan.bm_ssh link link 0.9 "≥ 90% of link"
@@ -602,6 +623,7 @@ regime_huge() {
 	run huge split "$SPLIT_K × (dd range_i of the big file; tar -T LIST_i) | ssh box2 (dd seek=off_i; tar -x)  (mscp-style)" --pre pre_split tool_split
 	run huge bm_ssh "bulkmove SRC box2:DST  (SSH streams)" tool_bulkmove
 	run huge bm_tls "bulkmove --transport tls SRC box2:DST" tool_bulkmove --transport tls
+	fixed_j huge
 	have mscp || NOTES[huge]+="mscp itself is not installed (Debian does not package it): the split row stands in for it. "
 	target huge.split huge.tar_ssh peer 0 ""
 	target huge.bm_ssh huge.tar_ssh speed+busy 1.5 "≥ 1.5× tar \| ssh MB/s; all streams busy to the end"
@@ -732,6 +754,29 @@ print_table() {
 		[[ -n ${NOTES[$regime]:-} ]] && line+="; ${NOTES[$regime]% }"
 		out "$line"
 	done
+	if [[ -n $JFIXED ]]; then
+		out "" "-j auto against fixed -j (SSH streams; target: at least 90% of the best fixed -j's throughput):" ""
+		out "| regime | -j auto | $(for n in $JFIXED; do printf -- '-j %s | ' "$n"; done)best fixed | auto ÷ best (speed) | result |"
+		out "|---|--:|$(for n in $JFIXED; do printf -- '--:|'; done)---|--:|---|"
+		for regime in $ORDER; do
+			local a=${AUTOROW[$regime]:-} best="" bestn="" cells="" n ta r res
+			[[ -n $a && " $REGIMES " == *" $regime "* ]] || continue
+			for n in $JFIXED; do
+				t=${T[$regime.bm_j$n]:-}
+				cells+="$([[ -n $t ]] && secs "$t" || echo –) s | "
+				if [[ -n $t ]] && { [[ -z $best ]] || ((t < best)); }; then best=$t bestn=$n; fi
+			done
+			ta=${T[$a]:-}
+			if [[ -n $ta && -n $best ]]; then
+				r=$(awk -v a="$ta" -v b="$best" 'BEGIN { printf "%.2f", b / a }')
+				res=$(awk -v x="$r" 'BEGIN { print (x >= 0.9) ? "PASS" : "FAIL" }')
+			else
+				r="–" res="not run"
+			fi
+			out "| ${TITLE[$regime]} | $([[ -n $ta ]] && secs "$ta" || echo –) s | $cells-j ${bestn:-–} | $r | $res |"
+			case $res in PASS) n_pass=$((n_pass + 1)) ;; *) n_fail=$((n_fail + 1)) ;; esac
+		done
+	fi
 	out "" "Targets: $n_pass passed, $n_fail failed or not run$( ((n_other)) && echo "; regimes not run: $n_other"). Logs: $LOGS" ""
 }
 

@@ -66,9 +66,14 @@ type Client struct {
 	Compress Compression
 	// Logf, if set before Run, reports the stream's compression
 	// decisions (for -v).
-	Logf    func(format string, args ...any)
+	Logf func(format string, args ...any)
+	// PathRTT, if set before Run, measures the network round trip to the
+	// receiver (from which a path is far, see FarRTT, and its streams
+	// start compressed); nil: a near one. Not the stream handshake's
+	// time, which includes the agent opening its receiver: on a busy
+	// machine, pipes to a local agent took 10 ms.
+	PathRTT func() time.Duration
 	z       *deflater
-	rtt     time.Duration    // the handshake's round trip
 	sent    tallyWriter      // what the stream wrote to the connection
 	obsAt   time.Time        // when the last batch's data was observed, and then
 	obsRecv int64            // the receiver's write time (Counters.RecvWriteNanos)
@@ -92,7 +97,6 @@ func Dial(ctx context.Context, name string, r io.Reader, w io.Writer, closer io.
 	c.sent.w = &timedWriter{w: w, ctr: &c.ctr, activity: &c.activity, limit: &c.limit}
 	c.w = bufio.NewWriterSize(&c.sent, 256<<10)
 	hello := wire.Handshake{Proto: wire.Proto, Version: version, Options: &opt}
-	sentHello := time.Now()
 	if err := wire.WriteFrame(c.w, wire.Hello, wire.EncodeJSON(hello)); err != nil {
 		c.shut()
 		return nil, fmt.Errorf("%s: send handshake: %w", name, err)
@@ -107,7 +111,6 @@ func Dial(ctx context.Context, name string, r io.Reader, w io.Writer, closer io.
 		c.shut()
 		return nil, fmt.Errorf("%s: handshake: %w", name, err)
 	}
-	c.rtt = time.Since(sentHello)
 	if f.typ != wire.Hello {
 		c.shut()
 		return nil, fmt.Errorf("%s: handshake: %w: got frame %q, want hello", name, wire.ErrProtocol, f.typ)
@@ -417,7 +420,10 @@ func firstUnsent(q []*inflight) *inflight {
 // stream's compression chooses, and its commit.
 func (c *Client) sendData(fl *inflight, need []bool) error {
 	if c.z == nil {
-		c.z = &deflater{cfg: c.Compress, logf: c.Logf, name: c.Name, far: c.rtt >= FarRTT}
+		c.z = &deflater{cfg: c.Compress, logf: c.Logf, name: c.Name}
+		if c.Compress.Mode == CompressAuto && c.PathRTT != nil {
+			c.z.far = c.PathRTT() >= FarRTT
+		}
 	}
 	ctr := c.ctr.Load()
 	if c.Compress.Mode == CompressAuto && c.obsHost.Total == 0 {

@@ -25,7 +25,7 @@ package stream
 // compressing do not tell a slow link from a receiver, or on a small
 // machine an sshd, starved of CPU by the compressing: tried, it kept a
 // direct link's copy compressed throughout and 60% slower.) Except over a
-// far path (a stream handshake that took FarRTT or more): there the socket
+// far path (a network round trip of FarRTT or more): there the socket
 // and channel buffers take the first megabytes of every stream at once,
 // so its writes block only seconds in (on the rig's 100 ms path, 1.7 to
 // 2.4 s after the streams were up, and one stream of four never), while
@@ -158,7 +158,7 @@ type deflater struct {
 	sampleOut []byte // what it compressed to (buffers reused)
 	logf      func(format string, args ...any)
 	name      string
-	far       bool // the stream's handshake took FarRTT or more
+	far       bool // the network round trip is FarRTT or more (Client.PathRTT)
 }
 
 // auto's two levels (deflater.levels).

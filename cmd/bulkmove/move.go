@@ -739,7 +739,7 @@ func (j *job) connect(ctx context.Context, p plan) ([]stream.Conn, func(), error
 		j.redial = l.redial
 		if l.data == "" {
 			g := l.growth()
-			j.addConn, j.rtt, j.prepare = g.add, l.rtt, g.prepare
+			j.addConn, j.rtt, j.prepare = g.add, l.pathRTT, g.prepare
 		}
 		return conns, l.close, nil
 	}

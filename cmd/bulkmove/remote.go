@@ -188,6 +188,16 @@ type sshLink struct {
 
 	data    string        // --transport: tls, tcp or auto asks for a data plane; "" or ssh: none
 	hubSess *sshx.Session // with a data plane: the agent's session, held open until the end
+
+	rttOnce sync.Once
+	rttVal  time.Duration // pathRTT's measure
+}
+
+// pathRTT is the SSH round trip (rtt), measured once, the first time it is
+// asked for: by -j auto as it starts, or by a stream's first batch.
+func (l *sshLink) pathRTT() time.Duration {
+	l.rttOnce.Do(func() { l.rttVal = l.rtt() })
+	return l.rttVal
 }
 
 // startData opens the job's K streams over the agent's data plane (TLS or
@@ -338,6 +348,7 @@ func (l *sshLink) dial(ctx context.Context, name string, r io.Reader, rw io.Read
 		return nil, err
 	}
 	l.j.configure(conn)
+	conn.PathRTT = l.pathRTT
 	return conn, nil
 }
 

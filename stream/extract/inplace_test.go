@@ -107,3 +107,24 @@ func TestInPlaceFailures(t *testing.T) {
 	}
 	s.check(t)
 }
+
+// TestNoInPlaceWithFsync: with --fsync a new file takes its name only once
+// its data is durable, even in a directory the receiver made.
+func TestNoInPlaceWithFsync(t *testing.T) {
+	s := newSandbox(t)
+	r := s.open(t, extract.Options{Fsync: true})
+	tx := r.Begin([]sharder.Entry{fileE("new/a", 5)})
+	if err := tx.Write(0, strings.NewReader("aaaaa")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(filepath.Join(s.root, "new/a")); err == nil {
+		t.Error("new/a is under its name before the commit")
+	}
+	if ack := tx.Commit(1, nil); len(ack.Errors) != 0 || ack.Files != 1 {
+		t.Fatalf("ack: %d files, %v", ack.Files, ack.Errors)
+	}
+	if got, err := os.ReadFile(filepath.Join(s.root, "new/a")); err != nil || string(got) != "aaaaa" {
+		t.Errorf("new/a: %q, %v", got, err)
+	}
+	s.check(t)
+}

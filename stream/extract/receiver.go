@@ -862,7 +862,10 @@ func landSlow(r *Receiver) bool { return r.io.Width() > 1 }
 // is removed, and one left by a receiver killed outright has neither its
 // size nor its mtime yet, so the next run sends it again (the journal, the
 // batch). A name taken meanwhile (O_EXCL) goes the usual way, which
-// replaces what took it.
+// replaces what took it. Not with --fsync: a file under its name with its
+// size and mtime set, whose data a power cut lost before the fsync, would
+// pass the next run's quick check; a temporary gets its name only after
+// its fsync.
 //
 // On a slow filesystem (NFS, FUSE: several operations at once) only while
 // no other file is being created in that directory: a create holds the
@@ -874,7 +877,7 @@ func landSlow(r *Receiver) bool { return r.io.Width() > 1 }
 // filesystem serves 40% fewer operations a file.
 func (r *Receiver) createInPlace(dfd int, p, base string, perm uint32) int {
 	dir := path.Dir(p)
-	if !r.made(dir) {
+	if r.opt.Fsync || !r.made(dir) {
 		return -1
 	}
 	if landSlow(r) {
@@ -932,10 +935,9 @@ func (t *Txn) tmpName() string {
 // Write installs entry i (a regular file) from src, which must yield
 // exactly the entry's size. The file lands under a temporary name (or,
 // new in a directory this receiver made, under its own: see
-// createInPlace);
-// Commit gives it its name. An error is recorded against the entry and also returned; the
-// returned error is non-nil only if src could not be fully consumed (the
-// caller's stream is then out of step).
+// createInPlace); Commit gives it its name. An error is recorded against
+// the entry and also returned; the returned error is non-nil only if src
+// could not be fully consumed (the caller's stream is then out of step).
 func (t *Txn) Write(i int, src io.Reader) error { return t.WriteThen(i, src, nil) }
 
 // WriteThen is Write, after which, once the file is written in full,
@@ -1611,7 +1613,8 @@ func (t *Txn) Commit(id uint64, discards []wire.Discard) *wire.BatchAck {
 // CommitSums is Commit, given the sender's hashes of the files it sent: a
 // file whose data does not hash to the sender's (corrupted on the way, or
 // by a faulty disk or memory) is dropped and fails with CodeCorrupt: it
-// never takes its final name, or, written under it (createInPlace), is removed.
+// never takes its final name, or, written under it (createInPlace), is
+// removed.
 func (t *Txn) CommitSums(id uint64, discards []wire.Discard, sums []wire.IndexedSum) *wire.BatchAck {
 	commitStart := time.Now()
 	t.placing.Wait()

@@ -340,10 +340,7 @@ func (d *deflater) observe(codec byte, in, out int64, wall, blocked time.Duratio
 		return // too little to measure
 	}
 	a.blocked = float64(blocked) / float64(wall)
-	// Writes that wait on a receiver busy writing its disk, or with a
-	// core's worth of CPU, are not a slow link: compression would not help
-	// them (it adds to the receiver's work).
-	a.linkBound = a.blocked > 0.25 && recvWrite < 0.5 && recvCPU < 0.9
+	a.linkBound = linkBound(blocked, wall, recvWrite, recvCPU)
 	produce := float64(wall-blocked) / float64(in)
 	if a.linkBound {
 		if !a.linkMeasured {
@@ -373,7 +370,7 @@ func (d *deflater) observe(codec byte, in, out int64, wall, blocked time.Duratio
 		if a.probeSent < probeBytes {
 			return // the probe goes on
 		}
-		a.linkBound = float64(a.probeBlocked) > 0.25*float64(a.probeWall) && recvWrite < 0.5 && recvCPU < 0.9
+		a.linkBound = linkBound(a.probeBlocked, a.probeWall, recvWrite, recvCPU)
 		a.probeSent, a.probeWall, a.probeBlocked = 0, 0, 0
 	}
 	if codec == wire.CodecNone && !a.linkBound {
@@ -399,6 +396,14 @@ func (d *deflater) observe(codec byte, in, out int64, wall, blocked time.Duratio
 		d.log("compression off: CPU-bound, compressing takes %s/s of data, the link takes %s/s plain",
 			rateStr(a.pc.v), rateStr(a.link.v))
 	}
+}
+
+// linkBound says whether writes that waited blocked of wall waited on the
+// link. Writes that wait on a receiver busy writing its disk, or with a
+// core's worth of CPU, are not a slow link: compression would not help
+// them (it adds to the receiver's work).
+func linkBound(blocked, wall time.Duration, recvWrite, recvCPU float64) bool {
+	return float64(blocked) > 0.25*float64(wall) && recvWrite < 0.5 && recvCPU < 0.9
 }
 
 func (d *deflater) log(format string, args ...any) {

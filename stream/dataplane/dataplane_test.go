@@ -34,11 +34,7 @@ func TestOfferAndPorts(t *testing.T) {
 func TestStreams(t *testing.T) {
 	for _, mode := range []Mode{TLS, TCP} {
 		t.Run(string(mode), func(t *testing.T) {
-			l, err := Listen(mode, "", 2)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer l.Close()
+			l := listen(t, mode, 2)
 			type acc struct {
 				idx int
 				msg string
@@ -117,11 +113,7 @@ func TestStreams(t *testing.T) {
 func TestSilentStranger(t *testing.T) {
 	for _, mode := range []Mode{TLS, TCP} {
 		t.Run(string(mode), func(t *testing.T) {
-			l, err := Listen(mode, "", 2)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer l.Close()
+			l := listen(t, mode, 2)
 			o := l.Offer()
 			silent, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(o.Port)))
 			if err != nil {
@@ -161,4 +153,15 @@ func TestSilentStranger(t *testing.T) {
 			}
 		})
 	}
+}
+
+// listen listens for k streams in mode, until the test ends.
+func listen(t *testing.T, mode Mode, k int) *Listener {
+	t.Helper()
+	l, err := Listen(mode, "", k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
 }

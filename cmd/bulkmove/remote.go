@@ -82,6 +82,15 @@ func (j *job) connectSSH(ctx context.Context, t sshx.Target, p plan) ([]stream.C
 	if err != nil {
 		return nil, nil, err
 	}
+	if k := j.nearStart(clients[0]); k < j.flags.jobs {
+		if l.data == "" && len(clients) > k {
+			for _, c := range clients[k:] {
+				c.Close()
+			}
+			clients = clients[:k]
+		}
+		j.flags.jobs = k
+	}
 	l.clients = clients
 	j.trace("%d SSH connections open", len(clients))
 	for _, e := range errs {

@@ -34,6 +34,18 @@ type Client struct {
 	closeOnce     sync.Once
 	closeErr      error
 	keepaliveDead atomic.Bool
+	tcp           net.Conn // the TCP connection to the host, when direct
+}
+
+// PathRTT is the network round trip to the host as this host's kernel
+// measures it on the connection (TCP_INFO's smoothed RTT): the SSH
+// handshake's exchanges alone give it, and no process's scheduling adds
+// to it. False through a jump host or a ProxyCommand, or off Linux.
+func (c *Client) PathRTT() (time.Duration, bool) {
+	if c.tcp == nil {
+		return 0, false
+	}
+	return kernelRTT(c.tcp)
 }
 
 // SSH returns the underlying golang.org/x/crypto/ssh client.
@@ -228,6 +240,7 @@ func dialSettings(ctx context.Context, s *settings, cmdUser string, o *Options, 
 		if err != nil {
 			return nil, err
 		}
+		c.tcp = conn
 	}
 	c.ssh, err = handshake(ctx, conn, s, o, n, hint(s, cmdUser, o.Jump))
 	if err != nil {

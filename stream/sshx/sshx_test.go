@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -84,6 +85,10 @@ func TestConnectWithKey(t *testing.T) {
 	stderr := o.Stderr.(*syncBuffer)
 	c := mustDial(t, tg, o)
 	checkEcho(t, c)
+	// Over loopback the kernel's round trip is microseconds: a near path.
+	if rtt, ok := c.PathRTT(); runtime.GOOS == "linux" && (!ok || rtt <= 0 || rtt >= 10*time.Millisecond) {
+		t.Errorf("PathRTT over loopback = %v, %v; want a few microseconds", rtt, ok)
+	}
 
 	// A session: stdin to stdout through cat, then EOF, then exit status.
 	ctx := testCtx(t)
@@ -452,6 +457,10 @@ func TestProxyJump(t *testing.T) {
 	checkEcho(t, c)
 	if len(c.hops) != 2 {
 		t.Errorf("%d hops, want 2", len(c.hops))
+	}
+	// Through jump hosts this host sees no TCP connection to the target.
+	if rtt, ok := c.PathRTT(); ok {
+		t.Errorf("PathRTT through jump hosts = %v, want none", rtt)
 	}
 
 	// ProxyJump from the config, with the jump host's own Host block.

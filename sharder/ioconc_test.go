@@ -130,3 +130,51 @@ func TestWalkFlatDirectoryBoundedMemory(t *testing.T) {
 		t.Errorf("the heap grew by %d MiB while walking one directory of %d entries: not bounded", grew>>20, n)
 	}
 }
+
+// TestWalkSlowReadsSmallChunks: on a slow filesystem a directory is read
+// a few dozen names at a time (each getdents there is a round trip and
+// returns a few dozen), so its first names go on before the last are
+// read; on a fast one, in chunks of readDirChunk. Every file is reported
+// once either way.
+func TestWalkSlowReadsSmallChunks(t *testing.T) {
+	src := testDir(t)
+	for i := range 100 {
+		mkfile(t, filepath.Join(src, "d", fmt.Sprintf("f%03d", i)), 1)
+	}
+	slow := ioconc.Auto(0)
+	for range 16 {
+		slow.Observe(time.Millisecond)
+	}
+	for _, tc := range []struct {
+		name  string
+		io    *ioconc.Gauge
+		reads int // readdir calls of d at least
+		most  int // ... and at most
+	}{
+		{"fast", nil, 1, 2},
+		{"slow", slow, (100 + slowReadDirChunk - 1) / slowReadDirChunk, (100+slowReadDirChunk-1)/slowReadDirChunk + 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var reads atomic.Int64
+			r := run(t, src, Options{Concurrency: 2, IO: tc.io, hooks: &testHooks{readDir: func(rel string) error {
+				if rel == "d" {
+					reads.Add(1)
+				}
+				return nil
+			}}})
+			if r.err != nil || len(r.errs) != 0 {
+				t.Fatalf("err %v, errors %v", r.err, r.errs)
+			}
+			files := 0
+			for _, b := range r.batches {
+				files += len(b.Entries)
+			}
+			if files != 100 {
+				t.Errorf("%d files reported, want 100", files)
+			}
+			if n := int(reads.Load()); n < tc.reads || n > tc.most {
+				t.Errorf("d read in %d readdir calls, want %d to %d", n, tc.reads, tc.most)
+			}
+		})
+	}
+}

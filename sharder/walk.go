@@ -35,6 +35,13 @@ const (
 // stay together, and a huge flat directory streams out chunk by chunk.
 const readDirChunk = 1024
 
+// slowReadDirChunk is the chunk on a slow filesystem (Options.IO says so),
+// where each getdents is a round trip and returns a few dozen names: a
+// chunk of 1024 waited for every getdents of a directory before its first
+// name went on (on the rig's slowfs, 140 ms for 100 names, while the
+// first batch waited for the walk).
+const slowReadDirChunk = 32
+
 // Options configure Run. The zero value of each field selects its default.
 type Options struct {
 	// BatchBytes closes a batch when its cost (file sizes plus FileCost per
@@ -527,7 +534,11 @@ func (w *walker) readDir(ctx context.Context, it dirItem) error {
 			}
 		}
 		if err == nil {
-			ents, err = f.ReadDir(readDirChunk)
+			n := readDirChunk
+			if w.opt.IO.Slow() {
+				n = slowReadDirChunk
+			}
+			ents, err = f.ReadDir(n)
 		}
 		var c chunk
 		var subdirs []string

@@ -135,3 +135,37 @@ func TestAutoControllerEnding(t *testing.T) {
 		Sleep:  func(context.Context, time.Duration) bool { return true }}
 	a.Run(ctx, 2)
 }
+
+// TestAutoControllerWaitsForFirstAck: with Started set, the first window
+// opens only once it says the first batch was acknowledged. Before, the
+// streams fill the connections' buffers and the work sent runs ahead of
+// the link: a window over that would be the base of the first step.
+func TestAutoControllerWaitsForFirstAck(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var slept time.Duration
+	acked := false
+	verdicts := 0
+	a := &AutoJ{Max: 16, Work: func() int64 { return 1 << 20 },
+		Started: func() bool { return acked },
+		Verdict: func() AutoVerdict {
+			if !acked {
+				t.Fatalf("a window opened %v in, before the first acknowledgement", slept)
+			}
+			if verdicts++; verdicts > 1 {
+				cancel()
+			}
+			return AutoVerdict{}
+		},
+		Resize: func(context.Context, int, int) int { return 2 },
+		Sleep: func(ctx context.Context, d time.Duration) bool {
+			if slept += d; slept >= 3*time.Second {
+				acked = true
+			}
+			return ctx.Err() == nil
+		}}
+	a.Run(ctx, 2)
+	if verdicts == 0 {
+		t.Error("no window after the first acknowledgement")
+	}
+}

@@ -201,8 +201,9 @@ func (j *job) steer(ctx context.Context, pool *stream.Pool, local bool) (stop fu
 	}
 	host, _ := hostcpu.Read()
 	a := &stream.AutoJ{
-		Max:  j.flags.auto.max,
-		Work: func() int64 { return int64(sent()) },
+		Max:     j.flags.auto.max,
+		Work:    func() int64 { return int64(sent()) },
+		Started: func() bool { return m.DoneFiles.Load()+m.Skipped.Load()+m.Failed.Load() > 0 },
 		Verdict: func() stream.AutoVerdict {
 			v := m.VerdictSince(mark, local)
 			mark = m.Mark()

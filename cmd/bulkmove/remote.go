@@ -82,6 +82,12 @@ func (j *job) connectSSH(ctx context.Context, t sshx.Target, p plan) ([]stream.C
 	if err != nil {
 		return nil, nil, err
 	}
+	j.trace("%d SSH connections open", len(clients))
+	for _, e := range errs {
+		if e != nil {
+			errorf(j.stderr, "warning: %v; going on with %d of %d streams", e, len(clients), j.flags.jobs)
+		}
+	}
 	if k := j.nearStart(clients[0]); k < j.flags.jobs {
 		if l.data == "" && len(clients) > k {
 			for _, c := range clients[k:] {
@@ -92,12 +98,6 @@ func (j *job) connectSSH(ctx context.Context, t sshx.Target, p plan) ([]stream.C
 		j.flags.jobs = k
 	}
 	l.clients = clients
-	j.trace("%d SSH connections open", len(clients))
-	for _, e := range errs {
-		if e != nil {
-			errorf(j.stderr, "warning: %v; going on with %d of %d streams", e, len(clients), j.flags.jobs)
-		}
-	}
 	root := p.dstRoot
 	if root == "" {
 		root = "." // host: means the remote home directory

@@ -38,9 +38,9 @@ type Client struct {
 }
 
 // PathRTT is the network round trip to the host as this host's kernel
-// measures it on the connection (TCP_INFO's smoothed RTT): the SSH
-// handshake's exchanges alone give it, and no process's scheduling adds
-// to it. False through a jump host or a ProxyCommand, or off Linux.
+// measures it on the connection (TCP_INFO's min_rtt, see kernelRTT): the
+// TCP handshake alone gives it, and no process's scheduling adds to it.
+// False through a jump host or a ProxyCommand, or off Linux.
 func (c *Client) PathRTT() (time.Duration, bool) {
 	if c.tcp == nil {
 		return 0, false

@@ -610,9 +610,6 @@ type pendingFile struct {
 	placed bool // under its final name (Commit)
 	sdir   int  // the staging directory's descriptor when tmp is there (see stage.go), else 0
 	held   int  // with sdir: an O_PATH descriptor of the staged file to link it from, or -1
-	// direct: written under its final name (tmp == base; see createInPlace):
-	// placing it is only counting it, dropping it removes it.
-	direct bool
 	// settled: placed, or failed to be, before Commit (WriteThen);
 	// nothing left to do for it.
 	settled bool
@@ -620,6 +617,12 @@ type pendingFile struct {
 	// then the partial, open (see partial.go).
 	part string
 }
+
+// direct reports whether p was written under its final name (see
+// createInPlace): placing it is only counting it, dropping it removes it.
+// (A temporary's name carries this process's random tmpTag: an entry of
+// that very name would be in place once written either way.)
+func (p *pendingFile) direct() bool { return p.tmp != "" && p.tmp == p.base }
 
 func sumOf(h *xxh3.Hasher128) wire.Sum {
 	if h == nil {
@@ -970,9 +973,8 @@ func (t *Txn) WriteThen(i int, src io.Reader, placeNow func() bool) error {
 	dfd := int(d.Fd())
 	tmp, fd := "", -1
 	created := time.Now()
-	direct := false // written under its final name: see createInPlace
 	if f := t.r.createInPlace(dfd, e.Path, base, uint32(e.Mode.Perm())); f >= 0 {
-		fd, tmp, direct = f, base, true
+		fd, tmp = f, base // written under its final name
 	}
 	if fd < 0 && t.r.linking() != linkNone && tmpfilesOpen.Load() < maxTmpfiles {
 		if f, err := unix.Openat(dfd, ".", unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, uint32(e.Mode.Perm())); err == nil {
@@ -1049,7 +1051,7 @@ func (t *Txn) WriteThen(i int, src io.Reader, placeNow func() bool) error {
 		t.settle(pendingFile{index: i, dir: d, fd: fd, base: base, sum: sumOf(h), summed: h != nil}, e.Size, placeNow)
 		return nil
 	}
-	pf := pendingFile{index: i, dir: d, tmp: tmp, fd: -1, base: base, sum: sumOf(h), summed: h != nil, held: -1, direct: direct}
+	pf := pendingFile{index: i, dir: d, tmp: tmp, fd: -1, base: base, sum: sumOf(h), summed: h != nil, held: -1}
 	if tdir != dfd {
 		pf.sdir, pf.held = tdir, t.r.staging.hold(fd)
 	}
@@ -1703,7 +1705,7 @@ func (t *Txn) place(p *pendingFile) {
 	dfd := int(p.dir.Fd())
 	p.settled = true
 	start := time.Now()
-	if p.direct {
+	if p.direct() {
 		// Under its name since it was written.
 	} else if p.tmp == "" {
 		err := t.r.link(p.fd, dfd, p.base)
@@ -1732,7 +1734,7 @@ func (t *Txn) place(p *pendingFile) {
 		t.failErr(p.index, "rename into place", e.Path, err)
 		return
 	}
-	if !p.direct { // (nothing done: no latency to tell)
+	if !p.direct() { // (nothing done: no latency to tell)
 		t.r.io.Since(start)
 	}
 	p.placed = true

@@ -370,40 +370,56 @@ func noTemps(t *testing.T, dir string) {
 }
 
 // TestBalance: on a tree of equal files, K streams pulling from one queue
-// (with the tail split) finish within 10% of each other.
+// (with the tail split) finish within 10% of each other. The job lasts about
+// a second, so one stall of a loaded CI host (a tenth of a second) can spread
+// a single run; a balancer that leaves a stream a backlog does it every time,
+// so the test fails only when three runs in a row are unbalanced.
 func TestBalance(t *testing.T) {
 	if testing.Short() {
 		t.Skip("moves 20,000 files")
 	}
 	defer goleak.VerifyNone(t)
+	const runs = 3
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
 			ctx := context.Background()
 			dir := tmpDir(t)
-			src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+			src := filepath.Join(dir, "src")
 			if err := gentree.Small(src, 20000, 200, 1024); err != nil {
 				t.Fatal(err)
 			}
-			pool, _ := move(t, ctx, src, tr.open(t, ctx, 4, dst, stream.Source{Root: src}), sharder.Options{}, nil)
-			st := pool.Stats()
-			var first, last time.Duration
-			var files int64
-			for i, s := range st {
-				t.Logf("stream %d: %d batches, %d files, %d bytes, last ack at %v", i, s.Batches, s.Files, s.Bytes, s.Busy)
-				if i == 0 || s.Busy < first {
-					first = s.Busy
+			var spreads []string
+			for run := range runs {
+				dst := filepath.Join(dir, fmt.Sprintf("dst%d", run))
+				pool, _ := move(t, ctx, src, tr.open(t, ctx, 4, dst, stream.Source{Root: src}), sharder.Options{}, nil)
+				first, last, files := finishSpread(t, pool.Stats())
+				if files != 20000 {
+					t.Fatalf("%d files moved, want 20000", files)
 				}
-				last = max(last, s.Busy)
-				files += s.Files
+				spread := float64(last-first) / float64(last)
+				if spread <= 0.10 {
+					return
+				}
+				spreads = append(spreads, fmt.Sprintf("%.0f%% (first %v, last %v)", spread*100, first, last))
 			}
-			if files != 20000 {
-				t.Errorf("%d files moved, want 20000", files)
-			}
-			if spread := float64(last-first) / float64(last); spread > 0.10 {
-				t.Errorf("streams finished %.0f%% apart (first %v, last %v), want within 10%%", spread*100, first, last)
-			}
+			t.Errorf("streams finished apart in %d runs of %d: %s; want within 10%%", runs, runs, strings.Join(spreads, ", "))
 		})
 	}
+}
+
+// finishSpread logs each stream's share and returns the earliest and the
+// latest last acknowledgement, and the files moved in all.
+func finishSpread(t *testing.T, st []stream.StreamStats) (first, last time.Duration, files int64) {
+	t.Helper()
+	for i, s := range st {
+		t.Logf("stream %d: %d batches, %d files, %d bytes, last ack at %v", i, s.Batches, s.Files, s.Bytes, s.Busy)
+		if i == 0 || s.Busy < first {
+			first = s.Busy
+		}
+		last = max(last, s.Busy)
+		files += s.Files
+	}
+	return first, last, files
 }
 
 // TestMoveSpilled: with room for 3 deferred entries in memory, the

@@ -73,6 +73,9 @@ type Client struct {
 	// time, which includes the agent opening its receiver: on a busy
 	// machine, pipes to a local agent took 10 ms.
 	PathRTT func() time.Duration
+	// Share, if set before Run, is shared by the streams of one job
+	// (--compress auto: see AutoShare).
+	Share   *AutoShare
 	z       *deflater
 	sent    tallyWriter      // what the stream wrote to the connection
 	obsAt   time.Time        // when the last batch's data was observed, and then
@@ -420,7 +423,7 @@ func firstUnsent(q []*inflight) *inflight {
 // stream's compression chooses, and its commit.
 func (c *Client) sendData(fl *inflight, need []bool) error {
 	if c.z == nil {
-		c.z = &deflater{cfg: c.Compress, logf: c.Logf, name: c.Name}
+		c.z = &deflater{cfg: c.Compress, logf: c.Logf, name: c.Name, share: c.Share}
 		if c.Compress.Mode == CompressAuto && c.PathRTT != nil {
 			c.z.far = c.PathRTT() >= FarRTT
 		}

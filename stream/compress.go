@@ -20,7 +20,9 @@ package stream
 // compression turns on when it would be faster by a margin and off when
 // it would be slower by one (hysteresis); a plain batch whose writes did
 // not block turns it off (the link keeps up with plain data). A stream
-// starts plain: its first batch measures the link. (Starting compressed
+// starts plain: its first batch measures the link (the pool cuts the first
+// batches small for that, Pool.Opening), unless it joins streams of its
+// job that compress on a slow link (AutoShare). (Starting compressed
 // would spare that batch on a slow link, but writes that block while
 // compressing do not tell a slow link from a receiver, or on a small
 // machine an sshd, starved of CPU by the compressing: tried, it kept a
@@ -62,6 +64,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
@@ -140,6 +143,14 @@ const (
 	lastProbe      = 64       // ... and at most between two probes
 	probeBytes     = 8 << 20  // input a probe sends plain before it judges
 	farStart       = 0.6      // a far stream's first sample ratio to start compressed at
+	// probeEvidence: a batch whose writes did not wait tells of the link
+	// (a bound on its cost; for a compressed one, a step toward the next
+	// probe) only if it put this much on the wire; less, the socket's and
+	// the channel's buffers took at once, whatever the link. (The small
+	// batches of a job's tail, split for balance, did not wait on a
+	// 200 Mbit/s link the streams shared: their probes sent 9 MB plain
+	// over it, 0.35 s, and they had the link take 170 MiB/s.)
+	probeEvidence = 1 << 20
 )
 
 // FarRTT is the round trip from which a path is far: its buffers hide the
@@ -158,7 +169,31 @@ type deflater struct {
 	sampleOut []byte // what it compressed to (buffers reused)
 	logf      func(format string, args ...any)
 	name      string
-	far       bool // the network round trip is FarRTT or more (Client.PathRTT)
+	far       bool       // the network round trip is FarRTT or more (Client.PathRTT)
+	share     *AutoShare // the job's other streams, or nil
+}
+
+// AutoShare is what the streams of one job tell each other under
+// --compress auto: a stream that joins while the others compress because
+// the link holds their writes back (one -j auto adds, one reconnected)
+// starts compressed, as over a far path, rather than measuring the link
+// anew with a plain batch. On the rig's 200 Mbit/s link the two streams
+// -j auto added 2 s in sent their first 16 MiB batches plain, 0.6 s each.
+type AutoShare struct {
+	linkBound atomic.Int64 // when a stream last sent compressed data that waited on the link (UnixNano)
+}
+
+// shareFresh is how recent the job's other streams' word must be.
+const shareFresh = 3 * time.Second
+
+// compressingOnSlowLink reports whether another stream of the job sent
+// compressed data that waited on the link within shareFresh.
+func (s *AutoShare) compressingOnSlowLink() bool {
+	if s == nil {
+		return false
+	}
+	t := s.linkBound.Load()
+	return t != 0 && time.Since(time.Unix(0, t)) < shareFresh
 }
 
 // auto's two levels (deflater.levels).
@@ -232,7 +267,10 @@ func (d *deflater) codec(src Source, m *wire.BatchManifest, need []bool) byte {
 		return wire.CodecNone
 	}
 	a := &d.auto
-	start := d.far && !a.seen // a far stream's first batch: see the package comment
+	// A far stream's first batch, or a late one's while the others compress
+	// on a slow link: see the package comment and AutoShare.
+	joined := !a.seen && !d.far && d.share.compressingOnSlowLink()
+	start := !a.seen && (d.far || joined)
 	if !a.on && !start && (!a.linkBound || a.busyHost) {
 		// The link keeps up, or this host's CPUs are busy: compression
 		// could only cost. (Two hosts sharing two cores, as on the test
@@ -252,7 +290,11 @@ func (d *deflater) codec(src Source, m *wire.BatchManifest, need []bool) byte {
 	if !a.on && start {
 		a.ratio.add(ratio)
 		a.on, a.probeIn, a.probeEvery = true, firstProbe, firstProbe
-		d.log("compression on: a far path, whose buffers hide the link's rate at first; a sample compresses to %.0f%%", 100*ratio)
+		if joined {
+			d.log("compression on: the job's other streams compress, the link holds their writes back; a sample compresses to %.0f%%", 100*ratio)
+		} else {
+			d.log("compression on: a far path, whose buffers hide the link's rate at first; a sample compresses to %.0f%%", 100*ratio)
+		}
 		return wire.CodecZstd
 	}
 	if !a.on {
@@ -348,15 +390,19 @@ func (d *deflater) observe(codec byte, in, out int64, wall, blocked time.Duratio
 		}
 		a.link.add(float64(wall) / float64(out))
 		a.linkMeasured = true
-	} else if bound := float64(wall) / float64(out); !d.far && (!a.link.ok || bound < a.link.v) {
-		// The link took at least this rate (over a far path, the
-		// buffers took it: no bound).
+	} else if bound := float64(wall) / float64(out); !d.far && out >= probeEvidence && (!a.link.ok || bound < a.link.v) {
+		// The link took at least this rate (over a far path, or for a
+		// batch smaller than the buffers, the buffers took it: no
+		// bound).
 		a.link = ewma{v: bound, ok: true}
 		a.linkMeasured = false
 	}
 	if codec == wire.CodecZstd {
 		a.pc.add(produce)
 		a.ratio.add(float64(out) / float64(in))
+		if a.linkBound && d.share != nil {
+			d.share.linkBound.Store(time.Now().UnixNano())
+		}
 	} else {
 		a.pu.add(produce)
 	}
@@ -380,7 +426,7 @@ func (d *deflater) observe(codec byte, in, out int64, wall, blocked time.Duratio
 		d.log("compression off: the link takes plain data as fast as the stream makes it (%s/s)", rateStr(a.pu.v))
 		return
 	}
-	if codec == wire.CodecZstd && !a.linkBound {
+	if codec == wire.CodecZstd && !a.linkBound && out >= probeEvidence {
 		a.probeIn--
 	}
 	tu, tc := a.costs(a.pc.v)

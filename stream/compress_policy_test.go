@@ -187,21 +187,17 @@ func TestAutoLevel(t *testing.T) {
 // start while this host's CPUs are busy (two hosts sharing two cores look
 // like a slow link whose far end is starved of CPU).
 func TestAutoPolicyBusyHost(t *testing.T) {
-	dir := t.TempDir()
-	text := strings.Repeat("GET /index.html 200 0.003s user=42 cache=hit\n", 2000)
-	os.WriteFile(filepath.Join(dir, "text"), []byte(text), 0o644)
-	m := &wire.BatchManifest{Entries: []sharder.Entry{{Path: "text", Kind: sharder.KindFile, Size: int64(len(text))}}}
-	need := []bool{true}
+	src, m, need := textBatch(t)
 	d := &deflater{cfg: Compression{Mode: CompressAuto}}
 	defer d.close()
 	const mib = 1 << 20
 	d.observe(wire.CodecNone, 16*mib, 16*mib, 20*time.Second, 19900*time.Millisecond, 0, 0)
 	d.auto.busyHost = true
-	if c := d.codec(Source{Root: dir}, m, need); c != wire.CodecNone || d.auto.on {
+	if c := d.codec(src, m, need); c != wire.CodecNone || d.auto.on {
 		t.Fatalf("busy host: codec %d, on %v", c, d.auto.on)
 	}
 	d.auto.busyHost = false
-	if c := d.codec(Source{Root: dir}, m, need); c != wire.CodecZstd || !d.auto.on {
+	if c := d.codec(src, m, need); c != wire.CodecZstd || !d.auto.on {
 		t.Fatalf("idle host: codec %d, on %v", c, d.auto.on)
 	}
 }
@@ -307,4 +303,89 @@ func TestCPUTimed(t *testing.T) {
 	if took <= 0 {
 		t.Errorf("30 ms of spinning took %v of CPU", took)
 	}
+}
+
+// TestAutoPolicyJoins: a stream that joins a job whose other streams
+// compress on a slow link (one -j auto adds) starts compressed; once their
+// word is stale, or in a job whose streams did not compress, it starts
+// plain, to measure the link itself.
+func TestAutoPolicyJoins(t *testing.T) {
+	src, m, need := textBatch(t)
+	var share AutoShare
+	var log strings.Builder
+	newD := func() *deflater {
+		d := &deflater{cfg: Compression{Mode: CompressAuto}, share: &share, name: "s", logf: func(f string, a ...any) { fmt.Fprintf(&log, f+"\n", a...) }}
+		t.Cleanup(d.close)
+		return d
+	}
+	const mib = 1 << 20
+	first := newD()
+	if c := newD().codec(src, m, need); c != wire.CodecNone {
+		t.Fatalf("a stream of a job that sent nothing yet: codec %d, want plain", c)
+	}
+	// The first stream compresses, and its writes wait on the link.
+	first.observe(wire.CodecNone, 16*mib, 16*mib, 20*time.Second, 19900*time.Millisecond, 0, 0)
+	if c := first.codec(src, m, need); c != wire.CodecZstd {
+		t.Fatalf("first stream on a slow link: codec %d", c)
+	}
+	// A compressed batch the link took at once says nothing yet.
+	first.observe(wire.CodecZstd, 16*mib, 6*mib, 100*time.Millisecond, 0, 0, 0)
+	if c := newD().codec(src, m, need); c != wire.CodecNone {
+		t.Fatalf("joined a job whose compressed batches did not wait: codec %d, want plain", c)
+	}
+	first.observe(wire.CodecZstd, 16*mib, 6*mib, time.Second, 900*time.Millisecond, 0, 0)
+	late := newD()
+	if c := late.codec(src, m, need); c != wire.CodecZstd || !late.auto.on {
+		t.Fatalf("joined a job compressing on a slow link: codec %d, on %v", c, late.auto.on)
+	}
+	if !strings.Contains(log.String(), "other streams compress") {
+		t.Errorf("log %q", log.String())
+	}
+	share.linkBound.Store(time.Now().Add(-2 * shareFresh).UnixNano())
+	if c := newD().codec(src, m, need); c != wire.CodecNone {
+		t.Fatalf("joined with the others' word stale: codec %d, want plain", c)
+	}
+}
+
+// TestAutoPolicySmallBatches: compressed batches too small to fill the
+// buffers (a job's tail, split for balance) neither bring a probe nor
+// count as a measure of the link: a link-bound stream stays compressed
+// through them; batches as small that fill them do bring the probe.
+func TestAutoPolicySmallBatches(t *testing.T) {
+	src, m, need := textBatch(t)
+	const kib = 1 << 10
+	d := &deflater{cfg: Compression{Mode: CompressAuto}}
+	defer d.close()
+	d.observe(wire.CodecNone, 16<<20, 16<<20, 20*time.Second, 19900*time.Millisecond, 0, 0)
+	if c := d.codec(src, m, need); c != wire.CodecZstd {
+		t.Fatalf("slow link: codec %d", c)
+	}
+	link := d.auto.link.v
+	for i := range 4 * lastProbe {
+		d.observe(wire.CodecZstd, 600*kib, 250*kib, 25*time.Millisecond, time.Millisecond, 0, 0)
+		if c := d.codec(src, m, need); c != wire.CodecZstd || !d.auto.on {
+			t.Fatalf("small batch %d: codec %d, on %v (a probe, or off)", i, c, d.auto.on)
+		}
+	}
+	if d.auto.link.v != link {
+		t.Errorf("small batches taken at once changed the link's cost from %.1f to %.1f ns/B", link, d.auto.link.v)
+	}
+	n := 0
+	for d.codec(src, m, need) == wire.CodecZstd {
+		d.observe(wire.CodecZstd, 6*probeEvidence, 2*probeEvidence, 25*time.Millisecond, time.Millisecond, 0, 0)
+		if n++; n > firstProbe+1 {
+			t.Fatal("no probe after batches that filled the buffers without waiting")
+		}
+	}
+}
+
+// textBatch writes a file of log text that compresses well into a new
+// directory, and returns its Source and a batch of it.
+func textBatch(t *testing.T) (Source, *wire.BatchManifest, []bool) {
+	dir := t.TempDir()
+	text := strings.Repeat("GET /index.html 200 0.003s user=42 cache=hit\n", 2000)
+	if err := os.WriteFile(filepath.Join(dir, "text"), []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return Source{Root: dir}, &wire.BatchManifest{Entries: []sharder.Entry{{Path: "text", Kind: sharder.KindFile, Size: int64(len(text))}}}, []bool{true}
 }

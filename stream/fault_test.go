@@ -31,6 +31,18 @@ type flaky struct {
 }
 
 func (f *flaky) Run(ctx context.Context, in <-chan *sharder.Batch, done func(stream.Result)) ([]*sharder.Batch, error) {
+	return runEach(ctx, f.Conn, in, done, func(b *sharder.Batch) error {
+		if f.n >= f.after || f.poison != nil && f.poison(b.ID) {
+			return io.ErrUnexpectedEOF
+		}
+		f.n++
+		return nil
+	})
+}
+
+// runEach runs c on the batches of in one at a time, calling before first
+// for each: an error from it stops the stream, that batch unacknowledged.
+func runEach(ctx context.Context, c stream.Conn, in <-chan *sharder.Batch, done func(stream.Result), before func(*sharder.Batch) error) ([]*sharder.Batch, error) {
 	for {
 		var b *sharder.Batch
 		select {
@@ -42,14 +54,13 @@ func (f *flaky) Run(ctx context.Context, in <-chan *sharder.Batch, done func(str
 			}
 			b = x
 		}
-		if f.n >= f.after || f.poison != nil && f.poison(b.ID) {
-			return []*sharder.Batch{b}, io.ErrUnexpectedEOF
+		if err := before(b); err != nil {
+			return []*sharder.Batch{b}, err
 		}
-		f.n++
 		one := make(chan *sharder.Batch, 1)
 		one <- b
 		close(one)
-		if _, err := f.Conn.Run(ctx, one, done); err != nil {
+		if _, err := c.Run(ctx, one, done); err != nil {
 			return nil, err
 		}
 	}

@@ -70,6 +70,12 @@ type Pool struct {
 	AddConn func(ctx context.Context, i int) (Conn, error)
 	// MaxConns bounds the streams Grow adds up to (0: no bound).
 	MaxConns int
+	// Opening, if positive, is the most a batch may weigh (see cost)
+	// among the first ones handed out (openingBatches): a stream's first
+	// batch is what --compress auto measures the link with, and it goes
+	// plain. On the rig's 200 Mbit/s link a whole first batch (16 MiB)
+	// took each stream 1.2 s plain before its compression came on.
+	Opening int64
 
 	resize    sync.Mutex // Grow and Retire, one at a time
 	grow      growable   // phase 1, for Grow (poolgrow.go)
@@ -595,6 +601,11 @@ func (p *Pool) closeStreams(ctx context.Context, conns []Conn) error {
 // finishing a whole batch while the others idle.
 const minSplitFiles = 16
 
+// openingBatches is how many batches per stream Pool.Opening bounds: a
+// stream takes up to four at once (Client.Run keeps manifests ahead), and
+// which of them a stream gets first is not known here.
+const openingBatches = 4
+
 // cost is a batch's weight for balancing: bytes plus a per-file overhead.
 func cost(b *sharder.Batch) int64 {
 	return b.Bytes + int64(len(b.Entries))*sharder.DefaultFileCost
@@ -778,6 +789,7 @@ func (p *Pool) dispatch(ctx context.Context, in <-chan *sharder.Batch, out chan<
 	defer close(out)
 	var q []*sharder.Batch
 	walkDone, sent := false, false
+	opened := 0 // batches handed out under Opening
 	for {
 		p.mu.Lock()
 		pending, live, k := p.pending, p.live, len(p.Conns) // Grow adds to Conns
@@ -802,6 +814,10 @@ func (p *Pool) dispatch(ctx context.Context, in <-chan *sharder.Batch, out chan<
 					q = append([]*sharder.Batch{a, b}, q[1:]...)
 				}
 			}
+			for opened < openingBatches*k && len(q[0].Entries) >= 2 && cost(q[0]) > p.Opening && p.Opening > 0 {
+				a, b := p.split(q[0])
+				q = append([]*sharder.Batch{a, b}, q[1:]...)
+			}
 			head, send = q[0], out
 		}
 		var recv <-chan *sharder.Batch
@@ -824,6 +840,7 @@ func (p *Pool) dispatch(ctx context.Context, in <-chan *sharder.Batch, out chan<
 			q = append(q, b)
 		case send <- head:
 			q = q[1:]
+			opened++
 			p.mu.Lock()
 			p.pending++
 			p.mu.Unlock()

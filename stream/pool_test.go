@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -463,4 +464,111 @@ func TestMoveSpilled(t *testing.T) {
 			treecmp.Equal(t, src, dst, treecmp.Options{Owner: os.Geteuid() == 0})
 		})
 	}
+}
+
+// takeOrder is a stream that applies batches one at a time, in the order
+// it takes them, and records that order and whether the walk was over
+// when it took each.
+type takeOrder struct {
+	stream.Conn
+	walkDone  *atomic.Bool
+	mu        sync.Mutex
+	taken     []*sharder.Batch
+	afterWalk []bool
+}
+
+func (o *takeOrder) Run(ctx context.Context, in <-chan *sharder.Batch, done func(stream.Result)) ([]*sharder.Batch, error) {
+	return runEach(ctx, o.Conn, in, done, func(b *sharder.Batch) error {
+		o.mu.Lock()
+		o.taken = append(o.taken, b)
+		o.afterWalk = append(o.afterWalk, o.walkDone.Load())
+		o.mu.Unlock()
+		return nil
+	})
+}
+
+func (o *takeOrder) count() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.taken)
+}
+
+// TestPoolOpening: with Pool.Opening, the first batches a stream takes are
+// cut down to that weight (so that --compress auto measures the link
+// early), and the ones after are whole again; every file lands.
+func TestPoolOpening(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	ctx := context.Background()
+	dir := tmpDir(t)
+	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+	if err := gentree.Small(src, 1000, 10, 4096); err != nil {
+		t.Fatal(err)
+	}
+	walked := make(chan *sharder.Batch, 100)
+	def := &stream.Deferred{}
+	if _, err := sharder.Run(ctx, src, sharder.Options{BatchFiles: 100, Deferred: def.Add}, walked); err != nil {
+		t.Fatal(err)
+	}
+	var originals []*sharder.Batch
+	for b := range walked {
+		originals = append(originals, b)
+	}
+	if len(originals) < 8 {
+		t.Fatalf("the walk made %d batches, want 100 files each", len(originals))
+	}
+	recv, err := extract.Open(dst, extract.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer recv.Close()
+	var walkDone atomic.Bool
+	order := &takeOrder{Conn: &stream.Local{Recv: recv, Src: stream.Source{Root: src}}, walkDone: &walkDone}
+	fileCost := int64(4096 + sharder.DefaultFileCost)
+	col := &collector{}
+	pool := &stream.Pool{Conns: []stream.Conn{order}, OnResult: col.add, Opening: 10 * fileCost}
+	in := make(chan *sharder.Batch)
+	go func() {
+		for _, b := range originals {
+			in <- b
+		}
+		// The walk ends once the stream is well past its opening.
+		for order.count() < 8 {
+			time.Sleep(time.Millisecond)
+		}
+		walkDone.Store(true)
+		close(in)
+	}()
+	if err := pool.Run(ctx, in, def); err != nil {
+		t.Fatal(err)
+	}
+	if errs := col.errors(); len(errs) > 0 {
+		t.Fatalf("errors: %q", errs)
+	}
+	whole := map[uint64]int{}
+	for _, b := range originals {
+		whole[b.ID] = len(b.Entries)
+	}
+	opening, wholeAfter := 0, 0
+	for i, b := range order.taken {
+		var c int64
+		for _, e := range b.Entries {
+			c += e.Size + sharder.DefaultFileCost
+		}
+		switch {
+		case i < 4:
+			if c > pool.Opening {
+				t.Errorf("batch %d taken: %d files, weight %d, over the opening's %d", i, len(b.Entries), c, pool.Opening)
+			}
+			opening++
+		case !order.afterWalk[i] && whole[b.ID] > 0:
+			if len(b.Entries) != whole[b.ID] {
+				t.Errorf("batch %d taken (id %d), after the opening and before the walk ended: %d files, want all %d", i, b.ID, len(b.Entries), whole[b.ID])
+			}
+			wholeAfter++
+		}
+	}
+	if opening < 4 || wholeAfter < 3 {
+		t.Errorf("%d batches taken in the opening, %d whole after it, want 4 and 3 or more", opening, wholeAfter)
+	}
+	treecmp.Equal(t, src, dst, treecmp.Options{Owner: os.Geteuid() == 0})
 }

@@ -26,8 +26,15 @@ func (j *job) configure(c *stream.Client) {
 	c.StallTimeout = j.flags.stallTimeout
 	c.NoIntegrity = j.flags.noVerifyTransfer
 	c.Compress = j.flags.compress.Compression
+	c.Share = &j.share
 	c.Logf = j.trace
 }
+
+// openingCost bounds the first batches of remote streams under --compress
+// auto (stream.Pool.Opening): with SSH's 2 MiB channel window, or a
+// socket's buffer, full, a 4 MiB batch's writes wait most of its time on
+// a slow link, which is what turns compression on.
+const openingCost = 4 << 20
 
 // compression describes what compression did, for the summary line
 // ("" if nothing went compressed).
@@ -40,4 +47,11 @@ func compression(m *metrics.Job) string {
 		return ""
 	}
 	return fmt.Sprintf("; compressed %s to %s (%.0f%%)", humanBytes(in), humanBytes(out), 100*float64(out)/float64(in))
+}
+
+// isClient reports whether c is a remote stream (the only kind that
+// compresses).
+func isClient(c stream.Conn) bool {
+	_, ok := c.(*stream.Client)
+	return ok
 }

@@ -327,8 +327,9 @@ type job struct {
 	stopWalk      context.CancelCauseFunc // ends the walk with a cause
 	free          atomic.Int64            // free space at DEST, 0 if unknown
 	spaceWarned   atomic.Bool
-	serveAddr     string // DEST is bulkmove://serveAddr/...
-	failed        int64  // entries that could not be moved
+	serveAddr     string           // DEST is bulkmove://serveAddr/...
+	share         stream.AutoShare // --compress auto: what the streams tell each other
+	failed        int64            // entries that could not be moved
 	walkErrs      int64
 	warnings      int64
 	start         time.Time
@@ -470,6 +471,9 @@ func (j *job) run(ctx context.Context) int {
 		OnPhase: func(name string) { j.trace("%s", name) }}
 	if j.flags.delete && plan.rename == "" {
 		pool.BeforeFinal = j.deletePass(plan, false)
+	}
+	if j.flags.compress.Mode == stream.CompressAuto && slices.ContainsFunc(conns, isClient) {
+		pool.Opening = openingCost // the first batches measure the link
 	}
 	pool.Retries, pool.ReconnectTimeout = j.flags.retries, j.flags.reconnectTimeout
 	if j.flags.reconnectTimeout > 0 {

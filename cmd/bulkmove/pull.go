@@ -69,7 +69,7 @@ func (j *job) connectHub(ctx context.Context, p plan) ([]stream.Conn, func(), er
 			}
 			return nil, nil, err
 		}
-		c.Compress = j.flags.compress.Compression
+		c.Compress, c.Share = j.flags.compress.Compression, &j.share
 		conns = append(conns, c)
 	}
 	return conns, func() {}, nil

@@ -179,7 +179,8 @@ type deflater struct {
 // the link holds their writes back (one -j auto adds, one reconnected)
 // starts compressed, as over a far path, rather than measuring the link
 // anew with a plain batch. On the rig's 200 Mbit/s link the two streams
-// -j auto added 2 s in sent their first 16 MiB batches plain, 0.6 s each.
+// -j auto added each sent a first 16 MiB batch plain, over a link that
+// four streams then shared.
 type AutoShare struct {
 	linkBound atomic.Int64 // when a stream last sent compressed data that waited on the link (UnixNano)
 }

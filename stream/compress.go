@@ -36,8 +36,9 @@ package stream
 // turns it off the same ways.
 // While off on a link that is not the bottleneck nothing is sampled:
 // compression could only cost there.
-// While on and CPU-bound, an occasional batch goes plain (a probe, ever
-// rarer) so that a link that got faster is noticed; the probe goes on
+// While on and CPU-bound (writes waited linkWaits of the time or less:
+// the link had room to spare), an occasional batch goes plain (a probe,
+// ever rarer) so that a link that got faster is noticed; the probe goes on
 // over the next batches until probeBytes have gone plain, and turns
 // compression off only if, over them all, the writes did not block: one
 // plain batch that the buffers took at once said nothing of the link (it
@@ -49,7 +50,8 @@ package stream
 //
 // auto compresses each sample at the library's fastest and default
 // levels, and the batch at the fastest unless that left the sample more
-// than 8% larger (fastEnough) or the link holds every write back: the
+// than 8% larger (fastEnough) or the link sets the pace
+// (autoPolicy.slowLink): the
 // fastest level entropy-codes no literals where it finds few matches, so
 // numbers, hex or log text without near repeats came out of it the size
 // they went in, which `zstd -1` halves (64 KiB of `seq` output: fastest
@@ -207,10 +209,9 @@ const (
 // fastEnough: auto compresses at the library's fastest level when a
 // sample comes out of it at most this much larger than at the default
 // level (or larger by at most 2% of the input, for data that compresses
-// very well) and the link does not hold every write back. On bench/gentree's
-// mixed tree, fastest made 0.418 of the input at 106 MB/s a core, default
-// 0.404 at 72 MB/s: over the rig's 200 Mbit/s link on two cores the
-// default level was the bottleneck (7.1 s; tar | zstd -1 | ssh 7.05 s).
+// very well) and the link does not set the pace (autoPolicy.slowLink). On
+// bench/gentree's mixed tree, fastest made 0.418 of the input at 106 MB/s
+// a core, default 0.404 at 72 MB/s.
 // Text without near repeats (numbers, hex) comes out of fastest whole
 // (see the package comment): it stays at default.
 const fastEnough = 1.08
@@ -336,10 +337,10 @@ func (d *deflater) trySample(src Source, m *wire.BatchManifest, need []bool) (ra
 		ratios[l] = float64(len(d.sampleOut)) / float64(len(in))
 		costs[l] = float64(took) / float64(len(in))
 	}
-	// Fastest, unless it leaves the data much larger, or the link holds
-	// every write back (then fewer bytes are what counts).
+	// Fastest, unless it leaves the data much larger, or the link sets
+	// the pace (then fewer bytes are what counts).
 	level := autoFastest
-	if ratios[autoFastest] > max(fastEnough*ratios[autoDefault], ratios[autoDefault]+0.02) || d.auto.linkBound && d.auto.blocked > 0.9 {
+	if ratios[autoFastest] > max(fastEnough*ratios[autoDefault], ratios[autoDefault]+0.02) || d.auto.slowLink {
 		level = autoDefault
 	}
 	if level != d.level && d.auto.on {
@@ -385,6 +386,20 @@ func (d *deflater) observe(codec byte, in, out int64, wall, blocked time.Duratio
 	}
 	a.blocked = float64(blocked) / float64(wall)
 	a.linkBound = linkBound(blocked, wall, recvWrite, recvCPU)
+	// Over a far path a stream's writes wait on its windows (a window
+	// a round trip) while the link has room: only writes that waited
+	// nearly all the time tell there that the link sets the pace.
+	waited := a.linkBound
+	switch {
+	case d.far:
+		a.slowLink = a.linkBound && a.blocked > 0.9
+	case a.linkBound:
+		a.slowLink = true
+	case !waitedOnLink(blocked, wall, recvWrite, recvCPU, linkWaits):
+		a.slowLink, waited = false, false
+	default:
+		waited = true
+	}
 	produce := float64(wall-blocked) / float64(in)
 	if a.linkBound {
 		if !a.linkMeasured {
@@ -428,7 +443,7 @@ func (d *deflater) observe(codec byte, in, out int64, wall, blocked time.Duratio
 		d.log("compression off: the link takes plain data as fast as the stream makes it (%s/s)", rateStr(a.pu.v))
 		return
 	}
-	if codec == wire.CodecZstd && !a.linkBound && out >= probeEvidence {
+	if codec == wire.CodecZstd && !waited && out >= probeEvidence {
 		a.probeIn--
 	}
 	tu, tc := a.costs(a.pc.v)
@@ -451,7 +466,17 @@ func (d *deflater) observe(codec byte, in, out int64, wall, blocked time.Duratio
 // core's worth of CPU, are not a slow link: compression would not help
 // them (it adds to the receiver's work).
 func linkBound(blocked, wall time.Duration, recvWrite, recvCPU float64) bool {
-	return float64(blocked) > 0.25*float64(wall) && recvWrite < 0.5 && recvCPU < 0.9
+	return waitedOnLink(blocked, wall, recvWrite, recvCPU, 0.25)
+}
+
+// linkWaits is the share of a batch's time its writes must wait on the
+// link to tell that the link has no room to spare (autoPolicy.slowLink).
+const linkWaits = 0.05
+
+// waitedOnLink says whether writes that waited blocked of wall waited on
+// the link for more than share of it.
+func waitedOnLink(blocked, wall time.Duration, recvWrite, recvCPU, share float64) bool {
+	return float64(blocked) > share*float64(wall) && recvWrite < 0.5 && recvCPU < 0.9
 }
 
 func (d *deflater) log(format string, args ...any) {
@@ -483,6 +508,16 @@ type autoPolicy struct {
 	on        bool
 	seen      bool // a batch was observed
 	linkBound bool // the last batch's writes waited on the link
+	// slowLink: the link, not this host's CPU, sets the stream's pace:
+	// set by a batch whose writes waited on it (linkBound), cleared by
+	// one whose writes waited linkWaits of the time or less. A stream
+	// between the two (at the default level its writes waited 5-25% of
+	// the time on the rig's 200 Mbit/s link, which the job's streams
+	// filled together) keeps its level and sends no probe: the link had
+	// no room for more compressed data, so none for plain data either.
+	// Over a far path: while the writes wait 90% of the time (see
+	// observe).
+	slowLink bool
 	busyHost  bool // this host's CPUs were hostcpu.Busy busy over the last batch (never under --bwlimit)
 	// linkMeasured: link holds what batches that waited on the link
 	// took, not a bound from one that did not wait.

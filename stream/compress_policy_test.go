@@ -175,7 +175,7 @@ func TestAutoLevel(t *testing.T) {
 		{"seq", seq.Len(), 0, autoDefault},
 		{"log", logs.Len(), 0.99, autoDefault},
 	} {
-		d.auto.linkBound, d.auto.blocked = c.blocked > 0, c.blocked
+		d.auto.slowLink = c.blocked > 0.25
 		m, need := batch(c.name, c.size)
 		if _, _, ok := d.trySample(src, m, need); !ok || d.level != c.want {
 			t.Errorf("%s, writes blocked %.0f%%: level %d (ok %v), want %d", c.name, 100*c.blocked, d.level, ok, c.want)
@@ -375,6 +375,43 @@ func TestAutoPolicySmallBatches(t *testing.T) {
 		d.observe(wire.CodecZstd, 6*probeEvidence, 2*probeEvidence, 25*time.Millisecond, time.Millisecond, 0, 0)
 		if n++; n > firstProbe+1 {
 			t.Fatal("no probe after batches that filled the buffers without waiting")
+		}
+	}
+}
+
+// TestAutoPolicyLinkFull: compressed batches whose writes wait on the
+// link a little (5-25% of the time: compressing and the link about as
+// fast, the link full) keep the default level and bring no plain probe;
+// batches whose writes do not wait go to the fastest level, then bring
+// the probe.
+func TestAutoPolicyLinkFull(t *testing.T) {
+	src, m, need := textBatch(t)
+	const mib = 1 << 20
+	d := &deflater{cfg: Compression{Mode: CompressAuto}}
+	defer d.close()
+	d.observe(wire.CodecNone, 16*mib, 16*mib, 20*time.Second, 19900*time.Millisecond, 0, 0)
+	if c := d.codec(src, m, need); c != wire.CodecZstd || d.level != autoDefault {
+		t.Fatalf("slow link: codec %d, level %d", c, d.level)
+	}
+	for i := range 4 * lastProbe {
+		d.observe(wire.CodecZstd, 16*mib, 6*mib, time.Second, 150*time.Millisecond, 0, 0)
+		if c := d.codec(src, m, need); c != wire.CodecZstd || d.level != autoDefault {
+			t.Fatalf("batch %d, writes waited 15%%: codec %d, level %d (a probe, or the fastest level)", i, c, d.level)
+		}
+	}
+	// The same waits on a receiver that uses a core are not the link's.
+	d.observe(wire.CodecZstd, 16*mib, 6*mib, time.Second, 150*time.Millisecond, 0, 1.0)
+	if c := d.codec(src, m, need); c != wire.CodecZstd || d.level != autoFastest {
+		t.Fatalf("receiver busy: codec %d, level %d, want the fastest level", c, d.level)
+	}
+	n := 0
+	for d.codec(src, m, need) == wire.CodecZstd {
+		if d.level != autoFastest {
+			t.Fatalf("writes that did not wait: level %d", d.level)
+		}
+		d.observe(wire.CodecZstd, 16*mib, 6*mib, time.Second, 20*time.Millisecond, 0, 0)
+		if n++; n > firstProbe+1 {
+			t.Fatal("no probe after batches whose writes did not wait")
 		}
 	}
 }

@@ -518,7 +518,7 @@ type autoPolicy struct {
 	// Over a far path: while the writes wait 90% of the time (see
 	// observe).
 	slowLink bool
-	busyHost  bool // this host's CPUs were hostcpu.Busy busy over the last batch (never under --bwlimit)
+	busyHost bool // this host's CPUs were hostcpu.Busy busy over the last batch (never under --bwlimit)
 	// linkMeasured: link holds what batches that waited on the link
 	// took, not a bound from one that did not wait.
 	linkMeasured bool

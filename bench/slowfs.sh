@@ -63,7 +63,7 @@ LOG=/tmp/$(basename "$SLOW").log
 "$SLOWFS" -delay "$DELAY" "$BACK" "$SLOW" >"$LOG" 2>&1 &
 SLOWPID=$!
 # (slowfs unmounts on SIGTERM, but stays when the mount is busy: then -9.)
-trap 'kill $SLOWPID 2>/dev/null; sleep 0.5; unmount; kill -9 $SLOWPID 2>/dev/null' EXIT
+trap 'kill $SLOWPID 2>/dev/null; sleep 0.5; unmount; kill -9 $SLOWPID 2>/dev/null || true' EXIT
 for _ in $(seq 50); do mountpoint -q "$SLOW" && break; sleep 0.1; done
 mountpoint -q "$SLOW" || die "slowfs did not mount (see $LOG)"
 

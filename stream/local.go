@@ -48,6 +48,19 @@ func (l *Local) Run(ctx context.Context, in <-chan *sharder.Batch, done func(Res
 			<-prev
 		}
 	}()
+	// finish commits a written batch and reports it once the one before
+	// it (before, if not nil) is out.
+	finish := func(r Result, commit func() *wire.BatchAck, before chan struct{}) {
+		r.Ack = commit()
+		if l.ctr != nil {
+			l.ctr.BytesSent.Add(r.Ack.Bytes)
+			l.ctr.FilesSent.Add(r.Ack.Files)
+		}
+		if before != nil {
+			<-before
+		}
+		done(r)
+	}
 	writing := make(chan struct{}, localOverlap)
 	for {
 		// A place to write in before a batch is taken: a batch waiting
@@ -66,17 +79,6 @@ func (l *Local) Run(ctx context.Context, in <-chan *sharder.Batch, done func(Res
 				return nil, nil
 			}
 			b = bb
-		}
-		finish := func(r Result, commit func() *wire.BatchAck, before chan struct{}) {
-			r.Ack = commit()
-			if l.ctr != nil {
-				l.ctr.BytesSent.Add(r.Ack.Bytes)
-				l.ctr.FilesSent.Add(r.Ack.Files)
-			}
-			if before != nil {
-				<-before
-			}
-			done(r)
 		}
 		if l.Recv.IOWidth() <= 1 && prev == nil {
 			r, commit := l.write(b, false)

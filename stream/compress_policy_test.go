@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/bulkmove/bulkmove/internal/ioconc"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/stream/wire"
 )
@@ -140,6 +143,61 @@ func TestSampleSpread(t *testing.T) {
 	}
 	if len(d.sample) != 0 || cap(d.sample) < sampleBytes {
 		t.Errorf("sample buffer not kept for reuse")
+	}
+}
+
+// TestSampleConcurrent: on a slow source the files of a batch's sample
+// are opened at once, not one after the other (on a 1 ms filesystem the
+// opens of one sample held each batch back 130-190 ms), and the sample
+// keeps the batch's order. Each file is a FIFO whose writer comes only
+// once the file after it is open: opened one at a time, the first open
+// would wait forever.
+func TestSampleConcurrent(t *testing.T) {
+	dir := t.TempDir()
+	const n = 8
+	m := &wire.BatchManifest{}
+	for i := range n {
+		name := fmt.Sprintf("f%d", i)
+		if err := unix.Mkfifo(filepath.Join(dir, name), 0o600); err != nil {
+			t.Skipf("mkfifo: %v", err)
+		}
+		m.Entries = append(m.Entries, sharder.Entry{Path: name, Kind: sharder.KindFile, Size: 4})
+	}
+	need := make([]bool, n)
+	for i := range need {
+		need[i] = true
+	}
+	writers := make(chan error, 1)
+	go func() {
+		for i := n - 1; i >= 0; i-- {
+			f, err := os.OpenFile(filepath.Join(dir, fmt.Sprintf("f%d", i)), os.O_WRONLY, 0)
+			if err != nil {
+				writers <- err
+				return
+			}
+			fmt.Fprintf(f, "<%d/>", i)
+			f.Close()
+		}
+		writers <- nil
+	}()
+	got := make(chan []byte, 1)
+	go func() { got <- Source{Root: dir, IO: ioconc.Fixed(n)}.sample(m, need, nil) }()
+	select {
+	case b := <-got:
+		if want := "<0/><1/><2/><3/><4/><5/><6/><7/>"; string(b) != want {
+			t.Errorf("sample %q, want %q (each file's first 4 bytes, in the batch's order)", b, want)
+		}
+		if err := <-writers; err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		// Unblock both sides before failing.
+		for i := range n {
+			if fd, err := unix.Open(filepath.Join(dir, fmt.Sprintf("f%d", i)), unix.O_RDWR|unix.O_NONBLOCK, 0); err == nil {
+				unix.Close(fd)
+			}
+		}
+		t.Fatal("the sample's files were opened one after the other: its first open waited for a writer that waited for its last")
 	}
 }
 

@@ -5,10 +5,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/bulkmove/bulkmove/internal/ioconc"
 	"github.com/bulkmove/bulkmove/sharder"
@@ -149,17 +149,16 @@ func TestSampleSpread(t *testing.T) {
 // TestSampleConcurrent: on a slow source the files of a batch's sample
 // are opened at once, not one after the other (on a 1 ms filesystem the
 // opens of one sample held each batch back 130-190 ms), and the sample
-// keeps the batch's order. Each file is a FIFO whose writer comes only
-// once the file after it is open: opened one at a time, the first open
-// would wait forever.
+// keeps the batch's order. Each open waits until all have begun: opened
+// one at a time, the first would wait for ever (here 10 s).
 func TestSampleConcurrent(t *testing.T) {
 	dir := t.TempDir()
 	const n = 8
 	m := &wire.BatchManifest{}
 	for i := range n {
 		name := fmt.Sprintf("f%d", i)
-		if err := unix.Mkfifo(filepath.Join(dir, name), 0o600); err != nil {
-			t.Skipf("mkfifo: %v", err)
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(fmt.Sprintf("<%d/>tail", i)), 0o644); err != nil {
+			t.Fatal(err)
 		}
 		m.Entries = append(m.Entries, sharder.Entry{Path: name, Kind: sharder.KindFile, Size: 4})
 	}
@@ -167,37 +166,32 @@ func TestSampleConcurrent(t *testing.T) {
 	for i := range need {
 		need[i] = true
 	}
-	writers := make(chan error, 1)
-	go func() {
-		for i := n - 1; i >= 0; i-- {
-			f, err := os.OpenFile(filepath.Join(dir, fmt.Sprintf("f%d", i)), os.O_WRONLY, 0)
-			if err != nil {
-				writers <- err
-				return
-			}
-			fmt.Fprintf(f, "<%d/>", i)
-			f.Close()
+	var mu sync.Mutex
+	begun := 0
+	all := make(chan struct{})
+	var waitedOut atomic.Bool
+	barrier := func(string) {
+		mu.Lock()
+		if begun++; begun == n {
+			close(all)
 		}
-		writers <- nil
-	}()
-	got := make(chan []byte, 1)
-	go func() { got <- Source{Root: dir, IO: ioconc.Fixed(n)}.sample(m, need, nil) }()
-	select {
-	case b := <-got:
-		if want := "<0/><1/><2/><3/><4/><5/><6/><7/>"; string(b) != want {
-			t.Errorf("sample %q, want %q (each file's first 4 bytes, in the batch's order)", b, want)
+		mu.Unlock()
+		if waitedOut.Load() {
+			return
 		}
-		if err := <-writers; err != nil {
-			t.Fatal(err)
+		select {
+		case <-all:
+		case <-time.After(10 * time.Second):
+			waitedOut.Store(true)
 		}
-	case <-time.After(10 * time.Second):
-		// Unblock both sides before failing.
-		for i := range n {
-			if fd, err := unix.Open(filepath.Join(dir, fmt.Sprintf("f%d", i)), unix.O_RDWR|unix.O_NONBLOCK, 0); err == nil {
-				unix.Close(fd)
-			}
-		}
-		t.Fatal("the sample's files were opened one after the other: its first open waited for a writer that waited for its last")
+	}
+	src := Source{Root: dir, IO: ioconc.Fixed(n)}.WithOpenHook(barrier)
+	got := src.sample(m, need, nil)
+	if waitedOut.Load() {
+		t.Error("the sample's files were opened one after the other")
+	}
+	if want := "<0/><1/><2/><3/><4/><5/><6/><7/>"; string(got) != want {
+		t.Errorf("sample %q, want %q (each file's first 4 bytes, in the batch's order)", got, want)
 	}
 }
 

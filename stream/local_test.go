@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,27 +20,38 @@ import (
 
 // TestLocalOverlap: on a slow destination (many operations at once) a
 // Local stream writes its next batch while a file of the one before is
-// still being written, and still reports the two in order. The first
-// batch's file is a FIFO, whose open waits until a writer comes.
+// still being written, and still reports the two in order. The open of
+// the first batch's file waits until the test releases it.
 func TestLocalOverlap(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	src, dst := t.TempDir(), t.TempDir()
-	if err := unix.Mkfifo(filepath.Join(src, "gate"), 0o644); err != nil {
-		t.Fatal(err)
+	files := map[string]string{"gate": "gee", "b": "bee"}
+	mtimes := map[string]int64{}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(src, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		st, err := os.Stat(filepath.Join(src, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		mtimes[name] = st.ModTime().UnixNano()
 	}
-	if err := os.WriteFile(filepath.Join(src, "b"), []byte("bee"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	st, err := os.Stat(filepath.Join(src, "b"))
-	if err != nil {
-		t.Fatal(err)
+	entry := func(name string) sharder.Entry {
+		return sharder.Entry{Path: name, Kind: sharder.KindFile, Mode: 0o644, Size: int64(len(files[name])), MTime: mtimes[name]}
 	}
 	recv, err := extract.Open(dst, extract.Options{IOConcurrency: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer recv.Close()
-	l := &stream.Local{Recv: recv, Src: stream.Source{Root: src}}
+	gate := make(chan struct{})
+	hold := func(p string) {
+		if p == "gate" {
+			<-gate
+		}
+	}
+	l := &stream.Local{Recv: recv, Src: stream.Source{Root: src}.WithOpenHook(hold)}
 
 	in := make(chan *sharder.Batch)
 	var mu sync.Mutex
@@ -54,13 +66,8 @@ func TestLocalOverlap(t *testing.T) {
 		_, err := l.Run(context.Background(), in, done)
 		errc <- err
 	}()
-	// release opens the FIFO's other end: batch 1 then reads it (and
-	// reports it as no longer a regular file). end ends the stream.
-	release := sync.OnceFunc(func() {
-		if w, err := os.OpenFile(filepath.Join(src, "gate"), os.O_WRONLY, 0); err == nil {
-			w.Close()
-		}
-	})
+	// release lets batch 1 open its file. end ends the stream.
+	release := sync.OnceFunc(func() { close(gate) })
 	end := sync.OnceValue(func() error {
 		release()
 		close(in)
@@ -68,13 +75,13 @@ func TestLocalOverlap(t *testing.T) {
 	})
 	defer end()
 
-	in <- &sharder.Batch{ID: 1, Entries: []sharder.Entry{{Path: "gate", Kind: sharder.KindFile, Mode: 0o644}}}
-	b := &sharder.Batch{ID: 2, Entries: []sharder.Entry{{Path: "b", Kind: sharder.KindFile, Mode: 0o644, Size: 3, MTime: st.ModTime().UnixNano()}}}
+	in <- &sharder.Batch{ID: 1, Entries: []sharder.Entry{entry("gate")}}
+	b := &sharder.Batch{ID: 2, Entries: []sharder.Entry{entry("b")}}
 	select {
 	case in <- b:
 	case <-time.After(10 * time.Second):
 		// The stream takes no batch while batch 1 is being written: it
-		// takes batch 2 once the FIFO's writer came.
+		// takes batch 2 once batch 1's file is opened.
 		release()
 		in <- b
 		t.Fatal("the stream took no second batch while batch 1 waited for its file")
@@ -99,7 +106,68 @@ func TestLocalOverlap(t *testing.T) {
 	if !slices.Equal(order, []uint64{1, 2}) {
 		t.Errorf("results in order %v, want [1 2]", order)
 	}
-	if b, err := os.ReadFile(filepath.Join(dst, "b")); err != nil || string(b) != "bee" {
-		t.Errorf("b: %q, %v", b, err)
+	for name, data := range files {
+		if b, err := os.ReadFile(filepath.Join(dst, name)); err != nil || string(b) != data {
+			t.Errorf("%s: %q, %v; want %q", name, b, err, data)
+		}
+	}
+}
+
+// TestLocalSourceBecameFIFO: a file the walk saw regular that is a FIFO
+// by the time it is read is reported as changed, at once: its open does
+// not wait for a writer (which may never come).
+func TestLocalSourceBecameFIFO(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	src, dst := t.TempDir(), t.TempDir()
+	fifo := filepath.Join(src, "f")
+	if err := unix.Mkfifo(fifo, 0o644); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	recv, err := extract.Open(dst, extract.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer recv.Close()
+	l := &stream.Local{Recv: recv, Src: stream.Source{Root: src}}
+	in := make(chan *sharder.Batch, 1)
+	in <- &sharder.Batch{ID: 1, Entries: []sharder.Entry{{Path: "f", Kind: sharder.KindFile, Mode: 0o644, Size: 3, MTime: 1}}}
+	close(in)
+	results := make(chan stream.Result, 1)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := l.Run(context.Background(), in, func(r stream.Result) { results <- r })
+		errc <- err
+	}()
+	select {
+	case err := <-errc:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		// A writer that comes and goes: the open waiting for one
+		// returns, and the read finds the end.
+		if fd, err := unix.Open(fifo, unix.O_RDWR|unix.O_NONBLOCK, 0); err == nil {
+			unix.Close(fd)
+		}
+		<-errc
+		t.Fatal("the stream waited for a writer of a FIFO that replaced a file")
+	}
+	r := <-results
+	var msgs []string
+	for _, e := range r.SrcErrors {
+		msgs = append(msgs, e.Err.Error())
+	}
+	if r.Ack != nil {
+		for _, e := range r.Ack.Errors {
+			msgs = append(msgs, e.Msg)
+		}
+	}
+	if !slices.ContainsFunc(msgs, func(m string) bool {
+		return strings.Contains(m, "no longer a regular file") && strings.Contains(m, "f")
+	}) {
+		t.Errorf("errors %q, want the file reported as no longer a regular file", msgs)
+	}
+	if _, err := os.Lstat(filepath.Join(dst, "f")); err == nil {
+		t.Errorf("f landed")
 	}
 }

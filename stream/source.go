@@ -39,6 +39,10 @@ type Source struct {
 	// Xattrs, ACLs and Sparse send extended attributes (-X), ACLs (-A)
 	// and sparse files as their data extents (--sparse): see extras.go.
 	Xattrs, ACLs, Sparse bool
+
+	// openHook, if set, is called with each file's path before it is
+	// opened: how tests hold an open back (see export_test.go).
+	openHook func(path string)
 }
 
 // File is an open source file: a bare descriptor, read with read(2) or
@@ -198,7 +202,13 @@ func (c *dirCache) close() {
 	}
 }
 
-const openFlags = unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_CLOEXEC | unix.O_NOATIME
+// openFlags open a source file. O_NONBLOCK, as GNU tar does: a file the
+// walk saw regular that is a FIFO by the time it is opened would
+// otherwise hold its stream until a writer came, for ever if none does;
+// so opened, it reads as empty and Recheck reports it changed. On a
+// regular file O_NONBLOCK changes nothing but the wait for another's
+// lease (a Samba oplock), for which OpenIn opens again without it.
+const openFlags = unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_CLOEXEC | unix.O_NOATIME | unix.O_NONBLOCK
 
 // Open opens entry e for reading. Whether it is still the file the walk
 // saw is for Recheck to say, after the data is read.
@@ -236,11 +246,19 @@ func (s Source) OpenIn(d *Dirs, e *sharder.Entry) (*File, error) {
 	default:
 		name = f.Name()
 	}
+	if s.openHook != nil {
+		s.openHook(e.Path)
+	}
 	start := time.Now()
-	fd, err := unix.Openat(dirfd, name, openFlags, 0)
+	flags := openFlags
+	fd, err := unix.Openat(dirfd, name, flags, 0)
 	s.IO.Since(start)
 	if err == unix.EPERM { // O_NOATIME needs ownership
-		fd, err = unix.Openat(dirfd, name, openFlags&^unix.O_NOATIME, 0)
+		flags &^= unix.O_NOATIME
+		fd, err = unix.Openat(dirfd, name, flags, 0)
+	}
+	if err == unix.EAGAIN { // another's lease: wait for its break
+		fd, err = unix.Openat(dirfd, name, flags&^unix.O_NONBLOCK, 0)
 	}
 	if err != nil {
 		if err == unix.ENOENT {

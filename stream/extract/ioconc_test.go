@@ -106,3 +106,33 @@ func TestConcurrentReceiver(t *testing.T) {
 		})
 	}
 }
+
+// TestFinalDirsMadeBeforeMeta: a final batch's directories are all made
+// (an empty directory exists only there) before any gets its mode and
+// mtime, so that making one never moves its parent's mtime, even listed
+// after it; on a slow filesystem they are applied at once rather than one
+// depth at a time.
+func TestFinalDirsMadeBeforeMeta(t *testing.T) {
+	for _, width := range []int{1, 16} {
+		t.Run(fmt.Sprintf("io=%d", width), func(t *testing.T) {
+			s := newSandbox(t)
+			r := s.open(t, extract.Options{IOConcurrency: width})
+			// Shallowest first: each directory's child is made after it.
+			var dirs []sharder.Entry
+			p := ""
+			for d := range 6 {
+				p = strings.TrimPrefix(p+"/e"+fmt.Sprint(d), "/")
+				e := dirE(p, []fs.FileMode{0o755, 0o750, 0o700}[d%3])
+				e.MTime = mtime + int64(d)*1_000_000_007
+				dirs = append(dirs, e)
+			}
+			ack := mustReceive(t, r, &wire.BatchManifest{ID: 1, Flags: wire.FlagFinal, Entries: dirs}, nil)
+			if ack.Files != int64(len(dirs)) || len(ack.Errors) != 0 {
+				t.Fatalf("ack: %d applied, errors %v", ack.Files, ack.Errors)
+			}
+			for _, d := range dirs {
+				checkDir(t, s.root, d)
+			}
+		})
+	}
+}

@@ -1446,18 +1446,32 @@ func (t *Txn) dirInPlace(fd int, e *sharder.Entry) bool {
 }
 
 func (t *Txn) applyDir(i int, e *sharder.Entry) {
+	if f := t.openDirEntry(i, e); f != nil {
+		t.setDirMeta(i, e, f)
+		f.Close()
+	}
+}
+
+// openDirEntry makes directory entry i, e, if it is missing, and opens
+// it; nil if either fails (recorded against the entry).
+func (t *Txn) openDirEntry(i int, e *sharder.Entry) *os.File {
 	if e.Path != "." {
 		if err := t.r.mkdirAll(e.Path); err != nil {
 			t.failErr(i, "create directory", e.Path, err)
-			return
+			return nil
 		}
 	}
 	f, err := t.r.openDir(e.Path, syscall.O_NOFOLLOW)
 	if err != nil {
 		t.failErr(i, "open directory", e.Path, err)
-		return
+		return nil
 	}
-	defer f.Close()
+	return f
+}
+
+// setDirMeta gives directory entry i, e, open as f, its owner, mode,
+// mtime and extended attributes.
+func (t *Txn) setDirMeta(i int, e *sharder.Entry, f *os.File) {
 	// One this receiver made is not in place (it has the mode and time of
 	// its making): no need to look.
 	if e.Path != "." && t.r.made(e.Path) || !t.dirInPlace(int(f.Fd()), e) {

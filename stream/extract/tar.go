@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -114,10 +115,8 @@ func (t *Txn) ExtractTar(id uint64, r io.Reader, need []bool) error {
 
 // ApplyFinal applies every entry of a final batch in order; on a slow
 // filesystem, runs of entries that do not depend on each other at once:
-// symlinks (nothing is created inside them), and
-// directories of one depth (none holds another, and the sender sends the
-// deeper ones first, so every directory's mtime is still set after all that
-// is created inside it).
+// symlinks (nothing is created inside them), and the directories (see
+// applyDirs).
 func (t *Txn) ApplyFinal() {
 	// All data is in: the staging directories go, while the rest of the
 	// batch is applied (on a slow filesystem, an rmdir each under one
@@ -133,10 +132,18 @@ func (t *Txn) ApplyFinal() {
 	width := t.r.io.Width()
 	for i := 0; i < len(t.entries); {
 		j := i + 1
+		if isDirBelow(&t.entries[i]) {
+			for j < len(t.entries) && isDirBelow(&t.entries[j]) {
+				j++
+			}
+			t.applyDirs(i, j, width)
+			i = j
+			continue
+		}
 		if width > 1 && t.entries[i].Kind == sharder.KindHardlink {
 			j = independentLinks(t.entries, i)
 		}
-		for j < len(t.entries) && width > 1 && independent(&t.entries[i], &t.entries[j]) {
+		for j < len(t.entries) && width > 1 && t.entries[i].Kind == sharder.KindSymlink && t.entries[j].Kind == sharder.KindSymlink {
 			j++
 		}
 		if t.entries[i].Path == "." {
@@ -147,18 +154,45 @@ func (t *Txn) ApplyFinal() {
 	}
 }
 
-// independent reports whether a and b of a final batch may be applied in
-// either order.
-func independent(a, b *sharder.Entry) bool {
-	switch {
-	case a.Kind != b.Kind:
-		return false
-	case a.Kind == sharder.KindSymlink:
-		return true
-	case a.Kind == sharder.KindDir:
-		return a.Path != "." && b.Path != "." && strings.Count(a.Path, "/") == strings.Count(b.Path, "/")
+// isDirBelow reports whether e is a directory other than the root.
+func isDirBelow(e *sharder.Entry) bool { return e.Kind == sharder.KindDir && e.Path != "." }
+
+// dirChunk is how many directories of a final batch applyDirs holds open
+// at once.
+const dirChunk = 256
+
+// applyDirs applies the directories entries[i:j] of a final batch (not the
+// root), dirChunk at a time: every directory of a chunk made if missing
+// and opened, then every one's owner, mode, mtime and extended attributes
+// set through its descriptor, as many at once as the filesystem allows.
+// Nothing is created in a directory after its mtime is set: the chunk's
+// directories are all made before any gets its metadata, and the sender
+// sends the deeper ones first, so a directory's subdirectories are in its
+// chunk or an earlier one. Nor does a mode set early shut the way to what
+// is below (a directory without search permission): the chunk's
+// directories are opened before any gets its mode. Applied one depth at a
+// time, each waiting for the one below, a tree of 98 directories 12 deep
+// on the rig's 1 ms slowfs took 0.26-0.28 s: opening a directory 12 deep
+// looks up each of its 12 names.
+func (t *Txn) applyDirs(i, j, width int) {
+	for c := i; c < j; c += dirChunk {
+		n := min(dirChunk, j-c)
+		fds := make([]*os.File, n)
+		ioconc.ForEach(n, width, func(_, k int) {
+			e := &t.entries[c+k]
+			if err := CheckName(e.Path, e.Kind); err != nil {
+				t.fail(c+k, wire.CodeInvalid, fmt.Errorf("refusing %q: %v", e.Path, err))
+				return
+			}
+			fds[k] = t.openDirEntry(c+k, e)
+		})
+		ioconc.ForEach(n, width, func(_, k int) {
+			if f := fds[k]; f != nil {
+				t.setDirMeta(c+k, &t.entries[c+k], f)
+				f.Close()
+			}
+		})
 	}
-	return false // hard links: see independentLinks
 }
 
 // independentLinks returns the end of the run of hard links from entries[i]

@@ -99,6 +99,11 @@ func (h *Hub) release() {
 // Serve runs one session of the hub: see the package function Serve.
 func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 	root, version := h.Root, h.Version
+	// Told to stop (the agent got SIGTERM), a session waiting on its sender
+	// ends: its connection is closed under the read.
+	if c, ok := r.(io.Closer); ok {
+		defer context.AfterFunc(ctx, func() { c.Close() })()
+	}
 	br := bufio.NewReaderSize(r, 256<<10)
 	bw := bufio.NewWriterSize(w, 64<<10)
 	fail := func(e error) error {
@@ -172,6 +177,9 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 		}
 		typ, p, err := wire.ReadFrame(br)
 		if err != nil {
+			if ctx.Err() != nil {
+				return fail(fmt.Errorf("agent: stopped: %w", ctx.Err()))
+			}
 			if errors.Is(err, io.EOF) {
 				return fmt.Errorf("agent: the sender closed the connection before the end")
 			}

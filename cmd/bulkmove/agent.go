@@ -71,6 +71,7 @@ func runAgent(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	nice.apply(stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	stdin = interruptible(ctx, stdin)
 	var m metrics.Receiver
 	if err := serveReceiverMetrics(ctx, &m, *metricsAddr, "agent", stderr); err != nil {
 		return exitUsage
@@ -103,6 +104,22 @@ func runAgent(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitFatal
 	}
 	return exitOK
+}
+
+// interruptible returns r, read by a goroutine of its own, so that a read
+// waiting on it ends once ctx is done (SIGTERM or SIGINT): a read of a
+// pipe from sshd cannot be cut otherwise, and an agent whose sender went
+// quiet outlived a kill until its session closed. The stream then fails
+// (its batch in flight is aborted, leaving nothing) and the agent exits.
+func interruptible(ctx context.Context, r io.Reader) io.Reader {
+	pr, pw := io.Pipe()
+	go func() {
+		// Not io.Copy: *os.File's WriteTo would read 32 KiB at a time.
+		_, err := io.CopyBuffer(pw, struct{ io.Reader }{r}, make([]byte, 256<<10))
+		pw.CloseWithError(err) // nil: EOF
+	}()
+	context.AfterFunc(ctx, func() { pr.Close() })
+	return pr
 }
 
 // serveHub serves the job whose first stream is stdin/stdout, and the
@@ -285,6 +302,7 @@ func (d *hubd) serve(j *hubJob, r io.Reader, w io.Writer, c io.Closer) bool {
 func (d *hubd) run(j *hubJob, r io.Reader, w io.Writer, c io.Closer) {
 	defer d.end(j)
 	defer c.Close()
+	defer context.AfterFunc(d.ctx, func() { c.Close() })() // stopped: see interruptible
 	if err := j.hub.Serve(d.ctx, r, w); err != nil {
 		d.mu.Lock()
 		if j.err == nil {

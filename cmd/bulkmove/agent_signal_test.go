@@ -1,0 +1,80 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestAgentStopsOnSignal: an agent told to stop (SIGTERM, as an admin's
+// kill or a host's shutdown sends) ends at once, though its sender keeps
+// the session open and sends nothing: its stdin stream, a stream joined on
+// its socket, and (with a data plane) its wait for the session's end all
+// give way, and its socket's directory is removed. It used to run on until
+// the session closed.
+func TestAgentStopsOnSignal(t *testing.T) {
+	bin := binary(t)
+	for _, mode := range []string{"ssh", "tls"} {
+		t.Run(mode, func(t *testing.T) {
+			args := []string{"agent", "--hub", "2", "--", t.TempDir()}
+			if mode == "tls" {
+				args = []string{"agent", "--hub", "2", "--data", "tls", "--", t.TempDir()}
+			}
+			cmd := exec.Command(bin, args...)
+			stdin, err := cmd.StdinPipe() // held open, silent: a sender that went quiet
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer stdin.Close()
+			stdout, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer cmd.Process.Kill()
+			banner, err := bufio.NewReader(stdout).ReadString('\n')
+			if err != nil {
+				t.Fatalf("banner: %v (%s)", err, stderr.String())
+			}
+			f := strings.Fields(banner)
+			if len(f) < 4 || f[0] != "BULKMOVE-HUB" {
+				t.Fatalf("banner %q", banner)
+			}
+			sock, job := f[1], strings.TrimPrefix(f[3], "job=")
+			if mode == "ssh" {
+				// The second stream joins on the socket, and says nothing.
+				c, err := net.Dial("unix", sock)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				fmt.Fprintf(c, "JOIN %s\n", job)
+				time.Sleep(100 * time.Millisecond) // served: its hello awaited
+			}
+			if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("the agent still runs 10 s after SIGTERM (stderr: %s)", stderr.String())
+			}
+			if _, err := os.Stat(filepath.Dir(sock)); !os.IsNotExist(err) {
+				t.Errorf("the agent's socket directory %s is left: %v", filepath.Dir(sock), err)
+			}
+		})
+	}
+}

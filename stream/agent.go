@@ -178,7 +178,7 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 		typ, p, err := wire.ReadFrame(br)
 		if err != nil {
 			if ctx.Err() != nil {
-				return fail(fmt.Errorf("agent: stopped: %w", ctx.Err()))
+				return fail(stopped(ctx))
 			}
 			if errors.Is(err, io.EOF) {
 				return fmt.Errorf("agent: the sender closed the connection before the end")
@@ -249,6 +249,9 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 				}
 			}
 			if err != nil {
+				if ctx.Err() != nil {
+					return fail(stopped(ctx))
+				}
 				return fail(err)
 			}
 			txn, txnID = t, id
@@ -345,6 +348,12 @@ func cpuNanos() int64 {
 		return 0
 	}
 	return ru.Utime.Nano() + ru.Stime.Nano()
+}
+
+// stopped is a session's error once the agent was told to stop: its
+// connection was closed under it.
+func stopped(ctx context.Context) error {
+	return fmt.Errorf("agent: stopped (%v)", context.Cause(ctx))
 }
 
 // outFrame is one frame to send.

@@ -100,6 +100,9 @@ func runAgent(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = hub.Serve(ctx, stdin, stdout)
 	}
 	if err != nil {
+		if ctx.Err() != nil { // its streams were cut under their reads
+			err = fmt.Errorf("agent: stopped (%v)", context.Cause(ctx))
+		}
 		errorf(stderr, "%v", err)
 		return exitFatal
 	}

@@ -17,8 +17,8 @@ import (
 // kill or a host's shutdown sends) ends at once, though its sender keeps
 // the session open and sends nothing: its stdin stream, a stream joined on
 // its socket, and (with a data plane) its wait for the session's end all
-// give way, and its socket's directory is removed. It used to run on until
-// the session closed.
+// give way, it says why, and its socket's directory is removed. It used to
+// run on until the session closed.
 func TestAgentStopsOnSignal(t *testing.T) {
 	bin := binary(t)
 	for _, mode := range []string{"ssh", "tls"} {
@@ -71,6 +71,9 @@ func TestAgentStopsOnSignal(t *testing.T) {
 			case <-done:
 			case <-time.After(10 * time.Second):
 				t.Fatalf("the agent still runs 10 s after SIGTERM (stderr: %s)", stderr.String())
+			}
+			if !strings.Contains(stderr.String(), "agent: stopped (terminated signal received)") {
+				t.Errorf("stderr %q, want it to say the agent was stopped", stderr.String())
 			}
 			if _, err := os.Stat(filepath.Dir(sock)); !os.IsNotExist(err) {
 				t.Errorf("the agent's socket directory %s is left: %v", filepath.Dir(sock), err)

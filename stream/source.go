@@ -289,13 +289,27 @@ func (s Source) same(f *File, e *sharder.Entry, when string) error {
 		return fmt.Errorf("stat %s: %w", f.Name(), err)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return fmt.Errorf("read %s: %w: no longer a regular file", f.Name(), ErrChanged)
+		return notRegularErr(f)
 	}
 	if st.Size != e.Size || st.Mtim.Nano() != e.MTime {
 		return fmt.Errorf("read %s: %w %s (size %d, was %d; mtime %s, was %s)", f.Name(), ErrChanged, when,
 			st.Size, e.Size, time.Unix(0, st.Mtim.Nano()).Format(time.RFC3339Nano), e.ModTime().Format(time.RFC3339Nano))
 	}
 	return nil
+}
+
+// notRegular reports, as an ErrChanged, that f is no longer a regular
+// file (a FIFO took its name since the walk), or nil.
+func (f *File) notRegular() error {
+	var st unix.Stat_t
+	if unix.Fstat(f.fd, &st) == nil && st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return notRegularErr(f)
+	}
+	return nil
+}
+
+func notRegularErr(f *File) error {
+	return fmt.Errorf("read %s: %w: no longer a regular file", f.Name(), ErrChanged)
 }
 
 func unwrapPath(err error) error {
@@ -402,6 +416,9 @@ func (s Source) writeTar(w io.Writer, b *wire.BatchManifest, need []bool, ctr *C
 				return nil, nil, nil, err
 			}
 			why := src.err
+			if why == nil {
+				why = f.notRegular()
+			}
 			if why == nil {
 				why = fmt.Errorf("read %s: %w while being read (shrank to %d bytes)", f.Name(), ErrChanged, n)
 			}

@@ -5,11 +5,14 @@ import (
 	"bytes"
 	"io"
 	"io/fs"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/bulkmove/bulkmove/sharder"
+	"github.com/bulkmove/bulkmove/stream/wire"
 )
 
 // TestFastHeaderMatchesArchiveTar: the fast USTAR encoder writes the very
@@ -66,5 +69,41 @@ func TestFastHeaderMatchesArchiveTar(t *testing.T) {
 	}
 	if _, err := tr.Next(); err != io.EOF {
 		t.Errorf("after the last entry: %v, want EOF", err)
+	}
+}
+
+// TestWriteTarSourceBecameFIFO: over the wire too, a file the walk saw
+// regular that is a FIFO when read goes as zeros, withdrawn, and is
+// reported as no longer a regular file, at once.
+func TestWriteTarSourceBecameFIFO(t *testing.T) {
+	src := t.TempDir()
+	if err := syscall.Mkfifo(filepath.Join(src, "f"), 0o644); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	m := &wire.BatchManifest{ID: 1, Entries: []sharder.Entry{{Path: "f", Kind: sharder.KindFile, Mode: 0o644, Size: 3, MTime: 1, Nlink: 1}}}
+	type result struct {
+		discards []wire.Discard
+		failed   []SourceError
+		err      error
+	}
+	done := make(chan result, 1)
+	go func() {
+		d, f, _, err := Source{Root: src}.writeTar(io.Discard, m, []bool{true}, nil, true)
+		done <- result{d, f, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		if len(r.discards) != 1 || len(r.failed) != 1 || !strings.Contains(r.failed[0].Err.Error(), "no longer a regular file") {
+			t.Errorf("discards %v, failed %v: want f withdrawn as no longer a regular file", r.discards, r.failed)
+		}
+	case <-time.After(10 * time.Second):
+		if fd, err := syscall.Open(filepath.Join(src, "f"), syscall.O_RDWR|syscall.O_NONBLOCK, 0); err == nil {
+			syscall.Close(fd)
+		}
+		<-done
+		t.Fatal("writeTar waited for a writer of a FIFO that replaced a file")
 	}
 }

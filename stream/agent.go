@@ -178,7 +178,7 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 		typ, p, err := wire.ReadFrame(br)
 		if err != nil {
 			if ctx.Err() != nil {
-				return fail(stopped(ctx))
+				return fail(Stopped(ctx))
 			}
 			if errors.Is(err, io.EOF) {
 				return fmt.Errorf("agent: the sender closed the connection before the end")
@@ -250,7 +250,7 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 			}
 			if err != nil {
 				if ctx.Err() != nil {
-					return fail(stopped(ctx))
+					return fail(Stopped(ctx))
 				}
 				return fail(err)
 			}
@@ -350,9 +350,9 @@ func cpuNanos() int64 {
 	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
-// stopped is a session's error once the agent was told to stop: its
-// connection was closed under it.
-func stopped(ctx context.Context) error {
+// Stopped is a session's error, and the agent's, once the agent was told
+// to stop (ctx is done): its connections were closed under their reads.
+func Stopped(ctx context.Context) error {
 	return fmt.Errorf("agent: stopped (%v)", context.Cause(ctx))
 }
 

@@ -101,7 +101,7 @@ func runAgent(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	if err != nil {
 		if ctx.Err() != nil { // its streams were cut under their reads
-			err = fmt.Errorf("agent: stopped (%v)", context.Cause(ctx))
+			err = stream.Stopped(ctx)
 		}
 		errorf(stderr, "%v", err)
 		return exitFatal

@@ -953,8 +953,7 @@ func (t *Txn) WriteThen(i int, src io.Reader, placeNow func() bool) error {
 	e := &t.entries[i]
 	src, x := fileData(src) // a sparse map, extended attributes
 	want := x.dataSize(e.Size)
-	if err := CheckName(e.Path, e.Kind); err != nil {
-		t.fail(i, wire.CodeInvalid, fmt.Errorf("refusing %q: %v", e.Path, err))
+	if err := t.checkName(i); err != nil {
 		return err
 	}
 	if e.Kind != sharder.KindFile {
@@ -1412,14 +1411,24 @@ func Code(err error) int {
 	return wire.CodeOther
 }
 
+// checkName refuses entry i, recording why, if its name may not be
+// written (see CheckName).
+func (t *Txn) checkName(i int) error {
+	e := &t.entries[i]
+	err := CheckName(e.Path, e.Kind)
+	if err != nil {
+		t.fail(i, wire.CodeInvalid, fmt.Errorf("refusing %q: %v", e.Path, err))
+	}
+	return err
+}
+
 // Apply installs entry i of a final batch: a directory (created, then
 // owner, mode and mtime applied), a symlink or a hard link. The sender
 // sends symlinks before directories and directories deepest first, so a
 // directory's mtime is set after everything inside it.
 func (t *Txn) Apply(i int) {
 	e := &t.entries[i]
-	if err := CheckName(e.Path, e.Kind); err != nil {
-		t.fail(i, wire.CodeInvalid, fmt.Errorf("refusing %q: %v", e.Path, err))
+	if t.checkName(i) != nil {
 		return
 	}
 	switch e.Kind {

@@ -179,12 +179,9 @@ func (t *Txn) applyDirs(i, j, width int) {
 		n := min(dirChunk, j-c)
 		fds := make([]*os.File, n)
 		ioconc.ForEach(n, width, func(_, k int) {
-			e := &t.entries[c+k]
-			if err := CheckName(e.Path, e.Kind); err != nil {
-				t.fail(c+k, wire.CodeInvalid, fmt.Errorf("refusing %q: %v", e.Path, err))
-				return
+			if t.checkName(c+k) == nil {
+				fds[k] = t.openDirEntry(c+k, &t.entries[c+k])
 			}
-			fds[k] = t.openDirEntry(c+k, e)
 		})
 		ioconc.ForEach(n, width, func(_, k int) {
 			if f := fds[k]; f != nil {

@@ -5,6 +5,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -298,8 +300,9 @@ func mkdirs(t *testing.T, dir string, names ...string) {
 
 // TestCreateInPlaceOneAtATime: on a slow filesystem a file is created under
 // its final name only while no other is being created in its directory
-// (the others are staged); on a fast one, always; never in a directory
-// the receiver did not make.
+// (the others are staged), unless its batch is spread over many
+// directories; on a fast one, always; never in a directory the receiver
+// did not make.
 func TestCreateInPlaceOneAtATime(t *testing.T) {
 	for _, width := range []int{1, 8} {
 		dir := t.TempDir()
@@ -317,15 +320,21 @@ func TestCreateInPlaceOneAtATime(t *testing.T) {
 		}
 		dfd := int(d.Fd())
 		r.creating = map[string]bool{"ours": true} // another file's create under way
-		fd := r.createInPlace(dfd, "ours/a", "a", 0o644)
+		fd := r.createInPlace(dfd, "ours/a", "a", 0o644, false)
 		if busy := fd >= 0; busy != (width == 1) {
 			t.Errorf("width %d: created in place beside another create: %v", width, busy)
 		}
 		if fd >= 0 {
 			unix.Close(fd)
 		}
+		// A spread batch's file is created in place beside the others.
+		if fd := r.createInPlace(dfd, "ours/s", "s", 0o644, true); fd < 0 {
+			t.Errorf("width %d: a spread batch's file not created in place beside another create", width)
+		} else {
+			unix.Close(fd)
+		}
 		delete(r.creating, "ours")
-		if fd := r.createInPlace(dfd, "ours/b", "b", 0o644); fd < 0 {
+		if fd := r.createInPlace(dfd, "ours/b", "b", 0o644, false); fd < 0 {
 			t.Errorf("width %d: not created in place in the receiver's own directory", width)
 		} else {
 			unix.Close(fd)
@@ -334,12 +343,84 @@ func TestCreateInPlaceOneAtATime(t *testing.T) {
 			t.Errorf("width %d: still marked as creating: %v", width, r.creating)
 		}
 		g, _ := os.Open(filepath.Join(dir, "theirs"))
-		if fd := r.createInPlace(int(g.Fd()), "theirs/c", "c", 0o644); fd >= 0 {
+		if fd := r.createInPlace(int(g.Fd()), "theirs/c", "c", 0o644, true); fd >= 0 {
 			unix.Close(fd)
 			t.Errorf("width %d: created in place in a directory the receiver did not make", width)
 		}
 		g.Close()
 		d.Close()
 		r.Close()
+	}
+}
+
+// TestSpreadBatch: a batch is spread when its files take their
+// directories in turn; directories and symlinks do not count.
+func TestSpreadBatch(t *testing.T) {
+	file := func(p string) sharder.Entry { return sharder.Entry{Path: p, Kind: sharder.KindFile} }
+	many := func(dir string, n int) []sharder.Entry {
+		var es []sharder.Entry
+		for i := range n {
+			es = append(es, file(dir+"/f"+strconv.Itoa(i)))
+		}
+		return es
+	}
+	// inTurn: n files of each of dirs, one of each in turn.
+	inTurn := func(dirs, n int) []sharder.Entry {
+		var es []sharder.Entry
+		for i := range n {
+			for d := range dirs {
+				es = append(es, file("d"+strconv.Itoa(d)+"/f"+strconv.Itoa(i)))
+			}
+		}
+		return es
+	}
+	for _, c := range []struct {
+		name    string
+		entries []sharder.Entry
+		want    bool
+	}{
+		{"one directory", many("a", 3), false},
+		{"one file", many("a", 1), false},
+		{"ten directories in turn", inTurn(10, 14), true},
+		{"two directories in turn", inTurn(2, 50), true},
+		{"ten directories one after the other", slices.Concat(many("a", 14), many("b", 14), many("c", 14)), false},
+		{"in turn, then one directory's tail", slices.Concat(inTurn(4, 5), many("d0", 10)), false},
+		{"top and one below", []sharder.Entry{file("x"), file("d/y")}, true},
+		{"directories do not count", []sharder.Entry{file("x"), {Path: "d", Kind: sharder.KindDir}, file("y")}, false},
+	} {
+		if got := spread(c.entries); got != c.want {
+			t.Errorf("%s: spread = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestByDir: the quick check takes a batch's files directory by directory
+// (one open each), the directories in the order they come, each one's
+// files in theirs, every file once.
+func TestByDir(t *testing.T) {
+	paths := func(es []sharder.Entry, order []int) string {
+		var ps []string
+		for _, i := range order {
+			ps = append(ps, es[i].Path)
+		}
+		return strings.Join(ps, " ")
+	}
+	es := func(ps ...string) []sharder.Entry {
+		var out []sharder.Entry
+		for _, p := range ps {
+			out = append(out, sharder.Entry{Path: p, Kind: sharder.KindFile})
+		}
+		return out
+	}
+	for _, c := range []struct{ in, want string }{
+		{"", ""},
+		{"a/1 a/2 a/3", "a/1 a/2 a/3"},
+		{"a/1 b/1 c/1 a/2 b/2 c/2", "a/1 a/2 b/1 b/2 c/1 c/2"},
+		{"x a/1 y b/c/1 a/2 z", "x y z a/1 a/2 b/c/1"},
+	} {
+		in := es(strings.Fields(c.in)...)
+		if got := paths(in, byDir(in)); got != c.want {
+			t.Errorf("byDir(%s) = %s, want %s", c.in, got, c.want)
+		}
 	}
 }

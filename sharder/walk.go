@@ -56,6 +56,12 @@ type Options struct {
 	// once. Default 2*GOMAXPROCS, at least 8. On a high-latency filesystem
 	// (NFS, Lustre) far more pays off.
 	Concurrency int
+	// Spread, if not nil, brings one value: true to cut batches from the
+	// files of many directories in turn, for a destination where each
+	// create is a round trip (see spread.go); false to keep a directory's
+	// files together. Until it comes the walk holds up to a few thousand
+	// files back; nil is false.
+	Spread <-chan bool
 	// Filter chooses the names to leave out, with rsync's include/exclude
 	// rules; nil leaves out nothing. See the package doc.
 	Filter *filter.Rules
@@ -863,6 +869,7 @@ func (rs *rawStat) entry(rel string, k Kind) Entry {
 // the partitioner, then flushes the last batch once the walk is over.
 func (w *walker) collect(ctx context.Context, p *partitioner, st *Stats) error {
 	o := w.opt
+	sp := newSpreader(p, o.Spread)
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -871,10 +878,23 @@ func (w *walker) collect(ctx context.Context, p *partitioner, st *Stats) error {
 		var ok bool
 		select {
 		case c, ok = <-w.chunks:
+		case on := <-sp.decided():
+			if err := sp.set(ctx, on); err != nil {
+				return err
+			}
+			continue
+		case <-sp.due():
+			if err := sp.expire(ctx); err != nil {
+				return err
+			}
+			continue
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 		if !ok {
+			if err := sp.finish(ctx); err != nil {
+				return err
+			}
 			return p.flush(ctx)
 		}
 		for _, n := range c.notes {
@@ -909,9 +929,9 @@ func (w *walker) collect(ctx context.Context, p *partitioner, st *Stats) error {
 				st.Files++
 			}
 			st.Bytes += e.DataLen()
-			if err := p.add(ctx, e); err != nil {
-				return err
-			}
+		}
+		if err := sp.add(ctx, c.files); err != nil {
+			return err
 		}
 	}
 }

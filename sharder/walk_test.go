@@ -334,31 +334,42 @@ func TestWalkDirectoryBeforeItsFiles(t *testing.T) {
 			mkfile(t, filepath.Join(src, fmt.Sprintf("d%d/e%d/f%d", i, i%3, j)), 1)
 		}
 	}
-	var mu sync.Mutex
-	seen := map[string]bool{}
-	out := make(chan *Batch)
-	opt := Options{BatchFiles: 7, Deferred: func(e Entry) {
-		mu.Lock()
-		seen[e.Path] = true
-		mu.Unlock()
-	}}
-	go func() {
-		_, err := Run(context.Background(), src, opt, out)
-		if err != nil {
-			t.Error(err)
-		}
-	}()
-	for b := range out {
-		mu.Lock()
-		for _, e := range b.Entries {
-			for d := e.Path; d != "."; {
-				d = pathDir(d)
-				if !seen[d] {
-					t.Errorf("batch %d holds %q before its directory %q was deferred", b.ID, e.Path, d)
+	// Also with batches spread over directories (spread.go), which hold
+	// files back and hand them on in another order.
+	for _, spread := range []bool{false, true} {
+		var mu sync.Mutex
+		seen := map[string]bool{}
+		out := make(chan *Batch)
+		decide := make(chan bool, 1)
+		decide <- spread
+		opt := Options{BatchFiles: 7, Spread: decide, Deferred: func(e Entry) {
+			mu.Lock()
+			seen[e.Path] = true
+			mu.Unlock()
+		}}
+		go func() {
+			_, err := Run(context.Background(), src, opt, out)
+			if err != nil {
+				t.Error(err)
+			}
+		}()
+		files := 0
+		for b := range out {
+			mu.Lock()
+			for _, e := range b.Entries {
+				files++
+				for d := e.Path; d != "."; {
+					d = pathDir(d)
+					if !seen[d] {
+						t.Errorf("spread %v: batch %d holds %q before its directory %q was deferred", spread, b.ID, e.Path, d)
+					}
 				}
 			}
+			mu.Unlock()
 		}
-		mu.Unlock()
+		if files != 20*30 {
+			t.Errorf("spread %v: %d files, want %d", spread, files, 20*30)
+		}
 	}
 }
 

@@ -425,6 +425,10 @@ func (j *job) run(ctx context.Context) int {
 	// Room for the walk to run ahead while the streams connect (about
 	// 100 KiB a batch of 1,000 small files: 13 MiB at most).
 	batches := make(chan *sharder.Batch, 2*j.flags.jobs+128)
+	// Whether to spread batches over directories: the receivers say once
+	// connected (the walk holds a few thousand files until then).
+	spread := make(chan bool, 1)
+	opt.Spread = spread
 	j.m = j.newMetrics()
 	if sh := j.flags.scale.shard; !sh.All() {
 		j.m.Shard = sh.String() // a shard label on the job's metrics
@@ -457,6 +461,12 @@ func (j *job) run(ctx context.Context) int {
 	}
 	defer cleanup()
 	j.trace("connected %d streams", len(conns))
+	if destSlow(conns) {
+		j.trace("DEST answers each file operation after a round trip: batches take their files from many directories in turn")
+		spread <- true
+	} else {
+		spread <- false
+	}
 	j.free.Store(destFree(conns, plan.dstRoot))
 	if err := j.checkSpace(j.m.PlannedBytes.Load()); err != nil {
 		// What the walk found while connecting is already too much.

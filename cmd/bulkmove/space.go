@@ -22,6 +22,21 @@ func destFree(conns []stream.Conn, dstRoot string) int64 {
 	return 0
 }
 
+// destSlow reports whether a receiver found DEST slow: each file operation
+// a round trip (NFS, FUSE), so that batches are best spread over many
+// directories (sharder.Options.Spread).
+func destSlow(conns []stream.Conn) bool {
+	for _, c := range conns {
+		switch c := c.(type) {
+		case *stream.Client:
+			return c.Peer.Slow
+		case *stream.Local:
+			return c.Recv.Slow()
+		}
+	}
+	return false
+}
+
 // checkSpace compares what the walk has planned so far with DEST's free
 // space: a warning the first time it is over (files already up to date
 // at DEST count too, so this errs on the safe side), or, with

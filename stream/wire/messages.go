@@ -27,6 +27,10 @@ type Handshake struct {
 	// Free is the space the agent's user may still use at the root, in
 	// bytes (statfs f_bavail); 0 if unknown.
 	Free int64 `json:"free,omitempty"`
+	// Slow says the root's filesystem answers each operation after a
+	// round trip (NFS, FUSE): batches are best spread over many
+	// directories (sharder.Options.Spread).
+	Slow bool `json:"slow,omitempty"`
 }
 
 // ReceiveOptions are the sender's choices that the receiver applies.

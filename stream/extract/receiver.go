@@ -855,15 +855,19 @@ func (r *Receiver) mkdirAll(d string) error {
 	}
 	// Directories are created owner-writable while the job runs; their
 	// real mode is applied by a final batch, after their contents.
-	made := false
-	switch err := r.root.Mkdir(d, 0o700); {
-	case err == nil:
-		made = true
-	case errors.Is(err, fs.ErrExist):
-	default: // a parent is missing too
-		if err := r.root.MkdirAll(d, 0o700); err != nil {
+	err := r.root.Mkdir(d, 0o700)
+	if errors.Is(err, fs.ErrNotExist) && d != "." && path.Dir(d) != "." {
+		// A parent is missing too: made (and known to be made) first, one
+		// at a time from the top, as a parent that os.Root.MkdirAll made
+		// went unrecorded, and its new files were staged.
+		if err := r.mkdirAll(path.Dir(d)); err != nil {
 			return err
 		}
+		err = r.root.Mkdir(d, 0o700)
+	}
+	made := err == nil
+	if err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
 	}
 	r.mu.Lock()
 	if len(r.dirs) > 1<<16 {

@@ -424,3 +424,36 @@ func TestByDir(t *testing.T) {
 		}
 	}
 }
+
+// TestMkdirAllMarksParentsMade: the directories the receiver makes on the
+// way to one are known as its own (empty when made: their new files may
+// be created in place), those it found are not, and a file in the way is
+// an error.
+func TestMkdirAllMarksParentsMade(t *testing.T) {
+	dir := t.TempDir()
+	mkdirs(t, dir, "x")
+	if err := os.WriteFile(filepath.Join(dir, "f"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for _, d := range []string{"a/b/c", "x/y/z"} {
+		if err := r.mkdirAll(d); err != nil {
+			t.Fatalf("mkdirAll(%s): %v", d, err)
+		}
+	}
+	for d, want := range map[string]bool{"a": true, "a/b": true, "a/b/c": true, "x": false, "x/y": true, "x/y/z": true} {
+		if fi, err := os.Stat(filepath.Join(dir, d)); err != nil || !fi.IsDir() {
+			t.Errorf("%s: not a directory (%v)", d, err)
+		}
+		if got := r.made(d); got != want {
+			t.Errorf("made(%s) = %v, want %v", d, got, want)
+		}
+	}
+	if err := r.mkdirAll("f/g"); err == nil {
+		t.Error("mkdirAll(f/g) with a file f: no error")
+	}
+}

@@ -2,7 +2,6 @@ package sharder
 
 import (
 	"context"
-	"path"
 	"time"
 )
 
@@ -91,7 +90,7 @@ func (s *spreader) add(ctx context.Context, files []Entry) error {
 		return nil
 	}
 	for _, e := range files {
-		d := path.Dir(e.Path)
+		d := parentDir(e.Path)
 		q := s.queues[d]
 		if q == nil {
 			q = &dirQueue{dir: d}

@@ -329,7 +329,7 @@ func (r *Receiver) NeedSums(entries []sharder.Entry, sums []wire.Sum) []bool {
 	// A stat per file: on a slow filesystem, parts of the batch at once,
 	// each holding whole directories where it can (one open of each; a
 	// batch spread over directories takes them in turn).
-	order := byDir(entries)
+	order := byDir(entries, landSlow(r))
 	parts := min(r.io.Width(), (len(entries)+15)/16)
 	ioconc.ForEach(parts, parts, func(_, k int) {
 		r.needRange(entries, order[k*len(order)/parts:(k+1)*len(order)/parts], sums, need, toHash)
@@ -347,30 +347,40 @@ func (r *Receiver) NeedSums(entries []sharder.Entry, sums []wire.Sum) []bool {
 }
 
 // byDir returns the indexes of entries with each directory's together, the
-// directories in the order they first come, each one's entries in theirs.
-func byDir(entries []sharder.Entry) []int {
-	group := map[string]int{} // a directory's number, in order of coming
+// directories in the order they first come, each one's entries in theirs;
+// unless group is false: then in order (where a directory costs little to
+// open, or batches are not spread, which keep a directory's files together).
+func byDir(entries []sharder.Entry, group bool) []int {
+	if !group {
+		order := make([]int, len(entries))
+		for i := range order {
+			order[i] = i
+		}
+		return order
+	}
+	groups := map[string]int{} // a directory's number, in order of coming
 	of := make([]int, len(entries))
 	for i := range entries {
-		d := path.Dir(entries[i].Path)
-		g, ok := group[d]
+		p := entries[i].Path
+		d := p[:max(0, strings.LastIndexByte(p, '/'))] // as path.Dir, without its copy
+		g, ok := groups[d]
 		if !ok {
-			g = len(group)
-			group[d] = g
+			g = len(groups)
+			groups[d] = g
 		}
 		of[i] = g
 	}
-	if len(group) <= 1 {
+	if len(groups) <= 1 {
 		for i := range of {
 			of[i] = i
 		}
 		return of
 	}
-	start := make([]int, len(group)+1) // where each directory's run begins
+	start := make([]int, len(groups)+1) // where each directory's run begins
 	for _, g := range of {
 		start[g+1]++
 	}
-	for g := range len(group) {
+	for g := range len(groups) {
 		start[g+1] += start[g]
 	}
 	order := make([]int, len(entries))

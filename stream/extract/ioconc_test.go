@@ -18,10 +18,13 @@ import (
 // directories exist before the files created in them, a directory that
 // ends up read-only still receives its files, symlinks are created after
 // the data, and every directory's mode and mtime are set after all that is
-// created inside it. Run it with -race.
+// created inside it; also with the batch's files taking their directories
+// in turn (spread, as a sender cuts them for a slow destination: created
+// in place, many in one directory at once). Run it with -race.
 func TestConcurrentReceiver(t *testing.T) {
-	for _, named := range []bool{false, true} {
-		t.Run(fmt.Sprintf("named-temps=%v", named), func(t *testing.T) {
+	for _, c := range []struct{ named, spread bool }{{false, false}, {true, false}, {false, true}} {
+		named := c.named
+		t.Run(fmt.Sprintf("named-temps=%v,spread=%v", named, c.spread), func(t *testing.T) {
 			s := newSandbox(t)
 			r := s.open(t, extract.Options{IOConcurrency: 16, NamedTemps: named})
 			var entries []sharder.Entry
@@ -45,6 +48,9 @@ func TestConcurrentReceiver(t *testing.T) {
 			add("d0/big", strings.Repeat("B", 300<<10)) // larger than a writer's buffer: written inline
 			for i := range 30 {
 				add(fmt.Sprintf("ro/f%02d", i), fmt.Sprint("read-only dir file ", i))
+			}
+			if c.spread {
+				entries, files = inTurn(entries, files)
 			}
 			m := &wire.BatchManifest{ID: 1, Entries: entries}
 			ack := mustReceive(t, r, m, tarOf(t, 1, files...))
@@ -105,6 +111,31 @@ func TestConcurrentReceiver(t *testing.T) {
 			s.check(t)
 		})
 	}
+}
+
+// inTurn reorders a batch's entries (and their tar files alike) so that
+// they take their directories in turn, one file of each.
+func inTurn(entries []sharder.Entry, files []tarFile) ([]sharder.Entry, []tarFile) {
+	var dirs []string
+	by := map[string][]int{}
+	for i, e := range entries {
+		d := filepath.Dir(e.Path)
+		if by[d] == nil {
+			dirs = append(dirs, d)
+		}
+		by[d] = append(by[d], i)
+	}
+	var es []sharder.Entry
+	var tfs []tarFile
+	for k := 0; len(es) < len(entries); k++ {
+		for _, d := range dirs {
+			if k < len(by[d]) {
+				es = append(es, entries[by[d][k]])
+				tfs = append(tfs, files[by[d][k]])
+			}
+		}
+	}
+	return es, tfs
 }
 
 // TestFinalDirsMadeBeforeMeta: a final batch's directories are all made

@@ -17,7 +17,9 @@
 // bounded channel, to a single collector goroutine that calls the callbacks
 // and feeds the partitioner, so the files of one directory stay together in a
 // batch: creates in one directory serialise on the receiver, and keeping them
-// together lets K streams write into K different directories. Batches leave
+// together lets K streams write into K different directories (except where
+// Options.Spread says the destination is slow: then a batch takes the files
+// of 16 directories in turn, see spread.go). Batches leave
 // while the walk is still running, and the send on the output channel blocks,
 // so memory is bounded by the batches in flight, a few chunks per worker and
 // the stack of directories not yet read, however large the tree.

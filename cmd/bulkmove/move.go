@@ -461,12 +461,11 @@ func (j *job) run(ctx context.Context) int {
 	}
 	defer cleanup()
 	j.trace("connected %d streams", len(conns))
-	if destSlow(conns) {
+	slow := destSlow(conns)
+	if slow {
 		j.trace("DEST answers each file operation after a round trip: batches take their files from many directories in turn")
-		spread <- true
-	} else {
-		spread <- false
 	}
+	spread <- slow
 	j.free.Store(destFree(conns, plan.dstRoot))
 	if err := j.checkSpace(j.m.PlannedBytes.Load()); err != nil {
 		// What the walk found while connecting is already too much.

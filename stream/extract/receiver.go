@@ -361,8 +361,7 @@ func byDir(entries []sharder.Entry, group bool) []int {
 	groups := map[string]int{} // a directory's number, in order of coming
 	of := make([]int, len(entries))
 	for i := range entries {
-		p := entries[i].Path
-		d := p[:max(0, strings.LastIndexByte(p, '/'))] // as path.Dir, without its copy
+		d := parentOf(entries[i].Path)
 		g, ok := groups[d]
 		if !ok {
 			g = len(groups)
@@ -390,6 +389,10 @@ func byDir(entries []sharder.Entry, group bool) []int {
 	}
 	return order
 }
+
+// parentOf is p's directory as a key: what path.Dir gives, without its
+// copy ("" for a name at the top).
+func parentOf(p string) string { return p[:max(0, strings.LastIndexByte(p, '/'))] }
 
 // needRange is NeedSums for the entries at the indexes idx.
 func (r *Receiver) needRange(entries []sharder.Entry, idx []int, sums []wire.Sum, need []bool, toHash func(sumJob)) {
@@ -710,7 +713,7 @@ func spread(entries []sharder.Entry) bool {
 		if entries[i].Kind != sharder.KindFile {
 			continue
 		}
-		d := path.Dir(entries[i].Path)
+		d := parentOf(entries[i].Path)
 		if !first {
 			pairs++
 			if d == prev {

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/bulkmove/bulkmove/internal/hostcpu"
@@ -78,6 +80,7 @@ type Client struct {
 	Share   *AutoShare
 	z       *deflater
 	sent    tallyWriter      // what the stream wrote to the connection
+	raw     syscall.RawConn  // a TCP connection's socket (sendfile.go), or nil
 	obsAt   time.Time        // when the last batch's data was observed, and then
 	obsRecv int64            // the receiver's write time (Counters.RecvWriteNanos)
 	obsCPU  int64            // the receiving process's CPU time (Counters.RecvCPUNanos)
@@ -99,6 +102,9 @@ func Dial(ctx context.Context, name string, r io.Reader, w io.Writer, closer io.
 	c := &Client{Name: name, Src: src, closer: closer, frames: make(chan frame, 4*Window+8), sums: opt.Check == wire.CheckSum}
 	c.sent.w = &timedWriter{w: w, ctr: &c.ctr, activity: &c.activity, limit: &c.limit}
 	c.w = bufio.NewWriterSize(&c.sent, 256<<10)
+	if tc, ok := w.(*net.TCPConn); ok {
+		c.raw, _ = tc.SyscallConn()
+	}
 	hello := wire.Handshake{Proto: wire.Proto, Version: version, Options: &opt}
 	if err := wire.WriteFrame(c.w, wire.Hello, wire.EncodeJSON(hello)); err != nil {
 		c.shut()
@@ -441,7 +447,7 @@ func (c *Client) sendData(fl *inflight, need []bool) error {
 	if err := wire.WriteFrame(c.w, wire.Data, wire.EncodeData(fl.b.ID, codec)); err != nil {
 		return err
 	}
-	var tw io.Writer = c.w
+	tw := c.tarWriter(!c.NoIntegrity)
 	in := &tallyWriter{}
 	if codec == wire.CodecZstd {
 		enc, err := c.z.encoder()

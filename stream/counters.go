@@ -23,6 +23,9 @@ type Counters struct {
 	IdleNanos atomic.Int64 // nothing to send: waiting for the walk
 
 	WireBytes atomic.Int64 // everything written to the connection: frames, tar, compressed data
+	// SendfileBytes is the file data of WireBytes that went from the page
+	// cache to the socket by sendfile (sendfile.go).
+	SendfileBytes atomic.Int64
 	// Compression (--compress): the tar bytes of the batches sent
 	// compressed, and the bytes they took on the wire.
 	CompressIn  atomic.Int64

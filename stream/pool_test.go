@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -69,6 +70,39 @@ func pipeAgentVia(t *testing.T, ctx context.Context, name, root string, src stre
 	return c
 }
 
+// tcpAgent starts an agent on root in this process and returns a client
+// connected to it over loopback TCP.
+func tcpAgent(t *testing.T, ctx context.Context, name, root string, src stream.Source) *stream.Client {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		c, err := ln.Accept()
+		ln.Close()
+		if err != nil {
+			done <- err
+			return
+		}
+		err = stream.Serve(ctx, c, c, root, "test")
+		c.Close()
+		done <- err
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		ln.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(); <-done })
+	cl, err := stream.Dial(ctx, name, c, c, c, "test", wire.ReceiveOptions{Owner: os.Geteuid() == 0, Check: "quick"}, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
 // serveOverPipes runs an agent on root in this process, reached through
 // pipes: what to write to it, what it answers, and its result once it ends.
 func serveOverPipes(ctx context.Context, root string) (*io.PipeWriter, *io.PipeReader, <-chan error) {
@@ -132,6 +166,18 @@ var transports = []transport{
 		conns := make([]stream.Conn, k)
 		for i := range conns {
 			conns[i] = &stream.Local{Recv: recv, Src: src}
+		}
+		return conns
+	}},
+	// An agent over loopback TCP, without the end-to-end hashes
+	// (--transport tcp --no-verify-transfer): file bodies go by sendfile
+	// (all of them in this package's tests, see export_test.go).
+	{"tcp-sendfile", func(t *testing.T, ctx context.Context, k int, dst string, src stream.Source) []stream.Conn {
+		conns := make([]stream.Conn, k)
+		for i := range conns {
+			c := tcpAgent(t, ctx, fmt.Sprintf("stream %d", i), dst, src)
+			c.NoIntegrity = true
+			conns[i] = c
 		}
 		return conns
 	}},

@@ -387,25 +387,37 @@ func (s Source) writeTar(w io.Writer, b *wire.BatchManifest, need []bool, ctr *C
 			failed = append(failed, SourceError{i, xerr})
 		}
 		size := wire.DataSize(e.DataLen(), ext)
-		dw, err := ts.beginExtra(e, ext, xs)
-		if err != nil {
-			f.Close()
-			return nil, nil, nil, err
-		}
-		fr := dataReader(f, ext)
-		if f.ahead == nil { // (read ahead: paced already)
-			fr = ratelimit.Reader(fr, s.Limit)
-		}
-		src := &readTracker{r: io.LimitReader(fr, size), ctr: ctr}
-		var in io.Reader = src
-		if hash {
-			h.Reset()
-			if ext != nil {
-				wire.HashExtents(h, ext)
+		src := &readTracker{ctr: ctr}
+		var n int64
+		var dw io.Writer
+		var werr error
+		if fs, ok := w.(fileSender); ok && ext == nil && f.ahead == nil && s.Limit.Rate() <= 0 && size >= sendfileMin {
+			// Straight from the page cache to the socket (sendfile.go).
+			if dw, err = ts.beginBare(e, xs); err != nil {
+				f.Close()
+				return nil, nil, nil, err
 			}
-			in = io.TeeReader(src, h)
+			n, src.err, werr = fs.sendFile(f.fd, size)
+		} else {
+			if dw, err = ts.beginExtra(e, ext, xs); err != nil {
+				f.Close()
+				return nil, nil, nil, err
+			}
+			fr := dataReader(f, ext)
+			if f.ahead == nil { // (read ahead: paced already)
+				fr = ratelimit.Reader(fr, s.Limit)
+			}
+			src.r = io.LimitReader(fr, size)
+			var in io.Reader = src
+			if hash {
+				h.Reset()
+				if ext != nil {
+					wire.HashExtents(h, ext)
+				}
+				in = io.TeeReader(src, h)
+			}
+			n, werr = io.CopyBuffer(dw, in, *bp)
 		}
-		n, werr := io.CopyBuffer(dw, in, *bp)
 		if werr != nil && src.err == nil {
 			f.Close()
 			return nil, nil, nil, werr

@@ -2,8 +2,8 @@ package stream
 
 import (
 	"archive/tar"
+	"bytes"
 	"io"
-	"time"
 
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/stream/extract"
@@ -18,6 +18,12 @@ func (t *tarStream) beginExtra(e *sharder.Entry, ext []wire.Extent, xs []wire.Xa
 	if ext == nil && len(xs) == 0 && !e.IsRange() {
 		return t.begin(e)
 	}
+	t.viaTW = true // end flushes archive/tar's padding
+	return t.tw, t.writeExtraHeader(e, ext, xs)
+}
+
+// writeExtraHeader writes beginExtra's PAX header through archive/tar.
+func (t *tarStream) writeExtraHeader(e *sharder.Entry, ext []wire.Extent, xs []wire.Xattr) error {
 	rec := make(map[string]string, len(xs)+2)
 	size := wire.DataSize(e.Size, ext)
 	if e.IsRange() {
@@ -31,10 +37,34 @@ func (t *tarStream) beginExtra(e *sharder.Entry, ext []wire.Extent, xs []wire.Xa
 	if ext != nil {
 		rec[extract.PAXSparse] = wire.FormatExtents(ext)
 	}
-	t.viaTW = true // end flushes archive/tar's padding
-	err := t.tw.WriteHeader(&tar.Header{
-		Typeflag: tar.TypeReg, Name: e.Path, Size: size, Mode: int64(e.Mode.Perm()),
-		ModTime: time.Unix(e.MTime/1e9, 0), Uid: int(e.UID), Gid: int(e.GID), PAXRecords: rec, Format: tar.FormatPAX,
-	})
-	return t.tw, err
+	h := plainHeader(e)
+	h.Size, h.PAXRecords, h.Format = size, rec, tar.FormatPAX
+	return t.tw.WriteHeader(h)
+}
+
+// beginBare writes the header of regular file e, with its attributes but
+// no sparse map, for a body that goes to the stream without passing
+// through this writer (sendfile): archive/tar, which counts the bytes of
+// each body, renders the header into a buffer of its own, and end pads
+// the body to its block.
+func (t *tarStream) beginBare(e *sharder.Entry, xs []wire.Xattr) (io.Writer, error) {
+	t.bare, t.bareLen = true, e.DataLen()
+	if len(xs) == 0 && !e.IsRange() && fast(e) {
+		return t.begin(e)
+	}
+	var hdr bytes.Buffer
+	hw := tar.NewWriter(&hdr)
+	var err error
+	if len(xs) == 0 && !e.IsRange() {
+		err = hw.WriteHeader(plainHeader(e))
+	} else {
+		// The same records as beginExtra's, through a writer thrown away
+		// once the header is out.
+		err = (&tarStream{w: &hdr, tw: hw}).writeExtraHeader(e, nil, xs)
+	}
+	if err != nil {
+		return nil, err
+	}
+	_, err = t.w.Write(hdr.Bytes())
+	return t.w, err
 }

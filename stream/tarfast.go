@@ -20,6 +20,10 @@ type tarStream struct {
 	blk [512]byte
 	// viaTW: the current entry's header went through tw (beginExtra)
 	viaTW bool
+	// bare: the current entry's body went around this writer (beginBare),
+	// bareLen bytes of it
+	bare    bool
+	bareLen int64
 }
 
 func newTarStream(w io.Writer) *tarStream { return &tarStream{w: w, tw: tar.NewWriter(w)} }
@@ -59,11 +63,7 @@ func octal(dst []byte, v int64) {
 // begin writes the header of regular file e and returns where its data goes.
 func (t *tarStream) begin(e *sharder.Entry) (io.Writer, error) {
 	if !fast(e) {
-		err := t.tw.WriteHeader(&tar.Header{
-			Typeflag: tar.TypeReg, Name: e.Path, Size: e.Size, Mode: int64(e.Mode.Perm()),
-			ModTime: time.Unix(e.MTime/1e9, 0), Uid: int(e.UID), Gid: int(e.GID),
-		})
-		return t.tw, err
+		return t.tw, t.tw.WriteHeader(plainHeader(e))
 	}
 	b := t.blk[:]
 	clear(b)
@@ -89,13 +89,31 @@ func (t *tarStream) begin(e *sharder.Entry) (io.Writer, error) {
 	return t.w, err
 }
 
+// plainHeader is regular file e's header, as archive/tar writes it when
+// the fast path cannot.
+func plainHeader(e *sharder.Entry) *tar.Header {
+	return &tar.Header{
+		Typeflag: tar.TypeReg, Name: e.Path, Size: e.Size, Mode: int64(e.Mode.Perm()),
+		ModTime: time.Unix(e.MTime/1e9, 0), Uid: int(e.UID), Gid: int(e.GID),
+	}
+}
+
 // end finishes the data of e: padding to the next 512-byte block.
 func (t *tarStream) end(e *sharder.Entry) error {
+	if t.bare {
+		t.bare = false
+		return t.pad(t.bareLen)
+	}
 	if !fast(e) || t.viaTW {
 		t.viaTW = false
 		return t.tw.Flush()
 	}
-	if r := e.Size % 512; r != 0 {
+	return t.pad(e.Size)
+}
+
+// pad writes the padding after a body of size bytes.
+func (t *tarStream) pad(size int64) error {
+	if r := size % 512; r != 0 {
 		clear(t.blk[:512-r])
 		_, err := t.w.Write(t.blk[:512-r])
 		return err

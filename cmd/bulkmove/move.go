@@ -520,7 +520,13 @@ func (j *job) run(ctx context.Context) int {
 	stopProgress()
 	if j.flags.verbose {
 		for i, s := range pool.Stats() {
-			errorf(j.stderr, "stream %d: %d batches, %d files, %s, busy until %.2fs", i, s.Batches, s.Files, humanBytes(s.Bytes), s.Done.Seconds())
+			by := ""
+			if i < len(j.m.Streams) {
+				if n := j.m.Streams[i].SendfileBytes.Load(); n > 0 {
+					by = fmt.Sprintf(" (%s by sendfile)", humanBytes(n))
+				}
+			}
+			errorf(j.stderr, "stream %d: %d batches, %d files, %s%s, busy until %.2fs", i, s.Batches, s.Files, humanBytes(s.Bytes), by, s.Done.Seconds())
 		}
 	}
 	interrupted := ctx.Err() != nil || j.interrupted.Load()

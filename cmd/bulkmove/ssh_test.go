@@ -336,19 +336,27 @@ func TestSSHDataPlane(t *testing.T) {
 	if err := gentree.Mixed(src, 1500, 9); err != nil {
 		t.Fatal(err)
 	}
-	for _, tr := range []string{"tls", "tcp", "auto"} {
+	for _, tr := range []string{"tls", "tcp", "auto", "tcp-sendfile"} {
 		t.Run(tr, func(t *testing.T) {
 			dst := filepath.Join(dir, "dst-"+tr)
-			out, code := runBM(t, nil, "-v", "-F", cfg, "-j", "3", "--transport", tr, "--data-ports", "40000-40100", src, "box2:"+dst)
+			mode := strings.TrimSuffix(tr, "-sendfile")
+			args := []string{"-v", "-F", cfg, "-j", "3", "--transport", mode, "--data-ports", "40000-40100", src, "box2:" + dst}
+			if tr == "tcp-sendfile" {
+				// No hashes to make: the larger bodies go by sendfile.
+				args = append([]string{"--no-verify-transfer"}, args...)
+			}
+			out, code := runBM(t, nil, args...)
 			if code != 0 || !strings.Contains(out, "1 SSH connections open") || !strings.Contains(out, "connected 3 streams") {
 				t.Fatalf("exit %d, want 0 over one SSH connection and 3 data streams:\n%s", code, out)
 			}
-			mode := tr
 			if tr == "auto" {
 				mode = "tls"
 			}
 			if !strings.Contains(out, "stream 2 ("+mode+") ready") {
 				t.Errorf("no %s stream:\n%s", mode, out)
+			}
+			if sent := strings.Contains(out, "by sendfile)"); sent != (tr == "tcp-sendfile") {
+				t.Errorf("bodies by sendfile: %v, want %v:\n%s", sent, !sent, out)
 			}
 			treecmp.Equal(t, src, dst, treecmp.Options{Owner: os.Geteuid() == 0})
 		})

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"runtime"
 	"sync"
@@ -134,6 +135,13 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 	if err != nil {
 		return fail(err)
 	}
+	var plain io.Reader = br // a plain batch's tar stream
+	if tc, ok := r.(*net.TCPConn); ok && hello.Options != nil && hello.Options.NoSums {
+		// Its bodies can go from the socket to the files by splice.
+		if raw, err := tc.SyscallConn(); err == nil {
+			plain = extract.SocketReader{Reader: br, Raw: raw}
+		}
+	}
 	defer h.release()
 	me.Free = FreeSpace(recv.Dir())
 	me.Slow = recv.Slow()
@@ -237,7 +245,7 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 			}
 			pd := queue[0]
 			queue = queue[1:]
-			var data io.Reader = br
+			data := plain
 			if codec == wire.CodecZstd {
 				if data, err = z.open(br, tarBound(pd.m, pd.need, hello.Options)); err != nil {
 					return fail(err)

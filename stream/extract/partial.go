@@ -332,7 +332,7 @@ func (t *Txn) writeRange(i int, e *sharder.Entry, src io.Reader, x *FileData) er
 		return t.drain(src, e.Len)
 	}
 	start := time.Now()
-	in, tr, h := hashed(src)
+	in, tr, h := t.hashed(src)
 	defer release(h)
 	var n int64
 	var rerr, werr error

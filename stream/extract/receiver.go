@@ -71,6 +71,9 @@ type Options struct {
 	// Xattrs, ACLs and Sparse: what the sender may send and the receiver
 	// applies (see xattr.go and sparse.go).
 	Xattrs, ACLs, Sparse bool
+	// NoSums: the sender sends no content hashes; none are made, and
+	// bodies from a Splicer go into their files by splice (splice.go).
+	NoSums bool
 }
 
 // FromWire converts the handshake's options.
@@ -81,7 +84,7 @@ func FromWire(o *wire.ReceiveOptions) Options {
 	// Owners can only be given away by root: elsewhere files belong to the
 	// receiving user, as with rsync run by an ordinary user.
 	return Options{Fsync: o.Fsync, Owner: o.Owner && os.Geteuid() == 0, KeepSetid: o.KeepSetid, NoCheck: o.Check == wire.CheckNone,
-		Check: o.Check, WriteRate: o.WriteRate, IOConcurrency: o.IOConcurrency, Xattrs: o.Xattrs, ACLs: o.ACLs, Sparse: o.Sparse}
+		Check: o.Check, WriteRate: o.WriteRate, IOConcurrency: o.IOConcurrency, Xattrs: o.Xattrs, ACLs: o.ACLs, Sparse: o.Sparse, NoSums: o.NoSums}
 }
 
 // check is the check mode in force.
@@ -1098,7 +1101,7 @@ func (t *Txn) WriteThen(i int, src io.Reader, placeNow func() bool) error {
 	// Write time is the receiver's own work: not the time spent waiting
 	// for the data to arrive.
 	start := time.Now()
-	in, tr, h := hashed(src)
+	in, tr, h := t.hashed(src)
 	defer release(h)
 	n, rerr, werr := t.copyData(fd, in, x, e, h)
 	t.wrote(start, tr)
@@ -1215,8 +1218,11 @@ var hasherPool = sync.Pool{New: func() any { return xxh3.New128() }}
 // integrity), and the time spent waiting for it is counted in tr. A local
 // file (copy_file_range reads and writes in one call) is neither: tr and
 // h are nil. release(h) once done.
-func hashed(src io.Reader) (in io.Reader, tr *waitReader, h *xxh3.Hasher128) {
+func (t *Txn) hashed(src io.Reader) (in io.Reader, tr *waitReader, h *xxh3.Hasher128) {
 	if _, ok := src.(fdSource); ok {
+		return src, nil, nil
+	}
+	if t.r.opt.NoSums && canSplice(src) {
 		return src, nil, nil
 	}
 	tr = &waitReader{r: src}
@@ -1324,6 +1330,9 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b 
 // when src is a file, else through a pooled buffer. It tells read errors
 // (rerr: the source or the stream) from write errors (werr: the destination).
 func copyTo(fd int, src io.Reader, n int64, lim *ratelimit.Bucket) (written int64, rerr, werr error) {
+	if sp, ok := src.(Splicer); ok && lim.Rate() <= 0 && n >= spliceMin && canSplice(src) {
+		return sp.SpliceTo(fd, n)
+	}
 	if fs, ok := src.(fdSource); ok && n >= copyRangeMin {
 		sfd := int(fs.Fd())
 		for written < n {

@@ -77,6 +77,24 @@ func (t *tarReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// SpliceTo moves n bytes of the current entry's body into fd, when the
+// stream below is a Splicer (see canSplice).
+func (t *tarReader) SpliceTo(fd int, n int64) (taken int64, rerr, werr error) {
+	taken, rerr, werr = t.r.(Splicer).SpliceTo(fd, min(n, t.body))
+	t.body -= taken
+	if rerr == nil && werr == nil && taken < n {
+		rerr = io.ErrUnexpectedEOF
+	}
+	return taken, rerr, werr
+}
+
+// splices says whether SpliceTo can take the current entry's body: a
+// header read by the fast path, over a Splicer.
+func (t *tarReader) splices() bool {
+	_, ok := t.r.(Splicer)
+	return ok && t.tr == nil
+}
+
 // skip moves past what is left of the current entry: its body, then its
 // padding (cut short, io.EOF: archive/tar's errors, for the same input).
 func (t *tarReader) skip() error {

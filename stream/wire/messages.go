@@ -48,6 +48,10 @@ type ReceiveOptions struct {
 	Xattrs bool `json:"xattrs,omitempty"` // -X: user.*, and where the receiver is root trusted.* and security.*
 	ACLs   bool `json:"acls,omitempty"`   // -A: POSIX ACLs
 	Sparse bool `json:"sparse,omitempty"` // --sparse: files may come as data extents (BULKMOVE.sparse)
+	// NoSums: the sender sends no content hashes with its commits
+	// (--no-verify-transfer), so the receiver need not make them (and may
+	// splice file bodies from a TCP socket to the file).
+	NoSums bool `json:"no_sums,omitempty"`
 }
 
 // Check modes: how the receiver decides that a regular file at the

@@ -1,12 +1,14 @@
 package extract
 
 import (
+	"archive/tar"
 	"bufio"
 	"bytes"
 	"io"
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -108,4 +110,55 @@ func TestSpliceToFailures(t *testing.T) {
 			t.Errorf("taken %d + left %d, want the body's %d", taken, len(rest), 300<<10)
 		}
 	})
+}
+
+// TestTarReaderSplices: bodies after a header of the fast path and after
+// one archive/tar reads (PAX records) are spliced whole, and the entries
+// after them read as usual.
+func TestTarReaderSplices(t *testing.T) {
+	var tarball bytes.Buffer
+	tw := tar.NewWriter(&tarball)
+	long := strings.Repeat("d/", 60) + "long" // over 100 bytes: PAX
+	bodies := map[string][]byte{
+		"short": bytes.Repeat([]byte("s"), 70<<10+3),
+		long:    bytes.Repeat([]byte("l"), 90<<10+5),
+		"last":  []byte("the end"),
+	}
+	for _, name := range []string{"short", long, "last"} {
+		tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Size: int64(len(bodies[name])), Mode: 0o644, Format: tar.FormatPAX})
+		tw.Write(bodies[name])
+	}
+	tw.Close()
+	send, c := tcpPair(t)
+	go send.Write(tarball.Bytes())
+	tr := newTarReader(socketReader(t, c))
+	dir := t.TempDir()
+	for _, name := range []string{"short", long} {
+		h, err := tr.Next()
+		if err != nil || h.Name != name {
+			t.Fatalf("Next = %v, %v; want %q", h, err, name)
+		}
+		if !canSplice(tr) {
+			t.Fatalf("%q: the body cannot be spliced", name)
+		}
+		f, _ := os.Create(filepath.Join(dir, "f"))
+		taken, rerr, werr := tr.SpliceTo(int(f.Fd()), h.Size)
+		f.Close()
+		if taken != h.Size || rerr != nil || werr != nil {
+			t.Fatalf("%q: SpliceTo = %d, %v, %v", name, taken, rerr, werr)
+		}
+		if got, _ := os.ReadFile(f.Name()); !bytes.Equal(got, bodies[name]) {
+			t.Fatalf("%q: the file holds %d bytes, not the body's %d", name, len(got), len(bodies[name]))
+		}
+	}
+	h, err := tr.Next()
+	if err != nil || h.Name != "last" {
+		t.Fatalf("after the spliced bodies: Next = %v, %v", h, err)
+	}
+	if got, _ := io.ReadAll(tr); string(got) != "the end" {
+		t.Fatalf("last body %q", got)
+	}
+	if _, err := tr.Next(); err != io.EOF {
+		t.Fatalf("the end of the archive: %v", err)
+	}
 }

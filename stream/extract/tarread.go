@@ -26,6 +26,10 @@ type tarReader struct {
 	// it started from, every entry starts at a multiple of 512).
 	tr *tar.Reader
 	cr countReader
+	// trSize is the size archive/tar's header declared, and trFresh says
+	// nothing of its body was read yet: SpliceTo may take it from here.
+	trSize  int64
+	trFresh bool
 }
 
 func newTarReader(r io.Reader) *tarReader { return &tarReader{r: r} }
@@ -55,12 +59,18 @@ func (t *tarReader) Next() (*tar.Header, error) {
 	}
 	t.cr = countReader{r: t.r}
 	t.tr = tar.NewReader(io.MultiReader(bytes.NewReader(t.blk[:]), &t.cr))
-	return t.tr.Next()
+	h, err := t.tr.Next()
+	t.trSize, t.trFresh = 0, err == nil
+	if err == nil {
+		t.trSize = h.Size
+	}
+	return h, err
 }
 
 // Read reads the current entry's body.
 func (t *tarReader) Read(p []byte) (int, error) {
 	if t.tr != nil {
+		t.trFresh = false
 		return t.tr.Read(p)
 	}
 	if t.body <= 0 {
@@ -80,6 +90,13 @@ func (t *tarReader) Read(p []byte) (int, error) {
 // SpliceTo moves n bytes of the current entry's body into fd, when the
 // stream below is a Splicer (see canSplice).
 func (t *tarReader) SpliceTo(fd int, n int64) (taken int64, rerr, werr error) {
+	if t.tr != nil {
+		// archive/tar read the header (PAX records: a range, attributes)
+		// and not a byte beyond it; the body lies bare in the stream, as
+		// after a header of the fast path. (Callers take only regular
+		// files without a sparse map: ExtractTar.)
+		t.body, t.pad, t.tr = t.trSize, -t.trSize&511, nil
+	}
 	taken, rerr, werr = t.r.(Splicer).SpliceTo(fd, min(n, t.body))
 	t.body -= taken
 	if rerr == nil && werr == nil && taken < n {
@@ -88,11 +105,12 @@ func (t *tarReader) SpliceTo(fd int, n int64) (taken int64, rerr, werr error) {
 	return taken, rerr, werr
 }
 
-// splices says whether SpliceTo can take the current entry's body: a
-// header read by the fast path, over a Splicer.
+// splices says whether SpliceTo can take the current entry's body: over
+// a Splicer, after a header of the fast path, or one of archive/tar's
+// whose body nothing read yet.
 func (t *tarReader) splices() bool {
 	_, ok := t.r.(Splicer)
-	return ok && t.tr == nil
+	return ok && (t.tr == nil || t.trFresh)
 }
 
 // skip moves past what is left of the current entry: its body, then its

@@ -8,7 +8,8 @@
 #          tar | ssh (reference), tar | nc, rsync -a; bulkmove (SSH streams), bulkmove
 #          --transport tls. Targets: SSH ≤ 0.7× tar | ssh's time, TLS ≤ 1.0× tar | nc's.
 #   large  CPU-bound large files: direct link, 4 × 512 MiB.
-#          tar | ssh (reference), tar | nc; bulkmove, bulkmove --transport tls.
+#          tar | ssh (reference), tar | nc; bulkmove, bulkmove --transport tls, and
+#          (no target) --transport tcp --no-verify-transfer: bodies by sendfile and splice.
 #          Targets: SSH ≥ 1.5× tar | ssh's throughput, TLS ≥ 2× tar | ssh's.
 #   slow   slow link: `net.sh up 200mbit`, bench/gentree's mixed tree.
 #          tar | zstd -1 | ssh (reference), rsync -az; bulkmove (--compress auto, the
@@ -526,10 +527,12 @@ regime_large() {
 	run large tar_nc "tar -C SRC -cf - . | nc -N box2 PORT  (bm-dst: nc -l -p PORT | tar -x)" --pre pre_nc tool_tar_nc
 	run large bm_ssh "bulkmove SRC box2:DST  (SSH streams)" tool_bulkmove
 	run large bm_tls "bulkmove --transport tls SRC box2:DST" tool_bulkmove --transport tls
+	run large bm_tcp "bulkmove --transport tcp --no-verify-transfer SRC box2:DST  (sendfile, splice)" tool_bulkmove --transport tcp --no-verify-transfer
 	fixed_j large
 	target large.tar_nc large.tar_ssh peer 0 ""
 	target large.bm_ssh large.tar_ssh speed 1.5 "≥ 1.5× tar \| ssh MB/s"
 	target large.bm_tls large.tar_ssh speed 2 "≥ 2× tar \| ssh MB/s"
+	target large.bm_tcp large.tar_ssh peer 0 ""
 }
 
 regime_slow() {

@@ -20,7 +20,8 @@ import (
 // its decisions are in the log and the JSON events, and the tree lands.
 // The proxy is on this host, so the kernel sees a near path: on a host of
 // fewer than 4 CPUs the first decision keeps as many streams as CPUs (at
-// least 2), and the growth starts from there.
+// least 2), and the growth starts from there. The SSH round trip, through
+// the proxy, is a far path's: the first step follows at once.
 func TestAutoJSSH(t *testing.T) {
 	_, cfg, px := sshdBehindProxy(t)
 	px.Slow(15 * time.Millisecond) // about 2 MiB/s a connection
@@ -73,6 +74,11 @@ func TestAutoJSSH(t *testing.T) {
 		if len(log) == 0 || !strings.Contains(log[0], want) {
 			t.Errorf("first decision %q, want %q", log, want)
 		}
+	}
+	// Each SSH round trip through the proxy is long: the first step is
+	// taken as soon as the streams run, without a window measured first.
+	if !strings.Contains(strings.Join(log, "\n"), "streams: a far path (round trip") {
+		t.Errorf("no first step for a far path in the decisions:\n%s", strings.Join(log, "\n"))
 	}
 	if most <= 4 || len(log) == 0 {
 		t.Errorf("grew to %d streams, want more than 4, and the decisions in the log (-v):\n%s", most, out)

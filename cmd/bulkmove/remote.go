@@ -98,6 +98,7 @@ func (j *job) connectSSH(ctx context.Context, t sshx.Target, p plan) ([]stream.C
 		j.flags.jobs = k
 	}
 	l.clients = clients
+	j.farAhead(ctx, l, clients[0])
 	root := p.dstRoot
 	if root == "" {
 		root = "." // host: means the remote home directory
@@ -200,6 +201,8 @@ type sshLink struct {
 
 	rttOnce sync.Once
 	rttVal  time.Duration // pathRTT's measure
+
+	grow *sshGrowth // -j auto's added streams (growth)
 }
 
 // pathRTT is the SSH round trip (rtt), measured once, the first time it is

@@ -1217,7 +1217,8 @@ var hasherPool = sync.Pool{New: func() any { return xxh3.New128() }}
 // written, for the sender's hash in the commit to check (end-to-end
 // integrity), and the time spent waiting for it is counted in tr. A local
 // file (copy_file_range reads and writes in one call) is neither: tr and
-// h are nil. release(h) once done.
+// h are nil; nor is a body that can be spliced when the sender sends no
+// hashes (Options.NoSums). release(h) once done.
 func (t *Txn) hashed(src io.Reader) (in io.Reader, tr *waitReader, h *xxh3.Hasher128) {
 	if _, ok := src.(fdSource); ok {
 		return src, nil, nil

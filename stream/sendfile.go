@@ -37,6 +37,11 @@ type fileSender interface {
 	sendFile(fd int, n int64) (sent int64, rerr, werr error)
 }
 
+// errNoSendfile: the file cannot be sent by sendfile (a filesystem without
+// the kernel's splice support, as FUSE with direct I/O), and nothing was
+// sent: its body goes by read and write instead.
+var errNoSendfile = errors.New("sendfile not supported")
+
 // tarWriter returns the writer for a plain batch's tar stream: c.w, or a
 // bodySender when bodies may go by sendfile (a TCP connection, no hashing,
 // no --bwlimit).
@@ -82,6 +87,8 @@ func (b bodySender) sendFile(fd int, n int64) (sent int64, rerr, werr error) {
 		case err != nil:
 			return sent, nil, err
 		case serr == unix.EINTR:
+		case sent == 0 && (serr == unix.EINVAL || serr == unix.ENOSYS || serr == unix.EOPNOTSUPP):
+			return 0, errNoSendfile, nil
 		case serr != nil:
 			if connErr(serr) {
 				return sent, nil, serr

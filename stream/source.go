@@ -398,6 +398,11 @@ func (s Source) writeTar(w io.Writer, b *wire.BatchManifest, need []bool, ctr *C
 				return nil, nil, nil, err
 			}
 			n, src.err, werr = fs.sendFile(f.fd, size)
+			if src.err == errNoSendfile {
+				src.err = nil
+				src.r = io.LimitReader(f, size)
+				n, werr = io.CopyBuffer(dw, src, *bp)
+			}
 		} else {
 			if dw, err = ts.beginExtra(e, ext, xs); err != nil {
 				f.Close()

@@ -1328,8 +1328,11 @@ type fdSource interface{ Fd() uintptr }
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
 
 // copyTo copies exactly n bytes from src into fd, with copy_file_range
-// when src is a file, else through a pooled buffer. It tells read errors
-// (rerr: the source or the stream) from write errors (werr: the destination).
+// when src is a file, by splice from a socket (Splicer), else through a
+// pooled buffer. It tells read errors (rerr: the source or the stream)
+// from write errors (werr: the destination), and returns the bytes taken
+// from src: all written, unless werr (the caller then skips the rest of
+// the body, which must start after what was taken).
 func copyTo(fd int, src io.Reader, n int64, lim *ratelimit.Bucket) (written int64, rerr, werr error) {
 	if sp, ok := src.(Splicer); ok && lim.Rate() <= 0 && n >= spliceMin && canSplice(src) {
 		return sp.SpliceTo(fd, n)
@@ -1368,10 +1371,10 @@ func copyTo(fd int, src io.Reader, n int64, lim *ratelimit.Bucket) (written int6
 		m, err := src.Read(buf[:min(int64(len(buf)), n-written)])
 		if m > 0 {
 			lim.Wait(m)
+			written += int64(m)
 			if werr := writeAll(fd, buf[:m]); werr != nil {
 				return written, nil, werr
 			}
-			written += int64(m)
 		}
 		if err == io.EOF {
 			return written, nil, nil

@@ -52,10 +52,10 @@ var pipes = sync.Pool{New: func() any {
 func (s SocketReader) SpliceTo(fd int, n int64) (taken int64, rerr, werr error) {
 	for taken < n && s.Buffered() > 0 {
 		b, _ := s.Peek(int(min(int64(s.Buffered()), n-taken)))
-		m, err := writeFull(fd, b)
+		err := writeAll(fd, b)
 		s.Discard(len(b))
 		taken += int64(len(b))
-		if err != nil || m < len(b) {
+		if err != nil {
 			return taken, nil, err
 		}
 	}
@@ -87,6 +87,8 @@ func (s SocketReader) SpliceTo(fd int, n int64) (taken int64, rerr, werr error) 
 			return taken, err, nil
 		case serr == unix.EINTR:
 			continue
+		case unsupported(serr):
+			return s.copyRest(fd, n, taken)
 		case serr != nil:
 			return taken, serr, nil
 		case m <= 0:
@@ -97,6 +99,17 @@ func (s SocketReader) SpliceTo(fd int, n int64) (taken int64, rerr, werr error) 
 			k, err := unix.Splice(pp[0], nil, fd, nil, int(m), unix.SPLICE_F_MOVE)
 			if err == unix.EINTR || err == unix.EAGAIN {
 				continue
+			}
+			if unsupported(err) && k <= 0 {
+				// The file takes no splice (a filesystem without the
+				// kernel's support, a file opened to append): what the
+				// pipe holds is written from here, and the rest of the
+				// body read and written.
+				if werr := drainTo(fd, pp[0], m); werr != nil {
+					keep = false
+					return taken, nil, werr
+				}
+				return s.copyRest(fd, n, taken)
 			}
 			if err != nil || k == 0 {
 				// What the pipe still holds was taken off the stream:
@@ -113,6 +126,39 @@ func (s SocketReader) SpliceTo(fd int, n int64) (taken int64, rerr, werr error) 
 	return taken, nil, nil
 }
 
+// unsupported says whether splice's error says it cannot be used here.
+func unsupported(err error) bool {
+	return err == unix.EINVAL || err == unix.ENOSYS || err == unix.EOPNOTSUPP
+}
+
+// drainTo writes the m bytes pipe holds to fd.
+func drainTo(fd, pipe int, m int64) error {
+	buf := make([]byte, min(m, 64<<10))
+	for m > 0 {
+		k, err := unix.Read(pipe, buf[:min(int64(len(buf)), m)])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || k <= 0 {
+			return io.ErrShortWrite
+		}
+		if err := writeAll(fd, buf[:k]); err != nil {
+			return err
+		}
+		m -= int64(k)
+	}
+	return nil
+}
+
+// copyRest copies the body's bytes from taken to n by read and write.
+func (s SocketReader) copyRest(fd int, n, taken int64) (int64, error, error) {
+	m, rerr, werr := copyTo(fd, s.Reader, n-taken, nil)
+	if rerr == nil && werr == nil && m < n-taken {
+		rerr = io.ErrUnexpectedEOF
+	}
+	return taken + m, rerr, werr
+}
+
 // canSplice says whether src's next bytes can be spliced: a Splicer, and
 // for a tar entry one whose body lies bare in the stream.
 func canSplice(src io.Reader) bool {
@@ -121,20 +167,4 @@ func canSplice(src io.Reader) bool {
 	}
 	_, ok := src.(Splicer)
 	return ok
-}
-
-// writeFull writes b to fd.
-func writeFull(fd int, b []byte) (int, error) {
-	n := 0
-	for n < len(b) {
-		m, err := unix.Write(fd, b[n:])
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return n, err
-		}
-		n += m
-	}
-	return n, nil
 }

@@ -42,6 +42,18 @@ func socketReader(t *testing.T, c *net.TCPConn) SocketReader {
 	return SocketReader{Reader: bufio.NewReaderSize(c, 4096), Raw: raw}
 }
 
+// spliceWhole splices body off sr into f, and checks that f holds it.
+func spliceWhole(t *testing.T, sr SocketReader, f *os.File, body []byte) {
+	t.Helper()
+	taken, rerr, werr := sr.SpliceTo(int(f.Fd()), int64(len(body)))
+	if taken != int64(len(body)) || rerr != nil || werr != nil {
+		t.Fatalf("SpliceTo = %d, %v, %v; want %d", taken, rerr, werr, len(body))
+	}
+	if got, _ := os.ReadFile(f.Name()); !bytes.Equal(got, body) {
+		t.Fatalf("the file holds %d bytes, not the body's %d", len(got), len(body))
+	}
+}
+
 // TestSpliceTo: a body lands whole, part of it from the reader's buffer
 // and the rest spliced; what follows it stays readable.
 func TestSpliceTo(t *testing.T) {
@@ -58,13 +70,7 @@ func TestSpliceTo(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	taken, rerr, werr := sr.SpliceTo(int(f.Fd()), int64(len(body)))
-	if taken != int64(len(body)) || rerr != nil || werr != nil {
-		t.Fatalf("SpliceTo = %d, %v, %v; want %d", taken, rerr, werr, len(body))
-	}
-	if got, _ := os.ReadFile(f.Name()); !bytes.Equal(got, body) {
-		t.Fatalf("the file holds %d bytes, not the body's %d", len(got), len(body))
-	}
+	spliceWhole(t, sr, f, body)
 	tail := make([]byte, 4)
 	if _, err := io.ReadFull(sr, tail); err != nil || string(tail) != "TAIL" {
 		t.Fatalf("after the body: %q, %v", tail, err)
@@ -160,5 +166,50 @@ func TestTarReaderSplices(t *testing.T) {
 	}
 	if _, err := tr.Next(); err != io.EOF {
 		t.Fatalf("the end of the archive: %v", err)
+	}
+}
+
+// TestSpliceToFallback: a file that takes no splice (opened to append:
+// EINVAL) gets its body by read and write, whole, and the stream goes on.
+func TestSpliceToFallback(t *testing.T) {
+	send, c := tcpPair(t)
+	body := bytes.Repeat([]byte("fallback"), 40<<10)
+	go func() { send.Write(body); send.Write([]byte("NEXT")) }()
+	sr := socketReader(t, c)
+	name := filepath.Join(t.TempDir(), "body")
+	f, err := os.OpenFile(name, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	spliceWhole(t, sr, f, body)
+	next := make([]byte, 4)
+	if _, err := io.ReadFull(sr, next); err != nil || string(next) != "NEXT" {
+		t.Fatalf("after the body: %q, %v", next, err)
+	}
+}
+
+// TestCopyToTakenOnWriteError: when the file fails, copyTo counts every
+// byte it took off the stream, written or not, so that the caller skips
+// the rest of the body from the right place (it counted only those
+// written, and the skip then read into the next entry).
+func TestCopyToTakenOnWriteError(t *testing.T) {
+	name := filepath.Join(t.TempDir(), "body")
+	if err := os.WriteFile(name, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ro, err := os.Open(name) // read-only: writes fail with EBADF
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	const n = 300 << 10
+	src := bytes.NewReader(make([]byte, n))
+	taken, rerr, werr := copyTo(int(ro.Fd()), src, n, nil)
+	if werr == nil || rerr != nil {
+		t.Fatalf("copyTo = %d, %v, %v; want a write error", taken, rerr, werr)
+	}
+	if consumed := int64(n - src.Len()); taken != consumed {
+		t.Errorf("copyTo says %d bytes taken, the stream gave %d", taken, consumed)
 	}
 }

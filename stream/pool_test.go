@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -330,6 +331,48 @@ func TestChangedSourceNeverLands(t *testing.T) {
 			}
 			if b, err := os.ReadFile(filepath.Join(dst, "fine")); err != nil || string(b) != strings.Repeat("fine", 1000) {
 				t.Errorf("fine: %v", err)
+			}
+			noTemps(t, dst)
+		})
+	}
+}
+
+// TestWriteErrorFailsOneFile: a file the destination refuses midway (here
+// larger than RLIMIT_FSIZE: EFBIG) fails alone, with its name and the
+// cause; the stream goes on and the next file lands. (Over the wire the
+// receiver once skipped the rest of such a body from the wrong place and
+// broke the stream: "bad data stream: ... EOF".)
+func TestWriteErrorFailsOneFile(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			ctx := context.Background()
+			dir := tmpDir(t)
+			src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+			os.MkdirAll(src, 0o755)
+			os.WriteFile(filepath.Join(src, "a-big"), []byte(strings.Repeat("x", 300<<10)), 0o644)
+			os.WriteFile(filepath.Join(src, "b-small"), []byte("fine"), 0o644)
+			conns := tr.open(t, ctx, 1, dst, stream.Source{Root: src})
+			var old syscall.Rlimit
+			if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &old); err != nil {
+				t.Skip(err)
+			}
+			lim := old
+			lim.Cur = 100 << 10 // (the Go runtime ignores SIGXFSZ: writes fail with EFBIG)
+			if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &lim); err != nil {
+				t.Skip(err)
+			}
+			_, col := moveWith(t, ctx, src, conns, sharder.Options{}, nil, nil)
+			syscall.Setrlimit(syscall.RLIMIT_FSIZE, &old)
+			errs := strings.Join(col.errors(), "\n")
+			if !strings.Contains(errs, "a-big") || !strings.Contains(errs, "too large") {
+				t.Errorf("errors %q, want a-big's EFBIG", errs)
+			}
+			if got, err := os.ReadFile(filepath.Join(dst, "b-small")); err != nil || string(got) != "fine" {
+				t.Errorf("b-small after the failed file: %q, %v", got, err)
+			}
+			if _, err := os.Lstat(filepath.Join(dst, "a-big")); err == nil {
+				t.Errorf("a-big is at the destination, partly written")
 			}
 			noTemps(t, dst)
 		})

@@ -53,8 +53,9 @@ type Client struct {
 	frames chan frame
 	once   sync.Once
 
-	// NoIntegrity, if set before Run, sends no content hashes: the
-	// receiver then does not check what arrived (--no-verify-transfer).
+	// NoIntegrity sends no content hashes: the receiver then does not
+	// check what arrived (--no-verify-transfer). Dial sets it from the
+	// receive options' NoSums, which tells the receiver so.
 	NoIntegrity bool
 
 	// StallTimeout, if set before Run, closes the connection when it has
@@ -99,7 +100,7 @@ type frame struct {
 // Dial performs the handshake over rw (an agent's stdin and stdout) and
 // starts reading its frames. closer is closed by Close or on failure.
 func Dial(ctx context.Context, name string, r io.Reader, w io.Writer, closer io.Closer, version string, opt wire.ReceiveOptions, src Source) (*Client, error) {
-	c := &Client{Name: name, Src: src, closer: closer, frames: make(chan frame, 4*Window+8), sums: opt.Check == wire.CheckSum}
+	c := &Client{Name: name, Src: src, closer: closer, frames: make(chan frame, 4*Window+8), sums: opt.Check == wire.CheckSum, NoIntegrity: opt.NoSums}
 	c.sent.w = &timedWriter{w: w, ctr: &c.ctr, activity: &c.activity, limit: &c.limit}
 	c.w = bufio.NewWriterSize(&c.sent, 256<<10)
 	if tc, ok := w.(*net.TCPConn); ok {

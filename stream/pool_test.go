@@ -102,7 +102,6 @@ func tcpAgent(t *testing.T, ctx context.Context, name, root string, src stream.S
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl.NoIntegrity = true
 	return cl
 }
 

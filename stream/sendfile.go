@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/bulkmove/bulkmove/stream/extract"
 )
 
 // sendfileMin is the smallest body sent with sendfile: each one costs a
@@ -87,7 +89,7 @@ func (b bodySender) sendFile(fd int, n int64) (sent int64, rerr, werr error) {
 		case err != nil:
 			return sent, nil, err
 		case serr == unix.EINTR:
-		case sent == 0 && (serr == unix.EINVAL || serr == unix.ENOSYS || serr == unix.EOPNOTSUPP):
+		case sent == 0 && extract.Unsupported(serr):
 			return 0, errNoSendfile, nil
 		case serr != nil:
 			if connErr(serr) {

@@ -391,7 +391,7 @@ func (s Source) writeTar(w io.Writer, b *wire.BatchManifest, need []bool, ctr *C
 		var n int64
 		var dw io.Writer
 		var werr error
-		if fs, ok := w.(fileSender); ok && ext == nil && f.ahead == nil && s.Limit.Rate() <= 0 && size >= sendfileMin {
+		if fs, ok := w.(fileSender); ok && ext == nil && f.ahead == nil && size >= sendfileMin && s.Limit.Rate() <= 0 {
 			// Straight from the page cache to the socket (sendfile.go).
 			if dw, err = ts.beginBare(e, xs); err != nil {
 				f.Close()

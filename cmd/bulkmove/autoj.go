@@ -267,7 +267,7 @@ func (j *job) steer(ctx context.Context, pool *stream.Pool, local bool) (stop fu
 			// round trip: the first step is taken at once, over
 			// connections opened ahead (from the first connection's
 			// round trip, while the agent started: farAhead).
-			if more := min(n, j.flags.auto.max-n); d >= autoFarRTT && j.prepare != nil && more > 0 {
+			if more := j.farStep(); d >= autoFarRTT && j.prepare != nil && more > 0 {
 				spares = j.prepare(parent, more)
 				if to := a.Resize(ctx, n, n+more); to > n {
 					j.autoDecided(stream.AutoDecision{Action: "add", From: n, To: to,
@@ -295,9 +295,13 @@ func (j *job) farAhead(ctx context.Context, l *sshLink, c *sshx.Client) {
 		return
 	}
 	if rtt, ok := c.PathRTT(); ok && rtt >= autoFarRTT {
-		l.growth().prepare(ctx, min(j.flags.jobs, j.flags.auto.max-j.flags.jobs))
+		l.growth().prepare(ctx, j.farStep())
 	}
 }
+
+// farStep is how many streams the far path's first step adds: as many as
+// the job starts with, within --max-streams.
+func (j *job) farStep() int { return min(j.flags.jobs, j.flags.auto.max-j.flags.jobs) }
 
 // autoVerdict is what the controller makes of the bottleneck verdict. A
 // saturated CPU stops it. Streams blocked on the link, the receiver's

@@ -24,7 +24,6 @@ func (c *compressFlag) Set(s string) error {
 // configure applies the stream options of the command line to a client.
 func (j *job) configure(c *stream.Client) {
 	c.StallTimeout = j.flags.stallTimeout
-	c.NoIntegrity = j.flags.noVerifyTransfer
 	c.Compress = j.flags.compress.Compression
 	c.Share = &j.share
 	c.Logf = j.trace

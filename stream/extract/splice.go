@@ -87,7 +87,7 @@ func (s SocketReader) SpliceTo(fd int, n int64) (taken int64, rerr, werr error) 
 			return taken, err, nil
 		case serr == unix.EINTR:
 			continue
-		case unsupported(serr):
+		case Unsupported(serr):
 			return s.copyRest(fd, n, taken)
 		case serr != nil:
 			return taken, serr, nil
@@ -100,7 +100,7 @@ func (s SocketReader) SpliceTo(fd int, n int64) (taken int64, rerr, werr error) 
 			if err == unix.EINTR || err == unix.EAGAIN {
 				continue
 			}
-			if unsupported(err) && k <= 0 {
+			if Unsupported(err) && k <= 0 {
 				// The file takes no splice (a filesystem without the
 				// kernel's support, a file opened to append): what the
 				// pipe holds is written from here, and the rest of the
@@ -126,8 +126,10 @@ func (s SocketReader) SpliceTo(fd int, n int64) (taken int64, rerr, werr error) 
 	return taken, nil, nil
 }
 
-// unsupported says whether splice's error says it cannot be used here.
-func unsupported(err error) bool {
+// Unsupported says whether err is the kernel declining splice (or
+// sendfile, which splices) for these descriptors: nothing moved, and
+// read and write will do.
+func Unsupported(err error) bool {
 	return err == unix.EINVAL || err == unix.ENOSYS || err == unix.EOPNOTSUPP
 }
 

@@ -54,6 +54,15 @@ func spliceWhole(t *testing.T, sr SocketReader, f *os.File, body []byte) {
 	}
 }
 
+// readsNext checks that sr's next bytes are want.
+func readsNext(t *testing.T, sr SocketReader, want string) {
+	t.Helper()
+	got := make([]byte, len(want))
+	if _, err := io.ReadFull(sr, got); err != nil || string(got) != want {
+		t.Fatalf("read %q, %v; want %q", got, err, want)
+	}
+}
+
 // TestSpliceTo: a body lands whole, part of it from the reader's buffer
 // and the rest spliced; what follows it stays readable.
 func TestSpliceTo(t *testing.T) {
@@ -61,20 +70,14 @@ func TestSpliceTo(t *testing.T) {
 	body := bytes.Repeat([]byte("0123456789abcdef"), 300<<10/16+7)
 	go func() { send.Write([]byte("HEAD")); send.Write(body); send.Write([]byte("TAIL")) }()
 	sr := socketReader(t, c)
-	head := make([]byte, 4)
-	if _, err := io.ReadFull(sr, head); err != nil || string(head) != "HEAD" {
-		t.Fatalf("head %q, %v", head, err)
-	}
+	readsNext(t, sr, "HEAD")
 	f, err := os.Create(filepath.Join(t.TempDir(), "body"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
 	spliceWhole(t, sr, f, body)
-	tail := make([]byte, 4)
-	if _, err := io.ReadFull(sr, tail); err != nil || string(tail) != "TAIL" {
-		t.Fatalf("after the body: %q, %v", tail, err)
-	}
+	readsNext(t, sr, "TAIL")
 }
 
 // TestSpliceToFailures: a stream that ends early is the stream's error; a
@@ -183,10 +186,7 @@ func TestSpliceToFallback(t *testing.T) {
 	}
 	defer f.Close()
 	spliceWhole(t, sr, f, body)
-	next := make([]byte, 4)
-	if _, err := io.ReadFull(sr, next); err != nil || string(next) != "NEXT" {
-		t.Fatalf("after the body: %q, %v", next, err)
-	}
+	readsNext(t, sr, "NEXT")
 }
 
 // TestCopyToTakenOnWriteError: when the file fails, copyTo counts every

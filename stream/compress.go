@@ -56,6 +56,16 @@ package stream
 // numbers, hex or log text without near repeats came out of it the size
 // they went in, which `zstd -1` halves (64 KiB of `seq` output: fastest
 // 100%, default 36%); on most text it is 3% larger and half again as fast.
+//
+// A third level, better, is taken on a stream that compresses while the
+// link holds its writes back nearly all the time (betterEnter) and this
+// host's CPUs have room: there the CPU it costs (about twice the default's)
+// is time the stream would have spent waiting, and every byte it saves is
+// time on the link. A sample cannot choose it: on 64 KiB it comes out the
+// size of the default level, its gain is from the longer matches of a
+// whole batch (bench/gentree's mixed tree, as one stream: fastest 0.417 of
+// the input, default 0.403, better 0.389 at half the default's speed). It
+// is left once the writes wait less than betterLeave of the time.
 
 import (
 	"bufio"
@@ -123,7 +133,7 @@ func (c Compression) String() string {
 	return c.Mode
 }
 
-// encoderLevel is zstd:LEVEL's level (auto has two: deflater.levels).
+// encoderLevel is zstd:LEVEL's level (auto has three: deflater.levels).
 func (c Compression) encoderLevel() zstd.EncoderLevel {
 	if c.Level > 0 {
 		return zstd.EncoderLevelFromZstd(c.Level)
@@ -165,9 +175,9 @@ const FarRTT = 10 * time.Millisecond
 // deflater is one stream's compression state.
 type deflater struct {
 	cfg       Compression
-	enc       *zstd.Encoder    // zstd and zstd:LEVEL's encoder
-	levels    [2]*zstd.Encoder // auto's: autoDefault and autoFastest
-	level     int              // auto's level for the next batch
+	enc       *zstd.Encoder             // zstd and zstd:LEVEL's encoder
+	levels    [autoLevels]*zstd.Encoder // auto's, by level (autoDefault...)
+	level     int                       // auto's level for the next batch
 	auto      autoPolicy
 	sample    []byte // the batch's sample, and
 	sampleOut []byte // what it compressed to (buffers reused)
@@ -201,10 +211,29 @@ func (s *AutoShare) compressingOnSlowLink() bool {
 	return t != 0 && time.Since(time.Unix(0, t)) < shareFresh
 }
 
-// auto's two levels (deflater.levels).
+// auto's levels (deflater.levels): the first autoSampled are tried on
+// each batch's sample.
 const (
 	autoDefault = iota
 	autoFastest
+	autoBetter
+	autoLevels
+	autoSampled = autoBetter
+)
+
+// autoLevelNames names auto's levels in the log.
+var autoLevelNames = [autoLevels]string{"default", "fastest", "better"}
+
+// autoZstd are auto's levels in the library's terms.
+var autoZstd = [autoLevels]zstd.EncoderLevel{zstd.SpeedDefault, zstd.SpeedFastest, zstd.SpeedBetterCompression}
+
+// betterEnter and betterLeave: auto goes to the better level when a
+// compressed batch's writes waited at least betterEnter of its time (at
+// about twice the CPU they would still wait half of it), and back when
+// they waited less than betterLeave.
+const (
+	betterEnter = 0.75
+	betterLeave = 0.4
 )
 
 // fastEnough: auto compresses at the library's fastest level when a
@@ -236,11 +265,7 @@ func (d *deflater) encoder() (*zstd.Encoder, error) {
 // levelEncoder returns auto's encoder of level l, created on first use.
 func (d *deflater) levelEncoder(l int) (*zstd.Encoder, error) {
 	if d.levels[l] == nil {
-		lvl := zstd.SpeedDefault
-		if l == autoFastest {
-			lvl = zstd.SpeedFastest
-		}
-		enc, err := newEncoder(lvl)
+		enc, err := newEncoder(autoZstd[l])
 		if err != nil {
 			return nil, err
 		}
@@ -327,8 +352,8 @@ func (d *deflater) trySample(src Source, m *wire.BatchManifest, need []bool) (ra
 	if len(in) < 512 {
 		return 0, 0, false
 	}
-	var ratios, costs [2]float64
-	for l := range d.levels {
+	var ratios, costs [autoSampled]float64
+	for l := range autoSampled {
 		enc, err := d.levelEncoder(l)
 		if err != nil {
 			return 0, 0, false
@@ -344,12 +369,37 @@ func (d *deflater) trySample(src Source, m *wire.BatchManifest, need []bool) (ra
 	if ratios[autoFastest] > max(fastEnough*ratios[autoDefault], ratios[autoDefault]+0.02) || d.auto.slowLink {
 		level = autoDefault
 	}
+	sampled := level
+	if level == autoDefault && d.auto.roomForBetter(d.level == autoBetter) {
+		level = autoBetter
+	}
 	if level != d.level && d.auto.on {
-		d.log("zstd level %s: a sample compresses to %.0f%% at the fastest level, %.0f%% at the default",
-			[]string{"default", "fastest"}[level], 100*ratios[autoFastest], 100*ratios[autoDefault])
+		switch {
+		case level == autoBetter:
+			d.log("zstd level better: the link held the writes back %.0f%% of the time", 100*d.auto.waits)
+		case d.level == autoBetter && level == autoDefault && d.auto.busyHost:
+			d.log("zstd level default: this host's CPUs are busy")
+		case d.level == autoBetter && level == autoDefault:
+			d.log("zstd level default: the link held the writes back only %.0f%% of the time", 100*d.auto.waits)
+		default:
+			d.log("zstd level %s: a sample compresses to %.0f%% at the fastest level, %.0f%% at the default",
+				autoLevelNames[level], 100*ratios[autoFastest], 100*ratios[autoDefault])
+		}
 	}
 	d.level = level
-	return ratios[level], costs[level], true
+	return ratios[sampled], costs[sampled], true
+}
+
+// roomForBetter says whether the stream, compressing, has the CPU to spare
+// for the better level (see the package comment): the link sets its pace
+// and held its last batch's writes back betterEnter of the time (at the
+// better level already: betterLeave), and this host's CPUs have room.
+func (a *autoPolicy) roomForBetter(atBetter bool) bool {
+	share := betterEnter
+	if atBetter {
+		share = betterLeave
+	}
+	return a.on && a.slowLink && !a.busyHost && a.waits >= share
 }
 
 // cpuTimed runs f on a thread of its own and returns the CPU time it took
@@ -397,9 +447,17 @@ func (d *deflater) observe(codec byte, in, out int64, wall, blocked time.Duratio
 	case a.linkBound:
 		a.slowLink = true
 	case !waitedOnLink(blocked, wall, recvWrite, recvCPU, linkWaits):
-		a.slowLink, waited = false, false
+		// (A batch smaller than the buffers tells nothing of the link:
+		// probeEvidence.)
+		if out >= probeEvidence {
+			a.slowLink = false
+		}
+		waited = false
 	default:
 		waited = true
+	}
+	if out >= probeEvidence || a.blocked > linkWaits {
+		a.waits = a.blocked
 	}
 	produce := float64(wall-blocked) / float64(in)
 	if a.linkBound {
@@ -524,9 +582,12 @@ type autoPolicy struct {
 	// took, not a bound from one that did not wait.
 	linkMeasured bool
 	blocked      float64 // the last batch's share of time blocked writing
-	probe        bool    // this batch is a plain probe
-	probeIn      int     // compressed CPU-bound batches until the next probe
-	probeEvery   int
+	// waits: the same of the last batch that tells of the link: one that
+	// waited, or one larger than the buffers (probeEvidence).
+	waits      float64
+	probe      bool // this batch is a plain probe
+	probeIn    int  // compressed CPU-bound batches until the next probe
+	probeEvery int
 	// The probe's plain input so far, its wall time and how long of it
 	// its writes were blocked.
 	probeSent               int64

@@ -498,3 +498,51 @@ func TestReceiverSharesSlowPeer(t *testing.T) {
 		}
 	}
 }
+
+// TestAutoPolicyBetter: a stream that compresses while the link holds its
+// writes back nearly all the time goes to the better level, stays there
+// while they still wait a good share of the time, and leaves it when they
+// wait less, or when this host's CPUs are busy. A batch too small to fill
+// the buffers, whose writes did not wait, does not turn it down.
+func TestAutoPolicyBetter(t *testing.T) {
+	src, m, need := textBatch(t)
+	const mib = 1 << 20
+	var log strings.Builder
+	d := &deflater{cfg: Compression{Mode: CompressAuto}, name: "s0", logf: func(f string, a ...any) {
+		fmt.Fprintf(&log, f+"\n", a...)
+	}}
+	defer d.close()
+	d.observe(wire.CodecNone, 16*mib, 16*mib, 20*time.Second, 19900*time.Millisecond, 0, 0)
+	if c := d.codec(src, m, need); c != wire.CodecZstd || d.level != autoDefault {
+		t.Fatalf("slow link, first compressed batch: codec %d, level %s", c, autoLevelNames[d.level])
+	}
+	steps := []struct {
+		what    string
+		out     int64
+		blocked float64 // share of the batch's time its writes waited
+		busy    bool
+		want    int
+	}{
+		{"writes waited 98%", 6 * mib, 0.98, false, autoBetter},
+		{"at better, writes waited 60%", 6 * mib, 0.6, false, autoBetter},
+		{"a small batch whose writes did not wait", mib / 2, 0, false, autoBetter},
+		{"at better, writes waited 30%", 6 * mib, 0.3, false, autoDefault},
+		{"at default, writes waited 60%", 6 * mib, 0.6, false, autoDefault},
+		{"writes waited 95%", 6 * mib, 0.95, false, autoBetter},
+		{"this host's CPUs busy", 6 * mib, 0.95, true, autoDefault},
+	}
+	for _, s := range steps {
+		d.auto.busyHost = s.busy
+		d.observe(wire.CodecZstd, 16*mib, s.out, time.Second, time.Duration(s.blocked*float64(time.Second)), 0, 0)
+		if c := d.codec(src, m, need); c != wire.CodecZstd || d.level != s.want {
+			t.Fatalf("%s: codec %d, level %s, want %s", s.what, c, autoLevelNames[d.level], autoLevelNames[s.want])
+		}
+		enc, err := d.encoder()
+		if err != nil || enc != d.levels[s.want] {
+			t.Fatalf("%s: the batch's encoder is not the %s level's (%v)", s.what, autoLevelNames[s.want], err)
+		}
+	}
+	if !strings.Contains(log.String(), "s0: zstd level better: the link held the writes back 98% of the time") {
+		t.Errorf("log:\n%s", log.String())
+	}
+}

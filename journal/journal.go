@@ -420,15 +420,72 @@ func (j *Journal) Dropped() int64 { return j.dropped }
 // fs.FileMode; permission bits are ignored). If the path was recorded more
 // than once, the last record counts. It does not see this run's Appends.
 func (j *Journal) Done(path string, size, mtimeNs int64, mode uint32) bool {
+	fp, ok := j.lookup(path)
+	return ok && fp == fingerprint(size, mtimeNs, mode)
+}
+
+// lookup returns the fingerprint last recorded for path by earlier runs.
+func (j *Journal) lookup(path string) (fp uint64, ok bool) {
 	h := pathHash(path)
-	var fp uint64
-	var ok bool
 	if j.disk != nil && h >= j.split {
 		fp, ok, _ = j.disk.Lookup(h) // unreadable: not done, sent again
-	} else {
-		fp, ok = j.idx.lookup(h)
+		return fp, ok
 	}
-	return ok && fp == fingerprint(size, mtimeNs, mode)
+	return j.idx.lookup(h)
+}
+
+// destPath is the path under which Destination records the destination:
+// no path of a walk holds a NUL.
+const destPath = "\x00destination"
+
+// Destination binds the journal to the destination its records are of. id
+// names that destination as its receiver sees it (its filesystem, and its
+// root directory's inode and birth time), so that a destination deleted
+// and made anew, or another one at the same name, has another id. A
+// journal whose records name another destination, or none (those of an
+// earlier version), is emptied before any Done: what it says landed may
+// not be there any more, and files it would have left out would be
+// missing from the copy with nothing said (the quick check then finds
+// those still in place). dropped is how many files it held. The journal
+// then records id. Call Destination once, before Done and Append; an
+// empty id (a receiver that cannot tell) binds nothing and empties nothing.
+func (j *Journal) Destination(id string) (dropped int64, err error) {
+	if id == "" {
+		return 0, nil
+	}
+	bind := Entry{Path: destPath, Size: int64(xxhash.Sum64String(id))}
+	if j.Done(bind.Path, bind.Size, 0, 0) {
+		// (Loaded counts the files of the walk.)
+		j.loadedBatches--
+		j.loadedFiles--
+		return 0, nil
+	}
+	if j.loadedFiles > 0 {
+		j.mu.Lock()
+		err := j.err
+		if err == nil && j.size > headerLen {
+			if err = j.f.Truncate(headerLen); err != nil {
+				err = j.wrap("truncate", err)
+			} else if err = datasync(j.f); err != nil {
+				err = j.wrap("sync", err)
+			}
+			if err == nil {
+				j.size = headerLen
+			}
+		}
+		j.mu.Unlock()
+		if err != nil {
+			return 0, err
+		}
+		dropped = j.loadedFiles
+		if _, bound := j.lookup(destPath); bound {
+			dropped-- // another destination's binding
+		}
+		j.disk.Close()
+		j.idx, j.disk, j.split = index{}, nil, 0
+		j.loadedBatches, j.loadedFiles = 0, 0
+	}
+	return dropped, j.Append([]Entry{bind})
 }
 
 // encode returns entries as records, split at MaxRecordEntries.

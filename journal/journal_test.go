@@ -775,3 +775,61 @@ func BenchmarkAppend(b *testing.B) {
 	})
 	b.ReportMetric(float64(b.N)/float64(j.flushes), "batches/sync")
 }
+
+// TestDestination: a journal is bound to the destination it records. A run
+// against the same destination resumes; one against another (the same
+// name, deleted and made anew), or a journal that names none, starts
+// afresh, and its records are gone for good, the disk index's too.
+func TestDestination(t *testing.T) {
+	defer func(m int64) { MemEntries = m }(MemEntries)
+	MemEntries = 20 // most of the 100 files go to the disk index
+	path := filepath.Join(t.TempDir(), "j")
+	step := func(id string, wantDropped int64, wantDone, wantGone []Entry, add []Entry) {
+		t.Helper()
+		j := mustOpen(t, path)
+		defer j.Close()
+		dropped, err := j.Destination(id)
+		if err != nil {
+			t.Fatalf("Destination(%q): %v", id, err)
+		}
+		if dropped != wantDropped {
+			t.Errorf("Destination(%q) dropped %d files, want %d", id, dropped, wantDropped)
+		}
+		for _, e := range wantDone {
+			if !done(j, e) {
+				t.Fatalf("destination %q: %s not done", id, e.Path)
+			}
+		}
+		for _, e := range wantGone {
+			if done(j, e) {
+				t.Fatalf("destination %q: %s done, recorded for another destination", id, e.Path)
+			}
+		}
+		mustAppend(t, j, add)
+	}
+	first, second := batch(0, 100), batch(1, 10)
+	step("dev=0:45 ino=2 born=1.5", 0, nil, nil, first)
+	step("dev=0:45 ino=2 born=1.5", 0, first, nil, nil)
+	j := mustOpen(t, path)
+	if _, err := j.Destination("dev=0:45 ino=2 born=1.5"); err != nil {
+		t.Fatal(err)
+	}
+	wantLoaded(t, j, 1, 100) // the binding is not a file of the walk's
+	j.Close()
+	step("dev=0:45 ino=2 born=9.5", 100, nil, first, second) // made anew
+	step("dev=0:45 ino=2 born=9.5", 0, second, first, nil)
+	step("", 0, second, first, nil) // a receiver that cannot tell
+
+	// A journal with no destination named (an earlier version's).
+	os.Remove(path)
+	j = mustOpen(t, path)
+	mustAppend(t, j, first)
+	j.Close()
+	step("dev=0:45 ino=2 born=1.5", 100, nil, first, nil)
+	j = mustOpen(t, path)
+	defer j.Close()
+	wantLoaded(t, j, 1, 1) // the binding only
+	if got, want := fileSize(t, path), int64(headerLen+recHdrLen+entryLen); got != want {
+		t.Errorf("the emptied journal is %d bytes, want %d (the header and the binding)", got, want)
+	}
+}

@@ -145,6 +145,7 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 	defer h.release()
 	me.Free = FreeSpace(recv.Dir())
 	me.Slow = recv.Slow()
+	me.DestID = recv.Identity()
 	if err := wire.WriteFrame(bw, wire.Hello, wire.EncodeJSON(me)); err != nil {
 		return err
 	}

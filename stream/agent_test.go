@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -784,6 +785,12 @@ func TestClientAgent(t *testing.T) {
 	c, err := stream.Dial(context.Background(), "local", a2cR, c2aW, closer, "test-sender", wire.ReceiveOptions{}, src)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The agent names DEST itself, for the sender's journal.
+	if fi, err := os.Stat(root); err != nil {
+		t.Fatal(err)
+	} else if ino := fmt.Sprintf(" ino=%d", fi.Sys().(*syscall.Stat_t).Ino); !strings.Contains(c.Peer.DestID+" ", ino+" ") {
+		t.Errorf("the agent names DEST %q, want its inode (%s)", c.Peer.DestID, ino)
 	}
 	in := make(chan *sharder.Batch, len(batches))
 	for _, b := range batches {

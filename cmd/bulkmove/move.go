@@ -453,6 +453,7 @@ func (j *job) run(ctx context.Context) int {
 	})
 	conns, cleanup, err := j.connect(ctx, plan)
 	if err != nil {
+		j.res.unbind()
 		stopWalk()
 		g.Wait()
 		j.res.close(false)
@@ -461,7 +462,10 @@ func (j *job) run(ctx context.Context) int {
 	}
 	defer cleanup()
 	j.trace("connected %d streams", len(conns))
-	slow := destSlow(conns)
+	slow, destID := destSays(conns)
+	if err := j.bindJournal(destID); err != nil {
+		errorf(j.stderr, "warning: %v; this run leaves out nothing the journal holds", err)
+	}
 	if slow {
 		j.trace("DEST answers each file operation after a round trip: batches take their files from many directories in turn")
 	}

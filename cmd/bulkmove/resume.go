@@ -18,11 +18,17 @@ import (
 // journal): what an earlier, interrupted run of the same job had in place
 // is not sent again, not even as a manifest.
 type resume struct {
-	j       *journal.Journal
-	wg      sync.WaitGroup
-	mu      sync.Mutex
-	err     error // the first append failure
-	skipped int64 // files the journal said were done
+	j *journal.Journal
+	// bound is closed once the journal is bound to DEST (bindJournal): done
+	// waits for it, since what the journal says of another DEST is not
+	// to be trusted.
+	bound     chan struct{}
+	bindOnce  sync.Once
+	untrusted bool // no binding could be made: done says no
+	wg        sync.WaitGroup
+	mu        sync.Mutex
+	err       error // the first append failure
+	skipped   int64 // files the journal said were done
 }
 
 // openJournal opens the job's journal: --journal PATH, none for no
@@ -64,10 +70,44 @@ func (j *job) openJournal() (*resume, error) {
 		errorf(j.stderr, "warning: %v; going on without a resume journal", err)
 		return nil, nil
 	}
-	if b, f := jr.Loaded(); f > 0 {
-		j.trace("resuming: the journal %s holds %d files in %d batches from an earlier run", p, f, b)
+	return &resume{j: jr, bound: make(chan struct{})}, nil
+}
+
+// bindJournal binds the journal to DEST, named by id (destSays), before done
+// answers anything: records of another DEST (this one deleted and made
+// anew, or another filesystem there) are dropped, with a warning, and
+// those files go again unless the quick check finds them in place.
+func (j *job) bindJournal(id string) error {
+	r := j.res
+	if r == nil {
+		return nil
 	}
-	return &resume{j: jr}, nil
+	defer r.bindOnce.Do(func() { close(r.bound) })
+	dropped, err := r.j.Destination(id)
+	if err != nil {
+		r.untrusted = true
+		return err
+	}
+	if dropped > 0 {
+		errorf(j.stderr, "warning: the journal %s held %d files acknowledged by another %s (deleted and made anew, or another filesystem there since): they go again unless the quick check finds them in place",
+			r.j.Path(), dropped, j.dst)
+	}
+	if b, f := r.j.Loaded(); f > 0 {
+		j.trace("resuming: the journal %s holds %d files in %d batches from an earlier run", r.j.Path(), f, b)
+	}
+	return nil
+}
+
+// unbind lets done answer without a binding (the streams did not
+// connect): it then says no to everything.
+func (r *resume) unbind() {
+	if r == nil {
+		return
+	}
+	r.bindOnce.Do(func() {
+		r.untrusted = true
+		close(r.bound)
+	})
 }
 
 // envCount reads a count from the environment variable name: 0 if it is
@@ -101,6 +141,9 @@ func (r *resume) dir() string {
 // partial lost since is then filled anew.
 func (r *resume) done(e *sharder.Entry) bool {
 	if r == nil || e.Kind != sharder.KindFile || e.Nlink > 1 || e.IsRange() {
+		return false
+	}
+	if <-r.bound; r.untrusted {
 		return false
 	}
 	if r.j.Done(e.Path, e.Size, e.MTime, uint32(e.Mode)) {

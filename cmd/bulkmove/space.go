@@ -22,19 +22,20 @@ func destFree(conns []stream.Conn, dstRoot string) int64 {
 	return 0
 }
 
-// destSlow reports whether a receiver found DEST slow: each file operation
-// a round trip (NFS, FUSE), so that batches are best spread over many
-// directories (sharder.Options.Spread).
-func destSlow(conns []stream.Conn) bool {
+// destSays is what the first receiver says of DEST: whether it is slow,
+// each file operation a round trip (NFS, FUSE), so that batches are best
+// spread over many directories (sharder.Options.Spread), and what names
+// DEST itself (extract.Receiver.Identity; "" if it cannot tell).
+func destSays(conns []stream.Conn) (slow bool, id string) {
 	for _, c := range conns {
 		switch c := c.(type) {
 		case *stream.Client:
-			return c.Peer.Slow
+			return c.Peer.Slow, c.Peer.DestID
 		case *stream.Local:
-			return c.Recv.Slow()
+			return c.Recv.Slow(), c.Recv.Identity()
 		}
 	}
-	return false
+	return false, ""
 }
 
 // checkSpace compares what the walk has planned so far with DEST's free

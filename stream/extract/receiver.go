@@ -269,6 +269,44 @@ func (r *Receiver) openDir(p string, flags int) (*os.File, error) {
 // Dir is the destination directory.
 func (r *Receiver) Dir() string { return r.dir }
 
+// Identity names the destination directory itself, not its path: its
+// filesystem's device, its inode and, where the filesystem keeps them, its
+// birth time and its inode's generation ("dev=0:45 ino=2
+// born=1700000000.123456789 gen=1358831529"; an inode number can be
+// reused at once, ext4's generation is drawn anew each time, and tmpfs
+// keeps a birth time). A directory deleted and made anew under the same
+// name, or another filesystem mounted there, has another identity (the
+// sender's resume journal is bound to it: journal.Destination). "" if it
+// cannot be read.
+func (r *Receiver) Identity() string {
+	d := r.rootDir
+	if d == nil {
+		var err error
+		if d, err = os.Open(r.dir); err != nil {
+			return ""
+		}
+		defer d.Close()
+	}
+	fd := int(d.Fd())
+	var st unix.Statx_t
+	if unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_INO|unix.STATX_BTIME, &st) != nil || st.Mask&unix.STATX_INO == 0 {
+		return ""
+	}
+	id := fmt.Sprintf("dev=%d:%d ino=%d", st.Dev_major, st.Dev_minor, st.Ino)
+	if st.Mask&unix.STATX_BTIME != 0 && st.Btime.Sec != 0 {
+		id += fmt.Sprintf(" born=%d.%09d", st.Btime.Sec, st.Btime.Nsec)
+	}
+	if gen, err := unix.IoctlGetUint32(fd, fsIocGetVersion); err == nil {
+		id += fmt.Sprintf(" gen=%d", gen)
+	}
+	return id
+}
+
+// fsIocGetVersion is FS_IOC_GETVERSION, _IOR('v', 1, long), which
+// golang.org/x/sys/unix does not define: the kernel answers with the
+// inode's generation, an int.
+const fsIocGetVersion = 2<<30 | uint(unsafe.Sizeof(uintptr(0)))<<16 | 'v'<<8 | 1
+
 // Totals reports what this receiver installed so far.
 func (r *Receiver) Totals() wire.Totals {
 	return wire.Totals{Files: r.files.Load(), Bytes: r.bytes.Load(), Skipped: r.skipped.Load(), Errors: r.errs.Load(),

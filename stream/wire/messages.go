@@ -31,6 +31,11 @@ type Handshake struct {
 	// round trip (NFS, FUSE): batches are best spread over many
 	// directories (sharder.Options.Spread).
 	Slow bool `json:"slow,omitempty"`
+	// DestID names the destination directory itself (its device, inode
+	// and birth time: extract.Receiver.Identity), so that the sender's
+	// resume journal trusts only records of this very directory; "" if
+	// unknown.
+	DestID string `json:"dest_id,omitempty"`
 }
 
 // ReceiveOptions are the sender's choices that the receiver applies.

@@ -28,7 +28,10 @@
 // it (sharder's slash-separated path relative to the source); the
 // fingerprint is XXH64 of the size, the modification time in nanoseconds and
 // the file type bits (fs.FileMode.Type) as 8+8+4 little-endian bytes. Paths
-// are not stored: a file costs 16 bytes, a batch 8 more.
+// are not stored: a file costs 16 bytes, a batch 8 more. A record of one
+// entry binds the journal to its destination (Destination): the path hash
+// of "\x00destination" (no walk's path holds a NUL), and the fingerprint
+// of a size that is XXH64 of the destination's identity.
 //
 // # Guarantees
 //

@@ -510,7 +510,9 @@ func (c *Client) observe(codec byte, in, out int64, start time.Time, blocked0 in
 			// Under --bwlimit the wire's rate is fixed: compressing fits
 			// more into it, whatever else the CPUs do.
 			limited := c.limit.Load().Rate() > 0
-			c.z.auto.busyHost = !limited && host.BusySince(c.obsHost, hostcpu.Busy)
+			busy := host.BusySince(c.obsHost, hostcpu.Busy)
+			c.z.auto.busyHost = !limited && busy
+			c.z.auto.cpuBusy = busy
 			c.obsHost = host
 		}
 	}

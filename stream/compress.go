@@ -377,7 +377,7 @@ func (d *deflater) trySample(src Source, m *wire.BatchManifest, need []bool) (ra
 		switch {
 		case level == autoBetter:
 			d.log("zstd level better: the link held the writes back %.0f%% of the time", 100*d.auto.waits)
-		case d.level == autoBetter && level == autoDefault && d.auto.busyHost:
+		case d.level == autoBetter && level == autoDefault && (d.auto.busyHost || d.auto.cpuBusy):
 			d.log("zstd level default: this host's CPUs are busy")
 		case d.level == autoBetter && level == autoDefault:
 			d.log("zstd level default: the link held the writes back only %.0f%% of the time", 100*d.auto.waits)
@@ -393,13 +393,14 @@ func (d *deflater) trySample(src Source, m *wire.BatchManifest, need []bool) (ra
 // roomForBetter says whether the stream, compressing, has the CPU to spare
 // for the better level (see the package comment): the link sets its pace
 // and held its last batch's writes back betterEnter of the time (at the
-// better level already: betterLeave), and this host's CPUs have room.
+// better level already: betterLeave), and this host's CPUs have room
+// (under --bwlimit too).
 func (a *autoPolicy) roomForBetter(atBetter bool) bool {
 	share := betterEnter
 	if atBetter {
 		share = betterLeave
 	}
-	return a.on && a.slowLink && !a.busyHost && a.waits >= share
+	return a.on && a.slowLink && !a.busyHost && !a.cpuBusy && a.waits >= share
 }
 
 // cpuTimed runs f on a thread of its own and returns the CPU time it took
@@ -578,6 +579,10 @@ type autoPolicy struct {
 	// observe).
 	slowLink bool
 	busyHost bool // this host's CPUs were hostcpu.Busy busy over the last batch (never under --bwlimit)
+	// cpuBusy: the same, under --bwlimit too: the better level, which
+	// costs twice the CPU, is not for a busy host whatever holds the
+	// writes back (--bwlimit is how a live system is spared).
+	cpuBusy bool
 	// linkMeasured: link holds what batches that waited on the link
 	// took, not a bound from one that did not wait.
 	linkMeasured bool

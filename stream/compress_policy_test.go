@@ -530,9 +530,11 @@ func TestAutoPolicyBetter(t *testing.T) {
 		{"at default, writes waited 60%", 6 * mib, 0.6, false, autoDefault},
 		{"writes waited 95%", 6 * mib, 0.95, false, autoBetter},
 		{"this host's CPUs busy", 6 * mib, 0.95, true, autoDefault},
+		{"writes waited 95% again", 6 * mib, 0.95, false, autoBetter},
 	}
 	for _, s := range steps {
 		d.auto.busyHost = s.busy
+		d.auto.cpuBusy = s.busy
 		d.observe(wire.CodecZstd, 16*mib, s.out, time.Second, time.Duration(s.blocked*float64(time.Second)), 0, 0)
 		if c := d.codec(src, m, need); c != wire.CodecZstd || d.level != s.want {
 			t.Fatalf("%s: codec %d, level %s, want %s", s.what, c, autoLevelNames[d.level], autoLevelNames[s.want])
@@ -544,5 +546,12 @@ func TestAutoPolicyBetter(t *testing.T) {
 	}
 	if !strings.Contains(log.String(), "s0: zstd level better: the link held the writes back 98% of the time") {
 		t.Errorf("log:\n%s", log.String())
+	}
+	// Under --bwlimit a busy host still compresses (the limiter holds the
+	// writes back whatever the CPUs do), but not at the better level.
+	d.auto.busyHost, d.auto.cpuBusy = false, true
+	d.observe(wire.CodecZstd, 16*mib, 6*mib, time.Second, 950*time.Millisecond, 0, 0)
+	if c := d.codec(src, m, need); c != wire.CodecZstd || d.level != autoDefault {
+		t.Fatalf("--bwlimit, this host's CPUs busy: codec %d, level %s, want the default level", c, autoLevelNames[d.level])
 	}
 }

@@ -313,6 +313,7 @@ type job struct {
 	bytes         int64
 	links         int64                                           // symlinks, hard links and directories applied
 	skipped       int64                                           // up to date already
+	resumed       int64                                           // of those, left out by the resume journal
 	deleted       int64                                           // removed from DEST by --delete
 	changed       int64                                           // files that changed while read, twice
 	deleteSkipped bool                                            // --delete refused: something failed
@@ -559,7 +560,7 @@ func (j *job) end(pool *stream.Pool, err error, code int) {
 	j.ev.progress(j.m, true)
 	el := time.Since(j.start).Seconds()
 	j.mu.Lock()
-	e := &EndEvent{Files: j.files, Bytes: j.bytes, Links: j.links, Skipped: j.skipped, Errors: j.failed + j.walkErrs,
+	e := &EndEvent{Files: j.files, Bytes: j.bytes, Links: j.links, Skipped: j.skipped, Resumed: j.resumed, Errors: j.failed + j.walkErrs,
 		Elapsed: el, BytesRate: float64(j.bytes) / el, FilesRate: float64(j.files) / el, ExitCode: code,
 		Streams: streamTotals(pool.Stats()), Bottleneck: metrics.Idle}
 	j.mu.Unlock()
@@ -598,6 +599,7 @@ func (j *job) relay(ctx context.Context, out chan *sharder.Batch, rename string)
 				if done := int64(n - len(b.Entries)); done > 0 {
 					j.mu.Lock()
 					j.skipped += done
+					j.resumed += done
 					j.mu.Unlock()
 					j.m.Skipped.Add(done)
 				}
@@ -883,8 +885,14 @@ func (j *job) summary(err error, interrupted bool) {
 	if j.changed > 0 {
 		deleted += fmt.Sprintf("; %d changed during transfer", j.changed)
 	}
-	line := fmt.Sprintf("%d files, %s in %.2fs (%s/s, %.0f files/s)%s; %d up to date%s; %d errors%s",
-		j.files, humanBytes(j.bytes), el.Seconds(), humanBytes(int64(rate)), float64(j.files)/el.Seconds(), compression(j.m), j.skipped, deleted, j.failed+j.walkErrs, j.bottleneck())
+	resumed := ""
+	if j.resumed > 0 {
+		// Not looked at this run: the journal says an earlier one put them
+		// in place (DEST itself unchanged since).
+		resumed = fmt.Sprintf(" (%d of them by the resume journal)", j.resumed)
+	}
+	line := fmt.Sprintf("%d files, %s in %.2fs (%s/s, %.0f files/s)%s; %d up to date%s%s; %d errors%s",
+		j.files, humanBytes(j.bytes), el.Seconds(), humanBytes(int64(rate)), float64(j.files)/el.Seconds(), compression(j.m), j.skipped, resumed, deleted, j.failed+j.walkErrs, j.bottleneck())
 	switch {
 	case interrupted:
 		errorf(j.stderr, "interrupted: %s; run the same command again to finish", line)

@@ -77,8 +77,10 @@ type Pool struct {
 	// took each stream 1.2 s plain before its compression came on.
 	Opening int64
 
-	resize    sync.Mutex // Grow and Retire, one at a time
-	grow      growable   // phase 1, for Grow (poolgrow.go)
+	resize    sync.Mutex    // Grow and Retire, one at a time
+	grow      growable      // phase 1, for Grow (poolgrow.go)
+	running   chan struct{} // closed once Grow may add streams, or never will (Running)
+	ran       bool          // running is closed
 	mu        sync.Mutex
 	stats     []StreamStats
 	owner     *spill.List[owned] // hard-link targets: the stream that wrote or verified each, sorted by path

@@ -50,6 +50,7 @@ func (p *Pool) openGrowth(g *errgroup.Group, ctx context.Context, queue <-chan *
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.grow = growable{g: g, ctx: ctx, queue: queue, cancel: cancel, open: true, stop: map[int]chan struct{}{}}
+	p.markRunning()
 }
 
 // closeGrowth ends Grow's window (the dispatcher is done: no batch is left
@@ -58,6 +59,30 @@ func (p *Pool) closeGrowth() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.grow.open, p.grow.over = false, true
+	p.markRunning()
+}
+
+// Running returns a channel closed once Run's streams run, so that Grow
+// adds streams, or once it never will (phase 1 is over). A step that
+// -j auto takes at once waits for it: called before, Grow adds none.
+func (p *Pool) Running() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.running == nil {
+		p.running = make(chan struct{})
+	}
+	return p.running
+}
+
+// markRunning closes the channel of Running, once; p.mu is held.
+func (p *Pool) markRunning() {
+	if p.running == nil {
+		p.running = make(chan struct{})
+	}
+	if !p.ran {
+		p.ran = true
+		close(p.running)
+	}
 }
 
 // Grow opens up to n more streams with AddConn, at once, and sets them to

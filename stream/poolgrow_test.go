@@ -118,3 +118,61 @@ func TestAutoPoolGrowRetire(t *testing.T) {
 		})
 	}
 }
+
+// TestPoolRunning: Grow adds no stream before Run has its streams running
+// (-j auto's first step over a far path, taken at once, lost it when it
+// came that early); Running says when it may, and Grow then adds.
+func TestPoolRunning(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	ctx := context.Background()
+	tr := transports[0] // local
+	dir := tmpDir(t)
+	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(src, "f"), []byte("data"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	source := stream.Source{Root: src}
+	col := &collector{}
+	pool := &stream.Pool{Conns: tr.open(t, ctx, 1, dst, source), OnResult: col.add, MaxConns: 3}
+	pool.AddConn = func(ctx context.Context, i int) (stream.Conn, error) {
+		return tr.open(t, ctx, 1, dst, source)[0], nil
+	}
+	if n, err := pool.Grow(ctx, 1); n != 0 || err != nil {
+		t.Fatalf("Grow before Run: %d, %v; want 0, nil", n, err)
+	}
+	select {
+	case <-pool.Running():
+		t.Fatal("Running is closed before Run")
+	default:
+	}
+	def := &stream.Deferred{}
+	walked := make(chan *sharder.Batch, 16)
+	if _, err := sharder.Run(ctx, src, sharder.Options{Deferred: def.Add}, walked); err != nil {
+		t.Fatal(err)
+	}
+	batches := make(chan *sharder.Batch)
+	ran := make(chan error, 1)
+	go func() { ran <- pool.Run(ctx, batches, def) }()
+	select {
+	case <-pool.Running():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Running not closed once Run runs")
+	}
+	if n, err := pool.Grow(ctx, 1); n != 1 || err != nil {
+		t.Errorf("Grow once running: %d, %v; want 1, nil", n, err)
+	}
+	for b := range walked {
+		batches <- b
+	}
+	close(batches)
+	if err := <-ran; err != nil {
+		t.Fatal(err)
+	}
+	<-pool.Running() // still closed
+	if b, err := os.ReadFile(filepath.Join(dst, "f")); err != nil || string(b) != "data" {
+		t.Errorf("f: %q, %v", b, err)
+	}
+}

@@ -99,6 +99,9 @@ func (j *job) connectSSH(ctx context.Context, t sshx.Target, p plan) ([]stream.C
 	}
 	l.clients = clients
 	j.farAhead(ctx, l, clients[0])
+	// The round trip, measured now, while the agent starts and nothing
+	// else is sent (see rtt).
+	go l.pathRTT()
 	root := p.dstRoot
 	if root == "" {
 		root = "." // host: means the remote home directory
@@ -205,8 +208,8 @@ type sshLink struct {
 	grow *sshGrowth // -j auto's added streams (growth)
 }
 
-// pathRTT is the SSH round trip (rtt), measured once, the first time it is
-// asked for: by -j auto as it starts, or by a stream's first batch.
+// pathRTT is the SSH round trip (rtt), measured once, as the connections
+// open (connectSSH): -j auto and each stream's first batch wait for it.
 func (l *sshLink) pathRTT() time.Duration {
 	l.rttOnce.Do(func() { l.rttVal = l.rtt() })
 	return l.rttVal

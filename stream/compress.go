@@ -386,6 +386,11 @@ func (d *deflater) trySample(src Source, m *wire.BatchManifest, need []bool) (ra
 				autoLevelNames[level], 100*ratios[autoFastest], 100*ratios[autoDefault])
 		}
 	}
+	if d.level == autoBetter && level != autoBetter && d.levels[autoBetter] != nil {
+		// Its tables and window (about 12 MiB) are held only while in use.
+		d.levels[autoBetter].Close()
+		d.levels[autoBetter] = nil
+	}
 	d.level = level
 	return ratios[sampled], costs[sampled], true
 }

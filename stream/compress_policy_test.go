@@ -543,6 +543,9 @@ func TestAutoPolicyBetter(t *testing.T) {
 		if err != nil || enc != d.levels[s.want] {
 			t.Fatalf("%s: the batch's encoder is not the %s level's (%v)", s.what, autoLevelNames[s.want], err)
 		}
+		if s.want != autoBetter && d.levels[autoBetter] != nil {
+			t.Fatalf("%s: the better level's encoder is still held", s.what)
+		}
 	}
 	if !strings.Contains(log.String(), "s0: zstd level better: the link held the writes back 98% of the time") {
 		t.Errorf("log:\n%s", log.String())

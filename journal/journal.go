@@ -443,7 +443,8 @@ const destPath = "\x00destination"
 
 // Destination binds the journal to the destination its records are of. id
 // names that destination as its receiver sees it (its filesystem, and its
-// root directory's inode and birth time), so that a destination deleted
+// root directory's inode, birth time and generation: the string of
+// extract.Receiver.Identity), so that a destination deleted
 // and made anew, or another one at the same name, has another id. A
 // journal whose records name another destination, or none (those of an
 // earlier version), is emptied before any Done: what it says landed may

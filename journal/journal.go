@@ -274,11 +274,8 @@ func (j *Journal) load() error {
 		return fmt.Errorf("journal %s: %d files, more than this version can load", j.path, files)
 	}
 	if end < size {
-		if err := j.f.Truncate(end); err != nil {
-			return j.wrap("truncate", err)
-		}
-		if err := datasync(j.f); err != nil {
-			return j.wrap("sync", err)
+		if err := j.cut(end); err != nil {
+			return err
 		}
 		j.dropped = size - end
 	}
@@ -333,6 +330,17 @@ func (j *Journal) load() error {
 	j.idx = b.index()
 	j.size = end
 	j.loadedBatches, j.loadedFiles = recs, files
+	return nil
+}
+
+// cut truncates the file to n bytes, durably.
+func (j *Journal) cut(n int64) error {
+	if err := j.f.Truncate(n); err != nil {
+		return j.wrap("truncate", err)
+	}
+	if err := datasync(j.f); err != nil {
+		return j.wrap("sync", err)
+	}
 	return nil
 }
 
@@ -468,12 +476,7 @@ func (j *Journal) Destination(id string) (dropped int64, err error) {
 		j.mu.Lock()
 		err := j.err
 		if err == nil && j.size > headerLen {
-			if err = j.f.Truncate(headerLen); err != nil {
-				err = j.wrap("truncate", err)
-			} else if err = datasync(j.f); err != nil {
-				err = j.wrap("sync", err)
-			}
-			if err == nil {
+			if err = j.cut(headerLen); err == nil {
 				j.size = headerLen
 			}
 		}

@@ -507,12 +507,8 @@ func (c *Client) observe(codec byte, in, out int64, start time.Time, blocked0 in
 	}
 	if c.Compress.Mode == CompressAuto {
 		if host, ok := hostcpu.Read(); ok {
-			// Under --bwlimit the wire's rate is fixed: compressing fits
-			// more into it, whatever else the CPUs do.
-			limited := c.limit.Load().Rate() > 0
-			busy := host.BusySince(c.obsHost, hostcpu.Busy)
-			c.z.auto.busyHost = !limited && busy
-			c.z.auto.cpuBusy = busy
+			c.z.auto.cpuBusy = host.BusySince(c.obsHost, hostcpu.Busy)
+			c.z.auto.limited = c.limit.Load().Rate() > 0 // (autoPolicy.busyHost)
 			c.obsHost = host
 		}
 	}

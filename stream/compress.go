@@ -300,7 +300,7 @@ func (d *deflater) codec(src Source, m *wire.BatchManifest, need []bool) byte {
 	// on a slow link: see the package comment and AutoShare.
 	joined := !a.seen && !d.far && d.share.compressingOnSlowLink()
 	start := !a.seen && (d.far || joined)
-	if !a.on && !start && (!a.linkBound || a.busyHost) {
+	if !a.on && !start && (!a.linkBound || a.busyHost()) {
 		// The link keeps up, or this host's CPUs are busy: compression
 		// could only cost. (Two hosts sharing two cores, as on the test
 		// rig, look like a slow link whose far end is starved of CPU;
@@ -377,7 +377,7 @@ func (d *deflater) trySample(src Source, m *wire.BatchManifest, need []bool) (ra
 		switch {
 		case level == autoBetter:
 			d.log("zstd level better: the link held the writes back %.0f%% of the time", 100*d.auto.waits)
-		case d.level == autoBetter && level == autoDefault && (d.auto.busyHost || d.auto.cpuBusy):
+		case d.level == autoBetter && level == autoDefault && d.auto.cpuBusy:
 			d.log("zstd level default: this host's CPUs are busy")
 		case d.level == autoBetter && level == autoDefault:
 			d.log("zstd level default: the link held the writes back only %.0f%% of the time", 100*d.auto.waits)
@@ -398,15 +398,21 @@ func (d *deflater) trySample(src Source, m *wire.BatchManifest, need []bool) (ra
 // roomForBetter says whether the stream, compressing, has the CPU to spare
 // for the better level (see the package comment): the link sets its pace
 // and held its last batch's writes back betterEnter of the time (at the
-// better level already: betterLeave), and this host's CPUs have room
-// (under --bwlimit too).
+// better level already: betterLeave), and this host's CPUs have room,
+// under --bwlimit too: the better level costs twice the CPU, and
+// --bwlimit is how a live system is spared.
 func (a *autoPolicy) roomForBetter(atBetter bool) bool {
 	share := betterEnter
 	if atBetter {
 		share = betterLeave
 	}
-	return a.on && a.slowLink && !a.busyHost && !a.cpuBusy && a.waits >= share
+	return a.on && a.slowLink && !a.cpuBusy && a.waits >= share
 }
+
+// busyHost says whether this host's CPUs were too busy over the last
+// batch to start compressing; never under --bwlimit, where the wire's
+// rate is fixed: compressing fits more into it, whatever else the CPUs do.
+func (a *autoPolicy) busyHost() bool { return a.cpuBusy && !a.limited }
 
 // cpuTimed runs f on a thread of its own and returns the CPU time it took
 // (the wall time where the thread's clock cannot be read). Timed by the
@@ -583,11 +589,8 @@ type autoPolicy struct {
 	// Over a far path: while the writes wait 90% of the time (see
 	// observe).
 	slowLink bool
-	busyHost bool // this host's CPUs were hostcpu.Busy busy over the last batch (never under --bwlimit)
-	// cpuBusy: the same, under --bwlimit too: the better level, which
-	// costs twice the CPU, is not for a busy host whatever holds the
-	// writes back (--bwlimit is how a live system is spared).
-	cpuBusy bool
+	cpuBusy  bool // this host's CPUs were hostcpu.Busy busy over the last batch
+	limited  bool // --bwlimit fixes the wire's rate (see busyHost)
 	// linkMeasured: link holds what batches that waited on the link
 	// took, not a bound from one that did not wait.
 	linkMeasured bool

@@ -245,11 +245,11 @@ func TestAutoPolicyBusyHost(t *testing.T) {
 	defer d.close()
 	const mib = 1 << 20
 	d.observe(wire.CodecNone, 16*mib, 16*mib, 20*time.Second, 19900*time.Millisecond, 0, 0)
-	d.auto.busyHost = true
+	d.auto.cpuBusy = true
 	if c := d.codec(src, m, need); c != wire.CodecNone || d.auto.on {
 		t.Fatalf("busy host: codec %d, on %v", c, d.auto.on)
 	}
-	d.auto.busyHost = false
+	d.auto.cpuBusy = false
 	if c := d.codec(src, m, need); c != wire.CodecZstd || !d.auto.on {
 		t.Fatalf("idle host: codec %d, on %v", c, d.auto.on)
 	}
@@ -533,7 +533,6 @@ func TestAutoPolicyBetter(t *testing.T) {
 		{"writes waited 95% again", 6 * mib, 0.95, false, autoBetter},
 	}
 	for _, s := range steps {
-		d.auto.busyHost = s.busy
 		d.auto.cpuBusy = s.busy
 		d.observe(wire.CodecZstd, 16*mib, s.out, time.Second, time.Duration(s.blocked*float64(time.Second)), 0, 0)
 		if c := d.codec(src, m, need); c != wire.CodecZstd || d.level != s.want {
@@ -552,7 +551,7 @@ func TestAutoPolicyBetter(t *testing.T) {
 	}
 	// Under --bwlimit a busy host still compresses (the limiter holds the
 	// writes back whatever the CPUs do), but not at the better level.
-	d.auto.busyHost, d.auto.cpuBusy = false, true
+	d.auto.cpuBusy, d.auto.limited = true, true
 	d.observe(wire.CodecZstd, 16*mib, 6*mib, time.Second, 950*time.Millisecond, 0, 0)
 	if c := d.codec(src, m, need); c != wire.CodecZstd || d.level != autoDefault {
 		t.Fatalf("--bwlimit, this host's CPUs busy: codec %d, level %s, want the default level", c, autoLevelNames[d.level])

@@ -80,7 +80,6 @@ type Pool struct {
 	resize    sync.Mutex    // Grow and Retire, one at a time
 	grow      growable      // phase 1, for Grow (poolgrow.go)
 	running   chan struct{} // closed once Grow may add streams, or never will (Running)
-	ran       bool          // running is closed
 	mu        sync.Mutex
 	stats     []StreamStats
 	owner     *spill.List[owned] // hard-link targets: the stream that wrote or verified each, sorted by path

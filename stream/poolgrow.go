@@ -79,8 +79,9 @@ func (p *Pool) markRunning() {
 	if p.running == nil {
 		p.running = make(chan struct{})
 	}
-	if !p.ran {
-		p.ran = true
+	select {
+	case <-p.running:
+	default:
 		close(p.running)
 	}
 }

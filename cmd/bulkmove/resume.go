@@ -25,6 +25,7 @@ type resume struct {
 	bound     chan struct{}
 	bindOnce  sync.Once
 	untrusted bool // no binding could be made: done says no
+	isBound   bool // done has seen bound closed (done runs on the relay's goroutine only)
 	wg        sync.WaitGroup
 	mu        sync.Mutex
 	err       error // the first append failure
@@ -143,7 +144,11 @@ func (r *resume) done(e *sharder.Entry) bool {
 	if r == nil || e.Kind != sharder.KindFile || e.Nlink > 1 || e.IsRange() {
 		return false
 	}
-	if <-r.bound; r.untrusted {
+	if !r.isBound {
+		<-r.bound // once, not a channel operation a file
+		r.isBound = true
+	}
+	if r.untrusted {
 		return false
 	}
 	if r.j.Done(e.Path, e.Size, e.MTime, uint32(e.Mode)) {

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path"
 	"strings"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -78,11 +77,11 @@ func (k *Keep) Close() error {
 // source's entries of that directory; nil: none): files, symlinks (as
 // links, never followed) and whole directories, but not entries protect
 // says to keep, nor anything under them. In a dry run it only reports. dir
-// must be a real directory under the root, not a symlink to one; nothing
-// outside the root is ever reached. It returns what it removed, in name
-// order (a directory after what it held), and the first error (the rest
-// of the directory is still tried). See PruneEach, which does not gather
-// what it removed.
+// must be a real directory under the root, reached with no symlink on the
+// way; nothing outside it is ever reached. It returns what it removed, in
+// name order (a directory after what it held), and the first error (the
+// rest of the directory is still tried). See PruneEach, which does not
+// gather what it removed.
 func (r *Receiver) Prune(dir string, keep *Keep, protect PruneFunc, dryRun bool) ([]Removed, error) {
 	var out []Removed
 	err := r.PruneEach(dir, keep, protect, dryRun, func(rm Removed) error {
@@ -95,23 +94,61 @@ func (r *Receiver) Prune(dir string, keep *Keep, protect PruneFunc, dryRun bool)
 // PruneEach is Prune that hands report each entry as it is removed,
 // rather than gathering them: memory does not grow with what goes. An
 // error from report stops it at once, and it returns that error.
-//
-// The destination directory is read whole first, its names sorted (in
-// sorted runs on disk past PruneMem), then merged with keep's: memory does
-// not grow with the directory.
 func (r *Receiver) PruneEach(dir string, keep *Keep, protect PruneFunc, dryRun bool, report func(Removed) error) error {
+	_, err := r.PruneDir(dir, keep, PruneOptions{Protect: protect, DryRun: dryRun}, report)
+	return err
+}
+
+// PruneOptions are how PruneDir prunes.
+type PruneOptions struct {
+	Protect PruneFunc // nil: nothing protected
+	DryRun  bool      // remove nothing; report what would go
+	// Limit, if above 0, is the most entries removed (--max-delete):
+	// past it nothing more goes, and what would have is counted in
+	// PruneCount.Held.
+	Limit int64
+}
+
+// PruneCount is what one PruneDir looked at and did. Every entry counts
+// once, those inside a removed directory too; protected entries do not
+// count.
+type PruneCount struct {
+	Examined int64 // entries of the destination looked at
+	Removed  int64 // removed (in a dry run: that would be)
+	Held     int64 // that would have gone but for the limit
+}
+
+// PruneDir is PruneEach with options, and the counts the --delete guard
+// and --max-delete go by.
+//
+// The directory is opened beneath the root with no symlink followed on
+// the way (openNoLinks), read whole through that descriptor (its names
+// sorted, in sorted runs on disk past PruneMem, then merged with keep's:
+// memory does not grow with the directory), and each entry is removed by
+// name in that descriptor; a directory to remove is opened from it with
+// O_NOFOLLOW, emptied the same way and removed by name. No path is looked
+// up again: a directory of the destination swapped for a symlink while a
+// prune runs fails with an error naming it, and nothing is deleted
+// through the link.
+func (r *Receiver) PruneDir(dir string, keep *Keep, o PruneOptions, report func(Removed) error) (PruneCount, error) {
+	pr := &pruning{protect: o.Protect, dryRun: o.DryRun, limit: o.Limit, report: report}
 	if err := CheckName(dir, sharder.KindDir); err != nil {
-		return fmt.Errorf("delete in %q: %w", dir, err)
+		return pr.n, fmt.Errorf("delete in %q: %w", dir, err)
 	}
 	if keep != nil && keep.l.Err() != nil {
-		return fmt.Errorf("delete in %s: the source's names: %w", dir, keep.l.Err())
+		return pr.n, fmt.Errorf("delete in %s: the source's names: %w", dir, keep.l.Err())
 	}
-	names, err := r.list(dir, true)
+	d, err := r.openNoLinks(dir)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil // nothing there to prune
+			return pr.n, nil // nothing there to prune
 		}
-		return fmt.Errorf("delete in %s: %w", dir, err)
+		return pr.n, fmt.Errorf("delete in %s: %w", dir, err)
+	}
+	defer d.Close()
+	names, err := list(d, true)
+	if err != nil {
+		return pr.n, fmt.Errorf("delete in %s: %w", dir, err)
 	}
 	defer names.Close()
 	var kept func() (string, error, bool)
@@ -140,74 +177,95 @@ func (r *Receiver) PruneEach(dir string, keep *Keep, protect PruneFunc, dryRun b
 		}
 		return false, nil
 	}
-	pr := &pruning{r: r, protect: protect, dryRun: dryRun, report: report}
 	var first error
 	for de, err := range names.All() {
 		if err != nil {
-			return fmt.Errorf("delete in %s: %w", dir, err)
+			return pr.n, fmt.Errorf("delete in %s: %w", dir, err)
 		}
 		in, err := inKeep(de.name)
 		if err != nil {
-			return err
+			return pr.n, err
 		}
 		if in {
+			pr.n.Examined++
 			continue
 		}
-		_, err = pr.entry(join(dir, de.name), de.typ)
+		_, err = pr.entry(d, join(dir, de.name), de.name, de.typ)
 		if pr.stopped != nil {
-			return pr.stopped
+			return pr.n, pr.stopped
 		}
 		if err != nil && first == nil {
 			first = err
 		}
 	}
-	return first
+	return pr.n, first
 }
 
-// pruning is one PruneEach under way.
+// pruning is one PruneDir under way.
 type pruning struct {
-	r       *Receiver
 	protect PruneFunc
 	dryRun  bool
+	limit   int64
 	report  func(Removed) error
+	n       PruneCount
 	stopped error // report's error: nothing more is done
 }
 
 func (pr *pruning) removed(rm Removed) {
+	pr.n.Removed++
 	if err := pr.report(rm); err != nil && pr.stopped == nil {
 		pr.stopped = err
 	}
 }
 
-// entry deletes p, of type typ, unless protected; a directory goes whole,
-// except for protected entries below it (and the directories that hold
-// them). gone says whether p itself went.
-func (pr *pruning) entry(p string, typ fs.FileMode) (gone bool, err error) {
-	r := pr.r
+// held reports whether the limit keeps the next entry from going (and
+// then counts it).
+func (pr *pruning) held() bool {
+	if pr.limit > 0 && pr.n.Removed >= pr.limit {
+		pr.n.Held++
+		return true
+	}
+	return false
+}
+
+// entry deletes the entry name of the directory d (p under the root), of
+// type typ as listed, unless protected; a directory goes whole, except
+// for protected entries below it (and the directories that hold them).
+// gone says whether the entry itself went.
+func (pr *pruning) entry(d *os.File, p, name string, typ fs.FileMode) (gone bool, err error) {
 	isDir := typ&fs.ModeDir != 0
 	if pr.stopped != nil || (pr.protect != nil && pr.protect(p, isDir)) {
 		return false, nil
 	}
+	pr.n.Examined++
 	if !isDir {
+		if pr.held() {
+			return false, nil
+		}
 		if !pr.dryRun {
-			if err := r.root.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return false, fmt.Errorf("delete %s: %w", p, unwrapPath(err))
+			if err := unix.Unlinkat(int(d.Fd()), name, 0); err != nil && err != unix.ENOENT {
+				if err == unix.EISDIR {
+					return false, fmt.Errorf("delete %s: became a directory while being deleted", p)
+				}
+				return false, fmt.Errorf("delete %s: %w", p, err)
 			}
 		}
 		pr.removed(Removed{Path: p})
 		return true, nil
 	}
-	if pr.protect == nil {
-		if !pr.dryRun {
-			if err := r.root.RemoveAll(p); err != nil {
-				return false, fmt.Errorf("delete %s: %w", p, unwrapPath(err))
-			}
-		}
-		pr.removed(Removed{Path: p, IsDir: true})
-		return true, nil
+	fd, err := unix.Openat(int(d.Fd()), name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	switch err {
+	case nil:
+	case unix.ENOENT:
+		return true, nil // gone already
+	case unix.ELOOP, unix.ENOTDIR:
+		return false, fmt.Errorf("delete %s: %w", p, errSymlinkInWay)
+	default:
+		return false, fmt.Errorf("delete %s: %w", p, err)
 	}
-	// Some entries below may be protected: go down.
-	names, err := r.list(p, false)
+	sub := os.NewFile(uintptr(fd), p)
+	defer sub.Close()
+	names, err := list(sub, false)
 	if err != nil {
 		return false, fmt.Errorf("delete %s: %w", p, err)
 	}
@@ -218,12 +276,12 @@ func (pr *pruning) entry(p string, typ fs.FileMode) (gone bool, err error) {
 		if err != nil {
 			return false, fmt.Errorf("delete %s: %w", p, err)
 		}
-		gone, err := pr.entry(join(p, de.name), de.typ)
+		gone, err := pr.entry(sub, join(p, de.name), de.name, de.typ)
 		if err != nil && first == nil {
 			first = err
 		}
 		if !gone {
-			kept = true // protected, or partly so
+			kept = true // protected, held, or partly so
 		}
 		if pr.stopped != nil {
 			return false, nil
@@ -232,13 +290,82 @@ func (pr *pruning) entry(p string, typ fs.FileMode) (gone bool, err error) {
 	if kept || first != nil {
 		return false, first
 	}
+	if pr.held() {
+		return false, nil
+	}
 	if !pr.dryRun {
-		if err := r.root.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return false, fmt.Errorf("delete %s: %w", p, unwrapPath(err))
+		switch err := unix.Unlinkat(int(d.Fd()), name, unix.AT_REMOVEDIR); err {
+		case nil, unix.ENOENT:
+		case unix.ENOTDIR:
+			return false, fmt.Errorf("delete %s: %w", p, errSymlinkInWay)
+		case unix.ENOTEMPTY, unix.EEXIST:
+			return false, fmt.Errorf("delete %s: entries were added while it was being deleted", p)
+		default:
+			return false, fmt.Errorf("delete %s: %w", p, err)
 		}
 	}
 	pr.removed(Removed{Path: p, IsDir: true})
 	return true, nil
+}
+
+// errSymlinkInWay is what meeting a symlink (or anything but a
+// directory) where a prune goes down says: it is not followed.
+var errSymlinkInWay = errors.New("a symlink (or something other than a directory) is in the way, perhaps swapped in during the pass: not followed")
+
+// openNoLinks opens the directory p under the root with no symlink
+// followed on the way, not even one that stays beneath the root (a link
+// from one directory of the destination to another would have a prune
+// delete the other's entries): with one openat2 where the kernel has it,
+// else one component at a time with O_NOFOLLOW.
+func (r *Receiver) openNoLinks(p string) (*os.File, error) {
+	base := r.rootDir
+	if base == nil {
+		f, err := r.root.Open(".")
+		if err != nil {
+			return nil, unwrapPath(err)
+		}
+		defer f.Close()
+		base = f
+	}
+	const flags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	noLinks := func(err error) error {
+		if err == unix.ELOOP || err == unix.ENOTDIR {
+			return errSymlinkInWay
+		}
+		return err
+	}
+	if !noOpenat2.Load() {
+		how := unix.OpenHow{Flags: flags, Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS}
+		for {
+			fd, err := unix.Openat2(int(base.Fd()), p, &how)
+			switch err {
+			case nil:
+				return os.NewFile(uintptr(fd), p), nil
+			case unix.EINTR, unix.EAGAIN:
+				continue // a rename elsewhere in the tree meanwhile
+			case unix.ENOSYS, unix.EPERM:
+				noOpenat2.Store(true) // too old a kernel, or a seccomp filter
+			default:
+				return nil, noLinks(err)
+			}
+			break
+		}
+	}
+	fd, err := unix.Openat(int(base.Fd()), ".", flags, 0)
+	if err != nil {
+		return nil, err
+	}
+	if p != "." {
+		for _, c := range strings.Split(p, "/") {
+			next, err := unix.Openat(fd, c, flags, 0)
+			unix.Close(fd)
+			if err != nil {
+				return nil, noLinks(err)
+			}
+			fd = next
+		}
+	}
+	return os.NewFile(uintptr(fd), p), nil
 }
 
 // dirent is a name a directory holds and its type.
@@ -247,44 +374,19 @@ type dirent struct {
 	typ  fs.FileMode
 }
 
-// list reads a directory under the root without following a symlink at
-// its last component, whole, before anything in it is deleted: into a
-// list sorted by name if sorted, else in the order read, which holds
-// PruneMem names in memory and spills the rest to disk.
-func (r *Receiver) list(dir string, sorted bool) (*spill.List[dirent], error) {
-	// os.Root follows symlinks that stay inside it: make sure that what
-	// is opened is the directory itself, not where a link points.
-	lfi, err := r.root.Lstat(dir)
-	if err != nil {
-		return nil, unwrapPath(err)
-	}
-	if !lfi.IsDir() {
-		return nil, fmt.Errorf("not a directory (%s)", lfi.Mode().Type())
-	}
-	f, err := r.root.OpenFile(dir, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0)
-	if err != nil {
-		return nil, unwrapPath(err)
-	}
-	defer f.Close()
-	if fi, err := f.Stat(); err != nil || !os.SameFile(fi, lfi) {
-		return nil, errors.New("replaced while being opened")
-	}
-	// A file opened through an os.Root lstats every entry ReadDir returns;
-	// a plain descriptor of the same directory gives the types from
-	// getdents alone (one system call per 1024 names, not one per name).
-	nfd, err := unix.Dup(int(f.Fd()))
-	if err != nil {
-		return nil, err
-	}
-	f = os.NewFile(uintptr(nfd), dir)
-	defer f.Close()
+// list reads the open directory d whole, before anything in it is
+// deleted: into a list sorted by name if sorted, else in the order read,
+// which holds PruneMem names in memory and spills the rest to disk. d,
+// opened as a plain descriptor, gives the types from getdents alone (one
+// system call per 1024 names, not one per name).
+func list(d *os.File, sorted bool) (*spill.List[dirent], error) {
 	var cmp func(a, b *dirent) int
 	if sorted {
 		cmp = func(a, b *dirent) int { return strings.Compare(a.name, b.name) }
 	}
 	all := spill.New("", PruneMem, cmp, direntCodec{})
 	for {
-		des, err := f.ReadDir(1024)
+		des, err := d.ReadDir(1024)
 		for _, de := range des {
 			if aerr := all.Add(dirent{name: de.Name(), typ: de.Type()}); aerr != nil {
 				all.Close()

@@ -22,3 +22,11 @@ func LandedLen(r *Receiver) int {
 	defer r.mu.Unlock()
 	return len(r.landed)
 }
+
+// ForceWalk makes receivers open directories a component at a time, as
+// where openat2 is missing, and returns a function that restores it.
+func ForceWalk() (restore func()) {
+	old := noOpenat2.Load()
+	noOpenat2.Store(true)
+	return func() { noOpenat2.Store(old) }
+}

@@ -45,12 +45,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/zeebo/xxh3"
@@ -268,7 +266,7 @@ func (r *Receiver) rangeLanded(e *sharder.Entry) bool {
 	if d = strings.TrimSuffix(d, "/"); d == "" {
 		d = "."
 	}
-	df, err := r.root.OpenFile(d, os.O_RDONLY|syscall.O_DIRECTORY, 0)
+	df, err := r.openDir(d, 0)
 	if err != nil {
 		return false
 	}

@@ -1,17 +1,20 @@
 // Package extract is the receiving side of bulkmove: it installs batches of
 // entries under a destination root, safely, whoever the sender is.
 //
-// Every file operation goes through an os.Root opened once on the
-// destination, so no name, symlink or hard link can reach outside it. Names
-// must be local (filepath.IsLocal). Regular files are written under a
-// temporary name in their target directory and renamed into place when the
-// batch commits, so a final name never holds a partial file. Symlinks and
-// hard links arrive only in final batches, after all file data (the sender
-// orders them so); hard links may only point at regular files this receiver
-// wrote or verified in this session. Device nodes and FIFOs cannot even be
-// expressed on the wire; setuid and setgid bits are dropped unless asked
-// for. Metadata (mode, owner, times) is applied through the open file
-// descriptor, never by a second path lookup that a symlink could redirect.
+// Every file operation is made in the descriptor of its directory, opened
+// beneath the destination with no symlink followed on the way (openDir),
+// so no name, symlink or hard link can reach outside it, and no directory
+// of the destination swapped for a symlink while a job runs is written
+// through. Names must be local (filepath.IsLocal). Regular files are
+// written under a temporary name in their target directory and renamed
+// into place when the batch commits, so a final name never holds a
+// partial file. Symlinks and hard links arrive only in final batches, after
+// all file data (the sender orders them so); hard links may only point at
+// regular files this receiver wrote or verified in this session. Device
+// nodes and FIFOs cannot even be expressed on the wire; setuid and setgid
+// bits are dropped unless asked for. Metadata (mode, owner, times) is
+// applied through the open file descriptor, never by a second path lookup
+// that a symlink could redirect.
 package extract
 
 import (
@@ -23,6 +26,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -108,7 +112,8 @@ type Receiver struct {
 	root *os.Root
 	dir  string
 	opt  Options
-	// rootDir is the root open, for openat2 (see openDir); nil if not.
+	// rootDir is the root open: every directory is opened beneath it,
+	// with no symlink followed (see openDir).
 	rootDir *os.File
 
 	mu sync.Mutex
@@ -169,11 +174,13 @@ func Open(dir string, opt Options) (*Receiver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open destination: %w", err)
 	}
-	r := &Receiver{root: root, dir: dir, opt: opt, known: hashidx.NewSet("", KnownMem), dirs: map[string]bool{}, landed: map[uint64]struct{}{},
-		limit: ratelimit.New(opt.WriteRate)}
-	if f, err := root.Open("."); err == nil {
-		r.rootDir = f
+	rootDir, err := root.Open(".")
+	if err != nil {
+		root.Close()
+		return nil, fmt.Errorf("open destination: %w", err)
 	}
+	r := &Receiver{root: root, rootDir: rootDir, dir: dir, opt: opt, known: hashidx.NewSet("", KnownMem), dirs: map[string]bool{}, landed: map[uint64]struct{}{},
+		limit: ratelimit.New(opt.WriteRate)}
 	r.io = ioconc.Auto(0)
 	if opt.IOConcurrency > 0 {
 		r.io = ioconc.Fixed(opt.IOConcurrency)
@@ -189,12 +196,7 @@ func Open(dir string, opt Options) (*Receiver, error) {
 // the gauge knows nothing at the first batch, which then ran one file at a
 // time: on a 1 ms filesystem, 141 files in 1.2 s of a 1.3 s copy.
 func (r *Receiver) probeLatency() {
-	d, err := r.root.Open(".")
-	if err != nil {
-		return
-	}
-	defer d.Close()
-	dfd := int(d.Fd())
+	dfd := int(r.rootDir.Fd())
 	var wg sync.WaitGroup
 	for k := range probeLookups {
 		wg.Go(func() {
@@ -221,10 +223,7 @@ func (r *Receiver) linking() int {
 			r.linkMode = linkNone
 			return
 		}
-		if d, err := r.root.OpenFile(".", os.O_RDONLY|syscall.O_DIRECTORY, 0); err == nil {
-			r.linkMode = probeLink(d)
-			d.Close()
-		}
+		r.linkMode = probeLink(r.rootDir)
 	})
 	return r.linkMode
 }
@@ -234,36 +233,134 @@ func (r *Receiver) Close() error {
 	r.sweeps.Wait()
 	r.closeStage()
 	r.known.Close()
-	if r.rootDir != nil {
-		r.rootDir.Close()
-	}
+	r.rootDir.Close()
 	return r.root.Close()
 }
 
 // noOpenat2 is set once openat2 turned out to be missing or refused.
 var noOpenat2 atomic.Bool
 
-// openDir opens the directory p under the root (flags may add
-// O_NOFOLLOW): with one openat2 that the kernel keeps beneath the root
-// where it can (a lookup a component, where os.Root opens and closes each
-// directory on the way down: on a network filesystem, three round trips a
-// component instead of one), else through the os.Root.
+// openDir opens the directory p under the root, following no symlink on
+// the way or at its end (flags may add open flags). Every create, link,
+// rename and unlink of the receiver is made in a descriptor opened so, and
+// each directory is opened once a batch (Txn.dir): a directory of DEST
+// that a local user swaps for a symlink (to another directory of DEST, or
+// out of it) is refused, never written through, and a swap after the open
+// changes nothing, as the descriptor holds the directory itself. One
+// openat2 where the kernel has it (a walk costs a lookup a component: on
+// a network filesystem, a round trip each), else walkDir; where openat2
+// refuses the path, walkDir says which component is not a directory.
 func (r *Receiver) openDir(p string, flags int) (*os.File, error) {
-	if r.rootDir != nil && !noOpenat2.Load() {
-		how := unix.OpenHow{Flags: uint64(unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC | flags),
-			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS}
+	if !noOpenat2.Load() {
+		how := unix.OpenHow{Flags: uint64(unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC | flags),
+			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS}
 		fd, err := unix.Openat2(int(r.rootDir.Fd()), p, &how)
 		switch err {
 		case nil:
 			return os.NewFile(uintptr(fd), p), nil
-		case unix.ENOENT, unix.ENOTDIR, unix.ELOOP, unix.EACCES:
-			return nil, &fs.PathError{Op: "openat2", Path: p, Err: err}
+		case unix.ENOENT, unix.EACCES:
+			return nil, &fs.PathError{Op: "open", Path: p, Err: err}
 		case unix.ENOSYS, unix.EPERM:
 			noOpenat2.Store(true) // too old a kernel, or a seccomp filter
 		}
-		// Anything else (a symlink leading out, say): as os.Root sees it.
+		// ELOOP (a symlink), ENOTDIR (a file), EAGAIN (a rename raced
+		// the lookup): the walk tells which component, or opens the
+		// directory now that it is one again.
 	}
-	return r.root.OpenFile(p, os.O_RDONLY|syscall.O_DIRECTORY|flags, 0)
+	return r.walkDir(p, flags)
+}
+
+// walkDir is openDir a component at a time, each opened with O_NOFOLLOW
+// in the descriptor of the one before.
+func (r *Receiver) walkDir(p string, flags int) (*os.File, error) {
+	fd, err := unix.Openat(int(r.rootDir.Fd()), ".", dirFlags|flags, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: r.dir, Err: err}
+	}
+	if p == "." {
+		return os.NewFile(uintptr(fd), p), nil
+	}
+	for at := 0; at < len(p); {
+		end := strings.IndexByte(p[at:], '/')
+		if end < 0 {
+			end = len(p)
+		} else {
+			end += at
+		}
+		c := p[at:end]
+		if c == "" || c == "." || c == ".." {
+			unix.Close(fd)
+			return nil, &fs.PathError{Op: "open", Path: p, Err: errors.New("name is not a local path")}
+		}
+		f := 0
+		if end == len(p) {
+			f = flags
+		}
+		nfd, err := r.openSub(fd, c, p[:end], f)
+		unix.Close(fd)
+		if err != nil {
+			return nil, err
+		}
+		fd, at = nfd, end+1
+	}
+	return os.NewFile(uintptr(fd), p), nil
+}
+
+// dirFlags open a directory to work in.
+const dirFlags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+
+// openSub opens the directory name in dfd (p under the root), following
+// no symlink. Where name is not a directory, the error says what it is (a
+// notDirError); where it is one again when looked at (swapped out and
+// back meanwhile), it is opened again.
+func (r *Receiver) openSub(dfd int, name, p string, flags int) (int, error) {
+	for tries := 1; ; tries++ {
+		fd, err := unix.Openat(dfd, name, dirFlags|flags, 0)
+		if err == nil {
+			return fd, nil
+		}
+		if err != unix.ELOOP && err != unix.ENOTDIR {
+			return -1, &fs.PathError{Op: "open", Path: p, Err: err}
+		}
+		nd := &notDirError{Path: filepath.Join(r.dir, p), Is: "swapped while being opened"}
+		var st unix.Stat_t
+		if unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
+			switch st.Mode & unix.S_IFMT {
+			case unix.S_IFDIR:
+				if tries < 3 {
+					continue
+				}
+			case unix.S_IFLNK:
+				nd.Is = "a symlink"
+			default:
+				nd.Is = "not a directory"
+			}
+		}
+		return -1, nd
+	}
+}
+
+// notDirError: a directory on the way to an entry is not one. A symlink
+// there is never followed: one that a local user swapped for a directory
+// of DEST while a job runs would send its entries into another directory,
+// or out of DEST.
+type notDirError struct {
+	Path string // as the user names it: under the receiver's Dir
+	Is   string // what it is: "a symlink", "not a directory", ...
+}
+
+func (e *notDirError) Error() string {
+	if e.Is == "a symlink" {
+		return e.Path + ": is a symlink, not a directory; nothing written through it"
+	}
+	return e.Path + ": " + e.Is + "; nothing written there"
+}
+
+func (e *notDirError) Unwrap() error {
+	if e.Is == "a symlink" {
+		return syscall.ELOOP
+	}
+	return syscall.ENOTDIR
 }
 
 // Dir is the destination directory.
@@ -279,15 +376,7 @@ func (r *Receiver) Dir() string { return r.dir }
 // sender's resume journal is bound to it: journal.Destination). "" if it
 // cannot be read.
 func (r *Receiver) Identity() string {
-	d := r.rootDir
-	if d == nil {
-		var err error
-		if d, err = os.Open(r.dir); err != nil {
-			return ""
-		}
-		defer d.Close()
-	}
-	fd := int(d.Fd())
+	fd := int(r.rootDir.Fd())
 	var st unix.Statx_t
 	if unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_INO|unix.STATX_BTIME, &st) != nil || st.Mask&unix.STATX_INO == 0 {
 		return ""
@@ -802,10 +891,7 @@ func (t *Txn) dir(p string) (*os.File, string, error) {
 }
 
 func (t *Txn) openDir(d string) (*os.File, error) {
-	if err := t.r.mkdirAll(d); err != nil {
-		return nil, err
-	}
-	f, err := t.r.openDir(d, 0)
+	f, err := t.r.makeDir(d)
 	if err != nil {
 		return nil, err
 	}
@@ -900,28 +986,45 @@ func sweepDir(g *os.File) {
 	}
 }
 
-func (r *Receiver) mkdirAll(d string) error {
+// makeDir opens directory d under the root (see openDir), first making it
+// and each missing parent, one at a time from the top: each is made with
+// mkdirat in its parent's descriptor and opened from there, so that a
+// parent this receiver made is known to be made (its new files then go in
+// under their names: createInPlace).
+func (r *Receiver) makeDir(d string) (*os.File, error) {
 	r.mu.Lock()
-	_, ok := r.dirs[d]
+	_, known := r.dirs[d]
 	r.mu.Unlock()
-	if ok {
-		return nil
+	if known || d == "." {
+		f, err := r.openDir(d, 0)
+		if d == "." || !errors.Is(err, fs.ErrNotExist) {
+			return f, err
+		}
+		// Removed since it was made or seen: made again.
 	}
+	parent, base := path.Split(d)
+	if parent = strings.TrimSuffix(parent, "/"); parent == "" {
+		parent = "."
+	}
+	pf, err := r.openDir(parent, 0)
+	if errors.Is(err, fs.ErrNotExist) && parent != "." {
+		pf, err = r.makeDir(parent)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer pf.Close()
+	pfd := int(pf.Fd())
 	// Directories are created owner-writable while the job runs; their
 	// real mode is applied by a final batch, after their contents.
-	err := r.root.Mkdir(d, 0o700)
-	if errors.Is(err, fs.ErrNotExist) && d != "." && path.Dir(d) != "." {
-		// A parent is missing too: made (and known to be made) first, one
-		// at a time from the top, as a parent that os.Root.MkdirAll made
-		// went unrecorded, and its new files were staged.
-		if err := r.mkdirAll(path.Dir(d)); err != nil {
-			return err
-		}
-		err = r.root.Mkdir(d, 0o700)
-	}
+	err = unix.Mkdirat(pfd, base, 0o700)
 	made := err == nil
-	if err != nil && !errors.Is(err, fs.ErrExist) {
-		return err
+	if err != nil && err != unix.EEXIST {
+		return nil, &fs.PathError{Op: "mkdir", Path: d, Err: err}
+	}
+	fd, err := r.openSub(pfd, base, d, 0)
+	if err != nil {
+		return nil, err
 	}
 	r.mu.Lock()
 	if len(r.dirs) > 1<<16 {
@@ -931,7 +1034,16 @@ func (r *Receiver) mkdirAll(d string) error {
 	// said so: a lost race to make it does not unmake it.)
 	r.dirs[d] = r.dirs[d] || made
 	r.mu.Unlock()
-	return nil
+	return os.NewFile(uintptr(fd), d), nil
+}
+
+// mkdirAll is makeDir for a directory not to be opened now.
+func (r *Receiver) mkdirAll(d string) error {
+	f, err := r.makeDir(d)
+	if err == nil {
+		f.Close()
+	}
+	return err
 }
 
 // forgetDirs empties the directory cache, under r.mu.
@@ -1545,7 +1657,10 @@ func unwrapPath(err error) error {
 
 // Code classifies a receiver-side error for the sender.
 func Code(err error) int {
+	var nd *notDirError
 	switch {
+	case errors.As(err, &nd):
+		return wire.CodeInvalid
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
 		return wire.CodeNoSpace
 	case errors.Is(err, syscall.EROFS):
@@ -1609,15 +1724,9 @@ func (t *Txn) applyDir(i int, e *sharder.Entry) {
 // openDirEntry makes directory entry i, e, if it is missing, and opens
 // it; nil if either fails (recorded against the entry).
 func (t *Txn) openDirEntry(i int, e *sharder.Entry) *os.File {
-	if e.Path != "." {
-		if err := t.r.mkdirAll(e.Path); err != nil {
-			t.failErr(i, "create directory", e.Path, err)
-			return nil
-		}
-	}
-	f, err := t.r.openDir(e.Path, syscall.O_NOFOLLOW)
+	f, err := t.r.makeDir(e.Path)
 	if err != nil {
-		t.failErr(i, "open directory", e.Path, err)
+		t.failErr(i, "create directory", e.Path, err)
 		return nil
 	}
 	return f
@@ -1646,9 +1755,8 @@ func (t *Txn) setDirMeta(i int, e *sharder.Entry, f *os.File) {
 
 // CheckLinkTarget validates a symlink target: non-empty, bounded, no NUL.
 // Targets are kept verbatim (absolute ones too, as a system copy needs);
-// they are harmless to the receiver because symlinks are created last and
-// every later operation goes through the os.Root, which never follows a
-// link out of the destination.
+// they are harmless to the receiver because it follows no symlink on the
+// way to what it writes (see openDir).
 func CheckLinkTarget(s string) error {
 	if s == "" || len(s) > wire.MaxPath || strings.IndexByte(s, 0) >= 0 {
 		return errors.New("invalid symlink target")
@@ -1738,12 +1846,19 @@ func (t *Txn) applyHardlink(i int, e *sharder.Entry) {
 		t.fail(i, wire.CodeInvalid, fmt.Errorf("refusing hard link %q: target %q is not a file this job wrote", e.Path, e.Link))
 		return
 	}
-	fi, err := t.r.root.Lstat(e.Link)
+	// The target and the link each through their directory's descriptor
+	// (see openDir), and what was linked checked to be what was looked at.
+	ld, lbase, err := t.dir(e.Link)
 	if err != nil {
 		t.failErr(i, "hard link", e.Path, err)
 		return
 	}
-	if !fi.Mode().IsRegular() {
+	var target unix.Stat_t
+	if err := unix.Fstatat(int(ld.Fd()), lbase, &target, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		t.failErr(i, "hard link", e.Path, err)
+		return
+	}
+	if target.Mode&unix.S_IFMT != unix.S_IFREG {
 		t.fail(i, wire.CodeInvalid, fmt.Errorf("refusing hard link %q: target %q is not a regular file", e.Path, e.Link))
 		return
 	}
@@ -1752,18 +1867,22 @@ func (t *Txn) applyHardlink(i int, e *sharder.Entry) {
 		t.failErr(i, "create directory for", e.Path, err)
 		return
 	}
-	if cur, err := t.r.root.Lstat(e.Path); err == nil &&
-		(os.SameFile(cur, fi) || t.r.opt.check() == wire.CheckExisting && cur.Mode().IsRegular()) {
+	dfd := int(d.Fd())
+	var cur unix.Stat_t
+	if err := unix.Fstatat(dfd, base, &cur, unix.AT_SYMLINK_NOFOLLOW); err == nil &&
+		(cur.Ino == target.Ino && cur.Dev == target.Dev || t.r.opt.check() == wire.CheckExisting && cur.Mode&unix.S_IFMT == unix.S_IFREG) {
 		t.count(0, 0, 1) // (--ignore-existing: any file there stays as it is)
 		return
 	}
 	tmp := t.tmpName()
-	tmpPath := tmp
-	if dd := path.Dir(e.Path); dd != "." {
-		tmpPath = dd + "/" + tmp
-	}
-	if err := t.r.root.Link(e.Link, tmpPath); err != nil {
+	if err := unix.Linkat(int(ld.Fd()), lbase, dfd, tmp, 0); err != nil {
 		t.failErr(i, "hard link", e.Path, err)
+		return
+	}
+	var linked unix.Stat_t
+	if err := unix.Fstatat(dfd, tmp, &linked, unix.AT_SYMLINK_NOFOLLOW); err != nil || linked.Ino != target.Ino || linked.Dev != target.Dev {
+		unix.Unlinkat(dfd, tmp, 0)
+		t.fail(i, wire.CodeOther, fmt.Errorf("hard link %s: its target %s was replaced while being linked", e.Path, e.Link))
 		return
 	}
 	if err := t.replace(d, tmp, base); err != nil {

@@ -120,25 +120,27 @@ func (r *Receiver) makeStage() {
 	// Its own name: receivers of one process (an agent serving several
 	// streams) share tmpTag, and all but the first found it taken.
 	s.name = TempPrefix + tmpTag + "." + strconv.FormatUint(tmpSeq.Add(1), 36) + ".stage"
-	if err := r.root.Mkdir(s.name, 0o700); err != nil {
+	rfd := int(r.rootDir.Fd())
+	if err := unix.Mkdirat(rfd, s.name, 0o700); err != nil {
 		return
 	}
-	f, err := r.root.OpenFile(s.name, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+	fd, err := unix.Openat(rfd, s.name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
-		r.root.Remove(s.name)
+		unix.Unlinkat(rfd, s.name, unix.AT_REMOVEDIR)
 		return
 	}
+	f := os.NewFile(uintptr(fd), s.name)
 	var st unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+	if err := unix.Fstat(fd, &st); err != nil {
 		f.Close()
-		r.root.Remove(s.name)
+		unix.Unlinkat(rfd, s.name, unix.AT_REMOVEDIR)
 		return
 	}
 	s.top, s.dev = f, st.Dev
 	if s.dirs[0] = s.makeDir(0); s.dirs[0] == nil {
 		s.top = nil
 		f.Close()
-		r.root.Remove(s.name)
+		unix.Unlinkat(rfd, s.name, unix.AT_REMOVEDIR)
 		return
 	}
 	s.made.Store(1)
@@ -178,11 +180,8 @@ func (r *Receiver) closeStage() {
 	// Removing it changes the root's times, which a final batch may have
 	// set already (another receiver's, on the same root): put them back.
 	var st unix.Stat_t
-	root, err := r.root.Open(".")
-	if err == nil {
-		defer root.Close()
-		err = unix.Fstat(int(root.Fd()), &st)
-	}
+	rfd := int(r.rootDir.Fd())
+	err := unix.Fstat(rfd, &st)
 	// Each (empty) directory with one rmdir, many at once on a slow
 	// filesystem; whatever is left, the slow way.
 	s.stop.Store(true)
@@ -194,20 +193,21 @@ func (r *Receiver) closeStage() {
 	})
 	s.top.Close()
 	s.top = nil
-	if err := r.root.Remove(s.name); err != nil {
+	if err := unix.Unlinkat(rfd, s.name, unix.AT_REMOVEDIR); err != nil {
+		// (RemoveAll follows no symlink: it removes the link.)
 		if err := r.root.RemoveAll(s.name); err != nil {
 			fmt.Fprintf(os.Stderr, "bulkmove: removing the staging directory %s: %v\n", s.name, err)
 		}
 	}
 	if err == nil {
-		futimens(int(root.Fd()), st.Mtim.Nano())
+		futimens(rfd, st.Mtim.Nano())
 	}
 }
 
 // sweepStages removes the staging directories of other runs untouched for
 // staleTemp: those of interrupted runs.
 func (r *Receiver) sweepStages() {
-	f, err := r.root.Open(".")
+	f, err := r.openDir(".", 0)
 	if err != nil {
 		return
 	}

@@ -2,11 +2,9 @@ package extract
 
 import (
 	"fmt"
-	"os"
 	"path"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -24,7 +22,7 @@ import (
 // wire.EntryError (code wire.CodeDiffer) per entry that differs, naming
 // every difference. Up to hashWorkers entries are examined at once.
 func (r *Receiver) Verify(entries []sharder.Entry, sums []wire.Sum) []wire.EntryError {
-	// Each directory of the batch is opened once (through the root), and
+	// Each directory of the batch is opened once (see openDir), and
 	// its entries examined relative to it: a path walk per directory, not
 	// per file and per operation.
 	dirs := map[string]int{}
@@ -46,7 +44,7 @@ func (r *Receiver) Verify(entries []sharder.Entry, sums []wire.Sum) []wire.Entry
 		fd, ok := dirs[d]
 		if !ok {
 			fd = -1
-			if f, err := r.root.OpenFile(d, os.O_RDONLY|syscall.O_DIRECTORY, 0); err == nil {
+			if f, err := r.openDir(d, 0); err == nil {
 				fd, _ = unix.Dup(int(f.Fd()))
 				f.Close()
 			}
@@ -169,17 +167,22 @@ func (r *Receiver) verifyOne(e *sharder.Entry, dfd int, base string, sum wire.Su
 	return strings.Join(diffs, "; ")
 }
 
-// lstat stats p under the root without following a final symlink.
-func (r *Receiver) lstat(p string) (*syscall.Stat_t, error) {
-	fi, err := r.root.Lstat(p)
+// lstat stats p under the root without following a symlink (see openDir).
+func (r *Receiver) lstat(p string) (*unix.Stat_t, error) {
+	d, base := path.Split(p)
+	if d = strings.TrimSuffix(d, "/"); d == "" {
+		d = "."
+	}
+	f, err := r.openDir(d, 0)
 	if err != nil {
-		return nil, unwrapPath(err)
+		return nil, err
 	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return nil, fmt.Errorf("no stat for %s", p)
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstatat(int(f.Fd()), base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return nil, err
 	}
-	return st, nil
+	return &st, nil
 }
 
 func stamp(ns int64) string { return time.Unix(0, ns).UTC().Format(time.RFC3339Nano) }

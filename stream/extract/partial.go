@@ -11,8 +11,9 @@ package extract
 // (partName), so that whoever receives a range finds it, and a rerun finds
 // what an interrupted run left.
 //
-// The partial holds the file's data at its offsets (preallocated to the
-// file's size at creation) and, past the file's size, a trailer that lists
+// The partial holds the file's data at its offsets (each range
+// preallocated as its data arrive, as a whole file's: see copyAllocated)
+// and, past the file's size, a trailer that lists
 // the ranges landed so far:
 //
 //	magic "BMPART1\n", size int64, mtime int64, n uint32, 4 zero bytes,
@@ -196,9 +197,9 @@ func flock(fd, how int) error {
 	}
 }
 
-// openPart opens (with create, creates and preallocates) the partial name
-// in dfd for e, locked exclusively, and returns its landed ranges. The
-// caller unlocks (or closes) fd.
+// openPart opens (with create, creates) the partial name in dfd for e,
+// locked exclusively, and returns its landed ranges. The caller unlocks
+// (or closes) fd.
 func openPart(dfd int, name string, e *sharder.Entry, create bool) (fd int, spans []span, err error) {
 	flags := unix.O_RDWR | unix.O_NOFOLLOW | unix.O_CLOEXEC | unix.O_NONBLOCK
 	if create {
@@ -222,12 +223,8 @@ func openPart(dfd int, name string, e *sharder.Entry, create bool) (fd int, span
 		return -1, nil, errors.New("the partial file's name is taken by something else")
 	}
 	if st.Size == 0 && create {
-		// New: room for the whole file at once (one extent, and ENOSPC
-		// now rather than mid-file), then an empty record.
-		if err := unix.Fallocate(fd, 0, 0, e.Size); err != nil && err != unix.EOPNOTSUPP && err != unix.ENOSYS && err != unix.EINVAL {
-			unix.Close(fd)
-			return -1, nil, fmt.Errorf("preallocate: %w", err)
-		}
+		// New: an empty record, past a hole of the file's size that the
+		// ranges fill as they arrive.
 		if err := writeTrailer(fd, e, nil); err != nil {
 			unix.Close(fd)
 			return -1, nil, err
@@ -335,7 +332,11 @@ func (t *Txn) writeRange(i int, e *sharder.Entry, src io.Reader, x *FileData) er
 	var n int64
 	var rerr, werr error
 	if _, werr = unix.Seek(fd, e.Off, io.SeekStart); werr == nil {
-		n, rerr, werr = copyTo(fd, in, e.Len, t.r.limit)
+		if _, local := in.(fdSource); !local && e.Len >= preallocMin {
+			n, rerr, werr = copyAllocated(fd, in, e.Off, e.Len, t.r.limit)
+		} else {
+			n, rerr, werr = copyTo(fd, in, e.Len, t.r.limit)
+		}
 	}
 	t.wrote(start, tr)
 	if werr == nil && rerr == nil && n == e.Len && t.r.opt.Fsync {

@@ -9,6 +9,7 @@ import (
 	"github.com/zeebo/xxh3"
 	"golang.org/x/sys/unix"
 
+	"github.com/bulkmove/bulkmove/internal/ratelimit"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/stream/wire"
 )
@@ -22,9 +23,11 @@ import (
 // end-to-end sum covers the map and the data (wire.HashExtents).
 //
 // A dense file of preallocMin bytes or more that arrives over a stream is
-// preallocated (fallocate) before its data: contiguous on disk, and a full
-// disk is known before the first byte is written. Filesystems without
-// fallocate are written as they are. A local copy is not: copy_file_range
+// preallocated (fallocate) as its data arrive, preallocAhead at a time
+// ahead of them: contiguous on disk, and a full disk known before the
+// bytes that would not fit are written, while a peer that declares a huge
+// file and sends little reserves little. Filesystems without fallocate are
+// written as they are. A local copy is not preallocated: copy_file_range
 // may share the source's blocks (reflink) and needs no space.
 
 // PAXSparse is the PAX record of a sparse file's map (wire.FormatExtents);
@@ -33,6 +36,32 @@ const PAXSparse = "BULKMOVE.sparse"
 
 // preallocMin is the smallest file preallocated.
 const preallocMin = 1 << 20
+
+// preallocAhead is how far preallocation runs ahead of the data that
+// arrived.
+const preallocAhead = 8 << 20
+
+// copyAllocated is copyTo for n bytes that land at offset off of fd (its
+// position), preallocated a step of preallocAhead at a time, each before
+// its bytes are read.
+func copyAllocated(fd int, src io.Reader, off, n int64, lim *ratelimit.Bucket) (written int64, rerr, werr error) {
+	for written < n {
+		step := min(preallocAhead, n-written)
+		if err := unix.Fallocate(fd, 0, off+written, step); err != nil {
+			if err == unix.EOPNOTSUPP || err == unix.ENOSYS || err == unix.EINVAL {
+				m, rerr, werr := copyTo(fd, src, n-written, lim) // not here: written as it comes
+				return written + m, rerr, werr
+			}
+			return written, nil, fmt.Errorf("preallocate: %w", err)
+		}
+		m, rerr, werr := copyTo(fd, src, step, lim)
+		written += m
+		if rerr != nil || werr != nil || m != step {
+			return written, rerr, werr
+		}
+	}
+	return written, nil, nil
+}
 
 // tarExtra reads what travels in a regular file's tar header besides its
 // data: extended attributes and a sparse map, checked against the receive
@@ -83,9 +112,7 @@ func (x *FileData) dataSize(size int64) int64 {
 func (t *Txn) copyData(fd int, in io.Reader, x *FileData, e *sharder.Entry, h *xxh3.Hasher128) (n int64, rerr, werr error) {
 	if x.dense() {
 		if _, local := in.(fdSource); !local && e.Size >= preallocMin {
-			if err := unix.Fallocate(fd, 0, 0, e.Size); err != nil && err != unix.EOPNOTSUPP && err != unix.ENOSYS && err != unix.EINVAL {
-				return 0, nil, fmt.Errorf("preallocate: %w", err)
-			}
+			return copyAllocated(fd, in, 0, e.Size, t.r.limit)
 		}
 		return copyTo(fd, in, e.Size, t.r.limit)
 	}

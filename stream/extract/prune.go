@@ -315,57 +315,18 @@ var errSymlinkInWay = errors.New("a symlink (or something other than a directory
 // openNoLinks opens the directory p under the root with no symlink
 // followed on the way, not even one that stays beneath the root (a link
 // from one directory of the destination to another would have a prune
-// delete the other's entries): with one openat2 where the kernel has it,
-// else one component at a time with O_NOFOLLOW.
+// delete the other's entries): openDir, with errSymlinkInWay where it
+// meets something other than a directory.
 func (r *Receiver) openNoLinks(p string) (*os.File, error) {
-	base := r.rootDir
-	if base == nil {
-		f, err := r.root.Open(".")
-		if err != nil {
-			return nil, unwrapPath(err)
-		}
-		defer f.Close()
-		base = f
+	f, err := r.openDir(p, 0)
+	var nd *notDirError
+	if errors.As(err, &nd) {
+		return nil, errSymlinkInWay
 	}
-	const flags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
-	noLinks := func(err error) error {
-		if err == unix.ELOOP || err == unix.ENOTDIR {
-			return errSymlinkInWay
-		}
-		return err
-	}
-	if !noOpenat2.Load() {
-		how := unix.OpenHow{Flags: flags, Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS}
-		for {
-			fd, err := unix.Openat2(int(base.Fd()), p, &how)
-			switch err {
-			case nil:
-				return os.NewFile(uintptr(fd), p), nil
-			case unix.EINTR, unix.EAGAIN:
-				continue // a rename elsewhere in the tree meanwhile
-			case unix.ENOSYS, unix.EPERM:
-				noOpenat2.Store(true) // too old a kernel, or a seccomp filter
-			default:
-				return nil, noLinks(err)
-			}
-			break
-		}
-	}
-	fd, err := unix.Openat(int(base.Fd()), ".", flags, 0)
 	if err != nil {
-		return nil, err
+		return nil, unwrapPath(err)
 	}
-	if p != "." {
-		for _, c := range strings.Split(p, "/") {
-			next, err := unix.Openat(fd, c, flags, 0)
-			unix.Close(fd)
-			if err != nil {
-				return nil, noLinks(err)
-			}
-			fd = next
-		}
-	}
-	return os.NewFile(uintptr(fd), p), nil
+	return f, nil
 }
 
 // dirent is a name a directory holds and its type.

@@ -6,9 +6,10 @@
 // # Use
 //
 // The sender opens the journal of its job (DefaultPath, or --journal PATH)
-// before it starts, asks Done for every file the walk finds and leaves out
-// those already acknowledged, calls Append for each batch as its
-// acknowledgement arrives, and at the end calls Finish if the job completed
+// before it starts, asks Done for every file the walk finds (one already
+// acknowledged is still offered to the receiver, whose check of DEST
+// decides; the journal only says it need not be recorded again), calls
+// Append for each batch as its acknowledgement arrives, and at the end calls Finish if the job completed
 // without errors (the journal is removed) or Close otherwise (it is kept for
 // the next run). An open journal is locked (flock, exclusive, non-blocking):
 // a second bulkmove on the same journal fails at Open instead of corrupting
@@ -67,16 +68,16 @@
 //
 // # Collisions
 //
-// Done can wrongly say yes (a file is then not sent) only if another path
-// acknowledged earlier has the same 64-bit path hash and also the same
-// fingerprint, or if the file itself changed since it was acknowledged and
+// Done can wrongly say yes (the file is still offered to the receiver, but
+// not recorded again) only if another path acknowledged earlier has the
+// same 64-bit path hash and also the same fingerprint, or if the file itself changed since it was acknowledged and
 // its new size, mtime and type hash to its old fingerprint (2^-64 per
 // changed file). With n files in the journal and m files looked up, the
 // first kind has a chance of at most m*n/2^64 even assuming every
 // fingerprint matches (trees unpacked from one archive share mtimes):
 // 5.4e-6 for a resume of 10 million files into a journal of 10 million,
 // and another factor near 2^-64 when fingerprints differ. A collision in
-// the other direction only makes Done say no, and the file is sent again.
+// the other direction only makes Done say no, and the file is recorded again.
 package journal
 
 import (

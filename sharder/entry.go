@@ -74,8 +74,14 @@ func (k Kind) String() string {
 type Entry struct {
 	// Path is relative to the source root, slash-separated, never empty.
 	// The root directory itself is ".".
-	Path  string
-	Kind  Kind
+	Path string
+	Kind Kind
+
+	// Resumed says that the sender's resume journal names the file as in
+	// place from an earlier run: it is offered all the same, and only the
+	// receiver's check leaves it out. It does not travel on the wire.
+	Resumed bool
+
 	Mode  fs.FileMode // permission bits plus fs.ModeSetuid, fs.ModeSetgid, fs.ModeSticky
 	Size  int64       // regular files only
 	MTime int64       // modification time, Unix nanoseconds

@@ -198,6 +198,7 @@ type inflight struct {
 	m       *wire.BatchManifest
 	sent    bool // data sent, waiting for the ack
 	srcErrs []SourceError
+	need    []bool // the receiver's need list; nil: all
 }
 
 // Run implements Conn.
@@ -348,6 +349,7 @@ func (c *Client) run(ctx context.Context, in <-chan *sharder.Batch, flags uint64
 				if fl == nil || fl.b.ID != id || len(need) != len(fl.b.Entries) {
 					return nil, fmt.Errorf("%w: need list for batch %d, which is not the next batch awaiting one", wire.ErrProtocol, id)
 				}
+				fl.need = need
 				if err := c.sendData(fl, need); err != nil {
 					return nil, err
 				}
@@ -365,6 +367,7 @@ func (c *Client) run(ctx context.Context, in <-chan *sharder.Batch, flags uint64
 					return nil, fmt.Errorf("%w: batch %d reported in place out of turn", wire.ErrProtocol, id)
 				}
 				fl.sent = true
+				fl.need = make([]bool, len(fl.b.Entries))
 				manifested--
 				ahead -= fl.b.Bytes
 			case wire.Ack:
@@ -382,7 +385,7 @@ func (c *Client) run(ctx context.Context, in <-chan *sharder.Batch, flags uint64
 					}
 				}
 				queue = queue[1:]
-				done(Result{Batch: fl.b, Final: flags&wire.FlagFinal != 0, Ack: a, SrcErrors: fl.srcErrs})
+				done(Result{Batch: fl.b, Final: flags&wire.FlagFinal != 0, Ack: a, SrcErrors: fl.srcErrs, Need: fl.need})
 			default:
 				return nil, fmt.Errorf("%w: unexpected frame %q during transfer", wire.ErrProtocol, f.typ)
 			}

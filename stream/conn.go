@@ -30,6 +30,9 @@ type Result struct {
 	// changed while read, or arrived corrupted): not errors yet, and not
 	// done either (a journal must not record them).
 	Again []int
+	// Need says which entries the receiver asked for (its quick check
+	// found the others in place); nil when it asked for all of them.
+	Need []bool
 }
 
 // Conn is one stream to a receiver.

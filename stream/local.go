@@ -146,6 +146,7 @@ func (l *Local) write(b *sharder.Batch, final bool) (Result, func() *wire.BatchA
 		sums = l.Src.Sums(b.Entries)
 	}
 	need := l.Recv.NeedSums(b.Entries, sums)
+	res.Need = need
 	var files []int
 	for i := range b.Entries {
 		switch {

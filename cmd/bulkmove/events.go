@@ -83,7 +83,7 @@ type EndEvent struct {
 	Bytes      int64   `json:"bytes"`
 	Links      int64   `json:"links"`
 	Skipped    int64   `json:"skipped"`
-	Resumed    int64   `json:"resumed"` // of Skipped, those the resume journal left out
+	Resumed    int64   `json:"resumed"` // of Skipped, those the resume journal named (found in place at DEST)
 	Errors     int64   `json:"errors"`
 	Elapsed    float64 `json:"elapsed_seconds"`
 	BytesRate  float64 `json:"bytes_per_second"`

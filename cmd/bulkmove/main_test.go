@@ -67,6 +67,7 @@ func TestScripts(t *testing.T) {
 			"oddnames": cmdOddnames,
 			"count":    cmdCount,
 			"sleep":    cmdSleep,
+			"truncate": cmdTruncate,
 		},
 	})
 }
@@ -166,6 +167,21 @@ func cmdCount(ts *testscript.TestScript, neg bool, args []string) {
 	if (n == want) == neg {
 		ts.Fatalf("%d regular files, want %d", n, want)
 	}
+}
+
+// truncate PATH SIZE: cut (or extend) a file to SIZE bytes, keeping its
+// modification time, as a damaged copy may keep it.
+func cmdTruncate(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 2 {
+		ts.Fatalf("usage: truncate PATH SIZE")
+	}
+	p := ts.MkAbs(args[0])
+	size, err := strconv.ParseInt(args[1], 10, 64)
+	ts.Check(err)
+	fi, err := os.Stat(p)
+	ts.Check(err)
+	ts.Check(os.Truncate(p, size))
+	ts.Check(os.Chtimes(p, fi.ModTime(), fi.ModTime()))
 }
 
 // sleep DURATION

@@ -313,7 +313,8 @@ type job struct {
 	bytes         int64
 	links         int64                                           // symlinks, hard links and directories applied
 	skipped       int64                                           // up to date already
-	resumed       int64                                           // of those, left out by the resume journal
+	resumed       int64                                           // of those, named by the resume journal
+	resent        int64                                           // files the resume journal named that DEST did not hold as sent
 	deleted       int64                                           // removed from DEST by --delete
 	changed       int64                                           // files that changed while read, twice
 	deleteSkipped bool                                            // --delete refused: something failed
@@ -587,27 +588,16 @@ func (j *job) relay(ctx context.Context, out chan *sharder.Batch, rename string)
 					b.Entries[i].Path = rename
 				}
 			}
-			if j.res != nil {
-				n := len(b.Entries)
-				b.Entries = slices.DeleteFunc(b.Entries, func(e sharder.Entry) bool {
-					if j.res.done(&e) {
-						b.Bytes -= e.Size
-						return true
-					}
-					return false
-				})
-				if done := int64(n - len(b.Entries)); done > 0 {
-					j.mu.Lock()
-					j.skipped += done
-					j.resumed += done
-					j.mu.Unlock()
-					j.m.Skipped.Add(done)
-				}
-				if len(b.Entries) == 0 {
-					continue
+			toMove := b.Bytes
+			for i := range b.Entries {
+				if e := &b.Entries[i]; j.res.named(e) {
+					// Most likely in place still: not counted against
+					// DEST's free space, nor as still to move.
+					e.Resumed = true
+					toMove -= e.Size
 				}
 			}
-			planned := j.m.PlannedBytes.Add(b.Bytes)
+			planned := j.m.PlannedBytes.Add(toMove)
 			files := int64(len(b.Entries))
 			for i := range b.Entries {
 				if b.Entries[i].Off > 0 {
@@ -834,6 +824,7 @@ func (j *job) trace(format string, args ...any) {
 
 func (j *job) onResult(r stream.Result) {
 	j.res.record(r)
+	resumed, resent := confirmed(r)
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if r.Ack != nil {
@@ -848,6 +839,8 @@ func (j *job) onResult(r stream.Result) {
 		j.m.Failed.Add(int64(len(r.Ack.Errors) + len(r.SrcErrors)))
 		j.bytes += r.Ack.Bytes
 		j.skipped += r.Ack.Skipped
+		j.resumed += resumed
+		j.resent += resent
 		for _, e := range r.Ack.Errors {
 			j.failed++
 			errorf(j.stderr, "%s: %s", j.dst, e.Msg)
@@ -887,9 +880,12 @@ func (j *job) summary(err error, interrupted bool) {
 	}
 	resumed := ""
 	if j.resumed > 0 {
-		// Not looked at this run: the journal says an earlier one put them
-		// in place (DEST itself unchanged since).
-		resumed = fmt.Sprintf(" (%d of them by the resume journal)", j.resumed)
+		// Found in place by the receiver, as the journal said an earlier
+		// run left them.
+		resumed = fmt.Sprintf(" (%d of them named by the resume journal)", j.resumed)
+	}
+	if j.resent > 0 {
+		errorf(j.stderr, "warning: %d files the resume journal named were not in place at %s (deleted or changed there since): sent again", j.resent, j.dst)
 	}
 	line := fmt.Sprintf("%d files, %s in %.2fs (%s/s, %.0f files/s)%s; %d up to date%s%s; %d errors%s",
 		j.files, humanBytes(j.bytes), el.Seconds(), humanBytes(int64(rate)), float64(j.files)/el.Seconds(), compression(j.m), j.skipped, resumed, deleted, j.failed+j.walkErrs, j.bottleneck())

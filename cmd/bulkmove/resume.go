@@ -16,20 +16,20 @@ import (
 
 // resume is the job's journal of acknowledged batches (see package
 // journal): what an earlier, interrupted run of the same job had in place
-// is not sent again, not even as a manifest.
+// is not recorded again, and is not sent again where the receiver's check
+// finds it still in place; the journal alone never leaves a file out.
 type resume struct {
 	j *journal.Journal
-	// bound is closed once the journal is bound to DEST (bindJournal): done
+	// bound is closed once the journal is bound to DEST (bindJournal): named
 	// waits for it, since what the journal says of another DEST is not
 	// to be trusted.
 	bound     chan struct{}
 	bindOnce  sync.Once
-	untrusted bool // no binding could be made: done says no
-	isBound   bool // done has seen bound closed (done runs on the relay's goroutine only)
+	untrusted bool // no binding could be made: named says no
+	isBound   bool // named has seen bound closed (named runs on the relay's goroutine only)
 	wg        sync.WaitGroup
 	mu        sync.Mutex
 	err       error // the first append failure
-	skipped   int64 // files the journal said were done
 }
 
 // openJournal opens the job's journal: --journal PATH, none for no
@@ -74,7 +74,7 @@ func (j *job) openJournal() (*resume, error) {
 	return &resume{j: jr, bound: make(chan struct{})}, nil
 }
 
-// bindJournal binds the journal to DEST, named by id (destSays), before done
+// bindJournal binds the journal to DEST, named by id (destSays), before named
 // answers anything: records of another DEST (this one deleted and made
 // anew, or another filesystem there) are dropped, with a warning, and
 // those files go again unless the quick check finds them in place.
@@ -99,7 +99,7 @@ func (j *job) bindJournal(id string) error {
 	return nil
 }
 
-// unbind lets done answer without a binding (the streams did not
+// unbind lets named answer without a binding (the streams did not
 // connect): it then says no to everything.
 func (r *resume) unbind() {
 	if r == nil {
@@ -134,13 +134,18 @@ func (r *resume) dir() string {
 	return filepath.Dir(r.j.Path())
 }
 
-// done reports whether an earlier run had e in place. Files with several
-// links are always offered again: their later names are linked to
-// whichever copy this run has. So are the ranges of a split file: the
+// named reports whether the journal says an earlier run had e in place.
+// It decides nothing on its own: e is offered to the receiver like any
+// other entry, and is left out only if the receiver's check finds it in
+// place (a file deleted, truncated or touched at DEST since goes again).
+// The relay marks such entries (Entry.Resumed): record does not append
+// them once more, their bytes are not counted as still to move, and the
+// summary counts those that DEST confirmed. Files with
+// several links are never named: their later names are linked to
+// whichever copy this run has. Nor are the ranges of a split file: the
 // receiver keeps the record of those that landed with the file's partial
-// (stream/extract/partial.go) and does not ask for them again, and a
-// partial lost since is then filled anew.
-func (r *resume) done(e *sharder.Entry) bool {
+// (stream/extract/partial.go).
+func (r *resume) named(e *sharder.Entry) bool {
 	if r == nil || e.Kind != sharder.KindFile || e.Nlink > 1 || e.IsRange() {
 		return false
 	}
@@ -151,11 +156,27 @@ func (r *resume) done(e *sharder.Entry) bool {
 	if r.untrusted {
 		return false
 	}
-	if r.j.Done(e.Path, e.Size, e.MTime, uint32(e.Mode)) {
-		r.skipped++
-		return true
+	return r.j.Done(e.Path, e.Size, e.MTime, uint32(e.Mode))
+}
+
+// confirmed counts the entries of an acknowledged batch that the journal
+// named (Resumed): in place, those the receiver found as sent; resent,
+// those it asked for again (deleted or changed at DEST since).
+func confirmed(res stream.Result) (inPlace, resent int64) {
+	if res.Final || res.Ack == nil {
+		return 0, 0
 	}
-	return false
+	for i := range res.Batch.Entries {
+		if !res.Batch.Entries[i].Resumed {
+			continue
+		}
+		if res.Need == nil || res.Need[i] {
+			resent++
+		} else {
+			inPlace++
+		}
+	}
+	return inPlace, resent
 }
 
 // record appends the entries of an acknowledged batch that are in place,
@@ -177,7 +198,7 @@ func (r *resume) record(res stream.Result) {
 	var es []journal.Entry
 	for i := range res.Batch.Entries {
 		e := &res.Batch.Entries[i]
-		if e.Kind == sharder.KindFile && !bad[i] && !e.IsRange() {
+		if e.Kind == sharder.KindFile && !bad[i] && !e.IsRange() && !e.Resumed {
 			es = append(es, journal.Entry{Path: e.Path, Size: e.Size, MTime: e.MTime, Mode: uint32(e.Mode)})
 		}
 	}

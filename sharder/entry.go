@@ -79,7 +79,8 @@ type Entry struct {
 
 	// Resumed says that the sender's resume journal names the file as in
 	// place from an earlier run: it is offered all the same, and only the
-	// receiver's check leaves it out. It does not travel on the wire.
+	// receiver's check leaves it out (under --no-quick-check too, where it
+	// checks size and mtime for such a file alone).
 	Resumed bool
 
 	Mode  fs.FileMode // permission bits plus fs.ModeSetuid, fs.ModeSetgid, fs.ModeSticky

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -672,6 +673,15 @@ func TestNeed(t *testing.T) {
 	}
 	if need := s.open(t, extract.Options{NoCheck: true}).Need([]sharder.Entry{f}); !need[0] {
 		t.Errorf("with NoCheck an identical file is not needed")
+	}
+	// A file the sender's resume journal names is checked even with
+	// NoCheck: left out only where DEST holds it as sent.
+	resumed := []sharder.Entry{f, bigger, older, fileE("missing", 3)}
+	for i := range resumed {
+		resumed[i].Resumed = true
+	}
+	if need := s.open(t, extract.Options{NoCheck: true}).Need(resumed); !reflect.DeepEqual(need, []bool{false, true, true, true}) {
+		t.Errorf("with NoCheck, files the journal names: need %v, want [false true true true] (same, bigger, older, missing)", need)
 	}
 	// Skipped files are counted, not rewritten.
 	txn, err := r.Receive(&wire.BatchManifest{ID: 2, Entries: []sharder.Entry{f}}, []bool{false}, bytes.NewReader(tarOf(t, 2)))

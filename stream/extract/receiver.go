@@ -438,7 +438,8 @@ func isLocal(p string) bool {
 //   - existing: any regular file (--ignore-existing);
 //   - checksum: a regular file of the same size and content hash as the
 //     manifest's (NeedSums; a file without a sum is needed);
-//   - none: never.
+//   - none: never, but for a file the sender's resume journal names
+//     (Entry.Resumed): as quick.
 //
 // In size and checksum modes, a file that is up to date but has another
 // mtime, mode or (as root) owner than the entry gets the entry's, without
@@ -539,7 +540,11 @@ func (r *Receiver) needRange(entries []sharder.Entry, idx []int, sums []wire.Sum
 	for _, i := range idx {
 		e := &entries[i]
 		need[i] = true
-		if e.Kind != sharder.KindFile || mode == wire.CheckNone || CheckName(e.Path, e.Kind) != nil {
+		m := mode
+		if m == wire.CheckNone && e.Resumed {
+			m = wire.CheckQuick // the sender's journal says it landed: DEST confirms
+		}
+		if e.Kind != sharder.KindFile || m == wire.CheckNone || CheckName(e.Path, e.Kind) != nil {
 			continue
 		}
 		d, base := path.Split(e.Path)
@@ -579,7 +584,7 @@ func (r *Receiver) needRange(entries []sharder.Entry, idx []int, sums []wire.Sum
 		if st.Mode&unix.S_IFMT != unix.S_IFREG {
 			continue
 		}
-		switch mode {
+		switch m {
 		case wire.CheckQuick:
 			if st.Size != e.Size || st.Mtim.Nano() != e.MTime {
 				continue

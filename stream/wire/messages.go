@@ -113,6 +113,12 @@ const kindHasXattrs = 0x40
 // if any), within [0, Size).
 const kindHasRange = 0x20
 
+// kindResumed, set in a regular file's kind byte, says that the sender's
+// resume journal names the file as in place from an earlier run
+// (Entry.Resumed): under --no-quick-check the receiver still checks it
+// (size and mtime) rather than always asking for it.
+const kindResumed = 0x10
+
 // EncodeManifest encodes a batch's manifest.
 func EncodeManifest(m *BatchManifest) []byte {
 	e := enc{b: make([]byte, 0, 64+len(m.Entries)*48)}
@@ -133,6 +139,9 @@ func EncodeManifest(m *BatchManifest) []byte {
 		hasRange := x.Kind == sharder.KindFile && x.Len > 0
 		if hasRange {
 			k |= kindHasRange
+		}
+		if x.Kind == sharder.KindFile && x.Resumed {
+			k |= kindResumed
 		}
 		e.b = append(e.b, k)
 		e.bytes(x.Path)
@@ -181,7 +190,7 @@ func DecodeManifest(p []byte) (*BatchManifest, error) {
 	for i := uint64(0); i < n && d.err == nil; i++ {
 		var x sharder.Entry
 		kind := d.byte1("entry kind")
-		x.Kind = sharder.Kind(kind &^ (kindHasSum | kindHasXattrs | kindHasRange))
+		x.Kind = sharder.Kind(kind &^ (kindHasSum | kindHasXattrs | kindHasRange | kindResumed))
 		x.Path = d.str("entry path", MaxPath)
 		mode := d.uvarint("entry mode")
 		x.Size = d.varint("entry size")
@@ -226,6 +235,12 @@ func DecodeManifest(p []byte) (*BatchManifest, error) {
 				m.Xattrs = make([][]Xattr, n)
 			}
 			m.Xattrs[i] = xs
+		}
+		if kind&kindResumed != 0 {
+			if x.Kind != sharder.KindFile {
+				return nil, protoErr("entry %q is marked as resumed but is a %s, not a regular file", x.Path, x.Kind)
+			}
+			x.Resumed = true
 		}
 		if kind&kindHasRange != 0 {
 			if x.Kind != sharder.KindFile {

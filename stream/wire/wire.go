@@ -33,7 +33,9 @@ import (
 // directory's names come in parts; an older agent would prune with the
 // first part's names alone. A prune's answer may come in several results
 // (PruneResult.More).
-const Proto = 9
+// 10: a manifest's file may be marked as named by the sender's resume
+// journal (kindResumed); an older agent would refuse the kind.
+const Proto = 10
 
 // Frame types.
 const (

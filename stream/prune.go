@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 
 	"golang.org/x/sync/errgroup"
@@ -50,8 +51,12 @@ func (p *Pruning) Close() error {
 // holds PruneResultMax removed entries, it goes to send with More set and
 // a new one begins (send nil: one result, however large); the last is
 // returned. An error from send stops the prune and is returned.
+//
+// A CountOnly request removes and lists nothing: its result has the
+// counts alone. A request with a Limit removes at most that many entries,
+// all its directories together; the rest it counts as held.
 func ApplyPrune(recv *extract.Receiver, p *Pruning, req *wire.PruneRequest, send func(*wire.PruneResult) error) (*wire.PruneResult, error) {
-	var protect extract.PruneFunc
+	opt := extract.PruneOptions{DryRun: req.DryRun || req.CountOnly}
 	if len(req.Rules) > 0 {
 		rules := new(filter.Rules)
 		for _, r := range req.Rules {
@@ -60,9 +65,10 @@ func ApplyPrune(recv *extract.Receiver, p *Pruning, req *wire.PruneRequest, send
 				return nil, fmt.Errorf("%w: %v", wire.ErrProtocol, err)
 			}
 		}
-		protect = func(p string, isDir bool) bool { return rules.Protected(p, isDir, req.DeleteExcluded) }
+		opt.Protect = func(p string, isDir bool) bool { return rules.Protected(p, isDir, req.DeleteExcluded) }
 	}
 	res := &wire.PruneResult{ID: req.ID}
+	left := int64(min(req.Limit, math.MaxInt64)) // of the limit; 0: none
 	for i, d := range req.Dirs {
 		if p.keep != nil && (i > 0 || d.Dir != p.dir) {
 			dir := p.dir
@@ -80,7 +86,22 @@ func ApplyPrune(recv *extract.Receiver, p *Pruning, req *wire.PruneRequest, send
 		}
 		var sendErr error
 		if err == nil {
-			err = recv.PruneEach(d.Dir, p.keep, protect, req.DryRun, func(r extract.Removed) error {
+			opt.Limit = 0
+			if req.Limit > 0 {
+				opt.Limit = max(left, 0)
+				if left == 0 {
+					opt.Limit, opt.DryRun = 0, true // spent: count what is held
+				}
+			}
+			var n extract.PruneCount
+			n, err = recv.PruneDir(d.Dir, p.keep, opt, func(r extract.Removed) error {
+				if req.Limit > 0 && left == 0 {
+					return nil
+				}
+				res.Count++
+				if req.CountOnly {
+					return nil
+				}
 				res.Removed = append(res.Removed, wire.PrunedEntry{Path: r.Path, IsDir: r.IsDir})
 				if send != nil && len(res.Removed) >= PruneResultMax {
 					res.More = true
@@ -91,6 +112,15 @@ func ApplyPrune(recv *extract.Receiver, p *Pruning, req *wire.PruneRequest, send
 				}
 				return nil
 			})
+			res.Examined += uint64(n.Examined)
+			res.Held += uint64(n.Held)
+			if req.Limit > 0 {
+				if left == 0 {
+					res.Held += uint64(n.Removed)
+				} else {
+					left -= n.Removed
+				}
+			}
 		}
 		p.Close()
 		if sendErr != nil {

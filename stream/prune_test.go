@@ -133,3 +133,43 @@ func TestApplyPruneResultsInParts(t *testing.T) {
 		t.Errorf("left %d entries, want keep alone", len(ents))
 	}
 }
+
+// TestApplyPruneCountAndLimit: a CountOnly request removes and lists
+// nothing but counts what it examined and would remove (what the --delete
+// guard decides by); a Limit removes that many, all the request's
+// directories together, and counts the rest as held.
+func TestApplyPruneCountAndLimit(t *testing.T) {
+	dst, recv := pruneDest(t, "keep", "x1", "x2", "x3")
+	if err := os.MkdirAll(filepath.Join(dst, "d", "y"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"d/keep", "d/y/z"} {
+		if err := os.WriteFile(filepath.Join(dst, n), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dirs := []wire.PruneDir{{Dir: ".", Names: []string{"keep", "d"}}, {Dir: "d", Names: []string{"keep"}}}
+	var p stream.Pruning
+	defer p.Close()
+	res, err := stream.ApplyPrune(recv, &p, &wire.PruneRequest{ID: 1, CountOnly: true, Dirs: dirs}, nil)
+	// Examined: keep x1 x2 x3 d, then d/keep d/y d/y/z.
+	if err != nil || len(res.Errors) > 0 || len(res.Removed) != 0 || res.Examined != 8 || res.Count != 5 || res.Held != 0 {
+		t.Fatalf("count: %+v, %v; want 8 examined, 5 to remove, none listed", res, err)
+	}
+	if _, err := os.Lstat(filepath.Join(dst, "x1")); err != nil {
+		t.Fatalf("a count removed x1: %v", err)
+	}
+	res, err = stream.ApplyPrune(recv, &p, &wire.PruneRequest{ID: 2, Limit: 2, Dirs: dirs}, nil)
+	if err != nil || len(res.Errors) > 0 || len(res.Removed) != 2 || res.Count != 2 || res.Held != 3 {
+		t.Fatalf("limit 2: %+v, %v; want 2 removed, 3 held", res, err)
+	}
+	left := 0
+	for _, n := range []string{"x1", "x2", "x3", "d/y", "d/y/z"} {
+		if _, err := os.Lstat(filepath.Join(dst, n)); err == nil {
+			left++
+		}
+	}
+	if left != 3 {
+		t.Errorf("%d of the 5 extra entries left after a limit of 2, want 3", left)
+	}
+}

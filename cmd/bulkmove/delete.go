@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 
@@ -25,14 +26,14 @@ const pruneChunk = 4096
 // deleted if anything failed so far: a source file that could not be read
 // must not cost its copy (rsync: "IO error encountered -- skipping file
 // deletion").
-func (j *job) deletePass(p plan, dryRun bool) func(context.Context, []stream.Conn) error {
-	return j.prunePass(p, dryRun, func(r *wire.PruneResult) { j.onPruned(r, dryRun) })
-}
-
-// prunePass lists SRC one directory at a time and has the receivers prune
-// (or, dryRun, list) what DEST has beyond it, K directories at once;
-// report gets every result.
-func (j *job) prunePass(p plan, dryRun bool, report func(*wire.PruneResult)) func(context.Context, []stream.Conn) error {
+//
+// Unless --no-delete-guard, a first pass counts, at the receivers, what
+// would go, and nothing is deleted if the walk selected nothing or if
+// more than half of at least deleteGuardMin entries would go (guardSays):
+// the mistakes that empty a DEST (an unmounted SRC, a mistyped path or
+// filter). With --max-delete, the deleting pass runs on one connection,
+// each request carrying what is left of the limit.
+func (j *job) deletePass(p plan) func(context.Context, []stream.Conn) error {
 	return func(ctx context.Context, conns []stream.Conn) error {
 		j.mu.Lock()
 		bad := j.failed + j.walkErrs
@@ -44,99 +45,263 @@ func (j *job) prunePass(p plan, dryRun bool, report func(*wire.PruneResult)) fun
 			j.mu.Unlock()
 			return nil
 		}
-		j.trace("deleting what SRC does not have")
-		rules := j.flags.rules.List()
-		// A sequence of requests for one connection: small directories
-		// packed into one request, or one large directory in parts.
-		reqs := make(chan (<-chan *wire.PruneRequest), len(conns))
-		g, gctx := errgroup.WithContext(ctx)
-		g.Go(func() error {
-			defer close(reqs)
-			var cur *wire.PruneRequest
-			var big chan *wire.PruneRequest // the parts of the directory being listed
-			var id uint64
-			n := 0
-			send := func(ch chan<- *wire.PruneRequest, r *wire.PruneRequest) error {
-				select {
-				case ch <- r:
-					return nil
-				case <-gctx.Done():
-					return gctx.Err()
-				}
-			}
-			flush := func() error {
-				if cur == nil {
-					return nil
-				}
-				one := make(chan *wire.PruneRequest, 1)
-				one <- cur
-				close(one)
-				cur, n = nil, 0
-				select {
-				case reqs <- one:
-					return nil
-				case <-gctx.Done():
-					return gctx.Err()
-				}
-			}
-			request := func() *wire.PruneRequest {
-				id++
-				return &wire.PruneRequest{ID: id, DryRun: dryRun, DeleteExcluded: j.flags.deleteExcluded, Rules: rules}
-			}
-			err := sharder.ListDirs(gctx, p.walkRoot, j.flags.rules, func(dir string, names []string, more bool) error {
-				if !j.flags.scale.shard.OwnsDir(dir) {
-					return nil // --shard: another part's directory
-				}
-				if big == nil && more {
-					// A large directory: its parts go one after the
-					// other on one connection, as they are listed.
-					if err := flush(); err != nil {
-						return err
-					}
-					big = make(chan *wire.PruneRequest, 1)
-					select {
-					case reqs <- big:
-					case <-gctx.Done():
-						return gctx.Err()
-					}
-				}
-				if big != nil {
-					r := request()
-					r.More = more
-					r.Dirs = []wire.PruneDir{{Dir: dir, Names: names}}
-					if err := send(big, r); err != nil {
-						return err
-					}
-					if !more {
-						close(big)
-						big = nil
-					}
-					return nil
-				}
-				if cur != nil && n+len(names) > pruneChunk {
-					if err := flush(); err != nil {
-						return err
-					}
-				}
-				if cur == nil {
-					cur = request()
-				}
-				cur.Dirs = append(cur.Dirs, wire.PruneDir{Dir: dir, Names: names})
-				n += len(names) + 1
-				return nil
-			})
+		md := j.flags.maxDelete
+		limited := md.set
+		if !j.flags.noDeleteGuard || limited {
+			j.trace("counting what --delete would remove")
+			var errs []string
+			t, err := j.prunePass(ctx, conns, p, pruneMode{count: true}, func(r *wire.PruneResult) { errs = append(errs, r.Errors...) })
 			if err != nil {
-				// big stays open: the cancellation ends its connection's
-				// sequence, not a request that looks like its last.
-				return fmt.Errorf("delete: reading %s again: %w (nothing more deleted)", j.src, err)
+				return err
 			}
-			return flush()
-		})
-		g.Go(func() error {
-			return stream.RunPrune(gctx, conns, reqs, report)
-		})
-		return g.Wait()
+			if t.would() == 0 {
+				j.onPruned(&wire.PruneResult{Errors: errs}, false)
+				return nil
+			}
+			if why := j.guardSays(t); why != "" {
+				errorf(j.stderr, "--delete refused: %s; nothing was deleted. %s", why, guardHow)
+				j.mu.Lock()
+				j.deleteRefused = true
+				j.mu.Unlock()
+				return nil
+			}
+			if limited && t.would() <= md.n {
+				limited = false // all of it fits in the limit
+			}
+			if limited && md.n == 0 {
+				j.onPruned(&wire.PruneResult{Errors: errs, Held: uint64(t.would())}, false)
+				j.maxDeleteSays(false)
+				return nil
+			}
+		}
+		m := pruneMode{refuseEmpty: !j.flags.noDeleteGuard}
+		if limited {
+			m.limit = md.n
+		}
+		j.trace("deleting what SRC does not have")
+		if _, err := j.prunePass(ctx, conns, p, m, func(r *wire.PruneResult) { j.onPruned(r, false) }); err != nil {
+			if errors.Is(err, errEmptySrc) {
+				errorf(j.stderr, "--delete refused: SRC %s selected nothing on a second look; nothing was deleted. %s", j.src, guardHow)
+				j.mu.Lock()
+				j.deleteRefused = true
+				j.mu.Unlock()
+				return nil
+			}
+			return err
+		}
+		j.maxDeleteSays(false)
+		return nil
 	}
+}
+
+// deleteGuardMin is how many entries DEST must hold (of those a --delete
+// pass examines) before the guard refuses a pass that would remove more
+// than half of them: in a small tree, most of it going is ordinary.
+const deleteGuardMin = 1000
+
+// guardHow is how to go on when the --delete guard refuses.
+const guardHow = "Check SRC (an unmounted filesystem? a mistyped path?) and the filters; to delete all the same, add --no-delete-guard"
+
+// guardSays is why the --delete guard refuses a pass of these counts, or
+// "" if it does not (or --no-delete-guard).
+func (j *job) guardSays(t pruneTally) string {
+	if j.flags.noDeleteGuard || t.would() == 0 {
+		return ""
+	}
+	if t.selected == 0 {
+		return fmt.Sprintf("SRC %s selected nothing (it is empty, or the filters exclude everything), and %d entries at %s would go", j.src, t.would(), j.dst)
+	}
+	if t.examined >= deleteGuardMin && 2*t.would() > t.examined {
+		return fmt.Sprintf("it would remove %d of the %d entries it examined at %s, more than half", t.would(), t.examined, j.dst)
+	}
+	return ""
+}
+
+// maxDeleteSays reports that --max-delete held entries back, if it did.
+func (j *job) maxDeleteSays(dryRun bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.deleteHeld == 0 {
+		return
+	}
+	verb := "stopped after %d deletions"
+	if dryRun {
+		verb = "dry run: would stop after %d deletions"
+	}
+	errorf(j.stderr, "--max-delete %d: "+verb+"; %d more not deleted", j.flags.maxDelete.n, j.deleted, j.deleteHeld)
+}
+
+// errEmptySrc: the listing of SRC held nothing (pruneMode.refuseEmpty).
+var errEmptySrc = errors.New("SRC selected nothing")
+
+// pruneMode is what a prune pass asks of the receivers.
+type pruneMode struct {
+	dryRun bool // list what would go, remove nothing
+	count  bool // count what would go, remove and list nothing
+	// limit, if set (above 0), is the most entries the pass removes: it
+	// must then run on one connection, whose requests each carry what is
+	// left (--max-delete).
+	limit int64
+	// refuseEmpty: a SRC that lists nothing stops the pass before any
+	// request goes (errEmptySrc).
+	refuseEmpty bool
+}
+
+// pruneTally is what a prune pass found.
+type pruneTally struct {
+	selected int64 // names the listing of SRC held
+	examined int64 // entries of DEST looked at (not protected ones)
+	count    int64 // removed (in a dry run or a count: that would be)
+	held     int64 // that would have gone but for the limit
+}
+
+// would is how many entries the pass removes, limit or not.
+func (t pruneTally) would() int64 { return t.count + t.held }
+
+// prunePass lists SRC one directory at a time and has the receivers prune
+// (or, in a dry run, list; or count) what DEST has beyond it, K
+// directories at once; report gets every result.
+func (j *job) prunePass(ctx context.Context, conns []stream.Conn, p plan, m pruneMode, report func(*wire.PruneResult)) (pruneTally, error) {
+	var t pruneTally
+	rules := j.flags.rules.List()
+	if m.limit > 0 {
+		conns = []stream.Conn{&budgeted{Conn: conns[0], left: m.limit}}
+	}
+	// A sequence of requests for one connection: small directories
+	// packed into one request, or one large directory in parts.
+	reqs := make(chan (<-chan *wire.PruneRequest), len(conns))
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		defer close(reqs)
+		var cur *wire.PruneRequest
+		var big chan *wire.PruneRequest // the parts of the directory being listed
+		var id uint64
+		n := 0
+		send := func(ch chan<- *wire.PruneRequest, r *wire.PruneRequest) error {
+			select {
+			case ch <- r:
+				return nil
+			case <-gctx.Done():
+				return gctx.Err()
+			}
+		}
+		flush := func() error {
+			if cur == nil {
+				return nil
+			}
+			one := make(chan *wire.PruneRequest, 1)
+			one <- cur
+			close(one)
+			cur, n = nil, 0
+			select {
+			case reqs <- one:
+				return nil
+			case <-gctx.Done():
+				return gctx.Err()
+			}
+		}
+		request := func() *wire.PruneRequest {
+			id++
+			return &wire.PruneRequest{ID: id, DryRun: m.dryRun, CountOnly: m.count, DeleteExcluded: j.flags.deleteExcluded, Rules: rules}
+		}
+		err := sharder.ListDirs(gctx, p.walkRoot, j.flags.rules, func(dir string, names []string, more bool) error {
+			t.selected += int64(len(names))
+			if m.refuseEmpty && dir == "." && !more && t.selected == 0 {
+				return errEmptySrc // the listing begins with SRC itself
+			}
+			if !j.flags.scale.shard.OwnsDir(dir) {
+				return nil // --shard: another part's directory
+			}
+			if big == nil && more {
+				// A large directory: its parts go one after the
+				// other on one connection, as they are listed.
+				if err := flush(); err != nil {
+					return err
+				}
+				big = make(chan *wire.PruneRequest, 1)
+				select {
+				case reqs <- big:
+				case <-gctx.Done():
+					return gctx.Err()
+				}
+			}
+			if big != nil {
+				r := request()
+				r.More = more
+				r.Dirs = []wire.PruneDir{{Dir: dir, Names: names}}
+				if err := send(big, r); err != nil {
+					return err
+				}
+				if !more {
+					close(big)
+					big = nil
+				}
+				return nil
+			}
+			if cur != nil && n+len(names) > pruneChunk {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+			if cur == nil {
+				cur = request()
+			}
+			cur.Dirs = append(cur.Dirs, wire.PruneDir{Dir: dir, Names: names})
+			n += len(names) + 1
+			return nil
+		})
+		if errors.Is(err, errEmptySrc) {
+			return err
+		}
+		if err != nil {
+			// big stays open: the cancellation ends its connection's
+			// sequence, not a request that looks like its last.
+			return fmt.Errorf("delete: reading %s again: %w (nothing more deleted)", j.src, err)
+		}
+		return flush()
+	})
+	g.Go(func() error {
+		return stream.RunPrune(gctx, conns, reqs, func(r *wire.PruneResult) {
+			t.examined += int64(r.Examined)
+			t.count += int64(r.Count)
+			t.held += int64(r.Held)
+			report(r)
+		})
+	})
+	err := g.Wait()
+	return t, err
+}
+
+// budgeted is a connection whose prune requests share a limit of entries
+// removed (--max-delete): each carries what is left of it, and once it is
+// spent they only count what they would remove (as held). Its requests
+// must go one at a time.
+type budgeted struct {
+	stream.Conn
+	left int64
+}
+
+// Prune implements stream.Pruner.
+func (b *budgeted) Prune(ctx context.Context, req *wire.PruneRequest, done func(*wire.PruneResult)) error {
+	pr, ok := b.Conn.(stream.Pruner)
+	if !ok {
+		return fmt.Errorf("this transport cannot delete")
+	}
+	spent := b.left <= 0
+	if spent {
+		req.CountOnly = true
+	} else {
+		req.Limit = uint64(b.left)
+	}
+	return pr.Prune(ctx, req, func(r *wire.PruneResult) {
+		if spent {
+			r.Held += r.Count
+			r.Count = 0
+		} else {
+			b.left -= int64(r.Count)
+		}
+		done(r)
+	})
 }
 
 // prunedName is how a removed (or extra) entry is listed: directories
@@ -165,10 +330,13 @@ func (j *job) onPruned(r *wire.PruneResult, dryRun bool) {
 		j.failed++
 		errorf(j.stderr, "%s: %s", j.dst, e)
 	}
+	j.deleteHeld += int64(r.Held)
 }
 
 // dryRunDelete lists what --delete would remove, for --dry-run: it
-// connects to the receiver but moves nothing.
+// connects to the receiver but moves nothing. What the --delete guard
+// and --max-delete would say it says too, and exits as the real pass
+// would.
 func (j *job) dryRunDelete(ctx context.Context, p plan) int {
 	if j.remote == nil && j.hub == nil {
 		if _, err := os.Stat(p.dstRoot); err != nil {
@@ -181,7 +349,19 @@ func (j *job) dryRunDelete(ctx context.Context, p plan) int {
 		return exitFatal
 	}
 	defer cleanup()
-	err = j.deletePass(p, true)(ctx, conns)
+	m := pruneMode{dryRun: true}
+	if j.flags.maxDelete.set {
+		m.limit = j.flags.maxDelete.n
+		if m.limit == 0 {
+			m.dryRun, m.count = false, true // list nothing: all of it is held
+		}
+	}
+	t, err := j.prunePass(ctx, conns, p, m, func(r *wire.PruneResult) {
+		if m.count {
+			r.Held, r.Count = r.Count, 0
+		}
+		j.onPruned(r, true)
+	})
 	for _, c := range conns {
 		c.Close(ctx)
 	}
@@ -189,6 +369,17 @@ func (j *job) dryRunDelete(ctx context.Context, p plan) int {
 		errorf(j.stderr, "%v", err)
 		return exitFatal
 	}
+	if m.count {
+		t.held, t.count = t.count, 0
+	}
 	errorf(j.stderr, "dry run: would delete %d entries", j.deleted)
+	if why := j.guardSays(t); why != "" {
+		errorf(j.stderr, "dry run: --delete would refuse: %s; nothing would be deleted. %s", why, guardHow)
+		return exitFatal
+	}
+	j.maxDeleteSays(true)
+	if j.deleteHeld > 0 {
+		return exitMaxDelete
+	}
 	return exitOK
 }

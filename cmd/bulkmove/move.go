@@ -55,7 +55,9 @@ Exit codes:
   1    usage error (bad flags or arguments, DEST inside SRC, ...)
   2    partial: some entries failed; each is listed on stderr with its cause
   3    fatal: the job could not be attempted or completed (SRC unreadable,
-       DEST unwritable, destination full, a stream lost)
+       DEST unwritable, destination full, a stream lost, --delete refused
+       by its guard)
+  25   --max-delete stopped the deletions
   130  interrupted by a signal
 `
 
@@ -67,6 +69,8 @@ type moveFlags struct {
 	dryRun           bool
 	delete           bool
 	deleteExcluded   bool
+	noDeleteGuard    bool
+	maxDelete        countFlag // --max-delete
 	journal          string
 	retries          int
 	oneFS            bool
@@ -116,6 +120,8 @@ func (f *moveFlags) register(fs *flag.FlagSet) {
 	fs.Var(f.rules.Flag(filter.Filter), "filter", "add an rsync filter `RULE`: '- PAT', '+ PAT', '!', ... (repeatable)")
 	fs.BoolVar(&f.delete, "delete", false, "delete from DEST what is not in SRC (after the transfer, and only if nothing failed; excluded paths are kept)")
 	fs.BoolVar(&f.deleteExcluded, "delete-excluded", false, "with --delete, also delete excluded paths at DEST (implies --delete)")
+	fs.BoolVar(&f.noDeleteGuard, "no-delete-guard", false, "with --delete, delete even when SRC selected nothing or more than half of DEST's entries (at least 1000) would go")
+	fs.Var(&f.maxDelete, "max-delete", "with --delete, delete at most `N` entries; past them the job says how many more it left and exits 25")
 	f.compress.Mode = stream.CompressAuto
 	fs.Var(&f.compress, "compress", "compress the data of remote streams: auto (each stream compresses while its link is slower than compression and the data compresses), zstd[:LEVEL] (always; LEVEL 1-22), none")
 	fs.BoolVar(&f.noVerifyTransfer, "no-verify-transfer", false, "do not check each file's XXH3-128 end to end (the receiver then installs what arrives)")
@@ -170,12 +176,35 @@ func (f *moveFlags) register(fs *flag.FlagSet) {
 type byteSize int64
 
 func (b *byteSize) String() string { return strconv.FormatInt(int64(*b), 10) }
+
 func (b *byteSize) Set(s string) error {
 	n, err := parseSize(s)
 	if err != nil {
 		return err
 	}
 	*b = byteSize(n)
+	return nil
+}
+
+// countFlag is a count of 0 or more that may be left unset.
+type countFlag struct {
+	n   int64
+	set bool
+}
+
+func (c *countFlag) String() string {
+	if !c.set {
+		return ""
+	}
+	return strconv.FormatInt(c.n, 10)
+}
+
+func (c *countFlag) Set(s string) error {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 {
+		return fmt.Errorf("want a count of 0 or more, got %q", s)
+	}
+	c.n, c.set = n, true
 	return nil
 }
 
@@ -292,6 +321,10 @@ func checkArgs(fs *flag.FlagSet, f *moveFlags, cmd string, stderr io.Writer) boo
 		errorf(stderr, "want SRC and DEST, got %d arguments (see %s -h)", fs.NArg(), cmd)
 		return false
 	}
+	if (f.maxDelete.set || f.noDeleteGuard) && !f.delete {
+		errorf(stderr, "--max-delete and --no-delete-guard go with --delete")
+		return false
+	}
 	if f.jobs < 1 || f.jobs > 256 {
 		errorf(stderr, "-j %d: want 1 to 256 streams", f.jobs)
 		return false
@@ -318,6 +351,8 @@ type job struct {
 	deleted       int64                                           // removed from DEST by --delete
 	changed       int64                                           // files that changed while read, twice
 	deleteSkipped bool                                            // --delete refused: something failed
+	deleteRefused bool                                            // --delete refused by its guard
+	deleteHeld    int64                                           // entries --max-delete kept from going
 	res           *resume                                         // the journal; nil without one
 	redial        func(context.Context, int) (stream.Conn, error) // reopens a lost stream (SSH)
 	addConn       func(context.Context, int) (stream.Conn, error) // opens one more stream (-j auto)
@@ -485,7 +520,7 @@ func (j *job) run(ctx context.Context) int {
 	pool := &stream.Pool{Conns: conns, FinalFiles: j.flags.batchFiles, OnResult: j.onResult, Counters: j.m.Streams, Limit: j.bw.b,
 		OnPhase: func(name string) { j.trace("%s", name) }}
 	if j.flags.delete && plan.rename == "" {
-		pool.BeforeFinal = j.deletePass(plan, false)
+		pool.BeforeFinal = j.deletePass(plan)
 	}
 	if j.flags.compress.Mode == stream.CompressAuto && slices.ContainsFunc(conns, isClient) {
 		pool.Opening = openingCost // the first batches measure the link
@@ -544,10 +579,12 @@ func (j *job) run(ctx context.Context) int {
 	switch {
 	case interrupted:
 		exit = exitInterrupted
-	case err != nil:
+	case err != nil || j.deleteRefused:
 		exit = exitFatal
 	case j.failed > 0 || j.walkErrs > 0:
 		exit = exitPartial
+	case j.deleteHeld > 0:
+		exit = exitMaxDelete
 	}
 	j.end(pool, err, exit)
 	return exit
@@ -871,8 +908,13 @@ func (j *job) summary(err error, interrupted bool) {
 	deleted := ""
 	if j.flags.delete {
 		deleted = fmt.Sprintf("; %d deleted", j.deleted)
-		if j.deleteSkipped {
+		switch {
+		case j.deleteSkipped:
 			deleted = "; deletion skipped (errors)"
+		case j.deleteRefused:
+			deleted = "; deletion refused (the --delete guard)"
+		case j.deleteHeld > 0:
+			deleted += fmt.Sprintf(" (%d more held back by --max-delete)", j.deleteHeld)
 		}
 	}
 	if j.changed > 0 {

@@ -117,8 +117,8 @@ func TestSSHPush(t *testing.T) {
 	os.WriteFile(filepath.Join(dst, "stray"), []byte("x"), 0o644)
 	os.MkdirAll(filepath.Join(dst, "straydir", "sub"), 0o755)
 	out, code = runBM(t, nil, "-F", cfg, "-j", "3", "--delete", src, "box2:"+dst)
-	if code != 0 || !strings.Contains(out, "; 2 deleted; 0 errors") {
-		t.Fatalf("--delete: exit %d, want 0 and 2 deleted:\n%s", code, out)
+	if code != 0 || !strings.Contains(out, "; 3 deleted; 0 errors") {
+		t.Fatalf("--delete: exit %d, want 0 and 3 deleted (stray, straydir and what it held):\n%s", code, out)
 	}
 	treecmp.Equal(t, src, dst, treecmp.Options{Owner: os.Geteuid() == 0})
 }

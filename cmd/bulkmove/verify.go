@@ -180,7 +180,7 @@ func (j *job) verify(ctx context.Context, p plan, content bool) int {
 	if err == nil && p.rename == "" && j.flags.scale.filesFrom == "" {
 		// What DEST has beyond SRC (a list does not say what else a
 		// directory may hold: not with --files-from).
-		err = j.prunePass(p, true, func(r *wire.PruneResult) { j.onExtras(&v, r) })(ctx, conns)
+		_, err = j.prunePass(ctx, conns, p, pruneMode{dryRun: true}, func(r *wire.PruneResult) { j.onExtras(&v, r) })
 	}
 	for _, c := range conns {
 		c.Close(ctx)

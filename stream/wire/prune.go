@@ -10,11 +10,19 @@ package wire
 // has More set, and its last directory is continued by the next request,
 // whose only directory it is. The receiver prunes it once the last part
 // has arrived.
+//
+// The receiver counts what it examines and what it removes (the --delete
+// guard's counts, PruneResult.Examined and Count): CountOnly asks for the
+// counts alone, nothing removed and nothing listed, so that the sender
+// can refuse a catastrophic pass before any entry goes. Limit, if above
+// 0, is the most entries the request may remove (--max-delete).
 type PruneRequest struct {
 	ID             uint64
 	DryRun         bool
 	DeleteExcluded bool
 	More           bool
+	CountOnly      bool
+	Limit          uint64
 	Rules          []string
 	Dirs           []PruneDir
 }
@@ -28,11 +36,18 @@ type PruneDir struct {
 // PruneResult is the receiver's answer: what it removed (or, in a dry
 // run, would remove) and what it could not. An answer that removes many
 // entries comes in several results, each but the last with More set.
+// The counts are of the part of the answer each result covers: summed
+// over a pass, Examined is every entry of DEST looked at (protected ones
+// not counted), Count every one removed (or that would be: CountOnly,
+// DryRun), Held every one the request's Limit kept.
 type PruneResult struct {
-	ID      uint64
-	More    bool
-	Removed []PrunedEntry
-	Errors  []string
+	ID       uint64
+	More     bool
+	Removed  []PrunedEntry
+	Errors   []string
+	Examined uint64
+	Count    uint64
+	Held     uint64
 }
 
 // PrunedEntry is one removed path.
@@ -51,6 +66,8 @@ const (
 	pruneDryRun = 1 << iota
 	pruneDeleteExcluded
 	pruneMore
+	pruneCountOnly
+	pruneLimit
 )
 
 // EncodePrune encodes a prune request.
@@ -67,7 +84,16 @@ func EncodePrune(r *PruneRequest) []byte {
 	if r.More {
 		fl |= pruneMore
 	}
+	if r.CountOnly {
+		fl |= pruneCountOnly
+	}
+	if r.Limit > 0 {
+		fl |= pruneLimit
+	}
 	e.uvarint(fl)
+	if r.Limit > 0 {
+		e.uvarint(r.Limit)
+	}
 	e.uvarint(uint64(len(r.Rules)))
 	for _, x := range r.Rules {
 		e.bytes(x)
@@ -89,6 +115,15 @@ func DecodePrune(p []byte) (*PruneRequest, error) {
 	r := &PruneRequest{ID: d.uvarint("prune id")}
 	fl := d.uvarint("prune flags")
 	r.DryRun, r.DeleteExcluded, r.More = fl&pruneDryRun != 0, fl&pruneDeleteExcluded != 0, fl&pruneMore != 0
+	r.CountOnly = fl&pruneCountOnly != 0
+	if fl&^(pruneDryRun|pruneDeleteExcluded|pruneMore|pruneCountOnly|pruneLimit) != 0 {
+		return nil, protoErr("prune request flags %#x: unknown", fl)
+	}
+	if fl&pruneLimit != 0 {
+		if r.Limit = d.uvarint("prune limit"); d.err == nil && r.Limit == 0 {
+			return nil, protoErr("prune request limit 0")
+		}
+	}
 	n := d.count("rule count", MaxRules)
 	for range n {
 		r.Rules = append(r.Rules, d.str("rule", MaxPath))
@@ -138,6 +173,9 @@ func EncodePruned(r *PruneResult) []byte {
 	for _, x := range r.Errors {
 		e.bytes(truncate(x))
 	}
+	e.uvarint(r.Examined)
+	e.uvarint(r.Count)
+	e.uvarint(r.Held)
 	return e.b
 }
 
@@ -155,6 +193,7 @@ func DecodePruned(p []byte) (*PruneResult, error) {
 	for range ne {
 		r.Errors = append(r.Errors, d.str("error", MaxMessage))
 	}
+	r.Examined, r.Count, r.Held = d.uvarint("examined count"), d.uvarint("removed count"), d.uvarint("held count")
 	if err := d.done("prune result"); err != nil {
 		return nil, err
 	}

@@ -7,13 +7,14 @@ import (
 )
 
 func TestPruneRoundTrip(t *testing.T) {
-	req := &PruneRequest{ID: 7, DryRun: true, DeleteExcluded: true, More: true, Rules: []string{"- *.o", "P /keep/"},
+	req := &PruneRequest{ID: 7, DryRun: true, DeleteExcluded: true, More: true, CountOnly: true, Limit: 300, Rules: []string{"- *.o", "P /keep/"},
 		Dirs: []PruneDir{{Dir: ".", Names: []string{"a", "b\xff"}}, {Dir: "a/b", Names: []string{}}}}
 	got, err := DecodePrune(EncodePrune(req))
 	if err != nil || !reflect.DeepEqual(got, req) {
 		t.Fatalf("round trip: %+v, %v; want %+v", got, err, req)
 	}
-	res := &PruneResult{ID: 7, More: true, Removed: []PrunedEntry{{Path: "x", IsDir: true}, {Path: "y"}}, Errors: []string{"delete z: busy"}}
+	res := &PruneResult{ID: 7, More: true, Removed: []PrunedEntry{{Path: "x", IsDir: true}, {Path: "y"}}, Errors: []string{"delete z: busy"},
+		Examined: 2000, Count: 1500, Held: 3}
 	gotr, err := DecodePruned(EncodePruned(res))
 	if err != nil || !reflect.DeepEqual(gotr, res) {
 		t.Fatalf("round trip: %+v, %v; want %+v", gotr, err, res)

@@ -35,7 +35,10 @@ import (
 // (PruneResult.More).
 // 10: a manifest's file may be marked as named by the sender's resume
 // journal (kindResumed); an older agent would refuse the kind.
-const Proto = 10
+// 11: a prune request may ask for counts alone (CountOnly) and carry a
+// limit; its results carry the counts (the --delete guard, --max-delete).
+// An older agent would delete where a count was asked for.
+const Proto = 11
 
 // Frame types.
 const (

@@ -161,11 +161,8 @@ type Receiver struct {
 
 // Open creates dir if needed and opens it as the receiver's root.
 func Open(dir string, opt Options) (*Receiver, error) {
-	switch c := opt.check(); c {
-	case wire.CheckQuick, wire.CheckNone, wire.CheckSize, wire.CheckExisting, wire.CheckSum:
-	default:
-		return nil, fmt.Errorf("unknown check mode %q (this receiver knows %s, %s, %s, %s and %s)",
-			c, wire.CheckQuick, wire.CheckNone, wire.CheckSize, wire.CheckExisting, wire.CheckSum)
+	if err := opt.valid(); err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create destination: %w", err)
@@ -174,6 +171,23 @@ func Open(dir string, opt Options) (*Receiver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open destination: %w", err)
 	}
+	return newReceiver(root, dir, opt)
+}
+
+// valid reports an option the receiver does not know.
+func (o *Options) valid() error {
+	switch c := o.check(); c {
+	case wire.CheckQuick, wire.CheckNone, wire.CheckSize, wire.CheckExisting, wire.CheckSum:
+		return nil
+	default:
+		return fmt.Errorf("unknown check mode %q (this receiver knows %s, %s, %s, %s and %s)",
+			c, wire.CheckQuick, wire.CheckNone, wire.CheckSize, wire.CheckExisting, wire.CheckSum)
+	}
+}
+
+// newReceiver is a receiver working beneath root (which it then owns),
+// named dir in messages.
+func newReceiver(root *os.Root, dir string, opt Options) (*Receiver, error) {
 	rootDir, err := root.Open(".")
 	if err != nil {
 		root.Close()

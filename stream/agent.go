@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/stream/extract"
@@ -52,6 +53,14 @@ func ServeWith(ctx context.Context, r io.Reader, w io.Writer, root, version stri
 type Hub struct {
 	Root, Version string
 	Opened        func(*extract.Receiver) // called once the receiver is open
+	// Open, if set, opens the receiver instead of extract.Open(Root):
+	// serve's, beneath a directory it holds open (Root then only names
+	// it).
+	Open func(extract.Options) (*extract.Receiver, error)
+	// Admit, if set, is asked about each session's Hello before the
+	// receiver opens: an error refuses the stream, its message the reason
+	// the sender shows (see Refuse).
+	Admit func(*wire.Handshake) error
 
 	mu   sync.Mutex
 	recv *extract.Receiver
@@ -76,7 +85,11 @@ func (h *Hub) acquire(opt *wire.ReceiveOptions) (*extract.Receiver, error) {
 		h.refs++
 		return h.recv, nil
 	}
-	recv, err := extract.Open(h.Root, extract.FromWire(opt))
+	open := h.Open
+	if open == nil {
+		open = func(o extract.Options) (*extract.Receiver, error) { return extract.Open(h.Root, o) }
+	}
+	recv, err := open(extract.FromWire(opt))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", h.Root, err)
 	}
@@ -107,11 +120,9 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 	}
 	br := bufio.NewReaderSize(r, 256<<10)
 	bw := bufio.NewWriterSize(w, 64<<10)
-	fail := func(e error) error {
-		wire.WriteFrame(bw, wire.Fail, []byte(e.Error()))
-		bw.Flush()
-		return e
-	}
+	// Until the handshake is answered, a failure is the stream refused:
+	// the sender shows the reason and does not try again.
+	fail := func(e error) error { return Refuse(w, e) }
 	typ, p, err := wire.ReadFrame(br)
 	if err != nil {
 		return fmt.Errorf("agent: reading handshake: %w", err)
@@ -130,6 +141,11 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 		bw.Flush()
 		return fmt.Errorf("agent: %w: the sender (bulkmove %s) speaks protocol %d, this agent (bulkmove %s) speaks %d",
 			ErrVersion, hello.Version, hello.Proto, version, wire.Proto)
+	}
+	if h.Admit != nil {
+		if err := h.Admit(&hello); err != nil {
+			return fail(err)
+		}
 	}
 	recv, err := h.acquire(hello.Options)
 	if err != nil {
@@ -151,6 +167,12 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 	}
 	if err := bw.Flush(); err != nil {
 		return err
+	}
+	// A deadline on the connection (serve's) bounds the time from accept
+	// to the end of the handshake; the session then lasts as long as its
+	// sender sends.
+	if d, ok := r.(interface{ SetDeadline(time.Time) error }); ok {
+		d.SetDeadline(time.Time{})
 	}
 
 	type pending struct {

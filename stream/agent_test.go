@@ -142,7 +142,12 @@ func (a *agentUnderTest) failed() error {
 	if err == nil {
 		a.t.Fatalf("Serve returned nil after sending Fail %q", f.p)
 	}
-	if string(f.p) != err.Error() {
+	msg := err.Error()
+	var refused *stream.RefusedError
+	if errors.As(err, &refused) { // at the handshake: the frame is the reason
+		msg = refused.Reason
+	}
+	if string(f.p) != msg {
 		a.t.Errorf("Fail frame %q, Serve returned %q", f.p, err)
 	}
 	return err

@@ -119,6 +119,11 @@ func Dial(ctx context.Context, name string, r io.Reader, w io.Writer, closer io.
 	f, err := c.next(ctx)
 	if err != nil {
 		c.shut()
+		if re, ok := err.(*RemoteError); ok {
+			// A Fail frame in place of the Hello: the receiver refused
+			// the stream, and said why.
+			err = &RefusedError{Reason: re.Msg}
+		}
 		return nil, fmt.Errorf("%s: handshake: %w", name, err)
 	}
 	if f.typ != wire.Hello {

@@ -45,6 +45,7 @@ func TestRetryable(t *testing.T) {
 		{permErr{}, false},
 		{stream.Permanent(io.EOF), false},
 		{&stream.RemoteError{Msg: "disk on fire"}, false},
+		{fmt.Errorf("box2 stream 0: handshake: %w", &stream.RefusedError{Reason: "connection closed: wrong token"}), false},
 		{context.Canceled, false},
 		{errors.New("something else"), false},
 	} {

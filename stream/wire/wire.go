@@ -50,7 +50,7 @@ const (
 	Ack      byte = 'A' // agent: a batch is in place
 	End      byte = 'E' // sender: no more batches
 	Summary  byte = 'S' // agent: JSON totals, the last frame
-	Fail     byte = 'X' // either: fatal error text, the connection ends
+	Fail     byte = 'X' // either: fatal error text, the connection ends (the agent's, in place of its Hello: the handshake refused, and why)
 	Skipped  byte = 'K' // agent: batch id needs no data and is committed; its Ack follows
 	Prune    byte = 'P' // sender: directories and the names they keep (--delete)
 	Pruned   byte = 'R' // agent: what a Prune removed

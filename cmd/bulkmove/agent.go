@@ -103,7 +103,11 @@ func runAgent(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		if ctx.Err() != nil { // its streams were cut under their reads
 			err = stream.Stopped(ctx)
 		}
-		errorf(stderr, "%v", err)
+		// A refused handshake told the sender why, which shows it: not
+		// twice (this stderr is the sender's).
+		if !stream.IsRefused(err) {
+			errorf(stderr, "%v", err)
+		}
 		return exitFatal
 	}
 	return exitOK

@@ -840,7 +840,7 @@ func (j *job) connect(ctx context.Context, p plan) ([]stream.Conn, func(), error
 		c, err := stream.Dial(ctx, fmt.Sprintf("stream %d", i), r, w, w, version, ro, p.src)
 		if err != nil {
 			cleanup()
-			return nil, nil, err
+			return nil, nil, stream.RefusedBy("the agent", err)
 		}
 		j.configure(c)
 		conns = append(conns, c)

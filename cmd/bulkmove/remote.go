@@ -305,8 +305,9 @@ func (l *sshLink) redial(ctx context.Context, i int) (stream.Conn, error) {
 	c := l.clients[i]
 	l.mu.Unlock()
 	if c != nil {
-		if conn, err := l.join(ctx, c, i); err == nil {
-			return conn, nil
+		conn, err := l.join(ctx, c, i)
+		if err == nil || stream.IsRefused(err) {
+			return conn, err
 		}
 		c.Close()
 	}
@@ -360,7 +361,7 @@ func (l *sshLink) join(ctx context.Context, c *sshx.Client, i int) (stream.Conn,
 func (l *sshLink) dial(ctx context.Context, name string, r io.Reader, rw io.ReadWriteCloser) (*stream.Client, error) {
 	conn, err := stream.Dial(ctx, name, r, rw, rw, version, l.j.receiveOptions(), l.p.src)
 	if err != nil {
-		return nil, err
+		return nil, stream.RefusedBy("the agent on "+l.t.Host, err)
 	}
 	l.j.configure(conn)
 	conn.PathRTT = l.pathRTT
@@ -565,6 +566,9 @@ func (l *sshLink) open(ctx context.Context, clients []*sshx.Client, r io.Reader,
 			conn, err := l.dial(gctx, name, r, rw)
 			if err != nil {
 				rw.Close()
+				if stream.IsRefused(err) {
+					return err // the agent would refuse every stream of the job
+				}
 				if i > 0 && !errors.Is(err, stream.ErrVersion) {
 					if gctx.Err() == nil {
 						errorf(j.stderr, "warning: %v; going on without it", err)

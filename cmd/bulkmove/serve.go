@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -81,6 +82,14 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 	}
+	// Each root is opened once: every job's destination is then opened
+	// beneath it, never by its path.
+	open := map[string]*os.Root{}
+	defer func() {
+		for _, r := range open {
+			r.Close()
+		}
+	}()
 	for name, dir := range roots {
 		abs, err := filepath.Abs(dir)
 		if err != nil {
@@ -91,7 +100,10 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 			errorf(stderr, "serve: root %s: %v", name, err)
 			return exitFatal
 		}
-		roots[name] = abs
+		if open[name], err = os.OpenRoot(abs); err != nil {
+			errorf(stderr, "serve: root %s: %v", name, err)
+			return exitFatal
+		}
 	}
 	cfg, fp, err := dataplane.ServerConfig(*certFile, *keyFile, *clientCA)
 	if err != nil {
@@ -110,7 +122,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		return exitFatal
 	}
 	errorf(stderr, "serve: listening on %s, certificate SHA-256 %s", ln.Addr(), fp)
-	s := &server{roots: roots, token: token, mutual: *clientCA != "", cfg: cfg, opened: m.Set, log: stderr, jobs: map[string]*serveJob{}}
+	s := &server{roots: open, token: token, mutual: *clientCA != "", cfg: cfg, opened: m.Set, log: stderr, jobs: map[string]*serveJob{}}
 	context.AfterFunc(ctx, func() { ln.Close() })
 	s.run(ctx, ln)
 	return exitOK
@@ -118,7 +130,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 
 // server is `bulkmove serve`.
 type server struct {
-	roots  map[string]string
+	roots  map[string]*os.Root // by name, open for the server's life
 	token  string
 	mutual bool
 	cfg    *tls.Config
@@ -133,9 +145,15 @@ type server struct {
 // serveJob is one sender job's receiver, shared by its streams.
 type serveJob struct {
 	hub  *stream.Hub
-	dest string
+	dest string   // NAME/PATH, as the job's first stream asked
+	dir  *os.Root // the destination, opened once beneath its root
 	open int
 }
+
+// handshakeTimeout bounds a connection's time from accept to the end of
+// its handshake (TLS, greeting, Hello answered): a peer that stalls
+// anywhere in between holds nothing for long, nor a destination open.
+var handshakeTimeout = 15 * time.Second
 
 func (s *server) run(ctx context.Context, ln net.Listener) {
 	defer s.wg.Wait()
@@ -156,82 +174,103 @@ func (s *server) run(ctx context.Context, ln net.Listener) {
 }
 
 func (s *server) session(ctx context.Context, raw net.Conn) error {
-	raw.SetDeadline(time.Now().Add(15 * time.Second))
+	raw.SetDeadline(time.Now().Add(handshakeTimeout)) // lifted by the hub once the Hello is answered
 	c := tls.Server(raw, s.cfg)
 	if err := c.HandshakeContext(ctx); err != nil {
 		return err
 	}
 	g, err := dataplane.ReadGreeting(c)
 	if err != nil {
-		return err
-	}
-	if !s.mutual && !dataplane.TokenOK(g.Token, s.token) {
-		return fmt.Errorf("wrong token")
-	}
-	if s.mutual && s.token != "" && !dataplane.TokenOK(g.Token, s.token) {
-		return fmt.Errorf("wrong token")
-	}
-	raw.SetDeadline(time.Time{})
-	dir, err := s.resolve(g.Dest)
-	if err != nil {
-		return err
-	}
-	s.mu.Lock()
-	job := s.jobs[g.Job]
-	if job == nil {
-		job = &serveJob{hub: &stream.Hub{Root: dir, Version: version, Opened: s.opened}, dest: dir}
-		s.jobs[g.Job] = job
-	}
-	if job.dest != dir {
-		s.mu.Unlock()
-		return fmt.Errorf("job %s: stream %d asks for %s, the job writes to %s", g.Job, g.Index, g.Dest, job.dest)
-	}
-	job.open++
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		if job.open--; job.open == 0 {
-			delete(s.jobs, g.Job)
+		var ne net.Error
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &ne) {
+			return err // gone, or silent: no one to tell
 		}
-		s.mu.Unlock()
-	}()
+		return refuse(c, err)
+	}
+	if !s.mutual && !dataplane.TokenOK(g.Token, s.token) || s.mutual && s.token != "" && !dataplane.TokenOK(g.Token, s.token) {
+		return refuse(c, errors.New("wrong token"))
+	}
+	job, err := s.join(g)
+	if err != nil {
+		return refuse(c, err)
+	}
+	defer s.leave(g.Job, job)
 	return job.hub.Serve(ctx, c, c)
 }
 
-// resolve maps NAME[/PATH] to a directory inside the root NAME.
-func (s *server) resolve(dest string) (string, error) {
-	name, rest, _ := strings.Cut(dest, "/")
+// refuse answers a stream's greeting with the reason it is refused, for
+// the sender to show (see stream.Refuse). The sender's Hello, sent right
+// after its greeting, is read and dropped (up to a bound) until the
+// sender closes: a close with it unread would be a reset, which can reach
+// the sender before the answer does.
+func refuse(c *tls.Conn, err error) error {
+	rerr := stream.Refuse(c, err)
+	c.CloseWrite()
+	c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	io.CopyN(io.Discard, c, 1<<20)
+	return rerr
+}
+
+// join adds a stream to its job, opening the job's destination if it is
+// the first: NAME[/PATH] beneath the root NAME, made if missing, with no
+// symlink followed (extract.OpenBeneath). The job's receiver is then
+// opened in that directory, whatever its path comes to name (a symlink
+// another job planted there, a directory swapped by a local user).
+func (s *server) join(g dataplane.Greeting) (*serveJob, error) {
+	name, rest, _ := strings.Cut(g.Dest, "/")
 	root, ok := s.roots[name]
 	if !ok {
-		return "", fmt.Errorf("no root named %q", name)
+		return nil, fmt.Errorf("no root named %q", name)
 	}
-	if rest == "" {
-		return root, nil
+	if rest != "" && !filepath.IsLocal(rest) {
+		return nil, fmt.Errorf("%q leaves the root %s", g.Dest, name)
 	}
-	if !filepath.IsLocal(rest) {
-		return "", fmt.Errorf("%q leaves the root %s", dest, name)
+	for {
+		if job, err := s.joinOpen(g); job != nil || err != nil {
+			return job, err
+		}
+		dir, err := extract.OpenBeneath(root, rest)
+		if err != nil {
+			return nil, fmt.Errorf("%s/%w", name, err)
+		}
+		job := &serveJob{dest: g.Dest, dir: dir, open: 1, hub: &stream.Hub{
+			Root: filepath.Join(root.Name(), rest), Version: version, Opened: s.opened,
+			Open: func(o extract.Options) (*extract.Receiver, error) { return extract.OpenAt(dir, ".", o) },
+		}}
+		s.mu.Lock()
+		if s.jobs[g.Job] == nil {
+			s.jobs[g.Job] = job
+			s.mu.Unlock()
+			return job, nil
+		}
+		s.mu.Unlock()
+		dir.Close() // another stream of the job opened it first: join that
 	}
-	// Create the path through an os.Root, which refuses a symlink that
-	// leads out of the root (an earlier job may have sent one), then make
-	// sure what the path names now is inside the root.
-	r, err := os.OpenRoot(root)
-	if err != nil {
-		return "", err
+}
+
+// joinOpen adds a stream to its job if the job is open (nil, nil if not).
+func (s *server) joinOpen(g dataplane.Greeting) (*serveJob, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	job := s.jobs[g.Job]
+	if job == nil {
+		return nil, nil
 	}
-	defer r.Close()
-	if err := r.MkdirAll(rest, 0o755); err != nil {
-		return "", fmt.Errorf("%s: %w", dest, err)
+	if job.dest != g.Dest {
+		return nil, fmt.Errorf("job %s: stream %d asks for %s, the job writes to %s", g.Job, g.Index, g.Dest, job.dest)
 	}
-	real, err := filepath.EvalSymlinks(filepath.Join(root, rest))
-	if err != nil {
-		return "", err
+	job.open++
+	return job, nil
+}
+
+// leave ends a stream of job; the job ends with its last.
+func (s *server) leave(id string, job *serveJob) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if job.open--; job.open == 0 {
+		if s.jobs[id] == job {
+			delete(s.jobs, id)
+		}
+		job.dir.Close()
 	}
-	rootReal, err := filepath.EvalSymlinks(root)
-	if err != nil {
-		return "", err
-	}
-	if rel, err := filepath.Rel(rootReal, real); err != nil || !(rel == "." || filepath.IsLocal(rel)) {
-		return "", fmt.Errorf("%q leads out of the root %s", dest, name)
-	}
-	return real, nil
 }

@@ -21,37 +21,11 @@ import (
 // an unknown root, a path out of the root and an unpinned certificate are
 // refused.
 func TestServe(t *testing.T) {
-	bin := binary(t)
 	dir := shmDir(t)
 	root := filepath.Join(dir, "root")
-	tok := filepath.Join(dir, "token")
-	os.WriteFile(tok, []byte("s3cret-token-0123456789\n"), 0o600)
+	addr, fp, tok := startServeBin(t, dir, "data="+root)
 	bad := filepath.Join(dir, "bad-token")
 	os.WriteFile(bad, []byte("wrong-token-0123456789\n"), 0o600)
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	addr := ln.Addr().String()
-	ln.Close()
-	srv := exec.Command(bin, "serve", "--listen", addr, "--root", "data="+root, "--token-file", tok)
-	stderr, _ := srv.StderrPipe()
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Process.Kill(); srv.Wait() })
-	sc := bufio.NewScanner(stderr)
-	fp := ""
-	deadline := time.Now().Add(10 * time.Second)
-	for fp == "" && time.Now().Before(deadline) && sc.Scan() {
-		if m := regexp.MustCompile(`SHA-256 ([0-9a-f]{64})`).FindStringSubmatch(sc.Text()); m != nil {
-			fp = m[1]
-		}
-	}
-	if fp == "" {
-		t.Fatal("serve did not print its certificate's fingerprint")
-	}
-	go func() {
-		for sc.Scan() {
-		}
-	}()
 	src := filepath.Join(dir, "src")
 	if err := gentree.Mixed(src, 800, 4); err != nil {
 		t.Fatal(err)
@@ -84,4 +58,41 @@ func TestServe(t *testing.T) {
 	if _, err := os.Stat("/etc/" + filepath.Base(src)); err == nil {
 		t.Errorf("something escaped the root")
 	}
+}
+
+// startServeBin starts `bulkmove serve` with the given --root values and a
+// token, and returns its address, its certificate's fingerprint and the
+// token file.
+func startServeBin(t *testing.T, dir string, roots ...string) (addr, fp, tok string) {
+	t.Helper()
+	tok = filepath.Join(dir, "token")
+	os.WriteFile(tok, []byte("s3cret-token-0123456789\n"), 0o600)
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr = ln.Addr().String()
+	ln.Close()
+	args := []string{"serve", "--listen", addr, "--token-file", tok}
+	for _, r := range roots {
+		args = append(args, "--root", r)
+	}
+	srv := exec.Command(binary(t), args...)
+	stderr, _ := srv.StderrPipe()
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Process.Kill(); srv.Wait() })
+	sc := bufio.NewScanner(stderr)
+	deadline := time.Now().Add(10 * time.Second)
+	for fp == "" && time.Now().Before(deadline) && sc.Scan() {
+		if m := regexp.MustCompile(`SHA-256 ([0-9a-f]{64})`).FindStringSubmatch(sc.Text()); m != nil {
+			fp = m[1]
+		}
+	}
+	if fp == "" {
+		t.Fatal("serve did not print its certificate's fingerprint")
+	}
+	go func() {
+		for sc.Scan() {
+		}
+	}()
+	return addr, fp, tok
 }

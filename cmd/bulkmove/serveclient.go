@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
 	"net"
@@ -68,7 +69,7 @@ func (j *job) connectServe(ctx context.Context, p plan) ([]stream.Conn, func(), 
 		conn, err := stream.Dial(ctx, fmt.Sprintf("%s stream %d", j.serveAddr, i), c, c, c, version, j.receiveOptions(), p.src)
 		if err != nil {
 			c.Close()
-			return nil, err
+			return nil, stream.RefusedBy("serve "+j.serveAddr, err)
 		}
 		j.configure(conn)
 		return conn, nil
@@ -81,6 +82,19 @@ func (j *job) connectServe(ctx context.Context, p plan) ([]stream.Conn, func(), 
 		wg.Go(func() { conns[i], errs[i] = dial(ctx, i) })
 	}
 	wg.Wait()
+	for _, err := range errs {
+		var refused *stream.RefusedError
+		if errors.As(err, &refused) {
+			// The server would refuse any stream of the job: the job
+			// stops, with the reason once.
+			for _, c := range conns {
+				if c != nil {
+					c.(*stream.Client).Abort()
+				}
+			}
+			return nil, nil, refused
+		}
+	}
 	var up []stream.Conn
 	for i, c := range conns {
 		if c != nil {

@@ -6,6 +6,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -168,4 +169,40 @@ func listen(t *testing.T, mode Mode, k int) *Listener {
 	}
 	t.Cleanup(func() { l.Close() })
 	return l
+}
+
+// TestGreetingBounded: a peer that sends no newline makes ReadGreeting
+// give up after 8 KiB, read as it arrives, not after the whole line (an
+// unauthenticated peer must not make the server hold what it sends).
+func TestGreetingBounded(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	var sent atomic.Int64
+	go func() {
+		chunk := []byte(strings.Repeat("x", 1024))
+		for range 1024 { // 1 MiB, no newline
+			n, err := b.Write(chunk)
+			sent.Add(int64(n))
+			if err != nil {
+				return
+			}
+		}
+		b.Close()
+	}()
+	_, err := ReadGreeting(a)
+	a.Close()
+	if err == nil || !strings.Contains(err.Error(), "longer than") {
+		t.Errorf("ReadGreeting: %v, want the greeting too long", err)
+	}
+	if n := sent.Load(); n > 9<<10 {
+		t.Errorf("ReadGreeting took %d bytes of a greeting without a newline, want at most 8 KiB", n)
+	}
+	// A greeting as senders send it still reads.
+	a, b = net.Pipe()
+	defer a.Close()
+	want := Greeting{Token: "tok-0123456789abcdef", Job: "j1", Index: 2, Dest: "data/a b"}
+	go func() { WriteGreeting(b, want); b.Close() }()
+	if g, err := ReadGreeting(a); err != nil || g != want {
+		t.Errorf("ReadGreeting: %+v %v, want %+v", g, err, want)
+	}
 }

@@ -1,7 +1,6 @@
 package dataplane
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -10,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strconv"
@@ -39,15 +39,27 @@ func WriteGreeting(c net.Conn, g Greeting) error {
 	return err
 }
 
-// ReadGreeting reads a greeting (at most 8 KiB, without reading past it).
+// maxGreeting bounds a greeting line, newline included.
+const maxGreeting = 8 << 10
+
+// ReadGreeting reads a greeting, without reading past it: at most 8 KiB,
+// counted as it arrives (an unauthenticated peer must not make the server
+// hold more).
 func ReadGreeting(c net.Conn) (Greeting, error) {
-	line, err := bufio.NewReaderSize(&oneByte{c}, 64).ReadString('\n')
-	if err != nil {
-		return Greeting{}, err
+	var buf []byte
+	for b := make([]byte, 1); ; {
+		if _, err := io.ReadFull(c, b); err != nil {
+			return Greeting{}, err
+		}
+		buf = append(buf, b[0])
+		if b[0] == '\n' {
+			break
+		}
+		if len(buf) >= maxGreeting {
+			return Greeting{}, fmt.Errorf("greeting longer than %d bytes", maxGreeting)
+		}
 	}
-	if len(line) > 8<<10 {
-		return Greeting{}, errors.New("greeting too long")
-	}
+	line := string(buf)
 	f := strings.SplitN(strings.TrimSuffix(line, "\n"), " ", 5)
 	if len(f) != 5 || f[0] != "BULKMOVE-SERVE" {
 		return Greeting{}, fmt.Errorf("not a bulkmove sender (it said %q)", truncate(line))

@@ -1,0 +1,286 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/bulkmove/bulkmove/sharder"
+	"github.com/bulkmove/bulkmove/stream"
+	"github.com/bulkmove/bulkmove/stream/dataplane"
+	"github.com/bulkmove/bulkmove/stream/wire"
+)
+
+// TestServeRefusals: every refusal of `bulkmove serve` reaches the
+// sender, which shows the reason once ("serve HOST refused: REASON"),
+// exits 3 and does not try again: a wrong token, an unknown root, a path
+// out of the root, a destination that is a symlink (out of the root, or to
+// another tree inside it) and one with a file in the way.
+func TestServeRefusals(t *testing.T) {
+	dir := shmDir(t)
+	root, outside := filepath.Join(dir, "root"), filepath.Join(dir, "outside")
+	for _, d := range []string{filepath.Join(root, "other"), outside} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Symlink(outside, filepath.Join(root, "out"))
+	os.Symlink("other", filepath.Join(root, "in"))
+	os.WriteFile(filepath.Join(root, "file"), []byte("x"), 0o644)
+	addr, fp, tok := startServeBin(t, dir, "data="+root)
+	bad := filepath.Join(dir, "bad-token")
+	os.WriteFile(bad, []byte("wrong-token-0123456789\n"), 0o600)
+	src := filepath.Join(dir, "src")
+	os.MkdirAll(src, 0o755)
+	os.WriteFile(filepath.Join(src, "f"), []byte("data"), 0o644)
+	for _, tc := range []struct{ name, token, dest, reason string }{
+		{"wrong token", bad, "data/x", "wrong token"},
+		{"unknown root", tok, "nope/x", `no root named "nope"`},
+		{"out of the root", tok, "data/../../etc", `"data/../../etc" leaves the root data`},
+		{"symlink out of the root", tok, "data/out/x", "data/out: a symlink"},
+		{"symlink inside the root", tok, "data/in", "data/in: a symlink"},
+		{"file in the way", tok, "data/file/x", "data/file: not a directory"},
+	} {
+		start := time.Now()
+		out, code := runBM(t, nil, "-j", "3", "--token-file", tc.token, "--fingerprint", fp, src, "bulkmove://"+addr+"/"+tc.dest)
+		took := time.Since(start)
+		want := "bulkmove: serve " + addr + " refused: " + tc.reason
+		if code != exitFatal || strings.Count(out, want) != 1 || strings.Count(out, "refused") != 1 || took > 5*time.Second {
+			t.Errorf("%s: exit %d after %s, want 3 at once, saying %q once:\n%s", tc.name, code, took.Round(time.Millisecond), want, out)
+		}
+	}
+	for _, d := range []string{outside, filepath.Join(root, "other")} {
+		if ents, _ := os.ReadDir(d); len(ents) != 0 {
+			t.Errorf("%s: %d entries written there", d, len(ents))
+		}
+	}
+}
+
+// TestServeDestSwapRace: a local user on the server swaps the job's
+// destination for a symlink out of the root, and back, in a tight loop
+// while pushes run. Nothing ever lands outside the root; each push lands
+// inside it (in the directory it opened, wherever that was renamed to) or
+// is refused, the reason naming the destination.
+func TestServeDestSwapRace(t *testing.T) {
+	dir := shmDir(t)
+	root, outside := filepath.Join(dir, "root"), filepath.Join(dir, "outside")
+	x := filepath.Join(root, "x")
+	for _, d := range []string{x, outside} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	addr, fp, tok := startServeBin(t, dir, "data="+root)
+	stop := make(chan struct{})
+	var swaps atomic.Int64
+	var wg sync.WaitGroup
+	var pause sync.Mutex // held while the test looks for a push's file
+	wg.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			pause.Lock()
+			// Renames only, never onto a name that exists: the attacker
+			// deletes nothing, so whatever a push wrote stays findable.
+			held := filepath.Join(root, fmt.Sprintf("held.%d", i))
+			if unix.Renameat2(unix.AT_FDCWD, x, unix.AT_FDCWD, held, unix.RENAME_NOREPLACE) == nil {
+				if os.Symlink(outside, x) == nil {
+					swaps.Add(1)
+					os.Remove(x)
+				}
+				unix.Renameat2(unix.AT_FDCWD, held, unix.AT_FDCWD, x, unix.RENAME_NOREPLACE)
+			}
+			pause.Unlock()
+		}
+	})
+	defer func() { close(stop); wg.Wait() }()
+	landed, refused := 0, 0
+	for n := range 30 {
+		src := filepath.Join(dir, fmt.Sprintf("src%d", n))
+		name := fmt.Sprintf("push%d", n)
+		os.MkdirAll(src, 0o755)
+		os.WriteFile(filepath.Join(src, name), []byte(name), 0o644)
+		out, code := runBM(t, nil, "-j", "2", "--token-file", tok, "--fingerprint", fp, src, "bulkmove://"+addr+"/data/x")
+		switch {
+		case code == exitOK:
+			pause.Lock()
+			found := foundUnder(root, name)
+			pause.Unlock()
+			if !found {
+				t.Errorf("push %d: exit 0, but %s is nowhere under the root:\n%s", n, name, out)
+			}
+			landed++
+		case code == exitFatal && strings.Contains(out, "bulkmove: serve "+addr+" refused: data/x: "):
+			refused++
+		default:
+			t.Errorf("push %d: exit %d, want it landed or refused for the symlink:\n%s", n, code, out)
+		}
+		if ents, _ := os.ReadDir(outside); len(ents) != 0 {
+			t.Fatalf("push %d: %d entries written outside the root (%s), after %d swaps", n, len(ents), ents[0].Name(), swaps.Load())
+		}
+	}
+	t.Logf("%d pushes landed, %d refused, %d swaps", landed, refused, swaps.Load())
+	if swaps.Load() < 30 {
+		t.Errorf("only %d swaps: the race was not run", swaps.Load())
+	}
+}
+
+// foundUnder reports whether a file named name, holding its name, is
+// anywhere under root (symlinks not followed).
+func foundUnder(root, name string) bool {
+	found := false
+	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.Name() == name && d.Type().IsRegular() {
+			if b, _ := os.ReadFile(p); string(b) == name {
+				found = true
+			}
+		}
+		return nil
+	})
+	return found
+}
+
+// TestServeTwoJobSymlink: a job greets for data/x and pauses; meanwhile
+// x is replaced by a symlink out of the root (what a second job of the
+// same sender can do: delete x, send a symlink x); then the first job
+// sends its Hello and a file. Nothing is written outside the root: the
+// job works in the directory its greeting opened, or is refused.
+func TestServeTwoJobSymlink(t *testing.T) {
+	dir := shmDir(t)
+	root, outside := filepath.Join(dir, "root"), filepath.Join(dir, "outside")
+	os.MkdirAll(outside, 0o755)
+	addr, fp, tokFile := startServeBin(t, dir, "data="+root)
+	tok, err := dataplane.ReadToken(tokFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := dataplane.ClientConfig("127.0.0.1", "", fp, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := dataplane.DialServe(ctx, addr, cfg, dataplane.Greeting{Token: tok, Job: "job-a", Dest: "data/x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// The greeting makes x.
+	x := filepath.Join(root, "x")
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if fi, err := os.Lstat(x); err == nil && fi.IsDir() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("serve did not make the job's destination")
+		}
+	}
+	if err := os.Remove(x); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, x); err != nil {
+		t.Fatal(err)
+	}
+	srcDir := filepath.Join(dir, "src")
+	os.MkdirAll(srcDir, 0o755)
+	os.WriteFile(filepath.Join(srcDir, "f"), []byte("secret"), 0o644)
+	fi, _ := os.Stat(filepath.Join(srcDir, "f"))
+	e := sharder.Entry{Path: "f", Kind: sharder.KindFile, Mode: 0o644, Size: fi.Size(), MTime: fi.ModTime().UnixNano(), Nlink: 1}
+	conn, err := stream.Dial(ctx, "job a", c, c, c, version, wire.ReceiveOptions{Check: wire.CheckQuick}, stream.Source{Root: srcDir})
+	if err == nil {
+		in := make(chan *sharder.Batch, 1)
+		in <- &sharder.Batch{ID: 1, Entries: []sharder.Entry{e}, Bytes: e.Size}
+		close(in)
+		_, err = conn.Run(ctx, in, func(stream.Result) {})
+		if err == nil {
+			_, err = conn.Close(ctx)
+		}
+	}
+	t.Logf("job a: %v", err)
+	if ents, _ := os.ReadDir(outside); len(ents) != 0 {
+		t.Errorf("%d entries written outside the root (%s)", len(ents), ents[0].Name())
+	}
+}
+
+// TestAgentRefusal: an agent that refuses the handshake (here its
+// destination cannot be made: a file is in the way) is shown once, as the
+// agent's reason; the sender exits 3 at once.
+func TestAgentRefusal(t *testing.T) {
+	binary(t) // built before the clock starts
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src")
+	os.MkdirAll(src, 0o755)
+	os.WriteFile(filepath.Join(src, "f"), []byte("data"), 0o644)
+	os.WriteFile(filepath.Join(dir, "blocker"), []byte("x"), 0o644)
+	dst := filepath.Join(dir, "blocker", "sub")
+	start := time.Now()
+	out, code := runBM(t, nil, "--via-agent", "-j", "3", src, dst)
+	took := time.Since(start)
+	want := "bulkmove: the agent refused: " + dst + ": create destination: mkdir " + filepath.Join(dir, "blocker") + ": not a directory"
+	if code != exitFatal || strings.Count(out, want) != 1 || strings.Count(out, "not a directory") != 1 || took > 5*time.Second {
+		t.Errorf("exit %d after %s, want 3 at once, saying %q once:\n%s", code, took.Round(time.Millisecond), want, out)
+	}
+}
+
+// TestServeHelloDeadline: a stream that greets and then says nothing (no
+// Hello) is closed once the handshake's time is up, and its job's
+// destination let go.
+func TestServeHelloDeadline(t *testing.T) {
+	defer func(d time.Duration) { handshakeTimeout = d }(handshakeTimeout)
+	handshakeTimeout = 300 * time.Millisecond
+	root, err := os.OpenRoot(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	cfg, fp, err := dataplane.ServerConfig("", "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &server{roots: map[string]*os.Root{"data": root}, token: "s3cret-token-0123456789", cfg: cfg, log: io.Discard, jobs: map[string]*serveJob{}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.run(ctx, ln); close(done) }()
+	defer func() { cancel(); ln.Close(); <-done }()
+	ccfg, _ := dataplane.ClientConfig("127.0.0.1", "", fp, "", "")
+	c, err := dataplane.DialServe(ctx, ln.Addr().String(), ccfg, dataplane.Greeting{Token: s.token, Job: "j", Dest: "data/x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	start := time.Now()
+	_, err = c.Read(make([]byte, 1))
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatalf("the connection is still open %s after a greeting without a Hello", time.Since(start).Round(time.Millisecond))
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		s.mu.Lock()
+		n := len(s.jobs)
+		s.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the job still holds its destination after its stream was closed")
+		}
+	}
+}

@@ -47,10 +47,12 @@ func (j *job) deletePass(p plan) func(context.Context, []stream.Conn) error {
 		}
 		md := j.flags.maxDelete
 		limited := md.set
+		var t pruneTally // what the count found
 		if !j.flags.noDeleteGuard || limited {
 			j.trace("counting what --delete would remove")
 			var errs []string
-			t, err := j.prunePass(ctx, conns, p, pruneMode{count: true}, func(r *wire.PruneResult) { errs = append(errs, r.Errors...) })
+			var err error
+			t, err = j.prunePass(ctx, conns, p, pruneMode{count: true}, func(r *wire.PruneResult) { errs = append(errs, r.Errors...) })
 			if err != nil {
 				return err
 			}
@@ -78,6 +80,11 @@ func (j *job) deletePass(p plan) func(context.Context, []stream.Conn) error {
 		if limited {
 			m.limit = md.n
 		}
+		if !j.flags.noDeleteGuard && t.examined >= deleteGuardMin {
+			// What was counted is at most half: more than half
+			// going now means SRC or DEST changed since.
+			m.ceiling = t.examined / 2
+		}
 		j.trace("deleting what SRC does not have")
 		if _, err := j.prunePass(ctx, conns, p, m, func(r *wire.PruneResult) { j.onPruned(r, false) }); err != nil {
 			if errors.Is(err, errEmptySrc) {
@@ -86,6 +93,13 @@ func (j *job) deletePass(p plan) func(context.Context, []stream.Conn) error {
 				j.deleteRefused = true
 				j.mu.Unlock()
 				return nil
+			}
+			if errors.Is(err, errOverCeiling) {
+				j.mu.Lock()
+				n := j.deleted
+				j.mu.Unlock()
+				return fmt.Errorf("--delete stopped after %d deletions: more than half of the %d entries counted at %s before it began, of which %d were to go; SRC or DEST changed meanwhile. %s",
+					n, t.examined, j.dst, t.would(), guardHow)
 			}
 			return err
 		}
@@ -134,6 +148,9 @@ func (j *job) maxDeleteSays(dryRun bool) {
 // errEmptySrc: the listing of SRC held nothing (pruneMode.refuseEmpty).
 var errEmptySrc = errors.New("SRC selected nothing")
 
+// errOverCeiling: the pass removed more than pruneMode.ceiling.
+var errOverCeiling = errors.New("more removed than the --delete guard allows")
+
 // pruneMode is what a prune pass asks of the receivers.
 type pruneMode struct {
 	dryRun bool // list what would go, remove nothing
@@ -145,6 +162,11 @@ type pruneMode struct {
 	// refuseEmpty: a SRC that lists nothing stops the pass before any
 	// request goes (errEmptySrc).
 	refuseEmpty bool
+	// ceiling, if above 0, stops the pass once its results have said
+	// more were removed (errOverCeiling): no more requests go, and those
+	// under way stop at their next result (a receiver learns it when its
+	// connection closes).
+	ceiling int64
 }
 
 // pruneTally is what a prune pass found.
@@ -163,6 +185,8 @@ func (t pruneTally) would() int64 { return t.count + t.held }
 // directories at once; report gets every result.
 func (j *job) prunePass(ctx context.Context, conns []stream.Conn, p plan, m pruneMode, report func(*wire.PruneResult)) (pruneTally, error) {
 	var t pruneTally
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
 	rules := j.flags.rules.List()
 	if m.limit > 0 {
 		conns = []stream.Conn{&budgeted{Conn: conns[0], left: m.limit}}
@@ -266,9 +290,15 @@ func (j *job) prunePass(ctx context.Context, conns []stream.Conn, p plan, m prun
 			t.count += int64(r.Count)
 			t.held += int64(r.Held)
 			report(r)
+			if m.ceiling > 0 && t.count > m.ceiling {
+				stop(errOverCeiling)
+			}
 		})
 	})
 	err := g.Wait()
+	if errors.Is(context.Cause(ctx), errOverCeiling) {
+		err = errOverCeiling
+	}
 	return t, err
 }
 

@@ -14,7 +14,6 @@
 package dataplane
 
 import (
-	"bufio"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -27,6 +26,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"strconv"
@@ -220,7 +220,7 @@ func (l *Listener) admit(c net.Conn) error {
 		}
 		conn = tc
 	}
-	line, err := bufio.NewReaderSize(&oneByte{conn}, 128).ReadString('\n')
+	line, err := readLine(conn, maxStreamGreeting)
 	if err != nil {
 		return err
 	}
@@ -251,11 +251,27 @@ func (l *Listener) admit(c net.Conn) error {
 	return nil
 }
 
-// oneByte reads one byte at a time, so that the greeting line is read
-// without reading ahead into the stream's frames.
-type oneByte struct{ c net.Conn }
+// maxStreamGreeting bounds a data-plane stream's greeting line.
+const maxStreamGreeting = 256
 
-func (o *oneByte) Read(p []byte) (int, error) { return o.c.Read(p[:min(len(p), 1)]) }
+// readLine reads a line of at most max bytes, newline included, one byte
+// at a time: nothing past it is read (the stream's frames follow), and a
+// peer that sends no newline is refused at max bytes, not held on to.
+func readLine(c net.Conn, max int) (string, error) {
+	var buf []byte
+	for b := make([]byte, 1); ; {
+		if _, err := io.ReadFull(c, b); err != nil {
+			return "", err
+		}
+		buf = append(buf, b[0])
+		if b[0] == '\n' {
+			return string(buf), nil
+		}
+		if len(buf) >= max {
+			return "", fmt.Errorf("greeting longer than %d bytes", max)
+		}
+	}
+}
 
 // Dial opens stream index to the agent at host per the offer.
 func Dial(ctx context.Context, host string, o Offer, index int) (net.Conn, error) {

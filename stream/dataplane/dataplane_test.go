@@ -206,3 +206,30 @@ func TestGreetingBounded(t *testing.T) {
 		t.Errorf("ReadGreeting: %+v %v, want %+v", g, err, want)
 	}
 }
+
+// TestStreamGreetingBounded: on the agent's data-plane port, a stranger
+// that sends no newline is dropped after a few hundred bytes, not read
+// until it stops: its writes fail long before 16 MiB are through.
+func TestStreamGreetingBounded(t *testing.T) {
+	l := listen(t, TCP, 1)
+	go l.Accept()
+	c, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(l.Offer().Port)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	chunk := []byte(strings.Repeat("x", 64<<10))
+	sent := 0
+	for sent < 16<<20 {
+		n, err := c.Write(chunk)
+		sent += n
+		if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			break // still held open, reading
+		}
+		if err != nil {
+			return // dropped
+		}
+	}
+	t.Errorf("the agent still reads a greeting without a newline after %d bytes", sent)
+}

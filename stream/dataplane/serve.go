@@ -9,7 +9,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"strconv"
@@ -46,20 +45,10 @@ const maxGreeting = 8 << 10
 // counted as it arrives (an unauthenticated peer must not make the server
 // hold more).
 func ReadGreeting(c net.Conn) (Greeting, error) {
-	var buf []byte
-	for b := make([]byte, 1); ; {
-		if _, err := io.ReadFull(c, b); err != nil {
-			return Greeting{}, err
-		}
-		buf = append(buf, b[0])
-		if b[0] == '\n' {
-			break
-		}
-		if len(buf) >= maxGreeting {
-			return Greeting{}, fmt.Errorf("greeting longer than %d bytes", maxGreeting)
-		}
+	line, err := readLine(c, maxGreeting)
+	if err != nil {
+		return Greeting{}, err
 	}
-	line := string(buf)
 	f := strings.SplitN(strings.TrimSuffix(line, "\n"), " ", 5)
 	if len(f) != 5 || f[0] != "BULKMOVE-SERVE" {
 		return Greeting{}, fmt.Errorf("not a bulkmove sender (it said %q)", truncate(line))

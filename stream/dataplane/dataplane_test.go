@@ -233,3 +233,22 @@ func TestStreamGreetingBounded(t *testing.T) {
 	}
 	t.Errorf("the agent still reads a greeting without a newline after %d bytes", sent)
 }
+
+// TestBadGreetingHidesToken: a malformed greeting is described (for the
+// log and for the sender) without the token it carries.
+func TestBadGreetingHidesToken(t *testing.T) {
+	const tok = "s3cret-token-0123456789"
+	for _, line := range []string{
+		"BULKMOVE-SERVE " + tok + " job\n",
+		"BULKMOVE-SERVE " + tok + " job x \"data\"\n",
+		"BULKMOVE-SERVE " + tok + " job 1 data\n",
+	} {
+		a, b := net.Pipe()
+		go func() { io.WriteString(b, line); b.Close() }()
+		_, err := ReadGreeting(a)
+		a.Close()
+		if err == nil || strings.Contains(err.Error(), tok) {
+			t.Errorf("%q: %v, want an error without the token", line, err)
+		}
+	}
+}

@@ -49,14 +49,19 @@ func ReadGreeting(c net.Conn) (Greeting, error) {
 	if err != nil {
 		return Greeting{}, err
 	}
+	// A bad greeting is described without its token: the message goes
+	// to the server's log and back to the sender.
 	f := strings.SplitN(strings.TrimSuffix(line, "\n"), " ", 5)
-	if len(f) != 5 || f[0] != "BULKMOVE-SERVE" {
+	if f[0] != "BULKMOVE-SERVE" {
 		return Greeting{}, fmt.Errorf("not a bulkmove sender (it said %q)", truncate(line))
+	}
+	if len(f) != 5 {
+		return Greeting{}, fmt.Errorf("bad greeting: %d fields, want 5", len(f))
 	}
 	idx, err := strconv.Atoi(f[3])
 	dest, qerr := strconv.Unquote(f[4])
 	if err != nil || idx < 0 || qerr != nil || f[2] == "" {
-		return Greeting{}, fmt.Errorf("bad greeting %q", truncate(line))
+		return Greeting{}, fmt.Errorf("bad greeting: job %q, stream %q, destination %q", truncate(f[2]), truncate(f[3]), truncate(f[4]))
 	}
 	g := Greeting{Token: f[1], Job: f[2], Index: idx, Dest: dest}
 	if g.Token == "-" {

@@ -57,10 +57,6 @@ type Hub struct {
 	// serve's, beneath a directory it holds open (Root then only names
 	// it).
 	Open func(extract.Options) (*extract.Receiver, error)
-	// Admit, if set, is asked about each session's Hello before the
-	// receiver opens: an error refuses the stream, its message the reason
-	// the sender shows (see Refuse).
-	Admit func(*wire.Handshake) error
 
 	mu   sync.Mutex
 	recv *extract.Receiver
@@ -142,11 +138,6 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 		return fmt.Errorf("agent: %w: the sender (bulkmove %s) speaks protocol %d, this agent (bulkmove %s) speaks %d",
 			ErrVersion, hello.Version, hello.Proto, version, wire.Proto)
 	}
-	if h.Admit != nil {
-		if err := h.Admit(&hello); err != nil {
-			return fail(err)
-		}
-	}
 	recv, err := h.acquire(hello.Options)
 	if err != nil {
 		return fail(err)
@@ -159,7 +150,7 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 		}
 	}
 	defer h.release()
-	me.Free = FreeSpace(recv.Dir())
+	me.Free = recv.FreeSpace()
 	me.Slow = recv.Slow()
 	me.DestID = recv.Identity()
 	if err := wire.WriteFrame(bw, wire.Hello, wire.EncodeJSON(me)); err != nil {
@@ -339,16 +330,6 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 			return fail(fmt.Errorf("%w: unexpected frame %q", wire.ErrProtocol, typ))
 		}
 	}
-}
-
-// FreeSpace is what an unprivileged user may still write under dir, in
-// bytes (statfs f_bavail), 0 if unknown.
-func FreeSpace(dir string) int64 {
-	var st syscall.Statfs_t
-	if syscall.Statfs(dir, &st) != nil {
-		return 0
-	}
-	return int64(st.Bavail) * int64(st.Bsize)
 }
 
 // nothingToSend reports whether a data batch needs none of its files: then

@@ -16,7 +16,7 @@ func destFree(conns []stream.Conn, dstRoot string) int64 {
 				return c.Peer.Free
 			}
 		case *stream.Local:
-			return stream.FreeSpace(c.Recv.Dir())
+			return c.Recv.FreeSpace()
 		}
 	}
 	return 0

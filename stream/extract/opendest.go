@@ -140,3 +140,14 @@ func sameFile(f *os.File, r *os.Root) (bool, error) {
 	}
 	return os.SameFile(a, b), nil
 }
+
+// FreeSpace is what an unprivileged user may still write in the
+// receiver's directory, in bytes (statfs f_bavail of the directory it
+// holds, not of its name, which may lead elsewhere by now); 0 if unknown.
+func (r *Receiver) FreeSpace() int64 {
+	var st unix.Statfs_t
+	if unix.Fstatfs(int(r.rootDir.Fd()), &st) != nil {
+		return 0
+	}
+	return int64(st.Bavail) * int64(st.Bsize)
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -260,4 +261,26 @@ func TestUnknownCheckMode(t *testing.T) {
 	if o := extract.FromWire(&wire.ReceiveOptions{Check: wire.CheckNone}); !o.NoCheck {
 		t.Errorf("FromWire: %+v", o)
 	}
+}
+
+// CheckName refuses a component over 255 bytes wherever it stands, and
+// takes one of 255 anywhere.
+func TestCheckNameComponents(t *testing.T) {
+	c255, c256 := strings.Repeat("c", 255), strings.Repeat("c", 256)
+	for p, ok := range map[string]bool{
+		c255: true, "a/" + c255: true, c255 + "/b": true, c255 + "/" + c255 + "/" + c255: true,
+		c256: false, "a/" + c256: false, c256 + "/b": false, "a/" + c256 + "/b": false,
+	} {
+		if err := extract.CheckName(p, sharder.KindFile); (err == nil) != ok {
+			t.Errorf("CheckName(%d bytes, components %v) = %v, want ok %v", len(p), componentLens(p), err, ok)
+		}
+	}
+}
+
+func componentLens(p string) []int {
+	var n []int
+	for _, c := range strings.Split(p, "/") {
+		n = append(n, len(c))
+	}
+	return n
 }

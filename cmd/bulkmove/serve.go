@@ -31,8 +31,9 @@ Runs the receiver as a daemon, for hosts where SSH is not the way in
 
 over TLS 1.3: each stream says the shared token (or presents a client
 certificate signed by --client-ca), its job and the destination, NAME/PATH,
-which must stay inside the root called NAME. The streams of one job share
-a receiver. Without --tls-cert, a throwaway certificate is made and its
+which must stay inside the root called NAME: it is made and opened beneath
+the root with no symlink followed. The streams of one job share a receiver.
+A refused stream is told why, and its sender stops. Without --tls-cert, a throwaway certificate is made and its
 SHA-256 printed, for senders to pin with --fingerprint.
 
 Flags:

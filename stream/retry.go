@@ -16,8 +16,9 @@ import (
 // a stall, a remote agent that died, compressed data that arrived
 // damaged), false for what it would only repeat
 // (a protocol or version mismatch, a full or read-only destination,
-// refused permission, an authentication or host key failure, which
-// package sshx marks permanent) and for cancellation.
+// refused permission, a handshake the receiver refused (RefusedError), an
+// authentication or host key failure, which package sshx marks permanent)
+// and for cancellation.
 func Retryable(err error) bool {
 	if err == nil {
 		return false

@@ -61,10 +61,7 @@ func (j *job) deletePass(p plan) func(context.Context, []stream.Conn) error {
 				return nil
 			}
 			if why := j.guardSays(t); why != "" {
-				errorf(j.stderr, "--delete refused: %s; nothing was deleted. %s", why, guardHow)
-				j.mu.Lock()
-				j.deleteRefused = true
-				j.mu.Unlock()
+				j.refuseDelete("%s", why)
 				return nil
 			}
 			if limited && t.would() <= md.n {
@@ -88,10 +85,7 @@ func (j *job) deletePass(p plan) func(context.Context, []stream.Conn) error {
 		j.trace("deleting what SRC does not have")
 		if _, err := j.prunePass(ctx, conns, p, m, func(r *wire.PruneResult) { j.onPruned(r, false) }); err != nil {
 			if errors.Is(err, errEmptySrc) {
-				errorf(j.stderr, "--delete refused: SRC %s selected nothing on a second look; nothing was deleted. %s", j.src, guardHow)
-				j.mu.Lock()
-				j.deleteRefused = true
-				j.mu.Unlock()
+				j.refuseDelete("SRC %s selected nothing on a second look", j.src)
 				return nil
 			}
 			if errors.Is(err, errOverCeiling) {
@@ -115,6 +109,15 @@ const deleteGuardMin = 1000
 
 // guardHow is how to go on when the --delete guard refuses.
 const guardHow = "Check SRC (an unmounted filesystem? a mistyped path?) and the filters; to delete all the same, add --no-delete-guard"
+
+// refuseDelete says why the --delete guard deleted nothing; the job then
+// exits 3.
+func (j *job) refuseDelete(format string, a ...any) {
+	errorf(j.stderr, "--delete refused: "+format+"; nothing was deleted. "+guardHow, a...)
+	j.mu.Lock()
+	j.deleteRefused = true
+	j.mu.Unlock()
+}
 
 // guardSays is why the --delete guard refuses a pass of these counts, or
 // "" if it does not (or --no-delete-guard).

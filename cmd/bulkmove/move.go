@@ -770,7 +770,7 @@ func within(src, dst string) (bool, error) {
 func (j *job) receiveOptions() wire.ReceiveOptions {
 	// Owner: keep numeric uid/gid wherever the receiver runs as root.
 	o := wire.ReceiveOptions{Fsync: j.flags.fsync, Owner: true, KeepSetid: j.flags.keepSetid, Check: wire.CheckQuick,
-		IOConcurrency: int(j.flags.ioConc), NoSums: j.flags.noVerifyTransfer}
+		IOConcurrency: int(j.flags.ioConc), NoSums: j.flags.noVerifyTransfer, Delete: j.flags.delete}
 	if mode, err := j.flags.checkMode(); err == nil { // checked with the other flags
 		o.Check = mode
 	}

@@ -99,7 +99,7 @@ func TestSSHPush(t *testing.T) {
 	os.WriteFile(filepath.Join(src, "fine"), []byte("new"), 0o644)
 	os.MkdirAll(filepath.Join(dst, "blocked", "sub"), 0o755)
 	out, code = runBM(t, nil, "-F", cfg, "-j", "3", src, "box2:"+dst)
-	if code != exitPartial || !strings.Contains(out, "box2:"+dst+": ") || !strings.Contains(out, "into place blocked: a directory is in the way") {
+	if code != exitPartial || !strings.Contains(out, "box2:"+dst+": ") || !strings.Contains(out, "blocked: a non-empty directory is in the way of a file; rerun with --delete to replace it") {
 		t.Fatalf("exit %d, want 2 and the remote error:\n%s", code, out)
 	}
 	if b, _ := os.ReadFile(filepath.Join(dst, "fine")); string(b) != "new" {

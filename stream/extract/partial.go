@@ -445,7 +445,7 @@ func (t *Txn) commitRange(p *pendingFile) (placed bool) {
 			return fail("fsync", err)
 		}
 	}
-	if err := t.replace(p.dir, p.part, p.base); err != nil {
+	if err := t.replace(p.dir, p.part, p.base, e.Path); err != nil {
 		unix.Unlinkat(dfd, p.part, 0)
 		return fail("rename into place", err)
 	}

@@ -140,7 +140,7 @@ func (r *Receiver) PruneDir(dir string, keep *Keep, o PruneOptions, report func(
 	}
 	d, err := r.openNoLinks(dir)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
+		if errors.Is(err, fs.ErrNotExist) || r.typeChanged(dir, err) {
 			return pr.n, nil // nothing there to prune
 		}
 		return pr.n, fmt.Errorf("delete in %s: %w", dir, err)

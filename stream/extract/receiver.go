@@ -78,6 +78,10 @@ type Options struct {
 	// NoSums: the sender sends no content hashes; none are made, and
 	// bodies from a Splicer go into their files by splice (splice.go).
 	NoSums bool
+	// Delete: the sender deletes what the source lacks (--delete), so a
+	// non-empty directory in the way of a file or a symlink is removed
+	// with all it holds (see inway.go).
+	Delete bool
 }
 
 // FromWire converts the handshake's options.
@@ -88,7 +92,7 @@ func FromWire(o *wire.ReceiveOptions) Options {
 	// Owners can only be given away by root: elsewhere files belong to the
 	// receiving user, as with rsync run by an ordinary user.
 	return Options{Fsync: o.Fsync, Owner: o.Owner && os.Geteuid() == 0, KeepSetid: o.KeepSetid, NoCheck: o.Check == wire.CheckNone,
-		Check: o.Check, WriteRate: o.WriteRate, IOConcurrency: o.IOConcurrency, Xattrs: o.Xattrs, ACLs: o.ACLs, Sparse: o.Sparse, NoSums: o.NoSums}
+		Check: o.Check, WriteRate: o.WriteRate, IOConcurrency: o.IOConcurrency, Xattrs: o.Xattrs, ACLs: o.ACLs, Sparse: o.Sparse, NoSums: o.NoSums, Delete: o.Delete}
 }
 
 // check is the check mode in force.
@@ -835,6 +839,8 @@ type pendingFile struct {
 	// part, for a range of a split file, is its partial's name; fd is
 	// then the partial, open (see partial.go).
 	part string
+	// size is the bytes written: counted once they landed (Commit).
+	size int64
 }
 
 // direct reports whether p was written under its final name (see
@@ -927,7 +933,13 @@ func (t *Txn) dir(p string) (*os.File, string, error) {
 }
 
 func (t *Txn) openDir(d string) (*os.File, error) {
+	seen := t.r.seenDir(d)
 	f, err := t.r.makeDir(d)
+	if wayBlocked(err) && !seen {
+		// Not a directory there, or not one reached without a symlink
+		// (see inway.go).
+		f, err = t.r.openWay(d)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -1390,9 +1402,9 @@ func (t *Txn) drop(p *pendingFile) {
 }
 
 func (t *Txn) addPending(p pendingFile, size int64) {
+	p.size = size
 	t.mu.Lock()
 	t.pending = append(t.pending, p)
-	t.bytes += size
 	t.mu.Unlock()
 }
 
@@ -1674,6 +1686,11 @@ func (t *Txn) Withdraw(i int) {
 
 // failErr records an OS error with the operation and path, classifying it.
 func (t *Txn) failErr(i int, op, p string, err error) {
+	if errors.Is(err, errInWay) {
+		// What to do about it, not what was being done.
+		t.fail(i, Code(err), fmt.Errorf("%s: %w", p, err))
+		return
+	}
 	t.fail(i, Code(err), fmt.Errorf("%s %s: %w", op, p, unwrapPath(err)))
 }
 
@@ -1760,7 +1777,11 @@ func (t *Txn) applyDir(i int, e *sharder.Entry) {
 // openDirEntry makes directory entry i, e, if it is missing, and opens
 // it; nil if either fails (recorded against the entry).
 func (t *Txn) openDirEntry(i int, e *sharder.Entry) *os.File {
+	seen := t.r.seenDir(e.Path)
 	f, err := t.r.makeDir(e.Path)
+	if wayBlocked(err) && !seen {
+		f, err = t.r.openWay(e.Path) // see inway.go
+	}
 	if err != nil {
 		t.failErr(i, "create directory", e.Path, err)
 		return nil
@@ -1826,7 +1847,7 @@ func (t *Txn) applySymlink(i int, e *sharder.Entry) {
 		t.failErr(i, "create symlink", e.Path, err)
 		return
 	}
-	if err := t.replace(d, tmp, base); err != nil {
+	if err := t.replace(d, tmp, base, e.Path); err != nil {
 		unix.Unlinkat(int(d.Fd()), tmp, 0)
 		t.failErr(i, "create symlink", e.Path, err)
 		return
@@ -1860,14 +1881,10 @@ func readlinkat(dirfd int, name string) (string, error) {
 	return string(buf[:n]), nil
 }
 
-// replace renames tmp over base in directory d, refusing to replace a
-// directory.
-func (t *Txn) replace(d *os.File, tmp, base string) error {
-	err := unix.Renameat(int(d.Fd()), tmp, int(d.Fd()), base)
-	if err == unix.EISDIR || err == unix.ENOTEMPTY || err == unix.EEXIST {
-		return fmt.Errorf("a directory is in the way")
-	}
-	return err
+// replace renames tmp over base in directory d, the entry p, clearing a
+// directory in the way first as far as the options allow (see clearDir).
+func (t *Txn) replace(d *os.File, tmp, base, p string) error {
+	return t.r.renameOver(int(d.Fd()), tmp, int(d.Fd()), base, p)
 }
 
 func (t *Txn) applyHardlink(i int, e *sharder.Entry) {
@@ -1921,7 +1938,7 @@ func (t *Txn) applyHardlink(i int, e *sharder.Entry) {
 		t.fail(i, wire.CodeOther, fmt.Errorf("hard link %s: its target %s was replaced while being linked", e.Path, e.Link))
 		return
 	}
-	if err := t.replace(d, tmp, base); err != nil {
+	if err := t.replace(d, tmp, base, e.Path); err != nil {
 		unix.Unlinkat(int(d.Fd()), tmp, 0)
 		t.failErr(i, "hard link", e.Path, err)
 		return
@@ -1984,9 +2001,18 @@ func (t *Txn) CommitSums(id uint64, discards []wire.Discard, sums []wire.Indexed
 		}
 		t.place(p)
 	})
+	// Bytes count only what landed: a file placed, or a range recorded
+	// in its partial; not one that failed or was dropped.
+	failed := make(map[int]bool, len(t.errs))
+	for _, e := range t.errs {
+		failed[e.Index] = true
+	}
 	for _, p := range t.pending {
 		if p.placed {
 			t.files++
+		}
+		if p.placed || p.part != "" && !containsKey(drop, p.index) && !failed[p.index] {
+			t.bytes += p.size
 		}
 	}
 	if t.r.opt.Fsync && len(t.pending) > 0 {
@@ -2003,6 +2029,7 @@ func (t *Txn) CommitSums(id uint64, discards []wire.Discard, sums []wire.Indexed
 					if p.dir == d.f && p.placed {
 						t.failErr(p.index, "fsync directory "+name+" of", t.entries[p.index].Path, err)
 						t.files--
+						t.bytes -= p.size
 					}
 				}
 			}
@@ -2036,7 +2063,7 @@ func (t *Txn) place(p *pendingFile) {
 			// Replacing a file: link under a temporary name, then rename.
 			tmp := t.tmpName()
 			if err = t.r.link(p.fd, dfd, tmp); err == nil {
-				if err = t.replace(p.dir, tmp, p.base); err != nil {
+				if err = t.replace(p.dir, tmp, p.base, e.Path); err != nil {
 					unix.Unlinkat(dfd, tmp, 0)
 				}
 			}
@@ -2048,11 +2075,14 @@ func (t *Txn) place(p *pendingFile) {
 			return
 		}
 	} else if p.sdir != 0 {
-		if err := t.r.staging.placeStaged(p, dfd); err != nil {
+		over := func(fdir int, from string, dfd int, base string) error {
+			return t.r.renameOver(fdir, from, dfd, base, e.Path)
+		}
+		if err := t.r.staging.placeStaged(p, dfd, over); err != nil {
 			t.failErr(p.index, "link into place", e.Path, err)
 			return
 		}
-	} else if err := t.replace(p.dir, p.tmp, p.base); err != nil {
+	} else if err := t.replace(p.dir, p.tmp, p.base, e.Path); err != nil {
 		unix.Unlinkat(dfd, p.tmp, 0)
 		t.failErr(p.index, "rename into place", e.Path, err)
 		return

@@ -318,9 +318,10 @@ func (s *stage) linkHeld(fd, dfd int, name string) error {
 // placeStaged gives the staged file p (named p.tmp in the staging
 // directory p.sdir) its name p.base in directory dfd: a hard link where
 // base is free, else (a file is there, or the filesystem makes no hard
-// links) a rename over what is there, never over a directory. The staged
+// links) a rename over what is there by rename (Receiver.renameOver,
+// which decides what may become of a directory in the way). The staged
 // name is gone afterwards, whatever the outcome.
-func (s *stage) placeStaged(p *pendingFile, dfd int) error {
+func (s *stage) placeStaged(p *pendingFile, dfd int, rename func(fdir int, from string, dfd int, base string) error) error {
 	err := errNoFDLink
 	if p.held >= 0 {
 		err = s.linkHeld(p.held, dfd, p.base)
@@ -334,12 +335,9 @@ func (s *stage) placeStaged(p *pendingFile, dfd int) error {
 		unix.Unlinkat(p.sdir, p.tmp, 0)
 		return nil
 	}
-	if err = unix.Renameat(p.sdir, p.tmp, dfd, p.base); err == nil {
+	if err = rename(p.sdir, p.tmp, dfd, p.base); err == nil {
 		return nil
 	}
 	unix.Unlinkat(p.sdir, p.tmp, 0)
-	if err == unix.EISDIR || err == unix.ENOTEMPTY || err == unix.EEXIST {
-		return fmt.Errorf("a directory is in the way")
-	}
 	return err
 }

@@ -57,6 +57,10 @@ type ReceiveOptions struct {
 	// (--no-verify-transfer), so the receiver need not make them (and may
 	// splice file bodies from a TCP socket to the file).
 	NoSums bool `json:"no_sums,omitempty"`
+	// Delete: the sender deletes what the source lacks (--delete), so
+	// the receiver replaces a non-empty directory in the way of a file or
+	// a symlink; without it such a directory stays and the entry fails.
+	Delete bool `json:"delete,omitempty"`
 }
 
 // Check modes: how the receiver decides that a regular file at the

@@ -480,10 +480,12 @@ func (r *Receiver) NeedSums(entries []sharder.Entry, sums []wire.Sum) []bool {
 		hashOnce.Do(func() { hash = r.startSums(entries, sums, need) })
 		hash.jobs <- j
 	}
-	// A stat per file: on a slow filesystem, parts of the batch at once,
-	// each holding whole directories where it can (one open of each; a
-	// batch spread over directories takes them in turn).
-	order := byDir(entries, landSlow(r))
+	// A stat per file, a directory's files together (one open of each):
+	// a batch's files come from several directories, in chunks that
+	// interleave as the walk reads them in parallel, or in turn where the
+	// batch is spread. On a slow filesystem, parts of the batch at once,
+	// each holding whole directories where it can.
+	order := byDir(entries)
 	parts := min(r.io.Width(), (len(entries)+15)/16)
 	ioconc.ForEach(parts, parts, func(_, k int) {
 		r.needRange(entries, order[k*len(order)/parts:(k+1)*len(order)/parts], sums, need, toHash)
@@ -501,17 +503,8 @@ func (r *Receiver) NeedSums(entries []sharder.Entry, sums []wire.Sum) []bool {
 }
 
 // byDir returns the indexes of entries with each directory's together, the
-// directories in the order they first come, each one's entries in theirs;
-// unless group is false: then in order (where a directory costs little to
-// open, or batches are not spread, which keep a directory's files together).
-func byDir(entries []sharder.Entry, group bool) []int {
-	if !group {
-		order := make([]int, len(entries))
-		for i := range order {
-			order[i] = i
-		}
-		return order
-	}
+// directories in the order they first come, each one's entries in theirs.
+func byDir(entries []sharder.Entry) []int {
 	groups := map[string]int{} // a directory's number, in order of coming
 	of := make([]int, len(entries))
 	for i := range entries {

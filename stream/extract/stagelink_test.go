@@ -419,11 +419,8 @@ func TestByDir(t *testing.T) {
 		{"x a/1 y b/c/1 a/2 z", "x y z a/1 a/2 b/c/1"},
 	} {
 		in := es(strings.Fields(c.in)...)
-		if got := paths(in, byDir(in, true)); got != c.want {
+		if got := paths(in, byDir(in)); got != c.want {
 			t.Errorf("byDir(%s) = %s, want %s", c.in, got, c.want)
-		}
-		if got := paths(in, byDir(in, false)); got != c.in {
-			t.Errorf("byDir(%s, false) = %s, want them in order", c.in, got)
 		}
 	}
 }

@@ -30,8 +30,9 @@ func OpenAt(parent *os.Root, rel string, opt Options) (*Receiver, error) {
 // by several users' trees must not let one user's link redirect another
 // user's job into its tree); a missing component is made in its parent's
 // descriptor. A component that is a symlink, or is swapped for one while
-// it is opened, fails with an error that says so; no name is ever looked
-// up again from parent. rel must be local ("" or "." is parent itself).
+// it is opened, fails with an error that says so (the os.Root of each
+// component, opened by name, is checked to be the directory opened with
+// O_NOFOLLOW). rel must be local ("" or "." is parent itself).
 func OpenBeneath(parent *os.Root, rel string) (*os.Root, error) {
 	if rel == "" {
 		rel = "."
@@ -74,7 +75,7 @@ func OpenBeneath(parent *os.Root, rel string) (*os.Root, error) {
 func stepBeneath(r *os.Root, d *os.File, name, at string) (*os.Root, *os.File, error) {
 	dfd := int(d.Fd())
 	open := func() (int, error) {
-		return unix.Openat(dfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		return unix.Openat(dfd, name, dirFlags, 0)
 	}
 	fd, err := open()
 	if err == unix.ENOENT {

@@ -113,6 +113,10 @@ type Options struct {
 	// SpillDir is where what outgrows memory goes, in a file unlinked at
 	// once; "": os.TempDir().
 	SpillDir string
+	// Name, for a single-file src, is the name the filter sees and the
+	// entry takes: the name the user gave it, where the caller followed a
+	// symlink to reach the file. "": the base name of src.
+	Name string
 
 	// Deferred receives every directory (the root included, as "."),
 	// symlink and second or later name of a hard-linked file.
@@ -229,7 +233,11 @@ func Run(ctx context.Context, src string, opt Options, out chan<- *Batch) (Stats
 		var c chunk
 		var target string
 		var lerr error
-		if name := filepath.Base(src); !opt.Shard.Owns(name, false) {
+		name := filepath.Base(src)
+		if opt.Name != "" {
+			name = opt.Name
+		}
+		if !opt.Shard.Owns(name, false) {
 			// Another shard's.
 		} else if opt.Filter.Excluded(name, false) {
 			c.excluded++

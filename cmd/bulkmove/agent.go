@@ -46,6 +46,10 @@ last job ends, and a later run of the same user can start a new job on
 SOCKET with the LINGERTOKEN of the banner, with no login shell and no new
 process (bulkmove --linger).
 
+With --src-ids (the sender's SRC by device and inode, and its machine),
+a ROOT that overlaps SRC on this same machine is refused: the agent prints
+"BULKMOVE-REFUSED REASON" in place of its banner and exits 1.
+
 --io-nice (the idle I/O class) and --nice N lower its claim on the disks
 and the CPUs, as the sender's flags of the same names ask.
 `
@@ -59,6 +63,7 @@ func runAgent(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	data := fs.String("data", "", "with --hub: also take the K streams over `tls` or tcp, on a port of --data-ports")
 	dataPorts := fs.String("data-ports", "", "port `range` for --data, e.g. 50000-50100 (default: any free port)")
 	linger := fs.Duration("linger", 0, "with --hub: stay `duration` after the last job ends, for later runs to reach through the socket")
+	srcIDs := fs.String("src-ids", "", "the sender's SRC by device and inode, with its machine (JSON): a ROOT that overlaps it on this machine is refused")
 	var nice niceFlags
 	nice.register(fs)
 	if err := fs.Parse(args); err != nil {
@@ -69,6 +74,13 @@ func runAgent(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	nice.apply(stderr)
+	root, err := agentRoot(fs.Arg(0), *srcIDs)
+	if err != nil {
+		// One line in place of the banner: the sender shows it and stops.
+		fmt.Fprintf(stdout, "%s%v\n", lingerRefused, err)
+		errorf(stderr, "agent: %v", err)
+		return exitUsage
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	stdin = interruptible(ctx, stdin)
@@ -88,15 +100,14 @@ func runAgent(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return exitFatal
 		}
 	}
-	var err error
 	if *linger > 0 && (*hubStreams < 1 || dp != nil) {
 		errorf(stderr, "agent: --linger needs --hub, and no --data")
 		return exitUsage
 	}
 	if *hubStreams >= 1 {
-		err = serveHub(ctx, fs.Arg(0), m.Set, dp, *linger, nice.text(), stdin, stdout)
+		err = serveHub(ctx, root, m.Set, dp, *linger, nice.text(), stdin, stdout)
 	} else {
-		hub := &stream.Hub{Root: fs.Arg(0), Version: version, Opened: m.Set}
+		hub := &stream.Hub{Root: root, Version: version, Opened: m.Set}
 		err = hub.Serve(ctx, stdin, stdout)
 	}
 	if err != nil {
@@ -111,6 +122,39 @@ func runAgent(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitFatal
 	}
 	return exitOK
+}
+
+// agentRoot resolves the agent's ROOT (a symlink is followed, as a local
+// DEST is) and, given the sender's SRC (srcIDs, JSON of a hostPlace),
+// refuses a ROOT that overlaps it on this machine: a push over SSH to the
+// host it runs on.
+func agentRoot(root, srcIDs string) (string, error) {
+	dst, err := resolveDest(root)
+	if err != nil {
+		return "", fmt.Errorf("destination %s: %w", root, unwrap(err))
+	}
+	if srcIDs == "" {
+		return dst, nil
+	}
+	src, err := decodeHostPlace(srcIDs)
+	if err != nil {
+		return "", err
+	}
+	if !src.sameHost() {
+		return dst, nil
+	}
+	target, named := dst, root
+	if src.As != "" {
+		target, named = filepath.Join(dst, src.As), filepath.Join(root, src.As)
+	}
+	d, err := placeOf(named, target)
+	if err != nil {
+		return "", fmt.Errorf("destination %s: %w", named, unwrap(err))
+	}
+	if err := overlap(src.place, d); err != nil {
+		return "", fmt.Errorf("on this host, %w", err)
+	}
+	return dst, nil
 }
 
 // interruptible returns r, read by a goroutine of its own, so that a read
@@ -355,8 +399,9 @@ func (d *hubd) closeLocked() {
 // newJob is the request of a later run for a job of its own.
 type newJob struct {
 	Root   string        `json:"root"`
-	Linger time.Duration `json:"linger"` // from now on; 0 ends the agent with this job
-	Nice   string        `json:"nice"`   // the --nice/--io-nice the agent would be started with
+	Linger time.Duration `json:"linger"`            // from now on; 0 ends the agent with this job
+	Nice   string        `json:"nice"`              // the --nice/--io-nice the agent would be started with
+	SrcIDs string        `json:"src_ids,omitempty"` // as --src-ids
 }
 
 // handle reads a socket connection's first line and serves it.
@@ -394,7 +439,9 @@ func (d *hubd) handle(c net.Conn) {
 		}
 		var j *hubJob
 		if why == "" {
-			if j = d.addJob(req.Root, 1); j == nil { // this connection, served below
+			if root, err := agentRoot(req.Root, req.SrcIDs); err != nil {
+				why = err.Error()
+			} else if j = d.addJob(root, 1); j == nil { // this connection, served below
 				why = "ending"
 			}
 		}

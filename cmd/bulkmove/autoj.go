@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"runtime"
 	"strconv"
 	"sync"
@@ -72,15 +71,6 @@ func (v jobsValue) Set(s string) error {
 	}
 	v.f.jobs, v.f.auto.on = n, false
 	return nil
-}
-
-// checkJobs checks --max-streams (with -j auto).
-func (f *moveFlags) checkJobs(stderr io.Writer) bool {
-	if f.auto.on && (f.auto.max < 1 || f.auto.max > 256) {
-		errorf(stderr, "--max-streams %d: want 1 to 256 streams", f.auto.max)
-		return false
-	}
-	return true
 }
 
 // autoStart sets, with -j auto, the streams the job starts with, once the

@@ -28,7 +28,7 @@ func TestSSHBwLimit(t *testing.T) {
 	src := randomTree(t, dir, 12, 1<<20)
 
 	agentSeen := make(chan error, 1)
-	go func() { agentSeen <- watchAgent(`agent --io-nice --nice 19 --hub 4 -- `) }()
+	go func() { agentSeen <- watchAgent(`--io-nice --nice 19 --hub 4 -- `) }()
 	out, code := runBM(t, nil, "-F", cfg, "-v", "-j", "4", "--batch-files", "1", "--bwlimit", "4M", "--io-nice", "--nice", "19", src, "box2:"+filepath.Join(dir, "push"))
 	if code != 0 {
 		t.Fatalf("push: exit %d:\n%s", code, out)

@@ -92,7 +92,7 @@ func TestSSHCutover(t *testing.T) {
 	for start := time.Now(); !journaled() && time.Since(start) < 20*time.Second; {
 		time.Sleep(20 * time.Millisecond)
 	}
-	exec.Command("pkill", "-9", "-f", "agent --hub 3 -- "+dst).Run()
+	exec.Command("pkill", "-9", "-f", "--", "--hub 3 -- "+dst).Run()
 	err := cmd.Wait()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitFatal {
 		t.Fatalf("agent killed: %v, want exit 3:\n%s", err, stderr.String())
@@ -136,7 +136,7 @@ func TestSSHReconnect(t *testing.T) {
 	}{
 		{"cut", func() { px.CutAll() }},
 		{"reset", func() { px.Reset(true); px.CutAll(); px.Reset(false) }},
-		{"agent killed", func() { exec.Command("pkill", "-9", "-f", "agent --hub 3 -- "+dst).Run() }},
+		{"agent killed", func() { exec.Command("pkill", "-9", "-f", "--", "--hub 3 -- "+dst).Run() }},
 	} {
 		t.Run(fault.name, func(t *testing.T) {
 			os.RemoveAll(dst)

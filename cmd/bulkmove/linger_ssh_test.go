@@ -19,7 +19,7 @@ import (
 
 // lingeringAgents returns the pids of agents lingering for dst.
 func lingeringAgents(dst string) []string {
-	out, _ := exec.Command("pgrep", "-f", "agent --hub 3 --linger 1m0s -- "+dst).Output()
+	out, _ := exec.Command("pgrep", "-f", "--", "--hub 3 --linger 1m0s -- "+dst).Output()
 	return strings.Fields(string(out))
 }
 
@@ -172,9 +172,9 @@ func TestSSHLingerAgentKilled(t *testing.T) {
 	os.MkdirAll(filepath.Join(dir, "one"), 0o755)
 	os.WriteFile(filepath.Join(dir, "one", "f"), []byte("x"), 0o644)
 	args := []string{"-F", cfg, "-p", strconv.Itoa(px.Port()), "-j", "3", "--linger", "1m", "--journal", "none"}
-	killAgents := func() { exec.Command("pkill", "-9", "-f", "agent --hub 3 --linger 1m0s -- "+first).Run() }
+	killAgents := func() { exec.Command("pkill", "-9", "-f", "--", "--hub 3 --linger 1m0s -- "+first).Run() }
 	t.Cleanup(killAgents)
-	t.Cleanup(func() { exec.Command("pkill", "-f", "agent --hub 3 --linger 1m0s -- "+dst).Run() })
+	t.Cleanup(func() { exec.Command("pkill", "-f", "--", "--hub 3 --linger 1m0s -- "+dst).Run() })
 	if out, code := runBM(t, env, append(args, filepath.Join(dir, "one"), "box2:"+first)...); code != 0 {
 		t.Fatalf("first push: exit %d:\n%s", code, out)
 	}

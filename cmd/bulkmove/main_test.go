@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -68,6 +70,7 @@ func TestScripts(t *testing.T) {
 			"count":    cmdCount,
 			"sleep":    cmdSleep,
 			"truncate": cmdTruncate,
+			"exits":    cmdExits,
 		},
 	})
 }
@@ -182,6 +185,27 @@ func cmdTruncate(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Check(err)
 	ts.Check(os.Truncate(p, size))
 	ts.Check(os.Chtimes(p, fi.ModTime(), fi.ModTime()))
+}
+
+// exits CODE PROG [ARGS...]: PROG exits with CODE (stdout and stderr
+// are kept for the next stdout and stderr commands).
+func cmdExits(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) < 2 {
+		ts.Fatalf("usage: exits CODE PROG [ARGS...]")
+	}
+	want, err := strconv.Atoi(args[0])
+	ts.Check(err)
+	got := 0
+	if err := ts.Exec(args[1], args[2:]...); err != nil {
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			ts.Fatalf("%s: %v", args[1], err)
+		}
+		got = ee.ExitCode()
+	}
+	if (got == want) == neg {
+		ts.Fatalf("%s exited %d, want %d", args[1], got, want)
+	}
 }
 
 // sleep DURATION

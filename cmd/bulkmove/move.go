@@ -38,8 +38,9 @@ const moveUsage = `usage: bulkmove [flags] SRC DEST
 Moves the contents of SRC into DEST over K parallel streams, like
 "rsync -a SRC/ DEST/": DEST is created if missing, and SRC/a/b lands as
 DEST/a/b. If SRC is a single file, it is copied to DEST (or into DEST, if
-DEST is a directory). Files already at DEST with the same size and mtime
-are not sent again.
+DEST is a directory). A SRC or DEST that is a symlink is followed;
+symlinks inside SRC stay symlinks; SRC and DEST that overlap are refused.
+Files already at DEST with the same size and mtime are not sent again.
 
 Preserved: content, permission bits, mtimes (nanoseconds), symlinks, hard
 links (across the whole tree), empty directories, directory mtimes, and
@@ -52,7 +53,7 @@ Flags:
 const exitCodesHelp = `
 Exit codes:
   0    everything moved
-  1    usage error (bad flags or arguments, DEST inside SRC, ...)
+  1    usage error (bad flags or arguments, SRC and DEST overlapping, ...)
   2    partial: some entries failed; each is listed on stderr with its cause
   3    fatal: the job could not be attempted or completed (SRC unreadable,
        DEST unwritable, destination full, a stream lost, --delete refused
@@ -325,14 +326,44 @@ func checkArgs(fs *flag.FlagSet, f *moveFlags, cmd string, stderr io.Writer) boo
 		errorf(stderr, "--max-delete and --no-delete-guard go with --delete")
 		return false
 	}
-	if f.jobs < 1 || f.jobs > 256 {
-		errorf(stderr, "-j %d: want 1 to 256 streams", f.jobs)
-		return false
-	}
-	if !f.checkJobs(stderr) {
+	if err := f.checkCounts(fs); err != nil {
+		errorf(stderr, "%v", err)
 		return false
 	}
 	return true
+}
+
+// checkCounts refuses a count flag, or a duration, outside its range,
+// naming the flag and the range. --io-concurrency and --nice check
+// theirs as they are parsed.
+func (f *moveFlags) checkCounts(fs *flag.FlagSet) error {
+	for _, c := range []struct {
+		flag   string
+		v      int
+		lo, hi int
+		unit   string
+	}{
+		{"-j", f.jobs, 1, 256, " streams"},
+		{"--max-streams", f.auto.max, 1, 256, " streams"},
+		{"--batch-files", f.batchFiles, 1, wire.MaxEntries, " files"},
+		{"--retries", f.retries, 1, 1000, ""},
+		{"--port", f.ssh.port, 0, 65535, " (0: the SSH config's, else 22)"},
+	} {
+		if c.v < c.lo || c.v > c.hi {
+			return fmt.Errorf("%s %d: want %d to %d%s", c.flag, c.v, c.lo, c.hi, c.unit)
+		}
+	}
+	var err error
+	fs.VisitAll(func(fl *flag.Flag) {
+		g, ok := fl.Value.(flag.Getter)
+		if !ok || err != nil {
+			return
+		}
+		if d, ok := g.Get().(time.Duration); ok && d < 0 {
+			err = fmt.Errorf("--%s %s: want a duration of 0 or more", fl.Name, d)
+		}
+	})
+	return err
 }
 
 // job is one run of the main command.
@@ -422,6 +453,9 @@ func (j *job) run(ctx context.Context) int {
 			errorf(j.stderr, "warning: %s: %s", filepath.Join(j.src, filepath.FromSlash(p)), msg)
 			j.ev.problem("warning", p, msg)
 		},
+	}
+	if plan.src.File != "" {
+		opt.Name = filepath.Base(j.src) // a symlink's name, if SRC is one
 	}
 	j.flags.split.apply(&opt, &j.flags)
 	linkMem, err := envCount("BULKMOVE_LINK_MEM", "hard-link sets")
@@ -661,6 +695,7 @@ type plan struct {
 	src      stream.Source
 	dstRoot  string // the receiver's root
 	rename   string // for a single-file SRC, its name under dstRoot
+	srcReal  string // SRC, resolved: what it names, with no symlink on the way
 }
 
 func (j *job) resolve(ctx context.Context) (plan, int) {
@@ -679,92 +714,77 @@ func (j *job) resolve(ctx context.Context) (plan, int) {
 	if remote {
 		j.remote = &t
 	}
-	fi, err := os.Stat(j.src)
+	src, fi, err := resolveSrc(j.src)
 	if err != nil {
 		errorf(j.stderr, "source %s: %v", j.src, unwrap(err))
 		return p, exitFatal
 	}
+	p.srcReal = src
+	dst := ""
+	if j.remote == nil {
+		if dst, err = resolveDest(j.dst); err != nil {
+			errorf(j.stderr, "destination %s: %v", j.dst, unwrap(err))
+			return p, exitFatal
+		}
+	}
 	if fi.IsDir() {
-		d, err := os.Open(j.src)
+		d, err := os.Open(src)
 		if err != nil {
 			errorf(j.stderr, "source %s: %v", j.src, unwrap(err))
 			return p, exitFatal
 		}
 		d.Close()
-		p.walkRoot, p.src.Root, p.dstRoot = j.src, j.src, j.dst
+		p.walkRoot, p.src.Root = src, src
 		if j.remote != nil {
 			p.dstRoot = j.remote.Path
 			return p, exitOK
 		}
-		if dfi, err := os.Stat(j.dst); err == nil && !dfi.IsDir() {
+		p.dstRoot = dst
+		if dfi, err := os.Stat(dst); err == nil && !dfi.IsDir() {
 			errorf(j.stderr, "destination %s is an existing file, but the source %s is a directory", j.dst, j.src)
 			return p, exitUsage
 		}
-		inside, err := within(j.src, j.dst)
-		if err != nil {
-			errorf(j.stderr, "%v", err)
-			return p, exitFatal
-		}
-		if inside {
-			errorf(j.stderr, "destination %s is inside the source %s: the copy would copy itself", j.dst, j.src)
-			return p, exitUsage
-		}
-		return p, exitOK
+		return p, j.refuseOverlap(src, dst, j.dst)
 	}
 	if !fi.Mode().IsRegular() {
 		errorf(j.stderr, "source %s is not a regular file or directory", j.src)
 		return p, exitFatal
 	}
-	// A single file: into DEST if DEST is a directory, else as DEST.
-	p.walkRoot = j.src
-	p.src = stream.Source{Root: filepath.Dir(j.src), File: j.src}
+	// A single file: into DEST if DEST is a directory, else as DEST. In a
+	// directory it takes the name it was given (a symlink's, if SRC is
+	// one), as cp does.
+	name := filepath.Base(j.src)
+	p.walkRoot = src
+	p.src = stream.Source{Root: filepath.Dir(src), File: src}
 	if j.remote != nil {
-		p.rename = filepath.Base(j.src)
+		p.rename = name
 		j.remoteDest(ctx, *j.remote, &p)
 		return p, exitOK
 	}
-	if dfi, err := os.Stat(j.dst); err == nil && dfi.IsDir() {
-		p.dstRoot = j.dst
-		p.rename = filepath.Base(j.src)
+	target := filepath.Join(j.dst, name)
+	if dfi, err := os.Stat(dst); err == nil && dfi.IsDir() {
+		p.dstRoot = dst
+		p.rename = name
 	} else {
-		p.dstRoot = filepath.Dir(j.dst)
-		p.rename = filepath.Base(j.dst)
+		p.dstRoot = filepath.Dir(dst)
+		p.rename = filepath.Base(dst)
+		target = j.dst
 	}
-	return p, exitOK
+	return p, j.refuseOverlap(src, filepath.Join(p.dstRoot, p.rename), target)
 }
 
-// within reports whether dst is src or below it, resolving symlinks of the
-// part of dst that exists.
-func within(src, dst string) (bool, error) {
-	s, err := filepath.EvalSymlinks(src)
-	if err != nil {
-		return false, err
+// refuseOverlap refuses (exitUsage) a local job whose SRC (src, resolved)
+// and DEST (dst, resolved; named dstName) overlap.
+func (j *job) refuseOverlap(src, dst, dstName string) int {
+	refused, err := checkOverlap(j.src, src, dstName, dst)
+	if err == nil {
+		return exitOK
 	}
-	if s, err = filepath.Abs(s); err != nil {
-		return false, err
+	errorf(j.stderr, "%v", err)
+	if refused {
+		return exitUsage
 	}
-	d, err := filepath.Abs(dst)
-	if err != nil {
-		return false, err
-	}
-	rest := ""
-	for {
-		if r, err := filepath.EvalSymlinks(d); err == nil {
-			d = filepath.Join(r, rest)
-			break
-		}
-		parent := filepath.Dir(d)
-		if parent == d {
-			break
-		}
-		rest = filepath.Join(filepath.Base(d), rest)
-		d = parent
-	}
-	rel, err := filepath.Rel(s, d)
-	if err != nil {
-		return false, nil
-	}
-	return rel == "." || filepath.IsLocal(rel), nil
+	return exitFatal
 }
 
 func (j *job) receiveOptions() wire.ReceiveOptions {

@@ -88,20 +88,21 @@ func runPlan(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	src := pos[0]
-	if fi, err := os.Stat(src); err != nil || !fi.IsDir() {
-		if err == nil {
-			err = errors.New("not a directory")
-		}
+	real, fi, err := resolveSrc(src) // walked as the move walks it
+	if err == nil && !fi.IsDir() {
+		err = errors.New("not a directory")
+	}
+	if err != nil {
 		errorf(stderr, "plan: source %s: %v", src, unwrap(err))
 		return exitFatal
 	}
-	if inside, err := within(src, *out); err == nil && inside {
+	if inside, err := inSource(real, *out); err == nil && inside {
 		errorf(stderr, "plan: the output directory %s is inside the source %s", *out, src)
 		return exitUsage
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	p := &planner{src: src, dir: *out, n: *parts, nul: *nul, stderr: stderr,
+	p := &planner{src: real, dir: *out, n: *parts, nul: *nul, stderr: stderr,
 		dirs: map[string]*planDir{}, links: map[string]int32{}}
 	return p.run(ctx, rules)
 }

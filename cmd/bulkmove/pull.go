@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -42,14 +43,14 @@ type duplex struct {
 
 func (j *job) resolveHub() (plan, int) {
 	var p plan
-	fi, err := os.Stat(j.src)
+	src, fi, err := resolveSrc(j.src) // as a push resolves it
 	if err != nil {
 		errorf(j.stderr, "source %s: %v", j.src, unwrap(err))
 		return p, exitFatal
 	}
-	p.walkRoot, p.src.Root = j.src, j.src
+	p.walkRoot, p.src.Root, p.srcReal = src, src, src
 	if !fi.IsDir() {
-		p.src = stream.Source{Root: filepath.Dir(j.src), File: j.src}
+		p.src = stream.Source{Root: filepath.Dir(src), File: src}
 		p.rename = filepath.Base(j.src)
 		if j.as != "" {
 			p.rename = j.as
@@ -82,8 +83,14 @@ func runHub(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	f.register(fs)
 	as := fs.String("as", "", "name of a single-file SRC at the receiver")
+	dstIDs := fs.String("dst-ids", "", "the receiver's DEST by device and inode, with its machine (JSON): a SRC that overlaps it on this machine is refused")
 	if err := fs.Parse(args); err != nil || fs.NArg() != 1 {
 		errorf(stderr, "usage: bulkmove send-hub [flags] SRC (started by a pulling bulkmove, not by hand)")
+		return exitUsage
+	}
+	if err := hubOverlap(fs.Arg(0), *dstIDs); err != nil {
+		// One line in place of the banner: the puller shows it and stops.
+		fmt.Fprintf(stdout, "%s%v\n", lingerRefused, err)
 		return exitUsage
 	}
 	f.gentle.apply(stderr)
@@ -117,6 +124,34 @@ func runHub(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	defer stop()
 	j := &job{flags: f, stdout: io.Discard, stderr: stderr, src: fs.Arg(0), dst: "receiver", hub: streams, as: *as}
 	return j.run(ctx)
+}
+
+// hubOverlap refuses, on the host of a pull's SRC, a SRC that overlaps
+// the puller's DEST (dstIDs, JSON of a hostPlace) on this same machine.
+// A SRC that cannot be resolved is left to the job, which reports it.
+func hubOverlap(src, dstIDs string) error {
+	if dstIDs == "" {
+		return nil
+	}
+	dst, err := decodeHostPlace(dstIDs)
+	if err != nil {
+		return err
+	}
+	if !dst.sameHost() {
+		return nil
+	}
+	real, _, err := resolveSrc(src)
+	if err != nil {
+		return nil
+	}
+	s, err := placeOf(src, real)
+	if err != nil {
+		return nil
+	}
+	if err := overlap(s, dst.place); err != nil {
+		return fmt.Errorf("on this host, %w", err)
+	}
+	return nil
 }
 
 // runJoin is `bulkmove join SOCKET` (or send-join): relays a stream to a
@@ -184,12 +219,20 @@ func (j *job) pull(ctx context.Context, t sshx.Target) int {
 	if src == "" {
 		src = "."
 	}
-	// A single-file SRC lands as DEST, or inside DEST if that is a directory.
-	root, as := dest, ""
+	// A single-file SRC lands as DEST, or inside DEST if that is a
+	// directory (a symlink to one is followed), with its name there.
+	root, err := resolveDest(dest)
+	if err != nil {
+		errorf(j.stderr, "destination %s: %v", dest, unwrap(err))
+		return exitFatal
+	}
+	as, target, named := "", root, dest
 	isDir, _ := clients[0].Output(ctx, "test -d "+sshx.ShellQuote(src)+" && echo dir")
 	if strings.TrimSpace(string(isDir)) != "dir" {
-		if fi, err := os.Stat(dest); err != nil || !fi.IsDir() {
-			root, as = filepath.Dir(dest), filepath.Base(dest)
+		if fi, err := os.Stat(root); err != nil || !fi.IsDir() {
+			root, as = filepath.Dir(root), filepath.Base(root)
+		} else {
+			target, named = filepath.Join(root, path.Base(src)), filepath.Join(dest, path.Base(src))
 		}
 	}
 	hubArgs := []string{sshx.ShellQuote(agent), "send-hub", "-j", fmt.Sprint(len(clients)),
@@ -218,6 +261,13 @@ func (j *job) pull(ctx context.Context, t sshx.Target) int {
 	if as != "" {
 		hubArgs = append(hubArgs, "--as", sshx.ShellQuote(as))
 	}
+	if id := hostID(); id != "" {
+		// Where SRC's host is this one, the send-hub refuses a DEST
+		// that overlaps SRC.
+		if pl, err := placeOf(named, target); err == nil {
+			hubArgs = append(hubArgs, "--dst-ids", sshx.ShellQuote(hostPlace{Machine: id, place: pl}.encode()))
+		}
+	}
 	hubArgs = append(hubArgs, "--", sshx.ShellQuote(src))
 	hub, err := clients[0].Start(ctx, strings.Join(hubArgs, " "))
 	if err != nil {
@@ -226,6 +276,11 @@ func (j *job) pull(ctx context.Context, t sshx.Target) int {
 	}
 	br := bufio.NewReader(hub)
 	line, err := br.ReadString('\n')
+	if why, ok := strings.CutPrefix(line, lingerRefused); ok {
+		hub.Wait()
+		errorf(j.stderr, "%v", &refusal{host: "ssh " + t.Host, why: strings.TrimSpace(why)})
+		return exitFatal
+	}
 	if err != nil || !strings.HasPrefix(line, hubBanner) {
 		werr := hub.Wait()
 		errorf(j.stderr, "%s: the remote sender did not start (%q): %v", t.Host, strings.TrimSpace(line), errors.Join(err, werr))

@@ -106,13 +106,18 @@ func (j *job) connectSSH(ctx context.Context, t sshx.Target, p plan) ([]stream.C
 	if root == "" {
 		root = "." // host: means the remote home directory
 	}
-	args := fmt.Sprintf("agent%s --hub %d -- %s", j.flags.gentle.niceFlags.text(), len(clients), sshx.ShellQuote(root))
+	srcIDs := j.srcIDs(p)
+	check := ""
+	if srcIDs != "" {
+		check = " --src-ids " + sshx.ShellQuote(srcIDs)
+	}
+	args := fmt.Sprintf("agent%s%s --hub %d -- %s", check, j.flags.gentle.niceFlags.text(), len(clients), sshx.ShellQuote(root))
 	if l.data != "" {
 		mode := l.data
 		if mode == "auto" {
 			mode = "tls"
 		}
-		args = fmt.Sprintf("agent%s --hub %d --data %s --data-ports %s -- %s", j.flags.gentle.niceFlags.text(), j.flags.jobs, mode,
+		args = fmt.Sprintf("agent%s%s --hub %d --data %s --data-ports %s -- %s", check, j.flags.gentle.niceFlags.text(), j.flags.jobs, mode,
 			sshx.ShellQuote(j.flags.dataPorts), sshx.ShellQuote(root))
 	}
 	var conns []stream.Conn
@@ -133,7 +138,7 @@ func (j *job) connectSSH(ctx context.Context, t sshx.Target, p plan) ([]stream.C
 	}
 	if d := j.flags.ssh.linger; d > 0 {
 		if l.data == "" {
-			args = fmt.Sprintf("agent%s --hub %d --linger %s -- %s", j.flags.gentle.niceFlags.text(), len(clients), d, sshx.ShellQuote(root))
+			args = fmt.Sprintf("agent%s%s --hub %d --linger %s -- %s", check, j.flags.gentle.niceFlags.text(), len(clients), d, sshx.ShellQuote(root))
 		} else {
 			errorf(j.stderr, "warning: --linger is for SSH streams; ignored with --transport %s", l.data)
 		}
@@ -147,7 +152,7 @@ func (j *job) connectSSH(ctx context.Context, t sshx.Target, p plan) ([]stream.C
 	}
 	if l.data == "" {
 		// An agent a push with --linger left there: no remote shell.
-		if conns, ok := l.startLingering(ctx, clients, binary, root); ok {
+		if conns, ok := l.startLingering(ctx, clients, binary, root, srcIDs); ok {
 			return conns, l, nil
 		}
 	}
@@ -157,7 +162,8 @@ func (j *job) connectSSH(ctx context.Context, t sshx.Target, p plan) ([]stream.C
 	{
 		var banner bool
 		conns, banner, err = l.start(ctx, clients)
-		if err == nil || ctx.Err() != nil || (banner && !errors.Is(err, stream.ErrVersion)) {
+		var refused *refusal
+		if err == nil || ctx.Err() != nil || (banner && !errors.Is(err, stream.ErrVersion)) || errors.As(err, &refused) {
 			if err != nil {
 				l.close()
 				return nil, nil, err
@@ -375,7 +381,7 @@ func readBanner(br *bufio.Reader) (line, junk string, err error) {
 	var skipped strings.Builder
 	for range 64 {
 		line, err = br.ReadString('\n')
-		if err != nil || strings.HasPrefix(line, hubBanner) || strings.TrimSpace(line) == sshx.NoAgent {
+		if err != nil || strings.HasPrefix(line, hubBanner) || strings.HasPrefix(line, lingerRefused) || strings.TrimSpace(line) == sshx.NoAgent {
 			return line, strings.TrimSpace(skipped.String()), err
 		}
 		if skipped.Len()+len(line) > 16<<10 {
@@ -411,6 +417,9 @@ func (l *sshLink) start(ctx context.Context, clients []*sshx.Client) (conns []st
 		sess.CloseWrite()
 		werr := sess.Wait()
 		sess.Close()
+		if why, ok := strings.CutPrefix(line, lingerRefused); ok {
+			return nil, false, &refusal{host: "ssh " + host, why: strings.TrimSpace(why)}
+		}
 		if strings.TrimSpace(line) == sshx.NoAgent {
 			return nil, false, fmt.Errorf("ssh %s: no bulkmove on the remote PATH", host)
 		}
@@ -482,7 +491,7 @@ func (l *sshLink) banner(host, line string) (hubBannerFields, error) {
 // host rebooted, sshd forbids forwarding): the caller starts an agent as
 // usual. With --linger the agent stays again after this job, without it
 // this job is its last.
-func (l *sshLink) startLingering(ctx context.Context, clients []*sshx.Client, binary, root string) (conns []stream.Conn, ok bool) {
+func (l *sshLink) startLingering(ctx context.Context, clients []*sshx.Client, binary, root, srcIDs string) (conns []stream.Conn, ok bool) {
 	j := l.j
 	at, err := lingerPath(clients[0].Endpoint(), binary)
 	if err != nil {
@@ -505,7 +514,7 @@ func (l *sshLink) startLingering(ctx context.Context, clients []*sshx.Client, bi
 	if err != nil {
 		return fail(err)
 	}
-	req, _ := json.Marshal(newJob{Root: root, Linger: j.flags.ssh.linger, Nice: j.flags.gentle.niceFlags.text()})
+	req, _ := json.Marshal(newJob{Root: root, Linger: j.flags.ssh.linger, Nice: j.flags.gentle.niceFlags.text(), SrcIDs: srcIDs})
 	if _, err := fmt.Fprintf(rw, "NEW %s %s\n", rec.Token, req); err != nil {
 		rw.Close()
 		return fail(err)
@@ -628,6 +637,25 @@ func (l *sshLink) joinHub(ctx context.Context, c *sshx.Client) (rw io.ReadWriteC
 		return nil, false, err
 	}
 	return rw, forwarded, nil
+}
+
+// srcIDs is the --src-ids an agent is started with: SRC by device and
+// inode, and this machine, for the agent to refuse a ROOT that overlaps
+// it on the same machine. "" if this machine has no machine-id.
+func (j *job) srcIDs(p plan) string {
+	h := hostPlace{Machine: hostID()}
+	if h.Machine == "" || p.srcReal == "" {
+		return ""
+	}
+	pl, err := placeOf(j.src, p.srcReal)
+	if err != nil {
+		return ""
+	}
+	h.place = pl
+	if p.src.File != "" {
+		h.As = p.rename
+	}
+	return h.encode()
 }
 
 // remoteDest fills the plan for a remote DEST: the receiver's root is the

@@ -91,7 +91,7 @@ func TestSoak(t *testing.T) {
 					case "slow":
 						px.Slow(5 * time.Millisecond)
 					case "kill agent":
-						exec.Command("pkill", "-9", "-f", "agent --hub 3 -- "+dst).Run()
+						exec.Command("pkill", "-9", "-f", "--", "--hub 3 -- "+dst).Run()
 					}
 					werr = <-done
 				}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"sync"
 	"syscall"
 
@@ -126,6 +127,9 @@ func (j *job) verify(ctx context.Context, p plan, content bool) int {
 			j.ev.problem("error", path, err.Error())
 		},
 		OnWarn: func(string, string) {},
+	}
+	if p.src.File != "" {
+		opt.Name = filepath.Base(j.src) // a symlink's name, if SRC is one
 	}
 	// --shard i/N and --files-from: the part this process moved.
 	closeList, err := j.flags.scale.apply(&opt, os.Stdin)

@@ -39,8 +39,9 @@ func resolveSrc(src string) (string, os.FileInfo, error) {
 
 // resolveDest returns DEST as an absolute path whose existing part has no
 // symlink left (DEST itself followed if it is one); the part that does
-// not exist yet is kept as named. A dangling symlink on the way is an
-// error: what it names is not there to write into.
+// not exist yet is kept as named (a file in its way is the receiver's to
+// report, as it makes DEST). A dangling symlink on the way is an error:
+// what it names is not there to write into.
 func resolveDest(dst string) (string, error) {
 	abs, err := filepath.Abs(dst)
 	if err != nil {
@@ -56,7 +57,7 @@ func resolveDest(dst string) (string, error) {
 			}
 			return filepath.Join(r, rest), nil
 		}
-		if !errors.Is(err, fs.ErrNotExist) {
+		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
 			return "", err
 		}
 		if fi, lerr := os.Lstat(d); lerr == nil && fi.Mode()&fs.ModeSymlink != 0 {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -138,4 +139,19 @@ func TestSSHOverlapRefused(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(child, "new")); err == nil {
 		t.Errorf("DEST inside SRC was created")
 	}
+	// An agent a push with --linger left there takes new jobs on its
+	// socket: it refuses the same way.
+	apart := filepath.Join(filepath.Dir(x), "apart")
+	env := []string{"XDG_STATE_HOME=" + t.TempDir()}
+	t.Cleanup(func() { exec.Command("pkill", "-f", "--", "--hub 2 --linger 1m0s -- "+apart).Run() })
+	args := []string{"-F", cfg, "-j", "2", "--journal", "none", "--linger", "1m", "-v"}
+	if out, code := runBM(t, env, append(args, child, "box2:"+apart)...); code != 0 {
+		t.Fatalf("push to leave an agent: exit %d:\n%s", code, out)
+	}
+	out, code := runBM(t, env, append(args, "--delete", child, "box2:"+x)...)
+	if want := "source " + child + " is inside the destination " + x; code != exitFatal || !strings.Contains(out, want) ||
+		!strings.Contains(out, "no lingering agent on box2 (BULKMOVE-REFUSED on this host, "+want) {
+		t.Errorf("to a lingering agent: exit %d, want %d, its refusal and %q:\n%s", code, exitFatal, want, out)
+	}
+	untouched(t, x)
 }

@@ -102,10 +102,18 @@ func (r *Receiver) seenDir(d string) bool {
 // typeChanged reports whether err, from opening the directory d to prune
 // it, met something else in the way that the directory replaces later in
 // the pass (an empty directory of SRC is made after the prune): with
-// --delete, where this receiver did not open d earlier in the run. A
-// prune there has nothing to remove.
+// --delete, where this receiver did not open that directory (d, or the
+// parent of it where err met it) earlier in the run. A prune there has
+// nothing to remove.
 func (r *Receiver) typeChanged(d string, err error) bool {
-	return errors.Is(err, errSymlinkInWay) && r.opt.Delete && !r.seenDir(d)
+	var iw *inWayError
+	if !errors.As(err, &iw) || !r.opt.Delete {
+		return false
+	}
+	if iw.at != "" {
+		d = iw.at
+	}
+	return !r.seenDir(d)
 }
 
 // renameOver renames from (in fdir) to base in dfd, the entry p, clearing

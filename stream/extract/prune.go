@@ -312,6 +312,13 @@ func (pr *pruning) entry(d *os.File, p, name string, typ fs.FileMode) (gone bool
 // directory) where a prune goes down says: it is not followed.
 var errSymlinkInWay = errors.New("a symlink (or something other than a directory) is in the way, perhaps swapped in during the pass: not followed")
 
+// inWayError is errSymlinkInWay met at the path at under the root ("":
+// not known where).
+type inWayError struct{ at string }
+
+func (e *inWayError) Error() string { return errSymlinkInWay.Error() }
+func (e *inWayError) Unwrap() error { return errSymlinkInWay }
+
 // openNoLinks opens the directory p under the root with no symlink
 // followed on the way, not even one that stays beneath the root (a link
 // from one directory of the destination to another would have a prune
@@ -321,7 +328,7 @@ func (r *Receiver) openNoLinks(p string) (*os.File, error) {
 	f, err := r.openDir(p, 0)
 	var nd *notDirError
 	if errors.As(err, &nd) {
-		return nil, errSymlinkInWay
+		return nil, &inWayError{at: nd.at}
 	}
 	if err != nil {
 		return nil, unwrapPath(err)

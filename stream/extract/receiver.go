@@ -340,7 +340,7 @@ func (r *Receiver) openSub(dfd int, name, p string, flags int) (int, error) {
 		if err != unix.ELOOP && err != unix.ENOTDIR {
 			return -1, &fs.PathError{Op: "open", Path: p, Err: err}
 		}
-		nd := &notDirError{Path: filepath.Join(r.dir, p), Is: "swapped while being opened"}
+		nd := &notDirError{Path: filepath.Join(r.dir, p), Is: "swapped while being opened", at: p}
 		var st unix.Stat_t
 		if unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
 			switch st.Mode & unix.S_IFMT {
@@ -365,6 +365,7 @@ func (r *Receiver) openSub(dfd int, name, p string, flags int) (int, error) {
 type notDirError struct {
 	Path string // as the user names it: under the receiver's Dir
 	Is   string // what it is: "a symlink", "not a directory", ...
+	at   string // its path under the root, where known
 }
 
 func (e *notDirError) Error() string {
@@ -1074,6 +1075,15 @@ func (r *Receiver) makeDir(d string) (*os.File, error) {
 	// (Another of this receiver's writers may have made it meanwhile, and
 	// said so: a lost race to make it does not unmake it.)
 	r.dirs[d] = r.dirs[d] || made
+	// Its parents were opened on the way, as directories: one of them
+	// that is anything else later was swapped in meanwhile (see seenDir).
+	// Whoever recorded one recorded its parents too.
+	for p := parentOf(d); p != ""; p = parentOf(p) {
+		if _, ok := r.dirs[p]; ok {
+			break
+		}
+		r.dirs[p] = false
+	}
 	r.mu.Unlock()
 	return os.NewFile(uintptr(fd), d), nil
 }

@@ -553,3 +553,67 @@ func dirNames(t *testing.T, d string) []string {
 	}
 	return ns
 }
+
+// TestSwapOfOpenedParentRefused: with --delete, a directory of DEST that
+// a batch went through on its way to another (a, on the way to a/b) and
+// that a local user then swaps for a symlink, to a directory of DEST or
+// out of it, is no type change: a later batch into a new directory below
+// it (a/c) and a prune there fail naming the symlink, which stays, and
+// nothing is written or removed through it, nor in the directory the
+// user moved aside.
+func TestSwapOfOpenedParentRefused(t *testing.T) {
+	openModes(t, func(t *testing.T) {
+		s := newSandbox(t)
+		for _, d := range []string{"a", "y/c"} {
+			if err := os.MkdirAll(filepath.Join(s.root, d), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(s.root, d, "old"), []byte("its own"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ySnap := snapshot(t, filepath.Join(s.root, "y"))
+		r := s.open(t, extract.Options{Delete: true})
+		write := func(p string) *wire.BatchAck {
+			t.Helper()
+			tx := r.Begin([]sharder.Entry{fileE(p, 4)})
+			if err := tx.Write(0, strings.NewReader("data")); err != nil {
+				t.Fatal(err)
+			}
+			return tx.Commit(1, nil)
+		}
+		if ack := write("a/b/f"); len(ack.Errors) > 0 {
+			t.Fatalf("a/b/f: %v", ack.Errors)
+		}
+		a := filepath.Join(s.root, "a")
+		if err := os.Rename(a, a+".aside"); err != nil {
+			t.Fatal(err)
+		}
+		asideSnap := snapshot(t, a+".aside")
+		for _, target := range []string{"y", s.outside} {
+			if err := os.Symlink(target, a); err != nil {
+				t.Fatal(err)
+			}
+			refusal := a + ": is a symlink"
+			if ack := write("a/c/g"); len(ack.Errors) != 1 || !strings.Contains(ack.Errors[0].Msg, refusal) {
+				t.Errorf("a -> %s: a/c/g: %+v; want it refused: %q", target, ack.Errors, refusal)
+			}
+			if _, err := r.Prune("a/c", nil, nil, false); err == nil || !strings.Contains(err.Error(), "symlink") {
+				t.Errorf("a -> %s: prune of a/c: %v; want an error naming the symlink", target, err)
+			}
+			if fi, err := os.Lstat(a); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+				t.Errorf("a -> %s: a is now %v (%v); want the symlink left", target, fi, err)
+			}
+			if err := os.Remove(a); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := snapshot(t, filepath.Join(s.root, "y")); got != ySnap {
+			t.Errorf("y changed:\n%s\nwas\n%s", got, ySnap)
+		}
+		if got := snapshot(t, a+".aside"); got != asideSnap {
+			t.Errorf("the directory moved aside changed:\n%s\nwas\n%s", got, asideSnap)
+		}
+		s.check(t)
+	})
+}

@@ -30,3 +30,12 @@ func ForceWalk() (restore func()) {
 	noOpenat2.Store(true)
 	return func() { noOpenat2.Store(old) }
 }
+
+// SetStaleStageFound sets a function called with the name of a staging
+// directory found stale, before it is removed (for tests), and returns a
+// function that restores it.
+func SetStaleStageFound(f func(name string)) (restore func()) {
+	old := staleStageFound
+	staleStageFound = f
+	return func() { staleStageFound = old }
+}

@@ -3,6 +3,7 @@ package extract
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -191,14 +192,13 @@ func (r *Receiver) closeStage() {
 		s.dirs[k].Close()
 		unix.Unlinkat(tfd, strconv.Itoa(k), unix.AT_REMOVEDIR)
 	})
-	s.top.Close()
-	s.top = nil
 	if err := unix.Unlinkat(rfd, s.name, unix.AT_REMOVEDIR); err != nil {
-		// (RemoveAll follows no symlink: it removes the link.)
-		if err := r.root.RemoveAll(s.name); err != nil {
+		if err := removeOpened(rfd, s.top, s.name); err != nil {
 			fmt.Fprintf(os.Stderr, "bulkmove: removing the staging directory %s: %v\n", s.name, err)
 		}
 	}
+	s.top.Close()
+	s.top = nil
 	if err == nil {
 		futimens(rfd, st.Mtim.Nano())
 	}
@@ -218,8 +218,12 @@ func (r *Receiver) sweepStages() {
 			if !strings.HasPrefix(n, TempPrefix) || !strings.HasSuffix(n, ".stage") {
 				continue
 			}
-			if r.staleStage(n) {
-				r.root.RemoveAll(n)
+			if d := r.staleStage(n); d != nil {
+				if staleStageFound != nil {
+					staleStageFound(n)
+				}
+				removeOpened(int(f.Fd()), d, n)
+				d.Close()
 			}
 		}
 		if err != nil || len(names) == 0 {
@@ -228,17 +232,60 @@ func (r *Receiver) sweepStages() {
 	}
 }
 
-// staleStage reports whether the staging directory n (another receiver's)
-// is an interrupted run's: neither it nor any directory in it changed for
-// staleTemp. Its own time alone says nothing: it changes only while the
-// directories in it are made, at the start of a job that may run for
-// hours, and files are written in those.
-func (r *Receiver) staleStage(n string) bool {
+// staleStageFound, if set, is called with the name of a staging directory
+// found stale, before it is removed (a test swaps another directory in).
+var staleStageFound func(name string)
+
+// removeOpened removes the directory open as d, named name in the
+// directory dfd: emptied through d (see emptyDir), never through its
+// name, which a local user may have given to another directory meanwhile;
+// then its name, if it still names d.
+func removeOpened(dfd int, d *os.File, name string) error {
+	if err := emptyDir(int(d.Fd())); err != nil {
+		return err
+	}
+	var a, b unix.Stat_t
+	if err := unix.Fstat(int(d.Fd()), &a); err != nil {
+		return err
+	}
+	switch err := unix.Fstatat(dfd, name, &b, unix.AT_SYMLINK_NOFOLLOW); {
+	case err == unix.ENOENT:
+		return nil // its name is gone already
+	case err != nil:
+		return err
+	case a.Dev != b.Dev || a.Ino != b.Ino:
+		return fmt.Errorf("%s: replaced while being removed; left as it is", name)
+	}
+	if err := unix.Unlinkat(dfd, name, unix.AT_REMOVEDIR); err != unix.ENOENT {
+		return err
+	}
+	return nil
+}
+
+// staleStage returns the staging directory n (another receiver's), open,
+// if it is an interrupted run's: neither it nor any directory in it
+// changed for staleTemp; else nil. Its own time alone says nothing: it
+// changes only while the directories in it are made, at the start of a
+// job that may run for hours, and files are written in those.
+func (r *Receiver) staleStage(n string) *os.File {
 	f, err := r.openDir(n, unix.O_NOFOLLOW)
 	if err != nil {
-		return false
+		return nil
 	}
-	defer f.Close()
+	if !staleDir(f) {
+		f.Close()
+		return nil
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		f.Close()
+		return nil
+	}
+	return f
+}
+
+// staleDir reports whether the directory f and those in it are older
+// than staleTemp.
+func staleDir(f *os.File) bool {
 	// By mtime: a directory's changes with every name made or removed in it,
 	// and the receiver never sets a staging directory's times.
 	old := func(st *unix.Stat_t) bool { return time.Since(time.Unix(st.Mtim.Unix())) > staleTemp }

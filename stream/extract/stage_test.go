@@ -122,3 +122,52 @@ func TestLandedOnlyWhereSlow(t *testing.T) {
 		}
 	}
 }
+
+// TestStaleStageSwapped: a local user who, once a stale staging directory
+// is found, gives its name to another directory of DEST does not have that
+// directory removed: what the stale one held goes, through the directory
+// it was found as, and the name is left to what now holds it.
+func TestStaleStageSwapped(t *testing.T) {
+	s := newSandbox(t)
+	stale := filepath.Join(s.root, extract.TempPrefix+"99.dead.stage")
+	precious := filepath.Join(s.root, "precious")
+	old := time.Now().Add(-time.Hour)
+	for _, d := range []string{filepath.Join(stale, "3"), filepath.Join(precious, "sub")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "f"), []byte("data"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Chtimes(filepath.Join(stale, "3"), old, old)
+	os.Chtimes(stale, old, old)
+	swapped := false
+	defer extract.SetStaleStageFound(func(name string) {
+		if name != filepath.Base(stale) {
+			return
+		}
+		if err := os.Rename(stale, stale+".away"); err != nil {
+			t.Error(err)
+		}
+		if err := os.Rename(precious, stale); err != nil {
+			t.Error(err)
+		}
+		swapped = true
+	})()
+	preciousSnap := snapshot(t, precious)
+
+	r := s.open(t, extract.Options{NamedTemps: true, IOConcurrency: 8})
+	// (In the root, which the receiver did not make: staged.)
+	mustReceive(t, r, &wire.BatchManifest{ID: 1, Entries: []sharder.Entry{fileE("f", 4)}}, tarOf(t, 1, tf("f", "data")))
+	r.Close()
+	if !swapped {
+		t.Fatal("no stale staging directory was found: the swap was not tried")
+	}
+	if got := snapshot(t, stale); got != preciousSnap {
+		t.Errorf("the directory given the stale one's name lost what it held:\n%s\nwas\n%s", got, preciousSnap)
+	}
+	if names, err := os.ReadDir(stale + ".away"); err != nil || len(names) != 0 {
+		t.Errorf("the stale staging directory, moved away, holds %v (%v); want it emptied", names, err)
+	}
+}

@@ -87,16 +87,46 @@ func (r *Receiver) forget(p string) {
 			delete(r.dirs, d)
 		}
 	}
+	for d := range r.looked {
+		if d == p || strings.HasPrefix(d, p+"/") {
+			delete(r.looked, d)
+		}
+	}
 }
 
 // seenDir reports whether this receiver opened d as a directory earlier
-// in this run (makeDir records it; as far as its cache remembers): if
-// something else is there now, it was swapped in meanwhile.
+// in this run, to write in it or below it (makeDir records it) or, with
+// --delete, to look at what it holds (lookedAt), as far as its caches
+// remember: if something else is there now, it was swapped in meanwhile.
 func (r *Receiver) seenDir(d string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	_, ok := r.dirs[d]
+	if !ok {
+		_, ok = r.looked[d]
+	}
 	return ok
+}
+
+// lookedAt records that a quick check opened d, and so its parents, as
+// directories. Only with --delete: without it a symlink in the way of a
+// directory is never replaced, whether seen before or not.
+func (r *Receiver) lookedAt(d string) {
+	if !r.opt.Delete {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.looked == nil || len(r.looked) > 1<<16 {
+		r.looked = map[string]struct{}{}
+	}
+	// Whoever recorded one recorded its parents too.
+	for p := d; p != "" && p != "."; p = parentOf(p) {
+		if _, ok := r.looked[p]; ok {
+			break
+		}
+		r.looked[p] = struct{}{}
+	}
 }
 
 // typeChanged reports whether err, from opening the directory d to prune

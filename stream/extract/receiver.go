@@ -128,6 +128,10 @@ type Receiver struct {
 	// (still only to a regular file under the root).
 	known *hashidx.Set
 	dirs  map[string]bool // directories known to exist, true if this receiver made them (a cache, reset when large)
+	// looked holds the directories that a quick check (Need) found to be
+	// directories, with --delete (see seenDir): a cache apart from dirs,
+	// whose resets cost the knowledge of what this receiver made.
+	looked map[string]struct{}
 	// landed holds the files placed in directories of dirs that this
 	// receiver made, by a hash of the path: what Need must still look up
 	// there (see needRange). Reset with dirs.
@@ -588,6 +592,7 @@ func (r *Receiver) needRange(entries []sharder.Entry, idx []int, sums []wire.Sum
 			opened = true
 			if f, err := r.openDir(d, 0); err == nil {
 				cur = f
+				r.lookedAt(d)
 			}
 		}
 		if cur == nil {

@@ -69,11 +69,13 @@ func batchOf(dir string, pass, b, files int, name func(b, k int) string) ([]shar
 }
 
 // swapBatch writes the files entries, with bodies, as batch id while sw
-// swaps, and reports the swap in place when the batch began (g0) and
-// whether the batch's first write, which opens its directory, met it all
-// along (hit: the swap counter odd and unchanged across it).
+// swaps, after a quick check as a pass makes, and reports the swap in
+// place when the batch began (g0) and whether the batch's first write,
+// which opens its directory, met it all along (hit: the swap counter odd
+// and unchanged across it).
 func swapBatch(t *testing.T, r *extract.Receiver, sw *swapper, entries []sharder.Entry, bodies []string, id uint64) (ack *wire.BatchAck, g0 int64, hit bool) {
 	t.Helper()
+	r.Need(entries)
 	tx := r.Begin(entries)
 	g0 = sw.gen.Load()
 	if err := tx.Write(0, strings.NewReader(bodies[0])); err != nil {
@@ -564,14 +566,7 @@ func dirNames(t *testing.T, d string) []string {
 func TestSwapOfOpenedParentRefused(t *testing.T) {
 	openModes(t, func(t *testing.T) {
 		s := newSandbox(t)
-		for _, d := range []string{"a", "y/c"} {
-			if err := os.MkdirAll(filepath.Join(s.root, d), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(s.root, d, "old"), []byte("its own"), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
+		dirsWithFile(t, s.root, "old", "a", "y/c")
 		ySnap := snapshot(t, filepath.Join(s.root, "y"))
 		r := s.open(t, extract.Options{Delete: true})
 		write := func(p string) *wire.BatchAck {
@@ -616,4 +611,70 @@ func TestSwapOfOpenedParentRefused(t *testing.T) {
 		}
 		s.check(t)
 	})
+}
+
+// TestSwapAfterNeedRefused: with --delete, a directory of DEST that the
+// quick check of a batch found a directory (a, and the x above it), and
+// that a local user swaps for a symlink before the batch is written, is no
+// type change: the batch fails naming the symlink, which stays, and
+// nothing is written through it, nor in the directory moved aside.
+func TestSwapAfterNeedRefused(t *testing.T) {
+	openModes(t, func(t *testing.T) {
+		s := newSandbox(t)
+		dirsWithFile(t, s.root, "f", "x/a", "y")
+		ySnap := snapshot(t, filepath.Join(s.root, "y"))
+		for _, link := range []string{"x/a", "x"} {
+			r := s.open(t, extract.Options{Delete: true})
+			entries := []sharder.Entry{fileE("x/a/f", 4)}
+			if need := r.Need(entries); !need[0] {
+				t.Fatalf("x/a/f not needed")
+			}
+			l := filepath.Join(s.root, link)
+			if err := os.Rename(l, l+".aside"); err != nil {
+				t.Fatal(err)
+			}
+			asideSnap := snapshot(t, l+".aside")
+			if err := os.Symlink(filepath.Join(s.root, "y"), l); err != nil {
+				t.Fatal(err)
+			}
+			tx := r.Begin(entries)
+			if err := tx.Write(0, strings.NewReader("data")); err != nil {
+				t.Fatal(err)
+			}
+			refusal := l + ": is a symlink"
+			if ack := tx.Commit(1, nil); len(ack.Errors) != 1 || !strings.Contains(ack.Errors[0].Msg, refusal) {
+				t.Errorf("%s swapped after the quick check: %+v; want x/a/f refused: %q", link, ack.Errors, refusal)
+			}
+			if fi, err := os.Lstat(l); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+				t.Errorf("%s is now %v (%v); want the symlink left", link, fi, err)
+			}
+			if got := snapshot(t, l+".aside"); got != asideSnap {
+				t.Errorf("%s, moved aside, changed:\n%s\nwas\n%s", link, got, asideSnap)
+			}
+			if err := os.Remove(l); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(l+".aside", l); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := snapshot(t, filepath.Join(s.root, "y")); got != ySnap {
+			t.Errorf("y changed:\n%s\nwas\n%s", got, ySnap)
+		}
+		s.check(t)
+	})
+}
+
+// dirsWithFile makes each directory dirs under root, with a file name in
+// it that holds its own data.
+func dirsWithFile(t *testing.T, root, name string, dirs ...string) {
+	t.Helper()
+	for _, d := range dirs {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, d, name), []byte("its own"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

@@ -15,7 +15,8 @@ package extract
 // only with --delete: without it, it cannot be told from a directory of
 // DEST that a local user swapped for a symlink while the pass runs, which
 // must fail (see openDir), and the entry fails saying both. Neither is
-// replaced where this receiver opened that directory earlier in the run:
+// replaced where this receiver opened that directory earlier in the run,
+// or with --delete found it a directory in a quick check (seenDir):
 // whatever is there now was swapped in.
 //
 // Everything is done by name in an open directory descriptor, never by a

@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"math"
 	"sync"
 
@@ -53,7 +54,10 @@ func (p *Pruning) Close() error {
 // returned. An error from send stops the prune and is returned.
 //
 // A CountOnly request removes and lists nothing: its result has the
-// counts alone. A request with a Limit removes at most that many entries,
+// counts alone, and with Candidates each entry of a directory that would
+// go (extract.Removed's Top) with its kind. An Exact request removes the
+// entries it names, as extract.PruneNames does, without listing their
+// directories. A request with a Limit removes at most that many entries,
 // all its directories together; the rest it counts as held.
 func ApplyPrune(recv *extract.Receiver, p *Pruning, req *wire.PruneRequest, send func(*wire.PruneResult) error) (*wire.PruneResult, error) {
 	opt := extract.PruneOptions{DryRun: req.DryRun || req.CountOnly}
@@ -70,15 +74,18 @@ func ApplyPrune(recv *extract.Receiver, p *Pruning, req *wire.PruneRequest, send
 	res := &wire.PruneResult{ID: req.ID}
 	left := int64(min(req.Limit, math.MaxInt64)) // of the limit; 0: none
 	for i, d := range req.Dirs {
-		if p.keep != nil && (i > 0 || d.Dir != p.dir) {
+		if p.keep != nil && (i > 0 || d.Dir != p.dir || req.Exact) {
 			dir := p.dir
 			p.Close()
 			return nil, fmt.Errorf("%w: the names of %s continued by a prune of %s", wire.ErrProtocol, dir, d.Dir)
 		}
-		if p.keep == nil {
-			p.keep, p.dir = extract.NewKeep(), d.Dir
+		var err error
+		if !req.Exact {
+			if p.keep == nil {
+				p.keep, p.dir = extract.NewKeep(), d.Dir
+			}
+			err = p.keep.Add(d.Names...)
 		}
-		err := p.keep.Add(d.Names...)
 		if req.More && i == len(req.Dirs)-1 {
 			// The rest of its names come next. A failure to keep these
 			// sticks (Keep): the last part reports it and deletes nothing.
@@ -93,16 +100,19 @@ func ApplyPrune(recv *extract.Receiver, p *Pruning, req *wire.PruneRequest, send
 					opt.Limit, opt.DryRun = 0, true // spent: count what is held
 				}
 			}
-			var n extract.PruneCount
-			n, err = recv.PruneDir(d.Dir, p.keep, opt, func(r extract.Removed) error {
+			report := func(r extract.Removed) error {
 				if req.Limit > 0 && left == 0 {
 					return nil
 				}
 				res.Count++
-				if req.CountOnly {
+				if req.CountOnly && (!req.Candidates || !r.Top) {
 					return nil
 				}
-				res.Removed = append(res.Removed, wire.PrunedEntry{Path: r.Path, IsDir: r.IsDir})
+				e := wire.PrunedEntry{Path: r.Path, IsDir: r.IsDir}
+				if req.Candidates {
+					e.Kind = kindOf(r.Type)
+				}
+				res.Removed = append(res.Removed, e)
 				if send != nil && len(res.Removed) >= PruneResultMax {
 					res.More = true
 					if sendErr = send(res); sendErr != nil {
@@ -111,7 +121,13 @@ func ApplyPrune(recv *extract.Receiver, p *Pruning, req *wire.PruneRequest, send
 					res = &wire.PruneResult{ID: req.ID}
 				}
 				return nil
-			})
+			}
+			var n extract.PruneCount
+			if req.Exact {
+				n, err = recv.PruneNames(d.Dir, candidates(d), opt, report)
+			} else {
+				n, err = recv.PruneDir(d.Dir, p.keep, opt, report)
+			}
 			res.Examined += uint64(n.Examined)
 			res.Held += uint64(n.Held)
 			if req.Limit > 0 {
@@ -131,6 +147,39 @@ func ApplyPrune(recv *extract.Receiver, p *Pruning, req *wire.PruneRequest, send
 		}
 	}
 	return res, nil
+}
+
+// kindOf is the wire's kind of an entry of type t.
+func kindOf(t fs.FileMode) wire.EntryKind {
+	switch t.Type() {
+	case 0:
+		return wire.KindFile
+	case fs.ModeDir:
+		return wire.KindDir
+	case fs.ModeSymlink:
+		return wire.KindSymlink
+	}
+	return wire.KindOther
+}
+
+// candidates is what an Exact request names in d.
+func candidates(d wire.PruneDir) []extract.Candidate {
+	cs := make([]extract.Candidate, len(d.Names))
+	for i, name := range d.Names {
+		t := fs.ModeIrregular // no kind: matches no file, directory or link
+		if i < len(d.Kinds) {
+			switch d.Kinds[i] {
+			case wire.KindFile:
+				t = 0
+			case wire.KindDir:
+				t = fs.ModeDir
+			case wire.KindSymlink:
+				t = fs.ModeSymlink
+			}
+		}
+		cs[i] = extract.Candidate{Name: name, Type: t}
+	}
+	return cs
 }
 
 // Prune implements Pruner.

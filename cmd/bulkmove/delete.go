@@ -1,13 +1,17 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
+	"path"
+	"strings"
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/bulkmove/bulkmove/internal/spill"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/stream"
 	"github.com/bulkmove/bulkmove/stream/wire"
@@ -47,47 +51,59 @@ func (j *job) deletePass(p plan) func(context.Context, []stream.Conn) error {
 		}
 		md := j.flags.maxDelete
 		limited := md.set
-		var t pruneTally // what the count found
-		if !j.flags.noDeleteGuard || limited {
-			j.trace("counting what --delete would remove")
-			var errs []string
-			var err error
-			t, err = j.prunePass(ctx, conns, p, pruneMode{count: true}, func(r *wire.PruneResult) { errs = append(errs, r.Errors...) })
-			if err != nil {
-				return err
-			}
-			if t.would() == 0 {
-				j.onPruned(&wire.PruneResult{Errors: errs}, false)
-				return nil
-			}
-			if why := j.guardSays(t); why != "" {
-				j.refuseDelete("%s", why)
-				return nil
-			}
-			if limited && t.would() <= md.n {
-				limited = false // all of it fits in the limit
-			}
-			if limited && md.n == 0 {
-				j.onPruned(&wire.PruneResult{Errors: errs, Held: uint64(t.would())}, false)
-				j.maxDeleteSays(false)
-				return nil
-			}
+		if j.flags.noDeleteGuard && !limited {
+			j.trace("deleting what SRC does not have")
+			_, err := j.prunePass(ctx, conns, p, pruneMode{}, func(r *wire.PruneResult) { j.onPruned(r, false) })
+			return err
 		}
-		m := pruneMode{refuseEmpty: !j.flags.noDeleteGuard}
+		// The count keeps what would go (the candidates), and the
+		// deleting pass removes those alone: SRC and DEST are listed
+		// once, and the second pass costs what it deletes.
+		j.trace("counting what --delete would remove")
+		cands := newCandidates()
+		defer cands.Close()
+		var errs []string
+		t, err := j.prunePass(ctx, conns, p, pruneMode{count: true, candidates: true}, func(r *wire.PruneResult) {
+			errs = append(errs, r.Errors...)
+			for _, e := range r.Removed {
+				cands.Add(candidate{dir: path.Dir(e.Path), name: path.Base(e.Path), kind: e.Kind})
+			}
+		})
+		if err != nil {
+			return err
+		}
+		if err := cands.Err(); err != nil {
+			return fmt.Errorf("delete: keeping what would go: %w (nothing deleted)", err)
+		}
+		// The count's errors are the deleting pass's: it goes only
+		// where the count could look.
+		j.onPruned(&wire.PruneResult{Errors: errs}, false)
+		if t.would() == 0 {
+			return nil
+		}
+		if why := j.guardSays(t); why != "" {
+			j.refuseDelete("%s", why)
+			return nil
+		}
+		if limited && t.would() <= md.n {
+			limited = false // all of it fits in the limit
+		}
+		if limited && md.n == 0 {
+			j.onPruned(&wire.PruneResult{Held: uint64(t.would())}, false)
+			j.maxDeleteSays(false)
+			return nil
+		}
+		var m pruneMode
 		if limited {
 			m.limit = md.n
 		}
 		if !j.flags.noDeleteGuard && t.examined >= deleteGuardMin {
 			// What was counted is at most half: more than half
-			// going now means SRC or DEST changed since.
+			// going now means DEST changed since.
 			m.ceiling = t.examined / 2
 		}
 		j.trace("deleting what SRC does not have")
-		if _, err := j.prunePass(ctx, conns, p, m, func(r *wire.PruneResult) { j.onPruned(r, false) }); err != nil {
-			if errors.Is(err, errEmptySrc) {
-				j.refuseDelete("SRC %s selected nothing on a second look", j.src)
-				return nil
-			}
+		if _, err := j.exactPass(ctx, conns, cands, m, func(r *wire.PruneResult) { j.onPruned(r, false) }); err != nil {
 			if errors.Is(err, errOverCeiling) {
 				j.mu.Lock()
 				n := j.deleted
@@ -148,9 +164,6 @@ func (j *job) maxDeleteSays(dryRun bool) {
 	errorf(j.stderr, "--max-delete %d: "+verb+"; %d more not deleted", j.flags.maxDelete.n, j.deleted, j.deleteHeld)
 }
 
-// errEmptySrc: the listing of SRC held nothing (pruneMode.refuseEmpty).
-var errEmptySrc = errors.New("SRC selected nothing")
-
 // errOverCeiling: the pass removed more than pruneMode.ceiling.
 var errOverCeiling = errors.New("more removed than the --delete guard allows")
 
@@ -158,13 +171,13 @@ var errOverCeiling = errors.New("more removed than the --delete guard allows")
 type pruneMode struct {
 	dryRun bool // list what would go, remove nothing
 	count  bool // count what would go, remove and list nothing
+	// candidates: with count, the results list each entry of a listed
+	// directory that would go (wire.PruneRequest.Candidates).
+	candidates bool
 	// limit, if set (above 0), is the most entries the pass removes: it
 	// must then run on one connection, whose requests each carry what is
 	// left (--max-delete).
 	limit int64
-	// refuseEmpty: a SRC that lists nothing stops the pass before any
-	// request goes (errEmptySrc).
-	refuseEmpty bool
 	// ceiling, if above 0, stops the pass once its results have said
 	// more were removed (errOverCeiling): no more requests go, and those
 	// under way stop at their next result (a receiver learns it when its
@@ -229,13 +242,10 @@ func (j *job) prunePass(ctx context.Context, conns []stream.Conn, p plan, m prun
 		}
 		request := func() *wire.PruneRequest {
 			id++
-			return &wire.PruneRequest{ID: id, DryRun: m.dryRun, CountOnly: m.count, DeleteExcluded: j.flags.deleteExcluded, Rules: rules}
+			return &wire.PruneRequest{ID: id, DryRun: m.dryRun, CountOnly: m.count, Candidates: m.count && m.candidates, DeleteExcluded: j.flags.deleteExcluded, Rules: rules}
 		}
 		err := sharder.ListDirs(gctx, p.walkRoot, j.flags.rules, func(dir string, names []string, more bool) error {
 			t.selected += int64(len(names))
-			if m.refuseEmpty && dir == "." && !more && t.selected == 0 {
-				return errEmptySrc // the listing begins with SRC itself
-			}
 			if !j.flags.scale.shard.OwnsDir(dir) {
 				return nil // --shard: another part's directory
 			}
@@ -277,9 +287,6 @@ func (j *job) prunePass(ctx context.Context, conns []stream.Conn, p plan, m prun
 			n += len(names) + 1
 			return nil
 		})
-		if errors.Is(err, errEmptySrc) {
-			return err
-		}
 		if err != nil {
 			// big stays open: the cancellation ends its connection's
 			// sequence, not a request that looks like its last.
@@ -287,22 +294,131 @@ func (j *job) prunePass(ctx context.Context, conns []stream.Conn, p plan, m prun
 		}
 		return flush()
 	})
-	g.Go(func() error {
-		return stream.RunPrune(gctx, conns, reqs, func(r *wire.PruneResult) {
-			t.examined += int64(r.Examined)
-			t.count += int64(r.Count)
-			t.held += int64(r.Held)
-			report(r)
-			if m.ceiling > 0 && t.count > m.ceiling {
-				stop(errOverCeiling)
-			}
-		})
-	})
+	g.Go(func() error { return runPrune(gctx, stop, conns, reqs, m, &t, report) })
 	err := g.Wait()
 	if errors.Is(context.Cause(ctx), errOverCeiling) {
 		err = errOverCeiling
 	}
 	return t, err
+}
+
+// runPrune has the receivers carry out the requests of reqs (as
+// stream.RunPrune), adds their results to t and hands them to report; past
+// m.ceiling removed, it stops the pass (stop(errOverCeiling)).
+func runPrune(ctx context.Context, stop context.CancelCauseFunc, conns []stream.Conn, reqs <-chan (<-chan *wire.PruneRequest), m pruneMode, t *pruneTally, report func(*wire.PruneResult)) error {
+	return stream.RunPrune(ctx, conns, reqs, func(r *wire.PruneResult) {
+		t.examined += int64(r.Examined)
+		t.count += int64(r.Count)
+		t.held += int64(r.Held)
+		report(r)
+		if m.ceiling > 0 && t.count > m.ceiling {
+			stop(errOverCeiling)
+		}
+	})
+}
+
+// exactPass has the receivers remove the candidates a count kept, and
+// only those (wire.PruneRequest.Exact), K requests at once: a directory's
+// candidates go in requests of about pruneChunk names, and neither SRC
+// nor a directory of DEST is listed.
+func (j *job) exactPass(ctx context.Context, conns []stream.Conn, cands *candidates, m pruneMode, report func(*wire.PruneResult)) (pruneTally, error) {
+	var t pruneTally
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	if m.limit > 0 {
+		conns = []stream.Conn{&budgeted{Conn: conns[0], left: m.limit}}
+	}
+	rules := j.flags.rules.List()
+	reqs := make(chan (<-chan *wire.PruneRequest), len(conns))
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		defer close(reqs)
+		var cur *wire.PruneRequest
+		var id uint64
+		n := 0
+		flush := func() error {
+			if cur == nil {
+				return nil
+			}
+			one := make(chan *wire.PruneRequest, 1)
+			one <- cur
+			close(one)
+			cur, n = nil, 0
+			select {
+			case reqs <- one:
+				return nil
+			case <-gctx.Done():
+				return gctx.Err()
+			}
+		}
+		for c, err := range cands.All() {
+			if err != nil {
+				return fmt.Errorf("delete: reading back what would go: %w (nothing more deleted)", err)
+			}
+			if cur != nil && n >= pruneChunk {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+			if cur == nil {
+				id++
+				cur = &wire.PruneRequest{ID: id, Exact: true, DeleteExcluded: j.flags.deleteExcluded, Rules: rules}
+			}
+			if k := len(cur.Dirs); k == 0 || cur.Dirs[k-1].Dir != c.dir {
+				cur.Dirs = append(cur.Dirs, wire.PruneDir{Dir: c.dir})
+				n++
+			}
+			d := &cur.Dirs[len(cur.Dirs)-1]
+			d.Names = append(d.Names, c.name)
+			d.Kinds = append(d.Kinds, c.kind)
+			n++
+		}
+		return flush()
+	})
+	g.Go(func() error { return runPrune(gctx, stop, conns, reqs, m, &t, report) })
+	err := g.Wait()
+	if errors.Is(context.Cause(ctx), errOverCeiling) {
+		err = errOverCeiling
+	}
+	return t, err
+}
+
+// candidate is an entry of DEST that a count found to go: a name of the
+// directory dir, of the kind listed.
+type candidate struct {
+	dir, name string
+	kind      wire.EntryKind
+}
+
+// candidates is what a count found to go, sorted by directory then name,
+// held in memory up to a bound and on disk past it (spill), so that a
+// pass that deletes millions does not grow with them.
+type candidates = spill.List[candidate]
+
+func newCandidates() *candidates {
+	return spill.New("", 0, func(a, b *candidate) int {
+		if c := strings.Compare(a.dir, b.dir); c != 0 {
+			return c
+		}
+		return strings.Compare(a.name, b.name)
+	}, candidateCodec{})
+}
+
+// candidateCodec stores a candidate as its kind, its directory, a NUL
+// (which no path holds) and its name.
+type candidateCodec struct{}
+
+func (candidateCodec) Append(b []byte, c *candidate) []byte {
+	b = append(append(b, c.kind), c.dir...)
+	return append(append(b, 0), c.name...)
+}
+
+func (candidateCodec) Decode(b []byte) (candidate, error) {
+	i := bytes.IndexByte(b, 0)
+	if len(b) < 1 || i < 1 {
+		return candidate{}, errors.New("a candidate for deletion read back damaged")
+	}
+	return candidate{kind: b[0], dir: string(b[1:i]), name: string(b[i+1:])}, nil
 }
 
 // budgeted is a connection whose prune requests share a limit of entries

@@ -18,9 +18,13 @@ import (
 )
 
 // Removed is one entry Prune deleted (or, in a dry run, would delete).
+// Top says it is an entry of the directory pruned itself, not one inside
+// a directory that goes; Type is its type as listed.
 type Removed struct {
 	Path  string
 	IsDir bool
+	Top   bool
+	Type  fs.FileMode
 }
 
 // PruneFunc decides whether an extra entry at the destination is kept
@@ -201,6 +205,101 @@ func (r *Receiver) PruneDir(dir string, keep *Keep, o PruneOptions, report func(
 	return pr.n, first
 }
 
+// Candidate is an entry of a destination directory that a count found
+// to go (Removed with Top), named again to PruneNames.
+type Candidate struct {
+	Name string
+	Type fs.FileMode // as listed: fs.ModeDir, fs.ModeSymlink, 0 for a file...
+}
+
+// PruneNames removes, from the directory dir, the entries names that a
+// count (PruneDir in a dry run) found to go, without listing dir again:
+// the deleting pass of a guarded --delete costs what it deletes, not the
+// size of the destination. Each entry is looked at again in dir's
+// descriptor (opened as PruneDir opens it, no symlink followed): one
+// that is gone, or whose type is not the one listed (a file that became
+// a directory, a directory swapped for a symlink), is left alone; what
+// protect keeps stays; the rest goes as PruneDir removes it, a directory
+// with what it now holds. Counts and errors are as PruneDir's.
+func (r *Receiver) PruneNames(dir string, names []Candidate, o PruneOptions, report func(Removed) error) (PruneCount, error) {
+	pr := &pruning{protect: o.Protect, dryRun: o.DryRun, limit: o.Limit, report: report}
+	if err := CheckName(dir, sharder.KindDir); err != nil {
+		return pr.n, fmt.Errorf("delete in %q: %w", dir, err)
+	}
+	d, err := r.openNoLinks(dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) || r.typeChanged(dir, err) {
+			return pr.n, nil // nothing there to prune
+		}
+		return pr.n, fmt.Errorf("delete in %s: %w", dir, err)
+	}
+	defer d.Close()
+	var first error
+	for _, c := range names {
+		p := join(dir, c.Name)
+		if c.Name == "" || c.Name == "." || c.Name == ".." || strings.ContainsRune(c.Name, '/') {
+			return pr.n, fmt.Errorf("delete in %s: %q is not a name", dir, c.Name)
+		}
+		var st unix.Stat_t
+		switch err := unix.Fstatat(int(d.Fd()), c.Name, &st, unix.AT_SYMLINK_NOFOLLOW); err {
+		case nil:
+		case unix.ENOENT:
+			continue // gone already
+		default:
+			if first == nil {
+				first = fmt.Errorf("delete %s: %w", p, err)
+			}
+			continue
+		}
+		typ := statType(st.Mode)
+		if !sameKind(typ, c.Type) {
+			continue // not what was counted: left alone
+		}
+		_, err := pr.entry(d, p, c.Name, typ)
+		if pr.stopped != nil {
+			return pr.n, pr.stopped
+		}
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	return pr.n, first
+}
+
+// sameKind reports whether a and b are both files, both directories,
+// both symlinks, or both something else.
+func sameKind(a, b fs.FileMode) bool {
+	kind := func(m fs.FileMode) fs.FileMode {
+		switch t := m.Type(); t {
+		case 0, fs.ModeDir, fs.ModeSymlink:
+			return t
+		}
+		return fs.ModeIrregular
+	}
+	return kind(a) == kind(b)
+}
+
+// statType is the fs.FileMode type bits of a stat mode, as a directory
+// listing gives them.
+func statType(m uint32) fs.FileMode {
+	switch m & unix.S_IFMT {
+	case unix.S_IFREG:
+		return 0
+	case unix.S_IFDIR:
+		return fs.ModeDir
+	case unix.S_IFLNK:
+		return fs.ModeSymlink
+	case unix.S_IFIFO:
+		return fs.ModeNamedPipe
+	case unix.S_IFSOCK:
+		return fs.ModeSocket
+	case unix.S_IFCHR:
+		return fs.ModeDevice | fs.ModeCharDevice
+	default:
+		return fs.ModeDevice
+	}
+}
+
 // pruning is one PruneDir under way.
 type pruning struct {
 	protect PruneFunc
@@ -209,6 +308,7 @@ type pruning struct {
 	report  func(Removed) error
 	n       PruneCount
 	stopped error // report's error: nothing more is done
+	depth   int   // of the entry under way below the directory pruned
 }
 
 func (pr *pruning) removed(rm Removed) {
@@ -250,7 +350,7 @@ func (pr *pruning) entry(d *os.File, p, name string, typ fs.FileMode) (gone bool
 				return false, fmt.Errorf("delete %s: %w", p, err)
 			}
 		}
-		pr.removed(Removed{Path: p})
+		pr.removed(Removed{Path: p, Top: pr.depth == 0, Type: typ.Type()})
 		return true, nil
 	}
 	fd, err := unix.Openat(int(d.Fd()), name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
@@ -270,22 +370,29 @@ func (pr *pruning) entry(d *os.File, p, name string, typ fs.FileMode) (gone bool
 		return false, fmt.Errorf("delete %s: %w", p, err)
 	}
 	defer names.Close()
-	var first error
-	kept := false
-	for de, err := range names.All() {
-		if err != nil {
-			return false, fmt.Errorf("delete %s: %w", p, err)
+	// What it holds is below the directory pruned: not Top.
+	pr.depth++
+	kept, first, err := func() (kept bool, first error, err error) {
+		defer func() { pr.depth-- }()
+		for de, err := range names.All() {
+			if err != nil {
+				return false, nil, fmt.Errorf("delete %s: %w", p, err)
+			}
+			gone, err := pr.entry(sub, join(p, de.name), de.name, de.typ)
+			if err != nil && first == nil {
+				first = err
+			}
+			if !gone {
+				kept = true // protected, held, or partly so
+			}
+			if pr.stopped != nil {
+				return true, nil, nil
+			}
 		}
-		gone, err := pr.entry(sub, join(p, de.name), de.name, de.typ)
-		if err != nil && first == nil {
-			first = err
-		}
-		if !gone {
-			kept = true // protected, held, or partly so
-		}
-		if pr.stopped != nil {
-			return false, nil
-		}
+		return kept, first, nil
+	}()
+	if err != nil {
+		return false, err
 	}
 	if kept || first != nil {
 		return false, first
@@ -304,7 +411,7 @@ func (pr *pruning) entry(d *os.File, p, name string, typ fs.FileMode) (gone bool
 			return false, fmt.Errorf("delete %s: %w", p, err)
 		}
 	}
-	pr.removed(Removed{Path: p, IsDir: true})
+	pr.removed(Removed{Path: p, IsDir: true, Top: pr.depth == 0, Type: fs.ModeDir})
 	return true, nil
 }
 

@@ -16,22 +16,45 @@ package wire
 // counts alone, nothing removed and nothing listed, so that the sender
 // can refuse a catastrophic pass before any entry goes. Limit, if above
 // 0, is the most entries the request may remove (--max-delete).
+//
+// So that the guard costs one listing of SRC and of DEST, not two, a
+// count can ask for Candidates: its results then list, in Removed, each
+// entry of a listed directory that would go (not what lies inside one
+// that would), with its kind. A later Exact request names those entries
+// (Names are then what goes, not what stays, each with its kind in
+// Kinds): each is removed if it is still there and of the same kind,
+// and left alone otherwise; its directory is not listed.
 type PruneRequest struct {
 	ID             uint64
 	DryRun         bool
 	DeleteExcluded bool
 	More           bool
 	CountOnly      bool
+	Candidates     bool
+	Exact          bool
 	Limit          uint64
 	Rules          []string
 	Dirs           []PruneDir
 }
 
-// PruneDir is one source directory and the names it holds.
+// PruneDir is one source directory and the names it holds (in an Exact
+// request: the names to remove, and their kinds).
 type PruneDir struct {
 	Dir   string
 	Names []string
+	Kinds []EntryKind // Exact only: one per name
 }
+
+// EntryKind is the kind of a destination entry a prune names.
+type EntryKind = byte
+
+// The kinds of entry.
+const (
+	KindFile EntryKind = iota
+	KindDir
+	KindSymlink
+	KindOther
+)
 
 // PruneResult is the receiver's answer: what it removed (or, in a dry
 // run, would remove) and what it could not. An answer that removes many
@@ -50,10 +73,12 @@ type PruneResult struct {
 	Held     uint64
 }
 
-// PrunedEntry is one removed path.
+// PrunedEntry is one removed path. Kind is set (and IsDir follows it)
+// in a Candidates count's results; elsewhere IsDir alone says.
 type PrunedEntry struct {
 	Path  string
 	IsDir bool
+	Kind  EntryKind
 }
 
 // Limits of a prune request.
@@ -68,6 +93,8 @@ const (
 	pruneMore
 	pruneCountOnly
 	pruneLimit
+	pruneCandidates
+	pruneExact
 )
 
 // EncodePrune encodes a prune request.
@@ -90,6 +117,12 @@ func EncodePrune(r *PruneRequest) []byte {
 	if r.Limit > 0 {
 		fl |= pruneLimit
 	}
+	if r.Candidates {
+		fl |= pruneCandidates
+	}
+	if r.Exact {
+		fl |= pruneExact
+	}
 	e.uvarint(fl)
 	if r.Limit > 0 {
 		e.uvarint(r.Limit)
@@ -102,7 +135,14 @@ func EncodePrune(r *PruneRequest) []byte {
 	for _, d := range r.Dirs {
 		e.bytes(d.Dir)
 		e.uvarint(uint64(len(d.Names)))
-		for _, n := range d.Names {
+		for i, n := range d.Names {
+			if r.Exact {
+				k := KindOther // matches no file, directory or link: left alone
+				if i < len(d.Kinds) {
+					k = d.Kinds[i]
+				}
+				e.b = append(e.b, k)
+			}
 			e.bytes(n)
 		}
 	}
@@ -116,8 +156,12 @@ func DecodePrune(p []byte) (*PruneRequest, error) {
 	fl := d.uvarint("prune flags")
 	r.DryRun, r.DeleteExcluded, r.More = fl&pruneDryRun != 0, fl&pruneDeleteExcluded != 0, fl&pruneMore != 0
 	r.CountOnly = fl&pruneCountOnly != 0
-	if fl&^(pruneDryRun|pruneDeleteExcluded|pruneMore|pruneCountOnly|pruneLimit) != 0 {
+	r.Candidates, r.Exact = fl&pruneCandidates != 0, fl&pruneExact != 0
+	if fl&^(pruneDryRun|pruneDeleteExcluded|pruneMore|pruneCountOnly|pruneLimit|pruneCandidates|pruneExact) != 0 {
 		return nil, protoErr("prune request flags %#x: unknown", fl)
+	}
+	if r.Candidates && !r.CountOnly || r.Exact && (r.More || r.Candidates) {
+		return nil, protoErr("prune request flags %#x: Candidates without CountOnly, or Exact with More or Candidates", fl)
 	}
 	if fl&pruneLimit != 0 {
 		if r.Limit = d.uvarint("prune limit"); d.err == nil && r.Limit == 0 {
@@ -137,7 +181,17 @@ func DecodePrune(p []byte) (*PruneRequest, error) {
 			return nil, protoErr("prune request names more than %d entries", MaxPruneNames)
 		}
 		pd.Names = make([]string, 0, nn)
+		if r.Exact {
+			pd.Kinds = make([]EntryKind, 0, nn)
+		}
 		for range nn {
+			if r.Exact {
+				k := d.byte1("entry kind")
+				if k > KindOther && d.err == nil {
+					d.err = protoErr("prune entry kind %d: unknown", k)
+				}
+				pd.Kinds = append(pd.Kinds, k)
+			}
 			pd.Names = append(pd.Names, d.str("name", 255))
 		}
 		r.Dirs = append(r.Dirs, pd)
@@ -162,11 +216,11 @@ func EncodePruned(r *PruneResult) []byte {
 	e.uvarint(fl)
 	e.uvarint(uint64(len(r.Removed)))
 	for _, x := range r.Removed {
-		var dir byte
+		k := x.Kind
 		if x.IsDir {
-			dir = 1
+			k = KindDir
 		}
-		e.b = append(e.b, dir)
+		e.b = append(e.b, k)
 		e.bytes(x.Path)
 	}
 	e.uvarint(uint64(len(r.Errors)))
@@ -186,8 +240,11 @@ func DecodePruned(p []byte) (*PruneResult, error) {
 	r.More = d.uvarint("prune result flags")&pruneMore != 0
 	n := d.count("removed count", MaxFrame/2)
 	for range n {
-		dir := d.byte1("removed kind")
-		r.Removed = append(r.Removed, PrunedEntry{IsDir: dir == 1, Path: d.str("removed path", MaxPath)})
+		k := d.byte1("removed kind")
+		if k > KindOther && d.err == nil {
+			d.err = protoErr("removed entry kind %d: unknown", k)
+		}
+		r.Removed = append(r.Removed, PrunedEntry{IsDir: k == KindDir, Kind: k, Path: d.str("removed path", MaxPath)})
 	}
 	ne := d.count("error count", MaxFrame/2)
 	for range ne {

@@ -13,7 +13,7 @@ func TestPruneRoundTrip(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(got, req) {
 		t.Fatalf("round trip: %+v, %v; want %+v", got, err, req)
 	}
-	res := &PruneResult{ID: 7, More: true, Removed: []PrunedEntry{{Path: "x", IsDir: true}, {Path: "y"}}, Errors: []string{"delete z: busy"},
+	res := &PruneResult{ID: 7, More: true, Removed: []PrunedEntry{{Path: "x", IsDir: true, Kind: KindDir}, {Path: "y"}, {Path: "l", Kind: KindSymlink}}, Errors: []string{"delete z: busy"},
 		Examined: 2000, Count: 1500, Held: 3}
 	gotr, err := DecodePruned(EncodePruned(res))
 	if err != nil || !reflect.DeepEqual(gotr, res) {
@@ -30,6 +30,30 @@ func TestPruneRoundTrip(t *testing.T) {
 			if err := decoders[name](b[:n]); !errors.Is(err, ErrProtocol) {
 				t.Errorf("%s truncated at %d of %d bytes: %v, want a protocol error", name, n, len(b), err)
 			}
+		}
+	}
+}
+
+// An Exact request carries each name's kind; the flags that do not go
+// together, and a kind that does not exist, are refused.
+func TestPruneExactRoundTrip(t *testing.T) {
+	req := &PruneRequest{ID: 9, Exact: true, Limit: 5, Rules: []string{"P keep"},
+		Dirs: []PruneDir{{Dir: "a", Names: []string{"f", "d", "l"}, Kinds: []EntryKind{KindFile, KindDir, KindSymlink}}}}
+	got, err := DecodePrune(EncodePrune(req))
+	if err != nil || !reflect.DeepEqual(got, req) {
+		t.Fatalf("round trip: %+v, %v; want %+v", got, err, req)
+	}
+	cands := &PruneRequest{ID: 10, CountOnly: true, Candidates: true, Dirs: []PruneDir{{Dir: ".", Names: []string{"a"}}}}
+	if got, err := DecodePrune(EncodePrune(cands)); err != nil || !reflect.DeepEqual(got, cands) {
+		t.Fatalf("round trip: %+v, %v; want %+v", got, err, cands)
+	}
+	for _, bad := range []*PruneRequest{
+		{ID: 1, Exact: true, More: true, Dirs: []PruneDir{{Dir: ".", Names: []string{"a"}, Kinds: []EntryKind{KindFile}}}},
+		{ID: 2, Candidates: true, Dirs: []PruneDir{{Dir: ".", Names: []string{"a"}}}},
+		{ID: 3, Exact: true, Dirs: []PruneDir{{Dir: ".", Names: []string{"a"}, Kinds: []EntryKind{KindOther + 1}}}},
+	} {
+		if _, err := DecodePrune(EncodePrune(bad)); !errors.Is(err, ErrProtocol) {
+			t.Errorf("%+v: %v, want a protocol error", bad, err)
 		}
 	}
 }

@@ -173,3 +173,109 @@ func TestApplyPruneCountAndLimit(t *testing.T) {
 		t.Errorf("%d of the 5 extra entries left after a limit of 2, want 3", left)
 	}
 }
+
+// TestApplyPruneCandidatesThenExact: a count with Candidates lists each
+// entry of the directory that would go (not what lies inside one), with
+// its kind; an Exact request naming them removes what is still there as
+// counted, leaves alone an entry that became another kind, one that
+// appeared since and one a rule protects, and lists nothing of the
+// directory again.
+func TestApplyPruneCandidatesThenExact(t *testing.T) {
+	dst, recv := pruneDest(t, "keep", "x1", "x2", "became-dir", "prot")
+	if err := os.MkdirAll(filepath.Join(dst, "xd", "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dst, "xd", "sub", "f"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("keep", filepath.Join(dst, "xl")); err != nil {
+		t.Fatal(err)
+	}
+	var p stream.Pruning
+	defer p.Close()
+	count := &wire.PruneRequest{ID: 1, CountOnly: true, Candidates: true, Dirs: []wire.PruneDir{{Dir: ".", Names: []string{"keep"}}}}
+	res, err := stream.ApplyPrune(recv, &p, count, nil)
+	// Would go: x1 x2 became-dir prot xl, xd and xd/sub and xd/sub/f.
+	if err != nil || len(res.Errors) > 0 || res.Count != 8 {
+		t.Fatalf("count: %+v, %v; want 8 to remove", res, err)
+	}
+	kinds := map[string]wire.EntryKind{}
+	for _, e := range res.Removed {
+		kinds[e.Path] = e.Kind
+	}
+	want := map[string]wire.EntryKind{"x1": wire.KindFile, "x2": wire.KindFile, "became-dir": wire.KindFile, "prot": wire.KindFile, "xd": wire.KindDir, "xl": wire.KindSymlink}
+	if fmt.Sprint(kinds) != fmt.Sprint(want) {
+		t.Fatalf("candidates %v, want %v", kinds, want)
+	}
+	// Meanwhile: x2 goes, became-dir becomes a directory, x3 appears.
+	for _, err := range []error{
+		os.Remove(filepath.Join(dst, "x2")),
+		os.Remove(filepath.Join(dst, "became-dir")),
+		os.Mkdir(filepath.Join(dst, "became-dir"), 0o755),
+		os.WriteFile(filepath.Join(dst, "x3"), nil, 0o644),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	ex := wire.PruneDir{Dir: "."}
+	for _, e := range res.Removed {
+		ex.Names = append(ex.Names, e.Path)
+		ex.Kinds = append(ex.Kinds, e.Kind)
+	}
+	res, err = stream.ApplyPrune(recv, &p, &wire.PruneRequest{ID: 2, Exact: true, Rules: []string{"P /prot"}, Dirs: []wire.PruneDir{ex}}, nil)
+	// Removed: x1, xl, and xd with what it holds.
+	if err != nil || len(res.Errors) > 0 || res.Count != 5 {
+		t.Fatalf("exact: %+v, %v; want 5 removed", res, err)
+	}
+	left, err := os.ReadDir(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range left {
+		names = append(names, e.Name())
+	}
+	if got := fmt.Sprint(names); got != "[became-dir keep prot x3]" {
+		t.Errorf("left at DEST: %s, want [became-dir keep prot x3]", got)
+	}
+	// An Exact request inside a directory whose names continue is a
+	// protocol error.
+	if _, err := stream.ApplyPrune(recv, &p, &wire.PruneRequest{ID: 3, More: true, Dirs: []wire.PruneDir{{Dir: ".", Names: []string{"keep"}}}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.ApplyPrune(recv, &p, &wire.PruneRequest{ID: 4, Exact: true, Dirs: []wire.PruneDir{ex}}, nil); !errors.Is(err, wire.ErrProtocol) {
+		t.Errorf("an Exact request amid a continued directory: %v, want a protocol error", err)
+	}
+}
+
+// TestApplyPruneExactSwappedDir: an Exact request for a directory that
+// was swapped for a symlink (to another directory holding the same
+// names) fails naming it and removes nothing through the link.
+func TestApplyPruneExactSwappedDir(t *testing.T) {
+	dst, recv := pruneDest(t)
+	for _, d := range []string{"a", "other"} {
+		if err := os.Mkdir(filepath.Join(dst, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dst, d, "x"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.RemoveAll(filepath.Join(dst, "a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("other", filepath.Join(dst, "a")); err != nil {
+		t.Fatal(err)
+	}
+	var p stream.Pruning
+	res, err := stream.ApplyPrune(recv, &p, &wire.PruneRequest{ID: 1, Exact: true,
+		Dirs: []wire.PruneDir{{Dir: "a", Names: []string{"x"}, Kinds: []wire.EntryKind{wire.KindFile}}}}, nil)
+	if err != nil || len(res.Errors) != 1 || res.Count != 0 {
+		t.Fatalf("exact in a swapped directory: %+v, %v; want one error, nothing removed", res, err)
+	}
+	if _, err := os.Lstat(filepath.Join(dst, "other", "x")); err != nil {
+		t.Errorf("removed through the symlink: %v", err)
+	}
+	t.Logf("error: %s", res.Errors[0])
+}

@@ -31,12 +31,17 @@ const pruneChunk = 4096
 // must not cost its copy (rsync: "IO error encountered -- skipping file
 // deletion").
 //
-// Unless --no-delete-guard, a first pass counts, at the receivers, what
+// Unless --no-delete-guard, that pass only counts, at the receivers, what
 // would go, and nothing is deleted if the walk selected nothing or if
 // more than half of at least deleteGuardMin entries would go (guardSays):
 // the mistakes that empty a DEST (an unmounted SRC, a mistyped path or
-// filter). With --max-delete, the deleting pass runs on one connection,
-// each request carrying what is left of the limit.
+// filter). The count keeps the entries it found to go (candidates, on
+// disk past a bound), and the deleting pass removes those alone
+// (exactPass), each looked at again in its directory's descriptor: SRC
+// and DEST are listed once, guard or not, and the guard adds what the
+// deletions cost. With --max-delete (which counts too), the deleting
+// pass runs on one connection, each request carrying what is left of the
+// limit.
 func (j *job) deletePass(p plan) func(context.Context, []stream.Conn) error {
 	return func(ctx context.Context, conns []stream.Conn) error {
 		j.mu.Lock()
@@ -99,7 +104,8 @@ func (j *job) deletePass(p plan) func(context.Context, []stream.Conn) error {
 		}
 		if !j.flags.noDeleteGuard && t.examined >= deleteGuardMin {
 			// What was counted is at most half: more than half
-			// going now means DEST changed since.
+			// going now means DEST changed since (a directory to
+			// remove filled up).
 			m.ceiling = t.examined / 2
 		}
 		j.trace("deleting what SRC does not have")
@@ -108,7 +114,7 @@ func (j *job) deletePass(p plan) func(context.Context, []stream.Conn) error {
 				j.mu.Lock()
 				n := j.deleted
 				j.mu.Unlock()
-				return fmt.Errorf("--delete stopped after %d deletions: more than half of the %d entries counted at %s before it began, of which %d were to go; SRC or DEST changed meanwhile. %s",
+				return fmt.Errorf("--delete stopped after %d deletions: more than half of the %d entries counted at %s before it began, of which %d were to go; DEST changed meanwhile. %s",
 					n, t.examined, j.dst, t.would(), guardHow)
 			}
 			return err

@@ -148,7 +148,7 @@ func (j *job) guardSays(t pruneTally) string {
 		return ""
 	}
 	if t.selected == 0 {
-		return fmt.Sprintf("SRC %s selected nothing (it is empty, or the filters exclude everything), and %d entries at %s would go", j.src, t.would(), j.dst)
+		return fmt.Sprintf("SRC %s selected nothing (it is empty, or the filters exclude everything), and %s at %s would go", j.src, entries(t.would()), j.dst)
 	}
 	if t.examined >= deleteGuardMin && 2*t.would() > t.examined {
 		return fmt.Sprintf("it would remove %d of the %d entries it examined at %s, more than half", t.would(), t.examined, j.dst)
@@ -537,4 +537,12 @@ func (j *job) dryRunDelete(ctx context.Context, p plan) int {
 		return exitMaxDelete
 	}
 	return exitOK
+}
+
+// entries says n entries, "1 entry" for one.
+func entries(n int64) string {
+	if n == 1 {
+		return "1 entry"
+	}
+	return fmt.Sprintf("%d entries", n)
 }

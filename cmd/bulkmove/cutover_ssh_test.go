@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -147,7 +148,10 @@ func TestSSHReconnect(t *testing.T) {
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(600 * time.Millisecond)
+			// The fault is for the data flowing, not for the start (a
+			// loaded machine can take longer than any fixed wait to
+			// reach the first file): wait for files to land first.
+			waitLanded(t, dst, 50, 20*time.Second)
 			fault.inject()
 			time.Sleep(100 * time.Millisecond)
 			px.Slow(0)
@@ -184,4 +188,25 @@ func sshdBehindProxy(t *testing.T) (bin, cfg string, px *faultproxy.Proxy) {
 	fmt.Fprintf(kh, "[%s]:%d %s\n", srv.Host, px.Port(), srv.HostKeyLine)
 	kh.Close()
 	return bin, cfg, px
+}
+
+// waitLanded waits until the tree dir holds at least n regular files, or
+// fails the test after limit.
+func waitLanded(t *testing.T, dir string, n int, limit time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		got := 0
+		filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+			if err == nil && d.Type().IsRegular() {
+				got++
+			}
+			return nil
+		})
+		if got >= n {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("fewer than %d files landed in %s within %v", n, dir, limit)
 }

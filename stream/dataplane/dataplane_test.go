@@ -198,11 +198,12 @@ func TestGreetingBounded(t *testing.T) {
 		t.Errorf("ReadGreeting took %d bytes of a greeting without a newline, want at most 8 KiB", n)
 	}
 	// A greeting as senders send it still reads.
-	a, b = net.Pipe()
-	defer a.Close()
+	// (A pipe of its own: the writer above may still hold b.)
+	c, d := net.Pipe()
+	defer c.Close()
 	want := Greeting{Token: "tok-0123456789abcdef", Job: "j1", Index: 2, Dest: "data/a b"}
-	go func() { WriteGreeting(b, want); b.Close() }()
-	if g, err := ReadGreeting(a); err != nil || g != want {
+	go func() { WriteGreeting(d, want); d.Close() }()
+	if g, err := ReadGreeting(c); err != nil || g != want {
 		t.Errorf("ReadGreeting: %+v %v, want %+v", g, err, want)
 	}
 }

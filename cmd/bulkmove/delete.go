@@ -206,52 +206,24 @@ func (t pruneTally) would() int64 { return t.count + t.held }
 // (or, in a dry run, list; or count) what DEST has beyond it, K
 // directories at once; report gets every result.
 func (j *job) prunePass(ctx context.Context, conns []stream.Conn, p plan, m pruneMode, report func(*wire.PruneResult)) (pruneTally, error) {
-	var t pruneTally
-	ctx, stop := context.WithCancelCause(ctx)
-	defer stop(nil)
 	rules := j.flags.rules.List()
-	if m.limit > 0 {
-		conns = []stream.Conn{&budgeted{Conn: conns[0], left: m.limit}}
-	}
-	// A sequence of requests for one connection: small directories
-	// packed into one request, or one large directory in parts.
-	reqs := make(chan (<-chan *wire.PruneRequest), len(conns))
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error {
-		defer close(reqs)
+	var selected int64
+	t, err := runPass(ctx, conns, m, report, func(q *pruneQueue) error {
 		var cur *wire.PruneRequest
 		var big chan *wire.PruneRequest // the parts of the directory being listed
 		var id uint64
 		n := 0
-		send := func(ch chan<- *wire.PruneRequest, r *wire.PruneRequest) error {
-			select {
-			case ch <- r:
-				return nil
-			case <-gctx.Done():
-				return gctx.Err()
-			}
-		}
 		flush := func() error {
-			if cur == nil {
-				return nil
-			}
-			one := make(chan *wire.PruneRequest, 1)
-			one <- cur
-			close(one)
+			r := cur
 			cur, n = nil, 0
-			select {
-			case reqs <- one:
-				return nil
-			case <-gctx.Done():
-				return gctx.Err()
-			}
+			return q.one(r)
 		}
 		request := func() *wire.PruneRequest {
 			id++
 			return &wire.PruneRequest{ID: id, DryRun: m.dryRun, CountOnly: m.count, Candidates: m.count && m.candidates, DeleteExcluded: j.flags.deleteExcluded, Rules: rules}
 		}
-		err := sharder.ListDirs(gctx, p.walkRoot, j.flags.rules, func(dir string, names []string, more bool) error {
-			t.selected += int64(len(names))
+		err := sharder.ListDirs(q.ctx, p.walkRoot, j.flags.rules, func(dir string, names []string, more bool) error {
+			selected += int64(len(names))
 			if !j.flags.scale.shard.OwnsDir(dir) {
 				return nil // --shard: another part's directory
 			}
@@ -262,18 +234,18 @@ func (j *job) prunePass(ctx context.Context, conns []stream.Conn, p plan, m prun
 					return err
 				}
 				big = make(chan *wire.PruneRequest, 1)
-				select {
-				case reqs <- big:
-				case <-gctx.Done():
-					return gctx.Err()
+				if err := q.seq(big); err != nil {
+					return err
 				}
 			}
 			if big != nil {
 				r := request()
 				r.More = more
 				r.Dirs = []wire.PruneDir{{Dir: dir, Names: names}}
-				if err := send(big, r); err != nil {
-					return err
+				select {
+				case big <- r:
+				case <-q.ctx.Done():
+					return q.ctx.Err()
 				}
 				if !more {
 					close(big)
@@ -300,27 +272,8 @@ func (j *job) prunePass(ctx context.Context, conns []stream.Conn, p plan, m prun
 		}
 		return flush()
 	})
-	g.Go(func() error { return runPrune(gctx, stop, conns, reqs, m, &t, report) })
-	err := g.Wait()
-	if errors.Is(context.Cause(ctx), errOverCeiling) {
-		err = errOverCeiling
-	}
+	t.selected = selected
 	return t, err
-}
-
-// runPrune has the receivers carry out the requests of reqs (as
-// stream.RunPrune), adds their results to t and hands them to report; past
-// m.ceiling removed, it stops the pass (stop(errOverCeiling)).
-func runPrune(ctx context.Context, stop context.CancelCauseFunc, conns []stream.Conn, reqs <-chan (<-chan *wire.PruneRequest), m pruneMode, t *pruneTally, report func(*wire.PruneResult)) error {
-	return stream.RunPrune(ctx, conns, reqs, func(r *wire.PruneResult) {
-		t.examined += int64(r.Examined)
-		t.count += int64(r.Count)
-		t.held += int64(r.Held)
-		report(r)
-		if m.ceiling > 0 && t.count > m.ceiling {
-			stop(errOverCeiling)
-		}
-	})
 }
 
 // exactPass has the receivers remove the candidates a count kept, and
@@ -328,34 +281,15 @@ func runPrune(ctx context.Context, stop context.CancelCauseFunc, conns []stream.
 // candidates go in requests of about pruneChunk names, and neither SRC
 // nor a directory of DEST is listed.
 func (j *job) exactPass(ctx context.Context, conns []stream.Conn, cands *candidates, m pruneMode, report func(*wire.PruneResult)) (pruneTally, error) {
-	var t pruneTally
-	ctx, stop := context.WithCancelCause(ctx)
-	defer stop(nil)
-	if m.limit > 0 {
-		conns = []stream.Conn{&budgeted{Conn: conns[0], left: m.limit}}
-	}
 	rules := j.flags.rules.List()
-	reqs := make(chan (<-chan *wire.PruneRequest), len(conns))
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error {
-		defer close(reqs)
+	return runPass(ctx, conns, m, report, func(q *pruneQueue) error {
 		var cur *wire.PruneRequest
 		var id uint64
 		n := 0
 		flush := func() error {
-			if cur == nil {
-				return nil
-			}
-			one := make(chan *wire.PruneRequest, 1)
-			one <- cur
-			close(one)
+			r := cur
 			cur, n = nil, 0
-			select {
-			case reqs <- one:
-				return nil
-			case <-gctx.Done():
-				return gctx.Err()
-			}
+			return q.one(r)
 		}
 		for c, err := range cands.All() {
 			if err != nil {
@@ -381,12 +315,75 @@ func (j *job) exactPass(ctx context.Context, conns []stream.Conn, cands *candida
 		}
 		return flush()
 	})
+}
+
+// pruneQueue is where a pass puts its requests: sequences of them, each
+// carried by one connection in turn (small directories packed into one
+// request, or one large directory in parts).
+type pruneQueue struct {
+	ctx  context.Context
+	reqs chan<- (<-chan *wire.PruneRequest)
+}
+
+// seq queues the sequence ch.
+func (q *pruneQueue) seq(ch <-chan *wire.PruneRequest) error {
+	select {
+	case q.reqs <- ch:
+		return nil
+	case <-q.ctx.Done():
+		return q.ctx.Err()
+	}
+}
+
+// one queues r (if any) as a sequence of its own.
+func (q *pruneQueue) one(r *wire.PruneRequest) error {
+	if r == nil {
+		return nil
+	}
+	ch := make(chan *wire.PruneRequest, 1)
+	ch <- r
+	close(ch)
+	return q.seq(ch)
+}
+
+// runPass runs a prune pass: produce queues its requests while the
+// receivers carry them out (runPrune), K at once, or on one connection
+// that counts down m.limit. Past m.ceiling removed it stops, with
+// errOverCeiling.
+func runPass(ctx context.Context, conns []stream.Conn, m pruneMode, report func(*wire.PruneResult), produce func(*pruneQueue) error) (pruneTally, error) {
+	var t pruneTally
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	if m.limit > 0 {
+		conns = []stream.Conn{&budgeted{Conn: conns[0], left: m.limit}}
+	}
+	reqs := make(chan (<-chan *wire.PruneRequest), len(conns))
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		defer close(reqs)
+		return produce(&pruneQueue{ctx: gctx, reqs: reqs})
+	})
 	g.Go(func() error { return runPrune(gctx, stop, conns, reqs, m, &t, report) })
 	err := g.Wait()
 	if errors.Is(context.Cause(ctx), errOverCeiling) {
 		err = errOverCeiling
 	}
 	return t, err
+}
+
+// runPrune has the receivers carry out the requests of reqs (as
+// stream.RunPrune), adds their results to t and hands them to report; past
+// m.ceiling removed, it stops the pass (stop(errOverCeiling)).
+func runPrune(ctx context.Context, stop context.CancelCauseFunc, conns []stream.Conn, reqs <-chan (<-chan *wire.PruneRequest), m pruneMode, t *pruneTally, report func(*wire.PruneResult)) error {
+	return stream.RunPrune(ctx, conns, reqs, func(r *wire.PruneResult) {
+		t.examined += int64(r.Examined)
+		t.count += int64(r.Count)
+		t.held += int64(r.Held)
+		report(r)
+		if m.ceiling > 0 && t.count > m.ceiling {
+			stop(errOverCeiling)
+		}
+	})
 }
 
 // candidate is an entry of DEST that a count found to go: a name of the

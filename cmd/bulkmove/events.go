@@ -10,7 +10,7 @@ import (
 	"github.com/bulkmove/bulkmove/stream"
 )
 
-// Events of --json: one JSON object per line on stdout. README.md documents
+// Events of --json: one JSON object per line on stdout. docs/observability.md documents
 // the schema; TestJSONEvents validates every event of a run against these
 // types.
 

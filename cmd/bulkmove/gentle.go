@@ -12,7 +12,7 @@ import (
 )
 
 // Being gentle on a live system: how much of the link, the source disk
-// and the machines a job may take (README, "Gentle on a live system").
+// and the machines a job may take (docs/gentle.md).
 
 // gentleFlags are the flags of the main command that limit the job.
 type gentleFlags struct {

@@ -114,7 +114,7 @@ func (f *moveFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.batchFiles, "batch-files", sharder.DefaultBatchFiles, "close a batch at this many files")
 	// The filter flags share one list of rules, in command-line order.
 	f.rules = new(filter.Rules)
-	fs.Var(f.rules.Flag(filter.Exclude), "exclude", "leave out paths matching `PATTERN`, an rsync pattern (repeatable; see README, Filters)")
+	fs.Var(f.rules.Flag(filter.Exclude), "exclude", "leave out paths matching `PATTERN`, an rsync pattern (repeatable; see docs/filters.md)")
 	fs.Var(f.rules.Flag(filter.Include), "include", "keep paths matching `PATTERN` that a later rule would leave out (repeatable)")
 	fs.Var(f.rules.FileFlag(filter.Exclude), "exclude-from", "read --exclude patterns from `FILE`, one a line; - is stdin (repeatable)")
 	fs.Var(f.rules.FileFlag(filter.Include), "include-from", "read --include patterns from `FILE`, one a line; - is stdin (repeatable)")
@@ -157,7 +157,7 @@ func (f *moveFlags) register(fs *flag.FlagSet) {
 	f.faithful.register(fs)
 	f.split.register(fs)
 	fs.StringVar(&f.progress, "progress", "auto", "progress display on a terminal: auto (one line), streams (a line per stream too), none")
-	fs.BoolVar(&f.json, "json", false, "write newline-delimited JSON events on stdout (start, progress, warning, error, bottleneck, streams, end; see README)")
+	fs.BoolVar(&f.json, "json", false, "write newline-delimited JSON events on stdout (start, progress, warning, error, bottleneck, streams, end; see docs/observability.md)")
 	fs.BoolVar(&f.viaAgent, "via-agent", false, "run K local `bulkmove agent` processes and talk the wire protocol to them (the SSH path, without SSH)")
 	fs.IntVar(&f.ssh.port, "p", 0, "SSH port of the remote host")
 	fs.IntVar(&f.ssh.port, "port", 0, "SSH port of the remote host")
@@ -246,7 +246,7 @@ func runMove(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, exitCodesHelp)
 	}
 	f.register(fs)
-	fs.String("config", "", "read defaults and profiles from `FILE` (default ~/.config/bulkmove/config; see README, Configuration)")
+	fs.String("config", "", "read defaults and profiles from `FILE` (default ~/.config/bulkmove/config; see docs/configuration.md)")
 	fs.String("profile", "", "run the job `NAME` of the config file (its src, dst and flags)")
 	cfgFlags, cfgSrc, cfgDst, err := configArgs(args)
 	if err != nil {

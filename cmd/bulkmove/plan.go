@@ -29,12 +29,12 @@ balanced bytes and entry counts: together they list every entry of SRC
 (files, directories, symlinks, hard links) exactly once, one path relative
 to SRC a line (NUL-separated with -0), for "bulkmove --files-from PART SRC
 DEST" on N hosts. DIR/summary.txt has the counts, bytes, a size histogram
-and the largest files and directories. See README, Scale out.
+and the largest files and directories. See docs/scale-out.md.
 
 Flags:
 `
 
-// How a plan balances (see README, Scale out): the entries of a directory
+// How a plan balances (see docs/scale-out.md): the entries of a directory
 // (its files, symlinks, hard links and subdirectories' own entries) go
 // into a piece of that directory; a piece is closed, and the directory's
 // next entries start another, once it holds 1/(16N) of the bytes or of
@@ -63,7 +63,7 @@ func runPlan(args []string, stdout, stderr io.Writer) int {
 	nul := fs.Bool("0", false, "NUL-separated part files (for names with newlines; use -0 with --files-from too)")
 	fs.BoolVar(nul, "from0", false, "same as -0")
 	rules := new(filter.Rules)
-	fs.Var(rules.Flag(filter.Exclude), "exclude", "leave out paths matching `PATTERN` (repeatable; README, Filters)")
+	fs.Var(rules.Flag(filter.Exclude), "exclude", "leave out paths matching `PATTERN` (repeatable; docs/filters.md)")
 	fs.Var(rules.Flag(filter.Include), "include", "keep paths matching `PATTERN` that a later rule would leave out (repeatable)")
 	fs.Var(rules.FileFlag(filter.Exclude), "exclude-from", "read --exclude patterns from `FILE`")
 	fs.Var(rules.FileFlag(filter.Include), "include-from", "read --include patterns from `FILE`")

@@ -13,7 +13,7 @@ import (
 
 // scaleFlags take a part of the tree: --shard i/N (the i-th of N disjoint
 // parts, by a hash of each directory) and --files-from FILE (exactly the
-// paths it lists, as rsync's --files-from). See README, Scale out.
+// paths it lists, as rsync's --files-from). See docs/scale-out.md.
 type scaleFlags struct {
 	shard     sharder.Shard
 	filesFrom string
@@ -40,7 +40,7 @@ func (f *scaleFlags) check(m *moveFlags) error {
 		return errors.New("-0 (--from0) is for --files-from")
 	}
 	if f.filesFrom != "" && m.delete {
-		return errors.New("--delete with --files-from: a list does not say what else a directory may hold; run a final --delete pass over the whole tree, without --files-from, once all parts are done (README, Scale out)")
+		return errors.New("--delete with --files-from: a list does not say what else a directory may hold; run a final --delete pass over the whole tree, without --files-from, once all parts are done (docs/scale-out.md)")
 	}
 	return nil
 }

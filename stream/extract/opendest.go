@@ -21,7 +21,12 @@ func OpenAt(parent *os.Root, rel string, opt Options) (*Receiver, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newReceiver(root, root.Name(), opt)
+	defer root.Close()
+	d, err := root.Open(".")
+	if err != nil {
+		return nil, fmt.Errorf("open destination: %w", err)
+	}
+	return newReceiver(d, root.Name(), opt)
 }
 
 // OpenBeneath makes and opens the directory rel beneath parent, one

@@ -113,9 +113,8 @@ func (r *Receiver) Checksums() bool { return r.opt.check() == wire.CheckSum }
 // Receiver installs entries under one root. It is safe for concurrent use
 // by several batches at once.
 type Receiver struct {
-	root *os.Root
-	dir  string
-	opt  Options
+	dir string
+	opt Options
 	// rootDir is the root open: every directory is opened beneath it,
 	// with no symlink followed (see openDir).
 	rootDir *os.File
@@ -175,11 +174,11 @@ func Open(dir string, opt Options) (*Receiver, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create destination: %w", err)
 	}
-	root, err := os.OpenRoot(dir)
+	d, err := os.OpenFile(dir, os.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err != nil {
 		return nil, fmt.Errorf("open destination: %w", err)
 	}
-	return newReceiver(root, dir, opt)
+	return newReceiver(d, dir, opt)
 }
 
 // valid reports an option the receiver does not know.
@@ -193,15 +192,10 @@ func (o *Options) valid() error {
 	}
 }
 
-// newReceiver is a receiver working beneath root (which it then owns),
-// named dir in messages.
-func newReceiver(root *os.Root, dir string, opt Options) (*Receiver, error) {
-	rootDir, err := root.Open(".")
-	if err != nil {
-		root.Close()
-		return nil, fmt.Errorf("open destination: %w", err)
-	}
-	r := &Receiver{root: root, rootDir: rootDir, dir: dir, opt: opt, known: hashidx.NewSet("", KnownMem), dirs: map[string]bool{}, landed: map[uint64]struct{}{},
+// newReceiver is a receiver working beneath the directory rootDir (which
+// it then owns), named dir in messages.
+func newReceiver(rootDir *os.File, dir string, opt Options) (*Receiver, error) {
+	r := &Receiver{rootDir: rootDir, dir: dir, opt: opt, known: hashidx.NewSet("", KnownMem), dirs: map[string]bool{}, landed: map[uint64]struct{}{},
 		limit: ratelimit.New(opt.WriteRate)}
 	r.io = ioconc.Auto(0)
 	if opt.IOConcurrency > 0 {
@@ -250,13 +244,12 @@ func (r *Receiver) linking() int {
 	return r.linkMode
 }
 
-// Close releases the root.
+// Close releases the destination.
 func (r *Receiver) Close() error {
 	r.sweeps.Wait()
 	r.closeStage()
 	r.known.Close()
-	r.rootDir.Close()
-	return r.root.Close()
+	return r.rootDir.Close()
 }
 
 // noOpenat2 is set once openat2 turned out to be missing or refused.

@@ -85,7 +85,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	}
 	// Each root is opened once: every job's destination is then opened
 	// beneath it, never by its path.
-	open := map[string]*os.Root{}
+	open := map[string]*os.File{}
 	defer func() {
 		for _, r := range open {
 			r.Close()
@@ -101,7 +101,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 			errorf(stderr, "serve: root %s: %v", name, err)
 			return exitFatal
 		}
-		if open[name], err = os.OpenRoot(abs); err != nil {
+		if open[name], err = os.OpenFile(abs, os.O_RDONLY|syscall.O_DIRECTORY, 0); err != nil {
 			errorf(stderr, "serve: root %s: %v", name, err)
 			return exitFatal
 		}
@@ -131,7 +131,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 
 // server is `bulkmove serve`.
 type server struct {
-	roots  map[string]*os.Root // by name, open for the server's life
+	roots  map[string]*os.File // by name, open for the server's life
 	token  string
 	mutual bool
 	cfg    *tls.Config
@@ -147,7 +147,7 @@ type server struct {
 type serveJob struct {
 	hub  *stream.Hub
 	dest string   // NAME/PATH, as the job's first stream asked
-	dir  *os.Root // the destination, opened once beneath its root
+	dir  *os.File // the destination, opened once beneath its root
 	open int
 }
 

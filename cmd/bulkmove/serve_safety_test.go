@@ -242,7 +242,7 @@ func TestAgentRefusal(t *testing.T) {
 func TestServeHelloDeadline(t *testing.T) {
 	defer func(d time.Duration) { handshakeTimeout = d }(handshakeTimeout)
 	handshakeTimeout = 300 * time.Millisecond
-	root, err := os.OpenRoot(t.TempDir())
+	root, err := os.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +251,7 @@ func TestServeHelloDeadline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &server{roots: map[string]*os.Root{"data": root}, token: "s3cret-token-0123456789", cfg: cfg, log: io.Discard, jobs: map[string]*serveJob{}}
+	s := &server{roots: map[string]*os.File{"data": root}, token: "s3cret-token-0123456789", cfg: cfg, log: io.Discard, jobs: map[string]*serveJob{}}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -27,7 +27,7 @@ func TestOpenBeneath(t *testing.T) {
 	os.Symlink(outside, filepath.Join(root, "out"))
 	os.Symlink("other", filepath.Join(root, "in"))
 	os.WriteFile(filepath.Join(root, "file"), []byte("x"), 0o644)
-	r, err := os.OpenRoot(root)
+	r, err := os.Open(root)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -437,6 +437,9 @@ func shortHostname() string {
 // resolve combines a destination (as typed, plus user and port from the
 // command line) with ssh_config and Options.
 func resolve(alias, cmdUser string, cmdPort int, o *Options, warn func(string)) (*settings, error) {
+	if err := checkNames(alias, cmdUser); err != nil {
+		return nil, err
+	}
 	home := homeDir()
 	r := &configReader{alias: alias, cmdUser: cmdUser, localUser: localUserName(), home: home, v: newConfigValues(), warn: warn}
 	switch {
@@ -524,7 +527,13 @@ func resolve(alias, cmdUser string, cmdPort int, o *Options, warn func(string)) 
 		if j, ok := v.get("proxyjump"); ok {
 			s.ProxyJump = j
 		} else if c := v.rawFirst["proxycommand"]; c != "" && !strings.EqualFold(c, "none") {
-			s.ProxyCommand = expandPercent(c, tokens)
+			// Each token one word for the shell, whatever it holds: an
+			// ordinary name is its own quoting.
+			quoted := make(map[byte]string, len(tokens))
+			for k, t := range tokens {
+				quoted[k] = ShellQuote(t)
+			}
+			s.ProxyCommand = expandPercent(c, quoted)
 		}
 	}
 	if strings.EqualFold(s.ProxyJump, "none") {

@@ -92,6 +92,9 @@ func Dial(ctx context.Context, t Target, o Options) (*Client, error) {
 }
 
 func dial(ctx context.Context, t Target, o Options, n *notes) (*Client, error) {
+	if err := checkNames(t.Host, t.User); err != nil {
+		return nil, fmt.Errorf("ssh: %w", err)
+	}
 	s, err := resolve(t.Host, t.User, t.Port, &o, n.warn)
 	if err != nil {
 		return nil, fmt.Errorf("ssh %s: %w", t.Host, err)
@@ -112,6 +115,10 @@ func dial(ctx context.Context, t Target, o Options, n *notes) (*Client, error) {
 func DialN(ctx context.Context, t Target, o Options, n int) (clients []*Client, errs []error, err error) {
 	if n < 1 {
 		n = 1
+	}
+	if err := checkNames(t.Host, t.User); err != nil {
+		err = fmt.Errorf("ssh: %w", err)
+		return nil, []error{err}, err
 	}
 	if o.Stderr == nil {
 		o.Stderr = os.Stderr
@@ -318,7 +325,7 @@ func hint(s *settings, cmdUser, jump string) string {
 	if cmdUser != "" {
 		h = cmdUser + "@" + h
 	}
-	return strings.Join(append(parts, h), " ")
+	return strings.Join(append(parts, ShellQuote(h)), " ")
 }
 
 // handshake runs the SSH handshake and authentication over conn.

@@ -33,8 +33,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Target is a parsed remote spec.
@@ -105,15 +108,98 @@ scan:
 	if left == "" {
 		return Target{}, true, fmt.Errorf("%q: empty host name", s)
 	}
-	if strings.ContainsAny(left, " \t\n/@") || strings.HasPrefix(left, "-") {
+	if strings.ContainsAny(left, "/@") {
 		return Target{}, true, fmt.Errorf("%q: invalid host name %q", s, left)
 	}
-	if strings.ContainsAny(t.User, " \t\n/:") {
-		return Target{}, true, fmt.Errorf("%q: invalid user name %q", s, t.User)
+	if err := checkHostName(left); err != nil {
+		return Target{}, true, fmt.Errorf("%q: %w", s, err)
+	}
+	if t.User != "" {
+		if strings.ContainsAny(t.User, " \t/:") {
+			return Target{}, true, fmt.Errorf("%q: invalid user name %q", s, t.User)
+		}
+		if err := checkUserName(t.User); err != nil {
+			return Target{}, true, fmt.Errorf("%q: %w", s, err)
+		}
 	}
 	t.Host = left
 	t.Path = path
 	return t, true, nil
+}
+
+// Host and user names that reach ssh_config's %-tokens (and from there a
+// ProxyCommand's shell) are checked as ssh(1) checks those given on its
+// command line since OpenSSH 9.6 (CVE-2023-51385: valid_hostname and
+// valid_ruser): before any ssh_config expansion, for the destination, its
+// user and every jump host. Names that ssh_config itself supplies
+// (HostName, User) are trusted as the configuration is; every %-token is
+// shell-quoted in a ProxyCommand all the same (see resolve).
+
+// hostMeta and userMeta are the characters ssh(1) refuses in names.
+const (
+	hostMeta = "'`\"$\\;&<>|(){},"
+	userMeta = "'`\";&<>|(){}"
+)
+
+// checkHostName refuses a host name with a shell metacharacter, white
+// space or a control character, or a leading '-' (an option to a
+// command), as ssh(1)'s valid_hostname does.
+func checkHostName(h string) error {
+	if h == "" {
+		return errors.New("empty host name")
+	}
+	if h[0] == '-' {
+		return fmt.Errorf("invalid host name %q: it starts with '-'", h)
+	}
+	for _, r := range h {
+		if strings.ContainsRune(hostMeta, r) || unicode.IsSpace(r) || unicode.IsControl(r) || r == utf8.RuneError {
+			return fmt.Errorf("invalid host name %q: %s is not allowed in a host name", h, quoteRune(r))
+		}
+	}
+	return nil
+}
+
+func quoteRune(r rune) string {
+	if r == utf8.RuneError {
+		return "invalid UTF-8"
+	}
+	return strconv.QuoteRune(r)
+}
+
+// checkUserName refuses a user name with a shell metacharacter or a
+// control character, a leading '-', a '-' after white space, or a
+// trailing backslash, as ssh(1)'s valid_ruser does ('$' stays allowed, as
+// in machine accounts: names are quoted wherever a shell sees them).
+func checkUserName(u string) error {
+	if u == "" {
+		return errors.New("empty user name")
+	}
+	if u[0] == '-' {
+		return fmt.Errorf("invalid user name %q: it starts with '-'", u)
+	}
+	for i, r := range u {
+		switch {
+		case strings.ContainsRune(userMeta, r) || unicode.IsControl(r) || r == utf8.RuneError:
+			return fmt.Errorf("invalid user name %q: %s is not allowed in a user name", u, quoteRune(r))
+		case unicode.IsSpace(r) && strings.HasPrefix(u[i+utf8.RuneLen(r):], "-"):
+			return fmt.Errorf("invalid user name %q: a '-' after white space is not allowed in a user name", u)
+		case r == '\\' && i == len(u)-1:
+			return fmt.Errorf("invalid user name %q: a trailing '\\' is not allowed in a user name", u)
+		}
+	}
+	return nil
+}
+
+// checkNames checks a destination's host and user as given (not as
+// ssh_config rewrites them).
+func checkNames(host, user string) error {
+	if err := checkHostName(host); err != nil {
+		return err
+	}
+	if user != "" {
+		return checkUserName(user)
+	}
+	return nil
 }
 
 // Options controls how Dial connects. Zero values mean "as ssh_config says,

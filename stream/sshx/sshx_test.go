@@ -479,7 +479,8 @@ Host *
 	o2 := Options{ConfigFile: cfg, Batch: true, Stderr: &syncBuffer{}}
 	checkEcho(t, mustDial(t, Target{Host: "target"}, o2))
 
-	// ProxyCommand, here OpenSSH's own ssh -W through the jump host.
+	// ProxyCommand, here OpenSSH's own ssh -W through the jump host; the
+	// tokens of an ordinary name reach it as they are.
 	if _, err := exec.LookPath("ssh"); err == nil {
 		cfg := writeFile(t, filepath.Join(t.TempDir(), "config"), fmt.Sprintf(`
 Host viacmd
@@ -488,8 +489,8 @@ Host viacmd
   User %s
   IdentityFile %s
   UserKnownHostsFile %s
-  ProxyCommand ssh -F none -o BatchMode=yes -o UserKnownHostsFile=%s -i %s -p %d -W %%h:%%p %s@127.0.0.1
-`, target.Port, target.User, jump.UserKey, kh, kh, jump.UserKey, jump.Port, jump.User))
+  ProxyCommand test %%n = viacmd && test %%r = %s && exec ssh -F none -o BatchMode=yes -o UserKnownHostsFile=%s -i %s -p %d -W %%h:%%p %s@127.0.0.1
+`, target.Port, target.User, jump.UserKey, kh, target.User, kh, jump.UserKey, jump.Port, jump.User))
 		checkEcho(t, mustDial(t, Target{Host: "viacmd"}, Options{ConfigFile: cfg, Batch: true, Stderr: &syncBuffer{}}))
 	}
 

@@ -473,7 +473,7 @@ func (j *job) onPruned(r *wire.PruneResult, dryRun bool) {
 		name := prunedName(e)
 		switch {
 		case dryRun:
-			fmt.Fprintf(j.stdout, "delete %s\n", name)
+			printf(j.stdout, "delete %s\n", name)
 		case j.flags.verbose:
 			errorf(j.stderr, "deleted %s", name)
 		}

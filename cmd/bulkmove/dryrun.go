@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
 	"slices"
 
@@ -17,7 +16,7 @@ func (j *job) dryRun(ctx context.Context, p plan, opt sharder.Options) int {
 	opt.Deferred = func(e sharder.Entry) {
 		others++
 		if e.Path != "." {
-			fmt.Fprintf(j.stdout, "%s %s\n", e.Kind, e.Path)
+			printf(j.stdout, "%s %s\n", e.Kind, e.Path)
 		}
 	}
 	out := make(chan *sharder.Batch, 16)
@@ -36,7 +35,7 @@ func (j *job) dryRun(ctx context.Context, p plan, opt sharder.Options) int {
 				if p.rename != "" {
 					b.Entries[i].Path = p.rename
 				}
-				fmt.Fprintf(j.stdout, "file %s\n", filepath.ToSlash(b.Entries[i].Path))
+				printf(j.stdout, "file %s\n", filepath.ToSlash(b.Entries[i].Path))
 			}
 			batches = append(batches, planned{bytes: b.Bytes, files: len(b.Entries)})
 		}

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/bulkmove/bulkmove/metrics"
 	"github.com/bulkmove/bulkmove/stream"
@@ -42,11 +44,24 @@ type ProgressEvent struct {
 	Elapsed      float64 `json:"elapsed_seconds"`
 }
 
-// ProblemEvent is a warning or an error about one path.
+// ProblemEvent is a warning or an error about one path. JSON strings are
+// UTF-8: encoding/json writes each byte of a name that is not valid UTF-8
+// as U+FFFD, so such a name also comes whole, base64, in PathB64.
 type ProblemEvent struct {
 	Head
 	Path    string `json:"path"`
+	PathB64 string `json:"path_b64,omitempty"` // the path's exact bytes, only when they are not valid UTF-8
 	Message string `json:"message"`
+}
+
+// exactPath is the path's bytes: PathB64's if it is set.
+func (e *ProblemEvent) exactPath() string {
+	if e.PathB64 != "" {
+		if b, err := base64.StdEncoding.DecodeString(e.PathB64); err == nil {
+			return string(b)
+		}
+	}
+	return e.Path
 }
 
 // BottleneckEvent says the verdict changed.
@@ -153,6 +168,9 @@ func (e *events) progress(m *metrics.Job, force bool) {
 
 func (e *events) problem(typ, path, msg string) {
 	ev := &ProblemEvent{Path: path, Message: msg}
+	if !utf8.ValidString(path) {
+		ev.PathB64 = base64.StdEncoding.EncodeToString([]byte(path))
+	}
 	e.emit(typ, &ev.Head, ev)
 }
 

@@ -4,7 +4,6 @@
 package main
 
 import (
-	"fmt"
 	"io"
 	"os"
 	"runtime/pprof"
@@ -74,8 +73,4 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 	}
 	return runMove(args, stdout, stderr)
-}
-
-func errorf(w io.Writer, format string, a ...any) {
-	fmt.Fprintf(w, "bulkmove: "+format+"\n", a...)
 }

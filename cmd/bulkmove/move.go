@@ -871,11 +871,12 @@ func (j *job) connect(ctx context.Context, p plan) ([]stream.Conn, func(), error
 // trace reports, with -v, the time since the start at which the job
 // reached a phase.
 func (j *job) trace(format string, args ...any) {
+	args = append([]any{time.Since(j.start).Seconds()}, args...)
 	switch {
 	case j.flags.verbose:
-		errorf(j.stderr, "%6.3fs %s", time.Since(j.start).Seconds(), fmt.Sprintf(format, args...))
+		errorf(j.stderr, "%6.3fs "+format, args...)
 	case j.log != nil && j.log.debug:
-		errorf(j.log, "%6.3fs %s", time.Since(j.start).Seconds(), fmt.Sprintf(format, args...))
+		errorf(j.log, "%6.3fs "+format, args...)
 	}
 }
 

@@ -447,7 +447,7 @@ func imbalance(loads []planPiece) (bytes, entries float64) {
 func (p *planner) writeSummary(loads []planPiece) error {
 	var b strings.Builder
 	st := p.st
-	fmt.Fprintf(&b, "bulkmove plan of %s into %d parts\n\n", p.src, p.n)
+	printf(&b, "bulkmove plan of %s into %d parts\n\n", p.src, p.n)
 	fmt.Fprintf(&b, "entries      %d\nfiles        %d\nbytes        %d (%s)\ndirectories  %d\nsymlinks     %d\nhard links   %d\nexcluded     %d\nskipped      %d (sockets, devices, FIFOs)\nerrors       %d\n",
 		p.entries, st.Files, p.bytes, humanBytes(p.bytes), st.Dirs, st.Symlinks, st.Hardlinks, st.Excluded, st.Skipped, p.errs)
 	bi, ei := imbalance(loads)
@@ -469,7 +469,7 @@ func (p *planner) writeSummary(loads []planPiece) error {
 	}
 	fmt.Fprintf(&b, "\nlargest files\n")
 	for _, f := range p.top.sorted() {
-		fmt.Fprintf(&b, "%16d %10s  %s\n", f.size, humanBytes(f.size), f.path)
+		printf(&b, "%16d %10s  %s\n", f.size, humanBytes(f.size), f.path)
 	}
 	var tops topFiles
 	for d, pd := range p.dirs {
@@ -480,7 +480,7 @@ func (p *planner) writeSummary(loads []planPiece) error {
 	fmt.Fprintf(&b, "\nlargest directories (bytes of their whole subtree; files in it; bytes directly in it)\n")
 	for _, f := range tops.sorted() {
 		pd := p.dirs[f.path]
-		fmt.Fprintf(&b, "%16d %10s %10d %16d  %s\n", pd.bytes, humanBytes(pd.bytes), pd.files, pd.ownBytes, f.path)
+		printf(&b, "%16d %10s %10d %16d  %s\n", pd.bytes, humanBytes(pd.bytes), pd.files, pd.ownBytes, f.path)
 	}
 	return os.WriteFile(filepath.Join(p.dir, "summary.txt"), []byte(b.String()), 0o644)
 }

@@ -226,15 +226,17 @@ func (j *job) onVerified(v *verifier, r stream.Result) {
 	v.compared += int64(len(r.Batch.Entries))
 	for _, e := range r.Ack.Errors {
 		path := r.Batch.Entries[e.Index].Path
-		line := fmt.Sprintf("differ %s: %s", path, e.Msg)
 		if e.Msg == "missing" {
 			v.missing++
-			line = "missing " + path
 		} else {
 			v.differ++
 		}
-		if j.ev == nil {
-			fmt.Fprintln(j.stdout, line)
+		switch {
+		case j.ev != nil:
+		case e.Msg == "missing":
+			printf(j.stdout, "missing %s\n", path)
+		default:
+			printf(j.stdout, "differ %s: %s\n", path, e.Msg)
 		}
 		j.ev.problem("difference", path, e.Msg)
 	}
@@ -247,7 +249,7 @@ func (j *job) onExtras(v *verifier, r *wire.PruneResult) {
 		v.extras++
 		name := prunedName(e)
 		if j.ev == nil {
-			fmt.Fprintf(j.stdout, "extra %s\n", name)
+			printf(j.stdout, "extra %s\n", name)
 		}
 		j.ev.problem("difference", e.Path, "extra")
 	}

@@ -125,9 +125,9 @@ func runVerifySummary(args []string, stdout, stderr io.Writer) int {
 	for _, d := range diffs {
 		switch d.Message {
 		case "missing", "extra":
-			fmt.Fprintf(stdout, "%s %s\n", d.Message, d.Path)
+			printf(stdout, "%s %s\n", d.Message, d.Path)
 		default:
-			fmt.Fprintf(stdout, "differ %s: %s\n", d.Path, d.Message)
+			printf(stdout, "differ %s: %s\n", d.Path, d.Message)
 		}
 	}
 	for _, p := range problems {
@@ -169,6 +169,7 @@ func readVerifyReport(name string) (shardReport, error) {
 			if err := json.Unmarshal(line, &d); err != nil {
 				return r, fmt.Errorf("%s:%d: %v", name, n, err)
 			}
+			d.Path = d.exactPath()
 			r.diffs = append(r.diffs, d)
 		case "verify":
 			var e VerifyEvent

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/bulkmove/bulkmove/internal/ioconc"
+	"github.com/bulkmove/bulkmove/internal/termsafe"
 )
 
 // Staging: on a filesystem without O_TMPFILE (NFS, FUSE) a file is written
@@ -194,7 +195,8 @@ func (r *Receiver) closeStage() {
 	})
 	if err := unix.Unlinkat(rfd, s.name, unix.AT_REMOVEDIR); err != nil {
 		if err := removeOpened(rfd, s.top, s.name); err != nil {
-			fmt.Fprintf(os.Stderr, "bulkmove: removing the staging directory %s: %v\n", s.name, err)
+			// Names left in it are the sender's: escaped.
+			fmt.Fprintf(os.Stderr, "bulkmove: removing the staging directory %s: %s\n", termsafe.Escape(s.name), termsafe.Escape(err.Error()))
 		}
 	}
 	s.top.Close()

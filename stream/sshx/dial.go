@@ -18,6 +18,8 @@ import (
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/sys/cpu"
+
+	"github.com/bulkmove/bulkmove/internal/termsafe"
 )
 
 // Client is one authenticated SSH connection (its own TCP connection, or its
@@ -589,8 +591,14 @@ func (n *notes) print(msg string) {
 		return
 	}
 	n.seen[msg] = true
+	// A server's banner is the remote side's text: each of its lines is
+	// escaped (termsafe.Sanitize) before it reaches the terminal.
+	lines := strings.Split(strings.TrimRight(msg, "\r\n"), "\n")
+	for i, l := range lines {
+		lines[i] = termsafe.Sanitize(strings.TrimSuffix(l, "\r"))
+	}
 	stderrMu.Lock()
-	fmt.Fprintln(n.w, msg)
+	fmt.Fprintln(n.w, strings.Join(lines, "\n"))
 	stderrMu.Unlock()
 }
 

@@ -11,6 +11,8 @@ import (
 	"sync"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/bulkmove/bulkmove/internal/termsafe"
 )
 
 // Session is a remote command started by Client.Start: reading reads its
@@ -337,10 +339,15 @@ func (s *stderrSink) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// emit writes one line (ending in '\n') to out. The remote host chose
+// these bytes: control characters and invalid UTF-8 are escaped, so that
+// the remote side cannot write escape sequences to the user's terminal.
+// Backslashes are kept: a remote bulkmove escaped its names already.
 func (s *stderrSink) emit(line []byte) {
+	text := strings.TrimSuffix(strings.TrimSuffix(string(line), "\n"), "\r")
 	stderrMu.Lock()
 	defer stderrMu.Unlock()
-	_, _ = io.WriteString(s.out, s.prefix+string(line))
+	_, _ = io.WriteString(s.out, s.prefix+termsafe.Sanitize(text)+"\n")
 }
 
 func (s *stderrSink) flush() {

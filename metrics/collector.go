@@ -1,11 +1,14 @@
 package metrics
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"time"
@@ -14,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/client_golang/prometheus/push"
+	"github.com/prometheus/common/expfmt"
 )
 
 type desc struct {
@@ -154,11 +158,13 @@ type Route struct {
 	Handler http.Handler
 }
 
-// Serve exports reg on addr ("host:port"; ":0" picks a port) at /metrics,
-// and the routes given, until ctx ends, and returns the address it
-// listens on.
+// Serve exports reg at /metrics, and the routes given, until ctx ends, on
+// ListenAddr(addr) ("host:port"; no host: loopback; port 0 picks one),
+// and returns the address it listens on. Serve guards nothing itself: a
+// route that changes something wraps its handler in GuardWrites.
 func Serve(ctx context.Context, addr string, reg *prometheus.Registry, routes ...Route) (net.Addr, error) {
-	ln, err := net.Listen("tcp", addr)
+	listen, _ := ListenAddr(addr)
+	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return nil, fmt.Errorf("metrics listener: %w", err)
 	}
@@ -173,10 +179,53 @@ func Serve(ctx context.Context, addr string, reg *prometheus.Registry, routes ..
 	return ln.Addr(), nil
 }
 
+// TextfileMode is the mode of a new --metrics-textfile: readable by all,
+// because node_exporter, which reads it, runs as a user of its own; the
+// metrics name no files, only counts, rates and the host.
+const TextfileMode = 0o644
+
 // WriteTextfile writes reg for node_exporter's textfile collector,
-// atomically (a temporary file renamed over path).
+// atomically (a temporary file beside path, renamed over it). A new file
+// is TextfileMode; one that exists keeps its mode, so a file an operator
+// made narrower (0640 for node_exporter's group) is not widened.
 func WriteTextfile(path string, reg *prometheus.Registry) error {
-	return prometheus.WriteToTextfile(path, reg)
+	mode := os.FileMode(TextfileMode)
+	if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() {
+		mode = fi.Mode().Perm()
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		return fmt.Errorf("metrics textfile %s: %w", path, err)
+	}
+	// A name node_exporter skips (it reads *.prom only), made 0600 by
+	// CreateTemp until it is complete.
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("metrics textfile %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name()) // after a failure; gone by then otherwise
+	w := bufio.NewWriter(tmp)
+	for _, mf := range mfs {
+		if _, err = expfmt.MetricFamilyToText(w, mf); err != nil {
+			break
+		}
+	}
+	if err == nil {
+		err = w.Flush()
+	}
+	if err == nil {
+		err = tmp.Chmod(mode)
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		return fmt.Errorf("metrics textfile %s: %w", path, err)
+	}
+	return nil
 }
 
 // Push sends reg to a Pushgateway under job, grouped by the given labels.

@@ -495,6 +495,6 @@ func serveReceiverMetrics(ctx context.Context, m *metrics.Receiver, addr, who st
 		errorf(stderr, "%s: %v", who, err)
 		return err
 	}
-	errorf(stderr, "%s: metrics on http://%s/metrics", who, at)
+	errorf(stderr, "%s: metrics on %s", who, metricsAt(addr, at))
 	return nil
 }

@@ -81,7 +81,8 @@ func TestBwLimitAccuracy(t *testing.T) {
 }
 
 // TestBwLimitControls: SIGUSR1 halves the limit, SIGUSR2 doubles it, PUT
-// /bwlimit on the metrics listener sets it and GET shows it; the gauge
+// /bwlimit on the metrics listener (with the control token) sets it and
+// GET shows it; the gauge
 // follows. From no limit SIGUSR1 takes half the rate measured, SIGUSR2
 // leaves it off.
 func TestBwLimitControls(t *testing.T) {
@@ -104,7 +105,8 @@ func TestBwLimitControls(t *testing.T) {
 	defer c.stop()
 	m := metrics.NewJob(1)
 	m.Limit = c.b
-	addr, err := metrics.Serve(ctx, "127.0.0.1:0", m.Registry("test"), metrics.Route{Pattern: "/bwlimit", Handler: c})
+	const token = "0123456789abcdef-control"
+	addr, err := metrics.Serve(ctx, "127.0.0.1:0", m.Registry("test"), metrics.Route{Pattern: "/bwlimit", Handler: metrics.GuardWrites(c, token, controlOff)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,6 +115,7 @@ func TestBwLimitControls(t *testing.T) {
 	do := func(method, path, body string) (int, string) {
 		t.Helper()
 		req, _ := http.NewRequest(method, url+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
 		resp, err := hc.Do(req)
 		if err != nil {
 			t.Fatal(err)

@@ -283,6 +283,10 @@ func runMove(args []string, stdout, stderr io.Writer) int {
 	if !checkArgs(fs, &f, "bulkmove", stderr) {
 		return exitUsage
 	}
+	if err := f.obs.check(); err != nil {
+		errorf(stderr, "%v", err)
+		return exitUsage
+	}
 	switch f.transport {
 	case "ssh", "tls", "tcp", "auto":
 	default:

@@ -2,18 +2,23 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"sync"
 	"time"
 
+	"github.com/bulkmove/bulkmove/internal/tokenfile"
 	"github.com/bulkmove/bulkmove/metrics"
 )
 
 // obsFlags are the observability flags.
 type obsFlags struct {
 	metricsAddr     string
+	controlToken    string // --control-token: the file
+	token           string // read from it by check
 	textfile        string
 	textfileEvery   time.Duration
 	pushgateway     string
@@ -22,12 +27,43 @@ type obsFlags struct {
 }
 
 func (o *obsFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "export Prometheus metrics on `host:port` (:0 picks a port and prints it)")
+	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "export Prometheus metrics on `host:port`; without a host on loopback only (:0 picks a port and prints it; 0.0.0.0:PORT for all interfaces)")
+	fs.StringVar(&o.controlToken, "control-token", "", "allow PUT /bwlimit on the --metrics-addr listener to requests with \"Authorization: Bearer TOKEN\", the token in `FILE` (mode 0600 or 0640); off without")
 	fs.StringVar(&o.textfile, "metrics-textfile", "", "write the metrics to `file` for node_exporter's textfile collector, atomically, at exit and every --metrics-textfile-interval")
 	fs.DurationVar(&o.textfileEvery, "metrics-textfile-interval", 15*time.Second, "how often --metrics-textfile is rewritten while the job runs")
 	fs.StringVar(&o.pushgateway, "pushgateway", "", "push the final metrics to this Pushgateway `URL` at exit")
 	fs.StringVar(&o.jobName, "job-name", "bulkmove", "job label for --pushgateway")
 	o.verdictInterval = time.Second
+}
+
+// check reads the control token, if any.
+func (o *obsFlags) check() error {
+	if o.controlToken == "" {
+		return nil
+	}
+	if o.metricsAddr == "" {
+		return errors.New("--control-token needs --metrics-addr: the control endpoint is on the metrics listener")
+	}
+	tok, err := tokenfile.Read(o.controlToken)
+	if err != nil {
+		return fmt.Errorf("--control-token: %w", err)
+	}
+	o.token = tok
+	return nil
+}
+
+// controlOff is the answer to a write on the control endpoint of a job
+// started without --control-token.
+const controlOff = "the control endpoint is read-only: start bulkmove with --control-token FILE (a 0600 file holding a secret, e.g. from openssl rand -hex 32) and send \"Authorization: Bearer <the token>\" to change the limit"
+
+// metricsAt says where metrics listen, at, for --metrics-addr given, and
+// that it is loopback only when a host was left out.
+func metricsAt(given string, at net.Addr) string {
+	where := fmt.Sprintf("http://%s/metrics", at)
+	if _, loopback := metrics.ListenAddr(given); loopback {
+		where += " (loopback only: give a host, e.g. 0.0.0.0" + given + ", to be reached from other hosts)"
+	}
+	return where
 }
 
 // observe starts the exporter (with /bwlimit beside /metrics), the
@@ -38,12 +74,13 @@ func (j *job) observe(ctx context.Context, local bool) (stop func(), err error) 
 	reg := j.m.Registry(version)
 	ctx, cancel := context.WithCancel(ctx)
 	if o.metricsAddr != "" {
-		addr, err := metrics.Serve(ctx, o.metricsAddr, reg, metrics.Route{Pattern: "/bwlimit", Handler: j.bw})
+		control := metrics.GuardWrites(j.bw, o.token, controlOff)
+		addr, err := metrics.Serve(ctx, o.metricsAddr, reg, metrics.Route{Pattern: "/bwlimit", Handler: control})
 		if err != nil {
 			cancel()
 			return nil, err
 		}
-		errorf(j.stderr, "metrics on http://%s/metrics", addr)
+		errorf(j.stderr, "metrics on %s", metricsAt(o.metricsAddr, addr))
 	}
 	stderr := j.stderr // the progress display's, if any: it outlives the control
 	j.bw.start(ctx, func(format string, args ...any) { errorf(stderr, format, args...) })

@@ -19,13 +19,18 @@ type logFile struct {
 	part  []byte
 }
 
+// logFileMode is a new --log-file's mode.
+const logFileMode = 0o600
+
 func openLog(path, level string) (*logFile, error) {
 	switch level {
 	case "info", "debug":
 	default:
 		return nil, fmt.Errorf("--log-level %q: want info or debug", level)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	// 0600: the log names the files moved and the hosts; a file that
+	// exists keeps its mode (an operator may share it with a group).
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, logFileMode)
 	if err != nil {
 		return nil, fmt.Errorf("--log-file: %w", err)
 	}

@@ -40,7 +40,8 @@ func main() {
 	// FILE is replaced by the pid, so that agents write their own.
 	if p := os.Getenv("BULKMOVE_CPUPROFILE"); p != "" {
 		p = strings.ReplaceAll(p, "%p", strconv.Itoa(os.Getpid()))
-		if f, err := os.Create(p); err == nil {
+		// 0600 like every file bulkmove writes for its user alone.
+		if f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600); err == nil {
 			pprof.StartCPUProfile(f)
 			code := run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 			pprof.StopCPUProfile()

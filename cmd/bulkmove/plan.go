@@ -49,6 +49,9 @@ const (
 	planMinPieceSize = 1 << 20
 	planMinPieceEnts = 64
 	planTop          = 20
+
+	planFileMode = 0o600 // parts, summary.txt (and the spill, by CreateTemp)
+	planDirMode  = 0o700 // -o DIR, when plan makes it
 )
 
 func runPlan(args []string, stdout, stderr io.Writer) int {
@@ -144,7 +147,10 @@ type planner struct {
 }
 
 func (p *planner) run(ctx context.Context, rules *filter.Rules) int {
-	if err := os.MkdirAll(p.dir, 0o755); err != nil {
+	// The parts and the summary name every file of the tree: readable by
+	// this user only (planFileMode, in a new directory of planDirMode). A
+	// directory or file that exists keeps its mode.
+	if err := os.MkdirAll(p.dir, planDirMode); err != nil {
 		errorf(p.stderr, "plan: %v", err)
 		return exitFatal
 	}
@@ -373,7 +379,7 @@ func (p *planner) writeParts() error {
 	files := make([]*os.File, p.n)
 	ws := make([]*bufio.Writer, p.n)
 	for i := range files {
-		f, err := os.Create(filepath.Join(p.dir, fmt.Sprintf("part-%04d", i+1)))
+		f, err := os.OpenFile(filepath.Join(p.dir, fmt.Sprintf("part-%04d", i+1)), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, planFileMode)
 		if err != nil {
 			return err
 		}
@@ -482,7 +488,7 @@ func (p *planner) writeSummary(loads []planPiece) error {
 		pd := p.dirs[f.path]
 		printf(&b, "%16d %10s %10d %16d  %s\n", pd.bytes, humanBytes(pd.bytes), pd.files, pd.ownBytes, f.path)
 	}
-	return os.WriteFile(filepath.Join(p.dir, "summary.txt"), []byte(b.String()), 0o644)
+	return os.WriteFile(filepath.Join(p.dir, "summary.txt"), []byte(b.String()), planFileMode)
 }
 
 // sizeLabel names a power of 4 in the largest binary unit that divides it.

@@ -113,7 +113,7 @@ func TestSlurmTaskRunsItsShard(t *testing.T) {
 	reports := t.TempDir()
 	got = runTask(t, 0, 6, "VERIFY=1", "REPORTS="+reports, "METRICS_PORT=9100", "EXTRA=--bwlimit 10M --exclude *.tmp")
 	want = []string{
-		"--shard 0/7 -j 6 --progress none --metrics-addr :9100 --bwlimit 10M --exclude *.tmp /lustre/src mover:/dst",
+		"--shard 0/7 -j 6 --progress none --metrics-addr 0.0.0.0:9100 --bwlimit 10M --exclude *.tmp /lustre/src mover:/dst",
 		"verify --shard 0/7 -j 6 --json --bwlimit 10M --exclude *.tmp /lustre/src mover:/dst",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {

@@ -11,7 +11,7 @@ import (
 )
 
 // TestFileModes: under umask 022, the files a job writes have the modes
-// docs/usage.md gives: --log-file, the resume journal, plan parts and
+// docs/observability.md gives: --log-file, the resume journal, plan parts and
 // summary.txt and a CPU profile 0600 (they name the files of the tree, or
 // are the user's alone), the plan's and the journal's new directories 0700,
 // --metrics-textfile 0644 (node_exporter, another user, reads it); a log

@@ -61,16 +61,18 @@ func TestScripts(t *testing.T) {
 			return false, fmt.Errorf("unknown condition %q", cond)
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"treecmp":  cmdTreecmp,
-			"gentree":  cmdGentree,
-			"hardlink": cmdHardlink,
-			"mkfifo":   cmdMkfifo,
-			"mtime":    cmdMtime,
-			"oddnames": cmdOddnames,
-			"count":    cmdCount,
-			"sleep":    cmdSleep,
-			"truncate": cmdTruncate,
-			"exits":    cmdExits,
+			"treecmp":      cmdTreecmp,
+			"gentree":      cmdGentree,
+			"hardlink":     cmdHardlink,
+			"mkfifo":       cmdMkfifo,
+			"mtime":        cmdMtime,
+			"oddnames":     cmdOddnames,
+			"count":        cmdCount,
+			"sleep":        cmdSleep,
+			"truncate":     cmdTruncate,
+			"exits":        cmdExits,
+			"hostilenames": cmdHostilenames,
+			"termclean":    cmdTermclean,
 		},
 	})
 }

@@ -1,0 +1,185 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/rogpeppe/go-internal/testscript"
+)
+
+// hostileNames are file names an attacker would choose: an escape sequence
+// that retitles the terminal (OSC 0, ended by BEL), one that clears it (CSI
+// 2J), a newline that forges a line, bytes that are not UTF-8, a C1 CSI, a
+// backslash that would make the escaping ambiguous.
+var hostileNames = []string{
+	"a\x1b]0;pwned\x07b",
+	"x\x1b[2J",
+	"new\nline",
+	"bad\xff\xfe",
+	"c1\u009b2J",
+	`back\slash`,
+}
+
+// hostilenames [-dir|-fifo] DIR: creates each of hostileNames in DIR: a
+// file holding its name, or (-dir) a directory holding a file (in the way
+// of a file of that name), or (-fifo) a FIFO.
+func cmdHostilenames(ts *testscript.TestScript, neg bool, args []string) {
+	kind := "file"
+	if len(args) == 2 {
+		kind, args = strings.TrimPrefix(args[0], "-"), args[1:]
+	}
+	if len(args) != 1 {
+		ts.Fatalf("usage: hostilenames [-dir|-fifo] DIR")
+	}
+	dir := ts.MkAbs(args[0])
+	ts.Check(os.MkdirAll(dir, 0o755))
+	for _, n := range hostileNames {
+		p := filepath.Join(dir, n)
+		switch kind {
+		case "file":
+			ts.Check(os.WriteFile(p, []byte(n), 0o644))
+		case "dir":
+			ts.Check(os.MkdirAll(p, 0o755))
+			ts.Check(os.WriteFile(filepath.Join(p, "in-the-way"), nil, 0o644))
+		case "fifo":
+			ts.Check(syscall.Mkfifo(p, 0o644))
+		default:
+			ts.Fatalf("hostilenames: unknown kind %q", kind)
+		}
+	}
+}
+
+// termclean stdout|stderr|FILE: the text is safe on a terminal: valid
+// UTF-8, and no control character but the newline (no ESC, BEL, CR, C1).
+func cmdTermclean(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 1 {
+		ts.Fatalf("usage: termclean stdout|stderr|FILE")
+	}
+	var text string
+	switch args[0] {
+	case "stdout", "stderr":
+		text = ts.ReadFile(args[0])
+	default:
+		b, err := os.ReadFile(ts.MkAbs(args[0]))
+		ts.Check(err)
+		text = string(b)
+	}
+	err := termClean(text)
+	switch {
+	case err != nil && !neg:
+		ts.Fatalf("%s: %v", args[0], err)
+	case err == nil && neg:
+		ts.Fatalf("%s is clean, want a control character", args[0])
+	}
+}
+
+// termClean says where text holds what a terminal would act on.
+func termClean(text string) error {
+	for i, r := range text {
+		switch {
+		case r == utf8.RuneError && !strings.HasPrefix(text[i:], "\ufffd"):
+			return fmt.Errorf("byte %#x at %d is not UTF-8: %q", text[i], i, around(text, i))
+		case r == '\n':
+		case r < 0x20 || r == 0x7f || (r >= 0x80 && r <= 0x9f):
+			return fmt.Errorf("control character %U at %d: %q", r, i, around(text, i))
+		}
+	}
+	return nil
+}
+
+func around(s string, i int) string {
+	return s[max(0, i-40):min(len(s), i+40)]
+}
+
+// TestShownArgs: printf and errorf escape what they are given, keep their
+// own format (newlines too), keep numbers and Go's quoting as they are,
+// and show the errors of an errors.Join one per line.
+func TestShownArgs(t *testing.T) {
+	name := "a\x1b]0;pwned\x07b"
+	for _, c := range []struct {
+		format string
+		args   []any
+		want   string
+	}{
+		{"file %s\n", []any{name}, "file a\\x1b]0;pwned\\x07b\n"},
+		{"%v", []any{&os.PathError{Op: "open", Path: "x\x1b[2J", Err: syscall.EACCES}}, `open x\x1b[2J: permission denied`},
+		{"%q", []any{name}, `"a\x1b]0;pwned\ab"`},
+		{"%d files, %.1f%% %s", []any{3, 12.5, "new\nline"}, `3 files, 12.5% new\x0aline`},
+		{"%-6s|", []any{"\x07"}, `\x07     |`},
+		{"%v", []any{errors.Join(errors.New("first \x1b[2J"), errors.New("second\nhalf"))}, "first \\x1b[2J\nsecond\\x0ahalf"},
+		{"%v", []any{fmt.Errorf("wrapped: %w", errors.Join(errors.New("a"), errors.New("b\x07")))}, `wrapped: a\x0ab\x07`},
+		{"%s", []any{[]byte("raw\x1b")}, `raw\x1b`},
+		{"%v", []any{time.Second}, "1s"},
+	} {
+		var b bytes.Buffer
+		printf(&b, c.format, c.args...)
+		if b.String() != c.want {
+			t.Errorf("printf(%q, %q) = %q, want %q", c.format, c.args, b.String(), c.want)
+		}
+	}
+	var b bytes.Buffer
+	errorf(&b, "%s: %v", "dst", errors.New("x\x1b[2J"))
+	if want := "bulkmove: dst: x\\x1b[2J\n"; b.String() != want {
+		t.Errorf("errorf = %q, want %q", b.String(), want)
+	}
+}
+
+// TestTerminalHostileNames runs bulkmove in a real terminal (tmux) on a
+// tree of hostile names, listed by --dry-run and named by errors: the
+// pane's title stays as it was, and the screen shows the names escaped.
+func TestTerminalHostileNames(t *testing.T) {
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Skip("needs tmux")
+	}
+	bin := binary(t)
+	dir := t.TempDir()
+	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+	for _, d := range []string{src, dst} {
+		os.MkdirAll(d, 0o755)
+	}
+	for _, n := range hostileNames {
+		os.WriteFile(filepath.Join(src, n), []byte(n), 0o644)
+		os.MkdirAll(filepath.Join(dst, n, "in-the-way"), 0o755) // an error naming it
+	}
+	sock := filepath.Join(dir, "tmux.sock")
+	tmux := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command("tmux", append([]string{"-S", sock, "-f", "/dev/null"}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("tmux %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	// bulkmove starts once the pane has its title.
+	script := fmt.Sprintf("tmux -S %s wait-for go; %s --dry-run %s %s; %s --journal none %s %s; echo DONE; sleep 60", sock, bin, src, dst, bin, src, dst)
+	tmux("new-session", "-d", "-x", "200", "-y", "60", "-s", "bm", "sh", "-c", script)
+	t.Cleanup(func() { exec.Command("tmux", "-S", sock, "kill-server").Run() })
+	tmux("select-pane", "-t", "bm", "-T", "untouched")
+	tmux("wait-for", "-S", "go")
+	var screen string
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if screen = tmux("capture-pane", "-p", "-t", "bm", "-S", "-200"); strings.Contains(screen, "DONE") {
+			break
+		}
+	}
+	if !strings.Contains(screen, "DONE") {
+		t.Fatalf("bulkmove did not finish in the terminal:\n%s", screen)
+	}
+	if title := strings.TrimSpace(tmux("display-message", "-p", "-t", "bm", "#{pane_title}")); title != "untouched" {
+		t.Errorf("a file name retitled the terminal: pane title %q", title)
+	}
+	for _, want := range []string{`file a\x1b]0;pwned\x07b`, `file x\x1b[2J`, `file new\x0aline`, `bulkmove: ` + dst + `: a\x1b]0;pwned\x07b: `} {
+		if !strings.Contains(screen, want) {
+			t.Errorf("the terminal does not show %q:\n%s", want, screen)
+		}
+	}
+}

@@ -2,8 +2,11 @@ package main
 
 import (
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +17,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/bulkmove/bulkmove/stream/dataplane"
 )
 
 // hostileNames are file names an attacker would choose: an escape sequence
@@ -181,5 +186,65 @@ func TestTerminalHostileNames(t *testing.T) {
 		if !strings.Contains(screen, want) {
 			t.Errorf("the terminal does not show %q:\n%s", want, screen)
 		}
+	}
+}
+
+// TestServeLogHostile: an authenticated sender chooses the job and the
+// destination it names; two streams of one job that disagree on the
+// destination are refused and logged. serve's log shows them escaped.
+func TestServeLogHostile(t *testing.T) {
+	dir := shmDir(t)
+	tok := filepath.Join(dir, "token")
+	os.WriteFile(tok, []byte("s3cret-token-0123456789\n"), 0o600)
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := ln.Addr().String()
+	ln.Close()
+	os.MkdirAll(filepath.Join(dir, "root"), 0o755)
+	logPath := filepath.Join(dir, "serve.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	srv := exec.Command(binary(t), "serve", "--listen", addr, "--token-file", tok, "--root", "data="+filepath.Join(dir, "root"))
+	srv.Stderr = logf
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Process.Kill(); srv.Wait() })
+	dial := func(g dataplane.Greeting) *tls.Conn {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			c, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true})
+			if err == nil {
+				if err := dataplane.WriteGreeting(c, g); err != nil {
+					t.Fatal(err)
+				}
+				return c
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("serve does not answer: %v", err)
+			}
+		}
+	}
+	job := "job\x1b]0;pwned\x07"
+	first := dial(dataplane.Greeting{Token: "s3cret-token-0123456789", Job: job, Index: 0, Dest: "data/a"})
+	defer first.Close()
+	time.Sleep(200 * time.Millisecond) // the first stream opens the job
+	second := dial(dataplane.Greeting{Token: "s3cret-token-0123456789", Job: job, Index: 1, Dest: "data/b\x1b[2J\n"})
+	io.Copy(io.Discard, second) // the refusal, then the close
+	second.Close()
+	var log string
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		b, _ := os.ReadFile(logPath)
+		if log = string(b); strings.Contains(log, "asks for") {
+			break
+		}
+	}
+	if err := termClean(log); err != nil {
+		t.Errorf("serve's log: %v\n%s", err, log)
+	}
+	if want := `job job\x1b]0;pwned\x07: stream 1 asks for data/b\x1b[2J\x0a, the job writes to data/a`; !strings.Contains(log, want) {
+		t.Errorf("serve's log lacks %q:\n%s", want, log)
 	}
 }

@@ -30,6 +30,14 @@ var processID = func() string {
 // maxPending bounds the manifests an agent holds before their data.
 const maxPending = 2 * Window
 
+// DefaultManifestMemory is a job's default Hub.ManifestMemory. A stream of
+// the default batches (1000 files) holds a few megabytes of manifests
+// (four ahead of their data, one being received, one being committed);
+// the budget leaves room for hundreds of streams, or batches a hundred
+// times larger on a few, and keeps a sender of many manifests of a
+// million entries (over 100 MiB each decoded) from holding gigabytes.
+const DefaultManifestMemory = 256 << 20
+
 // Serve runs the receiver agent on one connection: r and w are the
 // sender's frames (stdin and stdout of `bulkmove agent`), root the
 // destination. It returns nil after a clean End, an error otherwise; a
@@ -57,8 +65,17 @@ type Hub struct {
 	// serve's, beneath a directory it holds open (Root then only names
 	// it).
 	Open func(extract.Options) (*extract.Receiver, error)
+	// ManifestMemory bounds the memory the job's manifests hold, in bytes,
+	// across all its streams: from the arrival of a manifest's frame until
+	// its batch is committed, each counts its frame while it is read, then
+	// its decoded entries and need list (wire.ManifestCost). A stream whose
+	// manifest would pass it fails with an error naming the limit (wrapping
+	// wire.ErrLimit), which the sender does not retry. 0 is
+	// DefaultManifestMemory.
+	ManifestMemory int64
 
 	mu   sync.Mutex
+	held int64 // manifest memory the job's streams hold (under mu)
 	recv *extract.Receiver
 	opts wire.ReceiveOptions
 	refs int
@@ -97,6 +114,83 @@ func (h *Hub) acquire(opt *wire.ReceiveOptions) (*extract.Receiver, error) {
 	return recv, nil
 }
 
+// memLimit is the job's manifest memory budget.
+func (h *Hub) memLimit() int64 {
+	if h.ManifestMemory > 0 {
+		return h.ManifestMemory
+	}
+	return DefaultManifestMemory
+}
+
+// room is the manifest memory the job may still take.
+func (h *Hub) room() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return max(0, h.memLimit()-h.held)
+}
+
+// take takes n bytes of the job's manifest memory, or fails (what for
+// names what would take them) if that would pass the budget.
+func (h *Hub) take(n int64, what string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if limit := h.memLimit(); h.held+n > limit {
+		return fmt.Errorf("agent: %w: %s would take %s of memory while the job's batches hold %s, over its limit of %s for manifests not yet committed; "+
+			"send smaller batches (--batch-files) or fewer streams (-j)", wire.ErrLimit, what, mib(n), mib(h.held), mib(limit))
+	}
+	h.held += n
+	return nil
+}
+
+func (h *Hub) give(n int64) {
+	h.mu.Lock()
+	h.held -= n
+	h.mu.Unlock()
+}
+
+// mib formats a byte count for the budget's messages.
+func mib(n int64) string {
+	if n < 1<<20 {
+		return fmt.Sprintf("%d bytes", n)
+	}
+	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+}
+
+// sessionMem is what one session holds of its job's manifest memory: a
+// batch gives its share back once committed (from the commit's goroutine),
+// the session all that is left when it ends.
+type sessionMem struct {
+	h    *Hub
+	mu   sync.Mutex
+	held int64
+}
+
+func (s *sessionMem) take(n int64, what string) error {
+	if err := s.h.take(n, what); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.held += n
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *sessionMem) give(n int64) {
+	s.mu.Lock()
+	s.held -= n
+	s.mu.Unlock()
+	s.h.give(n)
+}
+
+// close gives back what the session still holds.
+func (s *sessionMem) close() {
+	s.mu.Lock()
+	n := s.held
+	s.held = 0
+	s.mu.Unlock()
+	s.h.give(n)
+}
+
 func (h *Hub) release() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -116,10 +210,13 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 	}
 	br := bufio.NewReaderSize(r, 256<<10)
 	bw := bufio.NewWriterSize(w, 64<<10)
+	// A frame's payload is read as it arrives, and is valid until the next
+	// frame is read: each is decoded before that.
+	fr := &wire.FrameReader{R: br}
 	// Until the handshake is answered, a failure is the stream refused:
 	// the sender shows the reason and does not try again.
 	fail := func(e error) error { return Refuse(w, e) }
-	typ, p, err := wire.ReadFrame(br)
+	typ, p, err := fr.Next()
 	if err != nil {
 		return fmt.Errorf("agent: reading handshake: %w", err)
 	}
@@ -169,8 +266,28 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 	type pending struct {
 		m    *wire.BatchManifest
 		need []bool
+		mem  int64 // the job's manifest memory it holds
 	}
 	var queue []pending // manifests answered, data not yet received
+	// Manifests hold the job's memory from their frame's header to their
+	// batch's commit (see Hub.ManifestMemory).
+	mem := &sessionMem{h: h}
+	defer mem.close()  // after the commits under way (deferred below)
+	var frameMem int64 // a manifest frame's, from its header to its decoding
+	fr.Admit = func(typ byte, n int) error {
+		if typ != wire.Manifest {
+			return nil
+		}
+		if len(queue) >= maxPending {
+			return fmt.Errorf("%w: more than %d manifests ahead of their data", wire.ErrProtocol, maxPending)
+		}
+		if err := mem.take(int64(n), fmt.Sprintf("a manifest frame of %d bytes", n)); err != nil {
+			return err
+		}
+		frameMem = int64(n)
+		return nil
+	}
+	var txnMem int64 // the open batch's manifest memory
 	o := &framer{bw: bw}
 	fail = func(e error) error {
 		o.send(outFrame{wire.Fail, []byte(e.Error())})
@@ -198,7 +315,7 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 		if err := c.failed(); err != nil {
 			return err
 		}
-		typ, p, err := wire.ReadFrame(br)
+		typ, p, err := fr.Next()
 		if err != nil {
 			if ctx.Err() != nil {
 				return fail(Stopped(ctx))
@@ -210,15 +327,25 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 		}
 		switch typ {
 		case wire.Manifest:
-			m, err := wire.DecodeManifest(p)
+			// The frame's memory is held while it is decoded, beside what
+			// the decoded manifest takes (and its need list, a byte an
+			// entry), which is then held in its place.
+			m, err := wire.DecodeManifestMax(p, h.room())
 			if err != nil {
+				if errors.Is(err, wire.ErrLimit) {
+					err = fmt.Errorf("agent: %w; the job's limit for manifests not yet committed is %s", err, mib(h.memLimit()))
+				}
 				return fail(err)
 			}
-			if len(queue) >= maxPending {
-				return fail(fmt.Errorf("%w: more than %d manifests ahead of their data", wire.ErrProtocol, maxPending))
+			cost := wire.ManifestCost(m) + int64(len(m.Entries))
+			if err := mem.take(cost, fmt.Sprintf("batch %d's manifest of %d entries", m.ID, len(m.Entries))); err != nil {
+				return fail(err)
 			}
+			mem.give(frameMem)
+			frameMem = 0
 			if m.Flags&wire.FlagVerify != 0 {
 				ack := &wire.BatchAck{ID: m.ID, Errors: recv.Verify(m.Entries, m.Sums)}
+				mem.give(cost)
 				if err := o.send(outFrame{wire.Ack, wire.EncodeAck(ack)}); err != nil {
 					return err
 				}
@@ -227,7 +354,7 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 			if m.Flags&wire.FlagFinal != 0 {
 				// Deferred entries: all applied, no need list (the
 				// sender does not wait for one).
-				queue = append(queue, pending{m, allNeeded(len(m.Entries))})
+				queue = append(queue, pending{m, allNeeded(len(m.Entries)), cost})
 				continue
 			}
 			need := recv.NeedSums(m.Entries, m.Sums)
@@ -240,12 +367,13 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 				}
 				ack := t.Commit(m.ID, nil)
 				ack.CPUNanos = h.cpu()
+				mem.give(cost)
 				if err := o.send(outFrame{wire.Skipped, wire.EncodeID(m.ID)}, outFrame{wire.Ack, wire.EncodeAck(ack)}); err != nil {
 					return err
 				}
 				continue
 			}
-			queue = append(queue, pending{m, need})
+			queue = append(queue, pending{m, need, cost})
 			if err := o.send(outFrame{wire.Need, wire.EncodeNeed(m.ID, need)}); err != nil {
 				return err
 			}
@@ -277,7 +405,7 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 				}
 				return fail(err)
 			}
-			txn, txnID = t, id
+			txn, txnID, txnMem = t, id, pd.mem
 		case wire.Commit:
 			id, discards, sums, err := wire.DecodeCommitSums(p)
 			if err != nil {
@@ -286,14 +414,15 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 			if txn == nil || id != txnID {
 				return fail(fmt.Errorf("%w: commit of batch %d, which has no data", wire.ErrProtocol, id))
 			}
-			t := txn
-			txn = nil
+			t, tm := txn, txnMem
+			txn, txnMem = nil, 0
 			// On a slow destination the renames of this batch go on while
 			// the next one's data arrives (most often into other
 			// directories, whose locks are free); the acks keep their order.
 			if err := c.commit(recv.IOWidth() > 1, func() *wire.BatchAck {
 				ack := t.CommitSums(id, discards, sums)
 				ack.CPUNanos = h.cpu()
+				mem.give(tm)
 				return ack
 			}); err != nil {
 				return err

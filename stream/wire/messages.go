@@ -3,9 +3,12 @@ package wire
 import (
 	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"slices"
+	"unsafe"
 
 	"github.com/bulkmove/bulkmove/sharder"
 )
@@ -173,9 +176,52 @@ func EncodeManifest(m *BatchManifest) []byte {
 // Modes a manifest may carry: permissions and the special bits, nothing else.
 const allowedMode = fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky
 
+// ErrLimit marks what a peer sent that is well-formed but more than the
+// receiver will hold (a manifest over its job's memory budget): the peer
+// would send it again, so it is refused for good.
+var ErrLimit = errors.New("over the receiver's limit")
+
+// Memory a decoded manifest holds beyond its strings' bytes: an entry, a
+// content hash, the header of an entry's attribute list and of one
+// attribute (see ManifestCost).
+const (
+	entryCost     = int64(unsafe.Sizeof(sharder.Entry{}))
+	sumCost       = int64(unsafe.Sizeof(Sum{}))
+	xattrListCost = int64(unsafe.Sizeof([]Xattr(nil)))
+	xattrCost     = int64(unsafe.Sizeof(Xattr{}))
+)
+
+// ManifestCost is the memory a decoded manifest holds, in bytes: its
+// entries, their paths and link targets, its content hashes and extended
+// attributes. Decoded entries take several times their encoded size (an
+// entry of a few bytes on the wire holds over a hundred), so a receiver
+// bounds the manifests it holds by this, not by their frames.
+func ManifestCost(m *BatchManifest) int64 {
+	c := entryCost*int64(cap(m.Entries)) + sumCost*int64(cap(m.Sums)) + xattrListCost*int64(cap(m.Xattrs))
+	for i := range m.Entries {
+		c += int64(len(m.Entries[i].Path) + len(m.Entries[i].Link))
+	}
+	for _, xs := range m.Xattrs {
+		c += xattrCost * int64(cap(xs))
+		for _, x := range xs {
+			c += int64(len(x.Name) + len(x.Value))
+		}
+	}
+	return c
+}
+
 // DecodeManifest decodes and bounds-checks a manifest. It checks the shape
 // of every field; whether a path is safe to create is the receiver's check.
 func DecodeManifest(p []byte) (*BatchManifest, error) {
+	return DecodeManifestMax(p, math.MaxInt64)
+}
+
+// DecodeManifestMax is DecodeManifest for a receiver that may hold at most
+// max bytes more: a manifest whose decoded form (ManifestCost) would take
+// more is refused with an error wrapping ErrLimit, before its entries are
+// allocated when their count alone is too many, else as soon as its
+// strings pass the bound.
+func DecodeManifestMax(p []byte, max int64) (*BatchManifest, error) {
 	d := dec{b: p}
 	m := &BatchManifest{ID: d.uvarint("batch id"), Flags: d.uvarint("batch flags")}
 	n := d.uvarint("entry count")
@@ -189,6 +235,14 @@ func DecodeManifest(p []byte) (*BatchManifest, error) {
 	// one-byte varints): never allocate more than the payload can hold.
 	if n > uint64(len(d.b))/9 {
 		return nil, protoErr("manifest declares %d entries in %d bytes", n, len(p))
+	}
+	cost := entryCost * int64(n)
+	over := func() error {
+		return fmt.Errorf("%w: manifest of batch %d (%d entries in %d bytes) takes over %d bytes of memory decoded, more than the %d the receiver may still hold",
+			ErrLimit, m.ID, n, len(p), cost, max)
+	}
+	if cost > max {
+		return nil, over()
 	}
 	m.Entries = make([]sharder.Entry, 0, n)
 	for i := uint64(0); i < n && d.err == nil; i++ {
@@ -205,6 +259,9 @@ func DecodeManifest(p []byte) (*BatchManifest, error) {
 		x.Link = d.str("entry link", MaxPath)
 		if d.err != nil {
 			break
+		}
+		if cost += int64(len(x.Path) + len(x.Link)); cost > max {
+			return nil, over()
 		}
 		switch x.Kind {
 		case sharder.KindFile, sharder.KindDir, sharder.KindSymlink, sharder.KindHardlink:
@@ -223,6 +280,9 @@ func DecodeManifest(p []byte) (*BatchManifest, error) {
 				return nil, protoErr("entry %q has an all-zero content hash", x.Path) // the encoder leaves it out
 			}
 			if m.Sums == nil {
+				if cost += sumCost * int64(n); cost > max {
+					return nil, over()
+				}
 				m.Sums = make([]Sum, n)
 			}
 			m.Sums[i] = sum
@@ -236,9 +296,16 @@ func DecodeManifest(p []byte) (*BatchManifest, error) {
 				break
 			}
 			if m.Xattrs == nil {
+				cost += xattrListCost * int64(n)
 				m.Xattrs = make([][]Xattr, n)
 			}
 			m.Xattrs[i] = xs
+			for _, x := range xs {
+				cost += xattrCost + int64(len(x.Name)+len(x.Value))
+			}
+			if cost > max {
+				return nil, over()
+			}
 		}
 		if kind&kindResumed != 0 {
 			if x.Kind != sharder.KindFile {

@@ -58,11 +58,38 @@ const (
 
 // Limits on what a peer may declare.
 const (
-	MaxFrame   = 64 << 20 // payload bytes of one frame
+	MaxFrame   = 64 << 20 // payload bytes of one frame, of the types that carry lists (see FrameLimit)
 	MaxEntries = 1 << 20  // entries in one manifest
 	MaxPath    = 4096     // bytes in a path or link target
 	MaxMessage = 64 << 10 // bytes in an error message
 )
+
+// Limits of the frames that carry no list: a peer that declares more is
+// refused at the frame's header, before anything is read or allocated.
+const (
+	maxSmallFrame = 1 << 10           // Data, Skipped, End: a batch id and a codec
+	maxHelloFrame = 64 << 10          // Hello and Summary: a few JSON fields and a root path
+	maxNeedFrame  = 32 + MaxEntries/8 // Need: a bit per entry of a manifest
+	maxFailFrame  = MaxMessage        // Fail: an error's text (WriteFrame cuts a longer one)
+)
+
+// FrameLimit is the most payload bytes a frame of type typ may carry.
+// Manifests, commits, acks and prune frames carry lists (up to MaxEntries
+// entries, hashes or errors) and may take up to MaxFrame; a receiver may
+// bound them further (FrameReader.Admit).
+func FrameLimit(typ byte) int {
+	switch typ {
+	case Data, Skipped, End:
+		return maxSmallFrame
+	case Hello, Summary:
+		return maxHelloFrame
+	case Need:
+		return maxNeedFrame
+	case Fail:
+		return maxFailFrame
+	}
+	return MaxFrame
+}
 
 // ErrProtocol marks a malformed or unexpected frame from the peer.
 var ErrProtocol = errors.New("protocol error")
@@ -71,10 +98,14 @@ func protoErr(format string, a ...any) error {
 	return fmt.Errorf("%w: %s", ErrProtocol, fmt.Sprintf(format, a...))
 }
 
-// WriteFrame writes one frame.
+// WriteFrame writes one frame. A Fail frame's text is cut to the frame's
+// limit, so that the peer reads the reason rather than refusing the frame.
 func WriteFrame(w io.Writer, typ byte, payload []byte) error {
-	if len(payload) > MaxFrame {
-		return fmt.Errorf("frame %q of %d bytes exceeds the %d-byte limit", typ, len(payload), MaxFrame)
+	if typ == Fail && len(payload) > maxFailFrame {
+		payload = payload[:maxFailFrame]
+	}
+	if max := FrameLimit(typ); len(payload) > max {
+		return fmt.Errorf("frame %q of %d bytes exceeds the %d-byte limit", typ, len(payload), max)
 	}
 	var h [5]byte
 	h[0] = typ
@@ -86,11 +117,45 @@ func WriteFrame(w io.Writer, typ byte, payload []byte) error {
 	return err
 }
 
-// ReadFrame reads one frame. A clean end of input before a frame starts is
-// io.EOF; a frame cut short is io.ErrUnexpectedEOF.
+// ReadFrame reads one frame into a payload of its own. A clean end of
+// input before a frame starts is io.EOF; a frame cut short is
+// io.ErrUnexpectedEOF.
 func ReadFrame(r *bufio.Reader) (typ byte, payload []byte, err error) {
+	fr := FrameReader{R: r}
+	typ, payload, err = fr.next(false)
+	return typ, payload, err
+}
+
+// FrameReader reads frames from R. Each frame's payload is read as it
+// arrives: memory grows with the bytes the peer has sent, never ahead of
+// them to what its header declares (a peer that declares 64 MiB and
+// sends ten bytes costs ten bytes).
+type FrameReader struct {
+	R *bufio.Reader
+	// Admit, if set, is asked about each frame's declared length, after
+	// the type's own limit (FrameLimit) and before the payload is read: an
+	// error refuses the frame, and Next returns it. The receiver bounds
+	// manifests by what its job may still hold this way.
+	Admit func(typ byte, n int) error
+
+	buf []byte // payloads up to reuseMax, reused from frame to frame
+}
+
+// reuseMax is the largest payload read into the reader's own buffer, and
+// the first step of a larger payload's growth: most frames (a need list,
+// an ack, a manifest of a batch of small files) fit.
+const reuseMax = 64 << 10
+
+// Next reads one frame. Its payload is valid until the next call to Next
+// (a payload of up to 64 KiB is read into a buffer reused from frame to
+// frame): decode it before reading on. Errors are as ReadFrame's.
+func (f *FrameReader) Next() (typ byte, payload []byte, err error) {
+	return f.next(true)
+}
+
+func (f *FrameReader) next(reuse bool) (typ byte, payload []byte, err error) {
 	var h [5]byte
-	if _, err := io.ReadFull(r, h[:]); err != nil {
+	if _, err := io.ReadFull(f.R, h[:]); err != nil {
 		return 0, nil, err
 	}
 	typ = h[0]
@@ -98,17 +163,60 @@ func ReadFrame(r *bufio.Reader) (typ byte, payload []byte, err error) {
 	if !validType(typ) {
 		return 0, nil, protoErr("unknown frame type 0x%02x (is the peer bulkmove? it sent %q)", typ, printable(h[:]))
 	}
-	if n > MaxFrame {
-		return 0, nil, protoErr("frame %q declares %d bytes, over the %d-byte limit", typ, n, MaxFrame)
+	if max := FrameLimit(typ); n > uint32(max) {
+		return 0, nil, protoErr("frame %q declares %d bytes, over the %d-byte limit of its type", typ, n, max)
 	}
-	payload = make([]byte, n)
-	if _, err := io.ReadFull(r, payload); err != nil {
+	if f.Admit != nil {
+		if err := f.Admit(typ, int(n)); err != nil {
+			return 0, nil, err
+		}
+	}
+	var buf []byte
+	if reuse && n <= reuseMax {
+		if f.buf == nil {
+			f.buf = make([]byte, reuseMax)
+		}
+		buf = f.buf
+	}
+	payload, err = readPayload(f.R, int(n), buf)
+	if err != nil {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
 		return 0, nil, err
 	}
 	return typ, payload, nil
+}
+
+// readPayload reads n bytes: into buf if it has room, else into a buffer
+// that grows, doubling, as the bytes arrive, up to n. It never holds more
+// than twice what was read (and at least reuseMax).
+func readPayload(r *bufio.Reader, n int, buf []byte) ([]byte, error) {
+	if n <= cap(buf) {
+		buf = buf[:n]
+		_, err := io.ReadFull(r, buf)
+		return buf, err
+	}
+	if n <= reuseMax || n <= r.Buffered() {
+		// All of it is at hand, or the frame is small: one allocation.
+		buf = make([]byte, n)
+		_, err := io.ReadFull(r, buf)
+		return buf, err
+	}
+	b := make([]byte, 0, max(reuseMax, r.Buffered()))
+	for len(b) < n {
+		if len(b) == cap(b) {
+			nb := make([]byte, len(b), min(n, 2*cap(b)))
+			copy(nb, b)
+			b = nb
+		}
+		k, err := io.ReadFull(r, b[len(b):cap(b)])
+		b = b[:len(b)+k]
+		if err != nil {
+			return nil, err
+		}
+	}
+	return b, nil
 }
 
 func validType(t byte) bool {

@@ -333,7 +333,7 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 			m, err := wire.DecodeManifestMax(p, h.room())
 			if err != nil {
 				if errors.Is(err, wire.ErrLimit) {
-					err = fmt.Errorf("agent: %w; the job's limit for manifests not yet committed is %s", err, mib(h.memLimit()))
+					err = fmt.Errorf("agent: %w; the job's limit for manifests not yet committed is %s: send smaller batches (--batch-files) or fewer streams (-j)", err, mib(h.memLimit()))
 				}
 				return fail(err)
 			}

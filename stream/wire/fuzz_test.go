@@ -2,6 +2,7 @@ package wire_test
 
 import (
 	"bytes"
+	"errors"
 	"reflect"
 	"slices"
 	"testing"
@@ -54,6 +55,16 @@ func FuzzDecodeManifest(f *testing.F) {
 				t.Fatalf("error %v with a manifest", err)
 			}
 			return
+		}
+		// What the receiver counts while it decodes is the manifest's
+		// cost, to the byte: within it the manifest decodes, a byte less
+		// and it is refused as over the limit.
+		cost := wire.ManifestCost(m)
+		if _, err := wire.DecodeManifestMax(p, cost); err != nil {
+			t.Fatalf("manifest of cost %d refused within it: %v", cost, err)
+		}
+		if _, err := wire.DecodeManifestMax(p, cost-1); cost > 0 && !errors.Is(err, wire.ErrLimit) {
+			t.Fatalf("manifest of cost %d decoded within %d: %v", cost, cost-1, err)
 		}
 		q := wire.EncodeManifest(m)
 		m2, err := wire.DecodeManifest(q)

@@ -1,0 +1,128 @@
+package stream_test
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bulkmove/bulkmove/sharder"
+	"github.com/bulkmove/bulkmove/stream"
+	"github.com/bulkmove/bulkmove/stream/wire"
+)
+
+// Attacks on the receiver's memory by a sender that has passed the
+// handshake (a job's token holder on serve, any process that reaches an
+// agent's stdin).
+
+// A sender declares a manifest frame of 64 MiB, sends ten bytes of it and
+// stalls: the agent holds what arrived, not what was declared.
+func TestAttackFrameDeclaredNotSent(t *testing.T) {
+	a := startServe(t, filepath.Join(t.TempDir(), "dst"))
+	a.handshake()
+	before := totalAlloc()
+	var h [5]byte
+	h[0] = wire.Manifest
+	binary.BigEndian.PutUint32(h[1:], wire.MaxFrame)
+	a.sendRaw(append(h[:], "0123456789"...)) // returns once the agent has read it
+	// The agent now waits for the rest; give it time to allocate whatever
+	// it allocates for the frame.
+	var grown uint64
+	for range 20 {
+		time.Sleep(25 * time.Millisecond)
+		if grown = totalAlloc() - before; grown > 8<<20 {
+			break
+		}
+	}
+	if grown > 8<<20 {
+		t.Fatalf("the agent allocated %d MiB for a frame that declared %d MiB and sent 10 bytes, want under 8 MiB",
+			grown>>20, wire.MaxFrame>>20)
+	}
+	a.cut()
+	if err := a.wait(); err == nil {
+		t.Error("Serve returned nil for a frame cut short")
+	}
+}
+
+// A sender pushes manifests of a million entries each (about 18 MB on the
+// wire, over 100 MiB decoded), with no data after them: the agent refuses
+// the one that would pass the job's budget for manifests, with an error
+// naming the limit, and its heap stays under the budget (plus the frames
+// in flight and the test's own buffers).
+func TestAttackPendingManifests(t *testing.T) {
+	a := startServe(t, filepath.Join(t.TempDir(), "dst"))
+	a.handshake()
+	// A batch of deferred entries is queued as it comes (no need list to
+	// wait for); an empty verify batch after it is answered once the agent
+	// has taken the manifest before it.
+	entries := make([]sharder.Entry, wire.MaxEntries)
+	for i := range entries {
+		entries[i] = sharder.Entry{Path: fmt.Sprintf("f%07d", i), Kind: sharder.KindFile, Mode: 0o644, Nlink: 1}
+	}
+	p := wire.EncodeManifest(&wire.BatchManifest{ID: 1, Flags: wire.FlagFinal, Entries: entries})
+	entries = nil
+	if p[0] != 1 {
+		t.Fatalf("the manifest does not start with its one-byte id: %x", p[:8])
+	}
+	base := heapAlloc()
+	const slack = 64 << 20
+	limit := uint64(stream.DefaultManifestMemory + slack)
+	for id := byte(1); id <= 2*stream.Window; id++ {
+		p[0] = id // the batch id, a one-byte uvarint
+		a.send(wire.Manifest, p)
+		a.send(wire.Manifest, wire.EncodeManifest(&wire.BatchManifest{ID: 100 + uint64(id), Flags: wire.FlagVerify}))
+		f := a.next()
+		if f.typ == wire.Fail {
+			err := a.wait()
+			msg := err.Error()
+			if !errors.Is(err, wire.ErrLimit) || !strings.Contains(msg, "256.0 MiB") || !strings.Contains(msg, "manifests not yet committed") {
+				t.Fatalf("manifest %d refused with %v, want an error naming the job's limit of 256 MiB for manifests", id, err)
+			}
+			if id < 2 {
+				t.Errorf("the first manifest was refused: %v", err)
+			}
+			t.Logf("manifest %d refused: %v", id, err)
+			return
+		}
+		if f.typ != wire.Ack {
+			t.Fatalf("agent sent frame %q, want an ack or a refusal", f.typ)
+		}
+		if grown := int64(heapAlloc()) - int64(base); grown > int64(limit) {
+			t.Fatalf("heap grew by %d MiB with %d manifests of %d entries pending, want at most %d MiB (the job's budget and %d MiB)",
+				grown>>20, id, wire.MaxEntries, limit>>20, slack>>20)
+		}
+	}
+	t.Fatalf("%d manifests of %d entries pending were all taken", 2*stream.Window, wire.MaxEntries)
+}
+
+// next returns the agent's next frame.
+func (a *agentUnderTest) next() rframe {
+	a.t.Helper()
+	select {
+	case f, ok := <-a.out:
+		if !ok {
+			a.t.Fatal("agent closed its output")
+		}
+		return f
+	case <-time.After(30 * time.Second):
+		a.t.Fatal("no frame from the agent")
+	}
+	return rframe{}
+}
+
+func totalAlloc() uint64 {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.TotalAlloc
+}
+
+func heapAlloc() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}

@@ -51,6 +51,7 @@ type Client struct {
 	w      *bufio.Writer
 	closer io.Closer
 	frames chan frame
+	queued byteGate // the payload bytes of frames read and not yet taken
 	once   sync.Once
 
 	// NoIntegrity sends no content hashes: the receiver then does not
@@ -174,8 +175,66 @@ func (c *Client) read(r *bufio.Reader) {
 			c.frames <- frame{err: &RemoteError{Msg: string(p)}}
 			return
 		}
+		if !c.queued.take(int64(len(p))) {
+			return // shut
+		}
 		c.frames <- frame{typ: typ, payload: p}
 	}
+}
+
+// maxQueued bounds the payload bytes of the frames a Client has read and
+// not yet taken (beyond the one frame it may always hold): frames are read
+// ahead of the stream's loop, and an agent that sends acks of 64 MiB while
+// the stream is busy writing must not fill its queue of frames with them.
+const maxQueued = 16 << 20
+
+// byteGate counts the bytes of the frames in a Client's queue: the reader
+// waits while they would pass maxQueued, until the stream takes some or is
+// shut.
+type byteGate struct {
+	mu     sync.Mutex
+	cond   *sync.Cond
+	held   int64
+	closed bool
+}
+
+func (g *byteGate) init() {
+	if g.cond == nil {
+		g.cond = sync.NewCond(&g.mu)
+	}
+}
+
+// take waits for room for n bytes; false once the gate is closed.
+func (g *byteGate) take(n int64) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.init()
+	for !g.closed && g.held > 0 && g.held+n > maxQueued {
+		g.cond.Wait()
+	}
+	g.held += n
+	return !g.closed
+}
+
+func (g *byteGate) give(n int64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.init()
+	g.held -= n
+	g.cond.Broadcast()
+}
+
+func (g *byteGate) close() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.init()
+	g.closed = true
+	g.cond.Broadcast()
+}
+
+// taken is called for each frame taken from the queue.
+func (c *Client) taken(f frame) {
+	c.queued.give(int64(len(f.payload)))
 }
 
 func (c *Client) next(ctx context.Context) (frame, error) {
@@ -186,12 +245,14 @@ func (c *Client) next(ctx context.Context) (frame, error) {
 		if !ok {
 			return frame{}, fmt.Errorf("connection closed by the receiver")
 		}
+		c.taken(f)
 		return f, f.err
 	}
 }
 
 func (c *Client) shut() {
 	c.once.Do(func() {
+		c.queued.close()
 		if c.closer != nil {
 			c.closer.Close()
 		}
@@ -331,6 +392,7 @@ func (c *Client) run(ctx context.Context, in <-chan *sharder.Batch, flags uint64
 			manifested++
 			ahead += b.Bytes
 		case f, ok := <-c.frames:
+			c.taken(f)
 			if ctr := c.ctr.Load(); ctr != nil {
 				if src == nil {
 					ctr.WaitNanos.Add(int64(time.Since(waitStart)))
@@ -407,6 +469,7 @@ func (c *Client) failReason() *RemoteError {
 	for {
 		select {
 		case f, ok := <-c.frames:
+			c.taken(f)
 			var re *RemoteError
 			if !ok || errors.As(f.err, &re) || f.err != nil {
 				return re

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"crypto/rand"
-	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
 	"flag"
@@ -31,20 +30,24 @@ Receives batches on standard input and answers on standard output, writing
 under ROOT (created if missing). The sender starts it, locally or over SSH;
 it is not meant to be run by hand.
 
-With --hub K, it first prints "BULKMOVE-HUB SOCKET EXECUTABLE job=JOBTOKEN
-[linger=LINGERTOKEN] [OFFER]" and accepts
-more streams of the same job on SOCKET (each first sends "JOIN JOBTOKEN"),
-a Unix socket in a new private directory, which the sender reaches through its other SSH
-connections (forwarded, or relayed by "bulkmove join SOCKET"). All K
+With --hub K, it first prints "BULKMOVE-HUB2 SOCKET job=JOBTOKEN
+[linger=LINGERTOKEN] [OFFER]" and accepts more streams of the same job on
+SOCKET, a Unix socket in this user's private directory ($XDG_RUNTIME_DIR/
+bulkmove, else ~/.local/state/bulkmove/run, each checked before use), which the
+sender reaches through its other SSH connections (forwarded, or relayed by
+"bulkmove join SOCKET"). Each connection proves it holds the job's token
+(JOIN2), and the agent proves it too, before anything else is sent. All K
 streams share one receiver. With --data tls (or tcp) it also listens on a
 port of --data-ports for K streams, each presenting the one-time token of
 OFFER ("data=MODE:PORT:CERT-SHA256:TOKEN"); stdin is then only held open
 by the sender until it is done.
 
 With --linger D (and --hub, without --data) the agent stays D after its
-last job ends, and a later run of the same user can start a new job on
-SOCKET with the LINGERTOKEN of the banner, with no login shell and no new
-process (bulkmove --linger).
+last job ends, and a later run of the same user that proves it holds
+LINGERTOKEN can start a new job on SOCKET (NEW2), with no login shell and
+no new process (bulkmove --linger). Each new job gets the next linger
+token; the one it used works no more. The agent takes new jobs for at most
+24 h after it started.
 
 With --src-ids (the sender's SRC by device and inode, and its machine),
 a ROOT that overlaps SRC on this same machine is refused: the agent prints
@@ -174,45 +177,39 @@ func interruptible(ctx context.Context, r io.Reader) io.Reader {
 }
 
 // serveHub serves the job whose first stream is stdin/stdout, and the
-// streams joining it on a Unix socket in a private directory (0700: only
-// this user, or root, can connect), and, with a data plane (dp not nil), up
+// streams joining it on a Unix socket in this user's private directory
+// (see listenPrivate: only this user, or root, can connect, and no one
+// else can make the path again once the agent is gone), and, with a data plane (dp not nil), up
 // to k streams over TCP or TLS, each presenting the one-time token. With a
 // data plane stdin is not a stream: its end (the sender is done, or gone)
 // stops new joins.
 //
-// Every connection to the socket starts with one line: "JOIN JOBTOKEN"
-// joins a running job (the token is in the banner, so only the sender that
-// read it can join, and a second job cannot land in the first one's
-// receiver). With linger > 0 the agent outlives its job: for linger after
-// its last job ends it takes "NEW LINGERTOKEN JSON" on the socket, a whole
-// new job whose first stream is that connection (see newJob), so that a
-// later pass to the same host reaches it through sshd's forwarding, with
-// no login shell and no new process. It returns when every job has ended
+// Every connection to the socket starts with a proof both ways (see
+// handle): JOIN2 joins a running job (only the sender that read the job's
+// token in the banner can, and a second job cannot land in the first
+// one's receiver). With linger > 0 the agent outlives its job: for linger
+// after its last job ends it takes NEW2 with the linger token, a whole new
+// job whose first stream is that connection (see newJob), so that a later
+// pass to the same host reaches it through sshd's forwarding, with no
+// login shell and no new process. It returns when every job has ended
 // and no new one came, with the first error of the stdin job.
 func serveHub(ctx context.Context, root string, opened func(*extract.Receiver), dp *dataplane.Listener, linger time.Duration, niceArgs string, stdin io.Reader, stdout io.Writer) error {
-	dir, err := os.MkdirTemp("", "bulkmove-agent-")
+	ln, sock, err := listenPrivate("agent")
 	if err != nil {
+		// One line in place of the banner: the sender shows why.
+		fmt.Fprintf(stdout, "%s%v\n", lingerRefused, err)
 		return fmt.Errorf("agent: %w", err)
 	}
-	defer os.RemoveAll(dir)
-	sock := filepath.Join(dir, "hub.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		return fmt.Errorf("agent: %w", err)
-	}
-	defer ln.Close()
-	self, err := os.Executable()
-	if err != nil {
-		self = "bulkmove"
-	}
-	d := &hubd{ctx: ctx, ln: ln, sock: sock, self: self, opened: opened, niceArgs: niceArgs, jobs: map[string]*hubJob{}}
+	defer ln.Close() // removes the socket
+	d := &hubd{ctx: ctx, ln: ln, sock: sock, opened: opened, niceArgs: niceArgs, jobs: map[string]*hubJob{}}
 	if linger > 0 {
 		d.lingerTok = randomToken()
 		d.linger = min(linger, maxLinger)
+		d.takeUntil = time.Now().Add(maxLinger)
 	}
 	first := d.addJob(root, 1) // stdin, started below
 	first.dp = dp
-	banner := d.banner(first)
+	banner := d.banner(first, d.lingerTok)
 	if dp != nil {
 		defer dp.Close()
 		banner += " " + dp.Offer().String()
@@ -273,14 +270,18 @@ func serveHub(ctx context.Context, root string, opened func(*extract.Receiver), 
 // hubd is the agent's set of jobs: one per sender run, each with its own
 // receiver and its streams.
 type hubd struct {
-	ctx        context.Context
-	ln         net.Listener
-	sock, self string
-	opened     func(*extract.Receiver)
-	niceArgs   string // this process's --nice/--io-nice: a new job must ask for the same
+	ctx      context.Context
+	ln       net.Listener
+	sock     string
+	opened   func(*extract.Receiver)
+	niceArgs string // this process's --nice/--io-nice: a new job must ask for the same
 
-	lingerTok string        // "" if the agent ends with its job
+	// lingerTok is the token a new job proves it holds ("" if the agent
+	// ends with its job): each NEW2 that proves it gets a fresh one, and
+	// the one it used works no more.
+	lingerTok string
 	linger    time.Duration // how long to wait for a new job once none runs
+	takeUntil time.Time     // no new job after this: maxLinger after the agent started
 
 	mu     sync.Mutex
 	jobs   map[string]*hubJob
@@ -291,6 +292,7 @@ type hubd struct {
 
 type hubJob struct {
 	token string
+	id    string // jobID(token): how a joining stream names the job
 	hub   *stream.Hub
 	dp    *dataplane.Listener
 	open  int   // streams being served; at 0 the job is over
@@ -305,10 +307,14 @@ func randomToken() string {
 	return hex.EncodeToString(b[:])
 }
 
-func (d *hubd) banner(j *hubJob) string {
-	s := fmt.Sprintf("%s%s %s job=%s", hubBanner, d.sock, d.self, j.token)
-	if d.lingerTok != "" {
-		s += " linger=" + d.lingerTok
+// banner is the hub's banner for job j, with the linger token lingerTok
+// (if not ""): on the stdin job's stdout, and to a NEW2 that proved
+// itself. It names no executable: what the sender runs on the remote host
+// is its own choice, never something a banner says.
+func (d *hubd) banner(j *hubJob, lingerTok string) string {
+	s := fmt.Sprintf("%s%s job=%s", agentBanner, d.sock, j.token)
+	if lingerTok != "" {
+		s += " linger=" + lingerTok
 	}
 	return s
 }
@@ -316,7 +322,8 @@ func (d *hubd) banner(j *hubJob) string {
 // addJob adds a job with open streams (about to be served), or returns
 // nil if the agent is ending.
 func (d *hubd) addJob(root string, open int) *hubJob {
-	j := &hubJob{token: randomToken(), hub: &stream.Hub{Root: root, Version: version, Opened: d.opened}, open: open}
+	tok := randomToken()
+	j := &hubJob{token: tok, id: jobID(tok), hub: &stream.Hub{Root: root, Version: version, Opened: d.opened}, open: open}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
@@ -378,11 +385,12 @@ func (d *hubd) end(j *hubJob) {
 	if len(d.jobs) > 0 {
 		return
 	}
-	if d.lingerTok == "" || d.linger <= 0 {
+	wait := min(d.linger, time.Until(d.takeUntil))
+	if d.lingerTok == "" || wait <= 0 {
 		d.closeLocked()
 		return
 	}
-	d.idle = time.AfterFunc(d.linger, func() {
+	d.idle = time.AfterFunc(wait, func() {
 		d.mu.Lock()
 		defer d.mu.Unlock()
 		if len(d.jobs) == 0 {
@@ -404,71 +412,136 @@ type newJob struct {
 	SrcIDs string        `json:"src_ids,omitempty"` // as --src-ids
 }
 
-// handle reads a socket connection's first line and serves it.
+// handle proves the hub to a socket connection, has the connection prove
+// itself (see proveToHub for the sender's side), and serves it: a stream
+// joining a running job (JOIN2), or a new job (NEW2) whose first stream it
+// is. A connection that does not prove it holds the key gets nothing.
 func (d *hubd) handle(c net.Conn) {
-	c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	br := bufio.NewReaderSize(c, 4096)
-	line, err := br.ReadSlice('\n')
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReaderSize(c, hubMaxLine)
+	fail := func(why string) {
+		fmt.Fprintf(c, "%s%s\n", lingerRefused, why)
+		c.Close()
+	}
+	line, err := readHubLine(br)
 	if err != nil {
 		c.Close()
 		return
 	}
-	c.SetReadDeadline(time.Time{})
-	verb, arg, _ := strings.Cut(strings.TrimSuffix(string(line), "\n"), " ")
-	switch verb {
-	case "JOIN":
+	f := strings.Fields(line)
+	var verb, id, nonceS, key string
+	var j *hubJob
+	switch {
+	case len(f) == 3 && f[0] == "JOIN2":
+		verb, id, nonceS = f[0], f[1], f[2]
 		d.mu.Lock()
-		j := d.jobs[arg]
-		d.mu.Unlock()
-		if j == nil {
-			c.Close()
-			return
-		}
-		d.serve(j, br, c, c)
-	case "NEW":
-		tok, js, _ := strings.Cut(arg, " ")
-		var req newJob
-		why := ""
-		switch {
-		case d.lingerTok == "" || subtle.ConstantTimeCompare([]byte(tok), []byte(d.lingerTok)) != 1:
-			why = "bad token"
-		case json.Unmarshal([]byte(js), &req) != nil || req.Root == "":
-			why = "bad request"
-		case req.Nice != d.niceArgs:
-			why = fmt.Sprintf("this agent runs with %q, the job asks for %q", d.niceArgs, req.Nice)
-		}
-		var j *hubJob
-		if why == "" {
-			if root, err := agentRoot(req.Root, req.SrcIDs); err != nil {
-				why = err.Error()
-			} else if j = d.addJob(root, 1); j == nil { // this connection, served below
-				why = "ending"
+		for _, job := range d.jobs {
+			if job.id == id {
+				j, key = job, job.token
 			}
 		}
-		if why != "" {
-			fmt.Fprintf(c, "%s%s\n", lingerRefused, why)
-			c.Close()
-			return
-		}
-		d.mu.Lock()
-		d.linger = min(req.Linger, maxLinger)
 		d.mu.Unlock()
-		if _, err := fmt.Fprintln(c, d.banner(j)); err != nil {
-			d.end(j)
-			c.Close()
+		if j == nil {
+			fail("no such job")
 			return
 		}
-		d.run(j, br, c, c)
+	case len(f) == 2 && f[0] == "NEW2":
+		verb, nonceS = f[0], f[1]
+		d.mu.Lock()
+		key = d.lingerTok
+		open := key != "" && !d.closed && time.Now().Before(d.takeUntil)
+		d.mu.Unlock()
+		if !open {
+			fail("not lingering")
+			return
+		}
 	default:
-		c.Close()
+		fail("bad request (a sender of another version?)")
+		return
 	}
+	if !isNonce(nonceS) {
+		fail("bad nonce")
+		return
+	}
+	nonceA := randomToken()
+	if _, err := fmt.Fprintf(c, "%s%s %s\n", hubProofLine, nonceA, hubProof(key, "agent", verb, id, nonceS, nonceA)); err != nil {
+		c.Close()
+		return
+	}
+	line, err = readHubLine(br)
+	got, _ := strings.CutPrefix(line, hubProofLine)
+	if err != nil || !proofOK(got, hubProof(key, "sender", verb, id, nonceS, nonceA)) {
+		fail("bad proof")
+		return
+	}
+	if verb == "JOIN2" {
+		c.SetDeadline(time.Time{})
+		d.serve(j, br, c, c)
+		return
+	}
+	// The linger token is used up: the next job needs the one this job
+	// gets (in its banner), and two jobs cannot both have used one.
+	d.mu.Lock()
+	used := d.lingerTok != key
+	next := randomToken()
+	if !used {
+		d.lingerTok = next
+	}
+	d.mu.Unlock()
+	if used {
+		fail("the linger token was just used by another job")
+		return
+	}
+	line, err = readHubLine(br)
+	if err != nil {
+		c.Close()
+		return
+	}
+	c.SetDeadline(time.Time{})
+	var req newJob
+	why := ""
+	switch {
+	case json.Unmarshal([]byte(line), &req) != nil || req.Root == "":
+		why = "bad request"
+	case req.Nice != d.niceArgs:
+		why = fmt.Sprintf("this agent runs with %q, the job asks for %q", d.niceArgs, req.Nice)
+	}
+	if why == "" {
+		if root, err := agentRoot(req.Root, req.SrcIDs); err != nil {
+			why = err.Error()
+		} else if j = d.addJob(root, 1); j == nil { // this connection, served below
+			why = "ending"
+		}
+	}
+	if why != "" {
+		fail(why)
+		return
+	}
+	d.mu.Lock()
+	d.linger = min(req.Linger, maxLinger)
+	d.mu.Unlock()
+	if _, err := fmt.Fprintln(c, d.banner(j, next)); err != nil {
+		d.end(j)
+		c.Close()
+		return
+	}
+	d.run(j, br, c, c)
 }
 
 // lingerRefused starts a lingering agent's answer to a NEW it does not take.
 const lingerRefused = "BULKMOVE-REFUSED "
 
-// maxLinger caps --linger: an agent nobody uses must not stay for ever.
+// maxLinger caps --linger, and how long after it started an agent takes
+// new jobs: an agent nobody uses must not stay for ever, nor one that each
+// job renews (it then ends with its last job, and the next push starts a
+// new one, with new tokens).
 const maxLinger = 24 * time.Hour
+
+// agentBanner starts the agent hub's banner: "BULKMOVE-HUB2 SOCKET
+// job=JOBTOKEN [linger=LINGERTOKEN] [OFFER]". (An agent whose banner
+// starts "BULKMOVE-HUB " is older: it takes a token without proving
+// itself, and names its executable for the sender to run.)
+const agentBanner = "BULKMOVE-HUB2 "
 
 // detachStdio points the agent's standard streams at /dev/null once its
 // SSH session is over, so that sshd can close the session while the agent

@@ -2,11 +2,9 @@ package main
 
 import (
 	"bufio"
-	"fmt"
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -17,7 +15,7 @@ import (
 // kill or a host's shutdown sends) ends at once, though its sender keeps
 // the session open and sends nothing: its stdin stream, a stream joined on
 // its socket, and (with a data plane) its wait for the session's end all
-// give way, it says why, and its socket's directory is removed. It used to
+// give way, it says why, and its socket is removed. It used to
 // run on until the session closed.
 func TestAgentStopsOnSignal(t *testing.T) {
 	bin := binary(t)
@@ -28,6 +26,7 @@ func TestAgentStopsOnSignal(t *testing.T) {
 				args = []string{"agent", "--hub", "2", "--data", "tls", "--", t.TempDir()}
 			}
 			cmd := exec.Command(bin, args...)
+			cmd.Env = append(os.Environ(), "HOME="+t.TempDir(), "XDG_RUNTIME_DIR=")
 			stdin, err := cmd.StdinPipe() // held open, silent: a sender that went quiet
 			if err != nil {
 				t.Fatal(err)
@@ -48,10 +47,10 @@ func TestAgentStopsOnSignal(t *testing.T) {
 				t.Fatalf("banner: %v (%s)", err, stderr.String())
 			}
 			f := strings.Fields(banner)
-			if len(f) < 4 || f[0] != "BULKMOVE-HUB" {
+			if len(f) < 3 || f[0]+" " != agentBanner {
 				t.Fatalf("banner %q", banner)
 			}
-			sock, job := f[1], strings.TrimPrefix(f[3], "job=")
+			sock, job := f[1], strings.TrimPrefix(f[2], "job=")
 			if mode == "ssh" {
 				// The second stream joins on the socket, and says nothing.
 				c, err := net.Dial("unix", sock)
@@ -59,7 +58,9 @@ func TestAgentStopsOnSignal(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer c.Close()
-				fmt.Fprintf(c, "JOIN %s\n", job)
+				if err := proveToHub(c, bufio.NewReader(c), "JOIN2", job); err != nil {
+					t.Fatal(err)
+				}
 				time.Sleep(100 * time.Millisecond) // served: its hello awaited
 			}
 			if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -75,8 +76,8 @@ func TestAgentStopsOnSignal(t *testing.T) {
 			if !strings.Contains(stderr.String(), "agent: stopped (terminated signal received)") {
 				t.Errorf("stderr %q, want it to say the agent was stopped", stderr.String())
 			}
-			if _, err := os.Stat(filepath.Dir(sock)); !os.IsNotExist(err) {
-				t.Errorf("the agent's socket directory %s is left: %v", filepath.Dir(sock), err)
+			if _, err := os.Stat(sock); !os.IsNotExist(err) {
+				t.Errorf("the agent's socket %s is left: %v", sock, err)
 			}
 		})
 	}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
+	"syscall"
 
 	"github.com/bulkmove/bulkmove/journal"
 )
@@ -18,22 +20,25 @@ import (
 // forwarding to the socket: no login shell (whose profile can cost most of
 // a short incremental pass), no new process, no upload check.
 
-// lingerRecord is what this host keeps of a lingering agent.
+// lingerRecord is what this host keeps of a lingering agent: where its
+// socket is, and the token the next job proves it holds (each job gets the
+// next one). Nothing in it is run: the agent's binary is the sender's own
+// choice.
 type lingerRecord struct {
 	Sock  string `json:"sock"`
-	Exe   string `json:"exe"`
 	Token string `json:"token"`
 }
 
 // lingerPath is where the record of the agent of this binary (binary: its
 // hash, or the --remote-bulkmove path) for an account (user@host:port)
-// lives: under the state directory, 0600.
+// lives: under the state directory, 0600. (Records of agents whose socket
+// proved nothing, with another name, are not read.)
 func lingerPath(endpoint, binary string) (string, error) {
 	dir, err := journal.StateDir()
 	if err != nil {
 		return "", err
 	}
-	h := sha256.Sum256([]byte("bulkmove linger 1\x00" + endpoint + "\x00" + binary))
+	h := sha256.Sum256([]byte("bulkmove linger 2\x00" + endpoint + "\x00" + binary))
 	return filepath.Join(dir, "linger", hex.EncodeToString(h[:12])+".json"), nil
 }
 
@@ -49,6 +54,26 @@ func loadLinger(path string) *lingerRecord {
 		return nil
 	}
 	return &r
+}
+
+// lockLinger locks the record at path for this process (a lock file
+// beside it): pushes to the same account take turns using its token, which
+// works once. The returned function unlocks; it may be called more than
+// once.
+func lockLinger(path string) (func(), error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("locking the lingering agent's record: %w", err)
+	}
+	f, err := os.OpenFile(path+".lock", os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("locking the lingering agent's record: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("locking the lingering agent's record %s: %w", f.Name(), err)
+	}
+	var once sync.Once
+	return func() { once.Do(func() { f.Close() }) }, nil
 }
 
 // saveLinger writes the record atomically, readable by this user only.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"net"
 	"os"
 	"os/exec"
@@ -39,6 +40,22 @@ func waitAgents(t *testing.T, dst string, n int) []string {
 	}
 }
 
+// lingerRig starts the test sshd (this bulkmove on its PATH, a home of its
+// own, and remoteEnv) and makes a SRC of files files: it returns the SSH
+// config naming the host box2, a state directory for the sender
+// (XDG_STATE_HOME), SRC and a DEST beside it.
+func lingerRig(t *testing.T, files int, remoteEnv ...string) (cfg, state, src, dst string) {
+	t.Helper()
+	bin := binary(t)
+	srv := sshdtest.Start(t, sshdtest.WithEnv(append([]string{"PATH=" + filepath.Dir(bin) + ":/usr/bin:/bin", "HOME=" + shmDir(t)}, remoteEnv...)...))
+	dir := shmDir(t)
+	src, dst = filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+	if err := gentree.Mixed(src, files, 5); err != nil {
+		t.Fatal(err)
+	}
+	return srv.WriteSSHConfig("box2"), t.TempDir(), src, dst
+}
+
 // TestSSHLinger: a push with --linger leaves its agent on the host; the
 // next pushes (two at once among them, to other destinations) reach it
 // through sshd's forwarding, with no remote shell and no new process, and
@@ -46,16 +63,8 @@ func waitAgents(t *testing.T, dst string, n int) []string {
 // agent is gone, and a hub asked with a wrong token, fail safe.
 func TestSSHLinger(t *testing.T) {
 	bin := binary(t)
-	home := shmDir(t)
-	srv := sshdtest.Start(t, sshdtest.WithEnv("PATH="+filepath.Dir(bin)+":/usr/bin:/bin", "HOME="+home))
-	cfg := srv.WriteSSHConfig("box2")
-	state := t.TempDir()
+	cfg, state, src, dst := lingerRig(t, 1500)
 	env := []string{"XDG_STATE_HOME=" + state}
-	dir := shmDir(t)
-	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
-	if err := gentree.Mixed(src, 1500, 5); err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() {
 		for _, p := range lingeringAgents(dst) {
 			exec.Command("kill", p).Run()
@@ -86,25 +95,28 @@ func TestSSHLinger(t *testing.T) {
 	rec := loadLinger(recs[0])
 
 	// A connection with a wrong token gets no job, one that names no job
-	// no stream.
+	// no stream; and neither can tell the agent is the agent.
 	c, err := net.Dial("unix", rec.Sock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.Write([]byte(`NEW 00000000000000000000000000000000 {"root":"/tmp/x"}` + "\n"))
-	line, _ := bufio.NewReader(c).ReadString('\n')
-	c.Close()
-	if !strings.HasPrefix(line, lingerRefused+"bad token") {
-		t.Errorf("NEW with a wrong token: %q, want refused", line)
+	br := bufio.NewReader(c)
+	if err := proveToHub(c, br, "NEW2", "00000000000000000000000000000000"); !errors.Is(err, errNotAgent) {
+		t.Errorf("NEW2 with a wrong token: %v, want the agent's proof found bad", err)
 	}
+	c.Write([]byte(hubProofLine + strings.Repeat("0", 64) + "\n"))
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if line, err := br.ReadString('\n'); !strings.HasPrefix(line, lingerRefused+"bad proof") {
+		t.Errorf("NEW2 with a wrong token, then a bad proof: %q, %v; want refused", line, err)
+	}
+	c.Close()
 	c, err = net.Dial("unix", rec.Sock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.Write([]byte("JOIN nosuchjob\n"))
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if n, err := c.Read(make([]byte, 1)); n != 0 || err == nil || os.IsTimeout(err) {
-		t.Errorf("JOIN of no job: read %d, %v; want the connection closed", n, err)
+	if err := proveToHub(c, bufio.NewReader(c), "JOIN2", "nosuchjob"); err == nil || !strings.Contains(err.Error(), "no such job") {
+		t.Errorf("JOIN2 of no job: %v, want refused", err)
 	}
 	c.Close()
 

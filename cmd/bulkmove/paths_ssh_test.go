@@ -150,7 +150,7 @@ func TestSSHOverlapRefused(t *testing.T) {
 	}
 	out, code := runBM(t, env, append(args, "--delete", child, "box2:"+x)...)
 	if want := "source " + child + " is inside the destination " + x; code != exitFatal || !strings.Contains(out, want) ||
-		!strings.Contains(out, "no lingering agent on box2 (BULKMOVE-REFUSED on this host, "+want) {
+		!strings.Contains(out, "no lingering agent on box2 (") || !strings.Contains(out, "BULKMOVE-REFUSED on this host, "+want) {
 		t.Errorf("to a lingering agent: exit %d, want %d, its refusal and %q:\n%s", code, exitFatal, want, out)
 	}
 	untouched(t, x)

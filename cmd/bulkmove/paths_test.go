@@ -105,13 +105,13 @@ func TestAgentRefusesOverlap(t *testing.T) {
 	other := hostPlace{Machine: "another-machine", place: pl}.encode()
 	out.Reset()
 	run([]string{"agent", "--src-ids", other, "--hub", "1", x}, strings.NewReader(""), &out, &errb)
-	if !strings.HasPrefix(out.String(), hubBanner) {
+	if !strings.HasPrefix(out.String(), agentBanner) {
 		t.Errorf("another machine's SRC refused: %q", out.String())
 	}
 	// A ROOT apart from SRC.
 	out.Reset()
 	run([]string{"agent", "--src-ids", ids, "--hub", "1", filepath.Join(filepath.Dir(x), "apart")}, strings.NewReader(""), &out, &errb)
-	if !strings.HasPrefix(out.String(), hubBanner) {
+	if !strings.HasPrefix(out.String(), agentBanner) {
 		t.Errorf("a ROOT apart from SRC refused: %q", out.String())
 	}
 }

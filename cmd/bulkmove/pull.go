@@ -26,7 +26,8 @@ import (
 // Pulling (SRC on a remote host) turns the roles around: the remote host
 // walks and sends, this host receives. This host still opens the K SSH
 // connections. On the first it starts `bulkmove send-hub`, which listens on
-// a Unix socket in a private directory and prints its path; the others
+// a Unix socket in this user's private directory (see listenPrivate) and
+// prints its path; the others
 // reach that socket through sshd's forwarding (or, where sshd refuses, a
 // `bulkmove join SOCKET` relay).
 // The hub then runs the same sender job as a push, with the K streams as
@@ -94,19 +95,14 @@ func runHub(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	f.gentle.apply(stderr)
-	dir, err := os.MkdirTemp("", "bulkmove-hub-")
+	ln, sock, err := listenPrivate("send")
 	if err != nil {
+		// One line in place of the banner: the puller shows it and stops.
+		fmt.Fprintf(stdout, "%s%v\n", lingerRefused, err)
 		errorf(stderr, "send-hub: %v", err)
 		return exitFatal
 	}
-	defer os.RemoveAll(dir)
-	sock := filepath.Join(dir, "hub.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		errorf(stderr, "send-hub: %v", err)
-		return exitFatal
-	}
-	defer ln.Close()
+	defer ln.Close() // removes the socket
 	fmt.Fprintf(stdout, "%s%s\n", hubBanner, sock)
 	streams := []duplex{{r: stdin, w: stdout}}
 	// The puller starts the joins right after reading the banner.

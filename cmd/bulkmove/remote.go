@@ -145,11 +145,8 @@ func (j *job) connectSSH(ctx context.Context, t sshx.Target, p plan) ([]stream.C
 	}
 	// The command that starts an agent: now, or, if the streams go to a
 	// lingering one, when a lost stream finds it gone (redial).
-	if agent == "" {
-		l.cmd = sshx.AgentCommand(version, binary, args)
-	} else {
-		l.cmd = sshx.ShellQuote(agent) + " " + args
-	}
+	l.agent, l.sum = agent, binary
+	l.cmd = l.command(args)
 	if l.data == "" {
 		// An agent a push with --linger left there: no remote shell.
 		if conns, ok := l.startLingering(ctx, clients, binary, root, srcIDs); ok {
@@ -178,7 +175,10 @@ func (j *job) connectSSH(ctx context.Context, t sshx.Target, p plan) ([]stream.C
 		return nil, nil, err
 	}
 	j.trace("agent found: %s", agent)
-	l.cmd = sshx.ShellQuote(agent) + " " + args
+	l.mu.Lock()
+	l.agent = agent
+	l.mu.Unlock()
+	l.cmd = l.command(args)
 	conns, _, err = l.start(ctx, clients)
 	if err != nil {
 		l.close()
@@ -199,9 +199,14 @@ type sshLink struct {
 	// when this push asks one to linger
 	lingerAt string
 
-	mu             sync.Mutex
-	clients        []*sshx.Client
-	sock, exe, job string // the hub's socket and executable, and the job's token
+	mu      sync.Mutex
+	clients []*sshx.Client
+	// agent is the remote bulkmove this sender chose (--remote-bulkmove, or
+	// what EnsureAgent found), or "" for AgentCommand's choice of the
+	// cached upload whose hash is sum: it starts the agent, and relays a
+	// stream to its socket where sshd does not forward.
+	agent, sum string
+	sock, job  string // the hub's socket, and the job's token
 
 	restart sync.Mutex // one stream at a time starts a new hub
 
@@ -212,6 +217,18 @@ type sshLink struct {
 	rttVal  time.Duration // pathRTT's measure
 
 	grow *sshGrowth // -j auto's added streams (growth)
+}
+
+// command is the remote command that runs this sender's agent binary
+// with args (shell-quoted already).
+func (l *sshLink) command(args string) string {
+	l.mu.Lock()
+	agent, sum := l.agent, l.sum
+	l.mu.Unlock()
+	if agent == "" {
+		return sshx.AgentCommand(version, sum, args)
+	}
+	return sshx.ShellQuote(agent) + " " + args
 }
 
 // pathRTT is the SSH round trip (rtt), measured once, as the connections
@@ -381,7 +398,7 @@ func readBanner(br *bufio.Reader) (line, junk string, err error) {
 	var skipped strings.Builder
 	for range 64 {
 		line, err = br.ReadString('\n')
-		if err != nil || strings.HasPrefix(line, hubBanner) || strings.HasPrefix(line, lingerRefused) || strings.TrimSpace(line) == sshx.NoAgent {
+		if err != nil || strings.HasPrefix(line, agentBanner) || strings.HasPrefix(line, hubBanner) || strings.HasPrefix(line, lingerRefused) || strings.TrimSpace(line) == sshx.NoAgent {
 			return line, strings.TrimSpace(skipped.String()), err
 		}
 		if skipped.Len()+len(line) > 16<<10 {
@@ -413,7 +430,13 @@ func (l *sshLink) start(ctx context.Context, clients []*sshx.Client) (conns []st
 	if junk != "" {
 		errorf(j.stderr, "warning: ssh %s: the remote shell printed %q before the agent started (a login script writing to stdout?); ignored", host, junk)
 	}
-	if rerr != nil || !strings.HasPrefix(line, hubBanner) {
+	if rerr == nil && strings.HasPrefix(line, hubBanner) {
+		// An older agent (PATH's): its socket takes a token from whoever
+		// asks. EnsureAgent finds one of this protocol.
+		sess.Close()
+		return nil, true, fmt.Errorf("ssh %s: the agent there is an older bulkmove: %w", host, stream.ErrVersion)
+	}
+	if rerr != nil || !strings.HasPrefix(line, agentBanner) {
 		sess.CloseWrite()
 		werr := sess.Wait()
 		sess.Close()
@@ -432,7 +455,7 @@ func (l *sshLink) start(ctx context.Context, clients []*sshx.Client) (conns []st
 		return nil, true, err
 	}
 	if b.linger != "" && l.lingerAt != "" {
-		if err := saveLinger(l.lingerAt, lingerRecord{Sock: b.sock, Exe: b.exe, Token: b.linger}); err != nil {
+		if err := saveLinger(l.lingerAt, lingerRecord{Sock: b.sock, Token: b.linger}); err != nil {
 			errorf(j.stderr, "warning: %v; the next push will start a new agent", err)
 		}
 	}
@@ -451,18 +474,18 @@ func (l *sshLink) start(ctx context.Context, clients []*sshx.Client) (conns []st
 
 // hubBannerFields are the fields of an agent hub's banner.
 type hubBannerFields struct {
-	sock, exe     string
+	sock          string
 	job           string // token of the job, which every joining stream presents
 	linger, offer string // optional: the lingering agent's token; the data plane's offer
 }
 
 // banner parses the hub's banner line and notes where its streams join.
 func (l *sshLink) banner(host, line string) (hubBannerFields, error) {
-	fields := strings.Fields(strings.TrimPrefix(line, hubBanner))
+	fields := strings.Fields(strings.TrimPrefix(line, agentBanner))
 	var b hubBannerFields
-	if len(fields) >= 2 {
-		b.sock, b.exe = fields[0], fields[1]
-		for _, f := range fields[2:] {
+	if len(fields) >= 1 {
+		b.sock = fields[0]
+		for _, f := range fields[1:] {
 			k, v, _ := strings.Cut(f, "=")
 			switch k {
 			case "job":
@@ -478,9 +501,15 @@ func (l *sshLink) banner(host, line string) (hubBannerFields, error) {
 		return b, fmt.Errorf("ssh %s: bad agent banner %q (an agent older than this bulkmove?)", host, strings.TrimSpace(line))
 	}
 	l.mu.Lock()
-	l.sock, l.exe, l.job = b.sock, b.exe, b.job
+	l.sock, l.job = b.sock, b.job
 	l.mu.Unlock()
-	l.j.trace("agent %s ready on %s", b.exe, host)
+	l.mu.Lock()
+	agent := l.agent
+	l.mu.Unlock()
+	if agent == "" {
+		agent = "bulkmove" // AgentCommand's: the remote PATH's, or the cached upload
+	}
+	l.j.trace("agent %s ready on %s", agent, host)
 	return b, nil
 }
 
@@ -488,9 +517,12 @@ func (l *sshLink) banner(host, line string) (hubBannerFields, error) {
 // left on the host, if this host has its record and it still answers: a new
 // job on its socket, over clients[0]'s forwarding, then the other streams
 // join it. ok is false if that cannot be done (the agent has ended, the
-// host rebooted, sshd forbids forwarding): the caller starts an agent as
-// usual. With --linger the agent stays again after this job, without it
-// this job is its last.
+// host rebooted, sshd forbids forwarding, or whatever listens there does
+// not prove it holds the record's token): the caller starts an agent as
+// usual. Nothing is sent to the socket before it proved itself (see
+// proveToHub). The job gets the agent's next token, saved in place of the
+// one used, which works no more. With --linger the agent stays again after
+// this job, without it this job is its last.
 func (l *sshLink) startLingering(ctx context.Context, clients []*sshx.Client, binary, root, srcIDs string) (conns []stream.Conn, ok bool) {
 	j := l.j
 	at, err := lingerPath(clients[0].Endpoint(), binary)
@@ -500,6 +532,13 @@ func (l *sshLink) startLingering(ctx context.Context, clients []*sshx.Client, bi
 	if j.flags.ssh.linger > 0 {
 		l.lingerAt = at
 	}
+	// One push at a time uses the record: the token it holds works once.
+	unlock, err := lockLinger(at)
+	if err != nil {
+		j.trace("%v", err)
+		return nil, false
+	}
+	defer func() { unlock() }() // unlock is a no-op once called
 	rec := loadLinger(at)
 	if rec == nil {
 		return nil, false
@@ -514,33 +553,43 @@ func (l *sshLink) startLingering(ctx context.Context, clients []*sshx.Client, bi
 	if err != nil {
 		return fail(err)
 	}
-	req, _ := json.Marshal(newJob{Root: root, Linger: j.flags.ssh.linger, Nice: j.flags.gentle.niceFlags.text(), SrcIDs: srcIDs})
-	if _, err := fmt.Fprintf(rw, "NEW %s %s\n", rec.Token, req); err != nil {
-		rw.Close()
-		return fail(err)
-	}
-	br := bufio.NewReader(rw)
+	br := bufio.NewReaderSize(rw, hubMaxLine)
 	timer := time.AfterFunc(bannerTimeout, func() { rw.Close() })
-	line, err := br.ReadString('\n')
-	timer.Stop()
-	if err != nil || !strings.HasPrefix(line, hubBanner) {
-		rw.Close()
-		if err == nil {
-			err = errors.New(strings.TrimSpace(line))
+	line, err := "", proveToHub(rw, br, "NEW2", rec.Token)
+	if err == nil {
+		req, _ := json.Marshal(newJob{Root: root, Linger: j.flags.ssh.linger, Nice: j.flags.gentle.niceFlags.text(), SrcIDs: srcIDs})
+		if _, err = fmt.Fprintf(rw, "%s\n", req); err == nil {
+			line, err = readHubLine(br)
 		}
-		return fail(err)
 	}
-	if _, err := l.banner(host, line); err != nil {
+	timer.Stop()
+	if err == nil && !strings.HasPrefix(line, agentBanner) {
+		err = fmt.Errorf("%q", line)
+	}
+	var b hubBannerFields
+	if err == nil {
+		b, err = l.banner(host, line)
+	}
+	if err == nil && b.linger == "" {
+		err = errors.New("no next linger token in its banner")
+	}
+	if err != nil {
 		rw.Close()
-		return fail(err)
+		return fail(fmt.Errorf("%s: %w", rec.Sock, err))
 	}
 	j.trace("joined the agent lingering on %s", host)
-	if j.flags.ssh.linger <= 0 {
+	if j.flags.ssh.linger > 0 {
+		if err := saveLinger(at, lingerRecord{Sock: rec.Sock, Token: b.linger}); err != nil {
+			errorf(j.stderr, "warning: %v; the next push will start a new agent", err)
+		}
+	} else {
 		os.Remove(at) // it ends with this job
 	}
+	unlock() // the next push may go on: the record holds the next token
 	conns, err = l.open(ctx, clients, br, rw)
 	if err != nil {
-		return fail(err)
+		j.trace("the agent lingering on %s: %v: starting one", host, err)
+		return nil, false
 	}
 	return conns, true
 }
@@ -550,9 +599,6 @@ func (l *sshLink) startLingering(ctx context.Context, clients []*sshx.Client, bi
 func (l *sshLink) open(ctx context.Context, clients []*sshx.Client, r io.Reader, first io.ReadWriteCloser) (conns []stream.Conn, err error) {
 	j := l.j
 	host := clients[0].Host()
-	l.mu.Lock()
-	exe := l.exe
-	l.mu.Unlock()
 	conns = make([]stream.Conn, len(clients))
 	g, gctx := errgroup.WithContext(ctx)
 	for i, c := range clients {
@@ -584,7 +630,7 @@ func (l *sshLink) open(ctx context.Context, clients []*sshx.Client, r io.Reader,
 					}
 					return nil
 				}
-				return fmt.Errorf("%w (agent %s on %s)", err, exe, host)
+				return fmt.Errorf("%w (the agent on %s)", err, host)
 			}
 			conns[i] = conn
 			j.trace("%s ready", name)
@@ -623,20 +669,38 @@ func (l *sshLink) open(ctx context.Context, clients []*sshx.Client, r io.Reader,
 	return up, nil
 }
 
-// joinHub opens one more stream of the job to the hub over c.
+// joinHub opens one more stream of the job to the hub over c: through
+// sshd's forwarding to the hub's socket, else (sshd refuses to forward)
+// relayed by `bulkmove join SOCKET` run with this sender's own choice of
+// the agent binary. The stream is the job's once the hub proved it holds
+// the job's token (see proveToHub); before that nothing is sent on it.
 func (l *sshLink) joinHub(ctx context.Context, c *sshx.Client) (rw io.ReadWriteCloser, forwarded bool, err error) {
 	l.mu.Lock()
-	sock, exe, job := l.sock, l.exe, l.job
+	sock, job := l.sock, l.job
 	l.mu.Unlock()
-	rw, forwarded, err = c.Join(ctx, sock, exe)
+	rw, ferr := c.Forward(ctx, sock)
+	forwarded = ferr == nil
+	if ferr != nil {
+		if ctx.Err() != nil {
+			return nil, false, ctx.Err()
+		}
+		// Quiet: a relay that cannot reach the socket says so on stderr,
+		// which the error then quotes; a working one says nothing.
+		if rw, err = c.StartQuiet(ctx, l.command("join "+sshx.ShellQuote(sock))); err != nil {
+			return nil, false, fmt.Errorf("%w (and %v)", err, ferr)
+		}
+	}
+	br := bufio.NewReaderSize(rw, hubMaxLine)
+	timer := time.AfterFunc(bannerTimeout, func() { rw.Close() })
+	err = proveToHub(rw, br, "JOIN2", job)
+	if !timer.Stop() && err == nil {
+		err = errors.New("timed out")
+	}
 	if err != nil {
-		return nil, false, err
-	}
-	if _, err := io.WriteString(rw, "JOIN "+job+"\n"); err != nil {
 		rw.Close()
-		return nil, false, err
+		return nil, false, fmt.Errorf("the agent's socket %s on %s: %w", sock, c.Host(), err)
 	}
-	return rw, forwarded, nil
+	return bufferedConn{br, rw}, forwarded, nil
 }
 
 // srcIDs is the --src-ids an agent is started with: SRC by device and

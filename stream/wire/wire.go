@@ -38,7 +38,10 @@ import (
 // 11: a prune request may ask for counts alone (CountOnly) and carry a
 // limit; its results carry the counts (the --delete guard, --max-delete).
 // An older agent would delete where a count was asked for.
-const Proto = 11
+// 12: the agent hub's socket proves its tokens both ways (JOIN2, NEW2) and
+// its banner (BULKMOVE-HUB2) names no executable; an older agent takes a
+// token from whatever connects, and a sender would find its banner bad.
+const Proto = 12
 
 // Frame types.
 const (

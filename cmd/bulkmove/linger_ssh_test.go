@@ -200,7 +200,7 @@ func TestSSHLingerAgentKilled(t *testing.T) {
 	}
 	hung := time.AfterFunc(90*time.Second, func() { cmd.Process.Kill() })
 	defer hung.Stop()
-	time.Sleep(600 * time.Millisecond)
+	waitLanded(t, dst, 100, 30*time.Second) // the job runs: the kill comes mid-run
 	killAgents()
 	time.Sleep(100 * time.Millisecond)
 	px.Slow(0)

@@ -7,6 +7,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/bulkmove/bulkmove/internal/termsafe"
 )
 
 // logFile is --log-file: every line bulkmove writes on stderr, appended
@@ -52,7 +54,10 @@ func (l *logFile) Write(p []byte) (int, error) {
 		if bytes.ContainsAny(line, "\r\x1b") {
 			continue // a progress line redrawn on a terminal
 		}
-		fmt.Fprintf(l.f, "%s %s\n", time.Now().UTC().Format(time.RFC3339Nano), line)
+		// What bulkmove writes is escaped already (printf); Sanitize
+		// keeps anything else that gets here from putting a control
+		// character in the log.
+		fmt.Fprintf(l.f, "%s %s\n", time.Now().UTC().Format(time.RFC3339Nano), termsafe.Sanitize(string(line)))
 	}
 	return len(p), nil
 }

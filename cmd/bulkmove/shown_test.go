@@ -5,6 +5,10 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/printer"
+	"go/token"
 	"io"
 	"net"
 	"os"
@@ -246,5 +250,70 @@ func TestServeLogHostile(t *testing.T) {
 	}
 	if want := `job job\x1b]0;pwned\x07: stream 1 asks for data/b\x1b[2J\x0a, the job writes to data/a`; !strings.Contains(log, want) {
 		t.Errorf("serve's log lacks %q:\n%s", want, log)
+	}
+}
+
+// TestNoRawPrints keeps every message on stderr, in a log or in a listing
+// on the job's stdout going through printf or errorf (which escape what
+// they print): it fails on a fmt.Fprint* call to one of those writers that
+// prints anything but a single constant text (a usage message).
+func TestNoRawPrints(t *testing.T) {
+	guarded := map[string]bool{"stderr": true, "os.Stderr": true, "j.stderr": true, "p.stderr": true,
+		"s.log": true, "j.log": true, "lf": true, "l.j.stderr": true, "j.stdout": true}
+	files, _ := filepath.Glob("*.go")
+	fset := token.NewFileSet()
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") || name == "shown.go" {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok || len(call.Args) == 0 {
+				return true
+			}
+			sel, ok := call.Fun.(*ast.SelectorExpr)
+			if !ok || !strings.HasPrefix(sel.Sel.Name, "Fprint") {
+				return true
+			}
+			if pkg, ok := sel.X.(*ast.Ident); !ok || pkg.Name != "fmt" {
+				return true
+			}
+			var w strings.Builder
+			printer.Fprint(&w, fset, call.Args[0])
+			if !guarded[w.String()] {
+				return true
+			}
+			if _, ok := call.Args[1].(*ast.Ident); sel.Sel.Name == "Fprint" && len(call.Args) == 2 && ok {
+				return true // a usage text
+			}
+			t.Errorf("%s: fmt.%s to %s: print with printf or errorf, which escape names", fset.Position(call.Pos()), sel.Sel.Name, w.String())
+			return true
+		})
+	}
+}
+
+// TestLogFileSanitized: a line that reaches --log-file without printf (a
+// relayed one) still leaves no control character in the log.
+func TestLogFileSanitized(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "job.log")
+	l, err := openLog(path, "info")
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(l, "bulkmove: bell \a, backspace \b, C1 \u009b, bad \xff\nsecond ")
+	io.WriteString(l, "line \x7f\n")
+	l.Close()
+	b, _ := os.ReadFile(path)
+	if err := termClean(string(b)); err != nil {
+		t.Errorf("the log: %v", err)
+	}
+	for _, want := range []string{` bulkmove: bell \x07, backspace \x08, C1 \xc2\x9b, bad \xff` + "\n", " second line \\x7f\n"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("the log lacks %q:\n%s", want, b)
+		}
 	}
 }

@@ -226,7 +226,7 @@ func (l *sshLink) command(args string) string {
 	agent, sum := l.agent, l.sum
 	l.mu.Unlock()
 	if agent == "" {
-		return sshx.AgentCommand(version, sum, args)
+		return sshx.AgentCommand(version, wire.Proto, sum, args)
 	}
 	return sshx.ShellQuote(agent) + " " + args
 }

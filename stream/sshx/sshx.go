@@ -253,6 +253,11 @@ var (
 	// ErrUnsupportedRemote: the remote has no usable bulkmove and cannot run
 	// this one (another OS or architecture).
 	ErrUnsupportedRemote = errors.New("no usable bulkmove on the remote")
+	// ErrUnsafeCache: the remote's agent cache (~/.cache/bulkmove and the
+	// directories above it up to the home) could be written by someone
+	// else than the user: a symbolic link, another owner, or group or
+	// other write permission that bulkmove may not repair.
+	ErrUnsafeCache = errors.New("unsafe agent cache on the remote")
 )
 
 // IsPermanent reports whether err is one that retrying the connection will
@@ -260,7 +265,8 @@ var (
 // mismatch or an unsupported remote.
 func IsPermanent(err error) bool {
 	return errors.Is(err, ErrHostKeyUnknown) || errors.Is(err, ErrHostKeyChanged) ||
-		errors.Is(err, ErrAuth) || errors.Is(err, ErrProtocol) || errors.Is(err, ErrUnsupportedRemote)
+		errors.Is(err, ErrAuth) || errors.Is(err, ErrProtocol) || errors.Is(err, ErrUnsupportedRemote) ||
+		errors.Is(err, ErrUnsafeCache)
 }
 
 // kindError is an error with its own message that matches a sentinel.

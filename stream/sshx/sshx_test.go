@@ -824,9 +824,7 @@ func TestEnsureAgent(t *testing.T) {
 	ctx := testCtx(t)
 
 	local := filepath.Join(t.TempDir(), "bulkmove")
-	fake := func(proto int) string {
-		return fmt.Sprintf("#!/bin/sh\nif [ \"$1 $2\" = \"version --proto\" ]; then echo %d; exit 0; fi\necho \"fake bulkmove $*\"\n", proto)
-	}
+	fake := func(proto int) string { return fakeBulkmove("", proto) }
 	writeFile(t, local, fake(7))
 	os.Chmod(local, 0o755)
 
@@ -885,14 +883,14 @@ func TestEnsureAgent(t *testing.T) {
 		t.Error("a binary that failed the check was installed")
 	}
 
-	// bulkmove on the remote PATH with the right protocol: used.
-	writeFile(t, filepath.Join(bin, "bulkmove"), fake(7))
+	// bulkmove on the remote PATH of the same version and protocol: used.
+	writeFile(t, filepath.Join(bin, "bulkmove"), fakeBulkmove("v2", 7))
 	os.Chmod(filepath.Join(bin, "bulkmove"), 0o755)
 	if p, err := c.EnsureAgent(ctx, "", "v2", 7, local); err != nil || p != filepath.Join(bin, "bulkmove") {
 		t.Errorf("EnsureAgent with bulkmove on PATH = %q, %v", p, err)
 	}
 	// With another protocol: the cache is used instead (same OS/arch).
-	writeFile(t, local, fake(8))
+	writeFile(t, local, fakeBulkmove("v3", 8))
 	if p, err := c.EnsureAgent(ctx, "", "v3", 8, local); err != nil || p != filepath.Join(home, ".cache/bulkmove/v3/bulkmove") {
 		t.Errorf("EnsureAgent with an old bulkmove on PATH = %q, %v", p, err)
 	}

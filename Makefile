@@ -17,10 +17,12 @@ test: vet
 	$(GO) test -count=1 ./...
 	$(GO) test -count=1 -race ./sharder/... ./stream/... ./journal/... ./internal/ratelimit/... ./internal/hashidx/... ./internal/spill/...
 
-# A short fuzz of the extractor and the frame decoders.
+# A short fuzz of the extractor, the frame decoders and the escaping of
+# names for terminals.
 fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzReceive -fuzztime=60s ./stream/extract
 	$(GO) test -run='^$$' -fuzz=FuzzDecodeManifest -fuzztime=30s ./stream/wire
+	$(GO) test -run='^$$' -fuzz=FuzzEscape -fuzztime=20s ./internal/termsafe
 
 # Benchmarks against cp, tar and rsync on a tmpfs (needs root). See bench/run.sh;
 # then trees on a slow filesystem (bench-slowfs), then issue 7's speed table

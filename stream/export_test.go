@@ -11,3 +11,10 @@ func (s Source) WithOpenHook(hook func(path string)) Source {
 // this package's tests, whatever its size: the conformance matrix's
 // "tcp-sendfile" transport then runs that path on every test tree.
 func init() { sendfileMin = 1 }
+
+// ManifestHeld is the manifest memory the hub's streams hold.
+func (h *Hub) ManifestHeld() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.held
+}

@@ -1,14 +1,20 @@
 package stream_test
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/stream"
@@ -164,5 +170,105 @@ func TestAttackAgentFloodsAcks(t *testing.T) {
 	t.Logf("the agent sent %d acks of %d MiB; the sender's heap grew by %d MiB", n, size>>20, grown>>20)
 	if grown > 48<<20 {
 		t.Errorf("the sender's heap grew by %d MiB with acks queued, want at most 48 MiB (16 MiB queued, a frame held, a frame read, the agent's)", grown>>20)
+	}
+}
+
+// A job of many batches on two streams of one hub, within a budget that
+// holds a few of them at a time: every batch gives back what its manifest
+// held (once committed, skipped, verified or applied), so a long job is
+// never refused, and the hub holds nothing once its streams end.
+func TestHubManifestMemoryGivenBack(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	var names []string
+	for i := range 120 {
+		names = append(names, fmt.Sprintf("file%03d", i))
+	}
+	src, batches := srcTree(t, names...)
+	root := filepath.Join(t.TempDir(), "dst")
+	// A batch of one entry holds about 200 bytes: 8 KiB is a few dozen,
+	// and what a batch kept would use it up within the job.
+	hub := &stream.Hub{Root: root, Version: "test-agent", ManifestMemory: 8 << 10}
+	var wg sync.WaitGroup
+	for s := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c2aR, c2aW := io.Pipe()
+			a2cR, a2cW := io.Pipe()
+			served := make(chan error, 1)
+			go func() {
+				err := hub.Serve(context.Background(), c2aR, a2cW)
+				c2aR.Close()
+				a2cW.Close()
+				served <- err
+			}()
+			closer := closerFunc(func() error { c2aW.Close(); a2cR.Close(); return nil })
+			c, err := stream.Dial(context.Background(), fmt.Sprint("stream ", s), a2cR, c2aW, closer, "test-sender", wire.ReceiveOptions{}, src)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer func() {
+				if _, err := c.Close(context.Background()); err != nil {
+					t.Errorf("stream %d: Close: %v", s, err)
+				}
+				if err := <-served; err != nil {
+					t.Errorf("stream %d: Serve: %v", s, err)
+				}
+			}()
+			// Written, then found in place twice (committed after an empty
+			// need list, then at once), then verified, then the root's
+			// metadata applied.
+			for pass := range 2 {
+				in := make(chan *sharder.Batch, len(batches))
+				for i, b := range batches {
+					if i%2 == s {
+						in <- &sharder.Batch{ID: uint64(1000*pass + i + 1), Entries: b.Entries, Bytes: b.Bytes}
+					}
+				}
+				close(in)
+				if unacked, err := c.Run(context.Background(), in, func(stream.Result) {}); err != nil || len(unacked) != 0 {
+					t.Errorf("stream %d pass %d: Run: %v, %d unacked", s, pass, err, len(unacked))
+					return
+				}
+			}
+			// One batch at a time: each found in place with nothing ahead
+			// of it, committed at once (Skipped).
+			for i, b := range batches {
+				if i%2 != s {
+					continue
+				}
+				in := make(chan *sharder.Batch, 1)
+				in <- &sharder.Batch{ID: uint64(2000 + i), Entries: b.Entries, Bytes: b.Bytes}
+				close(in)
+				var skipped bool
+				if _, err := c.Run(context.Background(), in, func(r stream.Result) { skipped = r.Ack != nil && r.Ack.Skipped == 1 }); err != nil || !skipped {
+					t.Errorf("stream %d: batch %d alone: %v, skipped %v", s, i, err, skipped)
+					return
+				}
+			}
+			in := make(chan *sharder.Batch, len(batches))
+			for i, b := range batches {
+				if i%2 == s {
+					in <- &sharder.Batch{ID: uint64(3000 + i), Entries: b.Entries}
+				}
+			}
+			close(in)
+			if err := c.Verify(context.Background(), in, false, func(stream.Result) {}); err != nil {
+				t.Errorf("stream %d: Verify: %v", s, err)
+				return
+			}
+			root := sharder.Entry{Path: ".", Kind: sharder.KindDir, Mode: 0o755}
+			if err := c.Final(context.Background(), []*sharder.Batch{{ID: uint64(4000 + s), Entries: []sharder.Entry{root}}}, func(stream.Result) {}); err != nil {
+				t.Errorf("stream %d: Final: %v", s, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := hub.ManifestHeld(); n != 0 {
+		t.Errorf("the hub holds %d bytes of manifests after its streams ended", n)
+	}
+	if _, err := os.Stat(filepath.Join(root, names[len(names)-1])); err != nil {
+		t.Error(err)
 	}
 }

@@ -49,11 +49,12 @@ func ReadGreeting(c net.Conn) (Greeting, error) {
 	if err != nil {
 		return Greeting{}, err
 	}
-	// A bad greeting is described without its token: the message goes
-	// to the server's log and back to the sender.
+	// A bad greeting is described without its token, nor anything that
+	// could be one (what a stranger or another version sent): the
+	// message goes to the server's log and back to the sender.
 	f := strings.SplitN(strings.TrimSuffix(line, "\n"), " ", 5)
 	if f[0] != "BULKMOVE-SERVE" {
-		return Greeting{}, fmt.Errorf("not a bulkmove sender (it said %q)", truncate(line))
+		return Greeting{}, fmt.Errorf("not a bulkmove sender (no BULKMOVE-SERVE greeting; %d bytes)", len(line))
 	}
 	if len(f) != 5 {
 		return Greeting{}, fmt.Errorf("bad greeting: %d fields, want 5", len(f))
@@ -81,21 +82,6 @@ func truncate(s string) string {
 // time; an empty expected token accepts nothing.
 func TokenOK(got, want string) bool {
 	return want != "" && subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
-}
-
-// ReadToken reads a token file: its first line, trimmed; at least 16
-// characters.
-func ReadToken(path string) (string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", err
-	}
-	tok, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
-	tok = strings.TrimSpace(tok)
-	if len(tok) < 16 || strings.ContainsAny(tok, " \t") {
-		return "", fmt.Errorf("token file %s: want one line of at least 16 characters, no blanks", path)
-	}
-	return tok, nil
 }
 
 // ClientConfig builds the sender's TLS settings for `bulkmove serve`:

@@ -40,7 +40,8 @@ sender reaches through its other SSH connections (forwarded, or relayed by
 streams share one receiver. With --data tls (or tcp) it also listens on a
 port of --data-ports for K streams, each presenting the one-time token of
 OFFER ("data=MODE:PORT:CERT-SHA256:TOKEN"); stdin is then only held open
-by the sender until it is done.
+by the sender until it is done. The port is on the address the SSH
+connection reached the host on (SSH_CONNECTION), or on --data-addr.
 
 With --linger D (and --hub, without --data) the agent stays D after its
 last job ends, and a later run of the same user that proves it holds
@@ -65,6 +66,7 @@ func runAgent(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	hubStreams := fs.Int("hub", 0, "serve `K` streams: this one and K-1 joining on a Unix socket")
 	data := fs.String("data", "", "with --hub: also take the K streams over `tls` or tcp, on a port of --data-ports")
 	dataPorts := fs.String("data-ports", "", "port `range` for --data, e.g. 50000-50100 (default: any free port)")
+	dataAddr := fs.String("data-addr", "", "for --data, listen on this `address` of the host (default: the address SSH reached it on, from SSH_CONNECTION; 0.0.0.0 or :: for all)")
 	linger := fs.Duration("linger", 0, "with --hub: stay `duration` after the last job ends, for later runs to reach through the socket")
 	srcIDs := fs.String("src-ids", "", "the sender's SRC by device and inode, with its machine (JSON): a ROOT that overlaps it on this machine is refused")
 	var nice niceFlags
@@ -98,7 +100,7 @@ func runAgent(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 		var err error
-		if dp, err = dataplane.Listen(dataplane.Mode(*data), *dataPorts, *hubStreams); err != nil {
+		if dp, err = dataplane.Listen(dataplane.Mode(*data), dataHost(*dataAddr), *dataPorts, *hubStreams); err != nil {
 			errorf(stderr, "agent: %v", err)
 			return exitFatal
 		}
@@ -125,6 +127,20 @@ func runAgent(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitFatal
 	}
 	return exitOK
+}
+
+// dataHost is the address the data plane listens on: the one asked for,
+// else the one the sender's SSH connection reached this host on (the
+// server address in SSH_CONNECTION, which the sender can reach; the
+// host's other networks are not offered), else, outside SSH, all.
+func dataHost(asked string) string {
+	if asked != "" {
+		return strings.Trim(asked, "[]")
+	}
+	if f := strings.Fields(os.Getenv("SSH_CONNECTION")); len(f) == 4 && net.ParseIP(f[2]) != nil {
+		return f[2]
+	}
+	return ""
 }
 
 // agentRoot resolves the agent's ROOT (a symlink is followed, as a local

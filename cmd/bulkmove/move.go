@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -85,6 +86,7 @@ type moveFlags struct {
 	serve            serveFlags
 	transport        string
 	dataPorts        string
+	dataAddr         string
 	requireSpace     bool
 	ioConc           ioConcFlag // --io-concurrency: see ioconc.go
 	verbose          bool
@@ -137,6 +139,7 @@ func (f *moveFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.requireSpace, "require-space", false, "refuse to go on once the walk has found more to move than DEST has free (without it: a warning)")
 	fs.StringVar(&f.transport, "transport", "ssh", "how the streams travel to a remote host: ssh (K SSH connections), tls (SSH starts the agent, the streams go over TLS 1.3 straight to it), tcp (the same, unencrypted), auto (tls, else ssh)")
 	fs.StringVar(&f.dataPorts, "data-ports", "", "port `range` the agent listens on for --transport tls/tcp, e.g. 50000-50100 (default: any)")
+	fs.StringVar(&f.dataAddr, "data-addr", "", "the remote host's `address` the agent listens on for --transport tls/tcp, and the streams go to (default: the address SSH reached it on; 0.0.0.0 or :: for all, the streams to the host's name)")
 	f.serve.register(fs)
 	fs.DurationVar(&f.grace, "grace", 10*time.Second, "on the first SIGINT or SIGTERM, how long the batches in flight may take to finish")
 	fs.StringVar(&f.journal, "journal", "", "resume journal `PATH` (default: under ~/.local/state/bulkmove, keyed by SRC, DEST and options; none: no journal)")
@@ -295,6 +298,10 @@ func runMove(args []string, stdout, stderr io.Writer) int {
 	}
 	if _, _, err := dataplane.ParsePorts(f.dataPorts); err != nil {
 		errorf(stderr, "--data-ports: %v", err)
+		return exitUsage
+	}
+	if f.dataAddr != "" && net.ParseIP(strings.Trim(f.dataAddr, "[]")) == nil {
+		errorf(stderr, "--data-addr %q: want an IP address of the remote host (0.0.0.0 or :: for all)", f.dataAddr)
 		return exitUsage
 	}
 	f.gentle.apply(stderr) // early: every thread of the process takes them

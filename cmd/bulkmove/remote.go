@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path"
 	"slices"
@@ -116,6 +117,9 @@ func (j *job) connectSSH(ctx context.Context, t sshx.Target, p plan) ([]stream.C
 		mode := l.data
 		if mode == "auto" {
 			mode = "tls"
+		}
+		if j.flags.dataAddr != "" {
+			check += " --data-addr " + sshx.ShellQuote(j.flags.dataAddr)
 		}
 		args = fmt.Sprintf("agent%s%s --hub %d --data %s --data-ports %s -- %s", check, j.flags.gentle.niceFlags.text(), j.flags.jobs, mode,
 			sshx.ShellQuote(j.flags.dataPorts), sshx.ShellQuote(root))
@@ -246,6 +250,9 @@ func (l *sshLink) startData(ctx context.Context, c *sshx.Client, sess *sshx.Sess
 	j := l.j
 	k := j.flags.jobs
 	host := c.HostName()
+	if ip := net.ParseIP(strings.Trim(j.flags.dataAddr, "[]")); ip != nil && !ip.IsUnspecified() {
+		host = ip.String() // the network asked for, maybe not SSH's
+	}
 	conns := make([]stream.Conn, k)
 	var mu sync.Mutex
 	var firstErr error

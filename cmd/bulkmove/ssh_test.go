@@ -336,14 +336,18 @@ func TestSSHDataPlane(t *testing.T) {
 	if err := gentree.Mixed(src, 1500, 9); err != nil {
 		t.Fatal(err)
 	}
-	for _, tr := range []string{"tls", "tcp", "auto", "tcp-sendfile"} {
+	for _, tr := range []string{"tls", "tcp", "auto", "tcp-sendfile", "tls-addr"} {
 		t.Run(tr, func(t *testing.T) {
 			dst := filepath.Join(dir, "dst-"+tr)
-			mode := strings.TrimSuffix(tr, "-sendfile")
+			mode := strings.TrimSuffix(strings.TrimSuffix(tr, "-sendfile"), "-addr")
 			args := []string{"-v", "-F", cfg, "-j", "3", "--transport", mode, "--data-ports", "40000-40100", src, "box2:" + dst}
-			if tr == "tcp-sendfile" {
+			switch tr {
+			case "tcp-sendfile":
 				// No hashes to make: the larger bodies go by sendfile.
 				args = append([]string{"--no-verify-transfer"}, args...)
+			case "tls-addr":
+				// The data plane on an address asked for, the streams to it.
+				args = append([]string{"--data-addr", "127.0.0.1"}, args...)
 			}
 			out, code := runBM(t, nil, args...)
 			if code != 0 || !strings.Contains(out, "1 SSH connections open") || !strings.Contains(out, "connected 3 streams") {

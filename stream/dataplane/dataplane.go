@@ -61,23 +61,24 @@ func (o Offer) String() string {
 	return fmt.Sprintf("data=%s:%d:%s:%s", o.Mode, o.Port, fp, o.Token)
 }
 
-// ParseOffer reads an offer from its String form.
+// ParseOffer reads an offer from its String form. Its errors do not
+// quote the offer: it holds the token.
 func ParseOffer(s string) (Offer, error) {
 	rest, ok := strings.CutPrefix(s, "data=")
 	f := strings.Split(rest, ":")
 	if !ok || len(f) != 4 {
-		return Offer{}, fmt.Errorf("bad data-plane offer %q", s)
+		return Offer{}, fmt.Errorf("bad data-plane offer (%d fields, want data=MODE:PORT:FINGERPRINT:TOKEN)", len(f))
 	}
 	port, err := strconv.Atoi(f[1])
 	if err != nil || port <= 0 || port > 65535 {
-		return Offer{}, fmt.Errorf("bad port in data-plane offer %q", s)
+		return Offer{}, fmt.Errorf("bad port %q in data-plane offer", f[1])
 	}
 	o := Offer{Mode: Mode(f[0]), Port: port, Fingerprint: f[2], Token: f[3]}
 	if o.Fingerprint == "-" {
 		o.Fingerprint = ""
 	}
 	if o.Mode != TLS && o.Mode != TCP || o.Mode == TLS && len(o.Fingerprint) != 64 || len(o.Token) < 32 {
-		return Offer{}, fmt.Errorf("bad data-plane offer %q", s)
+		return Offer{}, fmt.Errorf("bad data-plane offer (mode %q, a %d-digit fingerprint, a %d-character token)", o.Mode, len(o.Fingerprint), len(o.Token))
 	}
 	return o, nil
 }
@@ -106,6 +107,10 @@ type Listener struct {
 	offer Offer
 	tls   *tls.Config
 	k     int
+	gate  *Gate // strangers' handshakes, at most so many at once
+	// stop ends a wrong token's delay when the listener closes.
+	stop     context.Context
+	stopFunc context.CancelFunc
 
 	mu       sync.Mutex
 	used     map[int]bool
@@ -126,27 +131,35 @@ type admitted struct {
 	index int
 }
 
-// Listen listens on the first free port of ports (see ParsePorts) for k
-// streams in the given mode.
-func Listen(mode Mode, ports string, k int) (*Listener, error) {
+// Listen listens on host (an address of this machine; "" for all of
+// them) at the first free port of ports (see ParsePorts) for k streams in
+// the given mode.
+func Listen(mode Mode, host, ports string, k int) (*Listener, error) {
 	lo, hi, err := ParsePorts(ports)
 	if err != nil {
 		return nil, err
 	}
 	var ln net.Listener
 	for p := lo; ; p++ {
-		ln, err = net.Listen("tcp", ":"+strconv.Itoa(p))
+		ln, err = net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(p)))
 		if err == nil || p >= hi {
 			break
 		}
 	}
 	if err != nil {
+		if ports == "" {
+			return nil, err
+		}
 		return nil, fmt.Errorf("no free port in %s: %w", ports, err)
 	}
 	var tok [24]byte
 	rand.Read(tok[:])
 	l := &Listener{ln: ln, k: k, used: map[int]bool{},
+		// The sender's K streams come from one peer at once; room for
+		// them beside strangers.
+		gate:  NewGate(2*k+16, k+4),
 		offer: Offer{Mode: mode, Port: ln.Addr().(*net.TCPAddr).Port, Token: hex.EncodeToString(tok[:])}}
+	l.stop, l.stopFunc = context.WithCancel(context.Background())
 	if mode == TLS {
 		cert, fp, err := selfSigned()
 		if err != nil {
@@ -162,8 +175,14 @@ func Listen(mode Mode, ports string, k int) (*Listener, error) {
 // Offer is what to tell the sender.
 func (l *Listener) Offer() Offer { return l.offer }
 
+// Addr is where the listener listens.
+func (l *Listener) Addr() net.Addr { return l.ln.Addr() }
+
 // Close stops listening.
-func (l *Listener) Close() error { return l.ln.Close() }
+func (l *Listener) Close() error {
+	l.stopFunc()
+	return l.ln.Close()
+}
 
 // Accept returns the next stream that presented the token and an index not
 // seen yet; connections that do not are dropped. After k streams, or when
@@ -200,8 +219,15 @@ func (l *Listener) acceptLoop() {
 			l.loopErr = err
 			return
 		}
+		// Over the gate's limits, closed at once: nothing read, no
+		// goroutine.
+		peer, err := l.gate.Enter(c.RemoteAddr())
+		if err != nil {
+			c.Close()
+			continue
+		}
 		go func() {
-			if err := l.admit(c); err != nil {
+			if err := l.admit(c, peer); err != nil {
 				c.Close() // a stranger, or a replay: not ours
 			}
 		}()
@@ -210,7 +236,8 @@ func (l *Listener) acceptLoop() {
 
 // admit runs c's handshake and checks its greeting; if it is one of the
 // job's streams, it hands it to Accept.
-func (l *Listener) admit(c net.Conn) error {
+func (l *Listener) admit(c net.Conn, peer string) error {
+	defer l.gate.Leave(peer)
 	c.SetDeadline(time.Now().Add(15 * time.Second))
 	conn := c
 	if l.tls != nil {
@@ -226,8 +253,10 @@ func (l *Listener) admit(c net.Conn) error {
 	}
 	f := strings.Fields(line)
 	if len(f) != 3 || f[0] != "BULKMOVE-STREAM" || subtle.ConstantTimeCompare([]byte(f[1]), []byte(l.offer.Token)) != 1 {
+		l.gate.Failed(l.stop, peer)
 		return errors.New("bad greeting")
 	}
+	l.gate.Succeeded(peer)
 	index, err := strconv.Atoi(f[2])
 	if err != nil || index < 0 || index >= l.k {
 		return errors.New("bad stream index")

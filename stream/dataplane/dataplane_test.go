@@ -163,7 +163,7 @@ func TestSilentStranger(t *testing.T) {
 // listen listens for k streams in mode, until the test ends.
 func listen(t *testing.T, mode Mode, k int) *Listener {
 	t.Helper()
-	l, err := Listen(mode, "", k)
+	l, err := Listen(mode, "127.0.0.1", "", k)
 	if err != nil {
 		t.Fatal(err)
 	}

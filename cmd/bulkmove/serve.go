@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -35,6 +36,11 @@ which must stay inside the root called NAME: it is made and opened beneath
 the root with no symlink followed. The streams of one job share a receiver.
 A refused stream is told why, and its sender stops. Without --tls-cert, a throwaway certificate is made and its
 SHA-256 printed, for senders to pin with --fingerprint.
+
+The token file must be closed to others (0600, or 0640/0440 for a group)
+and hold a random token (openssl rand -hex 24), not a placeholder. Wrong
+tokens are slowed, and lock their address out after 10 in a row; the
+limits below bound what strangers and senders can hold (docs/serve.md).
 
 Flags:
 `
@@ -64,7 +70,16 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	keyFile := fs.String("tls-key", "", "TLS key `file` (PEM)")
 	clientCA := fs.String("client-ca", "", "require client certificates signed by the CA in `file` (mutual TLS)")
 	metricsAddr := fs.String("metrics-addr", "", "export the receivers' Prometheus metrics on `host:port`")
+	maxHandshakes := fs.Int("max-handshakes", defaultServe.maxHandshakes, "connections not yet authenticated at once, `N` in all; more are closed at once")
+	maxPeerHandshakes := fs.Int("max-peer-handshakes", defaultServe.maxPeerHandshakes, "connections not yet authenticated at once from one address (IPv6: one /64), `N`")
+	maxConns := fs.Int("max-conns", defaultServe.maxConns, "authenticated streams at once, `N`; more are refused")
+	maxJobs := fs.Int("max-jobs", defaultServe.maxJobs, "jobs (sender runs) at once, `N`; more are refused")
+	idle := fs.Duration("idle-timeout", defaultServe.idle, "a stream that sends or takes no byte for `duration` is closed (its sender reconnects when it has more)")
 	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
+		return exitUsage
+	}
+	if *maxHandshakes < 1 || *maxPeerHandshakes < 1 || *maxConns < 1 || *maxJobs < 1 || *idle <= 0 {
+		errorf(stderr, "serve: --max-handshakes, --max-peer-handshakes, --max-conns, --max-jobs and --idle-timeout must be positive")
 		return exitUsage
 	}
 	if len(roots) == 0 {
@@ -123,7 +138,8 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		return exitFatal
 	}
 	errorf(stderr, "serve: listening on %s, certificate SHA-256 %s", ln.Addr(), fp)
-	s := &server{roots: open, token: token, mutual: *clientCA != "", cfg: cfg, opened: m.Set, log: stderr, jobs: map[string]*serveJob{}}
+	s := newServer(open, token, cfg, stderr, serveLimits{*maxHandshakes, *maxPeerHandshakes, *maxConns, *maxJobs, *idle})
+	s.mutual, s.opened = *clientCA != "", m.Set
 	context.AfterFunc(ctx, func() { ln.Close() })
 	s.run(ctx, ln)
 	return exitOK
@@ -138,9 +154,36 @@ type server struct {
 	opened func(*extract.Receiver)
 	log    io.Writer
 
-	mu   sync.Mutex
-	jobs map[string]*serveJob
-	wg   sync.WaitGroup
+	// Limits: gate on the handshakes before authentication, then at
+	// most maxConns streams and maxJobs jobs; a stream idle for idle
+	// is closed.
+	gate              *dataplane.Gate
+	maxConns, maxJobs int
+	idle              time.Duration
+
+	mu    sync.Mutex
+	jobs  map[string]*serveJob
+	conns int // authenticated streams
+	wg    sync.WaitGroup
+}
+
+// serveLimits are serve's limits on its connections (see the flags).
+type serveLimits struct {
+	maxHandshakes, maxPeerHandshakes, maxConns, maxJobs int
+	idle                                                time.Duration
+}
+
+var defaultServe = serveLimits{maxHandshakes: 64, maxPeerHandshakes: 32, maxConns: 512, maxJobs: 64, idle: 15 * time.Minute}
+
+// newServer is a server of the given roots, taking token (if not empty),
+// logging to log.
+func newServer(roots map[string]*os.File, token string, cfg *tls.Config, log io.Writer, l serveLimits) *server {
+	s := &server{roots: roots, token: token, cfg: cfg, log: log, jobs: map[string]*serveJob{},
+		gate: dataplane.NewGate(l.maxHandshakes, l.maxPeerHandshakes), maxConns: l.maxConns, maxJobs: l.maxJobs, idle: l.idle}
+	s.gate.Locked = func(peer string, fails int, d time.Duration) {
+		errorf(log, "serve: %s: %d wrong tokens: locked out for %s", peer, fails, d)
+	}
+	return s
 }
 
 // serveJob is one sender job's receiver, shared by its streams.
@@ -163,18 +206,33 @@ func (s *server) run(ctx context.Context, ln net.Listener) {
 		if err != nil {
 			return
 		}
+		// Over the gate's limits (or locked out), closed at once: no
+		// goroutine, no TLS, nothing read.
+		peer, err := s.gate.Enter(c.RemoteAddr())
+		if err != nil {
+			c.Close()
+			continue
+		}
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
 			defer c.Close()
-			if err := s.session(ctx, c); err != nil {
+			if err := s.session(ctx, c, peer); err != nil {
 				errorf(s.log, "serve: %s: %v", c.RemoteAddr(), err)
 			}
 		}()
 	}
 }
 
-func (s *server) session(ctx context.Context, raw net.Conn) error {
+// session serves one connection, admitted by the gate as peer: its
+// handshake counts there until the greeting's token is checked.
+func (s *server) session(ctx context.Context, raw net.Conn, peer string) error {
+	authing := true
+	defer func() {
+		if authing {
+			s.gate.Leave(peer)
+		}
+	}()
 	raw.SetDeadline(time.Now().Add(handshakeTimeout)) // lifted by the hub once the Hello is answered
 	c := tls.Server(raw, s.cfg)
 	if err := c.HandshakeContext(ctx); err != nil {
@@ -189,14 +247,85 @@ func (s *server) session(ctx context.Context, raw net.Conn) error {
 		return refuse(c, err)
 	}
 	if !s.mutual && !dataplane.TokenOK(g.Token, s.token) || s.mutual && s.token != "" && !dataplane.TokenOK(g.Token, s.token) {
+		s.gate.Failed(ctx, peer) // its delay, the peer's slot still held
 		return refuse(c, errors.New("wrong token"))
 	}
+	s.gate.Succeeded(peer)
+	s.gate.Leave(peer)
+	authing = false
+	if !s.enter() {
+		return refuse(c, fmt.Errorf("busy: %d streams open (serve --max-conns)", s.maxConns))
+	}
+	defer s.exit()
 	job, err := s.join(g)
 	if err != nil {
 		return refuse(c, err)
 	}
 	defer s.leave(g.Job, job)
-	return job.hub.Serve(ctx, c, c)
+	ic := &idleConn{Conn: c, idle: s.idle}
+	return job.hub.Serve(ctx, ic, ic)
+}
+
+// enter counts an authenticated stream, if there is room for it.
+func (s *server) enter() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.conns >= s.maxConns {
+		return false
+	}
+	s.conns++
+	return true
+}
+
+func (s *server) exit() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.conns--
+}
+
+// idleConn is a stream after its handshake: a read or a write that waits
+// idle for its peer fails (a sender that stopped, and holds its stream and
+// its job's receiver). Until the hub lifts the handshake's deadline
+// (SetDeadline with the zero time), that deadline alone holds.
+type idleConn struct {
+	*tls.Conn
+	idle   time.Duration
+	lifted atomic.Bool
+	// When each direction's deadline was last pushed: it is pushed again
+	// only once a slack has passed, not on every read of a record.
+	readSet, writeSet atomic.Int64
+}
+
+func (c *idleConn) SetDeadline(t time.Time) error {
+	if t.IsZero() {
+		c.lifted.Store(true)
+	}
+	return c.Conn.SetDeadline(t)
+}
+
+func (c *idleConn) Read(p []byte) (int, error) {
+	c.push(&c.readSet, c.Conn.SetReadDeadline)
+	return c.Conn.Read(p)
+}
+
+func (c *idleConn) Write(p []byte) (int, error) {
+	c.push(&c.writeSet, c.Conn.SetWriteDeadline)
+	return c.Conn.Write(p)
+}
+
+// push sets a direction's deadline idle from now, if it was set more than
+// a slack (an eighth of idle, at most a second) ago: a wait then fails
+// after between idle less the slack and idle.
+func (c *idleConn) push(last *atomic.Int64, set func(time.Time) error) {
+	if !c.lifted.Load() || c.idle <= 0 {
+		return
+	}
+	now := time.Now()
+	if now.UnixNano()-last.Load() < int64(min(c.idle/8, time.Second)) {
+		return
+	}
+	last.Store(now.UnixNano())
+	set(now.Add(c.idle))
 }
 
 // refuse answers a stream's greeting with the reason it is refused, for
@@ -230,6 +359,9 @@ func (s *server) join(g dataplane.Greeting) (*serveJob, error) {
 		if job, err := s.joinOpen(g); job != nil || err != nil {
 			return job, err
 		}
+		if !s.roomForJob() {
+			return nil, s.busyJobs()
+		}
 		dir, err := extract.OpenBeneath(root, rest)
 		if err != nil {
 			return nil, fmt.Errorf("%s/%w", name, err)
@@ -239,14 +371,24 @@ func (s *server) join(g dataplane.Greeting) (*serveJob, error) {
 			Open: func(o extract.Options) (*extract.Receiver, error) { return extract.OpenAt(dir, ".", o) },
 		}}
 		s.mu.Lock()
-		if s.jobs[g.Job] == nil {
+		if s.jobs[g.Job] == nil && len(s.jobs) < s.maxJobs {
 			s.jobs[g.Job] = job
 			s.mu.Unlock()
 			return job, nil
 		}
 		s.mu.Unlock()
-		dir.Close() // another stream of the job opened it first: join that
+		dir.Close() // another stream of the job opened it first: join that (or the jobs filled up: refused above)
 	}
+}
+
+func (s *server) roomForJob() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.jobs) < s.maxJobs
+}
+
+func (s *server) busyJobs() error {
+	return fmt.Errorf("busy: %d jobs running (serve --max-jobs)", s.maxJobs)
 }
 
 // joinOpen adds a stream to its job if the job is open (nil, nil if not).

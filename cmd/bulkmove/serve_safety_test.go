@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"io/fs"
 	"net"
 	"os"
@@ -155,9 +154,9 @@ func foundUnder(root, name string) bool {
 }
 
 // TestServeTwoJobSymlink: a job greets for data/x and pauses; meanwhile
-// x is replaced by a symlink out of the root (what a second job of the
-// same sender can do: delete x, send a symlink x); then the first job
-// sends its Hello and a file. Nothing is written outside the root: the
+// a second job of the same sender replaces x by a symlink out of the root
+// (deletes x, sends a symlink x); then the first job sends its Hello and
+// a file. Nothing is written outside the root: the
 // job works in the directory its greeting opened, or is refused.
 func TestServeTwoJobSymlink(t *testing.T) {
 	dir := shmDir(t)
@@ -189,11 +188,24 @@ func TestServeTwoJobSymlink(t *testing.T) {
 			t.Fatal("serve did not make the job's destination")
 		}
 	}
-	if err := os.Remove(x); err != nil {
-		t.Fatal(err)
+	// The second job (another run of the same sender, as any holder of
+	// the token can): a --delete from an empty tree over the root, which
+	// removes x, then a tree whose x is a symlink out of the root.
+	srcB := filepath.Join(dir, "srcB")
+	os.MkdirAll(srcB, 0o755)
+	for _, del := range []bool{true, false} {
+		args := []string{"-j", "1", "--token-file", tokFile, "--fingerprint", fp, srcB, "bulkmove://" + addr + "/data"}
+		if del {
+			args = append([]string{"--delete", "--no-delete-guard"}, args...)
+		} else if err := os.Symlink(outside, filepath.Join(srcB, "x")); err != nil {
+			t.Fatal(err)
+		}
+		if out, code := runBM(t, nil, args...); code != 0 {
+			t.Fatalf("job b: exit %d:\n%s", code, out)
+		}
 	}
-	if err := os.Symlink(outside, x); err != nil {
-		t.Fatal(err)
+	if fi, err := os.Lstat(x); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("job b did not make x a symlink out of the root: %v", err)
 	}
 	srcDir := filepath.Join(dir, "src")
 	os.MkdirAll(srcDir, 0o755)
@@ -242,26 +254,10 @@ func TestAgentRefusal(t *testing.T) {
 func TestServeHelloDeadline(t *testing.T) {
 	defer func(d time.Duration) { handshakeTimeout = d }(handshakeTimeout)
 	handshakeTimeout = 300 * time.Millisecond
-	root, err := os.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
-	cfg, fp, err := dataplane.ServerConfig("", "", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &server{roots: map[string]*os.File{"data": root}, token: "s3cret-token-0123456789", cfg: cfg, log: io.Discard, jobs: map[string]*serveJob{}}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { s.run(ctx, ln); close(done) }()
-	defer func() { cancel(); ln.Close(); <-done }()
-	ccfg, _ := dataplane.ClientConfig("127.0.0.1", "", fp, "", "")
-	c, err := dataplane.DialServe(ctx, ln.Addr().String(), ccfg, dataplane.Greeting{Token: s.token, Job: "j", Dest: "data/x"})
+	s, addr, ccfg, _ := inProcServe(t, defaultServe, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := dataplane.DialServe(ctx, addr, ccfg, dataplane.Greeting{Token: s.token, Job: "j", Dest: "data/x"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,15 +268,7 @@ func TestServeHelloDeadline(t *testing.T) {
 	if ne, ok := err.(net.Error); ok && ne.Timeout() {
 		t.Fatalf("the connection is still open %s after a greeting without a Hello", time.Since(start).Round(time.Millisecond))
 	}
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		s.mu.Lock()
-		n := len(s.jobs)
-		s.mu.Unlock()
-		if n == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the job still holds its destination after its stream was closed")
-		}
+	if !jobsGone(s, 5*time.Second) {
+		t.Fatalf("the job still holds its destination after its stream was closed")
 	}
 }

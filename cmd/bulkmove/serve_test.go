@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"net"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -65,34 +67,75 @@ func TestServe(t *testing.T) {
 // token file.
 func startServeBin(t *testing.T, dir string, roots ...string) (addr, fp, tok string) {
 	t.Helper()
-	tok = filepath.Join(dir, "token")
-	os.WriteFile(tok, []byte("s3cret-token-0123456789\n"), 0o600)
+	p := startServeProc(t, dir, nil, roots...)
+	return p.addr, p.fp, p.tok
+}
+
+// serveProc is a running `bulkmove serve`.
+type serveProc struct {
+	addr, fp, tok string
+	cmd           *exec.Cmd
+	log           *lockedBuf // its stderr
+}
+
+// startServeProc starts `bulkmove serve` with the given --root values, a
+// token and flags.
+func startServeProc(t *testing.T, dir string, flags []string, roots ...string) *serveProc {
+	t.Helper()
+	p := &serveProc{tok: filepath.Join(dir, "token"), log: &lockedBuf{}}
+	os.WriteFile(p.tok, []byte("s3cret-token-0123456789\n"), 0o600)
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	addr = ln.Addr().String()
+	p.addr = ln.Addr().String()
 	ln.Close()
-	args := []string{"serve", "--listen", addr, "--token-file", tok}
+	args := append([]string{"serve", "--listen", p.addr, "--token-file", p.tok}, flags...)
 	for _, r := range roots {
 		args = append(args, "--root", r)
 	}
-	srv := exec.Command(binary(t), args...)
-	stderr, _ := srv.StderrPipe()
-	if err := srv.Start(); err != nil {
+	p.cmd = exec.Command(binary(t), args...)
+	stderr, _ := p.cmd.StderrPipe()
+	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { srv.Process.Kill(); srv.Wait() })
+	t.Cleanup(func() { p.cmd.Process.Kill(); p.cmd.Wait() })
 	sc := bufio.NewScanner(stderr)
 	deadline := time.Now().Add(10 * time.Second)
-	for fp == "" && time.Now().Before(deadline) && sc.Scan() {
+	for p.fp == "" && time.Now().Before(deadline) && sc.Scan() {
+		p.log.WriteString(sc.Text() + "\n")
 		if m := regexp.MustCompile(`SHA-256 ([0-9a-f]{64})`).FindStringSubmatch(sc.Text()); m != nil {
-			fp = m[1]
+			p.fp = m[1]
 		}
 	}
-	if fp == "" {
+	if p.fp == "" {
 		t.Fatal("serve did not print its certificate's fingerprint")
 	}
 	go func() {
 		for sc.Scan() {
+			p.log.WriteString(sc.Text() + "\n")
 		}
 	}()
-	return addr, fp, tok
+	return p
+}
+
+// lockedBuf is a bytes.Buffer safe for concurrent use.
+type lockedBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *lockedBuf) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *lockedBuf) WriteString(s string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.b.WriteString(s)
+}
+
+func (b *lockedBuf) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }

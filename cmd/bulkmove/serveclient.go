@@ -44,6 +44,9 @@ func (j *job) parseServe(s string) (sshx.Target, bool, error) {
 	return sshx.Target{Host: u.Hostname(), Path: strings.Trim(u.Path, "/")}, true, nil
 }
 
+// serveDialing is how many streams a sender opens to serve at once.
+const serveDialing = 16
+
 // connectServe opens K TLS streams to a `bulkmove serve` daemon, one job.
 func (j *job) connectServe(ctx context.Context, p plan) ([]stream.Conn, func(), error) {
 	f := j.flags.serve
@@ -78,8 +81,15 @@ func (j *job) connectServe(ctx context.Context, p plan) ([]stream.Conn, func(), 
 	conns := make([]stream.Conn, j.flags.jobs)
 	errs := make([]error, j.flags.jobs)
 	var wg sync.WaitGroup
+	// At most serveDialing handshakes at once: below serve's limit per
+	// address (--max-peer-handshakes), which closes more at once.
+	sem := make(chan struct{}, serveDialing)
 	for i := range conns {
-		wg.Go(func() { conns[i], errs[i] = dial(ctx, i) })
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			conns[i], errs[i] = dial(ctx, i)
+		})
 	}
 	wg.Wait()
 	for _, err := range errs {

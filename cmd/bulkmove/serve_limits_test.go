@@ -1,0 +1,275 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bulkmove/bulkmove/stream"
+	"github.com/bulkmove/bulkmove/stream/dataplane"
+	"github.com/bulkmove/bulkmove/stream/wire"
+)
+
+const testToken = "s3cret-token-0123456789"
+
+// inProcServe runs a server of one root "data" in this process, with
+// limits l and tune applied, until the test ends; it returns the server,
+// its address, the sender's TLS settings for it, and its log.
+func inProcServe(t *testing.T, l serveLimits, tune func(*server)) (*server, string, *tls.Config, *lockedBuf) {
+	t.Helper()
+	root, err := os.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	cfg, fp, err := dataplane.ServerConfig("", "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := &lockedBuf{}
+	s := newServer(map[string]*os.File{"data": root}, testToken, cfg, log, l)
+	if tune != nil {
+		tune(s)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.run(ctx, ln); close(done) }()
+	t.Cleanup(func() { cancel(); ln.Close(); <-done })
+	ccfg, _ := dataplane.ClientConfig("127.0.0.1", "", fp, "", "")
+	return s, ln.Addr().String(), ccfg, log
+}
+
+// jobsGone waits up to within for the server to have no job open.
+func jobsGone(s *server, within time.Duration) bool {
+	for deadline := time.Now().Add(within); ; time.Sleep(10 * time.Millisecond) {
+		s.mu.Lock()
+		n := len(s.jobs)
+		s.mu.Unlock()
+		if n == 0 {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+}
+
+// dialFrom opens a stream to serve at addr from the local address from
+// (another peer than 127.0.0.1), greets with g and says its Hello: the
+// stream is up when the server answered it.
+func dialFrom(ctx context.Context, from, addr string, cfg *tls.Config, g dataplane.Greeting) (*stream.Client, net.Conn, error) {
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: 5 * time.Second}
+	raw, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	c := tls.Client(raw, cfg)
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	if err := c.HandshakeContext(ctx); err != nil {
+		raw.Close()
+		return nil, nil, fmt.Errorf("TLS: %w", err)
+	}
+	if err := dataplane.WriteGreeting(c, g); err != nil {
+		c.Close()
+		return nil, nil, err
+	}
+	conn, err := stream.Dial(ctx, from, c, c, c, version, wire.ReceiveOptions{Check: wire.CheckQuick}, stream.Source{Root: os.TempDir()})
+	if err != nil {
+		c.Close()
+		return nil, nil, err
+	}
+	c.SetDeadline(time.Time{})
+	return conn, c, nil
+}
+
+// TestServeWrongTokens: wrong tokens from one peer are refused, each
+// later than the one before (the configured delay, doubling); past the
+// limit the peer is locked out (its connections closed at once, even with
+// the right token), while another peer with the right token is served all
+// along. The log names the lockout and holds no part of either token.
+func TestServeWrongTokens(t *testing.T) {
+	_, addr, cfg, log := inProcServe(t, defaultServe, func(s *server) {
+		s.gate.FailDelay, s.gate.MaxFailDelay = 150*time.Millisecond, 600*time.Millisecond
+		s.gate.LockoutAfter, s.gate.Lockout = 4, time.Minute
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const wrong = "wrong-token-9876543210"
+	for i, want := range []time.Duration{150, 300, 600, 600} {
+		start := time.Now()
+		_, _, err := dialFrom(ctx, "127.0.0.2", addr, cfg, dataplane.Greeting{Token: wrong, Job: fmt.Sprint("w", i), Dest: "data/x"})
+		took := time.Since(start)
+		if err == nil || !strings.Contains(err.Error(), "wrong token") || took < want*time.Millisecond {
+			t.Errorf("wrong token %d: %v after %s, want refused after at least %s", i+1, err, took.Round(time.Millisecond), want*time.Millisecond)
+		}
+		// Meanwhile another peer, with the token, gets in.
+		good, c, err := dialFrom(ctx, "127.0.0.1", addr, cfg, dataplane.Greeting{Token: testToken, Job: fmt.Sprint("g", i), Dest: "data/g"})
+		if err != nil {
+			t.Fatalf("the right token from another peer, after %d wrong ones: %v", i+1, err)
+		}
+		good.Abort()
+		c.Close()
+	}
+	start := time.Now()
+	if _, _, err := dialFrom(ctx, "127.0.0.2", addr, cfg, dataplane.Greeting{Token: testToken, Job: "late", Dest: "data/x"}); err == nil || time.Since(start) > time.Second {
+		t.Errorf("a locked-out peer, with the right token: %v after %s, want closed at once", err, time.Since(start).Round(time.Millisecond))
+	}
+	if !strings.Contains(log.String(), "127.0.0.2: 4 wrong tokens: locked out") {
+		t.Errorf("the log does not name the lockout:\n%s", log)
+	}
+	assertNoToken(t, log.String(), testToken, wrong)
+}
+
+// assertNoToken fails if text holds any 8 characters in a row of a token.
+func assertNoToken(t *testing.T, text string, tokens ...string) {
+	t.Helper()
+	for _, tok := range tokens {
+		for i := 0; i+8 <= len(tok); i++ {
+			if strings.Contains(text, tok[i:i+8]) {
+				t.Errorf("the log holds %q, part of the token %q:\n%s", tok[i:i+8], tok, text)
+				break
+			}
+		}
+	}
+}
+
+// TestServeIdleTimeout: after its Hello, a stream that sends nothing is
+// closed once --idle-timeout passes, and its job's destination let go;
+// one that keeps sending, slower in all than the timeout, is not.
+func TestServeIdleTimeout(t *testing.T) {
+	l := defaultServe
+	l.idle = 400 * time.Millisecond
+	s, addr, cfg, _ := inProcServe(t, l, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, c, err := dialFrom(ctx, "127.0.0.1", addr, cfg, dataplane.Greeting{Token: testToken, Job: "idle", Dest: "data/x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Abort()
+	start := time.Now()
+	if !jobsGone(s, 5*time.Second) {
+		t.Fatalf("an idle stream is still served after %s", time.Since(start).Round(time.Millisecond))
+	}
+	if took := time.Since(start); took < 300*time.Millisecond {
+		t.Errorf("the idle stream was cut after %s, before its timeout", took)
+	}
+	c.Close()
+	// Busy but slow: a prune request every 150 ms for 2 s.
+	conn2, c2, err := dialFrom(ctx, "127.0.0.1", addr, cfg, dataplane.Greeting{Token: testToken, Job: "slow", Dest: "data/y"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	defer conn2.Abort()
+	for range 13 {
+		time.Sleep(150 * time.Millisecond)
+		if err := conn2.Prune(ctx, &wire.PruneRequest{}, func(*wire.PruneResult) {}); err != nil {
+			t.Fatalf("a stream that keeps talking was cut: %v", err)
+		}
+	}
+}
+
+// TestServeCaps: past --max-jobs a new job is refused, past --max-conns a
+// new stream is, each saying so; the streams already in are served.
+func TestServeCaps(t *testing.T) {
+	l := defaultServe
+	l.maxJobs, l.maxConns = 1, 2
+	_, addr, cfg, _ := inProcServe(t, l, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	a0, c0, err := dialFrom(ctx, "127.0.0.1", addr, cfg, dataplane.Greeting{Token: testToken, Job: "a", Dest: "data/a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c0.Close()
+	defer a0.Abort()
+	if _, _, err := dialFrom(ctx, "127.0.0.1", addr, cfg, dataplane.Greeting{Token: testToken, Job: "b", Dest: "data/b"}); err == nil || !strings.Contains(err.Error(), "busy: 1 jobs running (serve --max-jobs)") {
+		t.Errorf("a second job past --max-jobs 1: %v, want refused as busy", err)
+	}
+	a1, c1, err := dialFrom(ctx, "127.0.0.1", addr, cfg, dataplane.Greeting{Token: testToken, Job: "a", Index: 1, Dest: "data/a"})
+	if err != nil {
+		t.Fatalf("the job's second stream: %v", err)
+	}
+	defer c1.Close()
+	defer a1.Abort()
+	if _, _, err := dialFrom(ctx, "127.0.0.1", addr, cfg, dataplane.Greeting{Token: testToken, Job: "a", Index: 2, Dest: "data/a"}); err == nil || !strings.Contains(err.Error(), "busy: 2 streams open (serve --max-conns)") {
+		t.Errorf("a third stream past --max-conns 2: %v, want refused as busy", err)
+	}
+	if err := a0.Prune(ctx, &wire.PruneRequest{}, func(*wire.PruneResult) {}); err != nil {
+		t.Errorf("a stream already in, after the refusals: %v", err)
+	}
+}
+
+// TestServeGreetingNotLogged: what a malformed greeting, a stranger's
+// line, a wrong token and a refused destination put in serve's log holds
+// no part of the token that came with them.
+func TestServeGreetingNotLogged(t *testing.T) {
+	dir := shmDir(t)
+	p := startServeProc(t, dir, nil, "data="+filepath.Join(dir, "root"))
+	cfg, err := dataplane.ClientConfig("127.0.0.1", "", p.fp, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const other = "zq9Xw7Kp4Lm2Vb8Nc5Hd"
+	lines := []string{
+		"BULKMOVE-SERVE " + testToken + " job\n",
+		"BULKMOVE-SERVE " + testToken + " job x \"data\"\n",
+		"BULKMOVE-SERVE " + testToken + " job 1 data\n",
+		"BULKMOVE-SERVEX " + testToken + " job 1 \"data\"\n",
+		testToken + "\n",
+		"BULKMOVE-SERVE " + other + " job 1 \"data\"\n",
+		"BULKMOVE-SERVE " + testToken + " job 1 \"nope/x\"\n",
+		"BULKMOVE-SERVE " + testToken + " job 1 \"data/../x\"\n",
+	}
+	for _, line := range lines {
+		c, err := tls.Dial("tcp", p.addr, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(c, line)
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		io.Copy(io.Discard, c) // its refusal, then the close
+		c.Close()
+	}
+	time.Sleep(200 * time.Millisecond) // the log lines of the last
+	if n := strings.Count(p.log.String(), "serve: 127.0.0.1:"); n < len(lines) {
+		t.Errorf("%d refusals logged, want %d:\n%s", n, len(lines), p.log)
+	}
+	assertNoToken(t, p.log.String(), testToken, other)
+}
+
+// TestDataHost: the agent's data plane listens where it is asked to, else
+// on the address the sender's SSH connection reached (SSH_CONNECTION's
+// third field), else (not under SSH) on all addresses.
+func TestDataHost(t *testing.T) {
+	t.Setenv("SSH_CONNECTION", "10.1.2.3 50022 192.0.2.7 22")
+	for asked, want := range map[string]string{"": "192.0.2.7", "0.0.0.0": "0.0.0.0", "[::]": "::", "198.51.100.1": "198.51.100.1"} {
+		if got := dataHost(asked); got != want {
+			t.Errorf("dataHost(%q) = %q, want %q", asked, got, want)
+		}
+	}
+	t.Setenv("SSH_CONNECTION", "fe80::1 50022 2001:db8::7 22")
+	if got := dataHost(""); got != "2001:db8::7" {
+		t.Errorf("over IPv6: %q", got)
+	}
+	os.Unsetenv("SSH_CONNECTION")
+	if got := dataHost(""); got != "" {
+		t.Errorf("outside SSH: %q, want all addresses", got)
+	}
+	out, code := runBM(t, nil, "--transport", "tls", "--data-addr", "box2", "/nonexistent", "box2:/x")
+	if code != exitUsage || !strings.Contains(out, `--data-addr "box2": want an IP address`) {
+		t.Errorf("--data-addr box2: exit %d, want a usage error:\n%s", code, out)
+	}
+}

@@ -60,4 +60,15 @@ func TestSSHSwappedAgentNotRun(t *testing.T) {
 	if fi, _ := os.Stat(verDir); fi.Mode().Perm() != 0o700 {
 		t.Errorf("%s is %v, want 0700", verDir, fi.Mode().Perm())
 	}
+
+	// ~/.cache a symbolic link: refused, exit 3, nothing run or uploaded.
+	elsewhere := shmDir(t)
+	dotCache := filepath.Join(home, ".cache")
+	os.Rename(dotCache, filepath.Join(elsewhere, "cache"))
+	os.Symlink(filepath.Join(elsewhere, "cache"), dotCache)
+	out, code = runBM(t, nil, "-F", cfg, "-j", "2", src, "box2:"+filepath.Join(dir, "d4"))
+	if code != exitFatal || !strings.Contains(out, dotCache+" is a symbolic link: refusing to run or keep bulkmove there") ||
+		strings.Contains(out, "uploading") {
+		t.Fatalf("symlinked ~/.cache: exit %d, want 3 and the refusal:\n%s", code, out)
+	}
 }

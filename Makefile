@@ -22,6 +22,7 @@ test: vet
 fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzReceive -fuzztime=60s ./stream/extract
 	$(GO) test -run='^$$' -fuzz=FuzzDecodeManifest -fuzztime=30s ./stream/wire
+	$(GO) test -run='^$$' -fuzz=FuzzReadFrame -fuzztime=20s ./stream/wire
 	$(GO) test -run='^$$' -fuzz=FuzzEscape -fuzztime=20s ./internal/termsafe
 
 # Benchmarks against cp, tar and rsync on a tmpfs (needs root). See bench/run.sh;

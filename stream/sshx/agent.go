@@ -262,7 +262,9 @@ func (c *Client) fixCache(ctx context.Context, cs cacheState, home, ver, sum str
 	var fix strings.Builder
 	fix.WriteString(cacheShell)
 	for _, d := range cs.missing {
-		fmt.Fprintf(&fix, "[ -e %[1]s ] || mkdir -m 0700 %[1]s || exit 3; ", ShellQuote(d))
+		// Another push may make it at the same time: what it made is
+		// checked below like the rest.
+		fmt.Fprintf(&fix, "mkdir -m 0700 %[1]s 2>/dev/null || [ -d %[1]s ] || exit 3; ", ShellQuote(d))
 	}
 	for _, d := range cs.repairDirs {
 		fmt.Fprintf(&fix, "chmod 0700 %s || exit 3; ", ShellQuote(d))

@@ -373,3 +373,25 @@ func TestCheckCacheStatFormats(t *testing.T) {
 		t.Errorf("checkCache with a group-writable home = %+v", cs)
 	}
 }
+
+// TestEnsureAgentConcurrent: pushes that find the cache missing at the same
+// time all make it and install, none fails on what another made.
+func TestEnsureAgentConcurrent(t *testing.T) {
+	r := newCacheRig(t, t.TempDir())
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() {
+			_, err := r.ensure(t)
+			errs <- err
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	r.mustEnsure(t)
+	if out := r.start(t); out != "fake bulkmove agent /x" {
+		t.Errorf("fast path after concurrent installs = %q", out)
+	}
+}

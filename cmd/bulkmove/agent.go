@@ -439,55 +439,25 @@ func (d *hubd) handle(c net.Conn) {
 		fmt.Fprintf(c, "%s%s\n", lingerRefused, why)
 		c.Close()
 	}
-	line, err := readHubLine(br)
-	if err != nil {
-		c.Close()
-		return
-	}
-	f := strings.Fields(line)
-	var verb, id, nonceS, key string
 	var j *hubJob
-	switch {
-	case len(f) == 3 && f[0] == "JOIN2":
-		verb, id, nonceS = f[0], f[1], f[2]
+	verb, key, ok := proveFromHub(c, br, func(verb, id string) (string, string) {
 		d.mu.Lock()
-		for _, job := range d.jobs {
-			if job.id == id {
-				j, key = job, job.token
+		defer d.mu.Unlock()
+		if verb == "JOIN2" {
+			for _, job := range d.jobs {
+				if job.id == id {
+					j = job
+					return job.token, ""
+				}
 			}
+			return "", "no such job"
 		}
-		d.mu.Unlock()
-		if j == nil {
-			fail("no such job")
-			return
+		if d.lingerTok == "" || d.closed || !time.Now().Before(d.takeUntil) {
+			return "", "not lingering"
 		}
-	case len(f) == 2 && f[0] == "NEW2":
-		verb, nonceS = f[0], f[1]
-		d.mu.Lock()
-		key = d.lingerTok
-		open := key != "" && !d.closed && time.Now().Before(d.takeUntil)
-		d.mu.Unlock()
-		if !open {
-			fail("not lingering")
-			return
-		}
-	default:
-		fail("bad request (a sender of another version?)")
-		return
-	}
-	if !isNonce(nonceS) {
-		fail("bad nonce")
-		return
-	}
-	nonceA := randomToken()
-	if _, err := fmt.Fprintf(c, "%s%s %s\n", hubProofLine, nonceA, hubProof(key, "agent", verb, id, nonceS, nonceA)); err != nil {
-		c.Close()
-		return
-	}
-	line, err = readHubLine(br)
-	got, _ := strings.CutPrefix(line, hubProofLine)
-	if err != nil || !proofOK(got, hubProof(key, "sender", verb, id, nonceS, nonceA)) {
-		fail("bad proof")
+		return d.lingerTok, ""
+	})
+	if !ok {
 		return
 	}
 	if verb == "JOIN2" {
@@ -508,7 +478,7 @@ func (d *hubd) handle(c net.Conn) {
 		fail("the linger token was just used by another job")
 		return
 	}
-	line, err = readHubLine(br)
+	line, err := readHubLine(br)
 	if err != nil {
 		c.Close()
 		return

@@ -118,6 +118,53 @@ func proveToHub(rw io.Writer, br *bufio.Reader, verb, key string) error {
 	return err
 }
 
+// proveFromHub is the listening side of the handshake (see proveToHub) on
+// a fresh connection c read through br: key gives the key for the verb
+// (JOIN2, with the job's id, or NEW2), or why there is none. It returns
+// once the connection proved it holds the key, with the verb and the key;
+// if it did not, c has been answered with a refusal and closed (ok
+// false).
+func proveFromHub(c io.WriteCloser, br *bufio.Reader, key func(verb, id string) (k, why string)) (verb, k string, ok bool) {
+	fail := func(why string) (string, string, bool) {
+		fmt.Fprintf(c, "%s%s\n", lingerRefused, why)
+		c.Close()
+		return "", "", false
+	}
+	line, err := readHubLine(br)
+	if err != nil {
+		c.Close()
+		return "", "", false
+	}
+	f := strings.Fields(line)
+	var id, nonceS string
+	switch {
+	case len(f) == 3 && f[0] == "JOIN2":
+		verb, id, nonceS = f[0], f[1], f[2]
+	case len(f) == 2 && f[0] == "NEW2":
+		verb, nonceS = f[0], f[1]
+	default:
+		return fail("bad request (a sender of another version?)")
+	}
+	if !isNonce(nonceS) {
+		return fail("bad nonce")
+	}
+	k, why := key(verb, id)
+	if why != "" {
+		return fail(why)
+	}
+	nonceA := randomToken()
+	if _, err := fmt.Fprintf(c, "%s%s %s\n", hubProofLine, nonceA, hubProof(k, "agent", verb, id, nonceS, nonceA)); err != nil {
+		c.Close()
+		return "", "", false
+	}
+	line, err = readHubLine(br)
+	got, _ := strings.CutPrefix(line, hubProofLine)
+	if err != nil || !proofOK(got, hubProof(k, "sender", verb, id, nonceS, nonceA)) {
+		return fail("bad proof")
+	}
+	return verb, k, true
+}
+
 // bufferedConn reads through the bufio.Reader the handshake was read
 // with, and writes and closes the connection.
 type bufferedConn struct {

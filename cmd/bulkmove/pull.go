@@ -27,9 +27,10 @@ import (
 // walks and sends, this host receives. This host still opens the K SSH
 // connections. On the first it starts `bulkmove send-hub`, which listens on
 // a Unix socket in this user's private directory (see listenPrivate) and
-// prints its path; the others
-// reach that socket through sshd's forwarding (or, where sshd refuses, a
-// `bulkmove join SOCKET` relay).
+// prints its path and a job token; the others reach that socket through
+// sshd's forwarding (or, where sshd refuses, a `bulkmove join SOCKET`
+// relay), each proving it holds the token as the hub proves it too (see
+// proveToHub).
 // The hub then runs the same sender job as a push, with the K streams as
 // its connections, and this host runs an agent on each.
 
@@ -103,17 +104,32 @@ func runHub(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitFatal
 	}
 	defer ln.Close() // removes the socket
-	fmt.Fprintf(stdout, "%s%s\n", hubBanner, sock)
+	// Each stream that joins proves it holds the token, and the hub proves
+	// it too (see proveToHub): the source goes to the puller only.
+	token := randomToken()
+	fmt.Fprintf(stdout, "%s%s job=%s\n", hubBanner, sock, token)
 	streams := []duplex{{r: stdin, w: stdout}}
 	// The puller starts the joins right after reading the banner.
-	ln.(*net.UnixListener).SetDeadline(time.Now().Add(30 * time.Second))
+	joinBy := time.Now().Add(30 * time.Second)
+	ln.(*net.UnixListener).SetDeadline(joinBy)
 	for len(streams) < f.jobs {
 		c, err := ln.Accept()
 		if err != nil {
 			errorf(stderr, "warning: send-hub: %d of %d streams joined: %v", len(streams), f.jobs, err)
 			break
 		}
-		streams = append(streams, duplex{r: c, w: c, c: c})
+		c.SetDeadline(joinBy)
+		br := bufio.NewReaderSize(c, hubMaxLine)
+		if _, _, ok := proveFromHub(c, br, func(verb, id string) (string, string) {
+			if verb != "JOIN2" || id != jobID(token) {
+				return "", "no such job"
+			}
+			return token, ""
+		}); !ok {
+			continue
+		}
+		c.SetDeadline(time.Time{})
+		streams = append(streams, duplex{r: br, w: c, c: c})
 	}
 	ln.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -282,7 +298,12 @@ func (j *job) pull(ctx context.Context, t sshx.Target) int {
 		errorf(j.stderr, "%s: the remote sender did not start (%q): %v", t.Host, strings.TrimSpace(line), errors.Join(err, werr))
 		return exitFatal
 	}
-	sock := strings.TrimSpace(strings.TrimPrefix(line, hubBanner))
+	sock, token, _ := strings.Cut(strings.TrimSpace(strings.TrimPrefix(line, hubBanner)), " job=")
+	if token == "" {
+		hub.Close()
+		errorf(j.stderr, "%s: the remote sender is an older bulkmove (its banner %q names no job)", t.Host, strings.TrimSpace(line))
+		return exitFatal
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	// One receiver for all streams, as at a remote agent.
 	recv := &stream.Hub{Root: root, Version: version}
@@ -295,7 +316,17 @@ func (j *job) pull(ctx context.Context, t sshx.Target) int {
 		}
 		g.Go(func() error {
 			defer s.Close()
-			return recv.Serve(gctx, bw.reader(s), s)
+			br := bufio.NewReaderSize(s, hubMaxLine)
+			timer := time.AfterFunc(bannerTimeout, func() { s.Close() })
+			err := proveToHub(s, br, "JOIN2", token)
+			if !timer.Stop() && err == nil {
+				err = errors.New("timed out")
+			}
+			if err != nil {
+				errorf(j.stderr, "warning: %s: the remote sender's socket %s: %v", c.Host(), sock, err)
+				return nil
+			}
+			return recv.Serve(gctx, bw.reader(br), s)
 		})
 	}
 	serr := g.Wait()

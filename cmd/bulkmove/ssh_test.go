@@ -125,7 +125,8 @@ func TestSSHPush(t *testing.T) {
 
 // TestSSHPushRelayed: where sshd does not forward to Unix sockets
 // (AllowStreamLocalForwarding no), the streams after the first reach the
-// agent through a `bulkmove join` process instead, and the job completes.
+// agent through a `bulkmove join` process instead, and the job completes;
+// a pull's streams reach the remote sender's socket the same way.
 func TestSSHPushRelayed(t *testing.T) {
 	bin := binary(t)
 	home := shmDir(t)
@@ -148,6 +149,12 @@ func TestSSHPushRelayed(t *testing.T) {
 		t.Errorf("not all 3 streams connected:\n%s", out)
 	}
 	treecmp.Equal(t, src, dst, treecmp.Options{Owner: os.Geteuid() == 0})
+	// A pull: its streams join the remote sender's socket relayed too.
+	back := filepath.Join(dir, "back")
+	if out, code := runBM(t, nil, "-F", cfg, "-j", "3", "box2:"+dst, back); code != 0 || strings.Contains(out, "warning") {
+		t.Fatalf("pull: exit %d, want 0 and no warning:\n%s", code, out)
+	}
+	treecmp.Equal(t, src, back, treecmp.Options{Owner: os.Geteuid() == 0})
 }
 
 // TestSSHUploadsAgent: no bulkmove on the remote PATH: this binary is

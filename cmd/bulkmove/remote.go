@@ -482,7 +482,7 @@ func (l *sshLink) start(ctx context.Context, clients []*sshx.Client) (conns []st
 // hubBannerFields are the fields of an agent hub's banner.
 type hubBannerFields struct {
 	sock          string
-	job           string // token of the job, which every joining stream presents
+	job           string // token of the job, which every joining stream proves it holds
 	linger, offer string // optional: the lingering agent's token; the data plane's offer
 }
 

@@ -308,12 +308,20 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 			txn.Abort()
 		}
 	}()
+	// A connection that can time a stall (serve's) is told, before each
+	// frame, whether the session waits with work in flight (a manifest
+	// answered and its data not in, a batch not committed, a frame begun)
+	// or between batches, where a sender may wait as long as its job runs.
+	stall, _ := r.(interface{ InFlight(bool) })
 	for {
 		if ctx.Err() != nil {
 			return fail(ctx.Err())
 		}
 		if err := c.failed(); err != nil {
 			return err
+		}
+		if stall != nil {
+			stall.InFlight(len(queue) > 0 || txn != nil || br.Buffered() > 0)
 		}
 		typ, p, err := fr.Next()
 		if err != nil {

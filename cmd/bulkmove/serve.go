@@ -74,12 +74,12 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	maxPeerHandshakes := fs.Int("max-peer-handshakes", defaultServe.maxPeerHandshakes, "connections not yet authenticated at once from one address (IPv6: one /64), `N`")
 	maxConns := fs.Int("max-conns", defaultServe.maxConns, "authenticated streams at once, `N`; more are refused")
 	maxJobs := fs.Int("max-jobs", defaultServe.maxJobs, "jobs (sender runs) at once, `N`; more are refused")
-	idle := fs.Duration("idle-timeout", defaultServe.idle, "a stream that sends or takes no byte for `duration` is closed (its sender reconnects when it has more)")
+	stall := fs.Duration("stall-timeout", defaultServe.stall, "a stream that sends no byte for `duration` with work in flight (a batch begun), or takes none, is closed")
 	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
 		return exitUsage
 	}
-	if *maxHandshakes < 1 || *maxPeerHandshakes < 1 || *maxConns < 1 || *maxJobs < 1 || *idle <= 0 {
-		errorf(stderr, "serve: --max-handshakes, --max-peer-handshakes, --max-conns, --max-jobs and --idle-timeout must be positive")
+	if *maxHandshakes < 1 || *maxPeerHandshakes < 1 || *maxConns < 1 || *maxJobs < 1 || *stall <= 0 {
+		errorf(stderr, "serve: --max-handshakes, --max-peer-handshakes, --max-conns, --max-jobs and --stall-timeout must be positive")
 		return exitUsage
 	}
 	if len(roots) == 0 {
@@ -138,7 +138,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		return exitFatal
 	}
 	errorf(stderr, "serve: listening on %s, certificate SHA-256 %s", ln.Addr(), fp)
-	s := newServer(open, token, cfg, stderr, serveLimits{*maxHandshakes, *maxPeerHandshakes, *maxConns, *maxJobs, *idle})
+	s := newServer(open, token, cfg, stderr, serveLimits{*maxHandshakes, *maxPeerHandshakes, *maxConns, *maxJobs, *stall})
 	s.mutual, s.opened = *clientCA != "", m.Set
 	context.AfterFunc(ctx, func() { ln.Close() })
 	s.run(ctx, ln)
@@ -155,11 +155,11 @@ type server struct {
 	log    io.Writer
 
 	// Limits: gate on the handshakes before authentication, then at
-	// most maxConns streams and maxJobs jobs; a stream idle for idle
+	// most maxConns streams and maxJobs jobs; a stream stalled for stall
 	// is closed.
 	gate              *dataplane.Gate
 	maxConns, maxJobs int
-	idle              time.Duration
+	stall             time.Duration
 
 	mu    sync.Mutex
 	jobs  map[string]*serveJob
@@ -170,16 +170,19 @@ type server struct {
 // serveLimits are serve's limits on its connections (see the flags).
 type serveLimits struct {
 	maxHandshakes, maxPeerHandshakes, maxConns, maxJobs int
-	idle                                                time.Duration
+	stall                                               time.Duration
 }
 
-var defaultServe = serveLimits{maxHandshakes: 64, maxPeerHandshakes: 32, maxConns: 512, maxJobs: 64, idle: 15 * time.Minute}
+// defaultServe are serve's limits by default. The stall timeout is the
+// sender's own (--stall-timeout, 60 s) and more: a sender cuts a stalled
+// stream and reconnects first.
+var defaultServe = serveLimits{maxHandshakes: 64, maxPeerHandshakes: 32, maxConns: 512, maxJobs: 64, stall: 5 * time.Minute}
 
 // newServer is a server of the given roots, taking token (if not empty),
 // logging to log.
 func newServer(roots map[string]*os.File, token string, cfg *tls.Config, log io.Writer, l serveLimits) *server {
 	s := &server{roots: roots, token: token, cfg: cfg, log: log, jobs: map[string]*serveJob{},
-		gate: dataplane.NewGate(l.maxHandshakes, l.maxPeerHandshakes), maxConns: l.maxConns, maxJobs: l.maxJobs, idle: l.idle}
+		gate: dataplane.NewGate(l.maxHandshakes, l.maxPeerHandshakes), maxConns: l.maxConns, maxJobs: l.maxJobs, stall: l.stall}
 	s.gate.Locked = func(peer string, fails int, d time.Duration) {
 		errorf(log, "serve: %s: %d wrong tokens: locked out for %s", peer, fails, d)
 	}
@@ -262,8 +265,8 @@ func (s *server) session(ctx context.Context, raw net.Conn, peer string) error {
 		return refuse(c, err)
 	}
 	defer s.leave(g.Job, job)
-	ic := &idleConn{Conn: c, idle: s.idle}
-	return job.hub.Serve(ctx, ic, ic)
+	sc := &stallConn{Conn: c, stall: s.stall}
+	return job.hub.Serve(ctx, sc, sc)
 }
 
 // enter counts an authenticated stream, if there is room for it.
@@ -283,49 +286,67 @@ func (s *server) exit() {
 	s.conns--
 }
 
-// idleConn is a stream after its handshake: a read or a write that waits
-// idle for its peer fails (a sender that stopped, and holds its stream and
-// its job's receiver). Until the hub lifts the handshake's deadline
-// (SetDeadline with the zero time), that deadline alone holds.
-type idleConn struct {
+// stallConn is a stream after its handshake. A read that waits stall for
+// its sender with work in flight (the hub says so, see InFlight; or a
+// frame begun), or a write that waits stall for the sender to take it,
+// fails: a sender that stopped mid-batch holds its stream and its job's
+// receiver no longer. Between batches a read waits as long as the job
+// runs (a stream with nothing to do until the job's last file lands).
+// Until the hub lifts the handshake's deadline (SetDeadline with the zero
+// time), that deadline alone holds.
+type stallConn struct {
 	*tls.Conn
-	idle   time.Duration
-	lifted atomic.Bool
-	// When each direction's deadline was last pushed: it is pushed again
-	// only once a slack has passed, not on every read of a record.
+	stall    time.Duration
+	lifted   atomic.Bool
+	inFlight atomic.Bool
+	// When each direction's deadline was last pushed (0: not set): it is
+	// pushed again only once a slack has passed, not on every record.
 	readSet, writeSet atomic.Int64
 }
 
-func (c *idleConn) SetDeadline(t time.Time) error {
+func (c *stallConn) SetDeadline(t time.Time) error {
 	if t.IsZero() {
 		c.lifted.Store(true)
 	}
 	return c.Conn.SetDeadline(t)
 }
 
-func (c *idleConn) Read(p []byte) (int, error) {
-	c.push(&c.readSet, c.Conn.SetReadDeadline)
-	return c.Conn.Read(p)
+// InFlight says whether the session waits with work in flight.
+func (c *stallConn) InFlight(busy bool) { c.inFlight.Store(busy) }
+
+func (c *stallConn) Read(p []byte) (int, error) {
+	if c.lifted.Load() {
+		if c.inFlight.Load() {
+			c.push(&c.readSet, c.Conn.SetReadDeadline)
+		} else if c.readSet.Load() != 0 {
+			c.readSet.Store(0)
+			c.Conn.SetReadDeadline(time.Time{})
+		}
+	}
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.inFlight.Store(true) // a frame begun: the rest of it is work in flight
+	}
+	return n, err
 }
 
-func (c *idleConn) Write(p []byte) (int, error) {
-	c.push(&c.writeSet, c.Conn.SetWriteDeadline)
+func (c *stallConn) Write(p []byte) (int, error) {
+	if c.lifted.Load() {
+		c.push(&c.writeSet, c.Conn.SetWriteDeadline)
+	}
 	return c.Conn.Write(p)
 }
 
-// push sets a direction's deadline idle from now, if it was set more than
-// a slack (an eighth of idle, at most a second) ago: a wait then fails
-// after between idle less the slack and idle.
-func (c *idleConn) push(last *atomic.Int64, set func(time.Time) error) {
-	if !c.lifted.Load() || c.idle <= 0 {
-		return
-	}
+// push sets a direction's deadline stall from now, if it was set more
+// than a slack (an eighth of stall, at most a second) ago: a wait then
+// fails after between stall less the slack and stall.
+func (c *stallConn) push(last *atomic.Int64, set func(time.Time) error) {
 	now := time.Now()
-	if now.UnixNano()-last.Load() < int64(min(c.idle/8, time.Second)) {
+	if now.UnixNano()-last.Load() < int64(min(c.stall/8, time.Second)) {
 		return
 	}
 	last.Store(now.UnixNano())
-	set(now.Add(c.idle))
+	set(now.Add(c.stall))
 }
 
 // refuse answers a stream's greeting with the reason it is refused, for

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/stream"
 	"github.com/bulkmove/bulkmove/stream/dataplane"
 	"github.com/bulkmove/bulkmove/stream/wire"
@@ -144,39 +146,52 @@ func assertNoToken(t *testing.T, text string, tokens ...string) {
 	}
 }
 
-// TestServeIdleTimeout: after its Hello, a stream that sends nothing is
-// closed once --idle-timeout passes, and its job's destination let go;
-// one that keeps sending, slower in all than the timeout, is not.
-func TestServeIdleTimeout(t *testing.T) {
+// TestServeStallTimeout: after its Hello, a stream that stops with work
+// in flight (a manifest answered and its data not sent; half a frame) is
+// closed once --stall-timeout passes, and its job's destination let go;
+// one that waits between batches, longer than the timeout, is not (a
+// stream with nothing to do until its job's last file lands), nor one that
+// keeps talking.
+func TestServeStallTimeout(t *testing.T) {
 	l := defaultServe
-	l.idle = 400 * time.Millisecond
+	l.stall = 400 * time.Millisecond
 	s, addr, cfg, _ := inProcServe(t, l, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	conn, c, err := dialFrom(ctx, "127.0.0.1", addr, cfg, dataplane.Greeting{Token: testToken, Job: "idle", Dest: "data/x"})
-	if err != nil {
-		t.Fatal(err)
+	var manifest, half bytes.Buffer
+	wire.WriteFrame(&manifest, wire.Manifest, wire.EncodeManifest(&wire.BatchManifest{ID: 1,
+		Entries: []sharder.Entry{{Path: "f", Kind: sharder.KindFile, Mode: 0o644, Size: 5, MTime: 1, Nlink: 1}}}))
+	wire.WriteFrame(&half, wire.Manifest, wire.EncodeManifest(&wire.BatchManifest{ID: 1}))
+	for _, tc := range []struct {
+		name  string
+		stall []byte
+	}{{"manifest answered, no data", manifest.Bytes()}, {"half a frame", half.Bytes()[:half.Len()/2]}} {
+		conn, c, err := dialFrom(ctx, "127.0.0.1", addr, cfg, dataplane.Greeting{Token: testToken, Job: "stall", Dest: "data/x"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Write(tc.stall)
+		start := time.Now()
+		if !jobsGone(s, 5*time.Second) {
+			t.Fatalf("%s: the stream is still served after %s", tc.name, time.Since(start).Round(time.Millisecond))
+		}
+		if took := time.Since(start); took < 300*time.Millisecond {
+			t.Errorf("%s: cut after %s, before its timeout", tc.name, took)
+		}
+		conn.Abort()
+		c.Close()
 	}
-	defer conn.Abort()
-	start := time.Now()
-	if !jobsGone(s, 5*time.Second) {
-		t.Fatalf("an idle stream is still served after %s", time.Since(start).Round(time.Millisecond))
-	}
-	if took := time.Since(start); took < 300*time.Millisecond {
-		t.Errorf("the idle stream was cut after %s, before its timeout", took)
-	}
-	c.Close()
-	// Busy but slow: a prune request every 150 ms for 2 s.
-	conn2, c2, err := dialFrom(ctx, "127.0.0.1", addr, cfg, dataplane.Greeting{Token: testToken, Job: "slow", Dest: "data/y"})
+	// Between batches: waits past the timeout, then talks.
+	conn2, c2, err := dialFrom(ctx, "127.0.0.1", addr, cfg, dataplane.Greeting{Token: testToken, Job: "waits", Dest: "data/y"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c2.Close()
 	defer conn2.Abort()
-	for range 13 {
-		time.Sleep(150 * time.Millisecond)
+	for _, wait := range []time.Duration{time.Second, 150 * time.Millisecond, 150 * time.Millisecond, time.Second} {
+		time.Sleep(wait)
 		if err := conn2.Prune(ctx, &wire.PruneRequest{}, func(*wire.PruneResult) {}); err != nil {
-			t.Fatalf("a stream that keeps talking was cut: %v", err)
+			t.Fatalf("a stream that waited %s between requests was cut: %v", wait, err)
 		}
 	}
 }

@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/bulkmove/bulkmove/internal/tokenfile"
 	"github.com/bulkmove/bulkmove/metrics"
+	"github.com/bulkmove/bulkmove/stream/dataplane"
 )
 
 // obsFlags are the observability flags.
@@ -36,7 +36,8 @@ func (o *obsFlags) register(fs *flag.FlagSet) {
 	o.verdictInterval = time.Second
 }
 
-// check reads the control token, if any.
+// check reads the control token, if any, with the checks of every token
+// file (its mode, a placeholder, a token that does not look random).
 func (o *obsFlags) check() error {
 	if o.controlToken == "" {
 		return nil
@@ -44,7 +45,7 @@ func (o *obsFlags) check() error {
 	if o.metricsAddr == "" {
 		return errors.New("--control-token needs --metrics-addr: the control endpoint is on the metrics listener")
 	}
-	tok, err := tokenfile.Read(o.controlToken)
+	tok, err := dataplane.ReadToken(o.controlToken)
 	if err != nil {
 		return fmt.Errorf("--control-token: %w", err)
 	}

@@ -53,6 +53,9 @@ func ServeWith(ctx context.Context, r io.Reader, w io.Writer, root, version stri
 	return h.Serve(ctx, r, w)
 }
 
+// Serve and ServeWith receive under the zero Policy: what a sender may ask
+// for beyond data, names, modes and times is the Hub's Policy to allow.
+
 // Hub serves the K sessions of one job in one agent process, with one
 // Receiver for them all: hard links may then point at files any stream
 // wrote, and the agent's metrics cover every stream. Serve may be called
@@ -73,18 +76,25 @@ type Hub struct {
 	// wire.ErrLimit), which the sender does not retry. 0 is
 	// DefaultManifestMemory.
 	ManifestMemory int64
+	// Policy is what the receiving side allows its senders to ask for
+	// (owners, setuid/setgid bits, extended attributes, ACLs): a Hello's
+	// options are requests, granted within it (extract.Policy.Grant). The
+	// zero Policy allows none of them.
+	Policy extract.Policy
 
-	mu   sync.Mutex
-	held int64 // manifest memory the job's streams hold (under mu)
-	recv *extract.Receiver
-	opts wire.ReceiveOptions
-	refs int
-	cpu0 int64 // the process's CPU time when the receiver opened (see cpu)
+	mu     sync.Mutex
+	held   int64 // manifest memory the job's streams hold (under mu)
+	recv   *extract.Receiver
+	opts   wire.ReceiveOptions
+	denied []string // what the policy denied, for each session's Hello
+	refs   int
+	cpu0   int64 // the process's CPU time when the receiver opened (see cpu)
 }
 
-// acquire returns the hub's receiver, opening it with opt if no session
-// holds it; every session of a job must ask for the same options.
-func (h *Hub) acquire(opt *wire.ReceiveOptions) (*extract.Receiver, error) {
+// acquire returns the hub's receiver, opening it with opt, granted within
+// the hub's Policy, if no session holds it; every session of a job must
+// ask for the same options. denied names what the policy denied.
+func (h *Hub) acquire(opt *wire.ReceiveOptions) (recv *extract.Receiver, denied []string, err error) {
 	var o wire.ReceiveOptions
 	if opt != nil {
 		o = *opt
@@ -93,25 +103,29 @@ func (h *Hub) acquire(opt *wire.ReceiveOptions) (*extract.Receiver, error) {
 	defer h.mu.Unlock()
 	if h.recv != nil {
 		if o != h.opts {
-			return nil, fmt.Errorf("%w: a stream asks for receive options %+v, another for %+v", wire.ErrProtocol, o, h.opts)
+			return nil, nil, fmt.Errorf("%w: a stream asks for receive options %+v, another for %+v", wire.ErrProtocol, o, h.opts)
 		}
 		h.refs++
-		return h.recv, nil
+		return h.recv, h.denied, nil
+	}
+	granted, denied, err := h.Policy.Grant(opt)
+	if err != nil {
+		return nil, nil, err // before anything is opened or written
 	}
 	open := h.Open
 	if open == nil {
 		open = func(o extract.Options) (*extract.Receiver, error) { return extract.Open(h.Root, o) }
 	}
-	recv, err := open(extract.FromWire(opt))
+	recv, err = open(granted)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", h.Root, err)
+		return nil, nil, fmt.Errorf("%s: %w", h.Root, err)
 	}
-	h.recv, h.opts, h.refs = recv, o, 1
+	h.recv, h.opts, h.denied, h.refs = recv, o, denied, 1
 	h.cpu0 = cpuNanos()
 	if h.Opened != nil {
 		h.Opened(recv)
 	}
-	return recv, nil
+	return recv, denied, nil
 }
 
 // memLimit is the job's manifest memory budget.
@@ -235,10 +249,11 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 		return fmt.Errorf("agent: %w: the sender (bulkmove %s) speaks protocol %d, this agent (bulkmove %s) speaks %d",
 			ErrVersion, hello.Version, hello.Proto, version, wire.Proto)
 	}
-	recv, err := h.acquire(hello.Options)
+	recv, denied, err := h.acquire(hello.Options)
 	if err != nil {
 		return fail(err)
 	}
+	me.Denied = denied
 	var plain io.Reader = br // a plain batch's tar stream
 	if tc, ok := r.(*net.TCPConn); ok && hello.Options != nil && hello.Options.NoSums {
 		// Its bodies can go from the socket to the files by splice.

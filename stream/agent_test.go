@@ -44,6 +44,14 @@ type agentUnderTest struct {
 
 func startServe(t *testing.T, root string) *agentUnderTest {
 	t.Helper()
+	return startHub(t, &stream.Hub{Root: root, Version: "test-agent"})
+}
+
+// startHub serves one session of hub (stream.Serve is one with the zero
+// Policy) to the test, which plays the sender.
+func startHub(t *testing.T, hub *stream.Hub) *agentUnderTest {
+	t.Helper()
+	root := hub.Root
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	a := &agentUnderTest{t: t, root: root, in: inW, out: make(chan rframe, 64), served: make(chan struct{})}
@@ -63,7 +71,7 @@ func startServe(t *testing.T, root string) *agentUnderTest {
 	}()
 	go func() {
 		defer close(a.served)
-		a.err = stream.Serve(context.Background(), inR, outW, root, "test-agent")
+		a.err = hub.Serve(context.Background(), inR, outW)
 		inR.CloseWithError(errors.New("the agent has returned"))
 		outW.Close()
 	}()

@@ -56,6 +56,11 @@ a ROOT that overlaps SRC on this same machine is refused: the agent prints
 
 --io-nice (the idle I/O class) and --nice N lower its claim on the disks
 and the CPUs, as the sender's flags of the same names ask.
+
+--allow-owner, --allow-setid, --allow-xattrs and --allow-acls are what its
+senders may ask it to keep (as for serve; all off by default): the sender
+that starts it gives them from its own flags, and a Hello asking for more
+is refused (owners: not heeded).
 `
 
 func runAgent(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -71,6 +76,8 @@ func runAgent(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	srcIDs := fs.String("src-ids", "", "the sender's SRC by device and inode, with its machine (JSON): a ROOT that overlaps it on this machine is refused")
 	var nice niceFlags
 	nice.register(fs)
+	var allow allowFlags
+	allow.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
@@ -110,9 +117,9 @@ func runAgent(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	if *hubStreams >= 1 {
-		err = serveHub(ctx, root, m.Set, dp, *linger, nice.text(), stdin, stdout)
+		err = serveHub(ctx, root, allow, m.Set, dp, *linger, nice.text(), stdin, stdout)
 	} else {
-		hub := &stream.Hub{Root: root, Version: version, Opened: m.Set}
+		hub := &stream.Hub{Root: root, Version: version, Opened: m.Set, Policy: allow.policy(agentHint)}
 		err = hub.Serve(ctx, stdin, stdout)
 	}
 	if err != nil {
@@ -209,7 +216,7 @@ func interruptible(ctx context.Context, r io.Reader) io.Reader {
 // pass to the same host reaches it through sshd's forwarding, with no
 // login shell and no new process. It returns when every job has ended
 // and no new one came, with the first error of the stdin job.
-func serveHub(ctx context.Context, root string, opened func(*extract.Receiver), dp *dataplane.Listener, linger time.Duration, niceArgs string, stdin io.Reader, stdout io.Writer) error {
+func serveHub(ctx context.Context, root string, allow allowFlags, opened func(*extract.Receiver), dp *dataplane.Listener, linger time.Duration, niceArgs string, stdin io.Reader, stdout io.Writer) error {
 	ln, sock, err := listenPrivate("agent")
 	if err != nil {
 		// One line in place of the banner: the sender shows why.
@@ -223,7 +230,7 @@ func serveHub(ctx context.Context, root string, opened func(*extract.Receiver), 
 		d.linger = min(linger, maxLinger)
 		d.takeUntil = time.Now().Add(maxLinger)
 	}
-	first := d.addJob(root, 1) // stdin, started below
+	first := d.addJob(root, allow, 1) // stdin, started below
 	first.dp = dp
 	banner := d.banner(first, d.lingerTok)
 	if dp != nil {
@@ -335,11 +342,11 @@ func (d *hubd) banner(j *hubJob, lingerTok string) string {
 	return s
 }
 
-// addJob adds a job with open streams (about to be served), or returns
-// nil if the agent is ending.
-func (d *hubd) addJob(root string, open int) *hubJob {
+// addJob adds a job with open streams (about to be served), receiving
+// under the policy allow, or returns nil if the agent is ending.
+func (d *hubd) addJob(root string, allow allowFlags, open int) *hubJob {
 	tok := randomToken()
-	j := &hubJob{token: tok, id: jobID(tok), hub: &stream.Hub{Root: root, Version: version, Opened: d.opened}, open: open}
+	j := &hubJob{token: tok, id: jobID(tok), hub: &stream.Hub{Root: root, Version: version, Opened: d.opened, Policy: allow.policy(agentHint)}, open: open}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
@@ -426,6 +433,10 @@ type newJob struct {
 	Linger time.Duration `json:"linger"`            // from now on; 0 ends the agent with this job
 	Nice   string        `json:"nice"`              // the --nice/--io-nice the agent would be started with
 	SrcIDs string        `json:"src_ids,omitempty"` // as --src-ids
+	// Allow is the job's receive policy, as the --allow-* flags give it
+	// to a new agent: the run that asks is its own user, as trusted as
+	// the command line (the token proves it).
+	Allow allowFlags `json:"allow"`
 }
 
 // handle proves the hub to a socket connection, has the connection prove
@@ -495,7 +506,7 @@ func (d *hubd) handle(c net.Conn) {
 	if why == "" {
 		if root, err := agentRoot(req.Root, req.SrcIDs); err != nil {
 			why = err.Error()
-		} else if j = d.addJob(root, 1); j == nil { // this connection, served below
+		} else if j = d.addJob(root, req.Allow, 1); j == nil { // this connection, served below
 			why = "ending"
 		}
 	}
@@ -513,6 +524,10 @@ func (d *hubd) handle(c net.Conn) {
 	}
 	d.run(j, br, c, c)
 }
+
+// agentHint names the agent's flag that allows option: the sender's flag
+// of the same meaning gives it.
+var agentHint = flagHint("agent ")
 
 // lingerRefused starts a lingering agent's answer to a NEW it does not take.
 const lingerRefused = "BULKMOVE-REFUSED "

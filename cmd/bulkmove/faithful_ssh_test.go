@@ -13,7 +13,8 @@ import (
 	"github.com/bulkmove/bulkmove/internal/treecmp"
 )
 
-// TestSSHFaithful: over SSH, pushed and pulled with -X -A, a file keeps
+// TestSSHFaithful: over SSH, pushed and pulled with -X -A --keep-setid
+// (a capability is kept with setuid bits), a file keeps
 // its user and trusted attributes and its ACL, a binary its capability, a
 // directory its default ACL, a symlink its trusted attribute, and a 100 MiB
 // file with 2 MiB of data stays sparse, as getfattr, getfacl, getcap and
@@ -46,11 +47,11 @@ func TestSSHFaithful(t *testing.T) {
 	}
 
 	push := filepath.Join(dir, "push")
-	if out, code := runBM(t, nil, "-F", cfg, "-j", "3", "-X", "-A", src, "box2:"+push); code != 0 {
+	if out, code := runBM(t, nil, "-F", cfg, "-j", "3", "-X", "-A", "--keep-setid", src, "box2:"+push); code != 0 {
 		t.Fatalf("push: exit %d:\n%s", code, out)
 	}
 	pull := filepath.Join(dir, "pull")
-	if out, code := runBM(t, nil, "-F", cfg, "-j", "3", "-X", "-A", "box2:"+src, pull); code != 0 {
+	if out, code := runBM(t, nil, "-F", cfg, "-j", "3", "-X", "-A", "--keep-setid", "box2:"+src, pull); code != 0 {
 		t.Fatalf("pull: exit %d:\n%s", code, out)
 	}
 	for _, dst := range []string{push, pull} {

@@ -45,8 +45,9 @@ Files already at DEST with the same size and mtime are not sent again.
 
 Preserved: content, permission bits, mtimes (nanoseconds), symlinks, hard
 links (across the whole tree), empty directories, directory mtimes, and
-numeric owner and group when run as root. Sockets, devices and FIFOs are
-skipped with a warning; setuid/setgid bits are dropped unless --keep-setid.
+numeric owner and group when run as root (unless --no-owner). Sockets,
+devices and FIFOs are skipped with a warning; setuid/setgid bits and file
+capabilities are dropped unless --keep-setid.
 
 Flags:
 `
@@ -93,6 +94,7 @@ type moveFlags struct {
 	version          bool
 	fsync            bool
 	keepSetid        bool
+	noOwner          bool
 	noCheck          bool
 	checksum         bool // --checksum, --size-only, --ignore-existing: see check.go
 	sizeOnly         bool
@@ -148,7 +150,8 @@ func (f *moveFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.verbose, "v", false, "verbose: per-stream statistics and every batch")
 	fs.BoolVar(&f.version, "version", false, "print the version and exit")
 	fs.BoolVar(&f.fsync, "fsync", false, "make each batch durable (fsync files and directories) before it is acknowledged")
-	fs.BoolVar(&f.keepSetid, "keep-setid", false, "keep setuid and setgid bits")
+	fs.BoolVar(&f.keepSetid, "keep-setid", false, "keep setuid and setgid bits (and, with -X, file capabilities)")
+	fs.BoolVar(&f.noOwner, "no-owner", false, "do not keep owners: files belong to the receiving user, even where it runs as root")
 	fs.BoolVar(&f.noCheck, "no-quick-check", false, "send every file, even those already at DEST with the same size and mtime")
 	fs.BoolVar(&f.checksum, "c", false, "same as --checksum")
 	fs.BoolVar(&f.checksum, "checksum", false, "skip files at DEST with the same size and content (XXH3-128, hashed on both sides), whatever their mtime")
@@ -544,6 +547,7 @@ func (j *job) run(ctx context.Context) int {
 	}
 	defer cleanup()
 	j.trace("connected %d streams", len(conns))
+	j.warnDenied(conns)
 	slow, destID := destSays(conns)
 	if err := j.bindJournal(destID); err != nil {
 		errorf(j.stderr, "warning: %v; this run leaves out nothing the journal holds", err)
@@ -800,7 +804,7 @@ func (j *job) refuseOverlap(src, dst, dstName string) int {
 
 func (j *job) receiveOptions() wire.ReceiveOptions {
 	// Owner: keep numeric uid/gid wherever the receiver runs as root.
-	o := wire.ReceiveOptions{Fsync: j.flags.fsync, Owner: true, KeepSetid: j.flags.keepSetid, Check: wire.CheckQuick,
+	o := wire.ReceiveOptions{Fsync: j.flags.fsync, Owner: !j.flags.noOwner, KeepSetid: j.flags.keepSetid, Check: wire.CheckQuick,
 		IOConcurrency: int(j.flags.ioConc), NoSums: j.flags.noVerifyTransfer, Delete: j.flags.delete}
 	if mode, err := j.flags.checkMode(); err == nil { // checked with the other flags
 		o.Check = mode
@@ -854,7 +858,7 @@ func (j *job) connect(ctx context.Context, p plan) ([]stream.Conn, func(), error
 		}
 	}
 	for i := range j.flags.jobs {
-		cmd := exec.Command(self, slices.Concat([]string{"agent"}, j.flags.gentle.niceFlags.args(), []string{"--", p.dstRoot})...)
+		cmd := exec.Command(self, slices.Concat([]string{"agent"}, j.flags.gentle.niceFlags.args(), j.allowed().args(), []string{"--", p.dstRoot})...)
 		cmd.Stderr = j.stderr
 		w, err := cmd.StdinPipe()
 		if err != nil {

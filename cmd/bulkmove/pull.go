@@ -258,6 +258,9 @@ func (j *job) pull(ctx context.Context, t sshx.Target) int {
 	if j.flags.keepSetid {
 		hubArgs = append(hubArgs, "--keep-setid")
 	}
+	if j.flags.noOwner {
+		hubArgs = append(hubArgs, "--no-owner")
+	}
 	if j.flags.delete {
 		hubArgs = append(hubArgs, "--delete")
 	}
@@ -305,8 +308,11 @@ func (j *job) pull(ctx context.Context, t sshx.Target) int {
 		return exitFatal
 	}
 	g, gctx := errgroup.WithContext(ctx)
-	// One receiver for all streams, as at a remote agent.
-	recv := &stream.Hub{Root: root, Version: version}
+	// One receiver for all streams, as at a remote agent. What it keeps is
+	// this command line's to say: the remote sender's Hello asks, within
+	// it (a sender there that asks for more is refused, or for owners
+	// where --no-owner was given, not heeded).
+	recv := &stream.Hub{Root: root, Version: version, Policy: j.allowed().policy(pullHint)}
 	g.Go(func() error { return recv.Serve(gctx, bw.reader(br), hub) })
 	for _, c := range clients[1:] {
 		s, _, err := c.Join(ctx, sock, agent)

@@ -112,7 +112,7 @@ func (j *job) connectSSH(ctx context.Context, t sshx.Target, p plan) ([]stream.C
 	if srcIDs != "" {
 		check = " --src-ids " + sshx.ShellQuote(srcIDs)
 	}
-	args := fmt.Sprintf("agent%s%s --hub %d -- %s", check, j.flags.gentle.niceFlags.text(), len(clients), sshx.ShellQuote(root))
+	args := fmt.Sprintf("agent%s%s%s --hub %d -- %s", check, j.flags.gentle.niceFlags.text(), j.allowed().text(), len(clients), sshx.ShellQuote(root))
 	if l.data != "" {
 		mode := l.data
 		if mode == "auto" {
@@ -121,7 +121,7 @@ func (j *job) connectSSH(ctx context.Context, t sshx.Target, p plan) ([]stream.C
 		if j.flags.dataAddr != "" {
 			check += " --data-addr " + sshx.ShellQuote(j.flags.dataAddr)
 		}
-		args = fmt.Sprintf("agent%s%s --hub %d --data %s --data-ports %s -- %s", check, j.flags.gentle.niceFlags.text(), j.flags.jobs, mode,
+		args = fmt.Sprintf("agent%s%s%s --hub %d --data %s --data-ports %s -- %s", check, j.flags.gentle.niceFlags.text(), j.allowed().text(), j.flags.jobs, mode,
 			sshx.ShellQuote(j.flags.dataPorts), sshx.ShellQuote(root))
 	}
 	var conns []stream.Conn
@@ -142,7 +142,7 @@ func (j *job) connectSSH(ctx context.Context, t sshx.Target, p plan) ([]stream.C
 	}
 	if d := j.flags.ssh.linger; d > 0 {
 		if l.data == "" {
-			args = fmt.Sprintf("agent%s%s --hub %d --linger %s -- %s", check, j.flags.gentle.niceFlags.text(), len(clients), d, sshx.ShellQuote(root))
+			args = fmt.Sprintf("agent%s%s%s --hub %d --linger %s -- %s", check, j.flags.gentle.niceFlags.text(), j.allowed().text(), len(clients), d, sshx.ShellQuote(root))
 		} else {
 			errorf(j.stderr, "warning: --linger is for SSH streams; ignored with --transport %s", l.data)
 		}
@@ -564,7 +564,7 @@ func (l *sshLink) startLingering(ctx context.Context, clients []*sshx.Client, bi
 	timer := time.AfterFunc(bannerTimeout, func() { rw.Close() })
 	line, err := "", proveToHub(rw, br, "NEW2", rec.Token)
 	if err == nil {
-		req, _ := json.Marshal(newJob{Root: root, Linger: j.flags.ssh.linger, Nice: j.flags.gentle.niceFlags.text(), SrcIDs: srcIDs})
+		req, _ := json.Marshal(newJob{Root: root, Linger: j.flags.ssh.linger, Nice: j.flags.gentle.niceFlags.text(), SrcIDs: srcIDs, Allow: j.allowed()})
 		if _, err = fmt.Fprintf(rw, "%s\n", req); err == nil {
 			line, err = readHubLine(br)
 		}

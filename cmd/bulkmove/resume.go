@@ -51,6 +51,9 @@ func (j *job) openJournal() (*resume, error) {
 		var err error
 		key := append([]string{"check=" + ro.Check, fmt.Sprintf("setid=%v", ro.KeepSetid),
 			"rules=" + strings.Join(j.flags.rules.List(), "\x00")}, j.flags.scale.journalKey()...)
+		if !ro.Owner {
+			key = append(key, "owner=false")
+		}
 		p, err = journal.DefaultPath(j.src, dst, key...)
 		if err != nil {
 			return nil, fmt.Errorf("journal: %w", err)

@@ -42,6 +42,15 @@ and hold a random token (openssl rand -hex 24), not a placeholder. Wrong
 tokens are slowed, and lock their address out after 10 in a row; the
 limits below bound what strangers and senders can hold (docs/serve.md).
 
+What a sender may ask the receiver to keep beyond data, names, modes and
+times is this side's to allow, each off by default: owners (--allow-owner;
+as root or with CAP_CHOWN), setuid/setgid bits and file capabilities
+(--allow-setid), extended attributes (--allow-xattrs) and ACLs
+(--allow-acls). A job that asks for setid bits, attributes or ACLs not
+allowed is refused, saying which flag allows them; one asking for owners
+not allowed goes on, its files owned by the serving user, and its sender
+warns.
+
 Flags:
 `
 
@@ -75,6 +84,8 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	maxConns := fs.Int("max-conns", defaultServe.maxConns, "authenticated streams at once, `N`; more are refused")
 	maxJobs := fs.Int("max-jobs", defaultServe.maxJobs, "jobs (sender runs) at once, `N`; more are refused")
 	stall := fs.Duration("stall-timeout", defaultServe.stall, "a stream that sends no byte for `duration` with work in flight (a batch begun), or takes none, is closed")
+	var allow allowFlags
+	allow.register(fs)
 	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
 		return exitUsage
 	}
@@ -140,6 +151,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	errorf(stderr, "serve: listening on %s, certificate SHA-256 %s", ln.Addr(), fp)
 	s := newServer(open, token, cfg, stderr, serveLimits{*maxHandshakes, *maxPeerHandshakes, *maxConns, *maxJobs, *stall})
 	s.mutual, s.opened = *clientCA != "", m.Set
+	s.policy = allow.policy(flagHint("serve "))
 	context.AfterFunc(ctx, func() { ln.Close() })
 	s.run(ctx, ln)
 	return exitOK
@@ -153,6 +165,9 @@ type server struct {
 	cfg    *tls.Config
 	opened func(*extract.Receiver)
 	log    io.Writer
+	// policy is what senders may ask the receivers to keep (--allow-*):
+	// the operator's to say, not the senders'.
+	policy extract.Policy
 
 	// Limits: gate on the handshakes before authentication, then at
 	// most maxConns streams and maxJobs jobs; a stream stalled for stall
@@ -388,7 +403,7 @@ func (s *server) join(g dataplane.Greeting) (*serveJob, error) {
 			return nil, fmt.Errorf("%s/%w", name, err)
 		}
 		job := &serveJob{dest: g.Dest, dir: dir, open: 1, hub: &stream.Hub{
-			Root: filepath.Join(root.Name(), rest), Version: version, Opened: s.opened,
+			Root: filepath.Join(root.Name(), rest), Version: version, Opened: s.opened, Policy: s.policy,
 			Open: func(o extract.Options) (*extract.Receiver, error) { return extract.OpenAt(dir, ".", o) },
 		}}
 		s.mu.Lock()

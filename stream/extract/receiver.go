@@ -84,14 +84,16 @@ type Options struct {
 	Delete bool
 }
 
-// FromWire converts the handshake's options.
+// FromWire converts the handshake's options as they are, for a receiver
+// whose sender is trusted with all of them (a local copy); a receiver
+// serving another side grants them within its Policy (Grant).
 func FromWire(o *wire.ReceiveOptions) Options {
 	if o == nil {
 		return Options{}
 	}
-	// Owners can only be given away by root: elsewhere files belong to the
-	// receiving user, as with rsync run by an ordinary user.
-	return Options{Fsync: o.Fsync, Owner: o.Owner && os.Geteuid() == 0, KeepSetid: o.KeepSetid, NoCheck: o.Check == wire.CheckNone,
+	// Owners can only be given away with CAP_CHOWN (root): elsewhere files
+	// belong to the receiving user, as with rsync run by an ordinary user.
+	return Options{Fsync: o.Fsync, Owner: o.Owner && canChown, KeepSetid: o.KeepSetid, NoCheck: o.Check == wire.CheckNone,
 		Check: o.Check, WriteRate: o.WriteRate, IOConcurrency: o.IOConcurrency, Xattrs: o.Xattrs, ACLs: o.ACLs, Sparse: o.Sparse, NoSums: o.NoSums, Delete: o.Delete}
 }
 

@@ -146,7 +146,7 @@ func (r *Receiver) verifyOne(e *sharder.Entry, dfd int, base string, sum wire.Su
 	if wantMode := unixmode.Of(t.mode(e.Mode)); st.Mode&0o7777 != wantMode {
 		add("mode: source %04o, destination %04o", wantMode, st.Mode&0o7777)
 	}
-	if r.opt.Owner && euid == 0 && (st.Uid != e.UID || st.Gid != e.GID) {
+	if r.opt.Owner && canChown && (st.Uid != e.UID || st.Gid != e.GID) {
 		add("owner: source %d:%d, destination %d:%d", e.UID, e.GID, st.Uid, st.Gid)
 	}
 	if e.Kind == sharder.KindFile && st.Size == e.Size && sum != (wire.Sum{}) {

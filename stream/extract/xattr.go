@@ -25,8 +25,9 @@ import (
 // allows (no user.* attributes and no ACLs on symlinks: those are skipped).
 //
 // The receiver applies user.* with -X, trusted.* and security.* with -X
-// where it runs as root (elsewhere they are skipped, as rsync does), and
-// the ACLs with -A. It gives an entry exactly those attributes: one of
+// where it runs as root (elsewhere they are skipped, as rsync does), file
+// capabilities (security.capability) only with --keep-setid as well, and
+// the ACLs with -A; each only as far as its Policy allowed (Grant). It gives an entry exactly those attributes: one of
 // those namespaces that the entry lacks at the source is removed (an ACL a
 // new file inherited from a default ACL, an attribute of a directory that
 // was there before). Attributes a sender sends that the options did not
@@ -90,6 +91,12 @@ func (r *Receiver) managed(name string, k sharder.Kind) bool {
 	}
 	if strings.HasPrefix(name, "user.") {
 		return k != sharder.KindSymlink // Linux allows user.* on files and directories only
+	}
+	if name == wire.XattrCapability {
+		// File capabilities are privileges, as setuid bits are: kept
+		// with them alone (KeepSetid, which the receiver's policy
+		// allowed), as root.
+		return euid == 0 && r.opt.KeepSetid
 	}
 	if strings.HasPrefix(name, "trusted.") || strings.HasPrefix(name, "security.") {
 		// Only root may set them. security.* is never removed: an LSM

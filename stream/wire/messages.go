@@ -39,9 +39,16 @@ type Handshake struct {
 	// resume journal trusts only records of this very directory; "" if
 	// unknown.
 	DestID string `json:"dest_id,omitempty"`
+	// Denied names what the sender asked for in its Options that the
+	// receiver's policy does not allow and that it goes on without:
+	// "owner" (the files then belong to the receiving user), for the
+	// sender to warn. What it will not go on without refuses the stream.
+	Denied []string `json:"denied,omitempty"`
 }
 
-// ReceiveOptions are the sender's choices that the receiver applies.
+// ReceiveOptions are the sender's choices that the receiver applies; those
+// that bear on safety (Owner, KeepSetid, Xattrs, ACLs) are requests, which
+// the receiver grants within its own policy (extract.Policy).
 type ReceiveOptions struct {
 	Fsync     bool   `json:"fsync,omitempty"`
 	Owner     bool   `json:"owner,omitempty"`      // chown to the sender's numeric ids (when root)

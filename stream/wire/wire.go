@@ -41,7 +41,12 @@ import (
 // 12: the agent hub's socket proves its tokens both ways (JOIN2, NEW2) and
 // its banner (BULKMOVE-HUB2) names no executable; an older agent takes a
 // token from whatever connects, and a sender would find its banner bad.
-const Proto = 12
+// 13: the receiver grants the safety options of a Hello (owners,
+// setuid/setgid bits, extended attributes, ACLs) within its own policy,
+// an agent's given on its command line (--allow-owner, --allow-setid,
+// --allow-xattrs, --allow-acls), and its Hello names what it denied. An
+// older agent would refuse those flags, or take the Hello as its policy.
+const Proto = 13
 
 // Frame types.
 const (

@@ -20,6 +20,9 @@ type Xattr struct {
 const (
 	ACLAccess  = "system.posix_acl_access"
 	ACLDefault = "system.posix_acl_default"
+	// XattrCapability holds a file's capabilities: privileges, as a
+	// setuid bit is one.
+	XattrCapability = "security.capability"
 
 	// MaxXattrBytes bounds the names and values of one entry's attributes
 	// together (Linux's limit on one value, XATTR_SIZE_MAX, is 64 KiB; on

@@ -338,11 +338,17 @@ func (j *job) pull(ctx context.Context, t sshx.Target) int {
 	serr := g.Wait()
 	werr := hub.Wait()
 	var ee *sshx.ExitError
+	var refused *stream.RefusedError
 	switch {
 	case ctx.Err() != nil:
 		return exitInterrupted
 	case werr == nil && serr == nil:
 		return exitOK
+	case errors.As(serr, &refused):
+		// This side refused the remote sender (it asked for what this
+		// command line did not allow): said here, in this side's words.
+		errorf(j.stderr, "pull from %s: the remote sender is refused: %s", t.Host, refused.Reason)
+		return exitFatal
 	case errors.As(werr, &ee) && ee.Status > 0:
 		return ee.Status
 	}

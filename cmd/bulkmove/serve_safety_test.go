@@ -163,20 +163,9 @@ func TestServeTwoJobSymlink(t *testing.T) {
 	root, outside := filepath.Join(dir, "root"), filepath.Join(dir, "outside")
 	os.MkdirAll(outside, 0o755)
 	addr, fp, tokFile := startServeBin(t, dir, "data="+root)
-	tok, err := dataplane.ReadToken(tokFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := dataplane.ClientConfig("127.0.0.1", "", fp, "", "")
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := dataplane.DialServe(ctx, addr, cfg, dataplane.Greeting{Token: tok, Job: "job-a", Dest: "data/x"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := dialServeJob(ctx, t, addr, fp, tokFile, "job-a", "data/x")
 	defer c.Close()
 	// The greeting makes x.
 	x := filepath.Join(root, "x")

@@ -76,6 +76,10 @@ type Hub struct {
 	// wire.ErrLimit), which the sender does not retry. 0 is
 	// DefaultManifestMemory.
 	ManifestMemory int64
+	// Shared, if set, bounds the same memory across the jobs of a receiver
+	// that serves many at once (serve's): a stream whose manifest would
+	// pass either bound fails.
+	Shared *MemoryBudget
 	// Policy is what the receiving side allows its senders to ask for
 	// (owners, setuid/setgid bits, extended attributes, ACLs): a Hello's
 	// options are requests, granted within it (extract.Policy.Grant). The
@@ -140,7 +144,13 @@ func (h *Hub) memLimit() int64 {
 func (h *Hub) room() int64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return max(0, h.memLimit()-h.held)
+	r := h.memLimit() - h.held
+	if b := h.Shared; b != nil {
+		b.mu.Lock()
+		r = min(r, b.Limit-b.held)
+		b.mu.Unlock()
+	}
+	return max(0, r)
 }
 
 // take takes n bytes of the job's manifest memory, or fails (what for
@@ -149,8 +159,11 @@ func (h *Hub) take(n int64, what string) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if limit := h.memLimit(); h.held+n > limit {
-		return fmt.Errorf("agent: %w: %s would take %s of memory while the job's batches hold %s, over its limit of %s for manifests not yet committed; "+
+		return fmt.Errorf("agent: %w: %s would take %s of memory while the job's batches hold %s, over its limit of %s for manifests not yet committed and frames being read; "+
 			"send smaller batches (--batch-files) or fewer streams (-j)", wire.ErrLimit, what, mib(n), mib(h.held), mib(limit))
+	}
+	if err := h.Shared.take(n, what); err != nil {
+		return err
 	}
 	h.held += n
 	return nil
@@ -160,6 +173,54 @@ func (h *Hub) give(n int64) {
 	h.mu.Lock()
 	h.held -= n
 	h.mu.Unlock()
+	h.Shared.give(n)
+}
+
+// MemoryBudget is manifest memory shared by the jobs of one receiver
+// (Hub.Shared); a nil *MemoryBudget bounds nothing.
+type MemoryBudget struct {
+	Limit int64 // bytes
+
+	mu   sync.Mutex
+	held int64
+}
+
+func (b *MemoryBudget) take(n int64, what string) error {
+	if b == nil {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.held+n > b.Limit {
+		return fmt.Errorf("agent: %w: %s would take %s of memory while this receiver's jobs hold %s, over its limit of %s for all its jobs' manifests and frames being read; "+
+			"try again when fewer jobs run, or send smaller batches (--batch-files)", wire.ErrLimit, what, mib(n), mib(b.held), mib(b.Limit))
+	}
+	b.held += n
+	return nil
+}
+
+func (b *MemoryBudget) give(n int64) {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	b.held -= n
+	b.mu.Unlock()
+}
+
+// Held is the memory the budget's jobs hold.
+func (b *MemoryBudget) Held() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.held
+}
+
+// sharedLimit names the receiver's limit across jobs, if any, for messages.
+func (h *Hub) sharedLimit() string {
+	if h.Shared == nil {
+		return ""
+	}
+	return fmt.Sprintf(", this receiver's limit for all its jobs %s", mib(h.Shared.Limit))
 }
 
 // mib formats a byte count for the budget's messages.
@@ -285,18 +346,22 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 	}
 	var queue []pending // manifests answered, data not yet received
 	// Manifests hold the job's memory from their frame's header to their
-	// batch's commit (see Hub.ManifestMemory).
+	// batch's commit, the other frames that carry lists while they are
+	// read and handled (see Hub.ManifestMemory).
 	mem := &sessionMem{h: h}
 	defer mem.close()  // after the commits under way (deferred below)
-	var frameMem int64 // a manifest frame's, from its header to its decoding
+	var frameMem int64 // the frame's, from its header until it is handled
 	fr.Admit = func(typ byte, n int) error {
-		if typ != wire.Manifest {
-			return nil
+		switch typ {
+		case wire.Manifest:
+			if len(queue) >= maxPending {
+				return fmt.Errorf("%w: more than %d manifests ahead of their data", wire.ErrProtocol, maxPending)
+			}
+		case wire.Commit, wire.Prune:
+		default:
+			return nil // small (wire.FrameLimit)
 		}
-		if len(queue) >= maxPending {
-			return fmt.Errorf("%w: more than %d manifests ahead of their data", wire.ErrProtocol, maxPending)
-		}
-		if err := mem.take(int64(n), fmt.Sprintf("a manifest frame of %d bytes", n)); err != nil {
+		if err := mem.take(int64(n), fmt.Sprintf("a %q frame of %d bytes", typ, n)); err != nil {
 			return err
 		}
 		frameMem = int64(n)
@@ -329,6 +394,8 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 	// or between batches, where a sender may wait as long as its job runs.
 	stall, _ := r.(interface{ InFlight(bool) })
 	for {
+		mem.give(frameMem) // the last frame is handled
+		frameMem = 0
 		if ctx.Err() != nil {
 			return fail(ctx.Err())
 		}
@@ -356,7 +423,7 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 			m, err := wire.DecodeManifestMax(p, h.room())
 			if err != nil {
 				if errors.Is(err, wire.ErrLimit) {
-					err = fmt.Errorf("agent: %w; the job's limit for manifests not yet committed is %s: send smaller batches (--batch-files) or fewer streams (-j)", err, mib(h.memLimit()))
+					err = fmt.Errorf("agent: %w; the job's limit for manifests not yet committed is %s%s: send smaller batches (--batch-files) or fewer streams (-j)", err, mib(h.memLimit()), h.sharedLimit())
 				}
 				return fail(err)
 			}

@@ -187,7 +187,8 @@ func TestHubManifestMemoryGivenBack(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "dst")
 	// A batch of one entry holds about 200 bytes: 8 KiB is a few dozen,
 	// and what a batch kept would use it up within the job.
-	hub := &stream.Hub{Root: root, Version: "test-agent", ManifestMemory: 8 << 10}
+	shared := &stream.MemoryBudget{Limit: 1 << 20}
+	hub := &stream.Hub{Root: root, Version: "test-agent", ManifestMemory: 8 << 10, Shared: shared}
 	var wg sync.WaitGroup
 	for s := range 2 {
 		wg.Add(1)
@@ -265,10 +266,61 @@ func TestHubManifestMemoryGivenBack(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if n := hub.ManifestHeld(); n != 0 {
-		t.Errorf("the hub holds %d bytes of manifests after its streams ended", n)
+	if n := hub.ManifestHeld(); n != 0 || shared.Held() != 0 {
+		t.Errorf("the hub holds %d bytes of manifests after its streams ended, the shared budget %d", n, shared.Held())
 	}
 	if _, err := os.Stat(filepath.Join(root, names[len(names)-1])); err != nil {
 		t.Error(err)
+	}
+}
+
+// The jobs of one receiver (serve's) share a budget besides their own: a
+// job's manifest that would pass it is refused, naming it, while another
+// job holds its share; frames that carry lists (a commit, a prune) count
+// while they are read; all of it is given back when the sessions end.
+func TestHubSharedBudget(t *testing.T) {
+	shared := &stream.MemoryBudget{Limit: 64 << 10}
+	dir := t.TempDir()
+	hubA := &stream.Hub{Root: filepath.Join(dir, "a"), Version: "test-agent", Shared: shared}
+	hubB := &stream.Hub{Root: filepath.Join(dir, "b"), Version: "test-agent", Shared: shared}
+	final := func(id uint64, n int) []byte {
+		var es []sharder.Entry
+		for i := range n {
+			es = append(es, sharder.Entry{Path: fmt.Sprintf("d%d/%04d", id, i), Kind: sharder.KindDir, Mode: 0o755})
+		}
+		return wire.EncodeManifest(&wire.BatchManifest{ID: id, Flags: wire.FlagFinal, Entries: es})
+	}
+	verified := func(a *agentUnderTest, id uint64) {
+		t.Helper()
+		a.send(wire.Manifest, wire.EncodeManifest(&wire.BatchManifest{ID: id, Flags: wire.FlagVerify}))
+		a.expect(wire.Ack)
+	}
+	// Job A: two batches of 200 entries pending, about 45 KiB.
+	a := startHub(t, hubA)
+	a.handshake()
+	a.send(wire.Manifest, final(1, 200))
+	a.send(wire.Manifest, final(2, 200))
+	verified(a, 100)
+	if held := shared.Held(); held < 40<<10 || held > 64<<10 {
+		t.Fatalf("two manifests of 200 entries hold %d bytes of the shared budget", held)
+	}
+	// Job B: a third such batch passes the shared budget.
+	b := startHub(t, hubB)
+	b.handshake()
+	b.send(wire.Manifest, final(3, 200))
+	err := b.failed()
+	if !errors.Is(err, wire.ErrLimit) || !strings.Contains(err.Error(), "for all its jobs") || !strings.Contains(err.Error(), "65536 bytes") {
+		t.Errorf("job B's manifest past the shared budget: %v, want a refusal naming the receiver's limit across jobs", err)
+	}
+	// A commit frame declared past what is left is refused at its header.
+	var h [5]byte
+	h[0] = wire.Commit
+	binary.BigEndian.PutUint32(h[1:], 32<<10)
+	a.sendRaw(h[:])
+	if err := a.failed(); !errors.Is(err, wire.ErrLimit) || !strings.Contains(err.Error(), `a 'C' frame of 32768 bytes`) {
+		t.Errorf("a commit frame past the budget: %v, want a refusal naming it", err)
+	}
+	if held := shared.Held(); held != 0 {
+		t.Errorf("the shared budget holds %d bytes after its jobs' sessions ended", held)
 	}
 }

@@ -175,6 +175,9 @@ type server struct {
 	gate              *dataplane.Gate
 	maxConns, maxJobs int
 	stall             time.Duration
+	// manifests bounds the memory of all jobs' manifests (each job's is
+	// bounded by stream.DefaultManifestMemory too).
+	manifests *stream.MemoryBudget
 
 	mu    sync.Mutex
 	jobs  map[string]*serveJob
@@ -188,6 +191,11 @@ type serveLimits struct {
 	stall                                               time.Duration
 }
 
+// serveManifestMemory bounds the memory of the manifests that all of
+// serve's jobs hold at once: four jobs at their own limit (a job of the
+// default batches holds a few MiB), within a container's 2 GiB.
+const serveManifestMemory = 1 << 30
+
 // defaultServe are serve's limits by default. The stall timeout is the
 // sender's own (--stall-timeout, 60 s) and more: a sender cuts a stalled
 // stream and reconnects first.
@@ -197,7 +205,8 @@ var defaultServe = serveLimits{maxHandshakes: 64, maxPeerHandshakes: 32, maxConn
 // logging to log.
 func newServer(roots map[string]*os.File, token string, cfg *tls.Config, log io.Writer, l serveLimits) *server {
 	s := &server{roots: roots, token: token, cfg: cfg, log: log, jobs: map[string]*serveJob{},
-		gate: dataplane.NewGate(l.maxHandshakes, l.maxPeerHandshakes), maxConns: l.maxConns, maxJobs: l.maxJobs, stall: l.stall}
+		gate: dataplane.NewGate(l.maxHandshakes, l.maxPeerHandshakes), maxConns: l.maxConns, maxJobs: l.maxJobs, stall: l.stall,
+		manifests: &stream.MemoryBudget{Limit: serveManifestMemory}}
 	s.gate.Locked = func(peer string, fails int, d time.Duration) {
 		errorf(log, "serve: %s: %d wrong tokens: locked out for %s", peer, fails, d)
 	}
@@ -404,7 +413,8 @@ func (s *server) join(g dataplane.Greeting) (*serveJob, error) {
 		}
 		job := &serveJob{dest: g.Dest, dir: dir, open: 1, hub: &stream.Hub{
 			Root: filepath.Join(root.Name(), rest), Version: version, Opened: s.opened, Policy: s.policy,
-			Open: func(o extract.Options) (*extract.Receiver, error) { return extract.OpenAt(dir, ".", o) },
+			Open:   func(o extract.Options) (*extract.Receiver, error) { return extract.OpenAt(dir, ".", o) },
+			Shared: s.manifests,
 		}}
 		s.mu.Lock()
 		if s.jobs[g.Job] == nil && len(s.jobs) < s.maxJobs {

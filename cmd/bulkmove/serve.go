@@ -252,13 +252,24 @@ func (s *server) run(ctx context.Context, ln net.Listener) {
 }
 
 // session serves one connection, admitted by the gate as peer: its
-// handshake counts there until the greeting's token is checked.
-func (s *server) session(ctx context.Context, raw net.Conn, peer string) error {
+// handshake counts there until the greeting's token is checked. A
+// failure before that is logged here, as the gate allows (see Gate.Log).
+func (s *server) session(ctx context.Context, raw net.Conn, peer string) (err error) {
 	authing := true
 	defer func() {
-		if authing {
-			s.gate.Leave(peer)
+		if !authing {
+			return
 		}
+		if err != nil {
+			if ok, unlogged := s.gate.Log(peer); ok {
+				if unlogged > 0 {
+					err = fmt.Errorf("%w (and %d more failed handshakes from %s not logged)", err, unlogged, peer)
+				}
+				errorf(s.log, "serve: %s: %v", raw.RemoteAddr(), err)
+			}
+			err = nil
+		}
+		s.gate.Leave(peer)
 	}()
 	raw.SetDeadline(time.Now().Add(handshakeTimeout)) // lifted by the hub once the Hello is answered
 	c := tls.Server(raw, s.cfg)

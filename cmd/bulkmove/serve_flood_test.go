@@ -83,8 +83,9 @@ func procKB(t *testing.T, pid int, field string) int64 {
 
 // TestServeFlood: 200 TLS connections at once to `bulkmove serve`, each
 // sending 1 MiB with no newline before any token, again and again: serve's
-// peak RSS grows by at most 64 MiB, and a sender with the token (from
-// another address) pushes a tree during the flood and after it.
+// peak RSS grows by at most 64 MiB, its log by 10 lines, and a sender
+// with the token (from another address) pushes a tree during the flood
+// and after it.
 func TestServeFlood(t *testing.T) {
 	dir := shmDir(t)
 	p := startServeProc(t, dir, nil, "data="+filepath.Join(dir, "root"))
@@ -114,6 +115,10 @@ func TestServeFlood(t *testing.T) {
 	t.Logf("serve RSS %d KiB before the flood, peak %d KiB", base, peak)
 	if grew := (peak - base) << 10; grew > floodRSS {
 		t.Errorf("serve grew by %d MiB under the flood, want at most %d MiB", grew>>20, floodRSS>>20)
+	}
+	// Nor does the flood fill the log: a minute's worth from one address.
+	if n := strings.Count(p.log.String(), "serve: 127.0.0.2:"); n > 10 {
+		t.Errorf("%d lines logged for the flood's failed handshakes, want at most 10 a minute", n)
 	}
 }
 

@@ -3,7 +3,6 @@ package dataplane
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"sync"
 	"time"
@@ -35,7 +34,6 @@ type Gate struct {
 	mu    sync.Mutex
 	open  int
 	peers map[string]*peerState
-	now   func() time.Time // time.Now; tests move it
 }
 
 type peerState struct {
@@ -43,7 +41,15 @@ type peerState struct {
 	fails    int
 	lastFail time.Time
 	until    time.Time // locked out until then
+	// Its failed handshakes logged in the minute from logFrom, and
+	// those not logged.
+	logFrom          time.Time
+	logged, unlogged int
 }
+
+// logBurst failed handshakes of a peer are logged a minute; the rest are
+// counted, and the count logged with the next one logged.
+const logBurst = 10
 
 // NewGate is a gate with the limits of `bulkmove serve` (see Gate): max
 // handshakes in all, perPeer from one peer; wrong tokens delayed from
@@ -96,7 +102,7 @@ func (g *Gate) Enter(addr net.Addr) (string, error) {
 	key := PeerKey(addr)
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	now := g.clock()
+	now := time.Now()
 	p := g.peers[key]
 	if p != nil && now.Before(p.until) {
 		return "", ErrLocked
@@ -140,7 +146,30 @@ func (g *Gate) evictLocked(now time.Time) bool {
 }
 
 func (g *Gate) staleLocked(p *peerState, now time.Time) bool {
-	return now.After(p.until) && (p.fails == 0 || now.Sub(p.lastFail) > g.Forget)
+	return now.After(p.until) && (p.fails == 0 || now.Sub(p.lastFail) > g.Forget) && now.Sub(p.logFrom) > time.Minute
+}
+
+// Log says whether to log a failed handshake of an admitted peer: the
+// first logBurst of a minute are, with the count of those that were not
+// before them; the rest are not (a stranger's connections must not fill
+// the log).
+func (g *Gate) Log(key string) (ok bool, unlogged int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	p := g.peers[key]
+	if p == nil {
+		return true, 0
+	}
+	if now := time.Now(); now.Sub(p.logFrom) > time.Minute {
+		p.logFrom, p.logged = now, 0
+	}
+	if p.logged >= logBurst {
+		p.unlogged++
+		return false, 0
+	}
+	p.logged++
+	unlogged, p.unlogged = p.unlogged, 0
+	return true, unlogged
 }
 
 // Leave ends an admitted connection's handshake (authenticated or not).
@@ -152,7 +181,7 @@ func (g *Gate) Leave(key string) {
 	if p == nil {
 		return
 	}
-	if p.open--; p.open == 0 && g.staleLocked(p, g.clock()) {
+	if p.open--; p.open == 0 && g.staleLocked(p, time.Now()) {
 		delete(g.peers, key)
 	}
 }
@@ -170,7 +199,7 @@ func (g *Gate) Succeeded(key string) {
 // ctx ends), the connection still counted against the peer.
 func (g *Gate) Failed(ctx context.Context, key string) {
 	g.mu.Lock()
-	now := g.clock()
+	now := time.Now()
 	p := g.peers[key]
 	if p == nil { // not admitted by this gate: nothing to count against
 		g.mu.Unlock()
@@ -202,16 +231,4 @@ func (g *Gate) Failed(ctx context.Context, key string) {
 	case <-t.C:
 	case <-ctx.Done():
 	}
-}
-
-func (g *Gate) clock() time.Time {
-	if g.now != nil {
-		return g.now()
-	}
-	return time.Now()
-}
-
-// String describes the gate's limits, for messages.
-func (g *Gate) String() string {
-	return fmt.Sprintf("%d handshakes at once, %d per peer", g.Max, g.PerPeer)
 }

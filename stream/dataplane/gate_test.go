@@ -110,7 +110,17 @@ func TestStreamHandshakeCap(t *testing.T) {
 				}
 				defer c.Close()
 			}
-			time.Sleep(100 * time.Millisecond) // accepted, in their handshakes
+			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				l.gate.mu.Lock()
+				n := l.gate.open
+				l.gate.mu.Unlock()
+				if n == l.gate.PerPeer {
+					break // accepted, in their handshakes
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%d of the stranger's %d connections accepted", n, l.gate.PerPeer)
+				}
+			}
 			c, err := stranger.Dial("tcp", addr)
 			if err != nil {
 				t.Fatal(err)
@@ -139,4 +149,25 @@ func TestStreamHandshakeCap(t *testing.T) {
 func isReset(err error) bool {
 	var ne net.Error
 	return err != nil && !(errors.As(err, &ne) && ne.Timeout())
+}
+
+// TestGateLog: a peer's failed handshakes are logged 10 a minute; the
+// count of the rest comes with the next one logged.
+func TestGateLog(t *testing.T) {
+	g := NewGate(10, 10)
+	k, _ := g.Enter(tcpAddr("10.0.0.5"))
+	defer g.Leave(k)
+	logged := 0
+	for range 25 {
+		if ok, _ := g.Log(k); ok {
+			logged++
+		}
+	}
+	if logged != logBurst {
+		t.Errorf("%d of 25 logged, want %d", logged, logBurst)
+	}
+	g.peers[k].logFrom = time.Now().Add(-2 * time.Minute) // a minute later
+	if ok, unlogged := g.Log(k); !ok || unlogged != 25-logBurst {
+		t.Errorf("a minute later: logged %v, with %d not logged before it, want %d", ok, unlogged, 25-logBurst)
+	}
 }

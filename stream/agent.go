@@ -38,6 +38,13 @@ const maxPending = 2 * Window
 // million entries (over 100 MiB each decoded) from holding gigabytes.
 const DefaultManifestMemory = 256 << 20
 
+// StreamManifestMemory is what each stream of a job may count on beyond
+// DefaultManifestMemory: a job of many streams (up to --max-streams) with
+// long paths would otherwise pass the default with batches of the default
+// size. The bound still holds: a job's streams are the connections its
+// receiver took, and those are capped (serve's --max-conns, the agent's K).
+const StreamManifestMemory = 4 << 20
+
 // Serve runs the receiver agent on one connection: r and w are the
 // sender's frames (stdin and stdout of `bulkmove agent`), root the
 // destination. It returns nil after a clean End, an error otherwise; a
@@ -132,12 +139,21 @@ func (h *Hub) acquire(opt *wire.ReceiveOptions) (recv *extract.Receiver, denied 
 	return recv, denied, nil
 }
 
-// memLimit is the job's manifest memory budget.
+// memLimit is the job's manifest memory budget (under h.mu): its
+// ManifestMemory, or by default DefaultManifestMemory or
+// StreamManifestMemory for each of its streams, whichever is more.
 func (h *Hub) memLimit() int64 {
 	if h.ManifestMemory > 0 {
 		return h.ManifestMemory
 	}
-	return DefaultManifestMemory
+	return max(DefaultManifestMemory, int64(h.refs)*StreamManifestMemory)
+}
+
+// limit is memLimit, outside h.mu.
+func (h *Hub) limit() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.memLimit()
 }
 
 // room is the manifest memory the job may still take.
@@ -423,7 +439,7 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 			m, err := wire.DecodeManifestMax(p, h.room())
 			if err != nil {
 				if errors.Is(err, wire.ErrLimit) {
-					err = fmt.Errorf("agent: %w; the job's limit for manifests not yet committed is %s%s: send smaller batches (--batch-files) or fewer streams (-j)", err, mib(h.memLimit()), h.sharedLimit())
+					err = fmt.Errorf("agent: %w; the job's limit for manifests not yet committed is %s%s: send smaller batches (--batch-files) or fewer streams (-j)", err, mib(h.limit()), h.sharedLimit())
 				}
 				return fail(err)
 			}

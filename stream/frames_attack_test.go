@@ -1,6 +1,7 @@
 package stream_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -322,5 +323,40 @@ func TestHubSharedBudget(t *testing.T) {
 	}
 	if held := shared.Held(); held != 0 {
 		t.Errorf("the shared budget holds %d bytes after its jobs' sessions ended", held)
+	}
+}
+
+// TestHubManyStreamsDefaultBudget: a job of many streams, each holding no
+// more than a stream of default batches with long paths does, is not
+// refused for passing DefaultManifestMemory together: the default budget
+// grows by StreamManifestMemory a stream.
+func TestHubManyStreamsDefaultBudget(t *testing.T) {
+	if raceEnabled {
+		t.Skip("hundreds of MiB of manifests under the race detector")
+	}
+	const streams = 96
+	var es []sharder.Entry
+	for i := 0; ; i++ {
+		es = append(es, sharder.Entry{Path: fmt.Sprintf("d/%06d", i), Kind: sharder.KindDir, Mode: 0o755})
+		if i%1024 == 0 && wire.ManifestCost(&wire.BatchManifest{Entries: es})+int64(len(es)) > 3<<20+512<<10 {
+			break
+		}
+	}
+	p := wire.EncodeManifest(&wire.BatchManifest{ID: 1, Flags: wire.FlagFinal, Entries: es})
+	if p[0] != 1 {
+		t.Fatalf("the manifest does not start with its one-byte id: %x", p[:8])
+	}
+	hub := &stream.Hub{Root: filepath.Join(t.TempDir(), "dst"), Version: "test-agent"}
+	for i := range streams {
+		a := startHub(t, hub)
+		a.handshake()
+		q := bytes.Clone(p)
+		q[0] = byte(1 + i)
+		a.send(wire.Manifest, q)
+		a.send(wire.Manifest, wire.EncodeManifest(&wire.BatchManifest{ID: uint64(100 + i), Flags: wire.FlagVerify}))
+		a.expect(wire.Ack)
+	}
+	if held := hub.ManifestHeld(); held <= stream.DefaultManifestMemory {
+		t.Fatalf("%d streams hold %d bytes of manifests, want more than the default %d for the test to mean anything", streams, held, stream.DefaultManifestMemory)
 	}
 }

@@ -487,6 +487,19 @@ type hubBannerFields struct {
 }
 
 // banner parses the hub's banner line and notes where its streams join.
+// redactBanner is an agent's banner line fit for a message: the value of
+// every key=value field (the job's and the linger token, the data plane's
+// offer with its token) is left out.
+func redactBanner(line string) string {
+	fields := strings.Fields(line)
+	for i, f := range fields {
+		if k, _, ok := strings.Cut(f, "="); ok {
+			fields[i] = k + "=..."
+		}
+	}
+	return strings.Join(fields, " ")
+}
+
 func (l *sshLink) banner(host, line string) (hubBannerFields, error) {
 	fields := strings.Fields(strings.TrimPrefix(line, agentBanner))
 	var b hubBannerFields
@@ -505,7 +518,7 @@ func (l *sshLink) banner(host, line string) (hubBannerFields, error) {
 		}
 	}
 	if b.job == "" {
-		return b, fmt.Errorf("ssh %s: bad agent banner %q (an agent older than this bulkmove?)", host, strings.TrimSpace(line))
+		return b, fmt.Errorf("ssh %s: bad agent banner %q (an agent older than this bulkmove?)", host, redactBanner(line))
 	}
 	l.mu.Lock()
 	l.sock, l.job = b.sock, b.job

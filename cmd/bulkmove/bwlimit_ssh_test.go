@@ -28,7 +28,7 @@ func TestSSHBwLimit(t *testing.T) {
 	src := randomTree(t, dir, 12, 1<<20)
 
 	agentSeen := make(chan error, 1)
-	go func() { agentSeen <- watchAgent(`--io-nice --nice 19 --hub 4 -- `) }()
+	go func() { agentSeen <- watchAgent(regexp.MustCompile(`--io-nice --nice 19 (--allow-\S+ )*--hub 4 -- `)) }()
 	out, code := runBM(t, nil, "-F", cfg, "-v", "-j", "4", "--batch-files", "1", "--bwlimit", "4M", "--io-nice", "--nice", "19", src, "box2:"+filepath.Join(dir, "push"))
 	if code != 0 {
 		t.Fatalf("push: exit %d:\n%s", code, out)
@@ -67,15 +67,15 @@ func TestSSHBwLimit(t *testing.T) {
 	}
 }
 
-// watchAgent waits up to 10 s for a process whose command line contains
+// watchAgent waits up to 10 s for a process whose command line matches
 // args, then for it to run in the idle I/O class at nice 19.
-func watchAgent(args string) error {
+func watchAgent(args *regexp.Regexp) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 		for _, p := range procs {
 			b, _ := os.ReadFile(p)
-			if !strings.Contains(strings.ReplaceAll(string(b), "\x00", " "), args) {
+			if !args.MatchString(strings.ReplaceAll(string(b), "\x00", " ")) {
 				continue
 			}
 			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))

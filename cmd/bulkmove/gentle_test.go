@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -112,8 +113,9 @@ func TestIONice(t *testing.T) {
 		t.Errorf("the sender started %d agents, want 2", len(agents))
 	}
 	for _, got := range agents {
-		if !strings.HasPrefix(got, "agent --io-nice --nice 19 -- ") {
-			t.Errorf("agent started as %q, want agent --io-nice --nice 19 -- DEST", got)
+		// The --allow-* flags are the receiver's policy (see policy.go).
+		if !regexp.MustCompile(`^agent --io-nice --nice 19 (--allow-\S+ )*-- `).MatchString(got) {
+			t.Errorf("agent started as %q, want agent --io-nice --nice 19 [--allow-...] -- DEST", got)
 		}
 	}
 	if err := cmd.Wait(); err != nil {

@@ -294,11 +294,14 @@ func (s *server) session(ctx context.Context, raw net.Conn, peer string) (err er
 	if !s.enter() {
 		return refuse(c, fmt.Errorf("busy: %d streams open (serve --max-conns)", s.maxConns))
 	}
-	defer s.exit()
 	job, err := s.join(g)
 	if err != nil {
+		// Counted out before the sender reads why: it may open its next
+		// stream at once, and must not find this one still counted.
+		s.exit()
 		return refuse(c, err)
 	}
+	defer s.exit()
 	defer s.leave(g.Job, job)
 	sc := &stallConn{Conn: c, stall: s.stall}
 	return job.hub.Serve(ctx, sc, sc)

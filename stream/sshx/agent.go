@@ -348,8 +348,10 @@ func checkCache(kv map[string]string, home, ver, sum string) cacheState {
 			return cs
 		}
 		if len(cs.missing) > 0 {
-			cs.refuse = fmt.Sprintf("%s exists while its parent %s does not", p, cs.missing[0])
-			return cs
+			// Made by another push between the stats: made again or
+			// found by fixCache, whose report is checked afresh.
+			cs.missing = append(cs.missing, p)
+			continue
 		}
 		f := statFields(v)
 		switch {

@@ -368,6 +368,14 @@ func TestCheckCacheStatFormats(t *testing.T) {
 	if cs := checkCache(kv, home, "v1", "abc"); !strings.Contains(cs.refuse, "/home/u/.cache is owned by uid 502") {
 		t.Errorf("checkCache with ~/.cache of another user = %+v", cs)
 	}
+	// Another push made ~/.cache/bulkmove/v1 between the stats of ~/.cache
+	// and its children: the chain counts as missing (fixCache makes or finds
+	// each and checks its own report), not as a refusal.
+	raced := map[string]string{"uid": "501", "d0": "501|755|Directory|1|2|3|4|5", "d1": "none",
+		"d2": "501|700|Directory|1|2|3|4|5", "d3": "501|700|Directory|1|2|3|4|5"}
+	if cs := checkCache(raced, home, "v1", "abc"); cs.refuse != "" || len(cs.missing) != 3 || cs.missing[0] != "/home/u/.cache" || cs.good {
+		t.Errorf("checkCache with ~/.cache made by another push between the stats = %+v", cs)
+	}
 	kv["d1"], kv["d0"] = "501|700|Directory|1|2|3|4|5", "501|775|Directory|1|2|3|4|5"
 	if cs := checkCache(kv, home, "v1", "abc"); !strings.Contains(cs.refuse, "/home/u is writable by group or others (mode 775)") {
 		t.Errorf("checkCache with a group-writable home = %+v", cs)

@@ -20,7 +20,7 @@ import (
 	"github.com/bulkmove/bulkmove/stream/wire"
 )
 
-// floodConns and floodBytes are the attack of issue 24: 200 connections
+// floodConns and floodBytes are a stranger's flood: 200 connections
 // at once, each sending 1 MiB with no newline, before any token.
 const (
 	floodConns = 200

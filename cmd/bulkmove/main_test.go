@@ -29,7 +29,7 @@ func TestMain(m *testing.M) {
 		}
 	}
 	testscript.Main(m, map[string]func(){
-		"bulkmove": func() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) },
+		"bulkmove":        func() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) },
 		"bulkmove-maxrss": func() { os.Exit(maxRSSMain(os.Args[1:])) },
 	})
 }

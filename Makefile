@@ -2,7 +2,7 @@
 GO ?= go
 BIN := bin/bulkmove
 
-.PHONY: build test test-short race fuzz bench bench-cutover bench-scale bench-slowfs bench-speed soak demo vet clean
+.PHONY: build vet lint test test-short race fuzz bench bench-cutover bench-scale bench-slowfs bench-speed soak demo clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/bulkmove
@@ -10,24 +10,42 @@ build:
 vet:
 	$(GO) vet ./...
 
+# vet, and every Go file formatted as gofmt writes it.
+lint: vet
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$unformatted" ]; then echo "gofmt -w these files:"; echo "$$unformatted"; exit 1; fi
+
 # The test suite CI runs: unit tests, CLI scripts, the real-sshd tests
 # (skipped with a message when sshd is missing outside CI), and the race
 # detector on the packages with worker pools.
-test: vet
+test: lint
 	$(GO) test -count=1 ./...
+	$(MAKE) race
+
+# The packages with worker pools, under the race detector.
+race:
 	$(GO) test -count=1 -race ./sharder/... ./stream/... ./journal/... ./internal/ratelimit/... ./internal/hashidx/... ./internal/spill/...
 
-# A short fuzz of the extractor, the frame decoders and the escaping of
-# names for terminals.
+# The fast tests: -short skips the large trees, the floods and the timed
+# runs.
+test-short:
+	$(GO) test -count=1 -short ./...
+
+# Every fuzz target of the repository (each func Fuzz* in a _test.go),
+# FUZZTIME each: a new target is fuzzed without being listed here.
+FUZZTIME ?= 20s
 fuzz:
-	$(GO) test -run='^$$' -fuzz=FuzzReceive -fuzztime=60s ./stream/extract
-	$(GO) test -run='^$$' -fuzz=FuzzDecodeManifest -fuzztime=30s ./stream/wire
-	$(GO) test -run='^$$' -fuzz=FuzzReadFrame -fuzztime=20s ./stream/wire
-	$(GO) test -run='^$$' -fuzz=FuzzEscape -fuzztime=20s ./internal/termsafe
+	@set -e; for f in $$(grep -rl --include='*_test.go' '^func Fuzz' .); do \
+		for t in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$f); do \
+			echo "fuzz $$t in $$(dirname $$f) for $(FUZZTIME)"; \
+			$(GO) test -run='^$$' -fuzz="^$$t\$$" -fuzztime=$(FUZZTIME) ./$$(dirname $$f); \
+		done; \
+	done
 
 # Benchmarks against cp, tar and rsync on a tmpfs (needs root). See bench/run.sh;
-# then trees on a slow filesystem (bench-slowfs), then issue 7's speed table
-# over the rig (bench-speed).
+# then trees on a slow filesystem (bench-slowfs), the speed table over the
+# rig (bench-speed), incremental passes (bench-cutover) and a tree of
+# millions of files (bench-scale).
 bench: build
 	BULKMOVE=$(CURDIR)/$(BIN) bench/run.sh
 	BULKMOVE=$(CURDIR)/$(BIN) bench/slowfs.sh
@@ -42,12 +60,12 @@ bench: build
 bench-slowfs: build
 	BULKMOVE=$(CURDIR)/$(BIN) bench/slowfs.sh
 
-# Issue 7's speed table over the rig (root; it restarts the rig as each regime
+# The speed table over the rig (root; it restarts the rig as each regime
 # needs and restores it uncapped): small and large files on the direct link,
 # a 200 Mbit/s link, a 100 ms path, a huge file among small ones; bulkmove
 # over SSH and TLS against tar | ssh, tar | nc, tar | zstd | ssh, rsync,
 # 6 × tar | ssh, fpsync and an mscp-style split, with ratios and PASS/FAIL
-# against the issue's targets. SPEED_SCALE=small tries it in seconds; see
+# against the targets. SPEED_SCALE=small tries it in seconds; see
 # bench/speed.sh.
 bench-speed: build
 	BULKMOVE=$(CURDIR)/$(BIN) bench/speed.sh

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Cutover benchmark (issue 5): incremental passes over the rig's direct link.
+# Cutover benchmark: incremental passes over the rig's direct link.
 #
 # On a tree of N files of 1 KiB (default 100,000) on a tmpfs, with the
 # destination on box2 (../shared/rig, as root; the script mounts the tmpfs and

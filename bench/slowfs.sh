@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/slowfs.sh: trees on a high-latency filesystem (issue 9), `make bench-slowfs`.
+# bench/slowfs.sh: trees on a high-latency filesystem, `make bench-slowfs`.
 #
 # NFS, Lustre and GPFS cost a server round trip per lookup, stat, open and
 # create; ../shared/rig/slowfs stands in for them: a FUSE mount of a tmpfs

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/speed.sh: issue 7's speed table (`make bench-speed`, also run by `make bench`).
+# bench/speed.sh: the speed table (`make bench-speed`, also run by `make bench`).
 #
 # Five regimes over the test hosts of ../shared/rig, bulkmove and its peers in the
 # same run, one run each, trees on a tmpfs (SPEED_MNT):
@@ -67,7 +67,7 @@
 #   SPEED_SPLIT     pipes of the mscp-style split in huge (default 4)
 #   SPEED_NC_PORT   first port of tar | nc's listener in bm-dst (default 47100)
 #   SPEED_JFIXED    also run bulkmove over SSH streams at each of these fixed -j (e.g.
-#                   "2 4 8 16"), and judge -j auto against the best of them (issue 7: at
+#                   "2 4 8 16"), and judge -j auto against the best of them (the target: at
 #                   least 90% of its throughput, each regime); default: not run
 #   SPEED_VERIFY    bulkmove (default): treecmp bulkmove's copies, count the peers' files
 #                   and bytes; all: also compare the peers' names, types and content
@@ -708,7 +708,7 @@ declare -A SHORT=(
 print_table() {
 	local regime k first t vs rt rs n_pass=0 n_fail=0 n_other=0 tgt res
 	: >"$OUT"
-	out "## bulkmove speed (issue 7), $(date -u '+%Y-%m-%d %H:%M UTC')" ""
+	out "## bulkmove speed, $(date -u '+%Y-%m-%d %H:%M UTC')" ""
 	out "- command: \`${CMDLINE}\`"
 	out "- machine: $(uname -srm), $(nproc) CPUs ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n1)); load average at start $LOAD0"
 	out "- bulkmove: $BULKMOVE, $VERSION, repository at commit $REV; peers: $(tar --version | head -n1), $(rsync --version | head -n1 | sed 's/  */ /g'), $(ssh -V 2>&1 | cut -d, -f1) (its default cipher), zstd $(zstd -V 2>/dev/null | sed -n 's/.* v\([0-9.]*\).*/\1/p')${FPSYNC_V:+, $FPSYNC_V}"

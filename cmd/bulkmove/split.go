@@ -8,7 +8,7 @@ import (
 )
 
 // splitFlag is --split-size: files larger than it are cut into ranges that
-// several streams carry (issue 7, part 4; see sharder.Options.SplitSize
+// several streams carry (see sharder.Options.SplitSize
 // and stream/extract/partial.go). auto (the default) is the larger of
 // 64 MiB and the batch size; 0 turns splitting off.
 type splitFlag struct {

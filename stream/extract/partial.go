@@ -1,6 +1,6 @@
 package extract
 
-// Ranges of split files (issue 7, part 4).
+// Ranges of split files.
 //
 // A file larger than the sender's split size travels as ranges (an
 // Entry's Off and Len), each in its own batch, which any stream may carry:

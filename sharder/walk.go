@@ -37,9 +37,8 @@ const readDirChunk = 1024
 
 // slowReadDirChunk is the chunk on a slow filesystem (Options.IO says so),
 // where each getdents is a round trip and returns a few dozen names: a
-// chunk of 1024 waited for every getdents of a directory before its first
-// name went on (on the rig's slowfs, 140 ms for 100 names, while the
-// first batch waited for the walk).
+// chunk of 1024 waits for every getdents of a directory before its first
+// name goes on, and the first batch waits for the walk.
 const slowReadDirChunk = 32
 
 // Options configure Run. The zero value of each field selects its default.

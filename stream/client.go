@@ -594,9 +594,7 @@ func (c *Client) observe(codec byte, in, out int64, start time.Time, blocked0 in
 // each operation after a round trip (Peer.Slow) is taken to have written
 // all the time: the first batch's writes waited on it at least as likely
 // as on the link, and compressing the next ones would only have added to
-// the CPU that such a filesystem costs (the mixed tree onto the rig's
-// slowfs over TLS: 1.78-1.92 s plain, 1.82-2.21 s with a third of it
-// compressed).
+// the CPU that such a filesystem costs, for no gain.
 func (c *Client) receiverShares(now time.Time, recv, cpu int64) (recvWrite, recvCPU float64) {
 	if dt := float64(now.Sub(c.obsAt)); !c.obsAt.IsZero() && dt > 0 {
 		recvWrite, recvCPU = float64(recv-c.obsRecv)/dt, float64(cpu-c.obsCPU)/dt

@@ -29,8 +29,7 @@ package stream
 // direct link's copy compressed throughout and 60% slower.) Except over a
 // far path (a network round trip of FarRTT or more): there the socket
 // and channel buffers take the first megabytes of every stream at once,
-// so its writes block only seconds in (on the rig's 100 ms path, 1.7 to
-// 2.4 s after the streams were up, and one stream of four never), while
+// so its writes block only seconds in (some streams never), while
 // compressing is still far faster than such a path; a far stream whose
 // first sample compresses to farStart or less starts compressed, and
 // turns it off the same ways.
@@ -42,8 +41,8 @@ package stream
 // over the next batches until probeBytes have gone plain, and turns
 // compression off only if, over them all, the writes did not block: one
 // plain batch that the buffers took at once said nothing of the link (it
-// turned every stream's compression off halfway through a copy over the
-// 100 ms path, and the copy took 7.7 s instead of 6.9 s). Each batch compressed
+// turned every stream's compression off halfway through a copy over a
+// far path, which then ran slower). Each batch compressed
 // under auto is first sampled (64 KiB: the starts of up to 64 of its
 // files, spread over the batch, at the level it would go at): data that
 // does not compress (ratio above 0.9) goes plain.
@@ -191,9 +190,8 @@ type deflater struct {
 // --compress auto: a stream that joins while the others compress because
 // the link holds their writes back (one -j auto adds, one reconnected)
 // starts compressed, as over a far path, rather than measuring the link
-// anew with a plain batch. On the rig's 200 Mbit/s link the two streams
-// -j auto added each sent a first 16 MiB batch plain, over a link that
-// four streams then shared.
+// anew with a plain batch: each would otherwise send a whole first batch
+// plain over a link the others already fill.
 type AutoShare struct {
 	linkBound atomic.Int64 // when a stream last sent compressed data that waited on the link (UnixNano)
 }
@@ -302,10 +300,9 @@ func (d *deflater) codec(src Source, m *wire.BatchManifest, need []bool) byte {
 	start := !a.seen && (d.far || joined)
 	if !a.on && !start && (!a.linkBound || a.busyHost()) {
 		// The link keeps up, or this host's CPUs are busy: compression
-		// could only cost. (Two hosts sharing two cores, as on the test
-		// rig, look like a slow link whose far end is starved of CPU;
-		// compressing there took the CPU from it, and a copy that went
-		// in 2.5-2.9 s plain took 3.3-4.4 s.)
+		// could only cost. (Two hosts sharing their cores look like a
+		// slow link whose far end is starved of CPU; compressing there
+		// takes the CPU from it, and the copy runs slower.)
 		return wire.CodecNone
 	}
 	if a.on && (a.probeIn <= 0 || a.probe) {
@@ -417,10 +414,9 @@ func (a *autoPolicy) busyHost() bool { return a.cpuBusy && !a.limited }
 // cpuTimed runs f on a thread of its own and returns the CPU time it took
 // (the wall time where the thread's clock cannot be read). Timed by the
 // wall, a sample compressed while other processes had the CPUs looked
-// ten times as costly: on the rig's two cores, one stream of four kept
-// sending plain batches over its 200 Mbit/s link for 3 s (its writes
-// blocked 99% of the time) because compressing its sample had "cost"
-// more than the link saved.
+// many times as costly, and a stream whose writes were blocked nearly all
+// the time kept sending plain batches because compressing its sample had
+// "cost" more than the link saved.
 func cpuTimed(f func() []byte) (time.Duration, []byte) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -582,9 +578,9 @@ type autoPolicy struct {
 	// slowLink: the link, not this host's CPU, sets the stream's pace:
 	// set by a batch whose writes waited on it (linkBound), cleared by
 	// one whose writes waited linkWaits of the time or less. A stream
-	// between the two (at the default level its writes waited 5-25% of
-	// the time on the rig's 200 Mbit/s link, which the job's streams
-	// filled together) keeps its level and sends no probe: the link had
+	// between the two (at the default level, on a slow link the job's
+	// streams fill together, its writes wait a fraction of the time)
+	// keeps its level and sends no probe: the link had
 	// no room for more compressed data, so none for plain data either.
 	// Over a far path: while the writes wait 90% of the time (see
 	// observe).
@@ -650,9 +646,8 @@ func fileBytes(m *wire.BatchManifest, need []bool) int64 {
 // sampleBytes each (a batch's first files alone once sent whole batches
 // of text plain because a random .bin led them). On a slow source (its
 // gauge allows more than one operation at once) as many files at once as
-// it allows: one after the other, the opens of a sample on the rig's 1 ms
-// slowfs held each batch back 130-190 ms, and a copy of 1,000 files of
-// 100 KiB over TLS took 1.63-1.73 s against 0.89-1.00 s.
+// it allows: one after the other, the opens of a sample cost a round trip
+// each, and held each batch back by as many.
 func (s Source) sample(m *wire.BatchManifest, need []bool, buf []byte) []byte {
 	if cap(buf) < sampleBytes {
 		buf = make([]byte, 0, sampleBytes)

@@ -101,11 +101,9 @@ func (l *Local) Run(ctx context.Context, in <-chan *sharder.Batch, done func(Res
 // slow destination. With one, a batch's last files went into place by few
 // goroutines while the filesystem could take many more, and each
 // directory's lock takes the links into it one at a time: the files of
-// one batch, in a directory or two, waited on them. On the rig's 1 ms
-// slowfs, -j 4, alternating runs (a busy machine): 1,000 files of
-// 100 KiB in 10 directories 0.67-0.79 s with 2, 0.74-0.91 s with 1;
-// bench/gentree's mixed tree of 2,000 files 1.25-1.50 s against
-// 1.38-1.61 s. Three at once did no better.
+// one batch, in a directory or two, waited on them. Two at once overlap
+// one batch's last links with the next one's writes; three did no
+// better.
 const localOverlap = 2
 
 // Final implements Conn.

@@ -73,8 +73,9 @@ type Pool struct {
 	// Opening, if positive, is the most a batch may weigh (see cost)
 	// among the first ones handed out (openingBatches): a stream's first
 	// batch is what --compress auto measures the link with, and it goes
-	// plain. On the rig's 200 Mbit/s link a whole first batch (16 MiB)
-	// took each stream 1.2 s plain before its compression came on.
+	// plain: on a slow link a whole first batch of the default size holds
+	// each stream back for a second or more before its compression
+	// comes on.
 	Opening int64
 
 	resize    sync.Mutex    // Grow and Retire, one at a time

@@ -88,10 +88,8 @@ func (j *job) autoStart() {
 // near path (the kernel's round trip under autoFarRTT), as many as this
 // host has CPUs, at least 2, at most the start count. There the streams
 // are held by CPUs, not by a window, and beyond the CPUs they only share
-// them: over the rig's direct link on two cores, -j 2 was ahead of -j 4
-// in four regimes of five (100,000 small files 3.21 s against 3.58 s,
-// 4 × 512 MiB 5.02 s against 5.42 s), and -j auto, which kept its 4, was
-// 17% behind -j 2 on the large files. The controller still adds streams
+// them: on a near path more streams than CPUs ran slower than as many as
+// the CPUs (see docs/streams.md). The controller still adds streams
 // while a step brings its margin. Over a far path, or where the round
 // trip cannot be read (a jump host, a ProxyCommand), the start count
 // stays.
@@ -202,11 +200,10 @@ func (j *job) steer(ctx context.Context, pool *stream.Pool, local bool) (stop fu
 			wire, wireAt = w, now
 			a := autoVerdict(v, local || windowBound(perStream, time.Duration(rtt.Load())))
 			// A busy host over a near path (or to a local destination):
-			// more streams would only share the CPUs. On the test rig both
-			// hosts share two cores, and a plain stream's writes wait on
-			// an sshd starved of CPU, which looks like the network:
-			// 100,000 small files went from 4 to 8 streams and took
-			// 5.2-5.8 s instead of 4.1-4.9 s. Over a far path
+			// more streams would only share the CPUs. Where both hosts
+			// share the same cores, a plain stream's writes wait on an
+			// sshd starved of CPU, which looks like the network, and a
+			// step to more streams makes the copy slower. Over a far path
 			// (autoFarRTT) streams are held by their window, not by CPU,
 			// and a step's gain decides as before.
 			h, ok := hostcpu.Read()
@@ -221,9 +218,8 @@ func (j *job) steer(ctx context.Context, pool *stream.Pool, local bool) (stop fu
 		// connections' buffers fill: over SSH a job of a few hundred MiB
 		// can look like its tail in the first window, and runs with its
 		// start count. Judged by acknowledged work (which lags instead),
-		// short jobs took steps that cost them: 100,000 small files over
-		// the rig's direct link went to 8 streams and took 5.9 s instead
-		// of 4.1 s, the slow-link tree 9.7 s instead of 7.8 s.
+		// short jobs took steps that cost them more than they could gain
+		// in the time left.
 		Ending: func(rate float64) bool {
 			if !m.WalkDone.Load() || rate <= 0 {
 				return false
@@ -281,9 +277,9 @@ func (j *job) steer(ctx context.Context, pool *stream.Pool, local bool) (stop fu
 
 // farAhead starts opening, over a far path (the kernel's round trip from
 // the first connection), the connections of -j auto's first step, which
-// steer takes as soon as the streams run: on the rig's 100 ms path the
-// connections take 0.9 s, and the four streams added when the first
-// window had been measured joined 2.8 s into a job of 6.3 s.
+// steer takes as soon as the streams run: over such a path a connection
+// takes several round trips to open, and streams opened only once the
+// first window is measured join far into a short job.
 func (j *job) farAhead(ctx context.Context, l *sshLink, c *sshx.Client) {
 	if l.data != "" || !j.growable() {
 		return
@@ -328,8 +324,9 @@ func autoVerdict(v *metrics.Verdict, windowed bool) stream.AutoVerdict {
 // a round trip of rtt may be held by an SSH channel's limit, 2 MiB a round
 // trip: over a far path (its first seconds are TCP's slow start, far
 // below the limit), or when they come near it (a quarter of it:
-// acknowledgements and manifests take round trips too). Over the rig's
-// direct link a stream moved 0.2% of that limit, over its 100 ms path 40%.
+// acknowledgements and manifests take round trips too). Over a near path
+// a stream moves a tiny share of that limit, over a far one a large
+// share.
 func windowBound(perStream float64, rtt time.Duration) bool {
 	if rtt <= 0 {
 		return false
@@ -348,12 +345,11 @@ const sshWindow = 2 << 20
 // rtt measures the SSH round trip: the least of rttSamples keepalives,
 // one after the other, over the last of the job's connections, idle while
 // the agent starts on the first. A keepalive waits behind what the
-// connection carries, and behind a busy host's CPUs: on the rig's direct
-// link (10 µs) one sent as the small files' copy began on its two
-// saturated cores took 17 ms, and -j auto took a far path's first step on
-// a CPU-bound copy (1.59 s against -j 2's 1.42 s); one sent beside the
-// agent's start over the same connection took 43 ms over loopback, sshd
-// busy starting it. (The kernel's round trip, which no load inflates, does
+// connection carries, and behind a busy host's CPUs: one sent as a
+// CPU-bound copy begins, or beside the agent's start over the same
+// connection (sshd busy starting it), reads milliseconds over a link of
+// microseconds, and -j auto would take a far path's first step on a near
+// one. (The kernel's round trip, which no load inflates, does
 // not see a path whose TCP ends at a proxy: the SSH round trip does.)
 func (l *sshLink) rtt() time.Duration {
 	l.mu.Lock()
@@ -389,9 +385,9 @@ const autoCPUBusy = 0.75
 
 // autoTail is how many seconds of work left make the job's tail, when -j
 // auto changes nothing more: a step is measured after a settle and a
-// window (3 s), and must then still have work to speed up. Over SSH on
-// the rig's direct link, a 3 s job that went from 4 to 8 streams at 1 s
-// took 19% longer, and was over before the step could be undone.
+// window (3 s), and must then still have work to speed up: a step taken
+// in a short job's last seconds costs it, and the job is over before the
+// step could be undone.
 //
 // BULKMOVE_AUTO_TAIL=N sets it to N seconds (tests use 1, to see steps in
 // jobs of a few seconds).

@@ -10,8 +10,8 @@ import (
 )
 
 // Busy is the share of the host's CPUs beyond which more parallel work
-// (another stream, compressing) would only take CPU from what runs: on a
-// test rig whose two hosts share two cores, the far end's sshd.
+// (another stream, compressing) would only take CPU from what runs: where
+// both ends share the host's cores, the far end's sshd.
 const Busy = 0.85
 
 // Snapshot is the host's CPU time at one moment: idle (with iowait) and

@@ -1164,18 +1164,16 @@ func landSlow(r *Receiver) bool { return r.io.Width() > 1 }
 // On a slow filesystem (NFS, FUSE: several operations at once) only while
 // no other file is being created in that directory: a create holds the
 // directory's lock for a round trip or two, and the files of one directory
-// then went one at a time (on the rig's slowfs, 1,000 files in 10
-// directories took 1.4 s so, against 0.8 s staged aside, see stage.go,
-// whose link into place holds the lock for a lookup only); the others are
-// staged. In 100 directories, 0.62 s against 0.71 s staged, and the
-// filesystem serves 40% fewer operations a file.
+// then go one at a time, slower than staged aside (see stage.go, whose
+// link into place holds the lock for a lookup only); the others are
+// staged. Spread over many directories, written in place is the faster,
+// and the filesystem serves fewer operations a file.
 //
 // Unless the batch is spread (Txn.spread: its files come from many
 // directories in turn, as the sender cuts them for a slow receiver): then
 // each directory has only a few of the files in flight at once, a staged
 // file's link would wait on the same lock as a create, and every file is
-// created in place (1,000 files in 10 directories: 0.53-0.71 s, against
-// 0.63-0.70 s spread but staged and 0.75-0.83 s as before).
+// created in place, the fastest of the three ways.
 func (r *Receiver) createInPlace(dfd int, p, base string, perm uint32, spread bool) int {
 	dir := path.Dir(p)
 	if r.opt.Fsync || !r.made(dir) {

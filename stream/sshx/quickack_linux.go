@@ -52,8 +52,8 @@ func (q *quickAck) Read(p []byte) (int, error) {
 
 // kernelRTT is the smallest round trip the kernel has seen on c's TCP
 // connection (TCP_INFO's min_rtt: the handshake's SYN and SYN-ACK give
-// one that no delayed acknowledgement stretched; the smoothed RTT of a
-// fresh connection to the rig's sshd said 4 ms over a 0.05 ms link), or
+// one that no delayed acknowledgement stretched, where the smoothed RTT of
+// a fresh connection reads milliseconds over a link of microseconds), or
 // false for a connection that is not a socket of this host (a jump
 // host's channel, a ProxyCommand). (It lives here with quickAck, the
 // other reader of this package's TCP sockets.)

@@ -261,6 +261,12 @@ func (j *job) pull(ctx context.Context, t sshx.Target) int {
 	if j.flags.noOwner {
 		hubArgs = append(hubArgs, "--no-owner")
 	}
+	if j.flags.oneFS {
+		hubArgs = append(hubArgs, "-x") // the walk runs there
+	}
+	// The sender's side of the streams and of the source's filesystem.
+	hubArgs = append(hubArgs, "--io-concurrency", j.flags.ioConc.String(),
+		"--retries", fmt.Sprint(j.flags.retries), "--stall-timeout", j.flags.stallTimeout.String())
 	if j.flags.delete {
 		hubArgs = append(hubArgs, "--delete")
 	}

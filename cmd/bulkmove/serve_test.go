@@ -60,6 +60,12 @@ func TestServe(t *testing.T) {
 	if _, err := os.Stat("/etc/" + filepath.Base(src)); err == nil {
 		t.Errorf("something escaped the root")
 	}
+	// A server whose certificate is not the one pinned: refused before the
+	// token goes out, saying so.
+	out, code = runBM(t, nil, "-j", "1", "--reconnect-timeout", "0", "--token-file", tok, "--fingerprint", strings.Repeat("ab", 32), src, url)
+	if code == 0 || !strings.Contains(out, "not the pinned") {
+		t.Errorf("another certificate pinned: exit %d, want a refusal naming the pinned certificate:\n%s", code, out)
+	}
 }
 
 // startServeBin starts `bulkmove serve` with the given --root values and a

@@ -319,16 +319,7 @@ func Dial(ctx context.Context, host string, o Offer, index int) (net.Conn, error
 		tc := tls.Client(c, &tls.Config{
 			MinVersion:         tls.VersionTLS13,
 			InsecureSkipVerify: true, // pinned instead, below
-			VerifyConnection: func(cs tls.ConnectionState) error {
-				if len(cs.PeerCertificates) == 0 {
-					return errors.New("no certificate")
-				}
-				got := sha256.Sum256(cs.PeerCertificates[0].Raw)
-				if subtle.ConstantTimeCompare(got[:], want) != 1 {
-					return fmt.Errorf("certificate fingerprint %x, want %x (not the agent SSH started)", got, want)
-				}
-				return nil
-			},
+			VerifyConnection:   pinned(want, "not the agent SSH started"),
 		})
 		tc.SetDeadline(time.Now().Add(15 * time.Second))
 		if err := tc.HandshakeContext(ctx); err != nil {
@@ -363,4 +354,20 @@ func selfSigned() (tls.Certificate, string, error) {
 	}
 	sum := sha256.Sum256(der)
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, hex.EncodeToString(sum[:]), nil
+}
+
+// pinned verifies a TLS peer by the SHA-256 of its certificate, compared
+// in constant time with want; why says, in an error, what a certificate
+// that differs means.
+func pinned(want []byte, why string) func(tls.ConnectionState) error {
+	return func(cs tls.ConnectionState) error {
+		if len(cs.PeerCertificates) == 0 {
+			return errors.New("no certificate")
+		}
+		got := sha256.Sum256(cs.PeerCertificates[0].Raw)
+		if subtle.ConstantTimeCompare(got[:], want) != 1 {
+			return fmt.Errorf("certificate SHA-256 %x, not the pinned %x (%s)", got, want, why)
+		}
+		return nil
+	}
 }

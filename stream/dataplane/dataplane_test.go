@@ -70,7 +70,7 @@ func TestStreams(t *testing.T) {
 			if mode == TLS {
 				bad := o
 				bad.Fingerprint = strings.Repeat("00", 32)
-				if c, err := Dial(ctx, "127.0.0.1", bad, 0); err == nil || !strings.Contains(err.Error(), "fingerprint") {
+				if c, err := Dial(ctx, "127.0.0.1", bad, 0); err == nil || !strings.Contains(err.Error(), "not the pinned") {
 					if c != nil {
 						c.Close()
 					}

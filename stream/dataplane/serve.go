@@ -7,7 +7,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -107,16 +106,7 @@ func ClientConfig(serverName, caFile, fingerprint, certFile, keyFile string) (*t
 			return nil, fmt.Errorf("--fingerprint %q: want the 64 hex digits of a SHA-256", fingerprint)
 		}
 		cfg.InsecureSkipVerify = true // pinned instead
-		cfg.VerifyConnection = func(cs tls.ConnectionState) error {
-			if len(cs.PeerCertificates) == 0 {
-				return errors.New("no certificate")
-			}
-			got := sha256.Sum256(cs.PeerCertificates[0].Raw)
-			if subtle.ConstantTimeCompare(got[:], want) != 1 {
-				return fmt.Errorf("server certificate SHA-256 %x, not the pinned %x", got, want)
-			}
-			return nil
-		}
+		cfg.VerifyConnection = pinned(want, "not the server --fingerprint names")
 	}
 	if certFile != "" {
 		cert, err := tls.LoadX509KeyPair(certFile, keyFile)

@@ -142,12 +142,9 @@ func (r *Receiver) PruneDir(dir string, keep *Keep, o PruneOptions, report func(
 	if keep != nil && keep.l.Err() != nil {
 		return pr.n, fmt.Errorf("delete in %s: the source's names: %w", dir, keep.l.Err())
 	}
-	d, err := r.openNoLinks(dir)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) || r.typeChanged(dir, err) {
-			return pr.n, nil // nothing there to prune
-		}
-		return pr.n, fmt.Errorf("delete in %s: %w", dir, err)
+	d, err := r.openPruned(dir)
+	if d == nil {
+		return pr.n, err
 	}
 	defer d.Close()
 	names, err := list(d, true)
@@ -212,6 +209,20 @@ type Candidate struct {
 	Type fs.FileMode // as listed: fs.ModeDir, fs.ModeSymlink, 0 for a file...
 }
 
+// openPruned opens the directory dir to prune in, beneath the root with
+// no symlink followed: nil and no error if there is none to prune in
+// (gone, or no longer a directory).
+func (r *Receiver) openPruned(dir string) (*os.File, error) {
+	d, err := r.openNoLinks(dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) || r.typeChanged(dir, err) {
+			return nil, nil // nothing there to prune
+		}
+		return nil, fmt.Errorf("delete in %s: %w", dir, err)
+	}
+	return d, nil
+}
+
 // PruneNames removes, from the directory dir, the entries names that a
 // count (PruneDir in a dry run) found to go, without listing dir again:
 // the deleting pass of a guarded --delete costs what it deletes, not the
@@ -226,12 +237,9 @@ func (r *Receiver) PruneNames(dir string, names []Candidate, o PruneOptions, rep
 	if err := CheckName(dir, sharder.KindDir); err != nil {
 		return pr.n, fmt.Errorf("delete in %q: %w", dir, err)
 	}
-	d, err := r.openNoLinks(dir)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) || r.typeChanged(dir, err) {
-			return pr.n, nil // nothing there to prune
-		}
-		return pr.n, fmt.Errorf("delete in %s: %w", dir, err)
+	d, err := r.openPruned(dir)
+	if d == nil {
+		return pr.n, err
 	}
 	defer d.Close()
 	var first error

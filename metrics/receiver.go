@@ -5,7 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/bulkmove/bulkmove/stream/extract"
+	"github.com/bulkmove/bulkmove/receive/extract"
 )
 
 // Receiver exports what a receiver (an agent) has written. Set it once the

@@ -15,9 +15,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/bulkmove/bulkmove/receive/extract"
 	"github.com/bulkmove/bulkmove/sharder"
-	"github.com/bulkmove/bulkmove/stream/extract"
-	"github.com/bulkmove/bulkmove/stream/wire"
+	"github.com/bulkmove/bulkmove/wire"
 )
 
 // processID names this process in handshakes.

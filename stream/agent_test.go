@@ -20,10 +20,10 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/bulkmove/bulkmove/receive/extract"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/stream"
-	"github.com/bulkmove/bulkmove/stream/extract"
-	"github.com/bulkmove/bulkmove/stream/wire"
+	"github.com/bulkmove/bulkmove/wire"
 )
 
 type rframe struct {

@@ -15,7 +15,7 @@ import (
 	"github.com/bulkmove/bulkmove/internal/hostcpu"
 	"github.com/bulkmove/bulkmove/internal/ratelimit"
 	"github.com/bulkmove/bulkmove/sharder"
-	"github.com/bulkmove/bulkmove/stream/wire"
+	"github.com/bulkmove/bulkmove/wire"
 )
 
 // Window is how many batches a stream keeps in flight: manifests are sent

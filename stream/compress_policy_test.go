@@ -13,7 +13,7 @@ import (
 
 	"github.com/bulkmove/bulkmove/internal/ioconc"
 	"github.com/bulkmove/bulkmove/sharder"
-	"github.com/bulkmove/bulkmove/stream/wire"
+	"github.com/bulkmove/bulkmove/wire"
 )
 
 // TestAutoPolicy walks auto mode through a job whose link is slow, then

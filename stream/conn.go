@@ -16,7 +16,7 @@ import (
 	"context"
 
 	"github.com/bulkmove/bulkmove/sharder"
-	"github.com/bulkmove/bulkmove/stream/wire"
+	"github.com/bulkmove/bulkmove/wire"
 )
 
 // Result is what the sender learns about one batch.

@@ -11,7 +11,7 @@ import (
 
 	"github.com/bulkmove/bulkmove/internal/xattrs"
 	"github.com/bulkmove/bulkmove/sharder"
-	"github.com/bulkmove/bulkmove/stream/wire"
+	"github.com/bulkmove/bulkmove/wire"
 )
 
 // What a faithful copy sends besides file data: extended attributes and

@@ -11,7 +11,7 @@ import (
 
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/stream"
-	"github.com/bulkmove/bulkmove/stream/wire"
+	"github.com/bulkmove/bulkmove/wire"
 )
 
 // TestClientBrokenStreams adds to TestClientBadAcks what an agent may send

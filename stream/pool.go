@@ -16,7 +16,7 @@ import (
 	"github.com/bulkmove/bulkmove/internal/ratelimit"
 	"github.com/bulkmove/bulkmove/internal/spill"
 	"github.com/bulkmove/bulkmove/sharder"
-	"github.com/bulkmove/bulkmove/stream/wire"
+	"github.com/bulkmove/bulkmove/wire"
 )
 
 // StreamStats is one stream's share of the work.

@@ -10,8 +10,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/bulkmove/bulkmove/filter"
-	"github.com/bulkmove/bulkmove/stream/extract"
-	"github.com/bulkmove/bulkmove/stream/wire"
+	"github.com/bulkmove/bulkmove/receive/extract"
+	"github.com/bulkmove/bulkmove/wire"
 )
 
 // Pruner is implemented by connections that can delete, at the receiver,

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"io"
 
-	"github.com/bulkmove/bulkmove/stream/wire"
+	"github.com/bulkmove/bulkmove/wire"
 )
 
 // RefusedError is a receiver's refusal of a stream at its handshake (a

@@ -19,7 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/bulkmove/bulkmove/stream/extract"
+	"github.com/bulkmove/bulkmove/receive/extract"
 )
 
 // sendfileMin is the smallest body sent with sendfile: each one costs a

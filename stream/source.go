@@ -16,9 +16,9 @@ import (
 
 	"github.com/bulkmove/bulkmove/internal/ioconc"
 	"github.com/bulkmove/bulkmove/internal/ratelimit"
+	"github.com/bulkmove/bulkmove/receive/extract"
 	"github.com/bulkmove/bulkmove/sharder"
-	"github.com/bulkmove/bulkmove/stream/extract"
-	"github.com/bulkmove/bulkmove/stream/wire"
+	"github.com/bulkmove/bulkmove/wire"
 )
 
 // ErrChanged marks a source file that changed between the walk and the

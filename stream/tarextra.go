@@ -5,9 +5,9 @@ import (
 	"bytes"
 	"io"
 
+	"github.com/bulkmove/bulkmove/receive/extract"
 	"github.com/bulkmove/bulkmove/sharder"
-	"github.com/bulkmove/bulkmove/stream/extract"
-	"github.com/bulkmove/bulkmove/stream/wire"
+	"github.com/bulkmove/bulkmove/wire"
 )
 
 // beginExtra writes the header of regular file e with what travels beside

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/bulkmove/bulkmove/sharder"
-	"github.com/bulkmove/bulkmove/stream/wire"
+	"github.com/bulkmove/bulkmove/wire"
 )
 
 // TestFastHeaderMatchesArchiveTar: the fast USTAR encoder writes the very

@@ -14,7 +14,7 @@ import (
 	"github.com/bulkmove/bulkmove/metrics"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/stream"
-	"github.com/bulkmove/bulkmove/stream/wire"
+	"github.com/bulkmove/bulkmove/wire"
 )
 
 // TestVerdictScenarios throttles, in turn, the source reader, the link and

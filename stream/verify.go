@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/bulkmove/bulkmove/sharder"
-	"github.com/bulkmove/bulkmove/stream/wire"
+	"github.com/bulkmove/bulkmove/wire"
 )
 
 // Verifier is implemented by connections that can compare batches with

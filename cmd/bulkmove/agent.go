@@ -19,9 +19,9 @@ import (
 	"time"
 
 	"github.com/bulkmove/bulkmove/metrics"
+	"github.com/bulkmove/bulkmove/receive/extract"
 	"github.com/bulkmove/bulkmove/stream"
-	"github.com/bulkmove/bulkmove/stream/dataplane"
-	"github.com/bulkmove/bulkmove/stream/extract"
+	"github.com/bulkmove/bulkmove/transport/dataplane"
 )
 
 const agentUsage = `usage: bulkmove agent [--metrics-addr host:port] [--hub K] ROOT

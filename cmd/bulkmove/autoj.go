@@ -15,7 +15,7 @@ import (
 	"github.com/bulkmove/bulkmove/metrics"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/stream"
-	"github.com/bulkmove/bulkmove/stream/sshx"
+	"github.com/bulkmove/bulkmove/transport/sshx"
 )
 
 // -j auto (the default): the job starts with a few streams and a

@@ -3,7 +3,7 @@ package main
 import (
 	"fmt"
 
-	"github.com/bulkmove/bulkmove/stream/wire"
+	"github.com/bulkmove/bulkmove/wire"
 )
 
 // checkFlags are the ways to decide that a file at DEST is up to date,

@@ -4,7 +4,7 @@ import (
 	"flag"
 
 	"github.com/bulkmove/bulkmove/stream"
-	"github.com/bulkmove/bulkmove/stream/wire"
+	"github.com/bulkmove/bulkmove/wire"
 )
 
 // faithfulFlags make a system copy: extended attributes (-X), POSIX ACLs

@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/bulkmove/bulkmove/stream/extract"
+	"github.com/bulkmove/bulkmove/receive/extract"
 )
 
 // version is this build's version; the agent cache on remote hosts is keyed by it.

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/bulkmove/bulkmove/metrics"
-	"github.com/bulkmove/bulkmove/stream/dataplane"
+	"github.com/bulkmove/bulkmove/transport/dataplane"
 )
 
 // obsFlags are the observability flags.

@@ -3,8 +3,8 @@ package main
 import (
 	"flag"
 
+	"github.com/bulkmove/bulkmove/receive/extract"
 	"github.com/bulkmove/bulkmove/stream"
-	"github.com/bulkmove/bulkmove/stream/extract"
 )
 
 // A receiver's policy: what its sender may ask it to keep beyond data,

@@ -147,7 +147,7 @@ func (r *resume) dir() string {
 // several links are never named: their later names are linked to
 // whichever copy this run has. Nor are the ranges of a split file: the
 // receiver keeps the record of those that landed with the file's partial
-// (stream/extract/partial.go).
+// (receive/extract/partial.go).
 func (r *resume) named(e *sharder.Entry) bool {
 	if r == nil || e.Kind != sharder.KindFile || e.Nlink > 1 || e.IsRange() {
 		return false

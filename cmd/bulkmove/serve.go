@@ -18,9 +18,9 @@ import (
 	"time"
 
 	"github.com/bulkmove/bulkmove/metrics"
+	"github.com/bulkmove/bulkmove/receive/extract"
 	"github.com/bulkmove/bulkmove/stream"
-	"github.com/bulkmove/bulkmove/stream/dataplane"
-	"github.com/bulkmove/bulkmove/stream/extract"
+	"github.com/bulkmove/bulkmove/transport/dataplane"
 )
 
 const serveUsage = `usage: bulkmove serve --listen ADDR --root NAME=DIR [--root ...] (--token-file FILE | --client-ca FILE) [flags]

@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/bulkmove/bulkmove/stream"
-	"github.com/bulkmove/bulkmove/stream/dataplane"
-	"github.com/bulkmove/bulkmove/stream/wire"
+	"github.com/bulkmove/bulkmove/transport/dataplane"
+	"github.com/bulkmove/bulkmove/wire"
 )
 
 // floodConns and floodBytes are a stranger's flood: 200 connections

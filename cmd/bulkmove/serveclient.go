@@ -13,8 +13,8 @@ import (
 	"sync"
 
 	"github.com/bulkmove/bulkmove/stream"
-	"github.com/bulkmove/bulkmove/stream/dataplane"
-	"github.com/bulkmove/bulkmove/stream/sshx"
+	"github.com/bulkmove/bulkmove/transport/dataplane"
+	"github.com/bulkmove/bulkmove/transport/sshx"
 )
 
 // serveScheme starts a DEST that is a `bulkmove serve` daemon.

@@ -22,7 +22,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
-	"github.com/bulkmove/bulkmove/stream/dataplane"
+	"github.com/bulkmove/bulkmove/transport/dataplane"
 )
 
 // hostileNames are file names an attacker would choose: an escape sequence

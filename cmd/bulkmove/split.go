@@ -9,7 +9,7 @@ import (
 
 // splitFlag is --split-size: files larger than it are cut into ranges that
 // several streams carry (see sharder.Options.SplitSize
-// and stream/extract/partial.go). auto (the default) is the larger of
+// and receive/extract/partial.go). auto (the default) is the larger of
 // 64 MiB and the batch size; 0 turns splitting off.
 type splitFlag struct {
 	size int64 // -1: auto

@@ -6,7 +6,7 @@ import (
 	"io"
 	"runtime"
 
-	"github.com/bulkmove/bulkmove/stream/wire"
+	"github.com/bulkmove/bulkmove/wire"
 )
 
 func runVersion(args []string, stdout, stderr io.Writer) int {

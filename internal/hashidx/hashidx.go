@@ -11,7 +11,7 @@
 // limit in memory, the rest in Tables merged as they grow.
 //
 // The journal's index beyond its MemEntries (journal/disk.go) and the
-// receiver's set of hard-link targets (stream/extract) use it.
+// receiver's set of hard-link targets (receive/extract) use it.
 package hashidx
 
 import (

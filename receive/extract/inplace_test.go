@@ -1,0 +1,130 @@
+package extract_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/bulkmove/bulkmove/receive/extract"
+	"github.com/bulkmove/bulkmove/sharder"
+	"github.com/bulkmove/bulkmove/wire"
+)
+
+// TestInPlaceOnlyInNewDirectories: in a directory the receiver made, a
+// new file is written under its final name (as tar -x writes it), so it is
+// there before the commit; in one that existed, it lands only at the
+// commit. Either way each ends with its content, mode and mtime, and no
+// temporary is left.
+func TestInPlaceOnlyInNewDirectories(t *testing.T) {
+	s := newSandbox(t)
+	if err := os.Mkdir(filepath.Join(s.root, "old"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := s.open(t, extract.Options{})
+	entries := []sharder.Entry{fileE("new/a", 5), fileE("old/b", 5), fileE("new/deeper/c", 5)}
+	entries[0].Mode = 0o600
+	tx := r.Begin(entries)
+	for i, body := range []string{"aaaaa", "bbbbb", "ccccc"} {
+		if err := tx.Write(i, strings.NewReader(body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		p     string
+		there bool
+	}{{"new/a", true}, {"new/deeper/c", true}, {"old/b", false}} {
+		if _, err := os.Lstat(filepath.Join(s.root, c.p)); (err == nil) != c.there {
+			t.Errorf("%s before the commit: %v; want there: %v", c.p, err, c.there)
+		}
+	}
+	if ack := tx.Commit(1, nil); len(ack.Errors) != 0 || ack.Files != 3 {
+		t.Fatalf("ack: %d files, %v", ack.Files, ack.Errors)
+	}
+	for i, want := range []string{"aaaaa", "bbbbb", "ccccc"} {
+		p := filepath.Join(s.root, entries[i].Path)
+		got, err := os.ReadFile(p)
+		fi, serr := os.Stat(p)
+		if err != nil || serr != nil || string(got) != want || fi.Mode().Perm() != entries[i].Mode.Perm() || fi.ModTime().UnixNano() != mtime {
+			t.Errorf("%s: %q %v, %v", entries[i].Path, got, err, fi)
+		}
+	}
+	s.check(t)
+}
+
+// TestInPlaceFailures: a file written under its final name in a new
+// directory is removed again when its data does not hash to the sender's,
+// when the sender discards it, and when the batch is aborted; a file that
+// appeared meanwhile under that name is replaced, not written into.
+func TestInPlaceFailures(t *testing.T) {
+	s := newSandbox(t)
+	r := s.open(t, extract.Options{})
+	entries := []sharder.Entry{fileE("new/ok", 2), fileE("new/corrupt", 2), fileE("new/discarded", 2)}
+	tx := r.Begin(entries)
+	for i := range entries {
+		if err := tx.Write(i, strings.NewReader("xy")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bad := wire.IndexedSum{Index: 1} // not the hash of "xy"
+	ack := tx.CommitSums(1, []wire.Discard{{Index: 2, Reason: "the source changed"}}, []wire.IndexedSum{bad})
+	if ack.Files != 1 || len(ack.Errors) != 1 || ack.Errors[0].Code != wire.CodeCorrupt {
+		t.Fatalf("ack: %d files, errors %+v", ack.Files, ack.Errors)
+	}
+	for _, p := range []string{"new/corrupt", "new/discarded"} {
+		if _, err := os.Lstat(filepath.Join(s.root, p)); err == nil {
+			t.Errorf("%s is there", p)
+		}
+	}
+
+	// Aborted: gone.
+	tx = r.Begin([]sharder.Entry{fileE("new/aborted", 2)})
+	if err := tx.Write(0, strings.NewReader("zz")); err != nil {
+		t.Fatal(err)
+	}
+	tx.Abort()
+	if _, err := os.Lstat(filepath.Join(s.root, "new/aborted")); err == nil {
+		t.Error("an aborted batch's file is there")
+	}
+
+	// Someone else's file under the name: replaced whole.
+	other := filepath.Join(s.root, "new/taken")
+	if err := os.WriteFile(other, []byte("someone else's longer content"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old, _ := os.Lstat(other)
+	tx = r.Begin([]sharder.Entry{fileE("new/taken", 4)})
+	if err := tx.Write(0, strings.NewReader("ours")); err != nil {
+		t.Fatal(err)
+	}
+	if ack := tx.Commit(2, nil); len(ack.Errors) != 0 {
+		t.Fatal(ack.Errors)
+	}
+	got, _ := os.ReadFile(other)
+	now, _ := os.Lstat(other)
+	if string(got) != "ours" || os.SameFile(old, now) {
+		t.Errorf("new/taken: %q, the same inode: %v", got, os.SameFile(old, now))
+	}
+	s.check(t)
+}
+
+// TestNoInPlaceWithFsync: with --fsync a new file takes its name only once
+// its data is durable, even in a directory the receiver made.
+func TestNoInPlaceWithFsync(t *testing.T) {
+	s := newSandbox(t)
+	r := s.open(t, extract.Options{Fsync: true})
+	tx := r.Begin([]sharder.Entry{fileE("new/a", 5)})
+	if err := tx.Write(0, strings.NewReader("aaaaa")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(filepath.Join(s.root, "new/a")); err == nil {
+		t.Error("new/a is under its name before the commit")
+	}
+	if ack := tx.Commit(1, nil); len(ack.Errors) != 0 || ack.Files != 1 {
+		t.Fatalf("ack: %d files, %v", ack.Files, ack.Errors)
+	}
+	if got, err := os.ReadFile(filepath.Join(s.root, "new/a")); err != nil || string(got) != "aaaaa" {
+		t.Errorf("new/a: %q, %v", got, err)
+	}
+	s.check(t)
+}

@@ -1,0 +1,188 @@
+package extract
+
+import (
+	"fmt"
+	"path"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/bulkmove/bulkmove/internal/unixmode"
+	"github.com/bulkmove/bulkmove/sharder"
+	"github.com/bulkmove/bulkmove/wire"
+)
+
+// Verify compares entries with what the destination holds, writing
+// nothing: type, size, mtime (files, symlinks are not compared by mtime,
+// directories are), permission bits, owner (when the receiver keeps
+// owners), symlink targets, hard links (the same inode as their target)
+// and, where sums are given, file content. It returns one
+// wire.EntryError (code wire.CodeDiffer) per entry that differs, naming
+// every difference. Up to hashWorkers entries are examined at once.
+func (r *Receiver) Verify(entries []sharder.Entry, sums []wire.Sum) []wire.EntryError {
+	// Each directory of the batch is opened once (see openDir), and
+	// its entries examined relative to it: a path walk per directory, not
+	// per file and per operation.
+	dirs := map[string]int{}
+	defer func() {
+		for _, fd := range dirs {
+			if fd >= 0 {
+				unix.Close(fd)
+			}
+		}
+	}()
+	dirOf := func(p string) (int, string) {
+		if p == "." {
+			p = "./."
+		}
+		d, base := path.Split(p)
+		if d = strings.TrimSuffix(d, "/"); d == "" {
+			d = "."
+		}
+		fd, ok := dirs[d]
+		if !ok {
+			fd = -1
+			if f, err := r.openDir(d, 0); err == nil {
+				fd, _ = unix.Dup(int(f.Fd()))
+				f.Close()
+			}
+			dirs[d] = fd
+		}
+		return fd, base
+	}
+	type job struct {
+		i, dfd int
+		base   string
+	}
+	var (
+		mu   sync.Mutex
+		out  []wire.EntryError
+		wg   sync.WaitGroup
+		jobs = make(chan job)
+	)
+	for range hashWorkers {
+		wg.Go(func() {
+			bp := bufPool.Get().(*[]byte)
+			defer bufPool.Put(bp)
+			for j := range jobs {
+				var sum wire.Sum
+				if j.i < len(sums) {
+					sum = sums[j.i]
+				}
+				if msg := r.verifyOne(&entries[j.i], j.dfd, j.base, sum, *bp); msg != "" {
+					mu.Lock()
+					out = append(out, wire.EntryError{Index: j.i, Code: wire.CodeDiffer, Msg: msg})
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for i := range entries {
+		j := job{i: i, dfd: -1}
+		if CheckName(entries[i].Path, entries[i].Kind) == nil {
+			j.dfd, j.base = dirOf(entries[i].Path)
+		}
+		jobs <- j
+	}
+	close(jobs)
+	wg.Wait()
+	return out
+}
+
+var kindNames = map[uint32]string{
+	unix.S_IFREG: "file", unix.S_IFDIR: "directory", unix.S_IFLNK: "symlink",
+	unix.S_IFIFO: "fifo", unix.S_IFSOCK: "socket", unix.S_IFCHR: "device", unix.S_IFBLK: "device",
+}
+
+// verifyOne returns what differs between e and the destination ("" if
+// nothing), as "what: source X, destination Y" clauses joined by "; ".
+func (r *Receiver) verifyOne(e *sharder.Entry, dfd int, base string, sum wire.Sum, buf []byte) string {
+	if err := CheckName(e.Path, e.Kind); err != nil {
+		return fmt.Sprintf("name: %v", err)
+	}
+	if dfd < 0 {
+		return "missing" // its directory is not there (or not a directory)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstatat(dfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if err == unix.ENOENT {
+			return "missing"
+		}
+		return fmt.Sprintf("cannot examine: %v", err)
+	}
+	want := map[sharder.Kind]uint32{sharder.KindFile: unix.S_IFREG, sharder.KindHardlink: unix.S_IFREG,
+		sharder.KindDir: unix.S_IFDIR, sharder.KindSymlink: unix.S_IFLNK}[e.Kind]
+	if got := st.Mode & unix.S_IFMT; got != want {
+		return fmt.Sprintf("type: source %s, destination %s", kindNames[want], kindNames[got])
+	}
+	var diffs []string
+	add := func(format string, a ...any) { diffs = append(diffs, fmt.Sprintf(format, a...)) }
+	switch e.Kind {
+	case sharder.KindSymlink:
+		lb := make([]byte, len(e.Link)+1)
+		n, err := unix.Readlinkat(dfd, base, lb)
+		switch {
+		case err != nil:
+			add("link target: cannot read: %v", err)
+		case string(lb[:n]) != e.Link:
+			add("link target: source %q, destination %q", e.Link, string(lb[:n]))
+		}
+		return strings.Join(diffs, "; ")
+	case sharder.KindHardlink:
+		if tst, err := r.lstat(e.Link); err != nil || tst.Ino != st.Ino || tst.Dev != st.Dev {
+			add("hard link: not linked to %s", e.Link)
+		}
+		return strings.Join(diffs, "; ")
+	}
+	if e.Kind == sharder.KindFile && st.Size != e.Size {
+		add("size: source %d, destination %d", e.Size, st.Size)
+	}
+	if st.Mtim.Nano() != e.MTime {
+		add("mtime: source %s, destination %s", stamp(e.MTime), stamp(st.Mtim.Nano()))
+	}
+	t := Txn{r: r}
+	if wantMode := unixmode.Of(t.mode(e.Mode)); st.Mode&0o7777 != wantMode {
+		add("mode: source %04o, destination %04o", wantMode, st.Mode&0o7777)
+	}
+	if r.opt.Owner && canChown && (st.Uid != e.UID || st.Gid != e.GID) {
+		add("owner: source %d:%d, destination %d:%d", e.UID, e.GID, st.Uid, st.Gid)
+	}
+	if e.Kind == sharder.KindFile && st.Size == e.Size && sum != (wire.Sum{}) {
+		fd, err := unix.Openat(dfd, base, readFlags, 0)
+		if err != nil {
+			add("content: cannot read: %v", err)
+		} else {
+			got, _, err := wire.HashReader(fdReader(fd), buf)
+			unix.Close(fd)
+			switch {
+			case err != nil:
+				add("content: cannot read: %v", err)
+			case got != sum:
+				add("content: differs (XXH3-128)")
+			}
+		}
+	}
+	return strings.Join(diffs, "; ")
+}
+
+// lstat stats p under the root without following a symlink (see openDir).
+func (r *Receiver) lstat(p string) (*unix.Stat_t, error) {
+	d, base := path.Split(p)
+	if d = strings.TrimSuffix(d, "/"); d == "" {
+		d = "."
+	}
+	f, err := r.openDir(d, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstatat(int(f.Fd()), base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return nil, err
+	}
+	return &st, nil
+}
+
+func stamp(ns int64) string { return time.Unix(0, ns).UTC().Format(time.RFC3339Nano) }

@@ -3,8 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -18,10 +16,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/bulkmove/bulkmove/internal/rundir"
 	"github.com/bulkmove/bulkmove/metrics"
 	"github.com/bulkmove/bulkmove/receive/extract"
 	"github.com/bulkmove/bulkmove/stream"
 	"github.com/bulkmove/bulkmove/transport/dataplane"
+	"github.com/bulkmove/bulkmove/wire"
 )
 
 const agentUsage = `usage: bulkmove agent [--metrics-addr host:port] [--hub K] ROOT
@@ -89,7 +89,7 @@ func runAgent(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root, err := agentRoot(fs.Arg(0), *srcIDs)
 	if err != nil {
 		// One line in place of the banner: the sender shows it and stops.
-		fmt.Fprintf(stdout, "%s%v\n", lingerRefused, err)
+		fmt.Fprintf(stdout, "%s%v\n", wire.Refused, err)
 		errorf(stderr, "agent: %v", err)
 		return exitUsage
 	}
@@ -217,16 +217,16 @@ func interruptible(ctx context.Context, r io.Reader) io.Reader {
 // login shell and no new process. It returns when every job has ended
 // and no new one came, with the first error of the stdin job.
 func serveHub(ctx context.Context, root string, allow allowFlags, opened func(*extract.Receiver), dp *dataplane.Listener, linger time.Duration, niceArgs string, stdin io.Reader, stdout io.Writer) error {
-	ln, sock, err := listenPrivate("agent")
+	ln, sock, err := rundir.Listen("agent")
 	if err != nil {
 		// One line in place of the banner: the sender shows why.
-		fmt.Fprintf(stdout, "%s%v\n", lingerRefused, err)
+		fmt.Fprintf(stdout, "%s%v\n", wire.Refused, err)
 		return fmt.Errorf("agent: %w", err)
 	}
 	defer ln.Close() // removes the socket
 	d := &hubd{ctx: ctx, ln: ln, sock: sock, opened: opened, niceArgs: niceArgs, jobs: map[string]*hubJob{}}
 	if linger > 0 {
-		d.lingerTok = randomToken()
+		d.lingerTok = wire.NewToken()
 		d.linger = min(linger, maxLinger)
 		d.takeUntil = time.Now().Add(maxLinger)
 	}
@@ -235,7 +235,7 @@ func serveHub(ctx context.Context, root string, allow allowFlags, opened func(*e
 	banner := d.banner(first, d.lingerTok)
 	if dp != nil {
 		defer dp.Close()
-		banner += " " + dp.Offer().String()
+		banner.Offer = dp.Offer().String()
 	}
 	if _, err := fmt.Fprintln(stdout, banner); err != nil {
 		return err
@@ -322,31 +322,18 @@ type hubJob struct {
 	err   error // the first error of a stream
 }
 
-func randomToken() string {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic(err) // crypto/rand does not fail on Linux
-	}
-	return hex.EncodeToString(b[:])
-}
-
-// banner is the hub's banner for job j, with the linger token lingerTok
-// (if not ""): on the stdin job's stdout, and to a NEW2 that proved
-// itself. It names no executable: what the sender runs on the remote host
-// is its own choice, never something a banner says.
-func (d *hubd) banner(j *hubJob, lingerTok string) string {
-	s := fmt.Sprintf("%s%s job=%s", agentBanner, d.sock, j.token)
-	if lingerTok != "" {
-		s += " linger=" + lingerTok
-	}
-	return s
+// banner is the agent's banner for job j, with the linger token
+// lingerTok (if not ""): on the stdin job's stdout, and to a NEW2 that
+// proved itself.
+func (d *hubd) banner(j *hubJob, lingerTok string) wire.AgentBannerFields {
+	return wire.AgentBannerFields{Sock: d.sock, Job: j.token, Linger: lingerTok}
 }
 
 // addJob adds a job with open streams (about to be served), receiving
 // under the policy allow, or returns nil if the agent is ending.
 func (d *hubd) addJob(root string, allow allowFlags, open int) *hubJob {
-	tok := randomToken()
-	j := &hubJob{token: tok, id: jobID(tok), hub: &stream.Hub{Root: root, Version: version, Opened: d.opened, Policy: allow.policy(agentHint)}, open: open}
+	tok := wire.NewToken()
+	j := &hubJob{token: tok, id: wire.JobID(tok), hub: &stream.Hub{Root: root, Version: version, Opened: d.opened, Policy: allow.policy(agentHint)}, open: open}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
@@ -445,16 +432,12 @@ type newJob struct {
 // is. A connection that does not prove it holds the key gets nothing.
 func (d *hubd) handle(c net.Conn) {
 	c.SetDeadline(time.Now().Add(10 * time.Second))
-	br := bufio.NewReaderSize(c, hubMaxLine)
-	fail := func(why string) {
-		fmt.Fprintf(c, "%s%s\n", lingerRefused, why)
-		c.Close()
-	}
+	br := bufio.NewReaderSize(c, wire.HubMaxLine)
 	var j *hubJob
-	verb, key, ok := proveFromHub(c, br, func(verb, id string) (string, string) {
+	verb, key, ok := wire.AcceptHub(c, br, func(verb, id string) (string, string) {
 		d.mu.Lock()
 		defer d.mu.Unlock()
-		if verb == "JOIN2" {
+		if verb == wire.HubJoin {
 			for _, job := range d.jobs {
 				if job.id == id {
 					j = job
@@ -471,7 +454,7 @@ func (d *hubd) handle(c net.Conn) {
 	if !ok {
 		return
 	}
-	if verb == "JOIN2" {
+	if verb == wire.HubJoin {
 		c.SetDeadline(time.Time{})
 		d.serve(j, br, c, c)
 		return
@@ -480,16 +463,16 @@ func (d *hubd) handle(c net.Conn) {
 	// gets (in its banner), and two jobs cannot both have used one.
 	d.mu.Lock()
 	used := d.lingerTok != key
-	next := randomToken()
+	next := wire.NewToken()
 	if !used {
 		d.lingerTok = next
 	}
 	d.mu.Unlock()
 	if used {
-		fail("the linger token was just used by another job")
+		wire.RefuseHub(c, "the linger token was just used by another job")
 		return
 	}
-	line, err := readHubLine(br)
+	line, err := wire.ReadHubLine(br)
 	if err != nil {
 		c.Close()
 		return
@@ -511,7 +494,7 @@ func (d *hubd) handle(c net.Conn) {
 		}
 	}
 	if why != "" {
-		fail(why)
+		wire.RefuseHub(c, why)
 		return
 	}
 	d.mu.Lock()
@@ -529,20 +512,11 @@ func (d *hubd) handle(c net.Conn) {
 // of the same meaning gives it.
 var agentHint = flagHint("agent ")
 
-// lingerRefused starts a lingering agent's answer to a NEW it does not take.
-const lingerRefused = "BULKMOVE-REFUSED "
-
 // maxLinger caps --linger, and how long after it started an agent takes
 // new jobs: an agent nobody uses must not stay for ever, nor one that each
 // job renews (it then ends with its last job, and the next push starts a
 // new one, with new tokens).
 const maxLinger = 24 * time.Hour
-
-// agentBanner starts the agent hub's banner: "BULKMOVE-HUB2 SOCKET
-// job=JOBTOKEN [linger=LINGERTOKEN] [OFFER]". (An agent whose banner
-// starts "BULKMOVE-HUB " is older: it takes a token without proving
-// itself, and names its executable for the sender to run.)
-const agentBanner = "BULKMOVE-HUB2 "
 
 // detachStdio points the agent's standard streams at /dev/null once its
 // SSH session is over, so that sshd can close the session while the agent

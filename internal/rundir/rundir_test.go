@@ -1,4 +1,4 @@
-package main
+package rundir
 
 import (
 	"os"
@@ -8,24 +8,22 @@ import (
 	"testing"
 )
 
-// agentSocket runs an agent hub (one stream, on an empty stdin) with HOME
-// and XDG_RUNTIME_DIR as given, and returns the socket its banner names,
-// or its refusal.
-func agentSocket(t *testing.T, home, xdg string) (sock, refused string) {
+// listenIn listens (Listen) with HOME and XDG_RUNTIME_DIR as given, and
+// returns the socket, closed again, or why it was refused.
+func listenIn(t *testing.T, home, xdg string) (sock, refused string) {
 	t.Helper()
 	t.Setenv("HOME", home)
 	t.Setenv("XDG_RUNTIME_DIR", xdg)
 	t.Setenv("XDG_STATE_HOME", "")
-	var out, errb strings.Builder
-	run([]string{"agent", "--hub", "1", "--", t.TempDir()}, strings.NewReader(""), &out, &errb)
-	if why, ok := strings.CutPrefix(out.String(), lingerRefused); ok {
-		return "", why
+	ln, sock, err := Listen("agent")
+	if err != nil {
+		return "", err.Error()
 	}
-	f := strings.Fields(out.String())
-	if len(f) < 2 || !strings.HasPrefix(f[0], "BULKMOVE-HUB") {
-		t.Fatalf("agent: stdout %q, stderr %q: no banner", out.String(), errb.String())
+	if fi, err := os.Lstat(sock); err != nil || fi.Mode().Type() != os.ModeSocket {
+		t.Fatalf("Listen: %s is no socket: %v", sock, err)
 	}
-	return f[1], ""
+	ln.Close()
+	return sock, ""
 }
 
 // shortTempDir is a new directory whose path is short (a test's TempDir
@@ -53,13 +51,12 @@ func privateDir(t *testing.T, perm os.FileMode) string {
 	return d
 }
 
-// TestAgentSocketDir: an agent hub's socket is in this user's private
-// directory, never in a shared one: $XDG_RUNTIME_DIR/bulkmove when that
+// TestListenDir: a socket is in this user's private directory, never in a shared one: $XDG_RUNTIME_DIR/bulkmove when that
 // is this user's and 0700, else ~/.local/state/bulkmove/run; a runtime
 // directory open to others, another user's, or a symlink is passed over,
 // a home that others can write is refused with the reason, and a home too
 // long for sun_path gets a shorter directory of this user's.
-func TestAgentSocketDir(t *testing.T) {
+func TestListenDir(t *testing.T) {
 	under := func(t *testing.T, sock, dir string) {
 		t.Helper()
 		if filepath.Dir(sock) != dir {
@@ -73,12 +70,12 @@ func TestAgentSocketDir(t *testing.T) {
 			t.Fatalf("socket directory %s: %v, %v; want this user's, 0700", dir, fi.Mode(), err)
 		}
 		if _, err := os.Stat(sock); !os.IsNotExist(err) {
-			t.Errorf("socket %s left after the agent ended: %v", sock, err)
+			t.Errorf("socket %s left after its listener closed: %v", sock, err)
 		}
 	}
 	t.Run("runtime dir", func(t *testing.T) {
 		xdg := privateDir(t, 0o700)
-		sock, why := agentSocket(t, privateDir(t, 0o700), xdg)
+		sock, why := listenIn(t, privateDir(t, 0o700), xdg)
 		if why != "" {
 			t.Fatalf("refused: %s", why)
 		}
@@ -87,7 +84,7 @@ func TestAgentSocketDir(t *testing.T) {
 	home := func(t *testing.T, xdg string) {
 		t.Helper()
 		h := privateDir(t, 0o700)
-		sock, why := agentSocket(t, h, xdg)
+		sock, why := listenIn(t, h, xdg)
 		if why != "" {
 			t.Fatalf("refused: %s", why)
 		}
@@ -114,9 +111,9 @@ func TestAgentSocketDir(t *testing.T) {
 	t.Run("no runtime dir", func(t *testing.T) { home(t, "") })
 	t.Run("home group-writable", func(t *testing.T) {
 		h := privateDir(t, 0o770)
-		sock, why := agentSocket(t, h, "")
+		sock, why := listenIn(t, h, "")
 		if why == "" || !strings.Contains(why, h+" has mode 0770, writable by group or others: refused") {
-			t.Fatalf("agent with HOME %s group-writable: socket %q, refusal %q; want it refused, naming the home", h, sock, why)
+			t.Fatalf("Listen with HOME %s group-writable: socket %q, refusal %q; want it refused, naming the home", h, sock, why)
 		}
 	})
 	t.Run("long home", func(t *testing.T) {
@@ -124,7 +121,7 @@ func TestAgentSocketDir(t *testing.T) {
 		if err := os.Mkdir(h, 0o700); err != nil {
 			t.Fatal(err)
 		}
-		sock, why := agentSocket(t, h, "")
+		sock, why := listenIn(t, h, "")
 		if why != "" {
 			t.Fatalf("refused: %s", why)
 		}

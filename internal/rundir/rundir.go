@@ -1,20 +1,11 @@
-package main
-
-import (
-	"errors"
-	"fmt"
-	"io/fs"
-	"net"
-	"os"
-	"path/filepath"
-	"syscall"
-)
-
-// The Unix sockets bulkmove listens on (an agent hub's, a send-hub's) live
-// in a directory of this user's alone, never in a shared one such as /tmp:
-// a socket's path outlives its listener in the sender's records (a
-// lingering agent's), and in a shared directory another user could make
-// the same path after the listener is gone. The directory is
+// Package rundir makes the private directory where bulkmove's Unix sockets
+// live (an agent's, a pull's send-hub's) and listens there (Listen). It
+// imports nothing of bulkmove's: the daemons and the sender's hubs use it.
+//
+// The sockets live in a directory of this user's alone, never in a shared
+// one such as /tmp: a socket's path outlives its listener in the sender's
+// records (a lingering agent's), and in a shared directory another user
+// could make the same path after the listener is gone. The directory is
 //
 //   - $XDG_RUNTIME_DIR/bulkmove, if $XDG_RUNTIME_DIR is this user's and
 //     mode 0700 (systemd's /run/user/UID, emptied at logout and reboot);
@@ -28,12 +19,32 @@ import (
 // owned by this user, open to no one else, not a symlink; every directory
 // above (symlinks resolved) owned by this user or root and writable by no
 // one else, unless sticky (/tmp: others cannot rename or remove what is in
-// it). A directory that fails is refused with the
-// reason, never used.
+// it). A directory that fails is refused with the reason, never used.
+package rundir
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"syscall"
+)
 
 // sunPathMax is the longest path a Unix socket can have: sun_path holds
 // 108 bytes, the NUL included.
 const sunPathMax = 107
+
+// randomName is a socket name's random part: 64 bits in hex, enough
+// that no one guesses it, short enough for sun_path.
+func randomName() string {
+	var b [8]byte
+	rand.Read(b[:]) // crypto/rand.Read does not fail
+	return hex.EncodeToString(b[:])
+}
 
 // runPlaces is where socketDir looks: the environment's and this user's.
 type runPlaces struct {
@@ -156,11 +167,12 @@ func trustedAncestors(dir string, uid int) error {
 	}
 }
 
-// listenPrivate listens on a new Unix socket named prefix-RANDOM.sock in
-// this user's socket directory (see socketDir). Closing the listener
-// removes the socket.
-func listenPrivate(prefix string) (net.Listener, string, error) {
-	name := func() string { return prefix + "-" + randomToken()[:16] + ".sock" }
+// Listen listens on a new Unix socket named prefix-RANDOM.sock in this
+// user's socket directory (see the package doc), made if missing and
+// checked; it returns the listener and the socket's path. Closing the
+// listener removes the socket.
+func Listen(prefix string) (net.Listener, string, error) {
+	name := func() string { return prefix + "-" + randomName() + ".sock" }
 	dir, err := thisUserRunPlaces().socketDir(len(name()))
 	if err != nil {
 		return nil, "", err

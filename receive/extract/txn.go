@@ -1,0 +1,379 @@
+package extract
+
+// The batch transaction: Begin opens a Txn over a batch's entries; Write,
+// Apply and Skip install them; Commit gives the written files their names
+// (only those the sender does not discard and whose data hash to the
+// sender's) and returns the batch's ack; Abort removes what was written.
+// A failure is recorded against its entry (fail, Code), so that the sender
+// knows which entries did not land, and why.
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/bulkmove/bulkmove/internal/ioconc"
+	"github.com/bulkmove/bulkmove/sharder"
+	"github.com/bulkmove/bulkmove/wire"
+)
+
+// Txn installs one batch: files are written under temporary names, then
+// Commit renames them into place. Write, Apply and Skip may be called from
+// several goroutines at once for different entries (a receiver on a
+// high-latency filesystem writes many files at once); Begin, Commit and
+// Abort may not overlap them.
+type Txn struct {
+	r       *Receiver
+	entries []sharder.Entry
+
+	mu      sync.Mutex
+	dirs    map[string]*txnDir // target directories of this batch
+	pending []pendingFile
+	errs    []wire.EntryError
+	files   int64
+	bytes   int64
+	skipped int64
+	// where the time went
+	writeNanos, fsyncNanos int64
+	// setgidDir: some target directory is setgid, so new files may not get
+	// the creator's group.
+	setgidDir atomic.Bool
+	// xattrs are the manifest's attributes of directories and symlinks,
+	// set by SetXattrs before ApplyFinal.
+	xattrs [][]wire.Xattr
+	// Files WriteThen places before Commit: placing counts them, placers
+	// bounds them by target directory (see settle).
+	placing sync.WaitGroup
+	placers map[*os.File]chan struct{}
+	// spread: the batch's files come from many directories, a few each
+	// (see createInPlace).
+	spread bool
+}
+
+type pendingFile struct {
+	index  int
+	dir    *os.File
+	tmp    string // the temporary name, or "" for an unnamed file held by fd
+	fd     int
+	base   string
+	sum    wire.Sum // XXH3-128 of what was written, if summed
+	summed bool
+	placed bool // under its final name (Commit)
+	sdir   int  // the staging directory's descriptor when tmp is there (see stage.go), else 0
+	held   int  // with sdir: an O_PATH descriptor of the staged file to link it from, or -1
+	// settled: placed, or failed to be, before Commit (WriteThen);
+	// nothing left to do for it.
+	settled bool
+	// part, for a range of a split file, is its partial's name; fd is
+	// then the partial, open (see partial.go).
+	part string
+	// size is the bytes written: counted once they landed (Commit).
+	size int64
+}
+
+// direct reports whether p was written under its final name (see
+// createInPlace): placing it is only counting it, dropping it removes it.
+// (A temporary's name carries this process's random tmpTag: an entry of
+// that very name would be in place once written either way.)
+func (p *pendingFile) direct() bool { return p.tmp != "" && p.tmp == p.base }
+
+// Begin starts a batch over entries.
+func (r *Receiver) Begin(entries []sharder.Entry) *Txn {
+	return &Txn{r: r, entries: entries, dirs: map[string]*txnDir{}, spread: landSlow(r) && spread(entries)}
+}
+
+// spread reports whether the regular files of entries take their
+// directories in turn: at most one in four follows a file of its own
+// directory. (Not how many directories the batch has: what the receiver
+// has in flight at once is a window of the batch, and a batch taking 10
+// directories in turn may hold dozens of files of each.)
+func spread(entries []sharder.Entry) bool {
+	pairs, same := 0, 0
+	prev := ""
+	first := true
+	for i := range entries {
+		if entries[i].Kind != sharder.KindFile {
+			continue
+		}
+		d := parentOf(entries[i].Path)
+		if !first {
+			pairs++
+			if d == prev {
+				same++
+			}
+		}
+		prev, first = d, false
+	}
+	return pairs > 0 && 4*same <= pairs
+}
+
+// Skip counts entry i as already up to date (a split file once, by its
+// first range).
+func (t *Txn) Skip(i int) {
+	if i >= len(t.entries) || t.entries[i].Off == 0 {
+		t.count(0, 0, 1)
+	}
+}
+
+// count adds to the batch's totals.
+func (t *Txn) count(files, bytes, skipped int64) {
+	t.mu.Lock()
+	t.files += files
+	t.bytes += bytes
+	t.skipped += skipped
+	t.mu.Unlock()
+}
+
+// Commit renames the batch's files into place, except those discarded by
+// the sender, syncs directories with Fsync, and returns the batch's ack.
+func (t *Txn) Commit(id uint64, discards []wire.Discard) *wire.BatchAck {
+	return t.CommitSums(id, discards, nil)
+}
+
+// CommitSums is Commit, given the sender's hashes of the files it sent: a
+// file whose data does not hash to the sender's (corrupted on the way, or
+// by a faulty disk or memory) is dropped and fails with CodeCorrupt: it
+// never takes its final name, or, written under it (createInPlace), is
+// removed.
+func (t *Txn) CommitSums(id uint64, discards []wire.Discard, sums []wire.IndexedSum) *wire.BatchAck {
+	commitStart := time.Now()
+	t.placing.Wait()
+	drop := map[int]string{}
+	for _, d := range discards {
+		drop[d.Index] = d.Reason
+	}
+	want := make(map[int]wire.Sum, len(sums))
+	for _, s := range sums {
+		want[s.Index] = s.Sum
+	}
+	// Linking or renaming into place is one operation per file: on a slow
+	// filesystem, many at once.
+	ioconc.ForEach(len(t.pending), t.r.io.Width(), func(_, k int) {
+		p := &t.pending[k]
+		e := &t.entries[p.index]
+		if p.settled {
+			return // placed by WriteThen
+		}
+		if p.part != "" {
+			// A range of a split file: see partial.go.
+			switch s, ok := want[p.index]; {
+			case containsKey(drop, p.index):
+				t.discardRange(p)
+			case ok && p.summed && s != p.sum:
+				unix.Close(p.fd)
+				t.fail(p.index, wire.CodeCorrupt, fmt.Errorf("receive %s: the range at %d that arrived does not hash to what the sender read (XXH3-128): not recorded", e.Path, e.Off))
+			default:
+				p.placed = t.commitRange(p)
+			}
+			p.fd = -1
+			return
+		}
+		if _, ok := drop[p.index]; ok {
+			t.drop(p)
+			return
+		}
+		if s, ok := want[p.index]; ok && p.summed && s != p.sum {
+			t.drop(p)
+			t.fail(p.index, wire.CodeCorrupt, fmt.Errorf("receive %s: the data that arrived does not hash to what the sender read (XXH3-128): not installed", e.Path))
+			return
+		}
+		t.place(p)
+	})
+	// Bytes count only what landed: a file placed, or a range recorded
+	// in its partial; not one that failed or was dropped.
+	failed := make(map[int]bool, len(t.errs))
+	for _, e := range t.errs {
+		failed[e.Index] = true
+	}
+	for _, p := range t.pending {
+		if p.placed {
+			t.files++
+		}
+		if p.placed || p.part != "" && !containsKey(drop, p.index) && !failed[p.index] {
+			t.bytes += p.size
+		}
+	}
+	if t.r.opt.Fsync && len(t.pending) > 0 {
+		start := time.Now()
+		for name, d := range t.dirs {
+			if d.f == nil {
+				continue
+			}
+			if err := d.f.Sync(); err != nil {
+				// The names are in place but not durable: report each
+				// file of that directory, so the sender does not count
+				// them as done (an fsync error is never retried).
+				for _, p := range t.pending {
+					if p.dir == d.f && p.placed {
+						t.failErr(p.index, "fsync directory "+name+" of", t.entries[p.index].Path, err)
+						t.files--
+						t.bytes -= p.size
+					}
+				}
+			}
+		}
+		t.fsyncNanos += int64(time.Since(start))
+	}
+	t.close()
+	a := &wire.BatchAck{ID: id, Files: t.files, Bytes: t.bytes, Skipped: t.skipped, Errors: t.errs,
+		WriteNanos: t.writeNanos + int64(time.Since(commitStart)), FsyncNanos: t.fsyncNanos, LatencyNanos: int64(t.r.io.Latency())}
+	t.r.files.Add(t.files)
+	t.r.bytes.Add(t.bytes)
+	t.r.skipped.Add(t.skipped)
+	t.r.errs.Add(int64(len(t.errs)))
+	t.r.writeNanos.Add(a.WriteNanos)
+	t.r.fsyncNanos.Add(a.FsyncNanos)
+	return a
+}
+
+// place gives the written file p its final name (its temporary is gone
+// afterwards, whatever the outcome) and settles it.
+func (t *Txn) place(p *pendingFile) {
+	e := &t.entries[p.index]
+	dfd := int(p.dir.Fd())
+	p.settled = true
+	start := time.Now()
+	if p.direct() {
+		// Under its name since it was written.
+	} else if p.tmp == "" {
+		err := t.r.link(p.fd, dfd, p.base)
+		if err == unix.EEXIST {
+			// Replacing a file: link under a temporary name, then rename.
+			tmp := t.tmpName()
+			if err = t.r.link(p.fd, dfd, tmp); err == nil {
+				if err = t.replace(p.dir, tmp, p.base, e.Path); err != nil {
+					unix.Unlinkat(dfd, tmp, 0)
+				}
+			}
+		}
+		t.dropFile(dfd, "", p.fd)
+		p.fd = -1
+		if err != nil {
+			t.failErr(p.index, "link into place", e.Path, err)
+			return
+		}
+	} else if p.sdir != 0 {
+		over := func(fdir int, from string, dfd int, base string) error {
+			return t.r.renameOver(fdir, from, dfd, base, e.Path)
+		}
+		if err := t.r.staging.placeStaged(p, dfd, over); err != nil {
+			t.failErr(p.index, "link into place", e.Path, err)
+			return
+		}
+	} else if err := t.replace(p.dir, p.tmp, p.base, e.Path); err != nil {
+		unix.Unlinkat(dfd, p.tmp, 0)
+		t.failErr(p.index, "rename into place", e.Path, err)
+		return
+	}
+	if !p.direct() { // (nothing done: no latency to tell)
+		t.r.io.Since(start)
+	}
+	p.placed = true
+	t.r.land(path.Dir(e.Path), e.Path)
+	if e.Nlink > 1 {
+		t.r.remember(e.Path)
+	}
+}
+
+// drop abandons the pending file p.
+func (t *Txn) drop(p *pendingFile) {
+	dfd := int(p.dir.Fd())
+	if p.sdir != 0 {
+		unhold(p.held)
+		p.held, dfd = -1, p.sdir
+	}
+	t.dropFile(dfd, p.tmp, p.fd)
+}
+
+// Abort removes the batch's temporary files.
+func (t *Txn) Abort() {
+	t.placing.Wait()
+	for k := range t.pending {
+		p := &t.pending[k]
+		if p.settled {
+			continue // in place already (WriteThen)
+		}
+		if p.part != "" {
+			// What was written stays in the partial, unrecorded: the
+			// range goes again.
+			unix.Close(p.fd)
+			continue
+		}
+		t.drop(p)
+	}
+	t.pending = nil
+	t.close()
+}
+
+func (t *Txn) close() {
+	for _, d := range t.dirs {
+		if d.f != nil {
+			d.f.Close()
+		}
+	}
+	clear(t.dirs)
+}
+
+func (t *Txn) fail(i int, code int, err error) {
+	t.mu.Lock()
+	t.errs = append(t.errs, wire.EntryError{Index: i, Code: code, Msg: err.Error()})
+	t.mu.Unlock()
+}
+
+// Withdraw forgets the failures recorded against entry i: its sender
+// withdrew it (the source changed while being read), so that it did not
+// land is not the receiver's failure.
+func (t *Txn) Withdraw(i int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.errs = slices.DeleteFunc(t.errs, func(e wire.EntryError) bool { return e.Index == i })
+}
+
+// failErr records an OS error with the operation and path, classifying it.
+func (t *Txn) failErr(i int, op, p string, err error) {
+	if errors.Is(err, errInWay) {
+		// What to do about it, not what was being done.
+		t.fail(i, Code(err), fmt.Errorf("%s: %w", p, err))
+		return
+	}
+	t.fail(i, Code(err), fmt.Errorf("%s %s: %w", op, p, unwrapPath(err)))
+}
+
+// unwrapPath strips the *PathError of an error whose path is a temporary
+// or relative name the user would not recognise.
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	var le *os.LinkError
+	if errors.As(err, &le) {
+		return le.Err
+	}
+	return err
+}
+
+// Code classifies a receiver-side error for the sender.
+func Code(err error) int {
+	var nd *notDirError
+	switch {
+	case errors.As(err, &nd):
+		return wire.CodeInvalid
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		return wire.CodeNoSpace
+	case errors.Is(err, syscall.EROFS):
+		return wire.CodeReadOnly
+	case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM):
+		return wire.CodePerm
+	}
+	return wire.CodeOther
+}

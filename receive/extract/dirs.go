@@ -29,11 +29,7 @@ type txnDir struct {
 
 // dir opens (and creates) the parent directory of p, once per batch.
 func (t *Txn) dir(p string) (*os.File, string, error) {
-	d, base := path.Split(p)
-	d = strings.TrimSuffix(d, "/")
-	if d == "" {
-		d = "."
-	}
+	d, base := splitDir(p)
 	t.mu.Lock()
 	td, ok := t.dirs[d]
 	if !ok {
@@ -86,10 +82,7 @@ func (r *Receiver) makeDir(d string) (*os.File, error) {
 		}
 		// Removed since it was made or seen: made again.
 	}
-	parent, base := path.Split(d)
-	if parent = strings.TrimSuffix(parent, "/"); parent == "" {
-		parent = "."
-	}
+	parent, base := splitDir(d)
 	pf, err := r.openDir(parent, 0)
 	if errors.Is(err, fs.ErrNotExist) && parent != "." {
 		pf, err = r.makeDir(parent)
@@ -137,6 +130,16 @@ func (r *Receiver) mkdirAll(d string) error {
 		f.Close()
 	}
 	return err
+}
+
+// splitDir splits the name p into its directory under the root ("." at
+// the top), as openDir takes it, and its last component.
+func splitDir(p string) (dir, base string) {
+	dir, base = path.Split(p)
+	if dir = strings.TrimSuffix(dir, "/"); dir == "" {
+		dir = "."
+	}
+	return dir, base
 }
 
 // parentOf is p's directory as a key: what path.Dir gives, without its

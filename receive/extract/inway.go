@@ -265,7 +265,7 @@ func removeAllAt(dfd int, name string) error {
 		return nil
 	}
 	for range 3 {
-		fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		fd, err := unix.Openat(dfd, name, dirFlags, 0)
 		if err != nil {
 			if err == unix.ENOENT {
 				return nil

@@ -1,5 +1,9 @@
 package extract
 
+// The hard-link targets of this session: a hard link is made only to a
+// regular file this receiver wrote or verified in this session (remember,
+// isKnown), held by a hash of the path in bounded memory.
+
 import (
 	"fmt"
 

@@ -3,7 +3,7 @@ package extract
 // Metadata: owner, mode and mtime are applied through an open
 // descriptor, never by a second path lookup that a symlink could
 // redirect; owner first, as chown clears setuid bits; setuid and setgid
-// are dropped unless asked for (Txn.mode). Also whether a file or a
+// are dropped unless asked for (Options.mode). Also whether a file or a
 // directory already has an entry's metadata, and their repair in place
 // (refresh), so that a pass over an unchanged tree writes nothing.
 
@@ -18,11 +18,14 @@ import (
 	"github.com/bulkmove/bulkmove/sharder"
 )
 
-func (t *Txn) mode(m fs.FileMode) fs.FileMode {
-	if !t.r.opt.KeepSetid {
+// mode is the mode bits, as chmod takes them, that an entry of mode m
+// gets: its permission and sticky bits, and its setuid and setgid bits
+// only with KeepSetid.
+func (o *Options) mode(m fs.FileMode) uint32 {
+	if !o.KeepSetid {
 		m &^= fs.ModeSetuid | fs.ModeSetgid
 	}
-	return m & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky)
+	return unixmode.Of(m & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky))
 }
 
 // setMeta applies owner, mode and times through the open descriptor. Owner
@@ -36,7 +39,7 @@ func (t *Txn) setMeta(fd int, e *sharder.Entry, created int64) error {
 		}
 		chowned = true
 	}
-	if m := unixmode.Of(t.mode(e.Mode)); chowned || int64(m) != created {
+	if m := t.r.opt.mode(e.Mode); chowned || int64(m) != created {
 		if err := unix.Fchmod(fd, m); err != nil {
 			return err
 		}
@@ -69,7 +72,7 @@ func futimens(fd int, mtime int64) error {
 // writes nothing (on NFS, two round trips less a directory).
 func (t *Txn) dirInPlace(fd int, e *sharder.Entry) bool {
 	var st unix.Stat_t
-	if unix.Fstat(fd, &st) != nil || st.Mode&0o7777 != unixmode.Of(t.mode(e.Mode))&0o7777 || st.Mtim.Nano() != e.MTime {
+	if unix.Fstat(fd, &st) != nil || st.Mode&0o7777 != t.r.opt.mode(e.Mode)&0o7777 || st.Mtim.Nano() != e.MTime {
 		return false
 	}
 	return !t.r.opt.Owner || int(st.Uid) == int(e.UID) && int(st.Gid) == int(e.GID)
@@ -77,8 +80,7 @@ func (t *Txn) dirInPlace(fd int, e *sharder.Entry) bool {
 
 // stale reports whether an up-to-date file's metadata differ from e's.
 func (r *Receiver) stale(st *unix.Stat_t, e *sharder.Entry) bool {
-	t := Txn{r: r}
-	return st.Mtim.Nano() != e.MTime || st.Mode&0o7777 != unixmode.Of(t.mode(e.Mode)) ||
+	return st.Mtim.Nano() != e.MTime || st.Mode&0o7777 != r.opt.mode(e.Mode) ||
 		r.opt.Owner && (st.Uid != e.UID || st.Gid != e.GID)
 }
 
@@ -88,8 +90,7 @@ func (r *Receiver) refresh(fd int, st *unix.Stat_t, e *sharder.Entry) error {
 	if !r.stale(st, e) {
 		return nil
 	}
-	t := Txn{r: r}
-	want := unixmode.Of(t.mode(e.Mode))
+	want := r.opt.mode(e.Mode)
 	// Owner first: chown clears setuid bits.
 	chown := r.opt.Owner && (st.Uid != e.UID || st.Gid != e.GID)
 	if chown {

@@ -11,8 +11,6 @@ package extract
 import (
 	"io"
 	"os"
-	"path"
-	"strings"
 	"sync"
 	"time"
 
@@ -130,10 +128,7 @@ func (r *Receiver) needRange(entries []sharder.Entry, idx []int, sums []wire.Sum
 		if e.Kind != sharder.KindFile || m == wire.CheckNone || CheckName(e.Path, e.Kind) != nil {
 			continue
 		}
-		d, base := path.Split(e.Path)
-		if d = strings.TrimSuffix(d, "/"); d == "" {
-			d = "."
-		}
+		d, base := splitDir(e.Path)
 		if d != curDir {
 			// One open per directory: idx keeps a directory's files together.
 			if cur != nil {

@@ -1,5 +1,10 @@
 package extract
 
+// Opening a destination beneath a parent directory (OpenAt,
+// OpenBeneath), as a receiving daemon does for a job's destination under
+// its root: one component at a time, no symlink followed, not even one
+// that stays beneath the parent.
+
 import (
 	"errors"
 	"fmt"
@@ -90,14 +95,3 @@ func stepBeneath(dfd int, name, at string) (int, error) {
 // ErrSymlinkBeneath marks a destination reached through a symlink (or
 // swapped for one while it was opened), which OpenBeneath refuses.
 var ErrSymlinkBeneath = errors.New("a symlink (or swapped for one while it was opened); no symlink is followed to a destination")
-
-// FreeSpace is what an unprivileged user may still write in the
-// receiver's directory, in bytes (statfs f_bavail of the directory it
-// holds, not of its name, which may lead elsewhere by now); 0 if unknown.
-func (r *Receiver) FreeSpace() int64 {
-	var st unix.Statfs_t
-	if unix.Fstatfs(int(r.rootDir.Fd()), &st) != nil {
-		return 0
-	}
-	return int64(st.Bavail) * int64(st.Bsize)
-}

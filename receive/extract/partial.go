@@ -49,7 +49,6 @@ import (
 	"path"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/zeebo/xxh3"
@@ -259,10 +258,7 @@ func (r *Receiver) rangeLanded(e *sharder.Entry) bool {
 	if CheckName(e.Path, e.Kind) != nil || checkRange(e) != nil {
 		return false
 	}
-	d, base := path.Split(e.Path)
-	if d = strings.TrimSuffix(d, "/"); d == "" {
-		d = "."
-	}
+	d, base := splitDir(e.Path)
 	df, err := r.openDir(d, 0)
 	if err != nil {
 		return false

@@ -1,5 +1,9 @@
 package extract
 
+// The receiving side's policy: what a receiver allows its sender to ask
+// for (Policy, Grant), decided by the receiving side, never by the
+// sender.
+
 import (
 	"fmt"
 	"os"

@@ -1,5 +1,10 @@
 package extract
 
+// Deleting what the source lacks (--delete): Prune, PruneDir and
+// PruneNames remove the extra entries of a destination directory, by name
+// in a directory descriptor, with no symlink followed, in memory bounded
+// whatever the size of the directory.
+
 import (
 	"encoding/binary"
 	"errors"
@@ -361,7 +366,7 @@ func (pr *pruning) entry(d *os.File, p, name string, typ fs.FileMode) (gone bool
 		pr.removed(Removed{Path: p, Top: pr.depth == 0, Type: typ.Type()})
 		return true, nil
 	}
-	fd, err := unix.Openat(int(d.Fd()), name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	fd, err := unix.Openat(int(d.Fd()), name, dirFlags, 0)
 	switch err {
 	case nil:
 	case unix.ENOENT:

@@ -1,5 +1,10 @@
 package extract
 
+// A batch's data: ExtractTar reads the tar stream of a batch and writes
+// its files (small ones by several writers at once on a slow
+// filesystem), ApplyFinal applies a final batch's directories and links,
+// and Receive does a whole batch, manifest and stream.
+
 import (
 	"archive/tar"
 	"bytes"

@@ -135,9 +135,9 @@ func (t *Txn) tmpName() string {
 }
 
 // Unnamed temporary files (O_TMPFILE) are given their name only at commit,
-// with linkat: no temporary name to create and then rename away (on tmpfs the
-// create and the rename were 40% of the receiver's system time), and nothing
-// left behind by a crash. Each holds a descriptor until its batch commits,
+// with linkat: no temporary name to create and then rename away (two
+// operations a file, much of the receiver's system time where files are
+// small), and nothing left behind by a crash. Each holds a descriptor until its batch commits,
 // so a process keeps at most maxTmpfiles of them; beyond that, and where the
 // filesystem or the privileges do not allow it, files are written under a
 // temporary name and renamed.

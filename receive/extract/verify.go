@@ -1,15 +1,16 @@
 package extract
 
+// Verify: comparing entries with what the destination holds, writing
+// nothing (bulkmove verify).
+
 import (
 	"fmt"
-	"path"
 	"strings"
 	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/bulkmove/bulkmove/internal/unixmode"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/wire"
 )
@@ -37,10 +38,7 @@ func (r *Receiver) Verify(entries []sharder.Entry, sums []wire.Sum) []wire.Entry
 		if p == "." {
 			p = "./."
 		}
-		d, base := path.Split(p)
-		if d = strings.TrimSuffix(d, "/"); d == "" {
-			d = "."
-		}
+		d, base := splitDir(p)
 		fd, ok := dirs[d]
 		if !ok {
 			fd = -1
@@ -121,13 +119,11 @@ func (r *Receiver) verifyOne(e *sharder.Entry, dfd int, base string, sum wire.Su
 	add := func(format string, a ...any) { diffs = append(diffs, fmt.Sprintf(format, a...)) }
 	switch e.Kind {
 	case sharder.KindSymlink:
-		lb := make([]byte, len(e.Link)+1)
-		n, err := unix.Readlinkat(dfd, base, lb)
-		switch {
+		switch got, err := readlinkat(dfd, base); {
 		case err != nil:
 			add("link target: cannot read: %v", err)
-		case string(lb[:n]) != e.Link:
-			add("link target: source %q, destination %q", e.Link, string(lb[:n]))
+		case got != e.Link:
+			add("link target: source %q, destination %q", e.Link, got)
 		}
 		return strings.Join(diffs, "; ")
 	case sharder.KindHardlink:
@@ -142,8 +138,7 @@ func (r *Receiver) verifyOne(e *sharder.Entry, dfd int, base string, sum wire.Su
 	if st.Mtim.Nano() != e.MTime {
 		add("mtime: source %s, destination %s", stamp(e.MTime), stamp(st.Mtim.Nano()))
 	}
-	t := Txn{r: r}
-	if wantMode := unixmode.Of(t.mode(e.Mode)); st.Mode&0o7777 != wantMode {
+	if wantMode := r.opt.mode(e.Mode); st.Mode&0o7777 != wantMode {
 		add("mode: source %04o, destination %04o", wantMode, st.Mode&0o7777)
 	}
 	if r.opt.Owner && canChown && (st.Uid != e.UID || st.Gid != e.GID) {
@@ -169,10 +164,7 @@ func (r *Receiver) verifyOne(e *sharder.Entry, dfd int, base string, sum wire.Su
 
 // lstat stats p under the root without following a symlink (see openDir).
 func (r *Receiver) lstat(p string) (*unix.Stat_t, error) {
-	d, base := path.Split(p)
-	if d = strings.TrimSuffix(d, "/"); d == "" {
-		d = "."
-	}
+	d, base := splitDir(p)
 	f, err := r.openDir(d, 0)
 	if err != nil {
 		return nil, err

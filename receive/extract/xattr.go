@@ -8,7 +8,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/bulkmove/bulkmove/internal/unixmode"
 	"github.com/bulkmove/bulkmove/internal/xattrs"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/wire"
@@ -135,7 +134,7 @@ func (t *Txn) setXattrs(fd, dfd int, base string, e *sharder.Entry, xs []wire.Xa
 		}
 		if n == wire.ACLAccess && fd >= 0 {
 			// The group bits were the inherited ACL's mask.
-			if err := unix.Fchmod(fd, unixmode.Of(t.mode(e.Mode))); err != nil {
+			if err := unix.Fchmod(fd, t.r.opt.mode(e.Mode)); err != nil {
 				return fmt.Errorf("chmod %s: %w", e.Path, err)
 			}
 		}

@@ -14,9 +14,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/dustin/go-humanize"
-
 	"github.com/bulkmove/bulkmove/internal/ratelimit"
+	"github.com/bulkmove/bulkmove/internal/units"
 )
 
 // bwControl is the job's bandwidth limit: one adjustable token bucket that
@@ -167,7 +166,7 @@ func (c *bwControl) halve() {
 			c.logf("SIGUSR1: no bandwidth limit, and too little moved over the last 10 s to halve; left without one (set one with PUT /bwlimit)")
 			return
 		}
-		c.set(r/2, fmt.Sprintf("SIGUSR1: half the %s/s moved over the last 10 s", humanize.IBytes(uint64(r))))
+		c.set(r/2, fmt.Sprintf("SIGUSR1: half the %s moved over the last 10 s", units.Rate(r)))
 		return
 	}
 	c.set(max(r/2, min(r, minHalved)), "SIGUSR1")
@@ -201,7 +200,7 @@ func rateHuman(r int64) string {
 	if r <= 0 {
 		return "off"
 	}
-	return humanize.IBytes(uint64(r)) + "/s"
+	return units.Rate(r)
 }
 
 // ServeHTTP is /bwlimit: GET shows the limit in force (as rateText writes
@@ -215,7 +214,7 @@ func (c *bwControl) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		rate, err := ratelimit.ParseRate(strings.TrimSpace(string(body)))
+		rate, err := units.ParseRate(strings.TrimSpace(string(body)))
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return

@@ -18,6 +18,7 @@ import (
 
 	"github.com/bulkmove/bulkmove/internal/ratelimit"
 	"github.com/bulkmove/bulkmove/internal/treecmp"
+	"github.com/bulkmove/bulkmove/internal/units"
 	"github.com/bulkmove/bulkmove/metrics"
 )
 
@@ -196,7 +197,7 @@ func TestBwLimitControls(t *testing.T) {
 // progress line with a limit.
 func TestBwLimitFlags(t *testing.T) {
 	for _, r := range []int64{1, 1000, 1 << 10, 3 << 19, 50 << 20, 1 << 30, 12800 << 10, 3 << 40} {
-		if got, err := ratelimit.ParseRate(rateText(r)); err != nil || got != r {
+		if got, err := units.ParseRate(rateText(r)); err != nil || got != r {
 			t.Errorf("rateText(%d) = %q, read back as %d, %v", r, rateText(r), got, err)
 		}
 	}

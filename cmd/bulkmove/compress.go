@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 
+	"github.com/bulkmove/bulkmove/internal/units"
 	"github.com/bulkmove/bulkmove/metrics"
 	"github.com/bulkmove/bulkmove/stream"
 )
@@ -45,7 +46,7 @@ func compression(m *metrics.Job) string {
 	if in == 0 {
 		return ""
 	}
-	return fmt.Sprintf("; compressed %s to %s (%.0f%%)", humanBytes(in), humanBytes(out), 100*float64(out)/float64(in))
+	return fmt.Sprintf("; compressed %s to %s (%.0f%%)", units.Size(in), units.Size(out), 100*float64(out)/float64(in))
 }
 
 // isClient reports whether c is a remote stream (the only kind that

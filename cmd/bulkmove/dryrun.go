@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/bulkmove/bulkmove/internal/units"
 	"github.com/bulkmove/bulkmove/sharder"
 )
 
@@ -71,9 +72,9 @@ func (j *job) dryRun(ctx context.Context, p plan, opt sharder.Options) int {
 		mean := float64(sum) / float64(len(load))
 		imbalance = (float64(slices.Max(load))/mean - 1) * 100
 	}
-	errorf(j.stderr, "dry run: would move %d files (%s) in %d batches, plus %d directories and links", st.Files, humanBytes(total), len(batches), others)
+	errorf(j.stderr, "dry run: would move %d files (%s) in %d batches, plus %d directories and links", st.Files, units.Size(total), len(batches), others)
 	if largest != nil {
-		errorf(j.stderr, "dry run: largest batch %d files, %s; imbalance across %d streams %.1f%%", largest.files, humanBytes(largest.bytes), j.flags.jobs, imbalance)
+		errorf(j.stderr, "dry run: largest batch %d files, %s; imbalance across %d streams %.1f%%", largest.files, units.Size(largest.bytes), j.flags.jobs, imbalance)
 	}
 	if st.Errors > 0 {
 		if j.flags.delete {

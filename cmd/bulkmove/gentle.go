@@ -9,6 +9,7 @@ import (
 
 	"github.com/bulkmove/bulkmove/internal/ionice"
 	"github.com/bulkmove/bulkmove/internal/ratelimit"
+	"github.com/bulkmove/bulkmove/internal/units"
 )
 
 // Being gentle on a live system: how much of the link, the source disk
@@ -111,7 +112,7 @@ func (v *niceValue) Set(s string) error {
 	return nil
 }
 
-// rateFlag is a rate in bytes a second, read by ratelimit.ParseRate; 0: none.
+// rateFlag is a rate in bytes a second, read by units.ParseRate; 0: none.
 type rateFlag int64
 
 func (r *rateFlag) String() string {
@@ -122,7 +123,7 @@ func (r *rateFlag) String() string {
 }
 
 func (r *rateFlag) Set(s string) error {
-	v, err := ratelimit.ParseRate(s)
+	v, err := units.ParseRate(s)
 	*r = rateFlag(v)
 	return err
 }
@@ -149,19 +150,11 @@ func (s *scheduleFlag) Set(v string) error {
 	return nil
 }
 
-// rateText writes a rate so that ratelimit.ParseRate reads it back exactly:
-// off, or in the largest binary unit that divides it (50MiB, 12800KiB, 1000B).
+// rateText writes a rate so that units.ParseRate reads it back exactly:
+// off, or as units.Exact writes it (50MiB, 12800KiB, 1000B).
 func rateText(r int64) string {
 	if r <= 0 {
 		return "off"
 	}
-	for _, u := range []struct {
-		size int64
-		name string
-	}{{1 << 40, "TiB"}, {1 << 30, "GiB"}, {1 << 20, "MiB"}, {1 << 10, "KiB"}} {
-		if r%u.size == 0 {
-			return strconv.FormatInt(r/u.size, 10) + u.name
-		}
-	}
-	return strconv.FormatInt(r, 10) + "B"
+	return units.Exact(r)
 }

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/bulkmove/bulkmove/filter"
+	"github.com/bulkmove/bulkmove/internal/units"
 	"github.com/bulkmove/bulkmove/metrics"
 	"github.com/bulkmove/bulkmove/receive/extract"
 	"github.com/bulkmove/bulkmove/sharder"
@@ -179,7 +180,7 @@ func (f *moveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.ssh.remoteBulkmove, "remote-bulkmove", "", "`path` of bulkmove on the remote host (default: bulkmove on its PATH, else upload this binary)")
 }
 
-// byteSize is a flag of a size with an optional unit: 64MiB, 1G, 4096.
+// byteSize is a flag of a size with an optional unit: 64MiB, 64m, 1G, 4096.
 type byteSize int64
 
 func (b *byteSize) String() string { return strconv.FormatInt(int64(*b), 10) }
@@ -215,26 +216,14 @@ func (c *countFlag) Set(s string) error {
 	return nil
 }
 
+// parseSize reads a size flag's value as units.ParseSize does (a bare
+// number is bytes, as rsync reads its sizes); 0 is refused.
 func parseSize(s string) (int64, error) {
-	t := strings.TrimSpace(s)
-	units := []struct {
-		suffix string
-		mult   int64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
-		{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
-		{"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"T", 1 << 40}, {"B", 1}}
-	mult := int64(1)
-	for _, u := range units {
-		if strings.HasSuffix(t, u.suffix) {
-			t, mult = strings.TrimSuffix(t, u.suffix), u.mult
-			break
-		}
+	n, err := units.ParseSize(s, units.BareBytes)
+	if err == nil && n == 0 {
+		err = fmt.Errorf("size %q: want more than 0 (e.g. 64M, 1.5G, 4096)", s)
 	}
-	n, err := strconv.ParseFloat(t, 64)
-	if err != nil || n <= 0 {
-		return 0, fmt.Errorf("invalid size %q (want e.g. 64MiB, 1G, 4096)", s)
-	}
-	return int64(n * float64(mult)), nil
+	return n, err
 }
 
 type stringList []string
@@ -613,10 +602,10 @@ func (j *job) run(ctx context.Context) int {
 			by := ""
 			if i < len(j.m.Streams) {
 				if n := j.m.Streams[i].SendfileBytes.Load(); n > 0 {
-					by = fmt.Sprintf(" (%s by sendfile)", humanBytes(n))
+					by = fmt.Sprintf(" (%s by sendfile)", units.Size(n))
 				}
 			}
-			errorf(j.stderr, "stream %d: %d batches, %d files, %s%s, busy until %.2fs", i, s.Batches, s.Files, humanBytes(s.Bytes), by, s.Done.Seconds())
+			errorf(j.stderr, "stream %d: %d batches, %d files, %s%s, busy until %.2fs", i, s.Batches, s.Files, units.Size(s.Bytes), by, s.Done.Seconds())
 		}
 	}
 	interrupted := ctx.Err() != nil || j.interrupted.Load()
@@ -932,7 +921,7 @@ func (j *job) onResult(r stream.Result) {
 		j.ev.progress(j.m, false)
 	}
 	if j.flags.verbose && !r.Final && r.Ack != nil {
-		errorf(j.stderr, "batch %d on stream %d: %d files, %s", r.Batch.ID, r.Stream, r.Ack.Files, humanBytes(r.Ack.Bytes))
+		errorf(j.stderr, "batch %d on stream %d: %d files, %s", r.Batch.ID, r.Stream, r.Ack.Files, units.Size(r.Ack.Bytes))
 	}
 }
 
@@ -966,7 +955,7 @@ func (j *job) summary(err error, interrupted bool) {
 		errorf(j.stderr, "warning: %d files the resume journal named were not in place at %s (deleted or changed there since): sent again", j.resent, j.dst)
 	}
 	line := fmt.Sprintf("%d files, %s in %.2fs (%s/s, %.0f files/s)%s; %d up to date%s%s; %d errors%s",
-		j.files, humanBytes(j.bytes), el.Seconds(), humanBytes(int64(rate)), float64(j.files)/el.Seconds(), compression(j.m), j.skipped, resumed, deleted, j.failed+j.walkErrs, j.bottleneck())
+		j.files, units.Size(j.bytes), el.Seconds(), units.Size(int64(rate)), float64(j.files)/el.Seconds(), compression(j.m), j.skipped, resumed, deleted, j.failed+j.walkErrs, j.bottleneck())
 	switch {
 	case interrupted:
 		errorf(j.stderr, "interrupted: %s; run the same command again to finish", line)
@@ -976,25 +965,12 @@ func (j *job) summary(err error, interrupted bool) {
 			left := max(j.m.PlannedBytes.Load()-j.m.DoneBytes.Load(), 0)
 			errorf(j.stderr, "%s is full: %s of the %s found so far still to move (more if the walk was not over); "+
 				"what was acknowledged is in place: free some space and run the same command again to resume",
-				j.dst, humanBytes(left), humanBytes(j.m.PlannedBytes.Load()))
+				j.dst, units.Size(left), units.Size(j.m.PlannedBytes.Load()))
 		}
 		errorf(j.stderr, "failed: %s", line)
 	default:
 		errorf(j.stderr, "%s", line)
 	}
-}
-
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
 func unwrap(err error) error {

@@ -19,6 +19,7 @@ import (
 	"syscall"
 
 	"github.com/bulkmove/bulkmove/filter"
+	"github.com/bulkmove/bulkmove/internal/units"
 	"github.com/bulkmove/bulkmove/sharder"
 )
 
@@ -226,7 +227,7 @@ func (p *planner) run(ctx context.Context, rules *filter.Rules) int {
 	}
 	bi, ei := imbalance(loads)
 	errorf(p.stderr, "plan: %d entries (%d files, %s) in %d parts in %s: the largest part is %+.1f%% of the mean in bytes, %+.1f%% in entries; see %s",
-		p.entries, st.Files, humanBytes(p.bytes), p.n, p.dir, bi, ei, filepath.Join(p.dir, "summary.txt"))
+		p.entries, st.Files, units.Size(p.bytes), p.n, p.dir, bi, ei, filepath.Join(p.dir, "summary.txt"))
 	if p.badNames > 0 {
 		errorf(p.stderr, "plan: %d names hold a newline or end in a carriage return and were left out: plan again with -0", p.badNames)
 		return exitPartial
@@ -455,12 +456,12 @@ func (p *planner) writeSummary(loads []planPiece) error {
 	st := p.st
 	printf(&b, "bulkmove plan of %s into %d parts\n\n", p.src, p.n)
 	fmt.Fprintf(&b, "entries      %d\nfiles        %d\nbytes        %d (%s)\ndirectories  %d\nsymlinks     %d\nhard links   %d\nexcluded     %d\nskipped      %d (sockets, devices, FIFOs)\nerrors       %d\n",
-		p.entries, st.Files, p.bytes, humanBytes(p.bytes), st.Dirs, st.Symlinks, st.Hardlinks, st.Excluded, st.Skipped, p.errs)
+		p.entries, st.Files, p.bytes, units.Size(p.bytes), st.Dirs, st.Symlinks, st.Hardlinks, st.Excluded, st.Skipped, p.errs)
 	bi, ei := imbalance(loads)
 	fmt.Fprintf(&b, "\nparts (%d pieces; the largest part is %+.1f%% of the mean in bytes, %+.1f%% in entries)\n", len(p.pieces), bi, ei)
 	fmt.Fprintf(&b, "%-10s %12s %16s %10s\n", "part", "entries", "bytes", "")
 	for i, l := range loads {
-		fmt.Fprintf(&b, "part-%04d  %12d %16d %10s\n", i+1, l.entries, l.bytes, humanBytes(l.bytes))
+		fmt.Fprintf(&b, "part-%04d  %12d %16d %10s\n", i+1, l.entries, l.bytes, units.Size(l.bytes))
 	}
 	fmt.Fprintf(&b, "\nfile sizes (powers of 4)\n%-22s %12s %16s\n", "size", "files", "bytes")
 	for k, h := range p.hist {
@@ -469,13 +470,13 @@ func (p *planner) writeSummary(loads []planPiece) error {
 		}
 		label := "0 (empty)"
 		if k > 0 {
-			label = fmt.Sprintf("[%s, %s)", sizeLabel(int64(1)<<(2*(k-1))), sizeLabel(int64(1)<<(2*k)))
+			label = fmt.Sprintf("[%s, %s)", units.Exact(int64(1)<<(2*(k-1))), units.Exact(int64(1)<<(2*k)))
 		}
 		fmt.Fprintf(&b, "%-22s %12d %16d\n", label, h.files, h.bytes)
 	}
 	fmt.Fprintf(&b, "\nlargest files\n")
 	for _, f := range p.top.sorted() {
-		printf(&b, "%16d %10s  %s\n", f.size, humanBytes(f.size), f.path)
+		printf(&b, "%16d %10s  %s\n", f.size, units.Size(f.size), f.path)
 	}
 	var tops topFiles
 	for d, pd := range p.dirs {
@@ -486,20 +487,9 @@ func (p *planner) writeSummary(loads []planPiece) error {
 	fmt.Fprintf(&b, "\nlargest directories (bytes of their whole subtree; files in it; bytes directly in it)\n")
 	for _, f := range tops.sorted() {
 		pd := p.dirs[f.path]
-		printf(&b, "%16d %10s %10d %16d  %s\n", pd.bytes, humanBytes(pd.bytes), pd.files, pd.ownBytes, f.path)
+		printf(&b, "%16d %10s %10d %16d  %s\n", pd.bytes, units.Size(pd.bytes), pd.files, pd.ownBytes, f.path)
 	}
 	return os.WriteFile(filepath.Join(p.dir, "summary.txt"), []byte(b.String()), planFileMode)
-}
-
-// sizeLabel names a power of 4 in the largest binary unit that divides it.
-func sizeLabel(n int64) string {
-	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
-	u := 0
-	for n >= 1024 && n%1024 == 0 && u < len(units)-1 {
-		n /= 1024
-		u++
-	}
-	return fmt.Sprintf("%d %s", n, units[u])
 }
 
 // topFiles keeps the planTop largest (path, size) pairs: a min-heap.

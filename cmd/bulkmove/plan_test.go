@@ -124,7 +124,7 @@ func TestPlanBalanced(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, s := range []string{"files        19900", "largest files", "largest directories", "[4 KiB, 16 KiB)"} {
+			for _, s := range []string{"files        19900", "largest files", "largest directories", "[4KiB, 16KiB)"} {
 				if !strings.Contains(string(sum), s) {
 					t.Errorf("summary.txt lacks %q:\n%s", s, sum)
 				}

@@ -9,8 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/dustin/go-humanize"
-
+	"github.com/bulkmove/bulkmove/internal/units"
 	"github.com/bulkmove/bulkmove/metrics"
 )
 
@@ -129,7 +128,7 @@ func (j *job) progress(ctx context.Context) func() {
 }
 
 func progressLine(m *metrics.Job, bps, fps float64) string {
-	planned := humanize.IBytes(uint64(max(m.PlannedBytes.Load(), 0)))
+	planned := units.Size(m.PlannedBytes.Load())
 	if !m.WalkDone.Load() {
 		planned += "+" // still growing: the walk goes on
 	}
@@ -147,10 +146,10 @@ func progressLine(m *metrics.Job, bps, fps float64) string {
 	if v := m.Verdict(); v != nil && v.Resource != metrics.Idle {
 		extra += " · bottleneck " + v.Resource
 	}
-	return fmt.Sprintf("%s / %s · %s files · %s files/s · %s/s · %s · %d streams%s",
-		humanize.IBytes(uint64(max(m.DoneBytes.Load(), 0))), planned,
-		humanize.Comma(m.DoneFiles.Load()+m.Skipped.Load()), humanize.Comma(int64(fps)),
-		humanize.IBytes(uint64(max(bps, 0))), eta, m.Active(), extra)
+	return fmt.Sprintf("%s / %s · %s files · %s files/s · %s · %s · %d streams%s",
+		units.Size(m.DoneBytes.Load()), planned,
+		units.Count(m.DoneFiles.Load()+m.Skipped.Load()), units.Count(int64(fps)),
+		units.Rate(int64(max(bps, 0))), eta, m.Active(), extra)
 }
 
 func streamLines(m *metrics.Job) []string {
@@ -158,7 +157,7 @@ func streamLines(m *metrics.Job) []string {
 	out := make([]string, len(in))
 	for i, c := range in {
 		out[i] = fmt.Sprintf("  stream %d: %s, %s files, read %.1fs, send blocked %.1fs, waiting %.1fs",
-			i, humanize.IBytes(uint64(c.BytesSent.Load())), humanize.Comma(c.FilesSent.Load()),
+			i, units.Size(c.BytesSent.Load()), units.Count(c.FilesSent.Load()),
 			float64(c.ReadNanos.Load())/1e9, float64(c.SendNanos.Load())/1e9, float64(c.WaitNanos.Load())/1e9)
 	}
 	return out

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 
+	"github.com/bulkmove/bulkmove/internal/units"
 	"github.com/bulkmove/bulkmove/stream"
 )
 
@@ -47,7 +48,7 @@ func (j *job) checkSpace(planned int64) error {
 	if free <= 0 || planned <= free {
 		return nil
 	}
-	msg := fmt.Sprintf("%s has %s free, and the walk has found %s to move so far", j.dst, humanBytes(free), humanBytes(planned))
+	msg := fmt.Sprintf("%s has %s free, and the walk has found %s to move so far", j.dst, units.Size(free), units.Size(planned))
 	if j.flags.requireSpace {
 		return fmt.Errorf("not enough space: %s (--require-space)", msg)
 	}

@@ -2,8 +2,9 @@
 // several goroutines, and a reader and a writer that draw from one.
 //
 // The rate of a bucket can change while streams draw from it (SetRate),
-// by hand or on a timetable (ParseSchedule, Schedule.Run); ParseRate reads
-// rates written the way rsync and rclone take them ("50M", "1.5G", "off").
+// by hand or on a timetable (ParseSchedule, Schedule.Run). A timetable's
+// rates are read by internal/units (ParseRate), as rsync and rclone take
+// them ("50M", "1.5G", "off").
 package ratelimit
 
 import (

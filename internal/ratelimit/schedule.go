@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/bulkmove/bulkmove/internal/units"
 )
 
 // Schedule is a weekly timetable of rates, as rclone's --bwlimit takes it.
@@ -38,7 +40,7 @@ const (
 //     "08:00,512K 12:00,10M 13:00,512K 18:00,30M 23:00,off" or
 //     "Mon-00:00,512K Sat-00:00,off".
 //
-// Rates are read by ParseRate; "off" is no limit. An entry's rate holds
+// Rates are read by units.ParseRate; "off" is no limit. An entry's rate holds
 // from its start until the next entry's, and the last entry of the week
 // holds on until the first: before the day's first HH:MM entry, the day
 // before's last one is in force. Where two entries start at the same time
@@ -52,7 +54,7 @@ func ParseSchedule(s string) (*Schedule, error) {
 		return nil, fmt.Errorf("rate schedule %q: empty", s)
 	}
 	if len(fields) == 1 && !strings.Contains(fields[0], ",") {
-		rate, err := ParseRate(fields[0])
+		rate, err := units.ParseRate(fields[0])
 		if err != nil {
 			return nil, fmt.Errorf("rate schedule %q: %w", s, err)
 		}
@@ -68,7 +70,7 @@ func ParseSchedule(s string) (*Schedule, error) {
 		if err != nil {
 			return nil, fmt.Errorf("rate schedule %q: entry %q: %w", s, f, err)
 		}
-		rate, err := ParseRate(rateText)
+		rate, err := units.ParseRate(rateText)
 		if err != nil {
 			return nil, fmt.Errorf("rate schedule %q: entry %q: %w", s, f, err)
 		}

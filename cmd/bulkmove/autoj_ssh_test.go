@@ -84,7 +84,7 @@ func TestAutoJSSH(t *testing.T) {
 	if most <= 4 || len(log) == 0 {
 		t.Errorf("grew to %d streams, want more than 4, and the decisions in the log (-v):\n%s", most, out)
 	}
-	if !strings.Contains(out, "bulkmove: 300 files, 75.0 MiB") {
+	if !strings.Contains(out, "bulkmove: 300 files, 75 MiB") {
 		t.Errorf("not all moved:\n%s", out)
 	}
 	treecmp.Equal(t, src, dst)

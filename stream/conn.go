@@ -1,8 +1,9 @@
 // Package stream moves batches from a sender to a receiver: the sender's
-// pool of K stream workers, the per-connection protocol client, the
-// receiver agent that serves it, and the local transport that applies
-// batches in-process. All transports share package extract's receiver, so
-// the safety rules are the same whichever way the data travels.
+// pool of K stream workers, the per-connection protocol client, and the
+// receiver agent that serves it. How the streams reach the receiver is a
+// transport's (package transport; the in-process one is transport/local).
+// All transports share package extract's receiver, so the safety rules
+// are the same whichever way the data travels.
 //
 // A job runs in three phases. First every stream pulls batches of regular
 // files from one shared queue (so K streams finish together) with two

@@ -23,11 +23,11 @@ import (
 // lseek more a file is not worth what a hole could save.
 const sparseMin = 128 << 10
 
-// extras reads what travels with the regular file e besides its data, from
+// Extras reads what travels with the regular file e besides its data, from
 // its open descriptor: its sparse map (nil: dense) and its attributes. A
 // problem with the attributes is err: the file still goes, without those
 // it could not read.
-func (s Source) extras(f *File, e *sharder.Entry) (ext []wire.Extent, xs []wire.Xattr, err error) {
+func (s Source) Extras(f *File, e *sharder.Entry) (ext []wire.Extent, xs []wire.Xattr, err error) {
 	if s.Sparse && e.Size >= sparseMin {
 		ext = extents(f.fd, e.Size)
 	}
@@ -186,9 +186,9 @@ func mergeExtents(ext []wire.Extent, minHole int64) []wire.Extent {
 	return out
 }
 
-// dataReader reads what of f travels: all of it (f itself, which
+// DataReader reads what of f travels: all of it (f itself, which
 // copy_file_range can take), or only the extents' data, in order.
-func dataReader(f *File, ext []wire.Extent) io.Reader {
+func DataReader(f *File, ext []wire.Extent) io.Reader {
 	if ext == nil {
 		return f
 	}

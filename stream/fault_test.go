@@ -19,6 +19,7 @@ import (
 	"github.com/bulkmove/bulkmove/receive/extract"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/stream"
+	"github.com/bulkmove/bulkmove/transport/local"
 )
 
 // flaky is a stream that breaks (a cut connection) after moving `after`
@@ -88,7 +89,7 @@ func newFaultCase(t *testing.T) *faultCase {
 }
 
 func (fc *faultCase) local() stream.Conn {
-	return &stream.Local{Recv: fc.recv, Src: stream.Source{Root: fc.src}}
+	return &local.Conn{Recv: fc.recv, Src: stream.Source{Root: fc.src}}
 }
 
 type warnings struct {

@@ -16,6 +16,7 @@ import (
 	"github.com/bulkmove/bulkmove/receive/extract"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/stream"
+	"github.com/bulkmove/bulkmove/transport/local"
 )
 
 // TestLocalOverlap: on a slow destination (many operations at once) a
@@ -51,7 +52,7 @@ func TestLocalOverlap(t *testing.T) {
 			<-gate
 		}
 	}
-	l := &stream.Local{Recv: recv, Src: stream.Source{Root: src}.WithOpenHook(hold)}
+	l := &local.Conn{Recv: recv, Src: stream.Source{Root: src}.WithOpenHook(hold)}
 
 	in := make(chan *sharder.Batch)
 	var mu sync.Mutex
@@ -128,7 +129,7 @@ func TestLocalSourceBecameFIFO(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer recv.Close()
-	l := &stream.Local{Recv: recv, Src: stream.Source{Root: src}}
+	l := &local.Conn{Recv: recv, Src: stream.Source{Root: src}}
 	in := make(chan *sharder.Batch, 1)
 	in <- &sharder.Batch{ID: 1, Entries: []sharder.Entry{{Path: "f", Kind: sharder.KindFile, Mode: 0o644, Size: 3, MTime: 1}}}
 	close(in)

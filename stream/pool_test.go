@@ -22,6 +22,7 @@ import (
 	"github.com/bulkmove/bulkmove/receive/extract"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/stream"
+	"github.com/bulkmove/bulkmove/transport/local"
 	"github.com/bulkmove/bulkmove/wire"
 )
 
@@ -144,7 +145,7 @@ var transports = []transport{
 		t.Cleanup(func() { recv.Close() })
 		conns := make([]stream.Conn, k)
 		for i := range conns {
-			conns[i] = &stream.Local{Recv: recv, Src: src}
+			conns[i] = &local.Conn{Recv: recv, Src: src}
 		}
 		return conns
 	}},
@@ -167,7 +168,7 @@ var transports = []transport{
 		src.IO = ioconc.Fixed(16)
 		conns := make([]stream.Conn, k)
 		for i := range conns {
-			conns[i] = &stream.Local{Recv: recv, Src: src}
+			conns[i] = &local.Conn{Recv: recv, Src: src}
 		}
 		return conns
 	}},
@@ -611,7 +612,7 @@ func TestPoolOpening(t *testing.T) {
 	}
 	defer recv.Close()
 	var walkDone atomic.Bool
-	order := &takeOrder{Conn: &stream.Local{Recv: recv, Src: stream.Source{Root: src}}, walkDone: &walkDone}
+	order := &takeOrder{Conn: &local.Conn{Recv: recv, Src: stream.Source{Root: src}}, walkDone: &walkDone}
 	fileCost := int64(4096 + sharder.DefaultFileCost)
 	col := &collector{}
 	pool := &stream.Pool{Conns: []stream.Conn{order}, OnResult: col.add, Opening: 10 * fileCost}

@@ -182,22 +182,6 @@ func candidates(d wire.PruneDir) []extract.Candidate {
 	return cs
 }
 
-// Prune implements Pruner.
-func (l *Local) Prune(ctx context.Context, req *wire.PruneRequest, done func(*wire.PruneResult)) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	res, err := ApplyPrune(l.Recv, &l.pruning, req, func(r *wire.PruneResult) error {
-		done(r)
-		return ctx.Err()
-	})
-	if err != nil {
-		return err
-	}
-	done(res)
-	return nil
-}
-
 // Prune implements Pruner: one round trip, whose answer may come in
 // several frames.
 func (c *Client) Prune(ctx context.Context, req *wire.PruneRequest, done func(*wire.PruneResult)) error {

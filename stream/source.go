@@ -88,8 +88,8 @@ func (f *File) Read(p []byte) (int, error) {
 	}
 }
 
-// seek moves f to off, where a range of a split file starts.
-func (f *File) seek(off int64) error {
+// SeekTo moves f to off, where a range of a split file starts.
+func (f *File) SeekTo(off int64) error {
 	if _, err := unix.Seek(f.fd, off, io.SeekStart); err != nil {
 		return &os.PathError{Op: "seek", Path: f.Name(), Err: err}
 	}
@@ -377,8 +377,8 @@ func (s Source) writeTar(w io.Writer, b *wire.BatchManifest, need []bool, ctr *C
 		var xs []wire.Xattr
 		var xerr error
 		if !e.IsRange() { // a split file's ranges go bare (see sharder.Options.SplitSize)
-			ext, xs, xerr = s.extras(f, e) // a sparse map, extended attributes
-		} else if serr := f.seek(e.Off); serr != nil {
+			ext, xs, xerr = s.Extras(f, e) // a sparse map, extended attributes
+		} else if serr := f.SeekTo(e.Off); serr != nil {
 			f.Close()
 			failed = append(failed, SourceError{i, serr})
 			continue
@@ -408,7 +408,7 @@ func (s Source) writeTar(w io.Writer, b *wire.BatchManifest, need []bool, ctr *C
 				f.Close()
 				return nil, nil, nil, err
 			}
-			fr := dataReader(f, ext)
+			fr := DataReader(f, ext)
 			if f.ahead == nil { // (read ahead: paced already)
 				fr = ratelimit.Reader(fr, s.Limit)
 			}

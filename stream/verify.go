@@ -21,22 +21,3 @@ func (c *Client) Verify(ctx context.Context, in <-chan *sharder.Batch, content b
 	_, err := c.run(ctx, in, wire.FlagVerify, content, done)
 	return err
 }
-
-// Verify implements Verifier.
-func (l *Local) Verify(ctx context.Context, in <-chan *sharder.Batch, content bool, done func(Result)) error {
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case b, ok := <-in:
-			if !ok {
-				return nil
-			}
-			var sums []wire.Sum
-			if content {
-				sums = l.Src.Sums(b.Entries)
-			}
-			done(Result{Batch: b, Ack: &wire.BatchAck{ID: b.ID, Errors: l.Recv.Verify(b.Entries, sums)}})
-		}
-	}
-}

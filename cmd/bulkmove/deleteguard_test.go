@@ -13,6 +13,7 @@ import (
 	"github.com/bulkmove/bulkmove/filter"
 	"github.com/bulkmove/bulkmove/receive/extract"
 	"github.com/bulkmove/bulkmove/stream"
+	"github.com/bulkmove/bulkmove/transport/local"
 	"github.com/bulkmove/bulkmove/wire"
 )
 
@@ -44,7 +45,7 @@ func TestDeleteCeiling(t *testing.T) {
 	defer recv.Close()
 	j := &job{flags: moveFlags{rules: new(filter.Rules)}, stdout: io.Discard, stderr: io.Discard, src: src, dst: dst}
 	removed := 0
-	_, err = j.prunePass(context.Background(), []stream.Conn{&stream.Local{Recv: recv}}, plan{walkRoot: src, dstRoot: dst},
+	_, err = j.prunePass(context.Background(), []stream.Conn{&local.Conn{Recv: recv}}, plan{walkRoot: src, dstRoot: dst},
 		pruneMode{ceiling: 100}, func(r *wire.PruneResult) { removed += len(r.Removed) })
 	if !errors.Is(err, errOverCeiling) {
 		t.Fatalf("prune past the ceiling: %v, want errOverCeiling", err)
@@ -62,7 +63,7 @@ func TestDeleteCeiling(t *testing.T) {
 // requests that have the receiver list it (all but Exact ones, which
 // name entries) and those that name entries in it.
 type listings struct {
-	*stream.Local
+	*local.Conn
 	listed, named map[string]int
 }
 
@@ -74,7 +75,7 @@ func (l *listings) Prune(ctx context.Context, req *wire.PruneRequest, done func(
 			l.listed[d.Dir]++
 		}
 	}
-	return l.Local.Prune(ctx, req, done)
+	return l.Conn.Prune(ctx, req, done)
 }
 
 // TestDeleteGuardListsOnce: a guarded --delete (and one under
@@ -117,7 +118,7 @@ func TestDeleteGuardListsOnce(t *testing.T) {
 			if maxDelete {
 				j.flags.maxDelete = countFlag{set: true, n: 2}
 			}
-			conn := &listings{Local: &stream.Local{Recv: recv}, listed: map[string]int{}, named: map[string]int{}}
+			conn := &listings{Conn: &local.Conn{Recv: recv}, listed: map[string]int{}, named: map[string]int{}}
 			if err := j.deletePass(plan{walkRoot: src, dstRoot: dst})(context.Background(), []stream.Conn{conn}); err != nil {
 				t.Fatal(err)
 			}

@@ -26,6 +26,7 @@ import (
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/stream"
 	"github.com/bulkmove/bulkmove/transport/dataplane"
+	"github.com/bulkmove/bulkmove/transport/local"
 	"github.com/bulkmove/bulkmove/transport/sshx"
 	"github.com/bulkmove/bulkmove/wire"
 )
@@ -830,9 +831,9 @@ func (j *job) connect(ctx context.Context, p plan) ([]stream.Conn, func(), error
 		}
 		conns := make([]stream.Conn, j.flags.jobs)
 		for i := range conns {
-			conns[i] = &stream.Local{Recv: recv, Src: p.src}
+			conns[i] = &local.Conn{Recv: recv, Src: p.src}
 		}
-		j.addConn = func(context.Context, int) (stream.Conn, error) { return &stream.Local{Recv: recv, Src: p.src}, nil }
+		j.addConn = func(context.Context, int) (stream.Conn, error) { return &local.Conn{Recv: recv, Src: p.src}, nil }
 		return conns, func() { recv.Close() }, nil
 	}
 	self, err := os.Executable()

@@ -5,6 +5,7 @@ import (
 
 	"github.com/bulkmove/bulkmove/internal/units"
 	"github.com/bulkmove/bulkmove/stream"
+	"github.com/bulkmove/bulkmove/transport/local"
 )
 
 // destFree is the free space at DEST as the receivers report it (or, for
@@ -16,7 +17,7 @@ func destFree(conns []stream.Conn, dstRoot string) int64 {
 			if c.Peer.Free > 0 {
 				return c.Peer.Free
 			}
-		case *stream.Local:
+		case *local.Conn:
 			return c.Recv.FreeSpace()
 		}
 	}
@@ -32,7 +33,7 @@ func destSays(conns []stream.Conn) (slow bool, id string) {
 		switch c := c.(type) {
 		case *stream.Client:
 			return c.Peer.Slow, c.Peer.DestID
-		case *stream.Local:
+		case *local.Conn:
 			return c.Recv.Slow(), c.Recv.Identity()
 		}
 	}

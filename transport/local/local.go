@@ -1,4 +1,13 @@
-package stream
+// Package local is the transport to a receiver in this process (a DEST on
+// this machine): no tar, no wire, no socket; file data goes from the
+// source file to the temporary file at the destination with
+// copy_file_range. The job's streams share one extract.Receiver, so the
+// safety rules are those of every other transport.
+//
+// It imports the receiving side (receive/extract) as only a transport that
+// runs the receiver in-process may; the sending side's pool drives its
+// Conns like any other.
+package local
 
 import (
 	"context"
@@ -8,16 +17,17 @@ import (
 	"github.com/bulkmove/bulkmove/internal/ratelimit"
 	"github.com/bulkmove/bulkmove/receive/extract"
 	"github.com/bulkmove/bulkmove/sharder"
+	"github.com/bulkmove/bulkmove/stream"
 	"github.com/bulkmove/bulkmove/wire"
 )
 
-// Local is a stream to a receiver in this process: no tar, no wire; file
+// Conn is a stream to a receiver in this process: no tar, no wire; file
 // data goes from the source file to the temporary file with
-// copy_file_range. Several Local streams share one Receiver.
-type Local struct {
+// copy_file_range. Several Conns share one Receiver.
+type Conn struct {
 	Recv *extract.Receiver
-	Src  Source
-	ctr  *Counters
+	Src  stream.Source
+	ctr  *stream.Counters
 	// Limit, if set, is the job's transfer limit (shared by all streams),
 	// on top of Src.Limit: locally, the bytes copied. While its rate is
 	// not zero, files are read and written rather than handed to
@@ -25,18 +35,18 @@ type Local struct {
 	// of rate from or to no limit applies from the next file.
 	Limit *ratelimit.Bucket
 
-	pruning Pruning // a --delete of a directory in several requests
+	pruning stream.Pruning // a --delete of a directory in several requests
 }
 
-// SetCounters implements Counted. Locally, reading and writing are one
+// SetCounters implements stream.Counted. Locally, reading and writing are one
 // copy_file_range: their time is the receiver's write time.
-func (l *Local) SetCounters(c *Counters) { l.ctr = c }
+func (l *Conn) SetCounters(c *stream.Counters) { l.ctr = c }
 
-// SetLimit implements Limited.
-func (l *Local) SetLimit(b *ratelimit.Bucket) { l.Limit = b }
+// SetLimit implements stream.Limited.
+func (l *Conn) SetLimit(b *ratelimit.Bucket) { l.Limit = b }
 
-// Run implements Conn.
-func (l *Local) Run(ctx context.Context, in <-chan *sharder.Batch, done func(Result)) ([]*sharder.Batch, error) {
+// Run implements stream.Conn.
+func (l *Conn) Run(ctx context.Context, in <-chan *sharder.Batch, done func(stream.Result)) ([]*sharder.Batch, error) {
 	// On a slow destination a batch's renames go on while the next one is
 	// written, and localOverlap batches are written at once: the next
 	// starts while the last files of the one before are written (most
@@ -50,7 +60,7 @@ func (l *Local) Run(ctx context.Context, in <-chan *sharder.Batch, done func(Res
 	}()
 	// finish commits a written batch and reports it once the one before
 	// it (before, if not nil) is out.
-	finish := func(r Result, commit func() *wire.BatchAck, before chan struct{}) {
+	finish := func(r stream.Result, commit func() *wire.BatchAck, before chan struct{}) {
 		r.Ack = commit()
 		if l.ctr != nil {
 			l.ctr.BytesSent.Add(r.Ack.Bytes)
@@ -97,7 +107,7 @@ func (l *Local) Run(ctx context.Context, in <-chan *sharder.Batch, done func(Res
 	}
 }
 
-// localOverlap is how many batches a Local stream writes at once on a
+// localOverlap is how many batches a Conn writes at once on a
 // slow destination. With one, a batch's last files went into place by few
 // goroutines while the filesystem could take many more, and each
 // directory's lock takes the links into it one at a time: the files of
@@ -106,8 +116,8 @@ func (l *Local) Run(ctx context.Context, in <-chan *sharder.Batch, done func(Res
 // better.
 const localOverlap = 2
 
-// Final implements Conn.
-func (l *Local) Final(ctx context.Context, bs []*sharder.Batch, done func(Result)) error {
+// Final implements stream.Conn.
+func (l *Conn) Final(ctx context.Context, bs []*sharder.Batch, done func(stream.Result)) error {
 	for _, b := range bs {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -117,13 +127,13 @@ func (l *Local) Final(ctx context.Context, bs []*sharder.Batch, done func(Result
 	return nil
 }
 
-// Close implements Conn.
-func (l *Local) Close(context.Context) (wire.Totals, error) {
+// Close implements stream.Conn.
+func (l *Conn) Close(context.Context) (wire.Totals, error) {
 	l.pruning.Close()
 	return l.Recv.Totals(), nil
 }
 
-func (l *Local) apply(b *sharder.Batch, final bool) Result {
+func (l *Conn) apply(b *sharder.Batch, final bool) stream.Result {
 	res, commit := l.write(b, final)
 	res.Ack = commit()
 	return res
@@ -131,11 +141,11 @@ func (l *Local) apply(b *sharder.Batch, final bool) Result {
 
 // write writes batch b's files (or applies a final batch's entries) and
 // returns what commits them.
-func (l *Local) write(b *sharder.Batch, final bool) (Result, func() *wire.BatchAck) {
-	res := Result{Batch: b, Final: final}
+func (l *Conn) write(b *sharder.Batch, final bool) (stream.Result, func() *wire.BatchAck) {
+	res := stream.Result{Batch: b, Final: final}
 	t := l.Recv.Begin(b.Entries)
 	if final {
-		t.SetXattrs(l.Src.EntryXattrs(b.Entries, func(e SourceError) { res.SrcErrors = append(res.SrcErrors, e) }))
+		t.SetXattrs(l.Src.EntryXattrs(b.Entries, func(e stream.SourceError) { res.SrcErrors = append(res.SrcErrors, e) }))
 		t.ApplyFinal()
 		return res, func() *wire.BatchAck { return t.Commit(b.ID, nil) }
 	}
@@ -161,7 +171,7 @@ func (l *Local) write(b *sharder.Batch, final bool) (Result, func() *wire.BatchA
 	// open source directory.
 	width := max(l.Src.IO.Width(), l.Recv.IOWidth())
 	early := l.Recv.IOWidth() > 1
-	dirs := SharedDirs()
+	dirs := stream.SharedDirs()
 	defer dirs.Close()
 	var mu sync.Mutex
 	var discards []wire.Discard
@@ -175,7 +185,7 @@ func (l *Local) write(b *sharder.Batch, final bool) (Result, func() *wire.BatchA
 		f, err := l.Src.OpenIn(dirs, e)
 		if err != nil {
 			mu.Lock()
-			res.SrcErrors = append(res.SrcErrors, SourceError{i, err})
+			res.SrcErrors = append(res.SrcErrors, stream.SourceError{Index: i, Err: err})
 			mu.Unlock()
 			return
 		}
@@ -185,19 +195,19 @@ func (l *Local) write(b *sharder.Batch, final bool) (Result, func() *wire.BatchA
 		var xs []wire.Xattr
 		var xerr error
 		if !e.IsRange() { // a split file's ranges go bare
-			ext, xs, xerr = l.Src.extras(f, e) // a sparse map, extended attributes
-		} else if err := f.seek(e.Off); err != nil {
+			ext, xs, xerr = l.Src.Extras(f, e) // a sparse map, extended attributes
+		} else if err := f.SeekTo(e.Off); err != nil {
 			mu.Lock()
-			res.SrcErrors = append(res.SrcErrors, SourceError{i, err})
+			res.SrcErrors = append(res.SrcErrors, stream.SourceError{Index: i, Err: err})
 			mu.Unlock()
 			return
 		}
 		if xerr != nil {
 			mu.Lock()
-			res.SrcErrors = append(res.SrcErrors, SourceError{i, xerr})
+			res.SrcErrors = append(res.SrcErrors, stream.SourceError{Index: i, Err: xerr})
 			mu.Unlock()
 		}
-		r := ratelimit.Reader(dataReader(f, ext), l.Src.Limit)
+		r := ratelimit.Reader(stream.DataReader(f, ext), l.Src.Limit)
 		if l.Limit.Rate() > 0 {
 			r = ratelimit.Reader(r, l.Limit)
 		}
@@ -230,11 +240,46 @@ func (l *Local) write(b *sharder.Batch, final bool) (Result, func() *wire.BatchA
 			t.Withdraw(i)
 		}
 		mu.Lock()
-		res.SrcErrors = append(res.SrcErrors, SourceError{i, cerr})
+		res.SrcErrors = append(res.SrcErrors, stream.SourceError{Index: i, Err: cerr})
 		if werr == nil {
 			discards = append(discards, wire.Discard{Index: i, Reason: cerr.Error()})
 		}
 		mu.Unlock()
 	})
 	return res, func() *wire.BatchAck { return t.Commit(b.ID, discards) }
+}
+
+// Prune implements stream.Pruner.
+func (l *Conn) Prune(ctx context.Context, req *wire.PruneRequest, done func(*wire.PruneResult)) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	res, err := stream.ApplyPrune(l.Recv, &l.pruning, req, func(r *wire.PruneResult) error {
+		done(r)
+		return ctx.Err()
+	})
+	if err != nil {
+		return err
+	}
+	done(res)
+	return nil
+}
+
+// Verify implements stream.Verifier.
+func (l *Conn) Verify(ctx context.Context, in <-chan *sharder.Batch, content bool, done func(stream.Result)) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case b, ok := <-in:
+			if !ok {
+				return nil
+			}
+			var sums []wire.Sum
+			if content {
+				sums = l.Src.Sums(b.Entries)
+			}
+			done(stream.Result{Batch: b, Ack: &wire.BatchAck{ID: b.ID, Errors: l.Recv.Verify(b.Entries, sums)}})
+		}
+	}
 }

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/bulkmove/bulkmove/internal/units"
 	"github.com/bulkmove/bulkmove/receive/extract"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/wire"
@@ -176,7 +177,7 @@ func (h *Hub) take(n int64, what string) error {
 	defer h.mu.Unlock()
 	if limit := h.memLimit(); h.held+n > limit {
 		return fmt.Errorf("agent: %w: %s would take %s of memory while the job's batches hold %s, over its limit of %s for manifests not yet committed and frames being read; "+
-			"send smaller batches (--batch-files) or fewer streams (-j)", wire.ErrLimit, what, mib(n), mib(h.held), mib(limit))
+			"send smaller batches (--batch-files) or fewer streams (-j)", wire.ErrLimit, what, units.Size(n), units.Size(h.held), units.Size(limit))
 	}
 	if err := h.Shared.take(n, what); err != nil {
 		return err
@@ -209,7 +210,7 @@ func (b *MemoryBudget) take(n int64, what string) error {
 	defer b.mu.Unlock()
 	if b.held+n > b.Limit {
 		return fmt.Errorf("agent: %w: %s would take %s of memory while this receiver's jobs hold %s, over its limit of %s for all its jobs' manifests and frames being read; "+
-			"try again when fewer jobs run, or send smaller batches (--batch-files)", wire.ErrLimit, what, mib(n), mib(b.held), mib(b.Limit))
+			"try again when fewer jobs run, or send smaller batches (--batch-files)", wire.ErrLimit, what, units.Size(n), units.Size(b.held), units.Size(b.Limit))
 	}
 	b.held += n
 	return nil
@@ -236,15 +237,7 @@ func (h *Hub) sharedLimit() string {
 	if h.Shared == nil {
 		return ""
 	}
-	return fmt.Sprintf(", this receiver's limit for all its jobs %s", mib(h.Shared.Limit))
-}
-
-// mib formats a byte count for the budget's messages.
-func mib(n int64) string {
-	if n < 1<<20 {
-		return fmt.Sprintf("%d bytes", n)
-	}
-	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	return fmt.Sprintf(", this receiver's limit for all its jobs %s", units.Size(h.Shared.Limit))
 }
 
 // sessionMem is what one session holds of its job's manifest memory: a
@@ -439,7 +432,7 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 			m, err := wire.DecodeManifestMax(p, h.room())
 			if err != nil {
 				if errors.Is(err, wire.ErrLimit) {
-					err = fmt.Errorf("agent: %w; the job's limit for manifests not yet committed is %s%s: send smaller batches (--batch-files) or fewer streams (-j)", err, mib(h.limit()), h.sharedLimit())
+					err = fmt.Errorf("agent: %w; the job's limit for manifests not yet committed is %s%s: send smaller batches (--batch-files) or fewer streams (-j)", err, units.Size(h.limit()), h.sharedLimit())
 				}
 				return fail(err)
 			}

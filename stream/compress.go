@@ -82,6 +82,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/bulkmove/bulkmove/internal/ioconc"
+	"github.com/bulkmove/bulkmove/internal/units"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/wire"
 )
@@ -334,7 +335,7 @@ func (d *deflater) codec(src Source, m *wire.BatchManifest, need []bool) byte {
 			return wire.CodecNone
 		}
 		a.on, a.probeIn, a.probeEvery = true, firstProbe, firstProbe
-		d.log("compression on: writes blocked %.0f%% of the time, the link takes %s/s; a sample compresses to %.0f%%",
+		d.log("compression on: writes blocked %.0f%% of the time, the link takes %s; a sample compresses to %.0f%%",
 			100*a.blocked, rateStr(a.link.v), 100*ratio)
 	}
 	return wire.CodecZstd
@@ -507,7 +508,7 @@ func (d *deflater) observe(codec byte, in, out int64, wall, blocked time.Duratio
 		// Plain data went as fast as the stream made it: compression
 		// cannot beat that.
 		a.on, a.probe = false, false
-		d.log("compression off: the link takes plain data as fast as the stream makes it (%s/s)", rateStr(a.pu.v))
+		d.log("compression off: the link takes plain data as fast as the stream makes it (%s)", rateStr(a.pu.v))
 		return
 	}
 	if codec == wire.CodecZstd && !waited && out >= probeEvidence {
@@ -523,7 +524,7 @@ func (d *deflater) observe(codec byte, in, out int64, wall, blocked time.Duratio
 	// no known cost to weigh compressing against.)
 	if a.pc.ok && (a.link.ok || !d.far) && tu*switchMargin < tc {
 		a.on = false
-		d.log("compression off: CPU-bound, compressing takes %s/s of data, the link takes %s/s plain",
+		d.log("compression off: CPU-bound, compressing takes %s of data, the link takes %s plain",
 			rateStr(a.pc.v), rateStr(a.link.v))
 	}
 }
@@ -552,22 +553,12 @@ func (d *deflater) log(format string, args ...any) {
 	}
 }
 
-// rateStr formats a cost in nanoseconds per byte as a rate.
+// rateStr formats a cost in nanoseconds per byte as a rate: "12 MiB/s".
 func rateStr(nsPerByte float64) string {
-	if nsPerByte <= 0 {
+	if nsPerByte <= 0 || 1e9/nsPerByte >= math.MaxInt64 {
 		return "∞"
 	}
-	return humanRate(1e9 / nsPerByte)
-}
-
-func humanRate(bps float64) string {
-	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
-	i := 0
-	for bps >= 1024 && i < len(units)-1 {
-		bps /= 1024
-		i++
-	}
-	return fmt.Sprintf("%.1f %s", bps, units[i])
+	return units.Rate(int64(1e9 / nsPerByte))
 }
 
 // autoPolicy is auto mode's state: see the package comment above.

@@ -86,7 +86,7 @@ func TestAttackPendingManifests(t *testing.T) {
 		if f.typ == wire.Fail {
 			err := a.wait()
 			msg := err.Error()
-			if !errors.Is(err, wire.ErrLimit) || !strings.Contains(msg, "256.0 MiB") || !strings.Contains(msg, "manifests not yet committed") {
+			if !errors.Is(err, wire.ErrLimit) || !strings.Contains(msg, "256 MiB") || !strings.Contains(msg, "manifests not yet committed") {
 				t.Fatalf("manifest %d refused with %v, want an error naming the job's limit of 256 MiB for manifests", id, err)
 			}
 			if id < 2 {
@@ -310,7 +310,7 @@ func TestHubSharedBudget(t *testing.T) {
 	b.handshake()
 	b.send(wire.Manifest, final(3, 200))
 	err := b.failed()
-	if !errors.Is(err, wire.ErrLimit) || !strings.Contains(err.Error(), "for all its jobs") || !strings.Contains(err.Error(), "65536 bytes") {
+	if !errors.Is(err, wire.ErrLimit) || !strings.Contains(err.Error(), "for all its jobs") || !strings.Contains(err.Error(), "jobs 64 KiB") {
 		t.Errorf("job B's manifest past the shared budget: %v, want a refusal naming the receiver's limit across jobs", err)
 	}
 	// A commit frame declared past what is left is refused at its header.

@@ -7,7 +7,8 @@
 //	gentree -kind large -n 4 -size 256MiB -o DIR                # N large files
 //	gentree -kind huge -size 4GiB -n 100000 -o DIR              # one SIZE file + N × 1 KiB in DIR/small
 //
-// Sizes take binary suffixes: K, KiB, M, MiB, G, GiB (case-insensitive).
+// Sizes are read as rsync reads them (internal/units): K, M, G or KiB, MiB,
+// GiB are powers of 1024, KB, MB, GB powers of 1000, a bare number bytes.
 // DIR is created if missing; the generated names must not exist in it. A
 // one-line summary goes to stderr unless -q.
 package main
@@ -18,11 +19,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/bulkmove/bulkmove/internal/gentree"
+	"github.com/bulkmove/bulkmove/internal/units"
 )
 
 func main() {
@@ -46,7 +46,7 @@ func main() {
 	var size int64
 	if *sizeFlag != "" {
 		var err error
-		if size, err = parseSize(*sizeFlag); err != nil {
+		if size, err = units.ParseSize(*sizeFlag, units.BareBytes); err != nil {
 			fatalf("-size: %v", err)
 		}
 	}
@@ -104,8 +104,8 @@ func main() {
 	elapsed := time.Since(start)
 	if !*quiet {
 		files, dirs, bytes := count(*out)
-		fmt.Fprintf(os.Stderr, "gentree: %s tree in %s: %d files, %d dirs, %.1f MB in %.2fs\n",
-			*kind, *out, files, dirs, float64(bytes)/1e6, elapsed.Seconds())
+		fmt.Fprintf(os.Stderr, "gentree: %s tree in %s: %s files, %s dirs, %s in %.2fs\n",
+			*kind, *out, units.Count(int64(files)), units.Count(int64(dirs)), units.Size(bytes), elapsed.Seconds())
 	}
 }
 
@@ -128,26 +128,6 @@ func count(dir string) (files, dirs int, bytes int64) {
 		return nil
 	})
 	return
-}
-
-// parseSize parses a byte count with an optional binary suffix.
-func parseSize(s string) (int64, error) {
-	t := strings.ToLower(strings.TrimSpace(s))
-	mult := int64(1)
-	for _, u := range []struct {
-		suffix string
-		mult   int64
-	}{{"kib", 1 << 10}, {"mib", 1 << 20}, {"gib", 1 << 30}, {"k", 1 << 10}, {"m", 1 << 20}, {"g", 1 << 30}, {"b", 1}} {
-		if strings.HasSuffix(t, u.suffix) {
-			t, mult = strings.TrimSpace(strings.TrimSuffix(t, u.suffix)), u.mult
-			break
-		}
-	}
-	v, err := strconv.ParseInt(t, 10, 64)
-	if err != nil || v < 0 || v > (1<<62)/mult {
-		return 0, fmt.Errorf("bad size %q (want N, NKiB, NMiB or NGiB)", s)
-	}
-	return v * mult, nil
 }
 
 func fatalf(format string, args ...any) {

@@ -35,7 +35,7 @@ func (g *gentleFlags) register(fs *flag.FlagSet) {
 func (g *gentleFlags) hubArgs() []string {
 	args := g.niceFlags.args()
 	if g.maxReadRate > 0 {
-		args = append(args, "--max-read-rate", strconv.FormatInt(int64(g.maxReadRate), 10)+"B")
+		args = append(args, "--max-read-rate", rateText(int64(g.maxReadRate)))
 	}
 	return args
 }

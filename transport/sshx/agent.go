@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/pkg/sftp"
+
+	"github.com/bulkmove/bulkmove/internal/units"
 )
 
 // CacheDir is where EnsureAgent keeps uploaded binaries on the remote,
@@ -212,8 +214,8 @@ func (c *Client) EnsureAgent(ctx context.Context, remotePath, version string, wa
 	var rnd [6]byte
 	_, _ = rand.Read(rnd[:])
 	tmp := path.Join(dir, ".bulkmove.tmp."+hex.EncodeToString(rnd[:]))
-	c.notes.print(fmt.Sprintf("uploading bulkmove (%s/%s, %.1f MB) to %s:%s", runtime.GOOS, runtime.GOARCH,
-		float64(size)/1e6, c.alias, final))
+	c.notes.print(fmt.Sprintf("uploading bulkmove (%s/%s, %s) to %s:%s", runtime.GOOS, runtime.GOARCH,
+		units.Size(size), c.alias, final))
 	if err := c.upload(ctx, localBinary, tmp); err != nil {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		_, _ = c.Output(cctx, "rm -f "+ShellQuote(tmp))

@@ -5,8 +5,6 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/bulkmove/bulkmove/stream"
 )
 
 // AutoJ is what -j auto does to a job's streams, for the metrics.
@@ -46,7 +44,7 @@ func (j *Job) collectAuto(m func(d desc, v float64, labels ...string)) {
 
 // StreamsInUse are the counters of the streams that are or were at work
 // (not the spare ones of -j auto).
-func (j *Job) StreamsInUse() []*stream.Counters {
+func (j *Job) StreamsInUse() []*Stream {
 	if n := int(j.AutoJ.InUse.Load()); n > 0 && n < len(j.Streams) {
 		return j.Streams[:n]
 	}

@@ -138,17 +138,19 @@ func (j *Job) Registry(version string) *prometheus.Registry {
 	if j.Shard != "" {
 		labels = prometheus.Labels{"shard": j.Shard}
 	}
-	return newRegistry(version, j, labels)
+	return newRegistry(version, labels, j)
 }
 
-func newRegistry(version string, c prometheus.Collector, labels prometheus.Labels) *prometheus.Registry {
+// newRegistry is a registry with ours (each labelled with labels), build
+// information and the standard Go and process collectors.
+func newRegistry(version string, labels prometheus.Labels, ours ...prometheus.Collector) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	ours := prometheus.WrapRegistererWith(labels, reg)
-	ours.MustRegister(c)
+	wrapped := prometheus.WrapRegistererWith(labels, reg)
+	wrapped.MustRegister(ours...)
 	bi := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "bulkmove_build_info", Help: "Version of bulkmove and of Go; always 1."}, []string{"version", "goversion"})
 	bi.WithLabelValues(version, runtime.Version()).Set(1)
-	ours.MustRegister(bi)
+	wrapped.MustRegister(bi)
 	return reg
 }
 

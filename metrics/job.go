@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/bulkmove/bulkmove/internal/ratelimit"
-	"github.com/bulkmove/bulkmove/stream"
 )
 
 // Job holds a job's totals, updated by the sender as it goes.
@@ -22,7 +21,7 @@ type Job struct {
 	// change while the job runs; nil: none.
 	Limit *ratelimit.Bucket
 
-	Streams []*stream.Counters
+	Streams []*Stream
 
 	// Shard, if set (--shard i/N), is the value of a shard label on every
 	// bulkmove_* series of the job: N senders of one tree, each exporting
@@ -41,9 +40,9 @@ type Job struct {
 
 // NewJob starts the clock of a job over k streams.
 func NewJob(k int) *Job {
-	j := &Job{Start: time.Now(), Streams: make([]*stream.Counters, k)}
+	j := &Job{Start: time.Now(), Streams: make([]*Stream, k)}
 	for i := range j.Streams {
-		j.Streams[i] = &stream.Counters{}
+		j.Streams[i] = &Stream{}
 	}
 	return j
 }

@@ -5,47 +5,60 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/bulkmove/bulkmove/receive/extract"
+	"github.com/bulkmove/bulkmove/wire"
 )
 
-// Receiver exports what a receiver (an agent) has written. Set it once the
-// receiver is open; until then it exports zeros.
-type Receiver struct {
-	recv atomic.Pointer[extract.Receiver]
+// Totaler is what a receiving daemon's receiver reports: what it has
+// written so far (the receiving side's extractor implements it).
+type Totaler interface {
+	Totals() wire.Totals
 }
 
+// Receiver exports what a receiving daemon (bulkmove agent, bulkmove
+// serve) has written at the destination. Set it once the receiver is
+// open; until then it exports zeros.
+//
+// Its series are named bulkmove_destination_*, not bulkmove_receiver_*:
+// those are the job's, per stream, as the receivers report them to the
+// sender in their acknowledgements (Job), and one name has one label set.
+type Receiver struct {
+	recv atomic.Pointer[totaler]
+}
+
+// totaler boxes a Totaler so that it can be swapped atomically.
+type totaler struct{ Totaler }
+
 // Set names the receiver to export.
-func (r *Receiver) Set(x *extract.Receiver) { r.recv.Store(x) }
+func (r *Receiver) Set(x Totaler) { r.recv.Store(&totaler{x}) }
 
 var (
-	dAgentBytes   = newDesc("receiver_written_bytes_total", "File data this receiver wrote.", prometheus.CounterValue)
-	dAgentFiles   = newDesc("receiver_written_files_total", "Entries this receiver installed.", prometheus.CounterValue)
-	dAgentSkipped = newDesc("receiver_skipped_files_total", "Files this receiver found up to date.", prometheus.CounterValue)
-	dAgentErrors  = newDesc("receiver_errors_total", "Entries this receiver could not install.", prometheus.CounterValue)
-	dAgentWrite   = newDesc("receiver_write_seconds_total", "Time this receiver spent writing.", prometheus.CounterValue)
-	dAgentFsync   = newDesc("receiver_fsync_seconds_total", "Time this receiver spent in fsync.", prometheus.CounterValue)
-	agentDescs    = []desc{dAgentBytes, dAgentFiles, dAgentSkipped, dAgentErrors, dAgentWrite, dAgentFsync}
+	dDestBytes   = newDesc("destination_written_bytes_total", "File data this receiver wrote.", prometheus.CounterValue)
+	dDestFiles   = newDesc("destination_written_files_total", "Entries this receiver installed.", prometheus.CounterValue)
+	dDestSkipped = newDesc("destination_skipped_files_total", "Files this receiver found up to date.", prometheus.CounterValue)
+	dDestErrors  = newDesc("destination_errors_total", "Entries this receiver could not install.", prometheus.CounterValue)
+	dDestWrite   = newDesc("destination_write_seconds_total", "Time this receiver spent writing.", prometheus.CounterValue)
+	dDestFsync   = newDesc("destination_fsync_seconds_total", "Time this receiver spent in fsync.", prometheus.CounterValue)
+	destDescs    = []desc{dDestBytes, dDestFiles, dDestSkipped, dDestErrors, dDestWrite, dDestFsync}
 )
 
 // Describe implements prometheus.Collector.
 func (r *Receiver) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range agentDescs {
+	for _, d := range destDescs {
 		ch <- d.d
 	}
 }
 
 // Collect implements prometheus.Collector.
 func (r *Receiver) Collect(ch chan<- prometheus.Metric) {
-	var t struct{ files, bytes, skipped, errs, write, fsync int64 }
+	var t wire.Totals
 	if x := r.recv.Load(); x != nil {
-		tt := x.Totals()
-		t.files, t.bytes, t.skipped, t.errs, t.write, t.fsync = tt.Files, tt.Bytes, tt.Skipped, tt.Errors, tt.WriteNanos, tt.FsyncNanos
+		t = x.Totals()
 	}
 	for _, m := range []struct {
 		d desc
 		v float64
-	}{{dAgentBytes, float64(t.bytes)}, {dAgentFiles, float64(t.files)}, {dAgentSkipped, float64(t.skipped)},
-		{dAgentErrors, float64(t.errs)}, {dAgentWrite, secs(t.write)}, {dAgentFsync, secs(t.fsync)}} {
+	}{{dDestBytes, float64(t.Bytes)}, {dDestFiles, float64(t.Files)}, {dDestSkipped, float64(t.Skipped)},
+		{dDestErrors, float64(t.Errors)}, {dDestWrite, secs(t.WriteNanos)}, {dDestFsync, secs(t.FsyncNanos)}} {
 		ch <- prometheus.MustNewConstMetric(m.d.d, m.d.kind, m.v)
 	}
 }
@@ -53,5 +66,5 @@ func (r *Receiver) Collect(ch chan<- prometheus.Metric) {
 // Registry returns a registry with the receiver's metrics, build
 // information and the standard Go and process collectors.
 func (r *Receiver) Registry(version string) *prometheus.Registry {
-	return newRegistry(version, r, nil)
+	return newRegistry(version, nil, r)
 }

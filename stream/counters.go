@@ -6,47 +6,13 @@ import (
 	"time"
 
 	"github.com/bulkmove/bulkmove/internal/ratelimit"
+	"github.com/bulkmove/bulkmove/metrics"
 )
 
-// Counters are one stream's running totals. The hot path updates them
-// with atomics; the metrics exporter and the bottleneck verdict read them.
-// Times are in nanoseconds.
-type Counters struct {
-	BytesSent atomic.Int64 // file data sent (or copied, locally)
-	FilesSent atomic.Int64
-	Batches   atomic.Int64 // batches acknowledged
-	Retries   atomic.Int64 // batches sent again after a failure
-
-	ReadNanos atomic.Int64 // reading the source files
-	SendNanos atomic.Int64 // blocked writing to the connection (socket full)
-	WaitNanos atomic.Int64 // window full: waiting for the receiver's answers
-	IdleNanos atomic.Int64 // nothing to send: waiting for the walk
-
-	WireBytes atomic.Int64 // everything written to the connection: frames, tar, compressed data
-	// SendfileBytes is the file data of WireBytes that went from the page
-	// cache to the socket by sendfile (sendfile.go).
-	SendfileBytes atomic.Int64
-	// Compression (--compress): the tar bytes of the batches sent
-	// compressed, and the bytes they took on the wire.
-	CompressIn  atomic.Int64
-	CompressOut atomic.Int64
-	Compressing atomic.Bool // the stream's last batch went compressed
-
-	// As the receiver reports them in its acknowledgements.
-	RecvBytes      atomic.Int64
-	RecvFiles      atomic.Int64
-	RecvWriteNanos atomic.Int64
-	RecvFsyncNanos atomic.Int64
-	RecvCPUNanos   atomic.Int64 // the receiving process's CPU time (a gauge)
-	// RecvLatency is the receiver's filesystem latency per operation, as
-	// it measures it (a gauge, nanoseconds).
-	RecvLatency atomic.Int64
-	// RecvProcess names the receiving process; streams with the same
-	// name share it (and its CPU time).
-	RecvProcess atomic.Pointer[string]
-
-	Active atomic.Bool // the stream is connected and working
-}
+// Counters are one stream's running totals: the pool and the connections
+// update them, and package metrics, which defines them, exports them
+// (metrics imports neither end; the ends report into it).
+type Counters = metrics.Stream
 
 // Receiving is implemented by connections that know which process
 // receives them.

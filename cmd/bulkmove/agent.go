@@ -117,9 +117,9 @@ func runAgent(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	if *hubStreams >= 1 {
-		err = serveHub(ctx, root, allow, m.Set, dp, *linger, nice.text(), stdin, stdout)
+		err = serveHub(ctx, root, allow, exportReceiver(&m), dp, *linger, nice.text(), stdin, stdout)
 	} else {
-		hub := &stream.Hub{Root: root, Version: version, Opened: m.Set, Policy: allow.policy(agentHint)}
+		hub := &stream.Hub{Root: root, Version: version, Opened: exportReceiver(&m), Policy: allow.policy(agentHint)}
 		err = hub.Serve(ctx, stdin, stdout)
 	}
 	if err != nil {

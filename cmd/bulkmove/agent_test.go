@@ -64,7 +64,7 @@ func TestAgentMetrics(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	for _, want := range []string{"bulkmove_receiver_written_files_total 3", "bulkmove_receiver_written_bytes_total 300", "bulkmove_build_info{"} {
+	for _, want := range []string{"bulkmove_destination_written_files_total 3", "bulkmove_destination_written_bytes_total 300", "bulkmove_build_info{"} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("metrics lack %q:\n%s", want, body)
 		}

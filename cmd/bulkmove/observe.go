@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/bulkmove/bulkmove/metrics"
+	"github.com/bulkmove/bulkmove/receive/extract"
 	"github.com/bulkmove/bulkmove/transport/dataplane"
 )
 
@@ -65,6 +66,12 @@ func metricsAt(given string, at net.Addr) string {
 		where += " (loopback only: give a host, e.g. 0.0.0.0" + given + ", to be reached from other hosts)"
 	}
 	return where
+}
+
+// exportReceiver is the hook a receiving daemon (agent, serve) calls with
+// each receiver it opens: m exports that one.
+func exportReceiver(m *metrics.Receiver) func(*extract.Receiver) {
+	return func(x *extract.Receiver) { m.Set(x) }
 }
 
 // observe starts the exporter (with /bwlimit beside /metrics), the

@@ -150,7 +150,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	}
 	errorf(stderr, "serve: listening on %s, certificate SHA-256 %s", ln.Addr(), fp)
 	s := newServer(open, token, cfg, stderr, serveLimits{*maxHandshakes, *maxPeerHandshakes, *maxConns, *maxJobs, *stall})
-	s.mutual, s.opened = *clientCA != "", m.Set
+	s.mutual, s.opened = *clientCA != "", exportReceiver(&m)
 	s.policy = allow.policy(flagHint("serve "))
 	context.AfterFunc(ctx, func() { ln.Close() })
 	s.run(ctx, ln)

@@ -4,7 +4,9 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -160,4 +162,63 @@ func TestOnlyMetricsDeclaresMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestDocumentedMetricsExist: every bulkmove_* name the documentation, the
+// dashboard and the alert rules mention is a metric this package declares
+// (a name ending in "_", as in bulkmove_destination_*, is a prefix of
+// some). The deploy tests check the dashboard's and the rules' queries,
+// labels included, against a real Prometheus.
+func TestDocumentedMetricsExist(t *testing.T) {
+	declared := map[string]bool{"bulkmove_build_info": true}
+	for _, c := range job() {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(c)
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			declared[mf.GetName()] = true
+		}
+	}
+	name := regexp.MustCompile(`\bbulkmove_[a-z0-9_]+`)
+	var files []string
+	for _, pat := range []string{"../README.md", "../docs/*.md", "../deploy/*.md", "../deploy/*/*"} {
+		m, err := filepath.Glob(pat)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, m...)
+	}
+	checked := 0
+	for _, f := range files {
+		switch filepath.Ext(f) {
+		case ".md", ".json", ".yml", ".yaml":
+		default:
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range name.FindAllString(string(b), -1) {
+			checked++
+			if !declared[n] && !(strings.HasSuffix(n, "_") && hasPrefixed(declared, n)) {
+				t.Errorf("%s names %s, which no collector declares", f, n)
+			}
+		}
+	}
+	if checked == 0 {
+		t.Error("no metric names found in the documentation")
+	}
+}
+
+func hasPrefixed(names map[string]bool, prefix string) bool {
+	for n := range names {
+		if strings.HasPrefix(n, prefix) {
+			return true
+		}
+	}
+	return false
 }

@@ -3,7 +3,7 @@ package metrics
 import "sync/atomic"
 
 // Stream is one stream's running totals. The sender updates them with
-// atomics on its hot path (package stream names them stream.Counters);
+// atomics on its hot path (the sending side names them Counters);
 // Job's collector and the bottleneck verdict read them. Times are in
 // nanoseconds.
 type Stream struct {

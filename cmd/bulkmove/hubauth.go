@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"io"
 
+	"github.com/bulkmove/bulkmove/internal/linger"
 	"github.com/bulkmove/bulkmove/internal/rundir"
 	"github.com/bulkmove/bulkmove/wire"
 )
@@ -34,3 +35,13 @@ type bufferedConn struct {
 	*bufio.Reader
 	io.WriteCloser
 }
+
+// The records of lingering agents are package linger's.
+type lingerRecord = linger.Record
+
+var (
+	lingerPath = linger.Path
+	loadLinger = linger.Load
+	lockLinger = linger.Lock
+	saveLinger = linger.Save
+)

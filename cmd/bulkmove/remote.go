@@ -577,7 +577,7 @@ func (l *sshLink) startLingering(ctx context.Context, clients []*sshx.Client, bi
 	timer := time.AfterFunc(bannerTimeout, func() { rw.Close() })
 	line, err := "", proveToHub(rw, br, "NEW2", rec.Token)
 	if err == nil {
-		req, _ := json.Marshal(newJob{Root: root, Linger: j.flags.ssh.linger, Nice: j.flags.gentle.niceFlags.text(), SrcIDs: srcIDs, Allow: j.allowed()})
+		req, _ := json.Marshal(wire.NewJob{Root: root, Linger: j.flags.ssh.linger, Nice: j.flags.gentle.niceFlags.text(), SrcIDs: srcIDs, Allow: wire.Allow(j.allowed())})
 		if _, err = fmt.Fprintf(rw, "%s\n", req); err == nil {
 			line, err = readHubLine(br)
 		}

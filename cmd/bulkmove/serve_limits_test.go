@@ -265,24 +265,8 @@ func TestServeGreetingNotLogged(t *testing.T) {
 	assertNoToken(t, p.log.String(), testToken, other)
 }
 
-// TestDataHost: the agent's data plane listens where it is asked to, else
-// on the address the sender's SSH connection reached (SSH_CONNECTION's
-// third field), else (not under SSH) on all addresses.
-func TestDataHost(t *testing.T) {
-	t.Setenv("SSH_CONNECTION", "10.1.2.3 50022 192.0.2.7 22")
-	for asked, want := range map[string]string{"": "192.0.2.7", "0.0.0.0": "0.0.0.0", "[::]": "::", "198.51.100.1": "198.51.100.1"} {
-		if got := dataHost(asked); got != want {
-			t.Errorf("dataHost(%q) = %q, want %q", asked, got, want)
-		}
-	}
-	t.Setenv("SSH_CONNECTION", "fe80::1 50022 2001:db8::7 22")
-	if got := dataHost(""); got != "2001:db8::7" {
-		t.Errorf("over IPv6: %q", got)
-	}
-	os.Unsetenv("SSH_CONNECTION")
-	if got := dataHost(""); got != "" {
-		t.Errorf("outside SSH: %q, want all addresses", got)
-	}
+// TestDataAddrFlag: the sender's --data-addr must be an IP address.
+func TestDataAddrFlag(t *testing.T) {
 	out, code := runBM(t, nil, "--transport", "tls", "--data-addr", "box2", "/nonexistent", "box2:/x")
 	if code != exitUsage || !strings.Contains(out, `--data-addr "box2": want an IP address`) {
 		t.Errorf("--data-addr box2: exit %d, want a usage error:\n%s", code, out)

@@ -1,4 +1,15 @@
-package main
+// Package linger keeps, on the sending host, what a later push needs to
+// reach an agent that a push with --linger left running on the remote host
+// (see receive/agentd): the agent's socket and a token the agent gave only
+// to that push. The later push then opens its streams through sshd's
+// forwarding to the socket: no login shell (whose profile can cost most of
+// a short incremental pass), no new process, no upload check.
+//
+// A record is a file of this user's state directory (journal.StateDir),
+// 0600, one per account and agent binary; pushes to the same account take
+// turns with it (Lock), as its token works once. Nothing in a record is
+// run: the agent's binary is the sender's own choice.
+package linger
 
 import (
 	"crypto/sha256"
@@ -13,27 +24,20 @@ import (
 	"github.com/bulkmove/bulkmove/journal"
 )
 
-// A push with --linger leaves its agent hub running on the remote host for
-// a while after the job (agent --linger), and keeps on this host what a
-// later push needs to reach it: the hub's socket and a token the hub gave
-// only to that push. The later push then opens its streams through sshd's
-// forwarding to the socket: no login shell (whose profile can cost most of
-// a short incremental pass), no new process, no upload check.
-
-// lingerRecord is what this host keeps of a lingering agent: where its
+// Record is what this host keeps of a lingering agent: where its
 // socket is, and the token the next job proves it holds (each job gets the
 // next one). Nothing in it is run: the agent's binary is the sender's own
 // choice.
-type lingerRecord struct {
+type Record struct {
 	Sock  string `json:"sock"`
 	Token string `json:"token"`
 }
 
-// lingerPath is where the record of the agent of this binary (binary: its
+// Path is where the record of the agent of this binary (binary: its
 // hash, or the --remote-bulkmove path) for an account (user@host:port)
 // lives: under the state directory, 0600. (Records of agents whose socket
 // proved nothing, with another name, are not read.)
-func lingerPath(endpoint, binary string) (string, error) {
+func Path(endpoint, binary string) (string, error) {
 	dir, err := journal.StateDir()
 	if err != nil {
 		return "", err
@@ -42,25 +46,25 @@ func lingerPath(endpoint, binary string) (string, error) {
 	return filepath.Join(dir, "linger", hex.EncodeToString(h[:12])+".json"), nil
 }
 
-// loadLinger returns the record at path, or nil if there is none that can
+// Load returns the record at path, or nil if there is none that can
 // be used.
-func loadLinger(path string) *lingerRecord {
+func Load(path string) *Record {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil
 	}
-	var r lingerRecord
+	var r Record
 	if json.Unmarshal(b, &r) != nil || r.Sock == "" || r.Token == "" {
 		return nil
 	}
 	return &r
 }
 
-// lockLinger locks the record at path for this process (a lock file
+// Lock locks the record at path for this process (a lock file
 // beside it): pushes to the same account take turns using its token, which
 // works once. The returned function unlocks; it may be called more than
 // once.
-func lockLinger(path string) (func(), error) {
+func Lock(path string) (func(), error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("locking the lingering agent's record: %w", err)
 	}
@@ -76,8 +80,8 @@ func lockLinger(path string) (func(), error) {
 	return func() { once.Do(func() { f.Close() }) }, nil
 }
 
-// saveLinger writes the record atomically, readable by this user only.
-func saveLinger(path string, r lingerRecord) error {
+// Save writes the record atomically, readable by this user only.
+func Save(path string, r Record) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("keeping the lingering agent's address: %w", err)
 	}

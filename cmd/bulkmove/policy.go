@@ -73,12 +73,6 @@ func (j *job) allowed() allowFlags {
 	return allowFlags{Owner: !j.flags.noOwner, Setid: j.flags.keepSetid, Xattrs: j.flags.faithful.xattrs, ACLs: j.flags.faithful.acls}
 }
 
-// flagHint names the flag of the given prefix that allows option, for a
-// receiver's messages: "serve --allow-setid".
-func flagHint(prefix string) func(string) string {
-	return func(option string) string { return prefix + "--allow-" + option }
-}
-
 // pullHint names the puller's flag that allows option.
 func pullHint(option string) string {
 	switch option {

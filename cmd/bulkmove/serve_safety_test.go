@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,7 +16,6 @@ import (
 
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/stream"
-	"github.com/bulkmove/bulkmove/transport/dataplane"
 	"github.com/bulkmove/bulkmove/wire"
 )
 
@@ -234,30 +232,5 @@ func TestAgentRefusal(t *testing.T) {
 	want := "bulkmove: the agent refused: " + dst + ": create destination: mkdir " + filepath.Join(dir, "blocker") + ": not a directory"
 	if code != exitFatal || strings.Count(out, want) != 1 || strings.Count(out, "not a directory") != 1 || took > 5*time.Second {
 		t.Errorf("exit %d after %s, want 3 at once, saying %q once:\n%s", code, took.Round(time.Millisecond), want, out)
-	}
-}
-
-// TestServeHelloDeadline: a stream that greets and then says nothing (no
-// Hello) is closed once the handshake's time is up, and its job's
-// destination let go.
-func TestServeHelloDeadline(t *testing.T) {
-	defer func(d time.Duration) { handshakeTimeout = d }(handshakeTimeout)
-	handshakeTimeout = 300 * time.Millisecond
-	s, addr, ccfg, _ := inProcServe(t, defaultServe, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c, err := dataplane.DialServe(ctx, addr, ccfg, dataplane.Greeting{Token: s.token, Job: "j", Dest: "data/x"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	start := time.Now()
-	_, err = c.Read(make([]byte, 1))
-	if ne, ok := err.(net.Error); ok && ne.Timeout() {
-		t.Fatalf("the connection is still open %s after a greeting without a Hello", time.Since(start).Round(time.Millisecond))
-	}
-	if !jobsGone(s, 5*time.Second) {
-		t.Fatalf("the job still holds its destination after its stream was closed")
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package serve
 
 import (
 	"bytes"
@@ -8,8 +8,8 @@ import (
 	"io"
 	"net"
 	"os"
-	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,7 +24,7 @@ const testToken = "s3cret-token-0123456789"
 // inProcServe runs a server of one root "data" in this process, with
 // limits l and tune applied, until the test ends; it returns the server,
 // its address, the sender's TLS settings for it, and its log.
-func inProcServe(t *testing.T, l serveLimits, tune func(*server)) (*server, string, *tls.Config, *lockedBuf) {
+func inProcServe(t *testing.T, l Limits, tune func(*Server)) (*Server, string, *tls.Config, *lockedBuf) {
 	t.Helper()
 	root, err := os.Open(t.TempDir())
 	if err != nil {
@@ -36,7 +36,8 @@ func inProcServe(t *testing.T, l serveLimits, tune func(*server)) (*server, stri
 		t.Fatal(err)
 	}
 	log := &lockedBuf{}
-	s := newServer(map[string]*os.File{"data": root}, testToken, cfg, log, l)
+	s := New(Config{Roots: map[string]*os.File{"data": root}, Token: testToken, TLS: cfg, Limits: l, Version: "test",
+		Logf: func(format string, a ...any) { fmt.Fprintf(log, format+"\n", a...) }})
 	if tune != nil {
 		tune(s)
 	}
@@ -46,14 +47,14 @@ func inProcServe(t *testing.T, l serveLimits, tune func(*server)) (*server, stri
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { s.run(ctx, ln); close(done) }()
+	go func() { s.Serve(ctx, ln); close(done) }()
 	t.Cleanup(func() { cancel(); ln.Close(); <-done })
 	ccfg, _ := dataplane.ClientConfig("127.0.0.1", "", fp, "", "")
 	return s, ln.Addr().String(), ccfg, log
 }
 
 // jobsGone waits up to within for the server to have no job open.
-func jobsGone(s *server, within time.Duration) bool {
+func jobsGone(s *Server, within time.Duration) bool {
 	for deadline := time.Now().Add(within); ; time.Sleep(10 * time.Millisecond) {
 		s.mu.Lock()
 		n := len(s.jobs)
@@ -86,7 +87,7 @@ func dialFrom(ctx context.Context, from, addr string, cfg *tls.Config, g datapla
 		c.Close()
 		return nil, nil, err
 	}
-	conn, err := stream.Dial(ctx, from, c, c, c, version, wire.ReceiveOptions{Check: wire.CheckQuick}, stream.Source{Root: os.TempDir()})
+	conn, err := stream.Dial(ctx, from, c, c, c, "test", wire.ReceiveOptions{Check: wire.CheckQuick}, stream.Source{Root: os.TempDir()})
 	if err != nil {
 		c.Close()
 		return nil, nil, err
@@ -101,7 +102,7 @@ func dialFrom(ctx context.Context, from, addr string, cfg *tls.Config, g datapla
 // the right token), while another peer with the right token is served all
 // along. The log names the lockout and holds no part of either token.
 func TestServeWrongTokens(t *testing.T) {
-	_, addr, cfg, log := inProcServe(t, defaultServe, func(s *server) {
+	_, addr, cfg, log := inProcServe(t, DefaultLimits, func(s *Server) {
 		s.gate.FailDelay, s.gate.MaxFailDelay = 150*time.Millisecond, 600*time.Millisecond
 		s.gate.LockoutAfter, s.gate.Lockout = 4, time.Minute
 	})
@@ -153,8 +154,8 @@ func assertNoToken(t *testing.T, text string, tokens ...string) {
 // stream with nothing to do until its job's last file lands), nor one that
 // keeps talking.
 func TestServeStallTimeout(t *testing.T) {
-	l := defaultServe
-	l.stall = 400 * time.Millisecond
+	l := DefaultLimits
+	l.Stall = 400 * time.Millisecond
 	s, addr, cfg, _ := inProcServe(t, l, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -199,8 +200,8 @@ func TestServeStallTimeout(t *testing.T) {
 // TestServeCaps: past --max-jobs a new job is refused, past --max-conns a
 // new stream is, each saying so; the streams already in are served.
 func TestServeCaps(t *testing.T) {
-	l := defaultServe
-	l.maxJobs, l.maxConns = 1, 2
+	l := DefaultLimits
+	l.MaxJobs, l.MaxConns = 1, 2
 	_, addr, cfg, _ := inProcServe(t, l, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -231,12 +232,7 @@ func TestServeCaps(t *testing.T) {
 // line, a wrong token and a refused destination put in serve's log holds
 // no part of the token that came with them.
 func TestServeGreetingNotLogged(t *testing.T) {
-	dir := shmDir(t)
-	p := startServeProc(t, dir, nil, "data="+filepath.Join(dir, "root"))
-	cfg, err := dataplane.ClientConfig("127.0.0.1", "", p.fp, "", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, addr, cfg, log := inProcServe(t, DefaultLimits, nil)
 	const other = "zq9Xw7Kp4Lm2Vb8Nc5Hd"
 	lines := []string{
 		"BULKMOVE-SERVE " + testToken + " job\n",
@@ -249,7 +245,7 @@ func TestServeGreetingNotLogged(t *testing.T) {
 		"BULKMOVE-SERVE " + testToken + " job 1 \"data/../x\"\n",
 	}
 	for _, line := range lines {
-		c, err := tls.Dial("tcp", p.addr, cfg)
+		c, err := tls.Dial("tcp", addr, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -259,16 +255,51 @@ func TestServeGreetingNotLogged(t *testing.T) {
 		c.Close()
 	}
 	time.Sleep(200 * time.Millisecond) // the log lines of the last
-	if n := strings.Count(p.log.String(), "serve: 127.0.0.1:"); n < len(lines) {
-		t.Errorf("%d refusals logged, want %d:\n%s", n, len(lines), p.log)
+	if n := strings.Count(log.String(), "serve: 127.0.0.1:"); n < len(lines) {
+		t.Errorf("%d refusals logged, want %d:\n%s", n, len(lines), log)
 	}
-	assertNoToken(t, p.log.String(), testToken, other)
+	assertNoToken(t, log.String(), testToken, other)
 }
 
-// TestDataAddrFlag: the sender's --data-addr must be an IP address.
-func TestDataAddrFlag(t *testing.T) {
-	out, code := runBM(t, nil, "--transport", "tls", "--data-addr", "box2", "/nonexistent", "box2:/x")
-	if code != exitUsage || !strings.Contains(out, `--data-addr "box2": want an IP address`) {
-		t.Errorf("--data-addr box2: exit %d, want a usage error:\n%s", code, out)
+// TestServeHelloDeadline: a stream that greets and then says nothing (no
+// Hello) is closed once the handshake's time is up, and its job's
+// destination let go.
+func TestServeHelloDeadline(t *testing.T) {
+	defer func(d time.Duration) { handshakeTimeout = d }(handshakeTimeout)
+	handshakeTimeout = 300 * time.Millisecond
+	s, addr, ccfg, _ := inProcServe(t, DefaultLimits, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := dataplane.DialServe(ctx, addr, ccfg, dataplane.Greeting{Token: s.cfg.Token, Job: "j", Dest: "data/x"})
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	start := time.Now()
+	_, err = c.Read(make([]byte, 1))
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatalf("the connection is still open %s after a greeting without a Hello", time.Since(start).Round(time.Millisecond))
+	}
+	if !jobsGone(s, 5*time.Second) {
+		t.Fatalf("the job still holds its destination after its stream was closed")
+	}
+}
+
+// lockedBuf is a bytes.Buffer safe for concurrent use.
+type lockedBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *lockedBuf) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *lockedBuf) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }

@@ -7,6 +7,10 @@
 // A frame is one type byte, a big-endian uint32 payload length and the
 // payload. Every length and count read from the wire is bounds-checked
 // against the limits below before anything is allocated for it.
+//
+// Before the frames, a hub (the agent, a pull's send-hub) announces itself
+// with a banner line, and each stream joining it on its Unix socket proves
+// it holds the job's token as the hub proves it too: see hub.go.
 package wire
 
 import (

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/bulkmove/bulkmove/internal/hostcpu"
+	"github.com/bulkmove/bulkmove/internal/iocount"
 	"github.com/bulkmove/bulkmove/internal/ratelimit"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/wire"
@@ -81,7 +82,7 @@ type Client struct {
 	// (--compress auto: see AutoShare).
 	Share   *AutoShare
 	z       *deflater
-	sent    tallyWriter      // what the stream wrote to the connection
+	sent    iocount.Writer   // what the stream wrote to the connection
 	raw     syscall.RawConn  // a TCP connection's socket (sendfile.go), or nil
 	obsAt   time.Time        // when the last batch's data was observed, and then
 	obsRecv int64            // the receiver's write time (Counters.RecvWriteNanos)
@@ -102,7 +103,7 @@ type frame struct {
 // starts reading its frames. closer is closed by Close or on failure.
 func Dial(ctx context.Context, name string, r io.Reader, w io.Writer, closer io.Closer, version string, opt wire.ReceiveOptions, src Source) (*Client, error) {
 	c := &Client{Name: name, Src: src, closer: closer, frames: make(chan frame, 4*Window+8), sums: opt.Check == wire.CheckSum, NoIntegrity: opt.NoSums}
-	c.sent.w = &timedWriter{w: w, ctr: &c.ctr, activity: &c.activity, limit: &c.limit}
+	c.sent.W = &timedWriter{w: w, ctr: &c.ctr, activity: &c.activity, limit: &c.limit}
 	c.w = bufio.NewWriterSize(&c.sent, 256<<10)
 	if tc, ok := w.(*net.TCPConn); ok {
 		c.raw, _ = tc.SyscallConn()
@@ -511,7 +512,7 @@ func (c *Client) sendData(fl *inflight, need []bool) error {
 		c.obsHost, _ = hostcpu.Read() // the first batch's start
 	}
 	codec := c.z.codec(c.Src, fl.m, need)
-	start, sent0 := time.Now(), c.sent.n
+	start, sent0 := time.Now(), c.sent.N
 	var blocked0 int64
 	if ctr != nil {
 		blocked0 = ctr.SendNanos.Load()
@@ -520,14 +521,14 @@ func (c *Client) sendData(fl *inflight, need []bool) error {
 		return err
 	}
 	tw := c.tarWriter(!c.NoIntegrity)
-	in := &tallyWriter{}
+	in := &iocount.Writer{}
 	if codec == wire.CodecZstd {
 		enc, err := c.z.encoder()
 		if err != nil {
 			return err
 		}
 		enc.Reset(wire.ChunkWriter{W: c.w})
-		in.w = enc
+		in.W = enc
 		tw = in
 	}
 	discards, failed, sums, err := c.Src.writeTar(tw, fl.m, need, ctr, !c.NoIntegrity)
@@ -535,7 +536,7 @@ func (c *Client) sendData(fl *inflight, need []bool) error {
 		return err
 	}
 	if codec == wire.CodecZstd {
-		if err := in.w.(io.Closer).Close(); err != nil {
+		if err := in.W.(io.Closer).Close(); err != nil {
 			return err
 		}
 		if err := (wire.ChunkWriter{W: c.w}).End(); err != nil {
@@ -552,11 +553,11 @@ func (c *Client) sendData(fl *inflight, need []bool) error {
 	if err := c.w.Flush(); err != nil {
 		return err
 	}
-	out := c.sent.n - sent0
+	out := c.sent.N - sent0
 	if codec == wire.CodecNone {
-		in.n = out
+		in.N = out
 	}
-	c.observe(codec, in.n, out, start, blocked0)
+	c.observe(codec, in.N, out, start, blocked0)
 	return nil
 }
 

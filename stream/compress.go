@@ -697,18 +697,6 @@ func (s Source) sample(m *wire.BatchManifest, need []bool, buf []byte) []byte {
 	return buf[:n]
 }
 
-// tallyWriter counts what passes through it.
-type tallyWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *tallyWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
-}
-
 // Receiving end.
 
 // errCorrupt marks compressed data that does not decode: damaged on the

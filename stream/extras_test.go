@@ -9,18 +9,11 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/bulkmove/bulkmove/internal/iocount"
 	"github.com/bulkmove/bulkmove/receive/extract"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/wire"
 )
-
-// countWriter counts what passes.
-type countWriter struct {
-	w *bytes.Buffer
-	n int64
-}
-
-func (c *countWriter) Write(p []byte) (int, error) { c.n += int64(len(p)); return c.w.Write(p) }
 
 // TestSparseOnTheWire: a 256 MiB file holding 3 MiB of data in three
 // extents, with an extended attribute, goes as about 3 MiB of tar (its map
@@ -53,14 +46,14 @@ func TestSparseOnTheWire(t *testing.T) {
 
 	s := Source{Root: src, Xattrs: true, Sparse: true}
 	var buf bytes.Buffer
-	cw := &countWriter{w: &buf}
+	cw := &iocount.Writer{W: &buf}
 	discards, failed, sums, err := s.writeTar(cw, m, []bool{true}, nil, true)
 	if err != nil || len(discards) > 0 || len(failed) > 0 || len(sums) != 1 {
 		t.Fatalf("writeTar: %v, %v, %v, %d sums", err, discards, failed, len(sums))
 	}
-	t.Logf("256 MiB file with 3 MiB of data: %d bytes of tar", cw.n)
-	if cw.n > 3<<20+16<<10 {
-		t.Errorf("%d bytes on the wire for 3 MiB of data", cw.n)
+	t.Logf("256 MiB file with 3 MiB of data: %d bytes of tar", cw.N)
+	if cw.N > 3<<20+16<<10 {
+		t.Errorf("%d bytes on the wire for 3 MiB of data", cw.N)
 	}
 
 	r, err := extract.Open(dst, extract.Options{Xattrs: true, Sparse: true})

@@ -78,7 +78,7 @@ func (b bodySender) sendFile(fd int, n int64) (sent int64, rerr, werr error) {
 		})
 		if m > 0 {
 			sent += int64(m)
-			c.sent.n += int64(m)
+			c.sent.N += int64(m)
 			if ctr != nil {
 				ctr.WireBytes.Add(int64(m))
 				ctr.SendfileBytes.Add(int64(m))

@@ -35,7 +35,7 @@ func TestSendFileUnsupported(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := &Client{}
-	c.sent.w = conn
+	c.sent.W = conn
 	c.w = bufio.NewWriter(&c.sent)
 	if c.raw, err = conn.(*net.TCPConn).SyscallConn(); err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/bulkmove/bulkmove/internal/iocount"
 	"github.com/bulkmove/bulkmove/internal/ratelimit"
 	"github.com/bulkmove/bulkmove/internal/units"
 )
@@ -118,18 +119,7 @@ func (c *bwControl) stop() {
 
 // reader paces r by the job's bucket, counting what it lets through.
 func (c *bwControl) reader(r io.Reader) io.Reader {
-	return ratelimit.Reader(&countingReader{r: r, n: &c.in}, c.b)
-}
-
-type countingReader struct {
-	r io.Reader
-	n *atomic.Int64
-}
-
-func (r *countingReader) Read(p []byte) (int, error) {
-	n, err := r.r.Read(p)
-	r.n.Add(int64(n))
-	return n, err
+	return ratelimit.Reader(&iocount.SharedReader{R: r, N: &c.in}, c.b)
 }
 
 func (c *bwControl) sample(now time.Time) {

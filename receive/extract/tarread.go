@@ -8,6 +8,8 @@ import (
 	"bytes"
 	"io"
 	"time"
+
+	"github.com/bulkmove/bulkmove/internal/iocount"
 )
 
 // tarReader reads a batch's tar stream, as archive/tar's Reader does. The
@@ -29,7 +31,7 @@ type tarReader struct {
 	// Or archive/tar's: its Reader, and what it read of r (with the block
 	// it started from, every entry starts at a multiple of 512).
 	tr *tar.Reader
-	cr countReader
+	cr iocount.Reader
 	// trSize is the size archive/tar's header declared, and trFresh says
 	// nothing of its body was read yet: SpliceTo may take it from here.
 	trSize  int64
@@ -37,17 +39,6 @@ type tarReader struct {
 }
 
 func newTarReader(r io.Reader) *tarReader { return &tarReader{r: r} }
-
-type countReader struct {
-	r io.Reader
-	n int64
-}
-
-func (c *countReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
-}
 
 // Next advances to the next entry: io.EOF at the end of the archive.
 func (t *tarReader) Next() (*tar.Header, error) {
@@ -61,7 +52,7 @@ func (t *tarReader) Next() (*tar.Header, error) {
 		t.body, t.pad = h.Size, -h.Size&511
 		return h, nil
 	}
-	t.cr = countReader{r: t.r}
+	t.cr = iocount.Reader{R: t.r}
 	t.tr = tar.NewReader(io.MultiReader(bytes.NewReader(t.blk[:]), &t.cr))
 	h, err := t.tr.Next()
 	t.trSize, t.trFresh = 0, err == nil
@@ -124,7 +115,7 @@ func (t *tarReader) skip() error {
 		if _, err := io.Copy(io.Discard, t.tr); err != nil {
 			return err
 		}
-		t.pad = -(512 + t.cr.n) & 511
+		t.pad = -(512 + t.cr.N) & 511
 		t.body, t.tr = 0, nil
 	}
 	if t.body > 0 {

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"golang.org/x/sync/errgroup"
+
+	"github.com/bulkmove/bulkmove/model"
 )
 
 // A list of files (Options.FilesFrom) replaces the walk, as rsync's
@@ -261,7 +263,7 @@ func (w *walker) listWorker(ctx context.Context, root *os.File, jobs <-chan list
 // statList lstats the names of one job in the open directory f.
 func (w *walker) statList(f *os.File, job listJob) chunk {
 	full := w.full(job.dir)
-	c := chunk{files: make([]Entry, 0, len(job.items))}
+	c := chunk{files: make([]model.Entry, 0, len(job.items))}
 	cerr := withDir(f, full, func(d dirHandle) {
 		for _, it := range job.items {
 			crel := it.name

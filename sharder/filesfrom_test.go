@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/bulkmove/bulkmove/model"
 )
 
 // TestFilesFromEverything: listing every path of a walk (in any order)
@@ -39,7 +41,7 @@ func TestFilesFromEverything(t *testing.T) {
 				t.Errorf("%q not reported", p)
 				continue
 			}
-			if e.Kind != w.Kind && !(e.Nlink > 1 && (e.Kind == KindFile || e.Kind == KindHardlink)) {
+			if e.Kind != w.Kind && !(e.Nlink > 1 && (e.Kind == model.KindFile || e.Kind == model.KindHardlink)) {
 				t.Errorf("%q: %s, the walk says %s", p, e.Kind, w.Kind)
 			}
 			if e.Size != w.Size && e.Kind == w.Kind || e.MTime != w.MTime || e.Mode != w.Mode {
@@ -79,13 +81,13 @@ func TestFilesFromRules(t *testing.T) {
 	}, "\n")
 	r := run(t, src, Options{FilesFrom: strings.NewReader(list)})
 	check(t, r.err)
-	got := map[string]Kind{}
+	got := map[string]model.Kind{}
 	for p, e := range r.byPath(t) {
 		got[p] = e.Kind
 	}
-	want := map[string]Kind{
-		"a": KindDir, "a/b": KindDir, "a/b/c": KindDir, "a/b/c/f": KindFile,
-		"d": KindDir, "a/x": KindFile, "ln": KindSymlink, "#hash": KindFile,
+	want := map[string]model.Kind{
+		"a": model.KindDir, "a/b": model.KindDir, "a/b/c": model.KindDir, "a/b/c/f": model.KindFile,
+		"d": model.KindDir, "a/x": model.KindFile, "ln": model.KindSymlink, "#hash": model.KindFile,
 	}
 	if !maps.Equal(got, want) {
 		t.Errorf("reported %v\nwant %v", got, want)
@@ -109,7 +111,7 @@ func TestFilesFromRoot(t *testing.T) {
 	if len(r.deferred) != 1 || r.deferred[0].Path != "." || len(r.files()) != 1 {
 		t.Errorf("deferred %v, files %v", r.deferred, r.files())
 	}
-	if _, err := Run(t.Context(), filepath.Join(src, "f"), Options{FilesFrom: strings.NewReader("f\n")}, make(chan *Batch, 1)); err == nil {
+	if _, err := Run(t.Context(), filepath.Join(src, "f"), Options{FilesFrom: strings.NewReader("f\n")}, make(chan *model.Batch, 1)); err == nil {
 		t.Error("a list with a single-file source: no error")
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/bulkmove/bulkmove/internal/ioconc"
+	"github.com/bulkmove/bulkmove/model"
 )
 
 // TestWalkStatPool: with many lstats at once (a slow filesystem's
@@ -52,7 +53,7 @@ func TestWalkStatPool(t *testing.T) {
 	}
 	links := 0
 	for _, e := range r.deferred {
-		if e.Kind == KindSymlink {
+		if e.Kind == model.KindSymlink {
 			links++
 			if e.Link != "sub/f000" {
 				t.Errorf("%s: target %q", e.Path, e.Link)
@@ -103,7 +104,7 @@ func TestWalkFlatDirectoryBoundedMemory(t *testing.T) {
 			}
 		}
 	})
-	out := make(chan *Batch)
+	out := make(chan *model.Batch)
 	done := make(chan error, 1)
 	go func() {
 		_, err := Run(context.Background(), src, Options{IO: ioconc.Fixed(16)}, out)

@@ -1,6 +1,10 @@
 package sharder
 
-import "context"
+import (
+	"context"
+
+	"github.com/bulkmove/bulkmove/model"
+)
 
 // partitioner cuts a stream of regular files into batches balanced by cost:
 // the sum of the files' sizes plus a fixed per-file overhead.
@@ -17,20 +21,20 @@ type partitioner struct {
 	maxBytes int64
 	maxFiles int
 	fileCost int64
-	out      chan<- *Batch
+	out      chan<- *model.Batch
 
-	cur     *Batch
+	cur     *model.Batch
 	cost    int64  // cost of cur
 	lastID  uint64 // ID of the last batch created
 	batches int64  // batches sent
 }
 
-func newPartitioner(maxBytes int64, maxFiles int, fileCost int64, out chan<- *Batch) *partitioner {
+func newPartitioner(maxBytes int64, maxFiles int, fileCost int64, out chan<- *model.Batch) *partitioner {
 	return &partitioner{maxBytes: maxBytes, maxFiles: maxFiles, fileCost: fileCost, out: out}
 }
 
 // add appends one regular file, sending batches that become full.
-func (p *partitioner) add(ctx context.Context, e Entry) error {
+func (p *partitioner) add(ctx context.Context, e model.Entry) error {
 	c := p.fileCost + e.DataLen()
 	if p.cur != nil && len(p.cur.Entries) > 0 && p.cost+c > p.maxBytes {
 		if err := p.flush(ctx); err != nil {
@@ -39,7 +43,7 @@ func (p *partitioner) add(ctx context.Context, e Entry) error {
 	}
 	if p.cur == nil {
 		p.lastID++
-		p.cur = &Batch{ID: p.lastID, Entries: make([]Entry, 0, min(p.maxFiles, 4096))}
+		p.cur = &model.Batch{ID: p.lastID, Entries: make([]model.Entry, 0, min(p.maxFiles, 4096))}
 		p.cost = 0
 	}
 	p.cur.Entries = append(p.cur.Entries, e)

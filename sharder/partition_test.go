@@ -5,16 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+
+	"github.com/bulkmove/bulkmove/model"
 )
 
 // feed runs a partitioner over files of the given sizes and returns the batches.
-func feed(t *testing.T, maxBytes int64, maxFiles int, fileCost int64, sizes []int64) []*Batch {
+func feed(t *testing.T, maxBytes int64, maxFiles int, fileCost int64, sizes []int64) []*model.Batch {
 	t.Helper()
-	out := make(chan *Batch, len(sizes)+1)
+	out := make(chan *model.Batch, len(sizes)+1)
 	p := newPartitioner(maxBytes, maxFiles, fileCost, out)
 	ctx := context.Background()
 	for i, s := range sizes {
-		if err := p.add(ctx, Entry{Path: fmt.Sprint(i), Kind: KindFile, Size: s}); err != nil {
+		if err := p.add(ctx, model.Entry{Path: fmt.Sprint(i), Kind: model.KindFile, Size: s}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -22,7 +24,7 @@ func feed(t *testing.T, maxBytes int64, maxFiles int, fileCost int64, sizes []in
 		t.Fatal(err)
 	}
 	close(out)
-	var bs []*Batch
+	var bs []*model.Batch
 	for b := range out {
 		bs = append(bs, b)
 	}
@@ -56,7 +58,7 @@ func feed(t *testing.T, maxBytes int64, maxFiles int, fileCost int64, sizes []in
 	return bs
 }
 
-func counts(bs []*Batch) []int {
+func counts(bs []*model.Batch) []int {
 	var n []int
 	for _, b := range bs {
 		n = append(n, len(b.Entries))
@@ -138,14 +140,14 @@ func TestPartitionEmpty(t *testing.T) {
 }
 
 func TestPartitionCancelledSend(t *testing.T) {
-	out := make(chan *Batch) // nobody reads
+	out := make(chan *model.Batch) // nobody reads
 	p := newPartitioner(1<<20, 2, 0, out)
 	ctx, cancel := context.WithCancel(context.Background())
-	if err := p.add(ctx, Entry{Path: "a", Size: 1}); err != nil {
+	if err := p.add(ctx, model.Entry{Path: "a", Size: 1}); err != nil {
 		t.Fatal(err)
 	}
 	cancel()
-	if err := p.add(ctx, Entry{Path: "b", Size: 1}); !errors.Is(err, context.Canceled) {
+	if err := p.add(ctx, model.Entry{Path: "b", Size: 1}); !errors.Is(err, context.Canceled) {
 		t.Errorf("add on a full, cancelled out: %v", err)
 	}
 }

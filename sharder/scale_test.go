@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/bulkmove/bulkmove/internal/gentree"
+	"github.com/bulkmove/bulkmove/model"
 )
 
 // TestWalkMillionBoundedMemory walks a tree of 1,000,000 entries (990,000
@@ -72,7 +73,7 @@ func TestWalkMillionBoundedMemory(t *testing.T) {
 
 	start = time.Now()
 	var deferred int64
-	out := make(chan *Batch, 8)
+	out := make(chan *model.Batch, 8)
 	var got int64
 	done := make(chan struct{})
 	go func() {
@@ -81,7 +82,7 @@ func TestWalkMillionBoundedMemory(t *testing.T) {
 			got += int64(len(b.Entries))
 		}
 	}()
-	st, err := Run(context.Background(), src, Options{Deferred: func(Entry) { deferred++ }}, out)
+	st, err := Run(context.Background(), src, Options{Deferred: func(model.Entry) { deferred++ }}, out)
 	<-done
 	close(stop)
 	<-sampled
@@ -147,9 +148,9 @@ func TestWalkFlatDirsBounded(t *testing.T) {
 	seen := map[string]int{}
 	var mu sync.Mutex
 	var peak int
-	opt := Options{DirMem: mem, SpillDir: spillDir, Deferred: func(e Entry) { mu.Lock(); seen[e.Path]++; mu.Unlock() },
+	opt := Options{DirMem: mem, SpillDir: spillDir, Deferred: func(e model.Entry) { mu.Lock(); seen[e.Path]++; mu.Unlock() },
 		hooks: &testHooks{dirPeak: func(p int) { peak = p }}}
-	out := make(chan *Batch, 8)
+	out := make(chan *model.Batch, 8)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

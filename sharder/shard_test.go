@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/bulkmove/bulkmove/internal/gentree"
+	"github.com/bulkmove/bulkmove/model"
 )
 
 func TestParseShard(t *testing.T) {
@@ -100,11 +101,11 @@ func TestShardUnionDisjoint(t *testing.T) {
 					}
 					// A hard link's first name may be in another shard: then
 					// this shard has a file of its own.
-					if e.Kind != w.Kind && !(e.Nlink > 1 && (e.Kind == KindFile || e.Kind == KindHardlink)) {
+					if e.Kind != w.Kind && !(e.Nlink > 1 && (e.Kind == model.KindFile || e.Kind == model.KindHardlink)) {
 						t.Errorf("%q: kind %s in shard %d, %s in the whole walk", p, e.Kind, i, w.Kind)
 					}
 					dir := pathDir(p)
-					if e.Kind == KindDir {
+					if e.Kind == model.KindDir {
 						dir = p
 					}
 					if got := ShardOf(dir, n); got != i {

@@ -3,6 +3,8 @@ package sharder
 import (
 	"context"
 	"time"
+
+	"github.com/bulkmove/bulkmove/model"
 )
 
 // Spreading: on a destination where each create is a round trip to a
@@ -52,7 +54,7 @@ type spreader struct {
 
 type dirQueue struct {
 	dir   string
-	files []Entry
+	files []model.Entry
 }
 
 // newSpreader returns the collector's way to the partitioner: straight
@@ -78,7 +80,7 @@ func (s *spreader) due() <-chan time.Time {
 func (s *spreader) holding() bool { return s.decide != nil || s.on }
 
 // add takes the files of one chunk.
-func (s *spreader) add(ctx context.Context, files []Entry) error {
+func (s *spreader) add(ctx context.Context, files []model.Entry) error {
 	if !s.holding() {
 		for _, e := range files {
 			if err := s.p.add(ctx, e); err != nil {

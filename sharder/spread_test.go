@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/bulkmove/bulkmove/model"
 )
 
 // spreadTree makes dirs directories of files empty files each under a
@@ -31,7 +33,7 @@ func spreadTree(t *testing.T, dirs, files int) string {
 }
 
 // batchDirs returns how many directories each batch's files come from.
-func batchDirs(bs []*Batch) []int {
+func batchDirs(bs []*model.Batch) []int {
 	var n []int
 	for _, b := range bs {
 		dirs := map[string]bool{}
@@ -99,7 +101,7 @@ func TestSpreadHoldBounded(t *testing.T) {
 	const dirs, files = 5, 1000
 	src := spreadTree(t, dirs, files)
 	decide := make(chan bool, 1)
-	out := make(chan *Batch)
+	out := make(chan *model.Batch)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var err error
@@ -144,7 +146,7 @@ func TestSpreadSlowWalk(t *testing.T) {
 	defer pr.Close()
 	decide := make(chan bool, 1)
 	decide <- true
-	out := make(chan *Batch)
+	out := make(chan *model.Batch)
 	var werr error
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -155,7 +157,7 @@ func TestSpreadSlowWalk(t *testing.T) {
 	fmt.Fprintln(pw, "d00/f000\nd00/f001\nd01/f000\nd01/f001\nd00/f002")
 	select {
 	case b := <-out:
-		if n := batchDirs([]*Batch{b})[0]; n != 2 || len(b.Entries) != 4 {
+		if n := batchDirs([]*model.Batch{b})[0]; n != 2 || len(b.Entries) != 4 {
 			t.Errorf("first batch: %d files of %d directories, want 4 of 2", len(b.Entries), n)
 		}
 	case <-time.After(10 * time.Second):

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/bulkmove/bulkmove/model"
 )
 
 // rawStat is what the walk needs from lstat.
@@ -153,7 +155,7 @@ func openDir(name string, follow bool) (*os.File, error) {
 // Restat looks the regular file e (relative to root) up again and returns
 // it with its current size, mtime, mode and owner; ok is false if it is
 // gone or no longer a regular file.
-func Restat(root string, e Entry) (Entry, bool) {
+func Restat(root string, e model.Entry) (model.Entry, bool) {
 	st, err := lstatPath(filepath.Join(root, filepath.FromSlash(e.Path)))
 	if err != nil || st.typ != 0 {
 		return e, false

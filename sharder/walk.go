@@ -19,6 +19,7 @@ import (
 	"github.com/bulkmove/bulkmove/filter"
 	"github.com/bulkmove/bulkmove/internal/ioconc"
 	"github.com/bulkmove/bulkmove/internal/spill"
+	"github.com/bulkmove/bulkmove/model"
 )
 
 // Defaults for Options.
@@ -119,7 +120,7 @@ type Options struct {
 
 	// Deferred receives every directory (the root included, as "."),
 	// symlink and second or later name of a hard-linked file.
-	Deferred func(Entry)
+	Deferred func(model.Entry)
 	// OnError receives an error that did not stop the walk: a directory that
 	// cannot be opened or read, a name that cannot be lstat'ed, a symlink
 	// that cannot be read. path is relative to the source root, as in
@@ -206,7 +207,7 @@ type Stats struct {
 // directory's Deferred call happens before any batch holding a file under it
 // is sent on out (except with FilesFrom). A hard link's Deferred call may come before the batch
 // holding its first name is sent.
-func Run(ctx context.Context, src string, opt Options, out chan<- *Batch) (Stats, error) {
+func Run(ctx context.Context, src string, opt Options, out chan<- *model.Batch) (Stats, error) {
 	defer close(out)
 	var st Stats
 	opt = opt.withDefaults()
@@ -265,7 +266,7 @@ func Run(ctx context.Context, src string, opt Options, out chan<- *Batch) (Stats
 		return st, err
 	}
 	if opt.Shard.OwnsDir(".") {
-		w.chunks <- chunk{deferred: []Entry{rs.entry(".", KindDir)}}
+		w.chunks <- chunk{deferred: []model.Entry{rs.entry(".", model.KindDir)}}
 	}
 	w.stack = spill.NewStack(opt.SpillDir, opt.DirMem, spill.StringCodec{})
 	w.stack.Push(".")
@@ -314,9 +315,9 @@ func Run(ctx context.Context, src string, opt Options, out chan<- *Batch) (Stats
 // chunk is what a worker hands the collector at once: the results of one
 // readdir call (at most readDirChunk names of one directory).
 type chunk struct {
-	files    []Entry // regular files, for batches
-	deferred []Entry // directories, symlinks, hard links
-	notes    []note  // errors and warnings
+	files    []model.Entry // regular files, for batches
+	deferred []model.Entry // directories, symlinks, hard links
+	notes    []note        // errors and warnings
 	excluded int64
 }
 
@@ -368,7 +369,7 @@ type walker struct {
 	// sendLateLinks); linksFull stays set, so that no inode has names both
 	// there and in links.
 	linksFull bool
-	late      *spill.List[Entry]
+	late      *spill.List[model.Entry]
 	linkPeak  int
 
 	// statq feeds the stat workers (nil: none; see forEachStat).
@@ -589,7 +590,7 @@ func (w *walker) readDir(ctx context.Context, it dirItem) error {
 func (w *walker) statChunk(f *os.File, rel, full string, ents []fs.DirEntry, owned bool) (chunk, []string) {
 	var c chunk
 	if owned {
-		c.files = make([]Entry, 0, len(ents))
+		c.files = make([]model.Entry, 0, len(ents))
 	}
 	var subdirs []string
 	// The names to lstat, in readdir order.
@@ -711,7 +712,7 @@ const maxRanges = 1 << 16
 func (w *walker) entryInto(c *chunk, rel string, rs rawStat, target string, lerr error) {
 	switch rs.typ {
 	case 0:
-		e := rs.entry(rel, KindFile)
+		e := rs.entry(rel, model.KindFile)
 		e.Nlink = uint32(min(rs.nlink, 1<<32-1))
 		if rs.nlink > 1 {
 			k := devIno{rs.dev, rs.ino}
@@ -735,7 +736,7 @@ func (w *walker) entryInto(c *chunk, rel string, rs rawStat, target string, lerr
 			}
 			w.linkMu.Unlock()
 			if seen {
-				e.Kind = KindHardlink
+				e.Kind = model.KindHardlink
 				e.Size = 0
 				e.Link = first
 				c.deferred = append(c.deferred, e)
@@ -753,13 +754,13 @@ func (w *walker) entryInto(c *chunk, rel string, rs rawStat, target string, lerr
 		}
 		c.files = append(c.files, e)
 	case fs.ModeDir:
-		c.deferred = append(c.deferred, rs.entry(rel, KindDir))
+		c.deferred = append(c.deferred, rs.entry(rel, model.KindDir))
 	case fs.ModeSymlink:
 		if lerr != nil {
 			c.notes = append(c.notes, note{path: rel, err: lerr})
 			return
 		}
-		e := rs.entry(rel, KindSymlink)
+		e := rs.entry(rel, model.KindSymlink)
 		e.Link = target
 		c.deferred = append(c.deferred, e)
 	case fs.ModeSocket:
@@ -776,10 +777,10 @@ func (w *walker) entryInto(c *chunk, rel string, rs rawStat, target string, lerr
 // lateLink sets aside e, a name of a hard-linked file whose inode has no
 // open set, once the open sets have filled LinkMem; w.linkMu is held. A
 // failure to write it to disk is reported as an error of that name.
-func (w *walker) lateLink(c *chunk, e Entry) {
+func (w *walker) lateLink(c *chunk, e model.Entry) {
 	w.linksFull = true
 	if w.late == nil {
-		w.late = spill.New(w.opt.SpillDir, 0, byInode, EntryCodec{})
+		w.late = spill.New(w.opt.SpillDir, 0, byInode, model.EntryCodec{})
 	}
 	if err := w.late.Add(e); err != nil {
 		c.notes = append(c.notes, note{path: e.Path, err: &fs.PathError{Op: "set aside hard link", Path: w.full(e.Path), Err: err}})
@@ -788,7 +789,7 @@ func (w *walker) lateLink(c *chunk, e Entry) {
 
 // byInode orders names by inode; the spill keeps equal ones in the order
 // added, so the first name of an inode met comes first.
-func byInode(a, b *Entry) int {
+func byInode(a, b *model.Entry) int {
 	if c := cmp.Compare(a.Dev, b.Dev); c != 0 {
 		return c
 	}
@@ -807,7 +808,7 @@ func (w *walker) sendLateLinks(ctx context.Context) error {
 	}
 	for _, links := range []bool{false, true} {
 		var c chunk
-		var first Entry
+		var first model.Entry
 		for e, err := range w.late.All() {
 			if err != nil {
 				// The names not read back are not moved; a link is
@@ -822,7 +823,7 @@ func (w *walker) sendLateLinks(ctx context.Context) error {
 					c.files = append(c.files, e)
 				}
 			case links:
-				e.Kind, e.Size, e.Link = KindHardlink, 0, first.Path
+				e.Kind, e.Size, e.Link = model.KindHardlink, 0, first.Path
 				c.deferred = append(c.deferred, e)
 			}
 			if len(c.files)+len(c.deferred) >= readDirChunk {
@@ -855,8 +856,8 @@ func (w *walker) endLinks() {
 	}
 }
 
-func (rs *rawStat) entry(rel string, k Kind) Entry {
-	e := Entry{
+func (rs *rawStat) entry(rel string, k model.Kind) model.Entry {
+	e := model.Entry{
 		Path:  rel,
 		Kind:  k,
 		Mode:  rs.perm,
@@ -866,7 +867,7 @@ func (rs *rawStat) entry(rel string, k Kind) Entry {
 		Dev:   rs.dev,
 		Ino:   rs.ino,
 	}
-	if k == KindFile {
+	if k == model.KindFile {
 		e.Size = rs.size
 	}
 	return e
@@ -920,11 +921,11 @@ func (w *walker) collect(ctx context.Context, p *partitioner, st *Stats) error {
 		st.Excluded += c.excluded
 		for _, e := range c.deferred {
 			switch e.Kind {
-			case KindDir:
+			case model.KindDir:
 				st.Dirs++
-			case KindSymlink:
+			case model.KindSymlink:
 				st.Symlinks++
-			case KindHardlink:
+			case model.KindHardlink:
 				st.Hardlinks++
 			}
 			if o.Deferred != nil {

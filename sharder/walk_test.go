@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/bulkmove/bulkmove/filter"
+	"github.com/bulkmove/bulkmove/model"
 )
 
 func TestMain(m *testing.M) {
@@ -29,8 +30,8 @@ func TestMain(m *testing.M) {
 
 // result is everything a Run reported.
 type result struct {
-	batches  []*Batch
-	deferred []Entry
+	batches  []*model.Batch
+	deferred []model.Entry
 	errs     map[string]error
 	warns    map[string]string
 	stats    Stats
@@ -38,8 +39,8 @@ type result struct {
 }
 
 // files returns the entries of all batches.
-func (r *result) files() []Entry {
-	var fs []Entry
+func (r *result) files() []model.Entry {
+	var fs []model.Entry
 	for _, b := range r.batches {
 		fs = append(fs, b.Entries...)
 	}
@@ -47,9 +48,9 @@ func (r *result) files() []Entry {
 }
 
 // byPath indexes every reported entry by path and fails on duplicates.
-func (r *result) byPath(t *testing.T) map[string]Entry {
+func (r *result) byPath(t *testing.T) map[string]model.Entry {
 	t.Helper()
-	m := make(map[string]Entry)
+	m := make(map[string]model.Entry)
 	for _, e := range append(r.files(), r.deferred...) {
 		if _, dup := m[e.Path]; dup {
 			t.Errorf("%q reported twice", e.Path)
@@ -64,7 +65,7 @@ func run(t *testing.T, src string, opt Options) *result {
 	t.Helper()
 	r := &result{errs: map[string]error{}, warns: map[string]string{}}
 	var inCallback sync.Mutex // callbacks must never overlap
-	opt.Deferred = func(e Entry) {
+	opt.Deferred = func(e model.Entry) {
 		if !inCallback.TryLock() {
 			t.Error("callbacks called concurrently")
 			return
@@ -91,7 +92,7 @@ func run(t *testing.T, src string, opt Options) *result {
 		defer inCallback.Unlock()
 		r.warns[p] = msg
 	}
-	out := make(chan *Batch)
+	out := make(chan *model.Batch)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -110,7 +111,7 @@ func run(t *testing.T, src string, opt Options) *result {
 		}
 		var sum int64
 		for _, e := range b.Entries {
-			if e.Kind != KindFile {
+			if e.Kind != model.KindFile {
 				t.Errorf("batch %d holds %s %q", b.ID, e.Kind, e.Path)
 			}
 			sum += e.Size
@@ -120,7 +121,7 @@ func run(t *testing.T, src string, opt Options) *result {
 		}
 	}
 	for _, e := range r.deferred {
-		if e.Kind == KindFile {
+		if e.Kind == model.KindFile {
 			t.Errorf("Deferred got file %q", e.Path)
 		}
 	}
@@ -129,11 +130,11 @@ func run(t *testing.T, src string, opt Options) *result {
 		var dirs, links, hard int64
 		for _, e := range r.deferred {
 			switch e.Kind {
-			case KindDir:
+			case model.KindDir:
 				dirs++
-			case KindSymlink:
+			case model.KindSymlink:
 				links++
-			case KindHardlink:
+			case model.KindHardlink:
 				hard++
 			}
 		}
@@ -276,14 +277,14 @@ func TestWalkEverythingOnce(t *testing.T) {
 		}
 		delete(got, p)
 		st := fi.Sys().(*syscall.Stat_t)
-		var wantKind Kind
+		var wantKind model.Kind
 		switch {
 		case fi.Mode().IsRegular():
-			wantKind = KindFile
+			wantKind = model.KindFile
 		case fi.IsDir():
-			wantKind = KindDir
+			wantKind = model.KindDir
 		case fi.Mode()&fs.ModeSymlink != 0:
-			wantKind = KindSymlink
+			wantKind = model.KindSymlink
 		}
 		if e.Kind != wantKind {
 			t.Errorf("%q: kind %s, want %s", p, e.Kind, wantKind)
@@ -300,11 +301,11 @@ func TestWalkEverythingOnce(t *testing.T) {
 				e.UID, e.GID, e.Dev, e.Ino, st.Uid, st.Gid, st.Dev, st.Ino)
 		}
 		switch wantKind {
-		case KindFile:
+		case model.KindFile:
 			if e.Size != fi.Size() {
 				t.Errorf("%q: size %d, want %d", p, e.Size, fi.Size())
 			}
-		case KindSymlink:
+		case model.KindSymlink:
 			target, err := os.Readlink(filepath.Join(src, p))
 			check(t, err)
 			if e.Link != target {
@@ -322,7 +323,7 @@ func TestWalkEverythingOnce(t *testing.T) {
 		t.Errorf("a/one mode %v", e.Mode)
 	}
 	// The root is reported first, as ".".
-	if len(r.deferred) == 0 || r.deferred[0].Path != "." || r.deferred[0].Kind != KindDir {
+	if len(r.deferred) == 0 || r.deferred[0].Path != "." || r.deferred[0].Kind != model.KindDir {
 		t.Errorf("first deferred entry %+v, want the root", r.deferred[0])
 	}
 }
@@ -339,10 +340,10 @@ func TestWalkDirectoryBeforeItsFiles(t *testing.T) {
 	for _, spread := range []bool{false, true} {
 		var mu sync.Mutex
 		seen := map[string]bool{}
-		out := make(chan *Batch)
+		out := make(chan *model.Batch)
 		decide := make(chan bool, 1)
 		decide <- spread
-		opt := Options{BatchFiles: 7, Spread: decide, Deferred: func(e Entry) {
+		opt := Options{BatchFiles: 7, Spread: decide, Deferred: func(e model.Entry) {
 			mu.Lock()
 			seen[e.Path] = true
 			mu.Unlock()
@@ -409,7 +410,7 @@ func TestWalkHardlinks(t *testing.T) {
 		m := r.byPath(t)
 		checkLinkGroup(t, m, "a/orig", "b/second", "b/c/third", "a/fourth")
 		checkLinkGroup(t, m, "g1", "b/c/g2")
-		if e := m["b/lonely"]; e.Kind != KindFile || e.Size != 5 {
+		if e := m["b/lonely"]; e.Kind != model.KindFile || e.Size != 5 {
 			t.Errorf("b/lonely: %+v", e)
 		}
 		if r.stats.Hardlinks != 4 || r.stats.Files != 3 {
@@ -420,11 +421,11 @@ func TestWalkHardlinks(t *testing.T) {
 
 // checkLinkGroup checks that one of names, the names of one inode, is a
 // regular file and every other a hard link to it.
-func checkLinkGroup(t *testing.T, m map[string]Entry, names ...string) {
+func checkLinkGroup(t *testing.T, m map[string]model.Entry, names ...string) {
 	t.Helper()
 	var first string
 	for _, n := range names {
-		if m[n].Kind == KindFile {
+		if m[n].Kind == model.KindFile {
 			if first != "" {
 				t.Errorf("both %q and %q are files", first, n)
 			}
@@ -442,7 +443,7 @@ func checkLinkGroup(t *testing.T, m map[string]Entry, names ...string) {
 			}
 			continue
 		}
-		if e.Kind != KindHardlink || e.Link != first {
+		if e.Kind != model.KindHardlink || e.Link != first {
 			t.Errorf("%q: %s -> %q, want hardlink -> %q", n, e.Kind, e.Link, first)
 		}
 		if e.Ino != m[first].Ino || e.Dev != m[first].Dev {
@@ -490,7 +491,7 @@ func TestWalkHardlinksBounded(t *testing.T) {
 			}
 			checkLinkGroup(t, m, names...)
 		}
-		if e := m["lonely"]; e.Kind != KindFile || e.Size != 100 {
+		if e := m["lonely"]; e.Kind != model.KindFile || e.Size != 100 {
 			t.Errorf("lonely: %+v", e)
 		}
 		if want := int64(n + (n+2)/3); r.stats.Hardlinks != want || r.stats.Files != n+1 {
@@ -850,7 +851,7 @@ func TestWalkStreams(t *testing.T) {
 			mk(src)
 			walked := make(chan struct{})
 			opt := Options{BatchFiles: 10, Concurrency: 4, hooks: &testHooks{walkDone: func() { close(walked) }}}
-			out := make(chan *Batch)
+			out := make(chan *model.Batch)
 			done := make(chan error, 1)
 			go func() {
 				_, err := Run(context.Background(), src, opt, out)
@@ -894,11 +895,11 @@ func TestWalkCancel(t *testing.T) {
 	}
 	for _, after := range []int{0, 1, 5} { // cancel after receiving this many batches
 		ctx, cancel := context.WithCancel(context.Background())
-		out := make(chan *Batch)
+		out := make(chan *model.Batch)
 		done := make(chan error, 1)
 		var deferredAfterReturn sync.Mutex
 		returned := false
-		opt := Options{BatchFiles: 10, Deferred: func(Entry) {
+		opt := Options{BatchFiles: 10, Deferred: func(model.Entry) {
 			deferredAfterReturn.Lock()
 			defer deferredAfterReturn.Unlock()
 			if returned {
@@ -930,7 +931,7 @@ func TestWalkCancel(t *testing.T) {
 	// Cancelled before it starts.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	out := make(chan *Batch, 1000)
+	out := make(chan *model.Batch, 1000)
 	if _, err := Run(ctx, src, Options{}, out); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled Run returned %v", err)
 	}
@@ -948,7 +949,7 @@ func TestWalkSingleFile(t *testing.T) {
 		t.Fatalf("batches %v", r.batches)
 	}
 	e := r.batches[0].Entries[0]
-	if e.Path != "only file.bin" || e.Size != 1234 || e.Kind != KindFile || e.Mode != 0o644 {
+	if e.Path != "only file.bin" || e.Size != 1234 || e.Kind != model.KindFile || e.Mode != 0o644 {
 		t.Errorf("entry %+v", e)
 	}
 	if len(r.deferred) != 0 {
@@ -964,13 +965,13 @@ func TestWalkSingleFile(t *testing.T) {
 	if len(r.batches) != 0 || len(r.deferred) != 1 {
 		t.Fatalf("batches %v, deferred %v", r.batches, r.deferred)
 	}
-	if e := r.deferred[0]; e.Path != "lnk" || e.Kind != KindSymlink || e.Link != "only file.bin" {
+	if e := r.deferred[0]; e.Path != "lnk" || e.Kind != model.KindSymlink || e.Link != "only file.bin" {
 		t.Errorf("entry %+v", e)
 	}
 }
 
 func TestWalkMissingSource(t *testing.T) {
-	out := make(chan *Batch)
+	out := make(chan *model.Batch)
 	_, err := Run(context.Background(), filepath.Join(testDir(t), "nope"), Options{}, out)
 	if !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("Run on a missing source: %v", err)
@@ -1012,7 +1013,7 @@ func BenchmarkWalk(b *testing.B) {
 	var files, runs int64
 	for b.Loop() {
 		runs++
-		out := make(chan *Batch, 16)
+		out := make(chan *model.Batch, 16)
 		go func() {
 			for range out {
 			}

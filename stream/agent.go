@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/bulkmove/bulkmove/internal/units"
+	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/receive/extract"
-	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/wire"
 )
 
@@ -562,9 +562,9 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 
 // nothingToSend reports whether a data batch needs none of its files: then
 // the agent commits it at once (wire.Skipped) when no batch is ahead of it.
-func nothingToSend(entries []sharder.Entry, need []bool) bool {
+func nothingToSend(entries []model.Entry, need []bool) bool {
 	for i := range entries {
-		if need[i] || entries[i].Kind != sharder.KindFile {
+		if need[i] || entries[i].Kind != model.KindFile {
 			return false
 		}
 	}

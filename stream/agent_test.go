@@ -20,6 +20,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/receive/extract"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/stream"
@@ -163,8 +164,8 @@ func (a *agentUnderTest) failed() error {
 
 var mtime = time.Date(2022, 1, 2, 3, 4, 5, 600700800, time.UTC).UnixNano()
 
-func fileEntry(p string, size int64) sharder.Entry {
-	return sharder.Entry{Path: p, Kind: sharder.KindFile, Mode: 0o644, Size: size, MTime: mtime, Nlink: 1}
+func fileEntry(p string, size int64) model.Entry {
+	return model.Entry{Path: p, Kind: model.KindFile, Mode: 0o644, Size: size, MTime: mtime, Nlink: 1}
 }
 
 type tarFile struct {
@@ -218,7 +219,7 @@ func TestServeBatch(t *testing.T) {
 	if h.Proto != wire.Proto || h.Version != "test-agent" || h.Root != root {
 		t.Errorf("agent hello %+v", h)
 	}
-	m := &wire.BatchManifest{ID: 1, Entries: []sharder.Entry{fileEntry("a", 3), fileEntry("d/b", 5)}}
+	m := &wire.BatchManifest{ID: 1, Entries: []model.Entry{fileEntry("a", 3), fileEntry("d/b", 5)}}
 	if need := a.manifest(m); !need[0] || !need[1] {
 		t.Fatalf("need %v", need)
 	}
@@ -340,8 +341,8 @@ func TestServeOutOfOrder(t *testing.T) {
 	t.Run("data for the second batch first", func(t *testing.T) {
 		a := startServe(t, filepath.Join(t.TempDir(), "dst"))
 		a.handshake()
-		a.manifest(&wire.BatchManifest{ID: 1, Entries: []sharder.Entry{fileEntry("a", 1)}})
-		a.manifest(&wire.BatchManifest{ID: 2, Entries: []sharder.Entry{fileEntry("b", 1)}})
+		a.manifest(&wire.BatchManifest{ID: 1, Entries: []model.Entry{fileEntry("a", 1)}})
+		a.manifest(&wire.BatchManifest{ID: 2, Entries: []model.Entry{fileEntry("b", 1)}})
 		a.send(wire.Data, wire.EncodeID(2))
 		if err := a.failed(); !errors.Is(err, wire.ErrProtocol) || !strings.Contains(err.Error(), "batch 2") {
 			t.Errorf("Serve: %v, want a protocol error naming batch 2", err)
@@ -350,7 +351,7 @@ func TestServeOutOfOrder(t *testing.T) {
 	t.Run("commit without data", func(t *testing.T) {
 		a := startServe(t, filepath.Join(t.TempDir(), "dst"))
 		a.handshake()
-		a.manifest(&wire.BatchManifest{ID: 1, Entries: []sharder.Entry{fileEntry("a", 1)}})
+		a.manifest(&wire.BatchManifest{ID: 1, Entries: []model.Entry{fileEntry("a", 1)}})
 		a.send(wire.Commit, wire.EncodeCommit(1, nil))
 		if err := a.failed(); !errors.Is(err, wire.ErrProtocol) {
 			t.Errorf("Serve: %v, want a protocol error", err)
@@ -373,7 +374,7 @@ func TestServeTooManyManifests(t *testing.T) {
 	a.handshake()
 	max := 2 * stream.Window
 	for i := 1; i <= max; i++ {
-		a.manifest(&wire.BatchManifest{ID: uint64(i), Entries: []sharder.Entry{fileEntry(fmt.Sprint("f", i), 1)}})
+		a.manifest(&wire.BatchManifest{ID: uint64(i), Entries: []model.Entry{fileEntry(fmt.Sprint("f", i), 1)}})
 	}
 	a.send(wire.Manifest, wire.EncodeManifest(&wire.BatchManifest{ID: uint64(max + 1)}))
 	err := a.failed()
@@ -388,7 +389,7 @@ func TestServeCut(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	big := bytes.Repeat([]byte("0123456789abcdef"), 64<<10) // 1 MiB
 	files := []tarFile{{"small", []byte("abc")}, {"d/big", big}, {"last", []byte("z")}}
-	m := &wire.BatchManifest{ID: 1, Entries: []sharder.Entry{fileEntry("small", 3), fileEntry("d/big", int64(len(big))), fileEntry("last", 1)}}
+	m := &wire.BatchManifest{ID: 1, Entries: []model.Entry{fileEntry("small", 3), fileEntry("d/big", int64(len(big))), fileEntry("last", 1)}}
 	full := tarStream(t, 1, files)
 
 	for _, tc := range []struct {
@@ -567,10 +568,10 @@ func TestDialAgentGone(t *testing.T) {
 
 // srcTree writes files into a fresh source directory and returns batches
 // of one file each.
-func srcTree(t *testing.T, names ...string) (stream.Source, []*sharder.Batch) {
+func srcTree(t *testing.T, names ...string) (stream.Source, []*model.Batch) {
 	t.Helper()
 	dir := t.TempDir()
-	var bs []*sharder.Batch
+	var bs []*model.Batch
 	for i, n := range names {
 		p := filepath.Join(dir, n)
 		if err := os.WriteFile(p, []byte("content of "+n), 0o644); err != nil {
@@ -582,7 +583,7 @@ func srcTree(t *testing.T, names ...string) (stream.Source, []*sharder.Batch) {
 		}
 		e := fileEntry(n, fi.Size())
 		e.MTime = fi.ModTime().UnixNano()
-		bs = append(bs, &sharder.Batch{ID: uint64(i + 1), Entries: []sharder.Entry{e}, Bytes: fi.Size()})
+		bs = append(bs, &model.Batch{ID: uint64(i + 1), Entries: []model.Entry{e}, Bytes: fi.Size()})
 	}
 	return stream.Source{Root: dir}, bs
 }
@@ -614,7 +615,7 @@ func (a *fakeAgent) readBatchData() (uint64, error) {
 // runFake runs the client's Run over batches against a fake agent that
 // answers each frame with react, and returns what Run returned and which
 // batches were reported done.
-func runFake(t *testing.T, names []string, react func(a *fakeAgent, typ byte, p []byte) error) (done []uint64, unacked []*sharder.Batch, err error) {
+func runFake(t *testing.T, names []string, react func(a *fakeAgent, typ byte, p []byte) error) (done []uint64, unacked []*model.Batch, err error) {
 	t.Helper()
 	src, batches := srcTree(t, names...)
 	c, err, agentDone := dialFake(t, src, func(a *fakeAgent) {
@@ -635,7 +636,7 @@ func runFake(t *testing.T, names []string, react func(a *fakeAgent, typ byte, p 
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := make(chan *sharder.Batch, len(batches))
+	in := make(chan *model.Batch, len(batches))
 	for _, b := range batches {
 		in <- b
 	}
@@ -651,7 +652,7 @@ func runFake(t *testing.T, names []string, react func(a *fakeAgent, typ byte, p 
 	return done, unacked, err
 }
 
-func ids(bs []*sharder.Batch) []uint64 {
+func ids(bs []*model.Batch) []uint64 {
 	var out []uint64
 	for _, b := range bs {
 		out = append(out, b.ID)
@@ -805,7 +806,7 @@ func TestClientAgent(t *testing.T) {
 	} else if ino := fmt.Sprintf(" ino=%d", fi.Sys().(*syscall.Stat_t).Ino); !strings.Contains(c.Peer.DestID+" ", ino+" ") {
 		t.Errorf("the agent names DEST %q, want its inode (%s)", c.Peer.DestID, ino)
 	}
-	in := make(chan *sharder.Batch, len(batches))
+	in := make(chan *model.Batch, len(batches))
 	for _, b := range batches {
 		in <- b
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/bulkmove/bulkmove/internal/hostcpu"
 	"github.com/bulkmove/bulkmove/internal/iocount"
 	"github.com/bulkmove/bulkmove/internal/ratelimit"
-	"github.com/bulkmove/bulkmove/sharder"
+	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/wire"
 )
 
@@ -261,7 +261,7 @@ func (c *Client) shut() {
 }
 
 type inflight struct {
-	b       *sharder.Batch
+	b       *model.Batch
 	m       *wire.BatchManifest
 	sent    bool // data sent, waiting for the ack
 	srcErrs []SourceError
@@ -269,13 +269,13 @@ type inflight struct {
 }
 
 // Run implements Conn.
-func (c *Client) Run(ctx context.Context, in <-chan *sharder.Batch, done func(Result)) ([]*sharder.Batch, error) {
+func (c *Client) Run(ctx context.Context, in <-chan *model.Batch, done func(Result)) ([]*model.Batch, error) {
 	return c.run(ctx, in, 0, c.sums, done)
 }
 
 // Final implements Conn.
-func (c *Client) Final(ctx context.Context, bs []*sharder.Batch, done func(Result)) error {
-	in := make(chan *sharder.Batch, len(bs))
+func (c *Client) Final(ctx context.Context, bs []*model.Batch, done func(Result)) error {
+	in := make(chan *model.Batch, len(bs))
 	for _, b := range bs {
 		in <- b
 	}
@@ -317,7 +317,7 @@ func (c *Client) watch(inflight func() bool) func() {
 // content hashes) and reports each acknowledged batch to done: data
 // batches get a need list and then their data, final batches their data at
 // once, verify batches an ack alone.
-func (c *Client) run(ctx context.Context, in <-chan *sharder.Batch, flags uint64, sums bool, done func(Result)) (unacked []*sharder.Batch, err error) {
+func (c *Client) run(ctx context.Context, in <-chan *model.Batch, flags uint64, sums bool, done func(Result)) (unacked []*model.Batch, err error) {
 	var queue []*inflight
 	var busy atomic.Bool // batches in flight, for the stall watch
 	defer c.watch(busy.Load)()
@@ -343,7 +343,7 @@ func (c *Client) run(ctx context.Context, in <-chan *sharder.Batch, flags uint64
 		busy.Store(len(queue) > 0)
 		// Keep up to four manifests ahead (two, once they hold aheadBytes)
 		// and Window batches in flight.
-		var src <-chan *sharder.Batch
+		var src <-chan *model.Batch
 		if in != nil && manifested < 4 && len(queue) < Window && (manifested < 2 || ahead < aheadBytes) {
 			src = in
 		}

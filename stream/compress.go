@@ -83,7 +83,7 @@ import (
 
 	"github.com/bulkmove/bulkmove/internal/ioconc"
 	"github.com/bulkmove/bulkmove/internal/units"
-	"github.com/bulkmove/bulkmove/sharder"
+	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/wire"
 )
 
@@ -625,7 +625,7 @@ func (e *ewma) add(x float64) {
 func fileBytes(m *wire.BatchManifest, need []bool) int64 {
 	var n int64
 	for i := range m.Entries {
-		if m.Entries[i].Kind == sharder.KindFile && need[i] {
+		if m.Entries[i].Kind == model.KindFile && need[i] {
 			n += m.Entries[i].Size
 		}
 	}
@@ -645,7 +645,7 @@ func (s Source) sample(m *wire.BatchManifest, need []bool, buf []byte) []byte {
 	}
 	files := 0
 	for i := range m.Entries {
-		if e := &m.Entries[i]; e.Kind == sharder.KindFile && need[i] && e.Size > 0 {
+		if e := &m.Entries[i]; e.Kind == model.KindFile && need[i] && e.Size > 0 {
 			files++
 		}
 	}
@@ -654,11 +654,11 @@ func (s Source) sample(m *wire.BatchManifest, need []bool, buf []byte) []byte {
 	}
 	k := min(files, sampleFiles)
 	share := sampleBytes / k
-	picks := make([]*sharder.Entry, 0, k)
+	picks := make([]*model.Entry, 0, k)
 	nth := 0 // the needed file at hand
 	for i := range m.Entries {
 		e := &m.Entries[i]
-		if e.Kind != sharder.KindFile || !need[i] || e.Size == 0 {
+		if e.Kind != model.KindFile || !need[i] || e.Size == 0 {
 			continue
 		}
 		if nth++; nth-1 == len(picks)*files/k {
@@ -806,7 +806,7 @@ func tarBound(m *wire.BatchManifest, need []bool, o *wire.ReceiveOptions) int64 
 	n := int64(1 << 20)
 	for i := range m.Entries {
 		e := &m.Entries[i]
-		if e.Kind != sharder.KindFile || i >= len(need) || !need[i] {
+		if e.Kind != model.KindFile || i >= len(need) || !need[i] {
 			continue
 		}
 		n += (e.Size+511)/512*512 + perFile + 2*int64(len(e.Path))

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/bulkmove/bulkmove/internal/ioconc"
-	"github.com/bulkmove/bulkmove/sharder"
+	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/wire"
 )
 
@@ -29,7 +29,7 @@ func TestAutoPolicy(t *testing.T) {
 	random := xorshift(90000, 1)
 	os.WriteFile(filepath.Join(dir, "random"), random, 0o644)
 	batch := func(name string, size int) (*wire.BatchManifest, []bool) {
-		return &wire.BatchManifest{Entries: []sharder.Entry{{Path: name, Kind: sharder.KindFile, Size: int64(size)}}}, []bool{true}
+		return &wire.BatchManifest{Entries: []model.Entry{{Path: name, Kind: model.KindFile, Size: int64(size)}}}, []bool{true}
 	}
 	src := Source{Root: dir}
 	var log strings.Builder
@@ -123,12 +123,12 @@ func TestSampleSpread(t *testing.T) {
 	dir := t.TempDir()
 	random := xorshift(200000, 3)
 	os.WriteFile(filepath.Join(dir, "blob.bin"), random, 0o644)
-	m := &wire.BatchManifest{Entries: []sharder.Entry{{Path: "blob.bin", Kind: sharder.KindFile, Size: int64(len(random))}}}
+	m := &wire.BatchManifest{Entries: []model.Entry{{Path: "blob.bin", Kind: model.KindFile, Size: int64(len(random))}}}
 	for i := range 9 {
 		name := fmt.Sprintf("log-%d.txt", i)
 		text := strings.Repeat(fmt.Sprintf("GET /item/%d 200 user=%d\n", i, i*7), 2000)
 		os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644)
-		m.Entries = append(m.Entries, sharder.Entry{Path: name, Kind: sharder.KindFile, Size: int64(len(text))})
+		m.Entries = append(m.Entries, model.Entry{Path: name, Kind: model.KindFile, Size: int64(len(text))})
 	}
 	need := make([]bool, len(m.Entries))
 	for i := range need {
@@ -161,7 +161,7 @@ func TestSampleConcurrent(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(fmt.Sprintf("<%d/>tail", i)), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		m.Entries = append(m.Entries, sharder.Entry{Path: name, Kind: sharder.KindFile, Size: 4})
+		m.Entries = append(m.Entries, model.Entry{Path: name, Kind: model.KindFile, Size: 4})
 	}
 	need := make([]bool, n)
 	for i := range need {
@@ -214,7 +214,7 @@ func TestAutoLevel(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "log"), []byte(logs.String()), 0o644)
 	src := Source{Root: dir}
 	batch := func(name string, size int) (*wire.BatchManifest, []bool) {
-		return &wire.BatchManifest{Entries: []sharder.Entry{{Path: name, Kind: sharder.KindFile, Size: int64(size)}}}, []bool{true}
+		return &wire.BatchManifest{Entries: []model.Entry{{Path: name, Kind: model.KindFile, Size: int64(size)}}}, []bool{true}
 	}
 	d := &deflater{cfg: Compression{Mode: CompressAuto}}
 	defer d.close()
@@ -294,7 +294,7 @@ func TestAutoPolicyFarPath(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return &wire.BatchManifest{Entries: []sharder.Entry{{Path: name, Kind: sharder.KindFile, Size: fi.Size()}}}, []bool{true}
+		return &wire.BatchManifest{Entries: []model.Entry{{Path: name, Kind: model.KindFile, Size: fi.Size()}}}, []bool{true}
 	}
 	tm, tn := batch("text")
 	rm, rn := batch("random")
@@ -477,7 +477,7 @@ func textBatch(t *testing.T) (Source, *wire.BatchManifest, []bool) {
 	if err := os.WriteFile(filepath.Join(dir, "text"), []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return Source{Root: dir}, &wire.BatchManifest{Entries: []sharder.Entry{{Path: "text", Kind: sharder.KindFile, Size: int64(len(text))}}}, []bool{true}
+	return Source{Root: dir}, &wire.BatchManifest{Entries: []model.Entry{{Path: "text", Kind: model.KindFile, Size: int64(len(text))}}}, []bool{true}
 }
 
 // TestReceiverSharesSlowPeer: before the receiver's first measure, one

@@ -20,6 +20,7 @@ import (
 	"github.com/bulkmove/bulkmove/internal/gentree"
 	"github.com/bulkmove/bulkmove/internal/ratelimit"
 	"github.com/bulkmove/bulkmove/internal/treecmp"
+	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/receive/extract"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/stream"
@@ -212,7 +213,7 @@ func zstdChunks(t *testing.T, b []byte) []byte {
 // nothing lands.
 func TestCompressHostile(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	m := &wire.BatchManifest{ID: 1, Entries: []sharder.Entry{fileEntry("a", 3)}}
+	m := &wire.BatchManifest{ID: 1, Entries: []model.Entry{fileEntry("a", 3)}}
 	good := tarStream(t, 1, []tarFile{{"a", []byte("abc")}})
 	// The bomb: 64 global headers of 1 MiB each (which the tar reader
 	// takes one by one), then the file.
@@ -288,7 +289,7 @@ func TestCompressWireRoundTrip(t *testing.T) {
 	a.handshake()
 	for id := uint64(1); id <= 3; id++ {
 		name := "f" + strconv.FormatUint(id, 10)
-		m := &wire.BatchManifest{ID: id, Entries: []sharder.Entry{fileEntry(name, 5)}}
+		m := &wire.BatchManifest{ID: id, Entries: []model.Entry{fileEntry(name, 5)}}
 		a.manifest(m)
 		data := tarStream(t, id, []tarFile{{name, []byte("hello")}})
 		if id == 2 {

@@ -15,14 +15,13 @@ package stream
 
 import (
 	"context"
-
-	"github.com/bulkmove/bulkmove/sharder"
+	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/wire"
 )
 
 // Result is what the sender learns about one batch.
 type Result struct {
-	Batch     *sharder.Batch
+	Batch     *model.Batch
 	Stream    int
 	Final     bool
 	Ack       *wire.BatchAck // the receiver's acknowledgement
@@ -41,11 +40,11 @@ type Conn interface {
 	// Run sends batches from in until in is closed, calling done for each
 	// acknowledged batch. On failure it returns the batches that were sent
 	// but not acknowledged, so that another stream can carry them.
-	Run(ctx context.Context, in <-chan *sharder.Batch, done func(Result)) (unacked []*sharder.Batch, err error)
+	Run(ctx context.Context, in <-chan *model.Batch, done func(Result)) (unacked []*model.Batch, err error)
 	// Final applies batches of deferred entries, in order, pipelined (not
 	// waiting a round trip for each), calling done for each ack; it
 	// returns once all are acknowledged.
-	Final(ctx context.Context, bs []*sharder.Batch, done func(Result)) error
+	Final(ctx context.Context, bs []*model.Batch, done func(Result)) error
 	// Close ends the stream and returns the receiver's totals.
 	Close(ctx context.Context) (wire.Totals, error)
 }

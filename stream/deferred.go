@@ -7,7 +7,7 @@ import (
 	"sync"
 
 	"github.com/bulkmove/bulkmove/internal/spill"
-	"github.com/bulkmove/bulkmove/sharder"
+	"github.com/bulkmove/bulkmove/model"
 )
 
 // Deferred collects the entries created after all file data: directories
@@ -25,43 +25,43 @@ type Deferred struct {
 	Mem int    // entries each list keeps in memory; 0: spill.DefaultMem
 
 	mu                        sync.Mutex
-	dirs, symlinks, hardlinks *spill.List[sharder.Entry]
+	dirs, symlinks, hardlinks *spill.List[model.Entry]
 	err                       error
 }
 
 // deeperFirst orders directories as their metadata is applied: the
 // deepest first, so that setting a directory's mtime or a read-only mode
 // comes after everything inside it is done.
-func deeperFirst(a, b *sharder.Entry) int {
+func deeperFirst(a, b *model.Entry) int {
 	if d := depth(b.Path) - depth(a.Path); d != 0 {
 		return d
 	}
 	return strings.Compare(a.Path, b.Path)
 }
 
-func byLink(a, b *sharder.Entry) int { return strings.Compare(a.Link, b.Link) }
+func byLink(a, b *model.Entry) int { return strings.Compare(a.Link, b.Link) }
 
 func (d *Deferred) init() {
 	if d.dirs == nil {
-		d.dirs = spill.New(d.Dir, d.Mem, deeperFirst, sharder.EntryCodec{})
-		d.symlinks = spill.New[sharder.Entry](d.Dir, d.Mem, nil, sharder.EntryCodec{})
-		d.hardlinks = spill.New(d.Dir, d.Mem, byLink, sharder.EntryCodec{})
+		d.dirs = spill.New(d.Dir, d.Mem, deeperFirst, model.EntryCodec{})
+		d.symlinks = spill.New[model.Entry](d.Dir, d.Mem, nil, model.EntryCodec{})
+		d.hardlinks = spill.New(d.Dir, d.Mem, byLink, model.EntryCodec{})
 	}
 }
 
 // Add files an entry under its kind. A failure to spill to disk is kept
 // and returned by Err (and fails Pool.Run).
-func (d *Deferred) Add(e sharder.Entry) {
+func (d *Deferred) Add(e model.Entry) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.init()
 	var err error
 	switch e.Kind {
-	case sharder.KindDir:
+	case model.KindDir:
 		err = d.dirs.Add(e)
-	case sharder.KindSymlink:
+	case model.KindSymlink:
 		err = d.symlinks.Add(e)
-	case sharder.KindHardlink:
+	case model.KindHardlink:
 		err = d.hardlinks.Add(e)
 	}
 	if err != nil && d.err == nil {
@@ -85,7 +85,7 @@ func (d *Deferred) Len() (dirs, symlinks, hardlinks int64) {
 }
 
 // lists returns the three lists, once the walk is over.
-func (d *Deferred) lists() (dirs, symlinks, hardlinks *spill.List[sharder.Entry], err error) {
+func (d *Deferred) lists() (dirs, symlinks, hardlinks *spill.List[model.Entry], err error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.init()
@@ -108,7 +108,7 @@ type ownedCodec struct{}
 func (ownedCodec) Append(b []byte, o *owned) []byte {
 	b = binary.AppendUvarint(b, uint64(o.stream))
 	b = binary.AppendUvarint(b, uint64(o.epoch))
-	return sharder.AppendEntry(b, &o.entry)
+	return model.AppendEntry(b, &o.entry)
 }
 
 func (ownedCodec) Decode(b []byte) (owned, error) {
@@ -123,7 +123,7 @@ func (ownedCodec) Decode(b []byte) (owned, error) {
 		return o, errors.New("short owner record")
 	}
 	o.stream, o.epoch = int(s), int(ep)
-	e, rest, err := sharder.ReadEntry(b[n:])
+	e, rest, err := model.ReadEntry(b[n:])
 	if err == nil && len(rest) > 0 {
 		err = errors.New("trailing bytes after an owner record")
 	}

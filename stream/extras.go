@@ -10,7 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/bulkmove/bulkmove/internal/xattrs"
-	"github.com/bulkmove/bulkmove/sharder"
+	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/wire"
 )
 
@@ -27,12 +27,12 @@ const sparseMin = 128 << 10
 // its open descriptor: its sparse map (nil: dense) and its attributes. A
 // problem with the attributes is err: the file still goes, without those
 // it could not read.
-func (s Source) Extras(f *File, e *sharder.Entry) (ext []wire.Extent, xs []wire.Xattr, err error) {
+func (s Source) Extras(f *File, e *model.Entry) (ext []wire.Extent, xs []wire.Xattr, err error) {
 	if s.Sparse && e.Size >= sparseMin {
 		ext = extents(f.fd, e.Size)
 	}
 	if s.Xattrs || s.ACLs {
-		xs, err = s.readXattrs(xattrs.Target{Fd: f.fd}, f.Name(), sharder.KindFile)
+		xs, err = s.readXattrs(xattrs.Target{Fd: f.fd}, f.Name(), model.KindFile)
 		// A name with '=' cannot be a PAX record's key.
 		for k := 0; k < len(xs); k++ {
 			if strings.Contains(xs[k].Name, "=") {
@@ -49,7 +49,7 @@ func (s Source) Extras(f *File, e *sharder.Entry) (ext []wire.Extent, xs []wire.
 // copy with these options carries: user.*, trusted.* (visible to root
 // only) and security.* with -X; the ACLs with -A (a default ACL on a
 // directory only). A filesystem without attributes has none.
-func (s Source) readXattrs(t xattrs.Target, name string, k sharder.Kind) ([]wire.Xattr, error) {
+func (s Source) readXattrs(t xattrs.Target, name string, k model.Kind) ([]wire.Xattr, error) {
 	names, err := t.Names()
 	if err != nil {
 		if xattrs.Unsupported(err) {
@@ -79,12 +79,12 @@ func (s Source) readXattrs(t xattrs.Target, name string, k sharder.Kind) ([]wire
 }
 
 // carries reports whether attribute n of an entry of kind k is sent.
-func (s Source) carries(n string, k sharder.Kind) bool {
+func (s Source) carries(n string, k model.Kind) bool {
 	switch {
 	case wire.CheckXattrName(n) != nil:
 		return false
 	case wire.IsACL(n):
-		return s.ACLs && (n == wire.ACLAccess || k == sharder.KindDir)
+		return s.ACLs && (n == wire.ACLAccess || k == model.KindDir)
 	}
 	return s.Xattrs
 }
@@ -93,19 +93,19 @@ func (s Source) carries(n string, k sharder.Kind) bool {
 // symlinks, for its manifest (nil: none to send). Those that cannot be
 // read are reported by warn (as source errors of those entries) and left
 // out.
-func (s Source) EntryXattrs(entries []sharder.Entry, warn func(SourceError)) [][]wire.Xattr {
+func (s Source) EntryXattrs(entries []model.Entry, warn func(SourceError)) [][]wire.Xattr {
 	if !s.Xattrs && !s.ACLs || s.File != "" {
 		return nil
 	}
 	var all [][]wire.Xattr
 	for i := range entries {
 		e := &entries[i]
-		if e.Kind != sharder.KindDir && e.Kind != sharder.KindSymlink {
+		if e.Kind != model.KindDir && e.Kind != model.KindSymlink {
 			continue
 		}
 		name := filepath.Join(s.Root, filepath.FromSlash(e.Path))
 		t := xattrs.Target{Fd: -1, Path: name}
-		if e.Kind == sharder.KindDir {
+		if e.Kind == model.KindDir {
 			fd, err := unix.Open(name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 			if err != nil {
 				warn(SourceError{i, fmt.Errorf("read extended attributes of %s: %w", name, err)})

@@ -10,8 +10,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/bulkmove/bulkmove/internal/iocount"
+	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/receive/extract"
-	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/wire"
 )
 
@@ -41,8 +41,8 @@ func TestSparseOnTheWire(t *testing.T) {
 	if st.Blocks*512 > 8<<20 {
 		t.Skipf("the filesystem of %s does not keep holes (%d bytes used)", src, st.Blocks*512)
 	}
-	e := sharder.Entry{Path: "vm.img", Kind: sharder.KindFile, Mode: 0o644, Size: size, MTime: st.Mtim.Nano(), Nlink: 1}
-	m := &wire.BatchManifest{ID: 1, Entries: []sharder.Entry{e}}
+	e := model.Entry{Path: "vm.img", Kind: model.KindFile, Mode: 0o644, Size: size, MTime: st.Mtim.Nano(), Nlink: 1}
+	m := &wire.BatchManifest{ID: 1, Entries: []model.Entry{e}}
 
 	s := Source{Root: src, Xattrs: true, Sparse: true}
 	var buf bytes.Buffer

@@ -16,6 +16,7 @@ import (
 
 	"github.com/bulkmove/bulkmove/internal/gentree"
 	"github.com/bulkmove/bulkmove/internal/treecmp"
+	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/receive/extract"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/stream"
@@ -31,8 +32,8 @@ type flaky struct {
 	n      int
 }
 
-func (f *flaky) Run(ctx context.Context, in <-chan *sharder.Batch, done func(stream.Result)) ([]*sharder.Batch, error) {
-	return runEach(ctx, f.Conn, in, done, func(b *sharder.Batch) error {
+func (f *flaky) Run(ctx context.Context, in <-chan *model.Batch, done func(stream.Result)) ([]*model.Batch, error) {
+	return runEach(ctx, f.Conn, in, done, func(b *model.Batch) error {
 		if f.n >= f.after || f.poison != nil && f.poison(b.ID) {
 			return io.ErrUnexpectedEOF
 		}
@@ -43,9 +44,9 @@ func (f *flaky) Run(ctx context.Context, in <-chan *sharder.Batch, done func(str
 
 // runEach runs c on the batches of in one at a time, calling before first
 // for each: an error from it stops the stream, that batch unacknowledged.
-func runEach(ctx context.Context, c stream.Conn, in <-chan *sharder.Batch, done func(stream.Result), before func(*sharder.Batch) error) ([]*sharder.Batch, error) {
+func runEach(ctx context.Context, c stream.Conn, in <-chan *model.Batch, done func(stream.Result), before func(*model.Batch) error) ([]*model.Batch, error) {
 	for {
-		var b *sharder.Batch
+		var b *model.Batch
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
@@ -56,9 +57,9 @@ func runEach(ctx context.Context, c stream.Conn, in <-chan *sharder.Batch, done 
 			b = x
 		}
 		if err := before(b); err != nil {
-			return []*sharder.Batch{b}, err
+			return []*model.Batch{b}, err
 		}
-		one := make(chan *sharder.Batch, 1)
+		one := make(chan *model.Batch, 1)
 		one <- b
 		close(one)
 		if _, err := c.Run(ctx, one, done); err != nil {
@@ -149,7 +150,7 @@ func TestNoStreamLeft(t *testing.T) {
 	fc := newFaultCase(t)
 	conns := []stream.Conn{&flaky{Conn: fc.local(), after: 1}, &flaky{Conn: fc.local(), after: 0}}
 	def := &stream.Deferred{}
-	batches := make(chan *sharder.Batch, 1024)
+	batches := make(chan *model.Batch, 1024)
 	if _, err := sharder.Run(context.Background(), fc.src, sharder.Options{BatchFiles: 50, Deferred: def.Add}, batches); err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +176,7 @@ func TestPoisonBatch(t *testing.T) {
 	poison := func(id uint64) bool { return id == 3 }
 	conns := []stream.Conn{&flaky{Conn: fc.local(), after: 1 << 30, poison: poison}, &flaky{Conn: fc.local(), after: 1 << 30, poison: poison}}
 	def := &stream.Deferred{}
-	batches := make(chan *sharder.Batch, 1024)
+	batches := make(chan *model.Batch, 1024)
 	if _, err := sharder.Run(context.Background(), fc.src, sharder.Options{BatchFiles: 50, Deferred: def.Add}, batches); err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +200,7 @@ func TestDrain(t *testing.T) {
 	var once sync.Once
 	conns := []stream.Conn{fc.local(), fc.local()}
 	def := &stream.Deferred{}
-	batches := make(chan *sharder.Batch, 1024)
+	batches := make(chan *model.Batch, 1024)
 	if _, err := sharder.Run(context.Background(), fc.src, sharder.Options{BatchFiles: 20, Deferred: def.Add}, batches); err != nil {
 		t.Fatal(err)
 	}

@@ -15,11 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
-	"github.com/bulkmove/bulkmove/sharder"
+	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/stream"
 	"github.com/bulkmove/bulkmove/wire"
+	"go.uber.org/goleak"
 )
 
 // Attacks on the receiver's memory by a sender that has passed the
@@ -66,9 +65,9 @@ func TestAttackPendingManifests(t *testing.T) {
 	// A batch of deferred entries is queued as it comes (no need list to
 	// wait for); an empty verify batch after it is answered once the agent
 	// has taken the manifest before it.
-	entries := make([]sharder.Entry, wire.MaxEntries)
+	entries := make([]model.Entry, wire.MaxEntries)
 	for i := range entries {
-		entries[i] = sharder.Entry{Path: fmt.Sprintf("f%07d", i), Kind: sharder.KindFile, Mode: 0o644, Nlink: 1}
+		entries[i] = model.Entry{Path: fmt.Sprintf("f%07d", i), Kind: model.KindFile, Mode: 0o644, Nlink: 1}
 	}
 	p := wire.EncodeManifest(&wire.BatchManifest{ID: 1, Flags: wire.FlagFinal, Entries: entries})
 	entries = nil
@@ -222,10 +221,10 @@ func TestHubManifestMemoryGivenBack(t *testing.T) {
 			// need list, then at once), then verified, then the root's
 			// metadata applied.
 			for pass := range 2 {
-				in := make(chan *sharder.Batch, len(batches))
+				in := make(chan *model.Batch, len(batches))
 				for i, b := range batches {
 					if i%2 == s {
-						in <- &sharder.Batch{ID: uint64(1000*pass + i + 1), Entries: b.Entries, Bytes: b.Bytes}
+						in <- &model.Batch{ID: uint64(1000*pass + i + 1), Entries: b.Entries, Bytes: b.Bytes}
 					}
 				}
 				close(in)
@@ -240,8 +239,8 @@ func TestHubManifestMemoryGivenBack(t *testing.T) {
 				if i%2 != s {
 					continue
 				}
-				in := make(chan *sharder.Batch, 1)
-				in <- &sharder.Batch{ID: uint64(2000 + i), Entries: b.Entries, Bytes: b.Bytes}
+				in := make(chan *model.Batch, 1)
+				in <- &model.Batch{ID: uint64(2000 + i), Entries: b.Entries, Bytes: b.Bytes}
 				close(in)
 				var skipped bool
 				if _, err := c.Run(context.Background(), in, func(r stream.Result) { skipped = r.Ack != nil && r.Ack.Skipped == 1 }); err != nil || !skipped {
@@ -249,10 +248,10 @@ func TestHubManifestMemoryGivenBack(t *testing.T) {
 					return
 				}
 			}
-			in := make(chan *sharder.Batch, len(batches))
+			in := make(chan *model.Batch, len(batches))
 			for i, b := range batches {
 				if i%2 == s {
-					in <- &sharder.Batch{ID: uint64(3000 + i), Entries: b.Entries}
+					in <- &model.Batch{ID: uint64(3000 + i), Entries: b.Entries}
 				}
 			}
 			close(in)
@@ -260,8 +259,8 @@ func TestHubManifestMemoryGivenBack(t *testing.T) {
 				t.Errorf("stream %d: Verify: %v", s, err)
 				return
 			}
-			root := sharder.Entry{Path: ".", Kind: sharder.KindDir, Mode: 0o755}
-			if err := c.Final(context.Background(), []*sharder.Batch{{ID: uint64(4000 + s), Entries: []sharder.Entry{root}}}, func(stream.Result) {}); err != nil {
+			root := model.Entry{Path: ".", Kind: model.KindDir, Mode: 0o755}
+			if err := c.Final(context.Background(), []*model.Batch{{ID: uint64(4000 + s), Entries: []model.Entry{root}}}, func(stream.Result) {}); err != nil {
 				t.Errorf("stream %d: Final: %v", s, err)
 			}
 		}()
@@ -285,9 +284,9 @@ func TestHubSharedBudget(t *testing.T) {
 	hubA := &stream.Hub{Root: filepath.Join(dir, "a"), Version: "test-agent", Shared: shared}
 	hubB := &stream.Hub{Root: filepath.Join(dir, "b"), Version: "test-agent", Shared: shared}
 	final := func(id uint64, n int) []byte {
-		var es []sharder.Entry
+		var es []model.Entry
 		for i := range n {
-			es = append(es, sharder.Entry{Path: fmt.Sprintf("d%d/%04d", id, i), Kind: sharder.KindDir, Mode: 0o755})
+			es = append(es, model.Entry{Path: fmt.Sprintf("d%d/%04d", id, i), Kind: model.KindDir, Mode: 0o755})
 		}
 		return wire.EncodeManifest(&wire.BatchManifest{ID: id, Flags: wire.FlagFinal, Entries: es})
 	}
@@ -335,9 +334,9 @@ func TestHubManyStreamsDefaultBudget(t *testing.T) {
 		t.Skip("hundreds of MiB of manifests under the race detector")
 	}
 	const streams = 96
-	var es []sharder.Entry
+	var es []model.Entry
 	for i := 0; ; i++ {
-		es = append(es, sharder.Entry{Path: fmt.Sprintf("d/%06d", i), Kind: sharder.KindDir, Mode: 0o755})
+		es = append(es, model.Entry{Path: fmt.Sprintf("d/%06d", i), Kind: model.KindDir, Mode: 0o755})
 		if i%1024 == 0 && wire.ManifestCost(&wire.BatchManifest{Entries: es})+int64(len(es)) > 3<<20+512<<10 {
 			break
 		}

@@ -7,11 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
-	"github.com/bulkmove/bulkmove/sharder"
+	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/stream"
 	"github.com/bulkmove/bulkmove/wire"
+	"go.uber.org/goleak"
 )
 
 // TestClientBrokenStreams adds to TestClientBadAcks what an agent may send
@@ -53,7 +52,7 @@ func TestClientBrokenStreams(t *testing.T) {
 				t.Fatal(err)
 			}
 			c.StallTimeout = 500 * time.Millisecond
-			in := make(chan *sharder.Batch, len(batches))
+			in := make(chan *model.Batch, len(batches))
 			for _, b := range batches {
 				in <- b
 			}

@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/stream"
 )
@@ -63,13 +64,13 @@ func TestIntegrity(t *testing.T) {
 			c.NoIntegrity = mode == "off" // --no-verify-transfer
 			col := &collector{}
 			def := &stream.Deferred{}
-			batches := make(chan *sharder.Batch, 16)
+			batches := make(chan *model.Batch, 16)
 			if _, err := sharder.Run(ctx, src, sharder.Options{Deferred: def.Add}, batches); err != nil {
 				t.Fatal(err)
 			}
 			pool := &stream.Pool{Conns: []stream.Conn{c}, OnResult: col.add}
 			if retry {
-				pool.Restat = func(e sharder.Entry) (sharder.Entry, bool) { return sharder.Restat(src, e) }
+				pool.Restat = func(e model.Entry) (model.Entry, bool) { return sharder.Restat(src, e) }
 			}
 			if err := pool.Run(ctx, batches, def); err != nil {
 				t.Fatal(err)

@@ -13,8 +13,8 @@ import (
 	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
 
+	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/receive/extract"
-	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/stream"
 	"github.com/bulkmove/bulkmove/transport/local"
 )
@@ -38,8 +38,8 @@ func TestLocalOverlap(t *testing.T) {
 		}
 		mtimes[name] = st.ModTime().UnixNano()
 	}
-	entry := func(name string) sharder.Entry {
-		return sharder.Entry{Path: name, Kind: sharder.KindFile, Mode: 0o644, Size: int64(len(files[name])), MTime: mtimes[name]}
+	entry := func(name string) model.Entry {
+		return model.Entry{Path: name, Kind: model.KindFile, Mode: 0o644, Size: int64(len(files[name])), MTime: mtimes[name]}
 	}
 	recv, err := extract.Open(dst, extract.Options{IOConcurrency: 4})
 	if err != nil {
@@ -54,7 +54,7 @@ func TestLocalOverlap(t *testing.T) {
 	}
 	l := &local.Conn{Recv: recv, Src: stream.Source{Root: src}.WithOpenHook(hold)}
 
-	in := make(chan *sharder.Batch)
+	in := make(chan *model.Batch)
 	var mu sync.Mutex
 	var order []uint64
 	done := func(r stream.Result) {
@@ -76,8 +76,8 @@ func TestLocalOverlap(t *testing.T) {
 	})
 	defer end()
 
-	in <- &sharder.Batch{ID: 1, Entries: []sharder.Entry{entry("gate")}}
-	b := &sharder.Batch{ID: 2, Entries: []sharder.Entry{entry("b")}}
+	in <- &model.Batch{ID: 1, Entries: []model.Entry{entry("gate")}}
+	b := &model.Batch{ID: 2, Entries: []model.Entry{entry("b")}}
 	select {
 	case in <- b:
 	case <-time.After(10 * time.Second):
@@ -130,8 +130,8 @@ func TestLocalSourceBecameFIFO(t *testing.T) {
 	}
 	defer recv.Close()
 	l := &local.Conn{Recv: recv, Src: stream.Source{Root: src}}
-	in := make(chan *sharder.Batch, 1)
-	in <- &sharder.Batch{ID: 1, Entries: []sharder.Entry{{Path: "f", Kind: sharder.KindFile, Mode: 0o644, Size: 3, MTime: 1}}}
+	in := make(chan *model.Batch, 1)
+	in <- &model.Batch{ID: 1, Entries: []model.Entry{{Path: "f", Kind: model.KindFile, Mode: 0o644, Size: 3, MTime: 1}}}
 	close(in)
 	results := make(chan stream.Result, 1)
 	errc := make(chan error, 1)

@@ -14,8 +14,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/bulkmove/bulkmove/internal/xattrs"
+	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/receive/extract"
-	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/stream"
 	"github.com/bulkmove/bulkmove/wire"
 )
@@ -52,9 +52,9 @@ func hostileSend(t *testing.T, hub *stream.Hub, opts wire.ReceiveOptions) (*wire
 		t.Fatal(err)
 	}
 	data := []byte("#!/bin/sh\nid\n")
-	e := sharder.Entry{Path: "evil", Kind: sharder.KindFile, Mode: 0o755 | fs.ModeSetuid | fs.ModeSetgid,
+	e := model.Entry{Path: "evil", Kind: model.KindFile, Mode: 0o755 | fs.ModeSetuid | fs.ModeSetgid,
 		UID: hostileUID, GID: hostileUID, Size: int64(len(data)), MTime: mtime, Nlink: 1}
-	a.manifest(&wire.BatchManifest{ID: 1, Entries: []sharder.Entry{e}})
+	a.manifest(&wire.BatchManifest{ID: 1, Entries: []model.Entry{e}})
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	tw.WriteHeader(&tar.Header{Typeflag: tar.TypeXGlobalHeader, Name: "pax_global_header",

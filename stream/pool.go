@@ -15,6 +15,7 @@ import (
 
 	"github.com/bulkmove/bulkmove/internal/ratelimit"
 	"github.com/bulkmove/bulkmove/internal/spill"
+	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/wire"
 )
@@ -48,7 +49,7 @@ type Pool struct {
 	// again at the source: the pool sends it once more, after the other
 	// files, with what Restat returns (ok false: not again). A file that
 	// changes during that second read too is reported (ErrChanged).
-	Restat func(e sharder.Entry) (sharder.Entry, bool)
+	Restat func(e model.Entry) (model.Entry, bool)
 	// Redial, if set, opens stream i again after it failed with a
 	// retryable error (see Retryable). Without it a failed stream stops
 	// and the others take over its batches.
@@ -90,13 +91,13 @@ type Pool struct {
 	fatal     error
 	nextID    uint64 // ids of final batches
 	nextSplit uint64 // ids of the second halves of split batches
-	retries   []sharder.Entry
-	requeue   chan *sharder.Batch // batches of a failed stream, for the others
-	settled   chan struct{}       // an outstanding batch was acknowledged or requeued
-	pending   int                 // batches handed out, neither acknowledged nor requeued
-	attempts  map[uint64]int      // per batch: streams that failed with it
-	live      int                 // streams not given up
-	down      []bool              // streams given up
+	retries   []model.Entry
+	requeue   chan *model.Batch // batches of a failed stream, for the others
+	settled   chan struct{}     // an outstanding batch was acknowledged or requeued
+	pending   int               // batches handed out, neither acknowledged nor requeued
+	attempts  map[uint64]int    // per batch: streams that failed with it
+	live      int               // streams not given up
+	down      []bool            // streams given up
 	started   time.Time
 }
 
@@ -113,7 +114,7 @@ func (p *Pool) Stats() []StreamStats {
 // Run moves every batch from in, then the deferred entries, then closes
 // the streams. It returns the first fatal error; per-entry failures are
 // reported through OnResult and do not stop the job.
-func (p *Pool) Run(ctx context.Context, in <-chan *sharder.Batch, def *Deferred) error {
+func (p *Pool) Run(ctx context.Context, in <-chan *model.Batch, def *Deferred) error {
 	if len(p.Conns) == 0 {
 		return errors.New("no streams")
 	}
@@ -154,7 +155,7 @@ func (p *Pool) Run(ctx context.Context, in <-chan *sharder.Batch, def *Deferred)
 	if p.ReconnectTimeout <= 0 {
 		p.ReconnectTimeout = 5 * time.Minute
 	}
-	p.requeue = make(chan *sharder.Batch, max(len(p.Conns), p.MaxConns)*(Window+4))
+	p.requeue = make(chan *model.Batch, max(len(p.Conns), p.MaxConns)*(Window+4))
 	p.settled = make(chan struct{}, 1)
 	p.attempts = map[uint64]int{}
 	p.live = len(p.Conns)
@@ -162,7 +163,7 @@ func (p *Pool) Run(ctx context.Context, in <-chan *sharder.Batch, def *Deferred)
 
 	// Phase 1: file data, every stream pulling from one queue.
 	g, gctx := errgroup.WithContext(ctx)
-	queue := make(chan *sharder.Batch)
+	queue := make(chan *model.Batch)
 	walked := in
 	in = queue
 	for i := range p.Conns {
@@ -197,8 +198,8 @@ func (p *Pool) Run(ctx context.Context, in <-chan *sharder.Batch, def *Deferred)
 	// Files that changed while read: once more, now that the rest is in.
 	if retry := p.takeRetries(); len(retry) > 0 {
 		p.phase(fmt.Sprintf("sending %d files again that changed while read", len(retry)))
-		in := make(chan *sharder.Batch, 1)
-		in <- &sharder.Batch{ID: retryID, Entries: retry}
+		in := make(chan *model.Batch, 1)
+		in <- &model.Batch{ID: retryID, Entries: retry}
 		close(in)
 		_, err := p.conn(p.use(0)).Run(ctx, in, func(r Result) {
 			if p.record(r) {
@@ -240,8 +241,8 @@ func (p *Pool) Run(ctx context.Context, in <-chan *sharder.Batch, def *Deferred)
 	}()
 	// In groups of finalGroup batches, read back from disk as they go
 	// (on a small tree: one group, both lists together).
-	var group []sharder.Entry
-	apply := func(es []sharder.Entry) error {
+	var group []model.Entry
+	apply := func(es []model.Entry) error {
 		group = append(group, es...)
 		if len(group) < finalGroup*p.FinalFiles {
 			return nil
@@ -288,10 +289,10 @@ func fromQueue(id uint64) bool { return id < 1<<62 }
 // owned is a hard-link target in place at a receiver.
 type owned struct {
 	stream, epoch int
-	entry         sharder.Entry
+	entry         model.Entry
 }
 
-func (p *Pool) takeRetries() []sharder.Entry {
+func (p *Pool) takeRetries() []model.Entry {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	r := p.retries
@@ -396,7 +397,7 @@ func (p *Pool) record(r Result) (stop bool) {
 	if !r.Final && !p.linking {
 		for i := range r.Batch.Entries {
 			e := &r.Batch.Entries[i]
-			if e.Nlink > 1 && e.Kind == sharder.KindFile && !bad[i] {
+			if e.Nlink > 1 && e.Kind == model.KindFile && !bad[i] {
 				if err := p.owner.Add(owned{stream: r.Stream, epoch: p.epoch[r.Stream], entry: *e}); err != nil && p.fatal == nil {
 					p.fatal = err
 				}
@@ -412,7 +413,7 @@ func (p *Pool) record(r Result) (stop bool) {
 // final applies entries on one stream, in order, in pipelined batches of
 // up to FinalFiles; a stream that fails with a retryable error is
 // reconnected and the entries applied again (they are idempotent).
-func (p *Pool) final(ctx context.Context, stream int, entries []sharder.Entry) error {
+func (p *Pool) final(ctx context.Context, stream int, entries []model.Entry) error {
 	for attempt := 1; ; attempt++ {
 		err := p.finalOnce(ctx, stream, entries)
 		if err == nil || p.Redial == nil || !Retryable(err) || attempt > p.Retries || ctx.Err() != nil {
@@ -425,12 +426,12 @@ func (p *Pool) final(ctx context.Context, stream int, entries []sharder.Entry) e
 	}
 }
 
-func (p *Pool) finalOnce(ctx context.Context, stream int, entries []sharder.Entry) error {
-	var bs []*sharder.Batch
+func (p *Pool) finalOnce(ctx context.Context, stream int, entries []model.Entry) error {
+	var bs []*model.Batch
 	p.mu.Lock()
 	for chunk := range slices.Chunk(entries, p.FinalFiles) {
 		p.nextID++
-		bs = append(bs, &sharder.Batch{ID: p.nextID, Entries: chunk})
+		bs = append(bs, &model.Batch{ID: p.nextID, Entries: chunk})
 	}
 	p.mu.Unlock()
 	if len(bs) == 0 {
@@ -454,7 +455,7 @@ func (p *Pool) finalOnce(ctx context.Context, stream int, entries []sharder.Entr
 // stream whose receiver wrote (or verified) its target: a join of the
 // links, sorted by target, with the targets' owners, sorted by path, read
 // back from disk a chunk of links at a time.
-func (p *Pool) hardlinks(ctx context.Context, links *spill.List[sharder.Entry]) error {
+func (p *Pool) hardlinks(ctx context.Context, links *spill.List[model.Entry]) error {
 	if links.Len() == 0 {
 		return nil
 	}
@@ -494,13 +495,13 @@ func (p *Pool) hardlinks(ctx context.Context, links *spill.List[sharder.Entry]) 
 		}
 		return last, found, nil
 	}
-	return links.Each(hardlinkChunk, func(chunk []sharder.Entry) error {
-		per := make([][]sharder.Entry, len(p.Conns))
-		var orphans []sharder.Entry
+	return links.Each(hardlinkChunk, func(chunk []model.Entry) error {
+		per := make([][]model.Entry, len(p.Conns))
+		var orphans []model.Entry
 		// Targets written before their stream reconnected may be at another
 		// receiver than the one the stream reaches now: that one must see
 		// them first (a quick check: no data if they are in place).
-		refresh := make([][]sharder.Entry, len(p.Conns))
+		refresh := make([][]model.Entry, len(p.Conns))
 		for _, l := range chunk {
 			again := l.Link == key
 			o, ok, err := owner(l.Link)
@@ -525,7 +526,7 @@ func (p *Pool) hardlinks(ctx context.Context, links *spill.List[sharder.Entry]) 
 					Msg: fmt.Sprintf("hard link %s: its target %s was not transferred", l.Path, l.Link)})
 			}
 			p.mu.Lock()
-			p.OnResult(Result{Batch: &sharder.Batch{Entries: orphans}, Final: true, Ack: ack})
+			p.OnResult(Result{Batch: &model.Batch{Entries: orphans}, Final: true, Ack: ack})
 			p.mu.Unlock()
 		}
 		g, gctx := errgroup.WithContext(ctx)
@@ -552,15 +553,15 @@ const hardlinkChunk = 1 << 14
 
 // resend offers entries again on stream s as a data batch (the receiver's
 // quick check skips those in place and then knows them).
-func (p *Pool) resend(ctx context.Context, s int, entries []sharder.Entry) error {
+func (p *Pool) resend(ctx context.Context, s int, entries []model.Entry) error {
 	p.mu.Lock()
 	p.nextID++
-	b := &sharder.Batch{ID: p.nextID, Entries: entries}
+	b := &model.Batch{ID: p.nextID, Entries: entries}
 	p.mu.Unlock()
 	for i := range entries {
 		b.Bytes += entries[i].Size
 	}
-	in := make(chan *sharder.Batch, 1)
+	in := make(chan *model.Batch, 1)
 	in <- b
 	close(in)
 	_, err := p.conn(s).Run(ctx, in, func(r Result) {
@@ -609,7 +610,7 @@ const minSplitFiles = 16
 const openingBatches = 4
 
 // cost is a batch's weight for balancing: bytes plus a per-file overhead.
-func cost(b *sharder.Batch) int64 {
+func cost(b *model.Batch) int64 {
 	return b.Bytes + int64(len(b.Entries))*sharder.DefaultFileCost
 }
 
@@ -619,7 +620,7 @@ func cost(b *sharder.Batch) int64 {
 // batches in flight go back to the queue for any stream, and the stream
 // reconnects (Redial) with exponential backoff; if it cannot, it stops and
 // the job goes on without it, unless it was the last.
-func (p *Pool) stream(ctx context.Context, i int, in <-chan *sharder.Batch, cancel context.CancelCauseFunc) error {
+func (p *Pool) stream(ctx context.Context, i int, in <-chan *model.Batch, cancel context.CancelCauseFunc) error {
 	done := func(r Result) {
 		r.Stream = i
 		if p.record(r) {
@@ -689,8 +690,8 @@ func (p *Pool) conn(i int) Conn {
 
 // giveBack requeues the batches a failed stream had in flight; a batch
 // that has now failed Retries times fails the job.
-func (p *Pool) giveBack(unacked []*sharder.Batch, cause error) error {
-	var back []*sharder.Batch
+func (p *Pool) giveBack(unacked []*model.Batch, cause error) error {
+	var back []*model.Batch
 	p.mu.Lock()
 	for _, b := range unacked {
 		if !fromQueue(b.ID) {
@@ -787,9 +788,9 @@ func (p *Pool) signal() {
 	}
 }
 
-func (p *Pool) dispatch(ctx context.Context, in <-chan *sharder.Batch, out chan<- *sharder.Batch) error {
+func (p *Pool) dispatch(ctx context.Context, in <-chan *model.Batch, out chan<- *model.Batch) error {
 	defer close(out)
-	var q []*sharder.Batch
+	var q []*model.Batch
 	walkDone, sent := false, false
 	opened := 0 // batches handed out under Opening
 	for {
@@ -802,8 +803,8 @@ func (p *Pool) dispatch(ctx context.Context, in <-chan *sharder.Batch, out chan<
 		if walkDone && len(q) == 0 && len(p.requeue) == 0 && pending == 0 || live == 0 {
 			return nil
 		}
-		var head *sharder.Batch
-		var send chan<- *sharder.Batch
+		var head *model.Batch
+		var send chan<- *model.Batch
 		if len(q) > 0 {
 			if walkDone {
 				// Guided self-scheduling: hand out at most 1/(2K) of what is left.
@@ -813,16 +814,16 @@ func (p *Pool) dispatch(ctx context.Context, in <-chan *sharder.Batch, out chan<
 				}
 				for len(q[0].Entries) >= 2*minSplitFiles && cost(q[0]) > left/int64(2*k) {
 					a, b := p.split(q[0])
-					q = append([]*sharder.Batch{a, b}, q[1:]...)
+					q = append([]*model.Batch{a, b}, q[1:]...)
 				}
 			}
 			for opened < openingBatches*k && len(q[0].Entries) >= 2 && cost(q[0]) > p.Opening && p.Opening > 0 {
 				a, b := p.split(q[0])
-				q = append([]*sharder.Batch{a, b}, q[1:]...)
+				q = append([]*model.Batch{a, b}, q[1:]...)
 			}
 			head, send = q[0], out
 		}
-		var recv <-chan *sharder.Batch
+		var recv <-chan *model.Batch
 		if !walkDone && len(q) < 2*k {
 			recv = in
 		}
@@ -832,7 +833,7 @@ func (p *Pool) dispatch(ctx context.Context, in <-chan *sharder.Batch, out chan<
 		case <-p.Drain:
 			return nil
 		case b := <-p.requeue:
-			q = append([]*sharder.Batch{b}, q...) // first: it is late already
+			q = append([]*model.Batch{b}, q...) // first: it is late already
 		case <-p.settled:
 		case b, ok := <-recv:
 			if !ok {
@@ -856,14 +857,14 @@ func (p *Pool) dispatch(ctx context.Context, in <-chan *sharder.Batch, out chan<
 
 // split halves a batch, keeping each half's files contiguous (and so a
 // directory's files together).
-func (p *Pool) split(b *sharder.Batch) (*sharder.Batch, *sharder.Batch) {
+func (p *Pool) split(b *model.Batch) (*model.Batch, *model.Batch) {
 	mid := len(b.Entries) / 2
 	p.mu.Lock()
 	p.nextSplit++
 	id := p.nextSplit
 	p.mu.Unlock()
-	first := &sharder.Batch{ID: b.ID, Entries: b.Entries[:mid:mid]}
-	second := &sharder.Batch{ID: id, Entries: b.Entries[mid:]}
+	first := &model.Batch{ID: b.ID, Entries: b.Entries[:mid:mid]}
+	second := &model.Batch{ID: id, Entries: b.Entries[mid:]}
 	for i := range first.Entries {
 		first.Bytes += first.Entries[i].Size
 	}

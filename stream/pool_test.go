@@ -19,6 +19,7 @@ import (
 	"github.com/bulkmove/bulkmove/internal/gentree"
 	"github.com/bulkmove/bulkmove/internal/ioconc"
 	"github.com/bulkmove/bulkmove/internal/treecmp"
+	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/receive/extract"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/stream"
@@ -240,7 +241,7 @@ func (c *collector) done() map[string]int {
 			bad[i] = true
 		}
 		for i, e := range r.Batch.Entries {
-			if e.Kind == sharder.KindFile && !bad[i] {
+			if e.Kind == model.KindFile && !bad[i] {
 				out[e.Path]++
 			}
 		}
@@ -260,7 +261,7 @@ func moveWith(t *testing.T, ctx context.Context, src string, conns []stream.Conn
 	col := &collector{}
 	def := &stream.Deferred{}
 	opt.Deferred = def.Add
-	batches := make(chan *sharder.Batch, 1024)
+	batches := make(chan *model.Batch, 1024)
 	if _, err := sharder.Run(ctx, src, opt, batches); err != nil {
 		t.Fatal(err)
 	}
@@ -401,7 +402,7 @@ func TestChangedSourceRetried(t *testing.T) {
 			}
 			var retried []string
 			_, col := moveWith(t, ctx, src, tr.open(t, ctx, 2, dst, stream.Source{Root: src}), sharder.Options{}, mutate, func(p *stream.Pool) {
-				p.Restat = func(e sharder.Entry) (sharder.Entry, bool) {
+				p.Restat = func(e model.Entry) (model.Entry, bool) {
 					retried = append(retried, e.Path)
 					ne, ok := sharder.Restat(src, e)
 					if e.Path == "unstable" {
@@ -532,7 +533,7 @@ func TestMoveSpilled(t *testing.T) {
 			col := &collector{}
 			def := &stream.Deferred{Dir: spillDir, Mem: 3}
 			defer def.Close()
-			batches := make(chan *sharder.Batch, 1024)
+			batches := make(chan *model.Batch, 1024)
 			if _, err := sharder.Run(ctx, src, sharder.Options{BatchFiles: 50, Deferred: def.Add}, batches); err != nil {
 				t.Fatal(err)
 			}
@@ -563,12 +564,12 @@ type takeOrder struct {
 	stream.Conn
 	walkDone  *atomic.Bool
 	mu        sync.Mutex
-	taken     []*sharder.Batch
+	taken     []*model.Batch
 	afterWalk []bool
 }
 
-func (o *takeOrder) Run(ctx context.Context, in <-chan *sharder.Batch, done func(stream.Result)) ([]*sharder.Batch, error) {
-	return runEach(ctx, o.Conn, in, done, func(b *sharder.Batch) error {
+func (o *takeOrder) Run(ctx context.Context, in <-chan *model.Batch, done func(stream.Result)) ([]*model.Batch, error) {
+	return runEach(ctx, o.Conn, in, done, func(b *model.Batch) error {
 		o.mu.Lock()
 		o.taken = append(o.taken, b)
 		o.afterWalk = append(o.afterWalk, o.walkDone.Load())
@@ -594,12 +595,12 @@ func TestPoolOpening(t *testing.T) {
 	if err := gentree.Small(src, 1000, 10, 4096); err != nil {
 		t.Fatal(err)
 	}
-	walked := make(chan *sharder.Batch, 100)
+	walked := make(chan *model.Batch, 100)
 	def := &stream.Deferred{}
 	if _, err := sharder.Run(ctx, src, sharder.Options{BatchFiles: 100, Deferred: def.Add}, walked); err != nil {
 		t.Fatal(err)
 	}
-	var originals []*sharder.Batch
+	var originals []*model.Batch
 	for b := range walked {
 		originals = append(originals, b)
 	}
@@ -616,7 +617,7 @@ func TestPoolOpening(t *testing.T) {
 	fileCost := int64(4096 + sharder.DefaultFileCost)
 	col := &collector{}
 	pool := &stream.Pool{Conns: []stream.Conn{order}, OnResult: col.add, Opening: 10 * fileCost}
-	in := make(chan *sharder.Batch)
+	in := make(chan *model.Batch)
 	go func() {
 		for _, b := range originals {
 			in <- b

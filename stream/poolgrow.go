@@ -7,10 +7,9 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-
-	"github.com/bulkmove/bulkmove/sharder"
+	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/wire"
+	"golang.org/x/sync/errgroup"
 )
 
 // Streams added and retired while the job runs (-j auto): during phase 1
@@ -29,7 +28,7 @@ var ErrGrowClosed = errors.New("the pool takes no more streams")
 type growable struct {
 	g      *errgroup.Group
 	ctx    context.Context
-	queue  <-chan *sharder.Batch
+	queue  <-chan *model.Batch
 	cancel context.CancelCauseFunc
 	open   bool                  // phase 1 runs: streams may be added
 	over   bool                  // phase 1 is over
@@ -46,7 +45,7 @@ func (p *Pool) Size() int {
 
 // openGrowth makes phase 1 take streams from Grow (called by Run once its
 // streams run).
-func (p *Pool) openGrowth(g *errgroup.Group, ctx context.Context, queue <-chan *sharder.Batch, cancel context.CancelCauseFunc) {
+func (p *Pool) openGrowth(g *errgroup.Group, ctx context.Context, queue <-chan *model.Batch, cancel context.CancelCauseFunc) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.grow = growable{g: g, ctx: ctx, queue: queue, cancel: cancel, open: true, stop: map[int]chan struct{}{}}
@@ -216,8 +215,8 @@ func (p *Pool) Retire() int {
 // closes, the stream is retired (stop) or it ends (quit); a batch taken
 // but not handed over then goes back to the queue. fed closes when it is
 // done.
-func (p *Pool) feed(ctx context.Context, queue <-chan *sharder.Batch, stop, quit <-chan struct{}) (<-chan *sharder.Batch, <-chan struct{}) {
-	out := make(chan *sharder.Batch)
+func (p *Pool) feed(ctx context.Context, queue <-chan *model.Batch, stop, quit <-chan struct{}) (<-chan *model.Batch, <-chan struct{}) {
+	out := make(chan *model.Batch)
 	fed := make(chan struct{})
 	go func() {
 		defer close(fed)
@@ -252,7 +251,7 @@ func (p *Pool) feed(ctx context.Context, queue <-chan *sharder.Batch, stop, quit
 }
 
 // handBack returns a batch handed out but never sent to the queue.
-func (p *Pool) handBack(b *sharder.Batch) {
+func (p *Pool) handBack(b *model.Batch) {
 	p.requeue <- b // room for every batch in flight: see Run
 	p.mu.Lock()
 	p.pending--
@@ -263,11 +262,11 @@ func (p *Pool) handBack(b *sharder.Batch) {
 // retiredConn stands in for a retired stream's connection, closed already.
 type retiredConn struct{}
 
-func (retiredConn) Run(context.Context, <-chan *sharder.Batch, func(Result)) ([]*sharder.Batch, error) {
+func (retiredConn) Run(context.Context, <-chan *model.Batch, func(Result)) ([]*model.Batch, error) {
 	return nil, errors.New("stream retired")
 }
 
-func (retiredConn) Final(context.Context, []*sharder.Batch, func(Result)) error {
+func (retiredConn) Final(context.Context, []*model.Batch, func(Result)) error {
 	return errors.New("stream retired")
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/bulkmove/bulkmove/internal/gentree"
 	"github.com/bulkmove/bulkmove/internal/treecmp"
+	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/stream"
 )
@@ -35,13 +36,13 @@ func TestAutoPoolGrowRetire(t *testing.T) {
 			source := stream.Source{Root: src}
 			col := &collector{}
 			def := &stream.Deferred{}
-			walked := make(chan *sharder.Batch, 1024)
+			walked := make(chan *model.Batch, 1024)
 			if _, err := sharder.Run(ctx, src, sharder.Options{BatchFiles: 20, Deferred: def.Add}, walked); err != nil {
 				t.Fatal(err)
 			}
 			// The batches come slowly, as from a walk, so that the job
 			// lasts while streams come and go.
-			batches := make(chan *sharder.Batch)
+			batches := make(chan *model.Batch)
 			go func() {
 				defer close(batches)
 				for b := range walked {
@@ -149,11 +150,11 @@ func TestPoolRunning(t *testing.T) {
 	default:
 	}
 	def := &stream.Deferred{}
-	walked := make(chan *sharder.Batch, 16)
+	walked := make(chan *model.Batch, 16)
 	if _, err := sharder.Run(ctx, src, sharder.Options{Deferred: def.Add}, walked); err != nil {
 		t.Fatal(err)
 	}
-	batches := make(chan *sharder.Batch)
+	batches := make(chan *model.Batch)
 	ran := make(chan error, 1)
 	go func() { ran <- pool.Run(ctx, batches, def) }()
 	select {

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/bulkmove/bulkmove/internal/ratelimit"
-	"github.com/bulkmove/bulkmove/sharder"
+	"github.com/bulkmove/bulkmove/model"
 )
 
 // Read-ahead: on a slow source filesystem (NFS, Lustre, GPFS: every open a
@@ -28,7 +28,7 @@ var aheadPool = sync.Pool{New: func() any { b := make([]byte, aheadMax); return 
 // buffers of aheadMax) at once.
 type readAhead struct {
 	s       Source
-	entries []sharder.Entry
+	entries []model.Entry
 	idx     []int // the entries to open, in order
 	res     []aheadFile
 	ready   []chan struct{}
@@ -46,14 +46,14 @@ type aheadFile struct {
 
 // startReadAhead starts the readers for the files of entries that need
 // says, or returns nil where the source is fast (then OpenIn is the way).
-func (s Source) startReadAhead(entries []sharder.Entry, need []bool, ctr *Counters) *readAhead {
+func (s Source) startReadAhead(entries []model.Entry, need []bool, ctr *Counters) *readAhead {
 	width := s.IO.Width()
 	if width <= 1 {
 		return nil
 	}
 	var idx []int
 	for i := range entries {
-		if entries[i].Kind == sharder.KindFile && need[i] {
+		if entries[i].Kind == model.KindFile && need[i] {
 			idx = append(idx, i)
 		}
 	}
@@ -103,7 +103,7 @@ func (s Source) startReadAhead(entries []sharder.Entry, need []bool, ctr *Counte
 
 // load opens e and, if it is small, reads it whole and checks that it did
 // not change while read.
-func (s Source) load(d *Dirs, e *sharder.Entry) aheadFile {
+func (s Source) load(d *Dirs, e *model.Entry) aheadFile {
 	f, err := s.OpenIn(d, e)
 	if err != nil || e.Size > aheadMax {
 		return aheadFile{f, err}

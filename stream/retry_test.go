@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/bulkmove/bulkmove/internal/gentree"
+	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/stream"
 	"github.com/bulkmove/bulkmove/wire"
@@ -110,9 +111,9 @@ func TestStallDetected(t *testing.T) {
 	}
 	c.StallTimeout = 300 * time.Millisecond
 	stall.Store(true)
-	batches := make(chan *sharder.Batch, 64)
+	batches := make(chan *model.Batch, 64)
 	go func() {
-		sharder.Run(ctx, src, sharder.Options{BatchFiles: 20, Deferred: func(sharder.Entry) {}}, batches)
+		sharder.Run(ctx, src, sharder.Options{BatchFiles: 20, Deferred: func(model.Entry) {}}, batches)
 	}()
 	start := time.Now()
 	unacked, err := c.Run(ctx, batches, func(stream.Result) {})

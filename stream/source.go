@@ -16,8 +16,8 @@ import (
 
 	"github.com/bulkmove/bulkmove/internal/ioconc"
 	"github.com/bulkmove/bulkmove/internal/ratelimit"
+	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/receive/extract"
-	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/wire"
 )
 
@@ -212,10 +212,10 @@ const openFlags = unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_CLOEXEC | unix.O_NOAT
 
 // Open opens entry e for reading. Whether it is still the file the walk
 // saw is for Recheck to say, after the data is read.
-func (s Source) Open(e *sharder.Entry) (*File, error) { return s.OpenIn(nil, e) }
+func (s Source) Open(e *model.Entry) (*File, error) { return s.OpenIn(nil, e) }
 
 // OpenIn opens entry e relative to the directory cached in d (nil: none).
-func (s Source) OpenIn(d *Dirs, e *sharder.Entry) (*File, error) {
+func (s Source) OpenIn(d *Dirs, e *model.Entry) (*File, error) {
 	f := &File{root: s.Root, path: e.Path}
 	dirfd, name := unix.AT_FDCWD, ""
 	switch {
@@ -276,14 +276,14 @@ func (s Source) OpenIn(d *Dirs, e *sharder.Entry) (*File, error) {
 }
 
 // Recheck reports whether f changed while being read.
-func (s Source) Recheck(f *File, e *sharder.Entry) error {
+func (s Source) Recheck(f *File, e *model.Entry) error {
 	if f.checked {
 		return f.checkErr
 	}
 	return s.same(f, e, "while being read")
 }
 
-func (s Source) same(f *File, e *sharder.Entry, when string) error {
+func (s Source) same(f *File, e *model.Entry, when string) error {
 	var st unix.Stat_t
 	if err := unix.Fstat(f.fd, &st); err != nil {
 		return fmt.Errorf("stat %s: %w", f.Name(), err)
@@ -362,7 +362,7 @@ func (s Source) writeTar(w io.Writer, b *wire.BatchManifest, need []bool, ctr *C
 	defer ra.close()
 	for i := range b.Entries {
 		e := &b.Entries[i]
-		if e.Kind != sharder.KindFile || !need[i] {
+		if e.Kind != model.KindFile || !need[i] {
 			continue
 		}
 		f, oerr := ra.open(i)

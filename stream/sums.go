@@ -4,7 +4,7 @@ import (
 	"sync"
 
 	"github.com/bulkmove/bulkmove/internal/ratelimit"
-	"github.com/bulkmove/bulkmove/sharder"
+	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/wire"
 )
 
@@ -17,11 +17,11 @@ const hashWorkers = 4
 // source as the data is read. A file that cannot be read, or that changed
 // since the walk, gets no sum: the receiver then needs it, and it is sent
 // (and rechecked) as usual.
-func (s Source) Sums(entries []sharder.Entry) []wire.Sum {
+func (s Source) Sums(entries []model.Entry) []wire.Sum {
 	sums := make([]wire.Sum, len(entries))
 	n := 0
 	for i := range entries {
-		if entries[i].Kind == sharder.KindFile && entries[i].Size > 0 {
+		if entries[i].Kind == model.KindFile && entries[i].Size > 0 {
 			n++
 		}
 	}
@@ -40,7 +40,7 @@ func (s Source) Sums(entries []sharder.Entry) []wire.Sum {
 	}
 	for i := range entries {
 		switch e := &entries[i]; {
-		case e.Kind != sharder.KindFile:
+		case e.Kind != model.KindFile:
 		case e.Size == 0:
 			sums[i] = wire.EmptySum
 		default:
@@ -53,7 +53,7 @@ func (s Source) Sums(entries []sharder.Entry) []wire.Sum {
 }
 
 // sum hashes one file; the zero Sum if it cannot.
-func (s Source) sum(d *Dirs, e *sharder.Entry, buf []byte) wire.Sum {
+func (s Source) sum(d *Dirs, e *model.Entry, buf []byte) wire.Sum {
 	f, err := s.OpenIn(d, e)
 	if err != nil {
 		return wire.Sum{}

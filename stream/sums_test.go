@@ -2,14 +2,13 @@ package stream_test
 
 import (
 	"fmt"
+	"github.com/bulkmove/bulkmove/model"
+	"github.com/bulkmove/bulkmove/stream"
+	"github.com/bulkmove/bulkmove/wire"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/bulkmove/bulkmove/sharder"
-	"github.com/bulkmove/bulkmove/stream"
-	"github.com/bulkmove/bulkmove/wire"
 )
 
 // The sender hashes each regular file of a batch (several at once); a
@@ -17,7 +16,7 @@ import (
 // then sent as usual.
 func TestSourceSums(t *testing.T) {
 	root := tmpDir(t)
-	var entries []sharder.Entry
+	var entries []model.Entry
 	add := func(name, content string) {
 		p := filepath.Join(root, filepath.FromSlash(name))
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -30,7 +29,7 @@ func TestSourceSums(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		entries = append(entries, sharder.Entry{Path: name, Kind: sharder.KindFile, Mode: 0o644, Size: fi.Size(), MTime: fi.ModTime().UnixNano(), Nlink: 1})
+		entries = append(entries, model.Entry{Path: name, Kind: model.KindFile, Mode: 0o644, Size: fi.Size(), MTime: fi.ModTime().UnixNano(), Nlink: 1})
 	}
 	for i := range 30 {
 		add(fmt.Sprintf("d%d/f%02d", i%4, i), fmt.Sprintf("file number %d", i))
@@ -38,7 +37,7 @@ func TestSourceSums(t *testing.T) {
 	add("empty", "")
 	add("vanished", "gone before the hash")
 	add("changed", "changed since the walk")
-	entries = append(entries, sharder.Entry{Path: "d0", Kind: sharder.KindDir, Mode: 0o755})
+	entries = append(entries, model.Entry{Path: "d0", Kind: model.KindDir, Mode: 0o755})
 	os.Remove(filepath.Join(root, "vanished"))
 	later := time.Now().Add(time.Hour)
 	os.Chtimes(filepath.Join(root, "changed"), later, later)

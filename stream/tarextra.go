@@ -5,8 +5,8 @@ import (
 	"bytes"
 	"io"
 
+	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/receive/extract"
-	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/wire"
 )
 
@@ -14,7 +14,7 @@ import (
 // its data: its attributes as SCHILY.xattr records and its sparse map as
 // extract.PAXSparse (the entry's size is then its data bytes). Without
 // either it is begin.
-func (t *tarStream) beginExtra(e *sharder.Entry, ext []wire.Extent, xs []wire.Xattr) (io.Writer, error) {
+func (t *tarStream) beginExtra(e *model.Entry, ext []wire.Extent, xs []wire.Xattr) (io.Writer, error) {
 	if ext == nil && len(xs) == 0 && !e.IsRange() {
 		return t.begin(e)
 	}
@@ -23,7 +23,7 @@ func (t *tarStream) beginExtra(e *sharder.Entry, ext []wire.Extent, xs []wire.Xa
 }
 
 // writeExtraHeader writes beginExtra's PAX header through archive/tar.
-func (t *tarStream) writeExtraHeader(e *sharder.Entry, ext []wire.Extent, xs []wire.Xattr) error {
+func (t *tarStream) writeExtraHeader(e *model.Entry, ext []wire.Extent, xs []wire.Xattr) error {
 	rec := make(map[string]string, len(xs)+2)
 	size := wire.DataSize(e.Size, ext)
 	if e.IsRange() {
@@ -47,7 +47,7 @@ func (t *tarStream) writeExtraHeader(e *sharder.Entry, ext []wire.Extent, xs []w
 // through this writer (sendfile): archive/tar, which counts the bytes of
 // each body, renders the header into a buffer of its own, and end pads
 // the body to its block.
-func (t *tarStream) beginBare(e *sharder.Entry, xs []wire.Xattr) (io.Writer, error) {
+func (t *tarStream) beginBare(e *model.Entry, xs []wire.Xattr) (io.Writer, error) {
 	t.bare, t.bareLen = true, e.DataLen()
 	if len(xs) == 0 && !e.IsRange() && fast(e) {
 		return t.begin(e)

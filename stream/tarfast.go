@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/bulkmove/bulkmove/sharder"
+	"github.com/bulkmove/bulkmove/model"
 )
 
 // tarStream writes a batch's tar stream. Most entries of a tree of small
@@ -34,7 +34,7 @@ const (
 )
 
 // fast reports whether e's header fits the fast path's USTAR subset.
-func fast(e *sharder.Entry) bool {
+func fast(e *model.Entry) bool {
 	if len(e.Path) > 100 || e.Size > maxOctal11 || e.UID > maxOctal7 || e.GID > maxOctal7 {
 		return false
 	}
@@ -61,7 +61,7 @@ func octal(dst []byte, v int64) {
 }
 
 // begin writes the header of regular file e and returns where its data goes.
-func (t *tarStream) begin(e *sharder.Entry) (io.Writer, error) {
+func (t *tarStream) begin(e *model.Entry) (io.Writer, error) {
 	if !fast(e) {
 		return t.tw, t.tw.WriteHeader(plainHeader(e))
 	}
@@ -91,7 +91,7 @@ func (t *tarStream) begin(e *sharder.Entry) (io.Writer, error) {
 
 // plainHeader is regular file e's header, as archive/tar writes it when
 // the fast path cannot.
-func plainHeader(e *sharder.Entry) *tar.Header {
+func plainHeader(e *model.Entry) *tar.Header {
 	return &tar.Header{
 		Typeflag: tar.TypeReg, Name: e.Path, Size: e.Size, Mode: int64(e.Mode.Perm()),
 		ModTime: time.Unix(e.MTime/1e9, 0), Uid: int(e.UID), Gid: int(e.GID),
@@ -99,7 +99,7 @@ func plainHeader(e *sharder.Entry) *tar.Header {
 }
 
 // end finishes the data of e: padding to the next 512-byte block.
-func (t *tarStream) end(e *sharder.Entry) error {
+func (t *tarStream) end(e *model.Entry) error {
 	if t.bare {
 		t.bare = false
 		return t.pad(t.bareLen)

@@ -3,6 +3,8 @@ package stream
 import (
 	"archive/tar"
 	"bytes"
+	"github.com/bulkmove/bulkmove/model"
+	"github.com/bulkmove/bulkmove/wire"
 	"io"
 	"io/fs"
 	"path/filepath"
@@ -10,16 +12,13 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/bulkmove/bulkmove/sharder"
-	"github.com/bulkmove/bulkmove/wire"
 )
 
 // TestFastHeaderMatchesArchiveTar: the fast USTAR encoder writes the very
 // bytes archive/tar writes for the same header, and archive/tar reads back
 // every entry, fast or not.
 func TestFastHeaderMatchesArchiveTar(t *testing.T) {
-	entries := []sharder.Entry{
+	entries := []model.Entry{
 		{Path: "a", Size: 0, Mode: 0o644, MTime: 1700000000123456789},
 		{Path: "d0001/f001", Size: 1024, Mode: 0o755, MTime: 1e9, UID: 1000, GID: 100},
 		{Path: "x/y/z.bin", Size: 513, Mode: 0o600 | fs.ModeSetuid, MTime: 0, UID: maxOctal7, GID: maxOctal7},
@@ -80,7 +79,7 @@ func TestWriteTarSourceBecameFIFO(t *testing.T) {
 	if err := syscall.Mkfifo(filepath.Join(src, "f"), 0o644); err != nil {
 		t.Skipf("mkfifo: %v", err)
 	}
-	m := &wire.BatchManifest{ID: 1, Entries: []sharder.Entry{{Path: "f", Kind: sharder.KindFile, Mode: 0o644, Size: 3, MTime: 1, Nlink: 1}}}
+	m := &wire.BatchManifest{ID: 1, Entries: []model.Entry{{Path: "f", Kind: model.KindFile, Mode: 0o644, Size: 3, MTime: 1, Nlink: 1}}}
 	type result struct {
 		discards []wire.Discard
 		failed   []SourceError

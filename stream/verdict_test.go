@@ -12,6 +12,7 @@ import (
 	"github.com/bulkmove/bulkmove/internal/gentree"
 	"github.com/bulkmove/bulkmove/internal/ratelimit"
 	"github.com/bulkmove/bulkmove/metrics"
+	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/stream"
 	"github.com/bulkmove/bulkmove/wire"
@@ -88,7 +89,7 @@ func TestVerdictScenarios(t *testing.T) {
 				}
 			}()
 			def := &stream.Deferred{}
-			batches := make(chan *sharder.Batch, 64)
+			batches := make(chan *model.Batch, 64)
 			go sharder.Run(ctx, src, sharder.Options{BatchFiles: 20, Deferred: def.Add}, batches)
 			pool := &stream.Pool{Conns: conns, Counters: job.Streams}
 			if err := pool.Run(ctx, batches, def); err != nil {

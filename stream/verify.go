@@ -2,8 +2,7 @@ package stream
 
 import (
 	"context"
-
-	"github.com/bulkmove/bulkmove/sharder"
+	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/wire"
 )
 
@@ -13,11 +12,11 @@ type Verifier interface {
 	// Verify sends batches from in until it is closed, calling done with
 	// each batch's differences (Ack.Errors, code wire.CodeDiffer). With
 	// content set, regular files are compared by content hash too.
-	Verify(ctx context.Context, in <-chan *sharder.Batch, content bool, done func(Result)) error
+	Verify(ctx context.Context, in <-chan *model.Batch, content bool, done func(Result)) error
 }
 
 // Verify implements Verifier, Window batches in flight.
-func (c *Client) Verify(ctx context.Context, in <-chan *sharder.Batch, content bool, done func(Result)) error {
+func (c *Client) Verify(ctx context.Context, in <-chan *model.Batch, content bool, done func(Result)) error {
 	_, err := c.run(ctx, in, wire.FlagVerify, content, done)
 	return err
 }

@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/bulkmove/bulkmove/model"
+	"github.com/bulkmove/bulkmove/wire"
 	"io"
 	"math"
 	"runtime"
@@ -13,9 +15,6 @@ import (
 	"testing"
 	"testing/iotest"
 	"time"
-
-	"github.com/bulkmove/bulkmove/sharder"
-	"github.com/bulkmove/bulkmove/wire"
 )
 
 func header(typ byte, n uint32) []byte {
@@ -181,9 +180,9 @@ func TestFrameReaderAdmit(t *testing.T) {
 // pass the bound; within the bound it decodes as ever, and its cost is
 // what DecodeManifestMax counted.
 func TestDecodeManifestMax(t *testing.T) {
-	var entries []sharder.Entry
+	var entries []model.Entry
 	for i := range 1000 {
-		entries = append(entries, sharder.Entry{Path: fmt.Sprintf("dir/file%04d", i), Kind: sharder.KindFile, Mode: 0o644, Size: 1})
+		entries = append(entries, model.Entry{Path: fmt.Sprintf("dir/file%04d", i), Kind: model.KindFile, Mode: 0o644, Size: 1})
 	}
 	m := &wire.BatchManifest{ID: 7, Entries: entries}
 	m.Sums = make([]wire.Sum, len(entries))
@@ -210,7 +209,7 @@ func TestDecodeManifestMax(t *testing.T) {
 	}
 	// A million entries of nine bytes each: refused on their count alone,
 	// before a hundred MiB of entries is allocated.
-	big := wire.EncodeManifest(&wire.BatchManifest{ID: 1, Entries: make([]sharder.Entry, wire.MaxEntries)})
+	big := wire.EncodeManifest(&wire.BatchManifest{ID: 1, Entries: make([]model.Entry, wire.MaxEntries)})
 	before := totalAlloc()
 	if _, err := wire.DecodeManifestMax(big, 16<<20); !errors.Is(err, wire.ErrLimit) {
 		t.Fatalf("a million entries within 16 MiB: %v", err)

@@ -3,12 +3,11 @@ package wire_test
 import (
 	"bytes"
 	"errors"
+	"github.com/bulkmove/bulkmove/model"
+	"github.com/bulkmove/bulkmove/wire"
 	"reflect"
 	"slices"
 	"testing"
-
-	"github.com/bulkmove/bulkmove/sharder"
-	"github.com/bulkmove/bulkmove/wire"
 )
 
 // The fuzz targets check that the decoders never panic on any input and
@@ -18,21 +17,21 @@ import (
 func manifestSeeds() []*wire.BatchManifest {
 	return []*wire.BatchManifest{
 		{},
-		{ID: 1, Entries: []sharder.Entry{{Path: "a", Kind: sharder.KindFile, Mode: 0o644, Size: 3, MTime: 1_600_000_000_123456789, UID: 1000, GID: 1000, Nlink: 1}}},
-		{ID: 1 << 40, Flags: wire.FlagFinal, Entries: []sharder.Entry{
-			{Path: ".", Kind: sharder.KindDir, Mode: 0o755 | 0o1000, MTime: -1},
-			{Path: "d/l", Kind: sharder.KindSymlink, Mode: 0o777, Link: "/etc"},
-			{Path: "h", Kind: sharder.KindHardlink, Mode: 0o4755, Link: "a"},
-			{Path: "s", Kind: sharder.KindFile, Mode: 0o644 | 1<<23, Size: 10 << 30},
+		{ID: 1, Entries: []model.Entry{{Path: "a", Kind: model.KindFile, Mode: 0o644, Size: 3, MTime: 1_600_000_000_123456789, UID: 1000, GID: 1000, Nlink: 1}}},
+		{ID: 1 << 40, Flags: wire.FlagFinal, Entries: []model.Entry{
+			{Path: ".", Kind: model.KindDir, Mode: 0o755 | 0o1000, MTime: -1},
+			{Path: "d/l", Kind: model.KindSymlink, Mode: 0o777, Link: "/etc"},
+			{Path: "h", Kind: model.KindHardlink, Mode: 0o4755, Link: "a"},
+			{Path: "s", Kind: model.KindFile, Mode: 0o644 | 1<<23, Size: 10 << 30},
 		}},
 		// Entries of the minimal encoded size (empty names: the receiver's
 		// concern, not the codec's).
-		{ID: 2, Entries: make([]sharder.Entry, 40)},
+		{ID: 2, Entries: make([]model.Entry, 40)},
 		// Content hashes (checksum mode), on some files only.
-		{ID: 3, Entries: []sharder.Entry{
-			{Path: "a", Kind: sharder.KindFile, Mode: 0o644, Size: 3, MTime: 1},
-			{Path: "b", Kind: sharder.KindFile, Mode: 0o644, Size: 9},
-			{Path: "c", Kind: sharder.KindFile, Mode: 0o600},
+		{ID: 3, Entries: []model.Entry{
+			{Path: "a", Kind: model.KindFile, Mode: 0o644, Size: 3, MTime: 1},
+			{Path: "b", Kind: model.KindFile, Mode: 0o644, Size: 9},
+			{Path: "c", Kind: model.KindFile, Mode: 0o600},
 		}, Sums: []wire.Sum{wire.HashBytes([]byte("abc")), {}, wire.EmptySum}},
 	}
 }
@@ -42,11 +41,11 @@ func FuzzDecodeManifest(f *testing.F) {
 		f.Add(wire.EncodeManifest(m))
 	}
 	f.Add(nonCanonicalManifest(20))
-	bad := wire.EncodeManifest(&wire.BatchManifest{Entries: []sharder.Entry{{Path: "x", Kind: 9}}})
+	bad := wire.EncodeManifest(&wire.BatchManifest{Entries: []model.Entry{{Path: "x", Kind: 9}}})
 	f.Add(bad)
 	f.Add([]byte{1, 0, 0xff, 0xff, 0xff, 0xff, 0x0f})
-	f.Add(wire.EncodeManifest(&wire.BatchManifest{ID: 2, Flags: wire.FlagFinal, Entries: []sharder.Entry{
-		{Path: "d", Kind: sharder.KindDir, Mode: 0o755}, {Path: "l", Kind: sharder.KindSymlink, Link: "d"}},
+	f.Add(wire.EncodeManifest(&wire.BatchManifest{ID: 2, Flags: wire.FlagFinal, Entries: []model.Entry{
+		{Path: "d", Kind: model.KindDir, Mode: 0o755}, {Path: "l", Kind: model.KindSymlink, Link: "d"}},
 		Xattrs: [][]wire.Xattr{{{Name: "user.a", Value: "1"}, {Name: wire.ACLDefault, Value: "\x02\x00"}}, {{Name: "trusted.t", Value: ""}}}}))
 	f.Fuzz(func(t *testing.T, p []byte) {
 		m, err := wire.DecodeManifest(p)
@@ -158,7 +157,7 @@ func FuzzDecodeCommit(f *testing.F) {
 func nonCanonicalManifest(n int) []byte {
 	p := []byte{0, 0, byte(n)} // id, flags, count (n < 128)
 	for range n {
-		p = append(p, byte(sharder.KindFile), 0, 0x80, 0x00, 0, 0, 0, 0, 0, 0)
+		p = append(p, byte(model.KindFile), 0, 0x80, 0x00, 0, 0, 0, 0, 0, 0)
 	}
 	return p
 }
@@ -167,9 +166,9 @@ func nonCanonicalManifest(n int) []byte {
 // count must not refuse a manifest the encoder wrote.
 func TestManifestMinimalEntries(t *testing.T) {
 	for _, n := range []int{1, 10, 11, 20, 100} {
-		m := &wire.BatchManifest{ID: 1, Entries: make([]sharder.Entry, n)}
+		m := &wire.BatchManifest{ID: 1, Entries: make([]model.Entry, n)}
 		for i := range m.Entries {
-			m.Entries[i].Kind = sharder.KindFile
+			m.Entries[i].Kind = model.KindFile
 		}
 		p := wire.EncodeManifest(m)
 		m2, err := wire.DecodeManifest(p)
@@ -191,7 +190,7 @@ func TestManifestMinimalEntries(t *testing.T) {
 		}
 	}
 	// Still refused: more entries than the payload can hold.
-	p := wire.EncodeManifest(&wire.BatchManifest{ID: 1, Entries: make([]sharder.Entry, 20)})
+	p := wire.EncodeManifest(&wire.BatchManifest{ID: 1, Entries: make([]model.Entry, 20)})
 	p[2] = 100
 	if _, err := wire.DecodeManifest(p); err == nil {
 		t.Fatal("100 entries declared in the bytes of 20 decoded")

@@ -10,7 +10,7 @@ import (
 	"slices"
 	"unsafe"
 
-	"github.com/bulkmove/bulkmove/sharder"
+	"github.com/bulkmove/bulkmove/model"
 )
 
 // Handshake is the Hello payload, JSON, sent first by each side.
@@ -103,7 +103,7 @@ const (
 type BatchManifest struct {
 	ID      uint64
 	Flags   uint64
-	Entries []sharder.Entry
+	Entries []model.Entry
 	// Sums, in CheckSum mode, holds the content hash of each regular file
 	// (Sums[i] is Entries[i]'s; a zero Sum or a short slice: none). Nil
 	// otherwise, and nil after decoding a manifest that carries none.
@@ -141,8 +141,8 @@ func EncodeManifest(m *BatchManifest) []byte {
 	e.uvarint(uint64(len(m.Entries)))
 	for i := range m.Entries {
 		x := &m.Entries[i]
-		hasSum := i < len(m.Sums) && m.Sums[i] != (Sum{}) && x.Kind == sharder.KindFile
-		hasXattrs := i < len(m.Xattrs) && len(m.Xattrs[i]) > 0 && (x.Kind == sharder.KindDir || x.Kind == sharder.KindSymlink)
+		hasSum := i < len(m.Sums) && m.Sums[i] != (Sum{}) && x.Kind == model.KindFile
+		hasXattrs := i < len(m.Xattrs) && len(m.Xattrs[i]) > 0 && (x.Kind == model.KindDir || x.Kind == model.KindSymlink)
 		k := byte(x.Kind)
 		if hasSum {
 			k |= kindHasSum
@@ -150,11 +150,11 @@ func EncodeManifest(m *BatchManifest) []byte {
 		if hasXattrs {
 			k |= kindHasXattrs
 		}
-		hasRange := x.Kind == sharder.KindFile && x.Len > 0
+		hasRange := x.Kind == model.KindFile && x.Len > 0
 		if hasRange {
 			k |= kindHasRange
 		}
-		if x.Kind == sharder.KindFile && x.Resumed {
+		if x.Kind == model.KindFile && x.Resumed {
 			k |= kindResumed
 		}
 		e.b = append(e.b, k)
@@ -192,7 +192,7 @@ var ErrLimit = errors.New("over the receiver's limit")
 // content hash, the header of an entry's attribute list and of one
 // attribute (see ManifestCost).
 const (
-	entryCost     = int64(unsafe.Sizeof(sharder.Entry{}))
+	entryCost     = int64(unsafe.Sizeof(model.Entry{}))
 	sumCost       = int64(unsafe.Sizeof(Sum{}))
 	xattrListCost = int64(unsafe.Sizeof([]Xattr(nil)))
 	xattrCost     = int64(unsafe.Sizeof(Xattr{}))
@@ -251,11 +251,11 @@ func DecodeManifestMax(p []byte, max int64) (*BatchManifest, error) {
 	if cost > max {
 		return nil, over()
 	}
-	m.Entries = make([]sharder.Entry, 0, n)
+	m.Entries = make([]model.Entry, 0, n)
 	for i := uint64(0); i < n && d.err == nil; i++ {
-		var x sharder.Entry
+		var x model.Entry
 		kind := d.byte1("entry kind")
-		x.Kind = sharder.Kind(kind &^ (kindHasSum | kindHasXattrs | kindHasRange | kindResumed))
+		x.Kind = model.Kind(kind &^ (kindHasSum | kindHasXattrs | kindHasRange | kindResumed))
 		x.Path = d.str("entry path", MaxPath)
 		mode := d.uvarint("entry mode")
 		x.Size = d.varint("entry size")
@@ -271,12 +271,12 @@ func DecodeManifestMax(p []byte, max int64) (*BatchManifest, error) {
 			return nil, over()
 		}
 		switch x.Kind {
-		case sharder.KindFile, sharder.KindDir, sharder.KindSymlink, sharder.KindHardlink:
+		case model.KindFile, model.KindDir, model.KindSymlink, model.KindHardlink:
 		default:
 			return nil, protoErr("entry %d (%q) has unknown kind %d", i, x.Path, kind)
 		}
 		if kind&kindHasSum != 0 {
-			if x.Kind != sharder.KindFile {
+			if x.Kind != model.KindFile {
 				return nil, protoErr("entry %q has a content hash but is a %s, not a regular file", x.Path, x.Kind)
 			}
 			sum := d.sum("entry content hash")
@@ -295,7 +295,7 @@ func DecodeManifestMax(p []byte, max int64) (*BatchManifest, error) {
 			m.Sums[i] = sum
 		}
 		if kind&kindHasXattrs != 0 {
-			if x.Kind != sharder.KindDir && x.Kind != sharder.KindSymlink {
+			if x.Kind != model.KindDir && x.Kind != model.KindSymlink {
 				return nil, protoErr("entry %q has extended attributes in the manifest but is a %s (a file's travel with its data)", x.Path, x.Kind)
 			}
 			xs := d.xattrs(fmt.Sprintf("extended attributes of %q", x.Path))
@@ -315,13 +315,13 @@ func DecodeManifestMax(p []byte, max int64) (*BatchManifest, error) {
 			}
 		}
 		if kind&kindResumed != 0 {
-			if x.Kind != sharder.KindFile {
+			if x.Kind != model.KindFile {
 				return nil, protoErr("entry %q is marked as resumed but is a %s, not a regular file", x.Path, x.Kind)
 			}
 			x.Resumed = true
 		}
 		if kind&kindHasRange != 0 {
-			if x.Kind != sharder.KindFile {
+			if x.Kind != model.KindFile {
 				return nil, protoErr("entry %q has a range but is a %s, not a regular file", x.Path, x.Kind)
 			}
 			x.Off, x.Len = d.varint("entry range offset"), d.varint("entry range length")
@@ -356,7 +356,7 @@ func DecodeManifestMax(p []byte, max int64) (*BatchManifest, error) {
 
 // checkRanges refuses a manifest whose ranges of one file overlap, or
 // name different versions (size, mtime) of it.
-func checkRanges(entries []sharder.Entry) error {
+func checkRanges(entries []model.Entry) error {
 	var byPath map[string][]int
 	for i := range entries {
 		if entries[i].Len > 0 {

@@ -7,18 +7,17 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/zeebo/xxh3"
-
-	"github.com/bulkmove/bulkmove/sharder"
+	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/wire"
+	"github.com/zeebo/xxh3"
 )
 
-func sumEntries() []sharder.Entry {
-	return []sharder.Entry{
-		{Path: "a", Kind: sharder.KindFile, Mode: 0o644, Size: 3, MTime: 1_600_000_000_123456789, Nlink: 1},
-		{Path: "d", Kind: sharder.KindDir, Mode: 0o755},
-		{Path: "b", Kind: sharder.KindFile, Mode: 0o644, Size: 5, Nlink: 1},
-		{Path: "e", Kind: sharder.KindFile, Mode: 0o644},
+func sumEntries() []model.Entry {
+	return []model.Entry{
+		{Path: "a", Kind: model.KindFile, Mode: 0o644, Size: 3, MTime: 1_600_000_000_123456789, Nlink: 1},
+		{Path: "d", Kind: model.KindDir, Mode: 0o755},
+		{Path: "b", Kind: model.KindFile, Mode: 0o644, Size: 5, Nlink: 1},
+		{Path: "e", Kind: model.KindFile, Mode: 0o644},
 	}
 }
 
@@ -88,7 +87,7 @@ func TestManifestSumRefused(t *testing.T) {
 		t.Errorf("an all-zero hash: %v", err)
 	}
 	// A hash on a directory: its flag set by hand.
-	dir := wire.EncodeManifest(&wire.BatchManifest{ID: 1, Entries: []sharder.Entry{{Path: "d", Kind: sharder.KindDir, Mode: 0o755}}})
+	dir := wire.EncodeManifest(&wire.BatchManifest{ID: 1, Entries: []model.Entry{{Path: "d", Kind: model.KindDir, Mode: 0o755}}})
 	dir[3] |= 0x80 // id, flags, count, then the kind
 	dir = append(dir, bytes.Repeat([]byte{1}, 16)...)
 	if _, err := wire.DecodeManifest(dir); err == nil || !strings.Contains(err.Error(), "not a regular file") {
@@ -142,7 +141,7 @@ func TestManifestResumed(t *testing.T) {
 	if !reflect.DeepEqual(got, m) {
 		t.Fatalf("round trip with marks:\n%+v\n%+v", got, m)
 	}
-	dir := wire.EncodeManifest(&wire.BatchManifest{ID: 1, Entries: []sharder.Entry{{Path: "d", Kind: sharder.KindDir, Mode: 0o755}}})
+	dir := wire.EncodeManifest(&wire.BatchManifest{ID: 1, Entries: []model.Entry{{Path: "d", Kind: model.KindDir, Mode: 0o755}}})
 	dir[3] |= 0x10 // id, flags, count, then the kind
 	if _, err := wire.DecodeManifest(dir); !errors.Is(err, wire.ErrProtocol) || !strings.Contains(err.Error(), "marked as resumed but is a dir") {
 		t.Errorf("a directory marked as resumed: %v", err)

@@ -3,6 +3,9 @@ package main
 import (
 	"bufio"
 	"context"
+	"github.com/bulkmove/bulkmove/model"
+	"github.com/bulkmove/bulkmove/stream"
+	"github.com/bulkmove/bulkmove/wire"
 	"io"
 	"net/http"
 	"os"
@@ -11,10 +14,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/bulkmove/bulkmove/sharder"
-	"github.com/bulkmove/bulkmove/stream"
-	"github.com/bulkmove/bulkmove/wire"
 )
 
 // TestAgentMetrics: `bulkmove agent --metrics-addr` exports what the
@@ -47,13 +46,13 @@ func TestAgentMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := make(chan *sharder.Batch, 1)
-	var entries []sharder.Entry
+	in := make(chan *model.Batch, 1)
+	var entries []model.Entry
 	for _, n := range []string{"a", "b", "c"} {
 		fi, _ := os.Stat(filepath.Join(src, n))
-		entries = append(entries, sharder.Entry{Path: n, Kind: sharder.KindFile, Mode: 0o644, Size: fi.Size(), MTime: fi.ModTime().UnixNano()})
+		entries = append(entries, model.Entry{Path: n, Kind: model.KindFile, Mode: 0o644, Size: fi.Size(), MTime: fi.ModTime().UnixNano()})
 	}
-	in <- &sharder.Batch{ID: 1, Entries: entries, Bytes: 300}
+	in <- &model.Batch{ID: 1, Entries: entries, Bytes: 300}
 	close(in)
 	if _, err := c.Run(ctx, in, func(stream.Result) {}); err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/bulkmove/bulkmove/internal/units"
+	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/sharder"
 )
 
@@ -14,13 +15,13 @@ import (
 // pulling from one queue would share them.
 func (j *job) dryRun(ctx context.Context, p plan, opt sharder.Options) int {
 	var others int64
-	opt.Deferred = func(e sharder.Entry) {
+	opt.Deferred = func(e model.Entry) {
 		others++
 		if e.Path != "." {
 			printf(j.stdout, "%s %s\n", e.Kind, e.Path)
 		}
 	}
-	out := make(chan *sharder.Batch, 16)
+	out := make(chan *model.Batch, 16)
 	// Only each batch's size and count are kept: 16 bytes a batch, not
 	// an entry a file.
 	type planned struct {

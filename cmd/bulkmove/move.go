@@ -22,6 +22,7 @@ import (
 	"github.com/bulkmove/bulkmove/filter"
 	"github.com/bulkmove/bulkmove/internal/units"
 	"github.com/bulkmove/bulkmove/metrics"
+	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/receive/extract"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/stream"
@@ -499,7 +500,7 @@ func (j *job) run(ctx context.Context) int {
 	opt.SpillDir = j.res.dir() // and so do the names of hard-linked files past LinkMem open sets
 	// Room for the walk to run ahead while the streams connect (about
 	// 100 KiB a batch of 1,000 small files: 13 MiB at most).
-	batches := make(chan *sharder.Batch, 2*j.flags.jobs+128)
+	batches := make(chan *model.Batch, 2*j.flags.jobs+128)
 	// Whether to spread batches over directories: the receivers say once
 	// connected (the walk holds a few thousand files until then).
 	spread := make(chan bool, 1)
@@ -571,7 +572,7 @@ func (j *job) run(ctx context.Context) int {
 	pool.OnWarn = func(msg string) { errorf(j.stderr, "warning: %s", msg) }
 	if plan.src.File == "" {
 		root := plan.src.Root
-		pool.Restat = func(e sharder.Entry) (sharder.Entry, bool) { return sharder.Restat(root, e) }
+		pool.Restat = func(e model.Entry) (model.Entry, bool) { return sharder.Restat(root, e) }
 	}
 	stopProgress := j.progress(ctx) // before anything else writes to stderr
 	stopObs, err := j.observe(ctx, j.remote == nil && j.hub == nil && !j.flags.viaAgent)
@@ -654,8 +655,8 @@ func (j *job) end(pool *stream.Pool, err error, code int) {
 
 // relay forwards batches to the pool, counting what the walk plans and
 // renaming the single entry of a one-file job.
-func (j *job) relay(ctx context.Context, out chan *sharder.Batch, rename string) chan<- *sharder.Batch {
-	in := make(chan *sharder.Batch)
+func (j *job) relay(ctx context.Context, out chan *model.Batch, rename string) chan<- *model.Batch {
+	in := make(chan *model.Batch)
 	go func() {
 		defer close(out)
 		for b := range in {

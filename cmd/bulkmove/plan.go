@@ -20,6 +20,7 @@ import (
 
 	"github.com/bulkmove/bulkmove/filter"
 	"github.com/bulkmove/bulkmove/internal/units"
+	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/sharder"
 )
 
@@ -137,7 +138,7 @@ type planner struct {
 	dirs     map[string]*planDir
 	pieces   []planPiece
 	links    map[string]int32 // first names of hard-linked files -> piece
-	pending  []sharder.Entry  // hard links whose first name was not placed yet
+	pending  []model.Entry    // hard links whose first name was not placed yet
 	bytes    int64            // walked so far
 	entries  int64
 	st       sharder.Stats
@@ -179,7 +180,7 @@ func (p *planner) run(ctx context.Context, rules *filter.Rules) int {
 			errorf(p.stderr, "warning: %s: %s", filepath.Join(p.src, filepath.FromSlash(path)), msg)
 		},
 	}
-	batches := make(chan *sharder.Batch, 4)
+	batches := make(chan *model.Batch, 4)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -300,7 +301,7 @@ func (p *planner) put(pi int32, rel string, size int64) {
 }
 
 // file places a regular file (called with p.mu held).
-func (p *planner) file(e *sharder.Entry) {
+func (p *planner) file(e *model.Entry) {
 	d := parentOf(e.Path)
 	pi := p.pieceOf(d)
 	p.put(pi, e.Path, e.Size)
@@ -327,18 +328,18 @@ func (p *planner) file(e *sharder.Entry) {
 }
 
 // deferred places a directory, symlink or hard link.
-func (p *planner) deferred(e sharder.Entry) {
+func (p *planner) deferred(e model.Entry) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch e.Kind {
-	case sharder.KindHardlink:
+	case model.KindHardlink:
 		if pi, ok := p.links[e.Link]; ok {
 			p.put(pi, e.Path, 0)
 		} else {
 			p.pending = append(p.pending, e)
 		}
 		return
-	case sharder.KindDir:
+	case model.KindDir:
 		p.dirOf(e.Path)
 	}
 	p.put(p.pieceOf(parentOf(e.Path)), e.Path, 0)

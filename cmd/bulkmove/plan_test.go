@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/bulkmove/bulkmove/internal/gentree"
+	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/sharder"
 )
 
@@ -19,10 +20,10 @@ import (
 func walkAll(t *testing.T, src string) map[string]int64 {
 	t.Helper()
 	m := map[string]int64{}
-	out := make(chan *sharder.Batch, 4)
-	opt := sharder.Options{Deferred: func(e sharder.Entry) { m[e.Path] = -1 }}
+	out := make(chan *model.Batch, 4)
+	opt := sharder.Options{Deferred: func(e model.Entry) { m[e.Path] = -1 }}
 	done := make(chan struct{})
-	var files []sharder.Entry
+	var files []model.Entry
 	go func() {
 		defer close(done)
 		for b := range out {

@@ -14,7 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/bulkmove/bulkmove/internal/xattrs"
-	"github.com/bulkmove/bulkmove/sharder"
+	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/stream"
 	"github.com/bulkmove/bulkmove/transport/dataplane"
 	"github.com/bulkmove/bulkmove/wire"
@@ -30,7 +30,7 @@ var hostileAttrs = []string{"security.capability", "trusted.x", "user.x"}
 // hostileSource makes the hostile sender's source: a file "evil" with
 // hostileAttrs (as root: trusted.* and capabilities need it), and the
 // entry it sends for it, which claims mode 06755 and hostileUID.
-func hostileSource(t *testing.T, dir string) (stream.Source, sharder.Entry) {
+func hostileSource(t *testing.T, dir string) (stream.Source, model.Entry) {
 	t.Helper()
 	for _, tool := range []string{"setfattr", "setcap"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -42,14 +42,14 @@ func hostileSource(t *testing.T, dir string) (stream.Source, sharder.Entry) {
 	os.WriteFile(filepath.Join(src, "evil"), []byte("#!/bin/sh\nid\n"), 0o755)
 	sh(t, src, "setfattr -n user.x -v u evil && setfattr -n trusted.x -v t evil && setcap cap_setuid+ep evil")
 	fi, _ := os.Stat(filepath.Join(src, "evil"))
-	e := sharder.Entry{Path: "evil", Kind: sharder.KindFile, Mode: 0o755 | os.ModeSetuid | os.ModeSetgid,
+	e := model.Entry{Path: "evil", Kind: model.KindFile, Mode: 0o755 | os.ModeSetuid | os.ModeSetgid,
 		UID: hostileUID, GID: hostileUID, Size: fi.Size(), MTime: fi.ModTime().UnixNano(), Nlink: 1}
 	return stream.Source{Root: src, Xattrs: true}, e
 }
 
 // hostilePush sends the hostile file to serve at addr, as job, into dest,
 // with a Hello that asks for opts: the receiver's Hello, or its refusal.
-func hostilePush(t *testing.T, addr, fp, tokFile, job, dest string, src stream.Source, e sharder.Entry, opts wire.ReceiveOptions) (*stream.Client, error) {
+func hostilePush(t *testing.T, addr, fp, tokFile, job, dest string, src stream.Source, e model.Entry, opts wire.ReceiveOptions) (*stream.Client, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -60,8 +60,8 @@ func hostilePush(t *testing.T, addr, fp, tokFile, job, dest string, src stream.S
 	if err != nil {
 		return nil, err
 	}
-	in := make(chan *sharder.Batch, 1)
-	in <- &sharder.Batch{ID: 1, Entries: []sharder.Entry{e}, Bytes: e.Size}
+	in := make(chan *model.Batch, 1)
+	in <- &model.Batch{ID: 1, Entries: []model.Entry{e}, Bytes: e.Size}
 	close(in)
 	if _, err := conn.Run(ctx, in, func(stream.Result) {}); err != nil {
 		t.Fatalf("%s: %v", job, err)
@@ -194,7 +194,7 @@ func TestAgentPolicyFromCommandLine(t *testing.T) {
 	os.MkdirAll(src, 0o755)
 	os.WriteFile(filepath.Join(src, "f"), []byte("x"), 0o755)
 	fi, _ := os.Stat(filepath.Join(src, "f"))
-	e := sharder.Entry{Path: "f", Kind: sharder.KindFile, Mode: 0o755 | os.ModeSetuid, Size: fi.Size(), MTime: fi.ModTime().UnixNano(), Nlink: 1}
+	e := model.Entry{Path: "f", Kind: model.KindFile, Mode: 0o755 | os.ModeSetuid, Size: fi.Size(), MTime: fi.ModTime().UnixNano(), Nlink: 1}
 	for _, tc := range []struct {
 		name  string
 		flags []string
@@ -210,8 +210,8 @@ func TestAgentPolicyFromCommandLine(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		c, err := stream.Dial(ctx, "stream 0", r, w, w, version, wire.ReceiveOptions{KeepSetid: true}, stream.Source{Root: src})
 		if err == nil {
-			in := make(chan *sharder.Batch, 1)
-			in <- &sharder.Batch{ID: 1, Entries: []sharder.Entry{e}, Bytes: e.Size}
+			in := make(chan *model.Batch, 1)
+			in <- &model.Batch{ID: 1, Entries: []model.Entry{e}, Bytes: e.Size}
 			close(in)
 			if _, err = c.Run(ctx, in, func(stream.Result) {}); err == nil {
 				_, err = c.Close(ctx)

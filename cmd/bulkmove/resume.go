@@ -10,7 +10,7 @@ import (
 	"sync"
 
 	"github.com/bulkmove/bulkmove/journal"
-	"github.com/bulkmove/bulkmove/sharder"
+	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/stream"
 )
 
@@ -148,8 +148,8 @@ func (r *resume) dir() string {
 // whichever copy this run has. Nor are the ranges of a split file: the
 // receiver keeps the record of those that landed with the file's partial
 // (receive/extract/partial.go).
-func (r *resume) named(e *sharder.Entry) bool {
-	if r == nil || e.Kind != sharder.KindFile || e.Nlink > 1 || e.IsRange() {
+func (r *resume) named(e *model.Entry) bool {
+	if r == nil || e.Kind != model.KindFile || e.Nlink > 1 || e.IsRange() {
 		return false
 	}
 	if !r.isBound {
@@ -201,7 +201,7 @@ func (r *resume) record(res stream.Result) {
 	var es []journal.Entry
 	for i := range res.Batch.Entries {
 		e := &res.Batch.Entries[i]
-		if e.Kind == sharder.KindFile && !bad[i] && !e.IsRange() && !e.Resumed {
+		if e.Kind == model.KindFile && !bad[i] && !e.IsRange() && !e.Resumed {
 			es = append(es, journal.Entry{Path: e.Path, Size: e.Size, MTime: e.MTime, Mode: uint32(e.Mode)})
 		}
 	}

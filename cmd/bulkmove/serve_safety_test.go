@@ -12,11 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
-	"github.com/bulkmove/bulkmove/sharder"
+	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/stream"
 	"github.com/bulkmove/bulkmove/wire"
+	"golang.org/x/sys/unix"
 )
 
 // TestServeRefusals: every refusal of `bulkmove serve` reaches the
@@ -198,11 +197,11 @@ func TestServeTwoJobSymlink(t *testing.T) {
 	os.MkdirAll(srcDir, 0o755)
 	os.WriteFile(filepath.Join(srcDir, "f"), []byte("secret"), 0o644)
 	fi, _ := os.Stat(filepath.Join(srcDir, "f"))
-	e := sharder.Entry{Path: "f", Kind: sharder.KindFile, Mode: 0o644, Size: fi.Size(), MTime: fi.ModTime().UnixNano(), Nlink: 1}
+	e := model.Entry{Path: "f", Kind: model.KindFile, Mode: 0o644, Size: fi.Size(), MTime: fi.ModTime().UnixNano(), Nlink: 1}
 	conn, err := stream.Dial(ctx, "job a", c, c, c, version, wire.ReceiveOptions{Check: wire.CheckQuick}, stream.Source{Root: srcDir})
 	if err == nil {
-		in := make(chan *sharder.Batch, 1)
-		in <- &sharder.Batch{ID: 1, Entries: []sharder.Entry{e}, Bytes: e.Size}
+		in := make(chan *model.Batch, 1)
+		in <- &model.Batch{ID: 1, Entries: []model.Entry{e}, Bytes: e.Size}
 		close(in)
 		_, err = conn.Run(ctx, in, func(stream.Result) {})
 		if err == nil {

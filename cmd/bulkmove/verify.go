@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/bulkmove/bulkmove/internal/spill"
+	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/stream"
 	"github.com/bulkmove/bulkmove/transport/sshx"
@@ -106,7 +107,7 @@ func (j *job) verify(ctx context.Context, p plan, content bool) int {
 	var v verifier
 	// Directories, symlinks and hard links, compared once the files are:
 	// on disk beyond what memory holds.
-	deferred := spill.New[sharder.Entry]("", 0, nil, sharder.EntryCodec{})
+	deferred := spill.New[model.Entry]("", 0, nil, model.EntryCodec{})
 	defer deferred.Close()
 	var dmu sync.Mutex
 	opt := sharder.Options{
@@ -114,7 +115,7 @@ func (j *job) verify(ctx context.Context, p plan, content bool) int {
 		BatchFiles:    j.flags.batchFiles,
 		Filter:        j.flags.rules,
 		OneFileSystem: j.flags.oneFS,
-		Deferred: func(e sharder.Entry) {
+		Deferred: func(e model.Entry) {
 			dmu.Lock()
 			deferred.Add(e)
 			dmu.Unlock()
@@ -138,8 +139,8 @@ func (j *job) verify(ctx context.Context, p plan, content bool) int {
 		return exitUsage
 	}
 	defer closeList()
-	walked := make(chan *sharder.Batch, 2*len(conns))
-	batches := make(chan *sharder.Batch, 2*len(conns))
+	walked := make(chan *model.Batch, 2*len(conns))
+	batches := make(chan *model.Batch, 2*len(conns))
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		_, err := sharder.Run(gctx, p.walkRoot, opt, walked)
@@ -165,10 +166,10 @@ func (j *job) verify(ctx context.Context, p plan, content bool) int {
 			}
 		}
 		// The walk is over: directories, symlinks and hard links too.
-		return deferred.Each(max(j.flags.batchFiles, 1), func(chunk []sharder.Entry) error {
+		return deferred.Each(max(j.flags.batchFiles, 1), func(chunk []model.Entry) error {
 			last++
 			select {
-			case batches <- &sharder.Batch{ID: last, Entries: chunk}:
+			case batches <- &model.Batch{ID: last, Entries: chunk}:
 				return nil
 			case <-gctx.Done():
 				return gctx.Err()

@@ -11,13 +11,13 @@ import (
 	"testing"
 
 	"github.com/bulkmove/bulkmove/internal/spill"
-	"github.com/bulkmove/bulkmove/sharder"
+	"github.com/bulkmove/bulkmove/model"
 )
 
-func collect(t *testing.T, l *spill.List[sharder.Entry], n int) []sharder.Entry {
+func collect(t *testing.T, l *spill.List[model.Entry], n int) []model.Entry {
 	t.Helper()
-	var got []sharder.Entry
-	err := l.Each(n, func(c []sharder.Entry) error {
+	var got []model.Entry
+	err := l.Each(n, func(c []model.Entry) error {
 		if len(c) == 0 || len(c) > n {
 			t.Fatalf("a chunk of %d entries (at most %d)", len(c), n)
 		}
@@ -35,13 +35,13 @@ func collect(t *testing.T, l *spill.List[sharder.Entry], n int) []sharder.Entry 
 // its directory.
 func TestSortedSpill(t *testing.T) {
 	dir := t.TempDir()
-	byPath := func(a, b *sharder.Entry) int { return cmp.Compare(a.Path, b.Path) }
-	l := spill.New(dir, 100, byPath, sharder.EntryCodec{})
+	byPath := func(a, b *model.Entry) int { return cmp.Compare(a.Path, b.Path) }
+	l := spill.New(dir, 100, byPath, model.EntryCodec{})
 	defer l.Close()
-	var want []sharder.Entry
+	var want []model.Entry
 	r := rand.New(rand.NewPCG(1, 2))
 	for i := range 2345 {
-		e := sharder.Entry{Path: fmt.Sprintf("d%03d", r.IntN(500)), Kind: sharder.KindDir, Size: int64(i)}
+		e := model.Entry{Path: fmt.Sprintf("d%03d", r.IntN(500)), Kind: model.KindDir, Size: int64(i)}
 		want = append(want, e)
 		if err := l.Add(e); err != nil {
 			t.Fatal(err)
@@ -53,14 +53,14 @@ func TestSortedSpill(t *testing.T) {
 	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
 		t.Errorf("the spill file has a name in %s: %v", dir, ents)
 	}
-	slices.SortStableFunc(want, func(a, b sharder.Entry) int { return byPath(&a, &b) })
+	slices.SortStableFunc(want, func(a, b model.Entry) int { return byPath(&a, &b) })
 	got := collect(t, l, 64)
 	if !slices.Equal(got, want) {
 		t.Fatalf("merged order differs from a stable sort (%d entries, want %d)", len(got), len(want))
 	}
 	// Again, and after more were added: the same list, in order.
-	l.Add(sharder.Entry{Path: "d000"})
-	want = slices.Insert(want, slices.IndexFunc(want, func(e sharder.Entry) bool { return e.Path > "d000" }), sharder.Entry{Path: "d000"})
+	l.Add(model.Entry{Path: "d000"})
+	want = slices.Insert(want, slices.IndexFunc(want, func(e model.Entry) bool { return e.Path > "d000" }), model.Entry{Path: "d000"})
 	if got := collect(t, l, 1000); !slices.Equal(got, want) {
 		t.Fatal("a second read after an Add differs")
 	}
@@ -68,11 +68,11 @@ func TestSortedSpill(t *testing.T) {
 
 // Without an order the list comes back as it was added, across runs.
 func TestInsertionOrder(t *testing.T) {
-	l := spill.New[sharder.Entry](t.TempDir(), 7, nil, sharder.EntryCodec{})
+	l := spill.New[model.Entry](t.TempDir(), 7, nil, model.EntryCodec{})
 	defer l.Close()
-	var want []sharder.Entry
+	var want []model.Entry
 	for i := range 100 {
-		e := sharder.Entry{Path: fmt.Sprintf("s%d", 100-i), Kind: sharder.KindSymlink, Link: "../t"}
+		e := model.Entry{Path: fmt.Sprintf("s%d", 100-i), Kind: model.KindSymlink, Link: "../t"}
 		want = append(want, e)
 		l.Add(e)
 	}
@@ -87,12 +87,12 @@ func TestInsertionOrder(t *testing.T) {
 // A directory that cannot take the spill file: Add says so, and so do Err
 // and Each.
 func TestSpillError(t *testing.T) {
-	l := spill.New[sharder.Entry](t.TempDir()+"/missing", 2, nil, sharder.EntryCodec{})
-	l.Add(sharder.Entry{Path: "a"})
-	if err := l.Add(sharder.Entry{Path: "b"}); err == nil {
+	l := spill.New[model.Entry](t.TempDir()+"/missing", 2, nil, model.EntryCodec{})
+	l.Add(model.Entry{Path: "a"})
+	if err := l.Add(model.Entry{Path: "b"}); err == nil {
 		t.Fatal("no error from a spill into a missing directory")
 	}
-	if l.Err() == nil || l.Each(10, func([]sharder.Entry) error { return nil }) == nil {
+	if l.Err() == nil || l.Each(10, func([]model.Entry) error { return nil }) == nil {
 		t.Fatal("the error did not stick")
 	}
 }

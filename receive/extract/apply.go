@@ -11,10 +11,9 @@ import (
 	"fmt"
 	"os"
 
-	"golang.org/x/sys/unix"
-
-	"github.com/bulkmove/bulkmove/sharder"
+	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/wire"
+	"golang.org/x/sys/unix"
 )
 
 // Apply installs entry i of a final batch: a directory (created, then
@@ -27,18 +26,18 @@ func (t *Txn) Apply(i int) {
 		return
 	}
 	switch e.Kind {
-	case sharder.KindDir:
+	case model.KindDir:
 		t.applyDir(i, e)
-	case sharder.KindSymlink:
+	case model.KindSymlink:
 		t.applySymlink(i, e)
-	case sharder.KindHardlink:
+	case model.KindHardlink:
 		t.applyHardlink(i, e)
 	default:
 		t.fail(i, wire.CodeInvalid, fmt.Errorf("entry %q: a %s in a final batch", e.Path, e.Kind))
 	}
 }
 
-func (t *Txn) applyDir(i int, e *sharder.Entry) {
+func (t *Txn) applyDir(i int, e *model.Entry) {
 	if f := t.openDirEntry(i, e); f != nil {
 		t.setDirMeta(i, e, f)
 		f.Close()
@@ -47,7 +46,7 @@ func (t *Txn) applyDir(i int, e *sharder.Entry) {
 
 // openDirEntry makes directory entry i, e, if it is missing, and opens
 // it; nil if either fails (recorded against the entry).
-func (t *Txn) openDirEntry(i int, e *sharder.Entry) *os.File {
+func (t *Txn) openDirEntry(i int, e *model.Entry) *os.File {
 	seen := t.r.seenDir(e.Path)
 	f, err := t.r.makeDir(e.Path)
 	if wayBlocked(err) && !seen {
@@ -62,7 +61,7 @@ func (t *Txn) openDirEntry(i int, e *sharder.Entry) *os.File {
 
 // setDirMeta gives directory entry i, e, open as f, its owner, mode,
 // mtime and extended attributes.
-func (t *Txn) setDirMeta(i int, e *sharder.Entry, f *os.File) {
+func (t *Txn) setDirMeta(i int, e *model.Entry, f *os.File) {
 	// One this receiver made is not in place (it has the mode and time of
 	// its making): no need to look.
 	if e.Path != "." && t.r.made(e.Path) || !t.dirInPlace(int(f.Fd()), e) {
@@ -81,7 +80,7 @@ func (t *Txn) setDirMeta(i int, e *sharder.Entry, f *os.File) {
 	t.count(1, 0, 0)
 }
 
-func (t *Txn) applySymlink(i int, e *sharder.Entry) {
+func (t *Txn) applySymlink(i int, e *model.Entry) {
 	if err := CheckLinkTarget(e.Link); err != nil {
 		t.fail(i, wire.CodeInvalid, fmt.Errorf("refusing symlink %q: %v", e.Path, err))
 		return
@@ -116,7 +115,7 @@ func (t *Txn) applySymlink(i int, e *sharder.Entry) {
 	t.count(1, 0, 0)
 }
 
-func (t *Txn) setLinkMeta(i int, d *os.File, base string, e *sharder.Entry) {
+func (t *Txn) setLinkMeta(i int, d *os.File, base string, e *model.Entry) {
 	if t.r.opt.Owner {
 		if err := unix.Fchownat(int(d.Fd()), base, int(e.UID), int(e.GID), unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			t.failErr(i, "chown symlink", e.Path, err)
@@ -147,8 +146,8 @@ func (t *Txn) replace(d *os.File, tmp, base, p string) error {
 	return t.r.renameOver(int(d.Fd()), tmp, int(d.Fd()), base, p)
 }
 
-func (t *Txn) applyHardlink(i int, e *sharder.Entry) {
-	if err := CheckName(e.Link, sharder.KindFile); err != nil {
+func (t *Txn) applyHardlink(i int, e *model.Entry) {
+	if err := CheckName(e.Link, model.KindFile); err != nil {
 		t.fail(i, wire.CodeInvalid, fmt.Errorf("refusing hard link %q: target %q: %v", e.Path, e.Link, err))
 		return
 	}

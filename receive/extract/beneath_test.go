@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/receive/extract"
-	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/wire"
 )
 
@@ -48,7 +48,7 @@ func TestSymlinkedDirectoryRefused(t *testing.T) {
 		before := snapshot(t, filepath.Join(s.root, "b"))
 		r := s.open(t, extract.Options{})
 
-		entries := []sharder.Entry{fileE("a/f", 4), fileE("a/c/f", 4), fileE("o/f", 4), fileE("o/c/f", 4),
+		entries := []model.Entry{fileE("a/f", 4), fileE("a/c/f", 4), fileE("o/f", 4), fileE("o/c/f", 4),
 			fileE("ok/deep/er/f", 4)}
 		entries[4].Nlink = 2    // a hard-link target below
 		want := map[int]string{ // the refusals, by entry
@@ -72,7 +72,7 @@ func TestSymlinkedDirectoryRefused(t *testing.T) {
 
 		// Nor do directories, symlinks or hard links of a final batch go
 		// through it.
-		final := []sharder.Entry{symE("a/l", "x"), symE("o/l", "x"), hardE("a/h", "ok/deep/er/f"),
+		final := []model.Entry{symE("a/l", "x"), symE("o/l", "x"), hardE("a/h", "ok/deep/er/f"),
 			hardE("o/h", "ok/deep/er/f"), dirE("a/c", 0o700), dirE("o/c", 0o700)}
 		tx = r.Begin(final)
 		for i := range final {
@@ -97,7 +97,7 @@ func TestSymlinkedDirectoryRefused(t *testing.T) {
 
 // checkRefusals checks that ack holds exactly the errors want (by entry
 // index: a text the message must hold), refusals each.
-func checkRefusals(t *testing.T, entries []sharder.Entry, ack *wire.BatchAck, want map[int]string) {
+func checkRefusals(t *testing.T, entries []model.Entry, ack *wire.BatchAck, want map[int]string) {
 	t.Helper()
 	got := map[int]bool{}
 	for _, e := range ack.Errors {

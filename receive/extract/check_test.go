@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/receive/extract"
-	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/wire"
 )
 
@@ -17,7 +17,7 @@ import (
 // case, the entry the sender declares for it and what DEST holds.
 type checkCase struct {
 	name  string
-	entry sharder.Entry
+	entry model.Entry
 	sum   wire.Sum // the sender's content hash; zero: none
 	// DEST: a regular file of content with mtime and mode (0: 0644), or
 	// a symlink (link), a directory (dir), or nothing (missing).
@@ -32,7 +32,7 @@ type checkCase struct {
 func abcSum() wire.Sum { return wire.HashBytes([]byte("abc")) }
 
 func checkCases() []checkCase {
-	f := func(name string) sharder.Entry { return fileE(name, 3) }
+	f := func(name string) model.Entry { return fileE(name, 3) }
 	older := mtime - int64(time.Hour)
 	return []checkCase{
 		{name: "same", entry: f("same"), sum: abcSum(), content: "abc", mtime: mtime},
@@ -172,7 +172,7 @@ func TestChecksumUnreadable(t *testing.T) {
 	cases := []checkCase{{name: "locked", entry: fileE("locked", 3), sum: abcSum(), content: "abc", mtime: mtime, mode: 0o200}}
 	layCheckTree(t, s.root, cases)
 	r := s.open(t, extract.Options{Check: wire.CheckSum})
-	if need := r.NeedSums([]sharder.Entry{cases[0].entry}, []wire.Sum{abcSum()}); !need[0] {
+	if need := r.NeedSums([]model.Entry{cases[0].entry}, []wire.Sum{abcSum()}); !need[0] {
 		t.Error("an unreadable file is not needed")
 	}
 }
@@ -195,7 +195,7 @@ func TestChecksumMany(t *testing.T) {
 	}
 	layCheckTree(t, s.root, cases)
 	r := s.open(t, extract.Options{Check: wire.CheckSum})
-	var entries []sharder.Entry
+	var entries []model.Entry
 	for _, c := range cases {
 		entries = append(entries, c.entry)
 	}
@@ -220,7 +220,7 @@ func TestIgnoreExistingLinks(t *testing.T) {
 	r := s.open(t, extract.Options{Check: wire.CheckExisting})
 	f := fileE("f", 3)
 	f.Nlink = 2
-	mustReceive(t, r, &wire.BatchManifest{ID: 1, Entries: []sharder.Entry{f}}, tarOf(t, 1, tf("f", "abc")))
+	mustReceive(t, r, &wire.BatchManifest{ID: 1, Entries: []model.Entry{f}}, tarOf(t, 1, tf("f", "abc")))
 	if err := os.Symlink("elsewhere", filepath.Join(s.root, "l")); err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +228,7 @@ func TestIgnoreExistingLinks(t *testing.T) {
 		t.Fatal(err)
 	}
 	ack := mustReceive(t, r, &wire.BatchManifest{ID: 2, Flags: wire.FlagFinal,
-		Entries: []sharder.Entry{symE("l", "f"), symE("l2", "f"), hardE("h", "f"), hardE("h2", "f")}}, nil)
+		Entries: []model.Entry{symE("l", "f"), symE("l2", "f"), hardE("h", "f"), hardE("h2", "f")}}, nil)
 	if ack.Skipped != 2 || ack.Files != 2 {
 		t.Errorf("ack %+v, want 2 skipped and 2 made", ack)
 	}
@@ -271,7 +271,7 @@ func TestCheckNameComponents(t *testing.T) {
 		c255: true, "a/" + c255: true, c255 + "/b": true, c255 + "/" + c255 + "/" + c255: true,
 		c256: false, "a/" + c256: false, c256 + "/b": false, "a/" + c256 + "/b": false,
 	} {
-		if err := extract.CheckName(p, sharder.KindFile); (err == nil) != ok {
+		if err := extract.CheckName(p, model.KindFile); (err == nil) != ok {
 			t.Errorf("CheckName(%d bytes, components %v) = %v, want ok %v", len(p), componentLens(p), err, ok)
 		}
 	}

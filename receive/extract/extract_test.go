@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/receive/extract"
-	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/wire"
 )
 
@@ -24,7 +24,7 @@ import (
 type batch struct {
 	recv    int
 	final   bool
-	entries []sharder.Entry
+	entries []model.Entry
 	files   []tarFile // the tar stream, built with archive/tar
 	raw     []byte    // or the raw tar stream
 }
@@ -66,15 +66,15 @@ func bigTar(t testing.TB, name string, size int64, data string) []byte {
 
 func hostileCases(t testing.TB) []hostile {
 	long := strings.Repeat("x", 256)
-	withNlink := func(e sharder.Entry, n uint32) sharder.Entry { e.Nlink = n; return e }
+	withNlink := func(e model.Entry, n uint32) model.Entry { e.Nlink = n; return e }
 	throughSymlink := func(target, file string) func(*sandbox) []batch {
 		return func(s *sandbox) []batch {
 			if target == "$outside" {
 				target = s.outside
 			}
 			return []batch{
-				{final: true, entries: []sharder.Entry{symE("evil", target)}},
-				{entries: []sharder.Entry{fileE(file, 3)}, files: []tarFile{tf(file, "abc")}},
+				{final: true, entries: []model.Entry{symE("evil", target)}},
+				{entries: []model.Entry{fileE(file, 3)}, files: []tarFile{tf(file, "abc")}},
 			}
 		}
 	}
@@ -86,63 +86,63 @@ func hostileCases(t testing.TB) []hostile {
 
 	return []hostile{
 		// Names in the tar stream of a file batch.
-		{name: "absolute", batches: one(batch{entries: []sharder.Entry{fileE("/etc/"+canary, 3)}, files: []tarFile{tf("/etc/"+canary, "abc")}}),
+		{name: "absolute", batches: one(batch{entries: []model.Entry{fileE("/etc/"+canary, 3)}, files: []tarFile{tf("/etc/"+canary, "abc")}}),
 			want: "/etc/" + canary, streamErr: true},
-		{name: "dotdot", batches: one(batch{entries: []sharder.Entry{fileE("..", 3)}, files: []tarFile{tf("..", "abc")}}),
+		{name: "dotdot", batches: one(batch{entries: []model.Entry{fileE("..", 3)}, files: []tarFile{tf("..", "abc")}}),
 			want: "..", streamErr: true},
-		{name: "dotdot/x", batches: one(batch{entries: []sharder.Entry{fileE("../outside/x", 3)}, files: []tarFile{tf("../outside/x", "abc")}}),
+		{name: "dotdot/x", batches: one(batch{entries: []model.Entry{fileE("../outside/x", 3)}, files: []tarFile{tf("../outside/x", "abc")}}),
 			want: "../outside/x", streamErr: true},
-		{name: "a/../../x", batches: one(batch{entries: []sharder.Entry{fileE("a/../../x", 3)}, files: []tarFile{tf("a/../../x", "abc")}}),
+		{name: "a/../../x", batches: one(batch{entries: []model.Entry{fileE("a/../../x", 3)}, files: []tarFile{tf("a/../../x", "abc")}}),
 			want: "a/../../x", streamErr: true, absent: []string{"a"}},
-		{name: "unclean ./x", batches: one(batch{entries: []sharder.Entry{fileE("./x", 3)}, files: []tarFile{tf("./x", "abc")}}),
+		{name: "unclean ./x", batches: one(batch{entries: []model.Entry{fileE("./x", 3)}, files: []tarFile{tf("./x", "abc")}}),
 			want: "./x", streamErr: true, absent: []string{"x"}},
-		{name: "empty name", batches: one(batch{entries: []sharder.Entry{fileE("", 3)}, raw: rawTar(rawEntry("", tar.TypeReg, []byte("abc")))}),
+		{name: "empty name", batches: one(batch{entries: []model.Entry{fileE("", 3)}, raw: rawTar(rawEntry("", tar.TypeReg, []byte("abc")))}),
 			want: "", streamErr: true},
-		{name: "NUL in ustar name", batches: one(batch{entries: []sharder.Entry{fileE("a\x00b", 3)}, raw: rawTar(rawEntry("a\x00b", tar.TypeReg, []byte("abc")))}),
+		{name: "NUL in ustar name", batches: one(batch{entries: []model.Entry{fileE("a\x00b", 3)}, raw: rawTar(rawEntry("a\x00b", tar.TypeReg, []byte("abc")))}),
 			want: "a", streamErr: true, absent: []string{"a"}},
-		{name: "NUL in PAX path", batches: one(batch{entries: []sharder.Entry{fileE("a\x00b", 3)},
+		{name: "NUL in PAX path", batches: one(batch{entries: []model.Entry{fileE("a\x00b", 3)},
 			raw: rawTar(rawEntry("PaxHeaders/a", tar.TypeXHeader, []byte(paxRecord("path", "a\x00b"))), rawEntry("a", tar.TypeReg, []byte("abc")))}),
 			want: "a\x00b", streamErr: true, absent: []string{"a"}},
-		{name: "256-byte component", batches: one(batch{entries: []sharder.Entry{fileE("d/"+long, 3)}, files: []tarFile{tf("d/"+long, "abc")}}),
+		{name: "256-byte component", batches: one(batch{entries: []model.Entry{fileE("d/"+long, 3)}, files: []tarFile{tf("d/"+long, "abc")}}),
 			want: "d/" + long, streamErr: true},
-		{name: "dot as a file", batches: one(batch{entries: []sharder.Entry{fileE(".", 3)}, files: []tarFile{tf(".", "abc")}}),
+		{name: "dot as a file", batches: one(batch{entries: []model.Entry{fileE(".", 3)}, files: []tarFile{tf(".", "abc")}}),
 			want: "."},
 		{name: "file under a file", batches: func(*sandbox) []batch {
 			return []batch{
-				{entries: []sharder.Entry{fileE("f", 3)}, files: []tarFile{tf("f", "abc")}},
-				{entries: []sharder.Entry{fileE("f/x", 3)}, files: []tarFile{tf("f/x", "abc")}},
+				{entries: []model.Entry{fileE("f", 3)}, files: []tarFile{tf("f", "abc")}},
+				{entries: []model.Entry{fileE("f/x", 3)}, files: []tarFile{tf("f/x", "abc")}},
 			}
 		}, dirs: []string{"f"}},
 
 		// Tar headers that differ from the manifest.
 		{name: "10 GB declared, 10 bytes sent", batches: func(*sandbox) []batch {
-			return []batch{{entries: []sharder.Entry{fileE("big", 10<<30)}, raw: bigTar(t, "big", 10<<30, "0123456789")}}
+			return []batch{{entries: []model.Entry{fileE("big", 10<<30)}, raw: bigTar(t, "big", 10<<30, "0123456789")}}
 		}, want: "big", streamErr: true, absent: []string{"big"}},
-		{name: "sparse: 256 MiB declared, 10 bytes sent", batches: one(batch{entries: []sharder.Entry{fileE("sparse", 256<<20)}, raw: sparseTar("sparse", 256<<20)}),
+		{name: "sparse: 256 MiB declared, 10 bytes sent", batches: one(batch{entries: []model.Entry{fileE("sparse", 256<<20)}, raw: sparseTar("sparse", 256<<20)}),
 			want: "sparse", streamErr: true, absent: []string{"sparse"}},
-		{name: "tar entry not in the manifest", batches: one(batch{entries: []sharder.Entry{fileE("a", 3)}, files: []tarFile{tf("b", "abc")}}),
+		{name: "tar entry not in the manifest", batches: one(batch{entries: []model.Entry{fileE("a", 3)}, files: []tarFile{tf("b", "abc")}}),
 			want: "b", streamErr: true, absent: []string{"a", "b"}},
-		{name: "tar entry twice", batches: one(batch{entries: []sharder.Entry{fileE("a", 3)}, files: []tarFile{tf("a", "abc"), tf("a", "xyz")}}),
+		{name: "tar entry twice", batches: one(batch{entries: []model.Entry{fileE("a", 3)}, files: []tarFile{tf("a", "abc"), tf("a", "xyz")}}),
 			want: "a", streamErr: true, absent: []string{"a"}},
-		{name: "tar size smaller than the manifest", batches: one(batch{entries: []sharder.Entry{fileE("a", 5)}, files: []tarFile{tf("a", "abc")}}),
+		{name: "tar size smaller than the manifest", batches: one(batch{entries: []model.Entry{fileE("a", 5)}, files: []tarFile{tf("a", "abc")}}),
 			want: "a", streamErr: true, absent: []string{"a"}},
-		{name: "tar size larger than the manifest", batches: one(batch{entries: []sharder.Entry{fileE("a", 3)}, files: []tarFile{tf("a", "abcdefghij")}}),
+		{name: "tar size larger than the manifest", batches: one(batch{entries: []model.Entry{fileE("a", 3)}, files: []tarFile{tf("a", "abcdefghij")}}),
 			want: "a", streamErr: true, absent: []string{"a"}},
-		{name: "huge PAX record", batches: one(batch{entries: []sharder.Entry{fileE("victim", 3)}, raw: rawTar(hugePAX)}),
+		{name: "huge PAX record", batches: one(batch{entries: []model.Entry{fileE("victim", 3)}, raw: rawTar(hugePAX)}),
 			want: "victim", streamErr: true, absent: []string{"victim"}},
-		{name: "tar hard link to /etc/passwd", batches: one(batch{entries: []sharder.Entry{fileE("a", 0)}, files: []tarFile{{name: "a", typ: tar.TypeLink, link: "/etc/passwd"}}}),
+		{name: "tar hard link to /etc/passwd", batches: one(batch{entries: []model.Entry{fileE("a", 0)}, files: []tarFile{{name: "a", typ: tar.TypeLink, link: "/etc/passwd"}}}),
 			want: "a", streamErr: true, absent: []string{"a"}},
-		{name: "tar symlink to /etc", batches: one(batch{entries: []sharder.Entry{fileE("a", 0)}, files: []tarFile{{name: "a", typ: tar.TypeSymlink, link: "/etc"}}}),
+		{name: "tar symlink to /etc", batches: one(batch{entries: []model.Entry{fileE("a", 0)}, files: []tarFile{{name: "a", typ: tar.TypeSymlink, link: "/etc"}}}),
 			want: "a", streamErr: true, absent: []string{"a"}},
-		{name: "tar device node", batches: one(batch{entries: []sharder.Entry{fileE("dev", 0)}, raw: rawTar(rawHeader("dev", tar.TypeChar, 0))}),
+		{name: "tar device node", batches: one(batch{entries: []model.Entry{fileE("dev", 0)}, raw: rawTar(rawHeader("dev", tar.TypeChar, 0))}),
 			want: "dev", streamErr: true, absent: []string{"dev"}},
-		{name: "tar fifo", batches: one(batch{entries: []sharder.Entry{fileE("fifo", 0)}, raw: rawTar(rawHeader("fifo", tar.TypeFifo, 0))}),
+		{name: "tar fifo", batches: one(batch{entries: []model.Entry{fileE("fifo", 0)}, raw: rawTar(rawHeader("fifo", tar.TypeFifo, 0))}),
 			want: "fifo", streamErr: true, absent: []string{"fifo"}},
 		{name: "data of another batch", batches: func(*sandbox) []batch {
-			return []batch{{entries: []sharder.Entry{fileE("a", 3)}, raw: tarOf(t, 99, tf("a", "abc"))}}
+			return []batch{{entries: []model.Entry{fileE("a", 3)}, raw: tarOf(t, 99, tf("a", "abc"))}}
 		}, want: "batch 99", streamErr: true, absent: []string{"a"}},
 		{name: "file data in a final batch", batches: func(s *sandbox) []batch {
-			return []batch{{final: true, entries: []sharder.Entry{symE("evil", s.outside), fileE("evil/x", 3)}, files: []tarFile{tf("evil/x", "abc")}}}
+			return []batch{{final: true, entries: []model.Entry{symE("evil", s.outside), fileE("evil/x", 3)}, files: []tarFile{tf("evil/x", "abc")}}}
 		}, want: "evil/x", absent: []string{"evil/x"}},
 
 		// A symlink pointing out, then a file through it.
@@ -154,97 +154,97 @@ func hostileCases(t testing.TB) []hostile {
 		{name: "symlink then evil/deep/dir/x", batches: throughSymlink("../../outside", "evil/deep/dir/x"), want: "evil/deep/dir/x"},
 		{name: "symlink chain", batches: func(s *sandbox) []batch {
 			return []batch{
-				{final: true, entries: []sharder.Entry{symE("b", "../../outside"), symE("a", "b")}},
-				{entries: []sharder.Entry{fileE("a/x", 3)}, files: []tarFile{tf("a/x", "abc")}},
+				{final: true, entries: []model.Entry{symE("b", "../../outside"), symE("a", "b")}},
+				{entries: []model.Entry{fileE("a/x", 3)}, files: []tarFile{tf("a/x", "abc")}},
 			}
 		}, want: "a/x"},
 		{name: "two streams: symlink on one, file through it on the other", batches: func(s *sandbox) []batch {
 			return []batch{
-				{recv: 0, final: true, entries: []sharder.Entry{symE("evil", "../../outside")}},
-				{recv: 1, entries: []sharder.Entry{fileE("evil/passwd", 3)}, files: []tarFile{tf("evil/passwd", "abc")}},
+				{recv: 0, final: true, entries: []model.Entry{symE("evil", "../../outside")}},
+				{recv: 1, entries: []model.Entry{fileE("evil/passwd", 3)}, files: []tarFile{tf("evil/passwd", "abc")}},
 			}
 		}, want: "evil/passwd"},
 		{name: "two streams: absolute symlink on one, file through it on the other", batches: func(s *sandbox) []batch {
 			return []batch{
-				{recv: 1, final: true, entries: []sharder.Entry{symE("evil", s.outside)}},
-				{recv: 0, entries: []sharder.Entry{fileE("evil/passwd", 3)}, files: []tarFile{tf("evil/passwd", "abc")}},
+				{recv: 1, final: true, entries: []model.Entry{symE("evil", s.outside)}},
+				{recv: 0, entries: []model.Entry{fileE("evil/passwd", 3)}, files: []tarFile{tf("evil/passwd", "abc")}},
 			}
 		}, want: "evil/passwd"},
 		{name: "two streams: directory first, then a symlink over it", batches: func(s *sandbox) []batch {
 			return []batch{
-				{recv: 1, entries: []sharder.Entry{fileE("evil/passwd", 3)}, files: []tarFile{tf("evil/passwd", "abc")}},
-				{recv: 0, final: true, entries: []sharder.Entry{symE("evil", s.outside)}},
-				{recv: 1, entries: []sharder.Entry{fileE("evil/shadow", 3)}, files: []tarFile{tf("evil/shadow", "abc")}},
+				{recv: 1, entries: []model.Entry{fileE("evil/passwd", 3)}, files: []tarFile{tf("evil/passwd", "abc")}},
+				{recv: 0, final: true, entries: []model.Entry{symE("evil", s.outside)}},
+				{recv: 1, entries: []model.Entry{fileE("evil/shadow", 3)}, files: []tarFile{tf("evil/shadow", "abc")}},
 			}
 		}, want: "evil"},
 		{name: "directory metadata through a symlink", batches: func(s *sandbox) []batch {
 			return []batch{
-				{final: true, entries: []sharder.Entry{symE("evil", s.outside)}},
-				{final: true, entries: []sharder.Entry{dirE("evil", 0o777)}},
+				{final: true, entries: []model.Entry{symE("evil", s.outside)}},
+				{final: true, entries: []model.Entry{dirE("evil", 0o777)}},
 			}
 		}, want: "evil"},
 		{name: "file over a symlink pointing out", batches: func(s *sandbox) []batch {
 			return []batch{
-				{final: true, entries: []sharder.Entry{symE("l", filepath.Join(s.outside, "x"))}},
-				{entries: []sharder.Entry{fileE("l", 3)}, files: []tarFile{tf("l", "abc")}},
+				{final: true, entries: []model.Entry{symE("l", filepath.Join(s.outside, "x"))}},
+				{entries: []model.Entry{fileE("l", 3)}, files: []tarFile{tf("l", "abc")}},
 			}
 		}},
 		{name: "symlink over a directory", batches: func(s *sandbox) []batch {
 			// (The directory is empty: the symlink replaces it.)
-			return []batch{{final: true, entries: []sharder.Entry{dirE("d", 0o755), symE("d", s.outside)}}}
+			return []batch{{final: true, entries: []model.Entry{dirE("d", 0o755), symE("d", s.outside)}}}
 		}},
 
 		// Bad names and targets in final batches.
-		{name: "symlink absolute name", batches: one(batch{final: true, entries: []sharder.Entry{symE("/etc/"+canary, "x")}}), want: "/etc/" + canary},
-		{name: "symlink ..", batches: one(batch{final: true, entries: []sharder.Entry{symE("..", "x")}}), want: ".."},
-		{name: "symlink a/../../x", batches: one(batch{final: true, entries: []sharder.Entry{symE("a/../../x", "x")}}), want: "a/../../x", absent: []string{"a"}},
-		{name: "symlink empty name", batches: one(batch{final: true, entries: []sharder.Entry{symE("", "x")}}), want: ""},
-		{name: "symlink NUL name", batches: one(batch{final: true, entries: []sharder.Entry{symE("a\x00b", "x")}}), want: "a\x00b", absent: []string{"a"}},
-		{name: "symlink empty target", batches: one(batch{final: true, entries: []sharder.Entry{symE("l", "")}}), want: "l", absent: []string{"l"}},
-		{name: "symlink NUL target", batches: one(batch{final: true, entries: []sharder.Entry{symE("l", "/etc\x00x")}}), want: "l", absent: []string{"l"}},
-		{name: "directory ../outside", batches: one(batch{final: true, entries: []sharder.Entry{dirE("../outside", 0o777)}}), want: "../outside"},
+		{name: "symlink absolute name", batches: one(batch{final: true, entries: []model.Entry{symE("/etc/"+canary, "x")}}), want: "/etc/" + canary},
+		{name: "symlink ..", batches: one(batch{final: true, entries: []model.Entry{symE("..", "x")}}), want: ".."},
+		{name: "symlink a/../../x", batches: one(batch{final: true, entries: []model.Entry{symE("a/../../x", "x")}}), want: "a/../../x", absent: []string{"a"}},
+		{name: "symlink empty name", batches: one(batch{final: true, entries: []model.Entry{symE("", "x")}}), want: ""},
+		{name: "symlink NUL name", batches: one(batch{final: true, entries: []model.Entry{symE("a\x00b", "x")}}), want: "a\x00b", absent: []string{"a"}},
+		{name: "symlink empty target", batches: one(batch{final: true, entries: []model.Entry{symE("l", "")}}), want: "l", absent: []string{"l"}},
+		{name: "symlink NUL target", batches: one(batch{final: true, entries: []model.Entry{symE("l", "/etc\x00x")}}), want: "l", absent: []string{"l"}},
+		{name: "directory ../outside", batches: one(batch{final: true, entries: []model.Entry{dirE("../outside", 0o777)}}), want: "../outside"},
 		{name: "directory absolute", batches: func(s *sandbox) []batch {
-			return []batch{{final: true, entries: []sharder.Entry{dirE(s.outside, 0o777)}}}
+			return []batch{{final: true, entries: []model.Entry{dirE(s.outside, 0o777)}}}
 		}, want: "outside"},
-		{name: "directory 256-byte name", batches: one(batch{final: true, entries: []sharder.Entry{dirE(long, 0o755)}}), want: long},
-		{name: "file in a final batch", batches: one(batch{final: true, entries: []sharder.Entry{fileE("f", 3)}}), want: "f", absent: []string{"f"}},
-		{name: "file with data in a final batch", batches: one(batch{final: true, entries: []sharder.Entry{fileE("f", 3)}, files: []tarFile{tf("f", "abc")}}),
+		{name: "directory 256-byte name", batches: one(batch{final: true, entries: []model.Entry{dirE(long, 0o755)}}), want: long},
+		{name: "file in a final batch", batches: one(batch{final: true, entries: []model.Entry{fileE("f", 3)}}), want: "f", absent: []string{"f"}},
+		{name: "file with data in a final batch", batches: one(batch{final: true, entries: []model.Entry{fileE("f", 3)}, files: []tarFile{tf("f", "abc")}}),
 			want: "f", absent: []string{"f"}},
 
 		// Hard links.
-		{name: "hard link to /etc/passwd", batches: one(batch{final: true, entries: []sharder.Entry{hardE("h", "/etc/passwd")}}), want: "h", absent: []string{"h"}},
-		{name: "hard link to ../outside", batches: one(batch{final: true, entries: []sharder.Entry{hardE("h", "../outside")}}), want: "h", absent: []string{"h"}},
-		{name: "hard link to a/../../outside", batches: one(batch{final: true, entries: []sharder.Entry{hardE("h", "a/../../outside")}}), want: "h", absent: []string{"h"}},
+		{name: "hard link to /etc/passwd", batches: one(batch{final: true, entries: []model.Entry{hardE("h", "/etc/passwd")}}), want: "h", absent: []string{"h"}},
+		{name: "hard link to ../outside", batches: one(batch{final: true, entries: []model.Entry{hardE("h", "../outside")}}), want: "h", absent: []string{"h"}},
+		{name: "hard link to a/../../outside", batches: one(batch{final: true, entries: []model.Entry{hardE("h", "a/../../outside")}}), want: "h", absent: []string{"h"}},
 		{name: "hard link to a file the receiver did not write",
 			setup: func(t *testing.T, s *sandbox) {
 				if err := os.WriteFile(filepath.Join(s.root, "pre"), []byte("secret"), 0o600); err != nil {
 					t.Fatal(err)
 				}
 			},
-			batches: one(batch{final: true, entries: []sharder.Entry{hardE("h", "pre")}}), want: "h", absent: []string{"h"}},
+			batches: one(batch{final: true, entries: []model.Entry{hardE("h", "pre")}}), want: "h", absent: []string{"h"}},
 		{name: "hard link to a file written with one link", batches: func(*sandbox) []batch {
 			return []batch{
-				{entries: []sharder.Entry{fileE("f", 3)}, files: []tarFile{tf("f", "abc")}},
-				{final: true, entries: []sharder.Entry{hardE("h", "f")}},
+				{entries: []model.Entry{fileE("f", 3)}, files: []tarFile{tf("f", "abc")}},
+				{final: true, entries: []model.Entry{hardE("h", "f")}},
 			}
 		}, want: "h", absent: []string{"h"}},
 		{name: "hard link to a written file since replaced by a symlink", batches: func(s *sandbox) []batch {
 			return []batch{
-				{entries: []sharder.Entry{withNlink(fileE("f", 3), 2)}, files: []tarFile{tf("f", "abc")}},
-				{final: true, entries: []sharder.Entry{symE("f", filepath.Join(s.outside, "x")), hardE("h", "f")}},
+				{entries: []model.Entry{withNlink(fileE("f", 3), 2)}, files: []tarFile{tf("f", "abc")}},
+				{final: true, entries: []model.Entry{symE("f", filepath.Join(s.outside, "x")), hardE("h", "f")}},
 			}
 		}, want: "h", absent: []string{"h"}},
-		{name: "hard link to a directory", batches: one(batch{final: true, entries: []sharder.Entry{dirE("d", 0o755), hardE("h", "d")}}), want: "h", absent: []string{"h"}},
+		{name: "hard link to a directory", batches: one(batch{final: true, entries: []model.Entry{dirE("d", 0o755), hardE("h", "d")}}), want: "h", absent: []string{"h"}},
 		{name: "hard link through a symlink pointing out", batches: func(s *sandbox) []batch {
 			return []batch{
-				{entries: []sharder.Entry{withNlink(fileE("f", 3), 2)}, files: []tarFile{tf("f", "abc")}},
-				{final: true, entries: []sharder.Entry{symE("evil", s.outside), hardE("evil/h", "f")}},
+				{entries: []model.Entry{withNlink(fileE("f", 3), 2)}, files: []tarFile{tf("f", "abc")}},
+				{final: true, entries: []model.Entry{symE("evil", s.outside), hardE("evil/h", "f")}},
 			}
 		}, want: "evil/h"},
 		{name: "hard link on another stream", batches: func(s *sandbox) []batch {
 			return []batch{
-				{recv: 0, entries: []sharder.Entry{withNlink(fileE("f", 3), 2)}, files: []tarFile{tf("f", "abc")}},
-				{recv: 1, final: true, entries: []sharder.Entry{hardE("h", "f")}},
+				{recv: 0, entries: []model.Entry{withNlink(fileE("f", 3), 2)}, files: []tarFile{tf("f", "abc")}},
+				{recv: 1, final: true, entries: []model.Entry{hardE("h", "f")}},
 			}
 		}, want: "h", absent: []string{"h"}},
 	}
@@ -344,24 +344,24 @@ func hostileCase(t *testing.T, tc hostile, io int) {
 func TestDecodeManifestRefuses(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		e    sharder.Entry
+		e    model.Entry
 	}{
-		{"unknown kind 0", sharder.Entry{Path: "k0", Kind: 0}},
-		{"unknown kind 5", sharder.Entry{Path: "k5", Kind: 5}},
-		{"unknown kind 255", sharder.Entry{Path: "k255", Kind: 255}},
-		{"device", sharder.Entry{Path: "sda", Kind: sharder.KindFile, Mode: fs.ModeDevice | 0o660}},
-		{"char device", sharder.Entry{Path: "null", Kind: sharder.KindFile, Mode: fs.ModeDevice | fs.ModeCharDevice | 0o666}},
-		{"fifo", sharder.Entry{Path: "fifo", Kind: sharder.KindFile, Mode: fs.ModeNamedPipe | 0o644}},
-		{"socket", sharder.Entry{Path: "sock", Kind: sharder.KindFile, Mode: fs.ModeSocket | 0o755}},
-		{"dir bit", sharder.Entry{Path: "dirbit", Kind: sharder.KindDir, Mode: fs.ModeDir | 0o755}},
-		{"symlink bit", sharder.Entry{Path: "symbit", Kind: sharder.KindSymlink, Mode: fs.ModeSymlink | 0o777, Link: "x"}},
-		{"irregular", sharder.Entry{Path: "irr", Kind: sharder.KindFile, Mode: fs.ModeIrregular | 0o644}},
-		{"device on a directory", sharder.Entry{Path: "ddev", Kind: sharder.KindDir, Mode: fs.ModeDevice | 0o755}},
+		{"unknown kind 0", model.Entry{Path: "k0", Kind: 0}},
+		{"unknown kind 5", model.Entry{Path: "k5", Kind: 5}},
+		{"unknown kind 255", model.Entry{Path: "k255", Kind: 255}},
+		{"device", model.Entry{Path: "sda", Kind: model.KindFile, Mode: fs.ModeDevice | 0o660}},
+		{"char device", model.Entry{Path: "null", Kind: model.KindFile, Mode: fs.ModeDevice | fs.ModeCharDevice | 0o666}},
+		{"fifo", model.Entry{Path: "fifo", Kind: model.KindFile, Mode: fs.ModeNamedPipe | 0o644}},
+		{"socket", model.Entry{Path: "sock", Kind: model.KindFile, Mode: fs.ModeSocket | 0o755}},
+		{"dir bit", model.Entry{Path: "dirbit", Kind: model.KindDir, Mode: fs.ModeDir | 0o755}},
+		{"symlink bit", model.Entry{Path: "symbit", Kind: model.KindSymlink, Mode: fs.ModeSymlink | 0o777, Link: "x"}},
+		{"irregular", model.Entry{Path: "irr", Kind: model.KindFile, Mode: fs.ModeIrregular | 0o644}},
+		{"device on a directory", model.Entry{Path: "ddev", Kind: model.KindDir, Mode: fs.ModeDevice | 0o755}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ok := fileE("ok", 1)
 			for _, flags := range []uint64{0, wire.FlagFinal} {
-				p := wire.EncodeManifest(&wire.BatchManifest{ID: 7, Flags: flags, Entries: []sharder.Entry{ok, tc.e}})
+				p := wire.EncodeManifest(&wire.BatchManifest{ID: 7, Flags: flags, Entries: []model.Entry{ok, tc.e}})
 				m, err := wire.DecodeManifest(p)
 				if err == nil {
 					t.Fatalf("decoded %+v", m.Entries)
@@ -375,11 +375,11 @@ func TestDecodeManifestRefuses(t *testing.T) {
 	// Out-of-range numbers (a mode above 32 bits, a negative size).
 	for _, tc := range []struct {
 		name string
-		e    sharder.Entry
+		e    model.Entry
 	}{
-		{"negative size", sharder.Entry{Path: "neg", Kind: sharder.KindFile, Size: -1}},
+		{"negative size", model.Entry{Path: "neg", Kind: model.KindFile, Size: -1}},
 	} {
-		_, err := wire.DecodeManifest(wire.EncodeManifest(&wire.BatchManifest{Entries: []sharder.Entry{tc.e}}))
+		_, err := wire.DecodeManifest(wire.EncodeManifest(&wire.BatchManifest{Entries: []model.Entry{tc.e}}))
 		if err == nil || !mentions(err.Error(), tc.e.Path) {
 			t.Errorf("%s: error %v, want one naming %q", tc.name, err, tc.e.Path)
 		}
@@ -399,9 +399,9 @@ func TestSetid(t *testing.T) {
 			k := fileE("sticky", 3)
 			k.Mode = fs.ModeSticky | 0o755
 			dir := dirE("sgdir", fs.ModeSetgid|0o775)
-			m := &wire.BatchManifest{ID: 1, Entries: []sharder.Entry{u, g, k}}
+			m := &wire.BatchManifest{ID: 1, Entries: []model.Entry{u, g, k}}
 			mustReceive(t, r, m, tarOf(t, 1, tf("suid", "abc"), tf("sgid", "abc"), tf("sticky", "abc")))
-			mustReceive(t, r, &wire.BatchManifest{ID: 2, Flags: wire.FlagFinal, Entries: []sharder.Entry{dir}}, nil)
+			mustReceive(t, r, &wire.BatchManifest{ID: 2, Flags: wire.FlagFinal, Entries: []model.Entry{dir}}, nil)
 			want := map[string]fs.FileMode{
 				"suid": 0o755, "sgid": 0o750, "sticky": fs.ModeSticky | 0o755, "sgdir": fs.ModeDir | 0o775,
 			}
@@ -442,7 +442,7 @@ func mustReceive(t testing.TB, r *extract.Receiver, m *wire.BatchManifest, data 
 }
 
 // checkDir checks that directory e is at root with its mode and mtime.
-func checkDir(t testing.TB, root string, e sharder.Entry) {
+func checkDir(t testing.TB, root string, e model.Entry) {
 	t.Helper()
 	fi, err := os.Lstat(filepath.Join(root, e.Path))
 	if err != nil {
@@ -456,7 +456,7 @@ func checkDir(t testing.TB, root string, e sharder.Entry) {
 	}
 }
 
-func checkFile(t testing.TB, root string, e sharder.Entry, content string) {
+func checkFile(t testing.TB, root string, e model.Entry, content string) {
 	t.Helper()
 	p := filepath.Join(root, filepath.FromSlash(e.Path))
 	fi, err := os.Lstat(p)
@@ -500,7 +500,7 @@ func TestFilesLand(t *testing.T) {
 		"x..y",
 		"z",
 	}
-	var entries []sharder.Entry
+	var entries []model.Entry
 	var files []tarFile
 	for i, n := range names {
 		e := fileE(n, 0)
@@ -533,19 +533,19 @@ func TestDirMetadata(t *testing.T) {
 	s := newSandbox(t)
 	r := s.open(t, extract.Options{})
 	f := fileE("ro/sub/f", 3)
-	mustReceive(t, r, &wire.BatchManifest{ID: 1, Entries: []sharder.Entry{f}}, tarOf(t, 1, tf("ro/sub/f", "abc")))
+	mustReceive(t, r, &wire.BatchManifest{ID: 1, Entries: []model.Entry{f}}, tarOf(t, 1, tf("ro/sub/f", "abc")))
 	g := fileE("ro/g", 2)
-	mustReceive(t, r, &wire.BatchManifest{ID: 2, Entries: []sharder.Entry{g}}, tarOf(t, 2, tf("ro/g", "gg")))
+	mustReceive(t, r, &wire.BatchManifest{ID: 2, Entries: []model.Entry{g}}, tarOf(t, 2, tf("ro/g", "gg")))
 	sub, ro, empty, top := dirE("ro/sub", 0o750), dirE("ro", 0o555), dirE("empty/dir", 0o700), dirE(".", 0o751)
 	sub.MTime, ro.MTime, empty.MTime, top.MTime = mtime+1, mtime+2, mtime+3, mtime+4
 	// Deepest first, as the sender orders them.
-	ack := mustReceive(t, r, &wire.BatchManifest{ID: 3, Flags: wire.FlagFinal, Entries: []sharder.Entry{sub, empty, ro, top}}, nil)
+	ack := mustReceive(t, r, &wire.BatchManifest{ID: 3, Flags: wire.FlagFinal, Entries: []model.Entry{sub, empty, ro, top}}, nil)
 	if ack.Files != 4 {
 		t.Errorf("ack counts %d, want 4", ack.Files)
 	}
 	checkFile(t, s.root, f, "abc")
 	checkFile(t, s.root, g, "gg")
-	for _, d := range []sharder.Entry{sub, ro, empty, top} {
+	for _, d := range []model.Entry{sub, ro, empty, top} {
 		checkDir(t, s.root, d)
 	}
 	s.check(t)
@@ -557,13 +557,13 @@ func TestDirMetadata(t *testing.T) {
 func TestSymlinks(t *testing.T) {
 	s := newSandbox(t)
 	r := s.open(t, extract.Options{})
-	mustReceive(t, r, &wire.BatchManifest{ID: 1, Entries: []sharder.Entry{fileE("a", 1), fileE("b", 1)}}, tarOf(t, 1, tf("a", "A"), tf("b", "B")))
+	mustReceive(t, r, &wire.BatchManifest{ID: 1, Entries: []model.Entry{fileE("a", 1), fileE("b", 1)}}, tarOf(t, 1, tf("a", "A"), tf("b", "B")))
 	l1, abs, deep := symE("l", "a"), symE("abs", "/etc/passwd"), symE("x/y/l", "../../b")
-	ack := mustReceive(t, r, &wire.BatchManifest{ID: 2, Flags: wire.FlagFinal, Entries: []sharder.Entry{l1, abs, deep}}, nil)
+	ack := mustReceive(t, r, &wire.BatchManifest{ID: 2, Flags: wire.FlagFinal, Entries: []model.Entry{l1, abs, deep}}, nil)
 	if ack.Files != 3 {
 		t.Errorf("ack counts %d, want 3", ack.Files)
 	}
-	check := func(e sharder.Entry) {
+	check := func(e model.Entry) {
 		t.Helper()
 		p := filepath.Join(s.root, e.Path)
 		got, err := os.Readlink(p)
@@ -580,17 +580,17 @@ func TestSymlinks(t *testing.T) {
 	check(deep)
 	// Replaced, and left alone.
 	l2 := symE("l", "b")
-	ack = mustReceive(t, r, &wire.BatchManifest{ID: 3, Flags: wire.FlagFinal, Entries: []sharder.Entry{l2, abs}}, nil)
+	ack = mustReceive(t, r, &wire.BatchManifest{ID: 3, Flags: wire.FlagFinal, Entries: []model.Entry{l2, abs}}, nil)
 	if ack.Files != 1 || ack.Skipped != 1 {
 		t.Errorf("ack: %d files %d skipped, want 1 and 1", ack.Files, ack.Skipped)
 	}
 	check(l2)
 	check(abs)
 	// A symlink replaces a file, and a file a symlink.
-	mustReceive(t, r, &wire.BatchManifest{ID: 4, Flags: wire.FlagFinal, Entries: []sharder.Entry{symE("a", "b")}}, nil)
+	mustReceive(t, r, &wire.BatchManifest{ID: 4, Flags: wire.FlagFinal, Entries: []model.Entry{symE("a", "b")}}, nil)
 	check(symE("a", "b"))
 	f := fileE("l", 3)
-	mustReceive(t, r, &wire.BatchManifest{ID: 5, Entries: []sharder.Entry{f}}, tarOf(t, 5, tf("l", "new")))
+	mustReceive(t, r, &wire.BatchManifest{ID: 5, Entries: []model.Entry{f}}, tarOf(t, 5, tf("l", "new")))
 	checkFile(t, s.root, f, "new")
 	s.check(t)
 }
@@ -601,8 +601,8 @@ func TestHardlinks(t *testing.T) {
 	r := s.open(t, extract.Options{})
 	f := fileE("f", 3)
 	f.Nlink = 3
-	mustReceive(t, r, &wire.BatchManifest{ID: 1, Entries: []sharder.Entry{f}}, tarOf(t, 1, tf("f", "abc")))
-	ack := mustReceive(t, r, &wire.BatchManifest{ID: 2, Flags: wire.FlagFinal, Entries: []sharder.Entry{hardE("h1", "f"), hardE("d/h2", "f")}}, nil)
+	mustReceive(t, r, &wire.BatchManifest{ID: 1, Entries: []model.Entry{f}}, tarOf(t, 1, tf("f", "abc")))
+	ack := mustReceive(t, r, &wire.BatchManifest{ID: 2, Flags: wire.FlagFinal, Entries: []model.Entry{hardE("h1", "f"), hardE("d/h2", "f")}}, nil)
 	if ack.Files != 2 {
 		t.Errorf("ack counts %d, want 2", ack.Files)
 	}
@@ -614,19 +614,19 @@ func TestHardlinks(t *testing.T) {
 		}
 	}
 	// Again: already linked, skipped.
-	ack = mustReceive(t, r, &wire.BatchManifest{ID: 3, Flags: wire.FlagFinal, Entries: []sharder.Entry{hardE("h1", "f")}}, nil)
+	ack = mustReceive(t, r, &wire.BatchManifest{ID: 3, Flags: wire.FlagFinal, Entries: []model.Entry{hardE("h1", "f")}}, nil)
 	if ack.Skipped != 1 {
 		t.Errorf("relink: %+v, want one skipped", ack)
 	}
 
 	// A second run: the quick check verifies f, which may then be linked.
 	r2 := s.open(t, extract.Options{})
-	m := &wire.BatchManifest{ID: 1, Entries: []sharder.Entry{f}}
+	m := &wire.BatchManifest{ID: 1, Entries: []model.Entry{f}}
 	if need := r2.Need(m.Entries); need[0] {
 		t.Fatalf("f is needed again")
 	}
 	mustReceive(t, r2, m, nil)
-	mustReceive(t, r2, &wire.BatchManifest{ID: 2, Flags: wire.FlagFinal, Entries: []sharder.Entry{hardE("h3", "f")}}, nil)
+	mustReceive(t, r2, &wire.BatchManifest{ID: 2, Flags: wire.FlagFinal, Entries: []model.Entry{hardE("h3", "f")}}, nil)
 	if hi, err := os.Lstat(filepath.Join(s.root, "h3")); err != nil || !os.SameFile(fi, hi) {
 		t.Errorf("h3 is not a hard link to f (%v)", err)
 	}
@@ -639,7 +639,7 @@ func TestNeed(t *testing.T) {
 	s := newSandbox(t)
 	r := s.open(t, extract.Options{})
 	f := fileE("f", 3)
-	mustReceive(t, r, &wire.BatchManifest{ID: 1, Entries: []sharder.Entry{f}}, tarOf(t, 1, tf("f", "abc")))
+	mustReceive(t, r, &wire.BatchManifest{ID: 1, Entries: []model.Entry{f}}, tarOf(t, 1, tf("f", "abc")))
 	if err := os.Symlink("f", filepath.Join(s.root, "link")); err != nil {
 		t.Fatal(err)
 	}
@@ -663,14 +663,14 @@ func TestNeed(t *testing.T) {
 	viaOut := fileE("out/x", 3) // identical, but outside: never looked at
 	bad := fileE("../outside/x", 3)
 	cases := []struct {
-		e    sharder.Entry
+		e    model.Entry
 		want bool
 	}{
 		{f, false}, {bigger, true}, {newer, true}, {older, true},
 		{fileE("missing", 3), true}, {asLink, true}, {asDir, true}, {viaOut, true}, {bad, true},
 		{dirE("dir", 0o755), true}, {symE("link", "f"), true}, {hardE("h", "f"), true},
 	}
-	var entries []sharder.Entry
+	var entries []model.Entry
 	for _, c := range cases {
 		entries = append(entries, c.e)
 	}
@@ -680,12 +680,12 @@ func TestNeed(t *testing.T) {
 			t.Errorf("Need(%s %q size %d mtime %d) = %v, want %v", c.e.Kind, c.e.Path, c.e.Size, c.e.MTime, need[i], c.want)
 		}
 	}
-	if need := s.open(t, extract.Options{NoCheck: true}).Need([]sharder.Entry{f}); !need[0] {
+	if need := s.open(t, extract.Options{NoCheck: true}).Need([]model.Entry{f}); !need[0] {
 		t.Errorf("with NoCheck an identical file is not needed")
 	}
 	// A file the sender's resume journal names is checked even with
 	// NoCheck: left out only where DEST holds it as sent.
-	resumed := []sharder.Entry{f, bigger, older, fileE("missing", 3)}
+	resumed := []model.Entry{f, bigger, older, fileE("missing", 3)}
 	for i := range resumed {
 		resumed[i].Resumed = true
 	}
@@ -693,7 +693,7 @@ func TestNeed(t *testing.T) {
 		t.Errorf("with NoCheck, files the journal names: need %v, want [false true true true] (same, bigger, older, missing)", need)
 	}
 	// Skipped files are counted, not rewritten.
-	txn, err := r.Receive(&wire.BatchManifest{ID: 2, Entries: []sharder.Entry{f}}, []bool{false}, bytes.NewReader(tarOf(t, 2)))
+	txn, err := r.Receive(&wire.BatchManifest{ID: 2, Entries: []model.Entry{f}}, []bool{false}, bytes.NewReader(tarOf(t, 2)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -709,11 +709,11 @@ func TestDiscard(t *testing.T) {
 	s := newSandbox(t)
 	r := s.open(t, extract.Options{})
 	old := fileE("keep", 3)
-	mustReceive(t, r, &wire.BatchManifest{ID: 1, Entries: []sharder.Entry{old}}, tarOf(t, 1, tf("keep", "old")))
+	mustReceive(t, r, &wire.BatchManifest{ID: 1, Entries: []model.Entry{old}}, tarOf(t, 1, tf("keep", "old")))
 
 	changed := fileE("keep", 3)
 	changed.MTime++
-	entries := []sharder.Entry{fileE("a", 1), fileE("d/b", 1), changed, fileE("c", 1)}
+	entries := []model.Entry{fileE("a", 1), fileE("d/b", 1), changed, fileE("c", 1)}
 	m := &wire.BatchManifest{ID: 2, Entries: entries}
 	txn, err := r.Receive(m, needFor(r, m), bytes.NewReader(tarOf(t, 2, tf("a", "A"), tf("d/b", "B"), tf("keep", "new"), tf("c", "C"))))
 	if err != nil {
@@ -734,7 +734,7 @@ func TestDiscard(t *testing.T) {
 	s.check(t)
 
 	// Abort leaves nothing either.
-	m = &wire.BatchManifest{ID: 3, Entries: []sharder.Entry{fileE("x", 1), fileE("y/z", 1)}}
+	m = &wire.BatchManifest{ID: 3, Entries: []model.Entry{fileE("x", 1), fileE("y/z", 1)}}
 	txn, err = r.Receive(m, needFor(r, m), bytes.NewReader(tarOf(t, 3, tf("x", "X"), tf("y/z", "Z"))))
 	if err != nil {
 		t.Fatal(err)
@@ -754,13 +754,13 @@ func TestTwoStreamsInterleaved(t *testing.T) {
 	s := newSandbox(t)
 	a, b := s.open(t, extract.Options{}), s.open(t, extract.Options{})
 	// b writes evil/x to a temporary name (the directory is created now)...
-	m := &wire.BatchManifest{ID: 1, Entries: []sharder.Entry{fileE("evil/x", 3)}}
+	m := &wire.BatchManifest{ID: 1, Entries: []model.Entry{fileE("evil/x", 3)}}
 	txn, err := b.Receive(m, needFor(b, m), bytes.NewReader(tarOf(t, 1, tf("evil/x", "abc"))))
 	if err != nil {
 		t.Fatal(err)
 	}
 	// ...a tries to put a symlink in place of the directory...
-	fm := &wire.BatchManifest{ID: 1, Flags: wire.FlagFinal, Entries: []sharder.Entry{symE("evil", s.outside)}}
+	fm := &wire.BatchManifest{ID: 1, Flags: wire.FlagFinal, Entries: []model.Entry{symE("evil", s.outside)}}
 	ftxn, err := a.Receive(fm, needFor(a, fm), bytes.NewReader(tarOf(t, 1)))
 	if err != nil {
 		t.Fatal(err)
@@ -788,7 +788,7 @@ func TestTwoReceiversTempNames(t *testing.T) {
 	for i, r := range []*extract.Receiver{a, b, a, b} {
 		id := uint64(i + 1)
 		name := fmt.Sprintf("d/f%d", id)
-		m := &wire.BatchManifest{ID: id, Entries: []sharder.Entry{fileE(name, 1)}}
+		m := &wire.BatchManifest{ID: id, Entries: []model.Entry{fileE(name, 1)}}
 		// Received, not yet committed: the temporary files coexist.
 		txn, err := r.Receive(m, needFor(r, m), bytes.NewReader(tarOf(t, id, tf(name, "x"))))
 		if err != nil {

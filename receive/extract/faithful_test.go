@@ -14,8 +14,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/receive/extract"
-	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/wire"
 )
 
@@ -93,12 +93,12 @@ func TestXattrsAndSparseLand(t *testing.T) {
 	const size = 64 << 20
 	ext := []wire.Extent{{Off: 4096, Len: 8192}, {Off: 32 << 20, Len: 4096}}
 	data := strings.Repeat("a", 8192) + strings.Repeat("b", 4096)
-	m := &wire.BatchManifest{ID: 1, Entries: []sharder.Entry{fileE("d/f", 5), fileE("d/sparse", size)}}
+	m := &wire.BatchManifest{ID: 1, Entries: []model.Entry{fileE("d/f", 5), fileE("d/sparse", size)}}
 	raw := paxTar(t, 1,
 		paxFile{"d/f", "hello", map[string]string{extract.PAXXattr + "user.color": "blue", extract.PAXXattr + wire.ACLAccess: aclValue(65534)}},
 		paxFile{"d/sparse", data, map[string]string{extract.PAXSparse: wire.FormatExtents(ext)}})
 	mustReceive(t, r, m, raw)
-	fin := &wire.BatchManifest{ID: 2, Flags: wire.FlagFinal, Entries: []sharder.Entry{dirE("d", 0o755)},
+	fin := &wire.BatchManifest{ID: 2, Flags: wire.FlagFinal, Entries: []model.Entry{dirE("d", 0o755)},
 		Xattrs: [][]wire.Xattr{{{Name: "user.dir", Value: "x"}, {Name: wire.ACLDefault, Value: aclValue(65534)}}}}
 	fin, err := wire.DecodeManifest(wire.EncodeManifest(fin)) // as it travels
 	if err != nil {
@@ -153,7 +153,7 @@ func TestInheritedACLRemoved(t *testing.T) {
 		t.Skipf("no ACLs here: %v", err)
 	}
 	r := s.open(t, faithful)
-	m := &wire.BatchManifest{ID: 1, Entries: []sharder.Entry{fileE("d/f", 2)}}
+	m := &wire.BatchManifest{ID: 1, Entries: []model.Entry{fileE("d/f", 2)}}
 	mustReceive(t, r, m, tarOf(t, 1, tf("d/f", "hi")))
 	p := filepath.Join(s.root, "d/f")
 	if v, err := getxattr(t, p, wire.ACLAccess); err == nil {
@@ -193,7 +193,7 @@ func TestHostileXattrsAndSparse(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			s := newSandbox(t)
 			r := s.open(t, c.opt)
-			m := &wire.BatchManifest{ID: 1, Entries: []sharder.Entry{fileE("f", c.size)}}
+			m := &wire.BatchManifest{ID: 1, Entries: []model.Entry{fileE("f", c.size)}}
 			_, err := r.Receive(m, []bool{true}, bytes.NewReader(paxTar(t, 1, paxFile{"f", c.data, c.records})))
 			if !errors.Is(err, extract.ErrStream) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), `"f"`) {
 				t.Errorf("got %v; want a stream error naming f and saying %q", err, c.want)
@@ -205,23 +205,23 @@ func TestHostileXattrsAndSparse(t *testing.T) {
 		})
 	}
 	// In a manifest: refused by the decoder, or by the receiver's options.
-	enc := func(k sharder.Kind, xs ...wire.Xattr) []byte {
+	enc := func(k model.Kind, xs ...wire.Xattr) []byte {
 		e := dirE("d", 0o755)
 		e.Kind = k
-		return wire.EncodeManifest(&wire.BatchManifest{ID: 1, Flags: wire.FlagFinal, Entries: []sharder.Entry{e}, Xattrs: [][]wire.Xattr{xs}})
+		return wire.EncodeManifest(&wire.BatchManifest{ID: 1, Flags: wire.FlagFinal, Entries: []model.Entry{e}, Xattrs: [][]wire.Xattr{xs}})
 	}
 	for _, c := range []struct {
 		name string
 		p    []byte
 		want string
 	}{
-		{"namespace", enc(sharder.KindDir, wire.Xattr{Name: "system.nfs4_acl", Value: "1"}), `"system.nfs4_acl" is outside the namespaces`},
-		{"twice", enc(sharder.KindDir, wire.Xattr{Name: "user.a", Value: "1"}, wire.Xattr{Name: "user.a", Value: "2"}), `"user.a" given twice`},
-		{"oversized", enc(sharder.KindDir, wire.Xattr{Name: "user.a", Value: strings.Repeat("x", 40<<10)}, wire.Xattr{Name: "user.b", Value: strings.Repeat("x", 40<<10)}), "over 65536 bytes"},
-		{"on a file", enc(sharder.KindFile, wire.Xattr{Name: "user.a", Value: "1"}), "a file's travel with its data"},
+		{"namespace", enc(model.KindDir, wire.Xattr{Name: "system.nfs4_acl", Value: "1"}), `"system.nfs4_acl" is outside the namespaces`},
+		{"twice", enc(model.KindDir, wire.Xattr{Name: "user.a", Value: "1"}, wire.Xattr{Name: "user.a", Value: "2"}), `"user.a" given twice`},
+		{"oversized", enc(model.KindDir, wire.Xattr{Name: "user.a", Value: strings.Repeat("x", 40<<10)}, wire.Xattr{Name: "user.b", Value: strings.Repeat("x", 40<<10)}), "over 65536 bytes"},
+		{"on a file", enc(model.KindFile, wire.Xattr{Name: "user.a", Value: "1"}), "a file's travel with its data"},
 	} {
 		if c.name == "on a file" { // the encoder leaves them out: set the bit by hand
-			c.p = wire.EncodeManifest(&wire.BatchManifest{ID: 1, Entries: []sharder.Entry{fileE("d", 0)}})
+			c.p = wire.EncodeManifest(&wire.BatchManifest{ID: 1, Entries: []model.Entry{fileE("d", 0)}})
 			c.p = append(c.p, 1, 2, 'u', '.', 0) // a count, a short name...
 			c.p[3] |= 0x40
 		}
@@ -231,7 +231,7 @@ func TestHostileXattrsAndSparse(t *testing.T) {
 	}
 	s := newSandbox(t)
 	r := s.open(t, extract.Options{})
-	m, err := wire.DecodeManifest(enc(sharder.KindDir, wire.Xattr{Name: "user.a", Value: "1"}))
+	m, err := wire.DecodeManifest(enc(model.KindDir, wire.Xattr{Name: "user.a", Value: "1"}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/receive/extract"
-	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/wire"
 )
 
@@ -90,11 +90,11 @@ func receiveSeeds(tb testing.TB) [][]byte {
 	f := fileE("f", 3)
 	f.Nlink = 2
 	add([]batch{
-		{entries: []sharder.Entry{f, fileE("d/g", 2)}, files: []tarFile{tf("f", "abc"), tf("d/g", "gg")}},
-		{final: true, entries: []sharder.Entry{hardE("h", "f"), symE("d/l", "../f"), dirE("d", 0o555), dirE(".", 0o755)}},
-		{recv: 1, entries: []sharder.Entry{fileE("d/l", 1)}, files: []tarFile{tf("d/l", "x")}},
+		{entries: []model.Entry{f, fileE("d/g", 2)}, files: []tarFile{tf("f", "abc"), tf("d/g", "gg")}},
+		{final: true, entries: []model.Entry{hardE("h", "f"), symE("d/l", "../f"), dirE("d", 0o555), dirE(".", 0o755)}},
+		{recv: 1, entries: []model.Entry{fileE("d/l", 1)}, files: []tarFile{tf("d/l", "x")}},
 	})
-	add([]batch{{entries: []sharder.Entry{fileE("a", 3)}, files: []tarFile{tf("a", "abc")}}})
+	add([]batch{{entries: []model.Entry{fileE("a", 3)}, files: []tarFile{tf("a", "abc")}}})
 	// Checksum mode (the second receiver): an equal file of another mtime
 	// is fixed in place, and a symlink, or a path through one, is never
 	// opened to be hashed.
@@ -103,9 +103,9 @@ func receiveSeeds(tb testing.TB) [][]byte {
 	old.MTime -= 1e9
 	abc := wire.HashBytes([]byte("abc"))
 	seeds = append(seeds, joinInput([]fuzzBatch{
-		{manifest: wire.EncodeManifest(&wire.BatchManifest{ID: 1, Entries: []sharder.Entry{old}}), tar: tarOf(tb, 1, tf("a", "abc"))},
-		{manifest: wire.EncodeManifest(&wire.BatchManifest{ID: 2, Flags: wire.FlagFinal, Entries: []sharder.Entry{symE("l", "@outside"), symE("m", "a")}}), tar: tarOf(tb, 2)},
-		{sel: 1, manifest: wire.EncodeManifest(&wire.BatchManifest{ID: 3, Entries: []sharder.Entry{a, fileE("m", 3), fileE("l/x", 3)},
+		{manifest: wire.EncodeManifest(&wire.BatchManifest{ID: 1, Entries: []model.Entry{old}}), tar: tarOf(tb, 1, tf("a", "abc"))},
+		{manifest: wire.EncodeManifest(&wire.BatchManifest{ID: 2, Flags: wire.FlagFinal, Entries: []model.Entry{symE("l", "@outside"), symE("m", "a")}}), tar: tarOf(tb, 2)},
+		{sel: 1, manifest: wire.EncodeManifest(&wire.BatchManifest{ID: 3, Entries: []model.Entry{a, fileE("m", 3), fileE("l/x", 3)},
 			Sums: []wire.Sum{abc, abc, abc}}), tar: tarOf(tb, 3)},
 	}))
 	return seeds
@@ -138,7 +138,7 @@ func FuzzReceive(f *testing.F) {
 		for i, m := range ms {
 			for j := range m.Entries {
 				e := &m.Entries[j]
-				if rest, ok := strings.CutPrefix(e.Link, "@outside"); ok && e.Kind == sharder.KindSymlink {
+				if rest, ok := strings.CutPrefix(e.Link, "@outside"); ok && e.Kind == model.KindSymlink {
 					e.Link = s.outside + rest
 				}
 				named[e.Path] = true

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/receive/extract"
-	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/wire"
 )
 
@@ -153,20 +153,20 @@ func (s *sandbox) check(tb testing.TB) {
 
 var mtime = time.Date(2021, 3, 4, 5, 6, 7, 891011121, time.UTC).UnixNano()
 
-func fileE(p string, size int64) sharder.Entry {
-	return sharder.Entry{Path: p, Kind: sharder.KindFile, Mode: 0o644, Size: size, MTime: mtime, Nlink: 1}
+func fileE(p string, size int64) model.Entry {
+	return model.Entry{Path: p, Kind: model.KindFile, Mode: 0o644, Size: size, MTime: mtime, Nlink: 1}
 }
 
-func dirE(p string, mode fs.FileMode) sharder.Entry {
-	return sharder.Entry{Path: p, Kind: sharder.KindDir, Mode: mode, MTime: mtime}
+func dirE(p string, mode fs.FileMode) model.Entry {
+	return model.Entry{Path: p, Kind: model.KindDir, Mode: mode, MTime: mtime}
 }
 
-func symE(p, target string) sharder.Entry {
-	return sharder.Entry{Path: p, Kind: sharder.KindSymlink, Mode: 0o777, MTime: mtime, Link: target}
+func symE(p, target string) model.Entry {
+	return model.Entry{Path: p, Kind: model.KindSymlink, Mode: 0o777, MTime: mtime, Link: target}
 }
 
-func hardE(p, target string) sharder.Entry {
-	return sharder.Entry{Path: p, Kind: sharder.KindHardlink, Mode: 0o644, MTime: mtime, Link: target}
+func hardE(p, target string) model.Entry {
+	return model.Entry{Path: p, Kind: model.KindHardlink, Mode: 0o644, MTime: mtime, Link: target}
 }
 
 // tarFile is one entry of a tar stream built with archive/tar.

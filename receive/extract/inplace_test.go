@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/receive/extract"
-	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/wire"
 )
 
@@ -22,7 +22,7 @@ func TestInPlaceOnlyInNewDirectories(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := s.open(t, extract.Options{})
-	entries := []sharder.Entry{fileE("new/a", 5), fileE("old/b", 5), fileE("new/deeper/c", 5)}
+	entries := []model.Entry{fileE("new/a", 5), fileE("old/b", 5), fileE("new/deeper/c", 5)}
 	entries[0].Mode = 0o600
 	tx := r.Begin(entries)
 	for i, body := range []string{"aaaaa", "bbbbb", "ccccc"} {
@@ -59,7 +59,7 @@ func TestInPlaceOnlyInNewDirectories(t *testing.T) {
 func TestInPlaceFailures(t *testing.T) {
 	s := newSandbox(t)
 	r := s.open(t, extract.Options{})
-	entries := []sharder.Entry{fileE("new/ok", 2), fileE("new/corrupt", 2), fileE("new/discarded", 2)}
+	entries := []model.Entry{fileE("new/ok", 2), fileE("new/corrupt", 2), fileE("new/discarded", 2)}
 	tx := r.Begin(entries)
 	for i := range entries {
 		if err := tx.Write(i, strings.NewReader("xy")); err != nil {
@@ -78,7 +78,7 @@ func TestInPlaceFailures(t *testing.T) {
 	}
 
 	// Aborted: gone.
-	tx = r.Begin([]sharder.Entry{fileE("new/aborted", 2)})
+	tx = r.Begin([]model.Entry{fileE("new/aborted", 2)})
 	if err := tx.Write(0, strings.NewReader("zz")); err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func TestInPlaceFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	old, _ := os.Lstat(other)
-	tx = r.Begin([]sharder.Entry{fileE("new/taken", 4)})
+	tx = r.Begin([]model.Entry{fileE("new/taken", 4)})
 	if err := tx.Write(0, strings.NewReader("ours")); err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func TestInPlaceFailures(t *testing.T) {
 func TestNoInPlaceWithFsync(t *testing.T) {
 	s := newSandbox(t)
 	r := s.open(t, extract.Options{Fsync: true})
-	tx := r.Begin([]sharder.Entry{fileE("new/a", 5)})
+	tx := r.Begin([]model.Entry{fileE("new/a", 5)})
 	if err := tx.Write(0, strings.NewReader("aaaaa")); err != nil {
 		t.Fatal(err)
 	}

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/receive/extract"
-	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/wire"
 )
 
@@ -27,7 +27,7 @@ func TestConcurrentReceiver(t *testing.T) {
 		t.Run(fmt.Sprintf("named-temps=%v,spread=%v", named, c.spread), func(t *testing.T) {
 			s := newSandbox(t)
 			r := s.open(t, extract.Options{IOConcurrency: 16, NamedTemps: named})
-			var entries []sharder.Entry
+			var entries []model.Entry
 			var files []tarFile
 			content := map[string]string{}
 			add := func(p, data string) {
@@ -59,13 +59,13 @@ func TestConcurrentReceiver(t *testing.T) {
 			}
 
 			// The final batch: symlinks, then directories deepest first.
-			var final []sharder.Entry
+			var final []model.Entry
 			for d := range 8 {
 				l := symE(fmt.Sprintf("d%d/s1/link", d), "f00")
 				l.MTime = mtime + 7
 				final = append(final, l, symE(fmt.Sprintf("d%d/up", d), "s2"))
 			}
-			var dirs []sharder.Entry
+			var dirs []model.Entry
 			for d := range 8 {
 				for sd := range 3 {
 					e := dirE(fmt.Sprintf("d%d/s%d", d, sd), 0o750)
@@ -115,7 +115,7 @@ func TestConcurrentReceiver(t *testing.T) {
 
 // inTurn reorders a batch's entries (and their tar files alike) so that
 // they take their directories in turn, one file of each.
-func inTurn(entries []sharder.Entry, files []tarFile) ([]sharder.Entry, []tarFile) {
+func inTurn(entries []model.Entry, files []tarFile) ([]model.Entry, []tarFile) {
 	var dirs []string
 	by := map[string][]int{}
 	for i, e := range entries {
@@ -125,7 +125,7 @@ func inTurn(entries []sharder.Entry, files []tarFile) ([]sharder.Entry, []tarFil
 		}
 		by[d] = append(by[d], i)
 	}
-	var es []sharder.Entry
+	var es []model.Entry
 	var tfs []tarFile
 	for k := 0; len(es) < len(entries); k++ {
 		for _, d := range dirs {
@@ -149,7 +149,7 @@ func TestFinalDirsMadeBeforeMeta(t *testing.T) {
 			s := newSandbox(t)
 			r := s.open(t, extract.Options{IOConcurrency: width})
 			// Shallowest first: each directory's child is made after it.
-			var dirs []sharder.Entry
+			var dirs []model.Entry
 			p := ""
 			for d := range 6 {
 				p = strings.TrimPrefix(p+"/e"+fmt.Sprint(d), "/")

@@ -9,6 +9,7 @@ import (
 
 	"github.com/bulkmove/bulkmove/internal/gentree"
 	"github.com/bulkmove/bulkmove/internal/treecmp"
+	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/receive/extract"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/wire"
@@ -29,16 +30,16 @@ func TestKnownTargetsBounded(t *testing.T) {
 	if err := gentree.Snapshots(src, files); err != nil {
 		t.Fatal(err)
 	}
-	var batches []*sharder.Batch
-	var links, dirs []sharder.Entry
-	out := make(chan *sharder.Batch)
+	var batches []*model.Batch
+	var links, dirs []model.Entry
+	out := make(chan *model.Batch)
 	done := make(chan error, 1)
 	go func() {
-		_, err := sharder.Run(context.Background(), src, sharder.Options{Deferred: func(e sharder.Entry) {
+		_, err := sharder.Run(context.Background(), src, sharder.Options{Deferred: func(e model.Entry) {
 			switch e.Kind {
-			case sharder.KindHardlink:
+			case model.KindHardlink:
 				links = append(links, e)
-			case sharder.KindDir:
+			case model.KindDir:
 				dirs = append(dirs, e)
 			}
 		}}, out)
@@ -62,7 +63,7 @@ func TestKnownTargetsBounded(t *testing.T) {
 			t.Fatalf("%s: %d hard-link targets in memory, limit %d", when, n, mem)
 		}
 	}
-	data := func(b *sharder.Batch) {
+	data := func(b *model.Batch) {
 		id++
 		var tfs []tarFile
 		for _, e := range b.Entries {
@@ -71,7 +72,7 @@ func TestKnownTargetsBounded(t *testing.T) {
 		mustReceive(t, r, &wire.BatchManifest{ID: id, Entries: b.Entries}, tarOf(t, id, tfs...))
 		inMem("data batch")
 	}
-	final := func(es []sharder.Entry) *wire.BatchAck {
+	final := func(es []model.Entry) *wire.BatchAck {
 		id++
 		m := &wire.BatchManifest{ID: id, Flags: wire.FlagFinal, Entries: es}
 		txn, err := r.Receive(m, needFor(r, m), strings.NewReader(string(tarOf(t, id))))
@@ -97,7 +98,7 @@ func TestKnownTargetsBounded(t *testing.T) {
 		}
 		refused[e.Index] = true
 	}
-	var again []sharder.Entry
+	var again []model.Entry
 	for i, e := range links {
 		if refused[i] == written[e.Link] {
 			t.Fatalf("link %s to %s: refused %v, its target written %v", e.Path, e.Link, refused[i], written[e.Link])
@@ -137,7 +138,7 @@ func TestKnownTargetsBounded(t *testing.T) {
 	if err := os.WriteFile(plant, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ack = final([]sharder.Entry{hardE("evil", "s1/planted"), hardE("evil2", "s1/nothing")})
+	ack = final([]model.Entry{hardE("evil", "s1/planted"), hardE("evil2", "s1/nothing")})
 	if len(ack.Errors) != 2 {
 		t.Fatalf("links to files the job did not write: %d refused, want 2", len(ack.Errors))
 	}

@@ -15,7 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/bulkmove/bulkmove/internal/unixmode"
-	"github.com/bulkmove/bulkmove/sharder"
+	"github.com/bulkmove/bulkmove/model"
 )
 
 // mode is the mode bits, as chmod takes them, that an entry of mode m
@@ -31,7 +31,7 @@ func (o *Options) mode(m fs.FileMode) uint32 {
 // setMeta applies owner, mode and times through the open descriptor. Owner
 // first: chown clears setuid bits.
 // created is the mode the file was created with, or -1 if unknown.
-func (t *Txn) setMeta(fd int, e *sharder.Entry, created int64) error {
+func (t *Txn) setMeta(fd int, e *model.Entry, created int64) error {
 	chowned := false
 	if t.r.opt.Owner && (int(e.UID) != euid || int(e.GID) != egid || t.setgidDir.Load()) {
 		if err := unix.Fchown(fd, int(e.UID), int(e.GID)); err != nil {
@@ -70,7 +70,7 @@ func futimens(fd int, mtime int64) error {
 // dirInPlace reports whether the directory fd already has e's mode, mtime
 // and (when owners are kept) owner: a pass over an unchanged tree then
 // writes nothing (on NFS, two round trips less a directory).
-func (t *Txn) dirInPlace(fd int, e *sharder.Entry) bool {
+func (t *Txn) dirInPlace(fd int, e *model.Entry) bool {
 	var st unix.Stat_t
 	if unix.Fstat(fd, &st) != nil || st.Mode&0o7777 != t.r.opt.mode(e.Mode)&0o7777 || st.Mtim.Nano() != e.MTime {
 		return false
@@ -79,14 +79,14 @@ func (t *Txn) dirInPlace(fd int, e *sharder.Entry) bool {
 }
 
 // stale reports whether an up-to-date file's metadata differ from e's.
-func (r *Receiver) stale(st *unix.Stat_t, e *sharder.Entry) bool {
+func (r *Receiver) stale(st *unix.Stat_t, e *model.Entry) bool {
 	return st.Mtim.Nano() != e.MTime || st.Mode&0o7777 != r.opt.mode(e.Mode) ||
 		r.opt.Owner && (st.Uid != e.UID || st.Gid != e.GID)
 }
 
 // refresh gives the open file fd, whose content is up to date, e's owner
 // (as root), mode and mtime where they differ.
-func (r *Receiver) refresh(fd int, st *unix.Stat_t, e *sharder.Entry) error {
+func (r *Receiver) refresh(fd int, st *unix.Stat_t, e *model.Entry) error {
 	if !r.stale(st, e) {
 		return nil
 	}
@@ -112,7 +112,7 @@ func (r *Receiver) refresh(fd int, st *unix.Stat_t, e *sharder.Entry) error {
 // refreshAt is refresh for the file base in directory dfd, opened only
 // when its metadata are stale. It reports whether the file is now up to
 // date.
-func (r *Receiver) refreshAt(dfd int, base string, st *unix.Stat_t, e *sharder.Entry) bool {
+func (r *Receiver) refreshAt(dfd int, base string, st *unix.Stat_t, e *model.Entry) bool {
 	if !r.stale(st, e) {
 		return true
 	}

@@ -18,17 +18,16 @@ import (
 	"sync/atomic"
 	"syscall"
 
-	"golang.org/x/sys/unix"
-
-	"github.com/bulkmove/bulkmove/sharder"
+	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/wire"
+	"golang.org/x/sys/unix"
 )
 
 // CheckName reports whether p is a name the receiver will create: local,
 // slash-separated, clean, no empty or NUL-containing component. "." (the
 // root itself) is allowed only for directories.
-func CheckName(p string, k sharder.Kind) error {
-	if p == "." && k == sharder.KindDir {
+func CheckName(p string, k model.Kind) error {
+	if p == "." && k == model.KindDir {
 		return nil
 	}
 	if p == "" || len(p) > wire.MaxPath || strings.IndexByte(p, 0) >= 0 {

@@ -17,7 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/bulkmove/bulkmove/internal/ioconc"
-	"github.com/bulkmove/bulkmove/sharder"
+	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/wire"
 )
 
@@ -35,12 +35,12 @@ import (
 // In size and checksum modes, a file that is up to date but has another
 // mtime, mode or (as root) owner than the entry gets the entry's, without
 // its data being sent; where that fails the file is needed.
-func (r *Receiver) Need(entries []sharder.Entry) []bool { return r.NeedSums(entries, nil) }
+func (r *Receiver) Need(entries []model.Entry) []bool { return r.NeedSums(entries, nil) }
 
 // NeedSums is Need given the manifest's content hashes (checksum mode):
 // each file of the right size is read and hashed, by up to hashWorkers at
 // once.
-func (r *Receiver) NeedSums(entries []sharder.Entry, sums []wire.Sum) []bool {
+func (r *Receiver) NeedSums(entries []model.Entry, sums []wire.Sum) []bool {
 	need := make([]bool, len(entries))
 	var hashOnce sync.Once
 	var hash *sumPool // started at the first file to hash
@@ -63,7 +63,7 @@ func (r *Receiver) NeedSums(entries []sharder.Entry, sums []wire.Sum) []bool {
 	}
 	for i := range entries {
 		// A range its partial already holds (see partial.go).
-		if need[i] && entries[i].Kind == sharder.KindFile && entries[i].IsRange() && r.rangeLanded(&entries[i]) {
+		if need[i] && entries[i].Kind == model.KindFile && entries[i].IsRange() && r.rangeLanded(&entries[i]) {
 			need[i] = false
 		}
 	}
@@ -72,7 +72,7 @@ func (r *Receiver) NeedSums(entries []sharder.Entry, sums []wire.Sum) []bool {
 
 // byDir returns the indexes of entries with each directory's together, the
 // directories in the order they first come, each one's entries in theirs.
-func byDir(entries []sharder.Entry) []int {
+func byDir(entries []model.Entry) []int {
 	groups := map[string]int{} // a directory's number, in order of coming
 	of := make([]int, len(entries))
 	for i := range entries {
@@ -106,7 +106,7 @@ func byDir(entries []sharder.Entry) []int {
 }
 
 // needRange is NeedSums for the entries at the indexes idx.
-func (r *Receiver) needRange(entries []sharder.Entry, idx []int, sums []wire.Sum, need []bool, toHash func(sumJob)) {
+func (r *Receiver) needRange(entries []model.Entry, idx []int, sums []wire.Sum, need []bool, toHash func(sumJob)) {
 	mode := r.opt.check()
 	var cur *os.File // the directory of the previous entry, nil if missing
 	curDir := "\x00"
@@ -125,7 +125,7 @@ func (r *Receiver) needRange(entries []sharder.Entry, idx []int, sums []wire.Sum
 		if m == wire.CheckNone && e.Resumed {
 			m = wire.CheckQuick // the sender's journal says it landed: DEST confirms
 		}
-		if e.Kind != sharder.KindFile || m == wire.CheckNone || CheckName(e.Path, e.Kind) != nil {
+		if e.Kind != model.KindFile || m == wire.CheckNone || CheckName(e.Path, e.Kind) != nil {
 			continue
 		}
 		d, base := splitDir(e.Path)
@@ -225,7 +225,7 @@ type sumPool struct {
 	wg   sync.WaitGroup
 }
 
-func (r *Receiver) startSums(entries []sharder.Entry, sums []wire.Sum, need []bool) *sumPool {
+func (r *Receiver) startSums(entries []model.Entry, sums []wire.Sum, need []bool) *sumPool {
 	p := &sumPool{jobs: make(chan sumJob)}
 	for range hashWorkers {
 		p.wg.Go(func() {
@@ -252,7 +252,7 @@ func (p *sumPool) wait() {
 
 // sameSum reports whether the open file fd has e's size and content sum,
 // and then brings its metadata in line with e. It closes fd.
-func (r *Receiver) sameSum(fd int, e *sharder.Entry, sum wire.Sum, buf []byte) bool {
+func (r *Receiver) sameSum(fd int, e *model.Entry, sum wire.Sum, buf []byte) bool {
 	defer unix.Close(fd)
 	var st unix.Stat_t
 	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size != e.Size {

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/receive/extract"
-	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/wire"
 )
 
@@ -69,7 +69,7 @@ func TestOpenBeneath(t *testing.T) {
 	if err := os.Symlink(outside, filepath.Join(root, "a")); err != nil {
 		t.Fatal(err)
 	}
-	m := &wire.BatchManifest{ID: 1, Entries: []sharder.Entry{fileE("f", 4)}}
+	m := &wire.BatchManifest{ID: 1, Entries: []model.Entry{fileE("f", 4)}}
 	mustReceive(t, recv, m, tarOf(t, 1, tf("f", "data")))
 	if b, err := os.ReadFile(filepath.Join(root, "moved/b/c/f")); err != nil || string(b) != "data" {
 		t.Errorf("the file is not in the directory the receiver opened: %q %v", b, err)

@@ -51,11 +51,10 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/bulkmove/bulkmove/model"
+	"github.com/bulkmove/bulkmove/wire"
 	"github.com/zeebo/xxh3"
 	"golang.org/x/sys/unix"
-
-	"github.com/bulkmove/bulkmove/sharder"
-	"github.com/bulkmove/bulkmove/wire"
 )
 
 // PAXRange is the tar record naming the range a tar entry carries,
@@ -64,7 +63,7 @@ import (
 const PAXRange = "BULKMOVE.range"
 
 // FormatRange is the PAXRange value of e.
-func FormatRange(e *sharder.Entry) string {
+func FormatRange(e *model.Entry) string {
 	return strconv.FormatInt(e.Off, 10) + ":" + strconv.FormatInt(e.Len, 10)
 }
 
@@ -79,7 +78,7 @@ const (
 )
 
 // partName is the partial's name for version e of the file base.
-func partName(base string, e *sharder.Entry) string {
+func partName(base string, e *model.Entry) string {
 	var b [16]byte
 	binary.LittleEndian.PutUint64(b[:8], uint64(e.Size))
 	binary.LittleEndian.PutUint64(b[8:], uint64(e.MTime))
@@ -90,7 +89,7 @@ func partName(base string, e *sharder.Entry) string {
 type span struct{ off, len int64 }
 
 // checkRange refuses a range that does not lie within its file.
-func checkRange(e *sharder.Entry) error {
+func checkRange(e *model.Entry) error {
 	if e.Off < 0 || e.Len <= 0 || e.Off > e.Size-e.Len {
 		return fmt.Errorf("range of %d bytes at offset %d does not lie within the file's %d bytes", e.Len, e.Off, e.Size)
 	}
@@ -98,7 +97,7 @@ func checkRange(e *sharder.Entry) error {
 }
 
 // readTrailer reads the landed ranges of the partial fd (of st) for e.
-func readTrailer(fd int, st *unix.Stat_t, e *sharder.Entry) ([]span, error) {
+func readTrailer(fd int, st *unix.Stat_t, e *model.Entry) ([]span, error) {
 	if st.Size < e.Size+partHead {
 		return nil, errors.New("partial file without its record of ranges")
 	}
@@ -130,7 +129,7 @@ func readTrailer(fd int, st *unix.Stat_t, e *sharder.Entry) ([]span, error) {
 }
 
 // writeTrailer records spans in the partial fd of e.
-func writeTrailer(fd int, e *sharder.Entry, spans []span) error {
+func writeTrailer(fd int, e *model.Entry, spans []span) error {
 	b := make([]byte, partHead+len(spans)*partRecSize)
 	copy(b, partMagic)
 	binary.LittleEndian.PutUint64(b[8:], uint64(e.Size))
@@ -163,7 +162,7 @@ func pwriteAll(fd int, b []byte, off int64) error {
 // relate says how range e stands to the landed spans: already there
 // (inside one span), overlapping one in part (a hostile or confused
 // sender), or new.
-func relate(spans []span, e *sharder.Entry) (landed, overlap bool) {
+func relate(spans []span, e *model.Entry) (landed, overlap bool) {
 	for _, s := range spans {
 		if s.off <= e.Off && e.Off+e.Len <= s.off+s.len {
 			return true, false
@@ -199,7 +198,7 @@ func flock(fd, how int) error {
 // openPart opens (with create, creates) the partial name in dfd for e,
 // locked exclusively, and returns its landed ranges. The caller unlocks
 // (or closes) fd.
-func openPart(dfd int, name string, e *sharder.Entry, create bool) (fd int, spans []span, err error) {
+func openPart(dfd int, name string, e *model.Entry, create bool) (fd int, spans []span, err error) {
 	flags := unix.O_RDWR | unix.O_NOFOLLOW | unix.O_CLOEXEC | unix.O_NONBLOCK
 	if create {
 		flags |= unix.O_CREAT
@@ -246,7 +245,7 @@ func sameInode(dfd int, name string, fd int) bool {
 
 // upToDate reports whether base in dfd is e's file in place: a regular
 // file of its size and mtime.
-func upToDate(dfd int, base string, e *sharder.Entry) bool {
+func upToDate(dfd int, base string, e *model.Entry) bool {
 	var st unix.Stat_t
 	return unix.Fstatat(dfd, base, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG &&
 		st.Size == e.Size && st.Mtim.Nano() == e.MTime
@@ -254,7 +253,7 @@ func upToDate(dfd int, base string, e *sharder.Entry) bool {
 
 // rangeLanded reports whether range e is recorded in its partial: then
 // Need does not ask for it again.
-func (r *Receiver) rangeLanded(e *sharder.Entry) bool {
+func (r *Receiver) rangeLanded(e *model.Entry) bool {
 	if CheckName(e.Path, e.Kind) != nil || checkRange(e) != nil {
 		return false
 	}
@@ -275,7 +274,7 @@ func (r *Receiver) rangeLanded(e *sharder.Entry) bool {
 
 // writeRange writes range i (e) from src into its partial, which it
 // creates if it is the first. The range is recorded at Commit.
-func (t *Txn) writeRange(i int, e *sharder.Entry, src io.Reader, x *FileData) error {
+func (t *Txn) writeRange(i int, e *model.Entry, src io.Reader, x *FileData) error {
 	if x != nil {
 		err := fmt.Errorf("refusing %q: a range of a split file with a sparse map or attributes", e.Path)
 		t.fail(i, wire.CodeInvalid, err)

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/receive/extract"
-	"github.com/bulkmove/bulkmove/sharder"
 )
 
 // stallReader yields data, then says so on stalled and waits for release
@@ -65,7 +65,7 @@ func TestPreallocationFollowsData(t *testing.T) {
 	for _, c := range []struct {
 		name  string
 		opt   extract.Options
-		entry sharder.Entry
+		entry model.Entry
 	}{
 		{"in place", extract.Options{}, fileE("new/big", size)},
 		{"named temporary", extract.Options{NamedTemps: true}, fileE("old/big", size)},
@@ -77,7 +77,7 @@ func TestPreallocationFollowsData(t *testing.T) {
 				t.Fatal(err)
 			}
 			r := s.open(t, c.opt)
-			tx := r.Begin([]sharder.Entry{c.entry})
+			tx := r.Begin([]model.Entry{c.entry})
 			src := &stallReader{data: []byte("0123456789"), stalled: make(chan struct{}), release: make(chan struct{})}
 			done := make(chan error, 1)
 			go func() { done <- tx.Write(0, src) }()
@@ -117,7 +117,7 @@ func TestPreallocatedInSteps(t *testing.T) {
 	content := randomContent(size)
 	s := newSandbox(t)
 	r := s.open(t, extract.Options{})
-	tx := r.Begin([]sharder.Entry{fileE("d/whole", size)})
+	tx := r.Begin([]model.Entry{fileE("d/whole", size)})
 	if err := tx.Write(0, bytes.NewReader(content)); err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestPreallocatedInSteps(t *testing.T) {
 	checkFile(t, s.root, fileE("d/whole", size), string(content))
 
 	const cut = 1<<20 + 5 // the second range begins off a step, and ends after two
-	es := []sharder.Entry{rangeE("d/split", size, 0, cut), rangeE("d/split", size, cut, size-cut)}
+	es := []model.Entry{rangeE("d/split", size, 0, cut), rangeE("d/split", size, cut, size-cut)}
 	for k, e := range es {
 		if ack := sendRange(t, r, uint64(2+k), content, e); len(ack.Errors) != 0 {
 			t.Fatalf("range %d: %+v", k, ack.Errors)

@@ -19,7 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/bulkmove/bulkmove/internal/spill"
-	"github.com/bulkmove/bulkmove/sharder"
+	"github.com/bulkmove/bulkmove/model"
 )
 
 // Removed is one entry Prune deleted (or, in a dry run, would delete).
@@ -141,7 +141,7 @@ type PruneCount struct {
 // through the link.
 func (r *Receiver) PruneDir(dir string, keep *Keep, o PruneOptions, report func(Removed) error) (PruneCount, error) {
 	pr := &pruning{protect: o.Protect, dryRun: o.DryRun, limit: o.Limit, report: report}
-	if err := CheckName(dir, sharder.KindDir); err != nil {
+	if err := CheckName(dir, model.KindDir); err != nil {
 		return pr.n, fmt.Errorf("delete in %q: %w", dir, err)
 	}
 	if keep != nil && keep.l.Err() != nil {
@@ -239,7 +239,7 @@ func (r *Receiver) openPruned(dir string) (*os.File, error) {
 // with what it now holds. Counts and errors are as PruneDir's.
 func (r *Receiver) PruneNames(dir string, names []Candidate, o PruneOptions, report func(Removed) error) (PruneCount, error) {
 	pr := &pruning{protect: o.Protect, dryRun: o.DryRun, limit: o.Limit, report: report}
-	if err := CheckName(dir, sharder.KindDir); err != nil {
+	if err := CheckName(dir, model.KindDir); err != nil {
 		return pr.n, fmt.Errorf("delete in %q: %w", dir, err)
 	}
 	d, err := r.openPruned(dir)

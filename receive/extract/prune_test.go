@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/receive/extract"
-	"github.com/bulkmove/bulkmove/sharder"
 )
 
 // mkTree creates files (names ending in '/' are directories) under root.
@@ -150,7 +150,7 @@ func TestSweepStaleTemps(t *testing.T) {
 	os.Chtimes(filepath.Join(s.root, "d/.bulkmove.tmp.456.beef.2"), old, old)
 	r := s.open(t, extract.Options{NamedTemps: true}) // where named temporaries are used
 	e := fileE("d/new", 3)
-	tx := r.Begin([]sharder.Entry{e})
+	tx := r.Begin([]model.Entry{e})
 	if err := tx.Write(0, strings.NewReader("new")); err != nil {
 		t.Fatal(err)
 	}

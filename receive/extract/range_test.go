@@ -14,13 +14,13 @@ import (
 
 	"github.com/zeebo/xxh3"
 
+	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/receive/extract"
-	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/wire"
 )
 
 // rangeE is range [off, off+n) of the file p of size bytes.
-func rangeE(p string, size, off, n int64) sharder.Entry {
+func rangeE(p string, size, off, n int64) model.Entry {
 	e := fileE(p, size)
 	e.Off, e.Len = off, n
 	return e
@@ -29,7 +29,7 @@ func rangeE(p string, size, off, n int64) sharder.Entry {
 // rangeTar is the tar stream of batch id carrying the ranges es, cut
 // from content, each with its BULKMOVE.range record (rec overrides it:
 // "-" leaves it out).
-func rangeTar(tb testing.TB, id uint64, content []byte, rec string, es ...sharder.Entry) []byte {
+func rangeTar(tb testing.TB, id uint64, content []byte, rec string, es ...model.Entry) []byte {
 	tb.Helper()
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
@@ -60,7 +60,7 @@ func rangeTar(tb testing.TB, id uint64, content []byte, rec string, es ...sharde
 
 // sendRange receives one batch of ranges on r and commits it with the
 // hashes of what content holds there, returning the ack.
-func sendRange(tb testing.TB, r *extract.Receiver, id uint64, content []byte, es ...sharder.Entry) *wire.BatchAck {
+func sendRange(tb testing.TB, r *extract.Receiver, id uint64, content []byte, es ...model.Entry) *wire.BatchAck {
 	tb.Helper()
 	m := &wire.BatchManifest{ID: id, Entries: es}
 	m, err := wire.DecodeManifest(wire.EncodeManifest(m)) // as the agent gets it
@@ -111,7 +111,7 @@ func TestRangeAssemble(t *testing.T) {
 	r2 := s.open(t, extract.Options{NamedTemps: true})
 	const size = 1<<20 + 123
 	content := randomContent(size)
-	var es []sharder.Entry
+	var es []model.Entry
 	for off := int64(0); off < size; off += 256 << 10 {
 		es = append(es, rangeE("d/big", size, off, min(256<<10, size-off)))
 	}
@@ -152,7 +152,7 @@ func TestRangeResume(t *testing.T) {
 	s := newSandbox(t)
 	const size = 600_000
 	content := randomContent(size)
-	es := []sharder.Entry{rangeE("big", size, 0, 200_000), rangeE("big", size, 200_000, 200_000), rangeE("big", size, 400_000, 200_000)}
+	es := []model.Entry{rangeE("big", size, 0, 200_000), rangeE("big", size, 200_000, 200_000), rangeE("big", size, 400_000, 200_000)}
 	r1 := s.open(t, extract.Options{})
 	if ack := sendRange(t, r1, 1, content, es[0]); len(ack.Errors) != 0 {
 		t.Fatal(ack.Errors)
@@ -191,7 +191,7 @@ func TestRangeDiscard(t *testing.T) {
 	r := s.open(t, extract.Options{})
 	const size = 300_000
 	content := randomContent(size)
-	es := []sharder.Entry{rangeE("f", size, 0, 100_000), rangeE("f", size, 100_000, 100_000), rangeE("f", size, 200_000, 100_000)}
+	es := []model.Entry{rangeE("f", size, 0, 100_000), rangeE("f", size, 100_000, 100_000), rangeE("f", size, 200_000, 100_000)}
 	if ack := sendRange(t, r, 1, content, es[0]); len(ack.Errors) != 0 {
 		t.Fatal(ack.Errors)
 	}
@@ -227,7 +227,7 @@ func TestRangeCorrupt(t *testing.T) {
 	r := s.open(t, extract.Options{})
 	const size = 200_000
 	content := randomContent(size)
-	es := []sharder.Entry{rangeE("f", size, 0, 100_000), rangeE("f", size, 100_000, 100_000)}
+	es := []model.Entry{rangeE("f", size, 0, 100_000), rangeE("f", size, 100_000, 100_000)}
 	if ack := sendRange(t, r, 1, content, es[0]); len(ack.Errors) != 0 {
 		t.Fatal(ack.Errors)
 	}
@@ -260,8 +260,8 @@ func TestRangeCorrupt(t *testing.T) {
 func TestRangeHostile(t *testing.T) {
 	content := randomContent(4096)
 	t.Run("beyond the size", func(t *testing.T) {
-		for _, e := range []sharder.Entry{rangeE("f", 1000, 900, 200), rangeE("f", 1000, -1, 10), rangeE("f", 1000, 1<<62, 1<<62)} {
-			_, err := wire.DecodeManifest(wire.EncodeManifest(&wire.BatchManifest{ID: 1, Entries: []sharder.Entry{e}}))
+		for _, e := range []model.Entry{rangeE("f", 1000, 900, 200), rangeE("f", 1000, -1, 10), rangeE("f", 1000, 1<<62, 1<<62)} {
+			_, err := wire.DecodeManifest(wire.EncodeManifest(&wire.BatchManifest{ID: 1, Entries: []model.Entry{e}}))
 			if !errors.Is(err, wire.ErrProtocol) || !strings.Contains(err.Error(), "does not lie within") {
 				t.Errorf("range %d+%d of 1000 bytes: %v", e.Off, e.Len, err)
 			}
@@ -269,7 +269,7 @@ func TestRangeHostile(t *testing.T) {
 		// Without the wire (a local stream), Write refuses it too.
 		s := newSandbox(t)
 		r := s.open(t, extract.Options{})
-		txn := r.Begin([]sharder.Entry{rangeE("f", 1000, 900, 200)})
+		txn := r.Begin([]model.Entry{rangeE("f", 1000, 900, 200)})
 		txn.Write(0, bytes.NewReader(content[:200]))
 		ack := txn.Commit(1, nil)
 		if len(ack.Errors) != 1 || ack.Errors[0].Code != wire.CodeInvalid || !strings.Contains(ack.Errors[0].Msg, "does not lie within") {
@@ -278,7 +278,7 @@ func TestRangeHostile(t *testing.T) {
 		s.check(t)
 	})
 	t.Run("overlapping in a manifest", func(t *testing.T) {
-		m := &wire.BatchManifest{ID: 1, Entries: []sharder.Entry{rangeE("f", 1000, 0, 500), rangeE("g", 1000, 0, 500), rangeE("f", 1000, 400, 600)}}
+		m := &wire.BatchManifest{ID: 1, Entries: []model.Entry{rangeE("f", 1000, 0, 500), rangeE("g", 1000, 0, 500), rangeE("f", 1000, 400, 600)}}
 		_, err := wire.DecodeManifest(wire.EncodeManifest(m))
 		if !errors.Is(err, wire.ErrProtocol) || !strings.Contains(err.Error(), "overlap") {
 			t.Errorf("%v", err)
@@ -306,7 +306,7 @@ func TestRangeHostile(t *testing.T) {
 		s := newSandbox(t)
 		r := s.open(t, extract.Options{})
 		e := fileE("f", 100)
-		m := &wire.BatchManifest{ID: 1, Entries: []sharder.Entry{e}}
+		m := &wire.BatchManifest{ID: 1, Entries: []model.Entry{e}}
 		_, err := r.Receive(m, []bool{true}, bytes.NewReader(rangeTar(t, 1, content, "0:100", e)))
 		if !errors.Is(err, extract.ErrStream) || !strings.Contains(err.Error(), "does not announce as split") {
 			t.Errorf("%v", err)
@@ -318,7 +318,7 @@ func TestRangeHostile(t *testing.T) {
 		r := s.open(t, extract.Options{})
 		e := rangeE("f", 4096, 0, 1024)
 		for _, rec := range []string{"-", "1024:1024"} {
-			m := &wire.BatchManifest{ID: 1, Entries: []sharder.Entry{e}}
+			m := &wire.BatchManifest{ID: 1, Entries: []model.Entry{e}}
 			_, err := r.Receive(m, []bool{true}, bytes.NewReader(rangeTar(t, 1, content, rec, e)))
 			if !errors.Is(err, extract.ErrStream) || !strings.Contains(err.Error(), "the manifest's is") {
 				t.Errorf("record %q: %v", rec, err)
@@ -337,7 +337,7 @@ func TestRangeDuplicate(t *testing.T) {
 	r := s.open(t, extract.Options{})
 	const size = 200_000
 	content := randomContent(size)
-	es := []sharder.Entry{rangeE("f", size, 0, 100_000), rangeE("f", size, 100_000, 100_000)}
+	es := []model.Entry{rangeE("f", size, 0, 100_000), rangeE("f", size, 100_000, 100_000)}
 	if ack := sendRange(t, r, 1, content, es[0]); len(ack.Errors) != 0 {
 		t.Fatal(ack.Errors)
 	}
@@ -367,7 +367,7 @@ func TestRangeAfterCompletion(t *testing.T) {
 	r := s.open(t, extract.Options{})
 	const size = 200_000
 	content := randomContent(size)
-	es := []sharder.Entry{rangeE("f", size, 0, 100_000), rangeE("f", size, 100_000, 100_000)}
+	es := []model.Entry{rangeE("f", size, 0, 100_000), rangeE("f", size, 100_000, 100_000)}
 	late := r.Begin(es[1:]) // Need was asked before the file landed
 	for id, e := range es {
 		if ack := sendRange(t, r, uint64(id+1), content, e); len(ack.Errors) != 0 {

@@ -10,7 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/bulkmove/bulkmove/internal/ratelimit"
-	"github.com/bulkmove/bulkmove/sharder"
+	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/wire"
 )
 
@@ -66,7 +66,7 @@ func copyAllocated(fd int, src io.Reader, off, n int64, lim *ratelimit.Bucket) (
 // tarExtra reads what travels in a regular file's tar header besides its
 // data: extended attributes and a sparse map, checked against the receive
 // options and the manifest's entry. nil: nothing.
-func (o *Options) tarExtra(hdr *tar.Header, e *sharder.Entry) (*FileData, error) {
+func (o *Options) tarExtra(hdr *tar.Header, e *model.Entry) (*FileData, error) {
 	if len(hdr.PAXRecords) == 0 {
 		return nil, nil
 	}
@@ -109,7 +109,7 @@ func (x *FileData) dataSize(size int64) int64 {
 // and holes up to e's size. h, if not nil, is the file's end-to-end hash,
 // to which a sparse map is fed ahead of the data. n counts the data bytes
 // read from in (x.dataSize when complete).
-func (t *Txn) copyData(fd int, in io.Reader, x *FileData, e *sharder.Entry, h *xxh3.Hasher128) (n int64, rerr, werr error) {
+func (t *Txn) copyData(fd int, in io.Reader, x *FileData, e *model.Entry, h *xxh3.Hasher128) (n int64, rerr, werr error) {
 	if x.dense() {
 		if _, local := in.(fdSource); !local && e.Size >= preallocMin {
 			return copyAllocated(fd, in, 0, e.Size, t.r.limit)

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/receive/extract"
-	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/wire"
 )
 
@@ -47,7 +47,7 @@ func TestStaging(t *testing.T) {
 	os.WriteFile(filepath.Join(s.root, "old"), []byte("to be replaced"), 0o644)
 
 	r := s.open(t, extract.Options{NamedTemps: true, IOConcurrency: 8})
-	var entries []sharder.Entry
+	var entries []model.Entry
 	var files []tarFile
 	for i := range 40 {
 		p := fmt.Sprintf("d%d/f%02d", i%4, i)
@@ -77,7 +77,7 @@ func TestStaging(t *testing.T) {
 	}
 	top := dirE(".", 0o755)
 	top.MTime = mtime + 99
-	mustReceive(t, r, &wire.BatchManifest{ID: 2, Flags: wire.FlagFinal, Entries: []sharder.Entry{dirE("d0", 0o755), top}}, nil)
+	mustReceive(t, r, &wire.BatchManifest{ID: 2, Flags: wire.FlagFinal, Entries: []model.Entry{dirE("d0", 0o755), top}}, nil)
 	if got := stagingDirs(t, s.root); len(got) != 0 {
 		t.Errorf("staging directories after the final batch: %q", got)
 	}
@@ -97,7 +97,7 @@ func TestLandedOnlyWhereSlow(t *testing.T) {
 	}{{1, false}, {8, true}} {
 		s := newSandbox(t)
 		r := s.open(t, extract.Options{IOConcurrency: c.width})
-		var entries []sharder.Entry
+		var entries []model.Entry
 		for i := range 20 {
 			entries = append(entries, fileE(fmt.Sprintf("new/f%02d", i), 1))
 		}
@@ -159,7 +159,7 @@ func TestStaleStageSwapped(t *testing.T) {
 
 	r := s.open(t, extract.Options{NamedTemps: true, IOConcurrency: 8})
 	// (In the root, which the receiver did not make: staged.)
-	mustReceive(t, r, &wire.BatchManifest{ID: 1, Entries: []sharder.Entry{fileE("f", 4)}}, tarOf(t, 1, tf("f", "data")))
+	mustReceive(t, r, &wire.BatchManifest{ID: 1, Entries: []model.Entry{fileE("f", 4)}}, tarOf(t, 1, tf("f", "data")))
 	r.Close()
 	if !swapped {
 		t.Fatal("no stale staging directory was found: the swap was not tried")

@@ -11,10 +11,9 @@ import (
 	"sync"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
-	"github.com/bulkmove/bulkmove/sharder"
+	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/wire"
+	"golang.org/x/sys/unix"
 )
 
 // TestStagedLinkModes: a staged file reaches its name whichever way the
@@ -40,11 +39,11 @@ func TestStagedLinkModes(t *testing.T) {
 			}
 			r.staging.fdLink.Store(mode)
 			held := tmpfilesOpen.Load()
-			var entries []sharder.Entry
+			var entries []model.Entry
 			for i := range 12 {
-				entries = append(entries, sharder.Entry{Path: fmt.Sprintf("d%d/f%d", i%3, i), Kind: sharder.KindFile, Mode: 0o644, MTime: 1_700_000_000_000_000_000})
+				entries = append(entries, model.Entry{Path: fmt.Sprintf("d%d/f%d", i%3, i), Kind: model.KindFile, Mode: 0o644, MTime: 1_700_000_000_000_000_000})
 			}
-			entries = append(entries, sharder.Entry{Path: "old", Kind: sharder.KindFile, Mode: 0o600, MTime: 1_700_000_000_000_000_000})
+			entries = append(entries, model.Entry{Path: "old", Kind: model.KindFile, Mode: 0o600, MTime: 1_700_000_000_000_000_000})
 			for i := range entries {
 				entries[i].Size = int64(len(entries[i].Path))
 			}
@@ -84,7 +83,7 @@ func TestStagedLinkModes(t *testing.T) {
 			}
 
 			// A discarded file and an aborted batch leave nothing.
-			more := []sharder.Entry{{Path: "d0/gone", Kind: sharder.KindFile, Mode: 0o644, Size: 4}, {Path: "d1/aborted", Kind: sharder.KindFile, Mode: 0o644, Size: 4}}
+			more := []model.Entry{{Path: "d0/gone", Kind: model.KindFile, Mode: 0o644, Size: 4}, {Path: "d1/aborted", Kind: model.KindFile, Mode: 0o644, Size: 4}}
 			txn = r.Begin(more[:1])
 			txn.Write(0, strings.NewReader("gone"))
 			txn.Commit(2, []wire.Discard{{Index: 0, Reason: "changed"}})
@@ -133,10 +132,10 @@ func TestWriteThen(t *testing.T) {
 			}
 			defer r.Close()
 			held := tmpfilesOpen.Load()
-			var entries []sharder.Entry
+			var entries []model.Entry
 			for i := range 40 {
 				p := fmt.Sprintf("d%d/f%02d", i%3, i)
-				entries = append(entries, sharder.Entry{Path: p, Kind: sharder.KindFile, Mode: 0o640, Size: int64(len(p)), MTime: 1_700_000_000_000_000_000 + int64(i)})
+				entries = append(entries, model.Entry{Path: p, Kind: model.KindFile, Mode: 0o640, Size: int64(len(p)), MTime: 1_700_000_000_000_000_000 + int64(i)})
 			}
 			keep := func(i int) bool { return i%5 != 0 } // the others: the source changed
 			txn := r.Begin(entries)
@@ -186,21 +185,21 @@ func TestWriteThen(t *testing.T) {
 // TestIndependentLinks: a run of hard links is applied at once only up to
 // the first that depends on an earlier one of the run.
 func TestIndependentLinks(t *testing.T) {
-	hl := func(p, target string) sharder.Entry {
-		return sharder.Entry{Path: p, Link: target, Kind: sharder.KindHardlink}
+	hl := func(p, target string) model.Entry {
+		return model.Entry{Path: p, Link: target, Kind: model.KindHardlink}
 	}
-	dir := sharder.Entry{Path: "d", Kind: sharder.KindDir}
+	dir := model.Entry{Path: "d", Kind: model.KindDir}
 	for _, c := range []struct {
 		name    string
-		entries []sharder.Entry
+		entries []model.Entry
 		want    int
 	}{
-		{"all independent", []sharder.Entry{hl("a", "t"), hl("b", "t"), hl("c", "u")}, 3},
-		{"ends at a directory", []sharder.Entry{hl("a", "t"), hl("b", "u"), dir, hl("c", "v")}, 2},
-		{"replaces an earlier target", []sharder.Entry{hl("a", "t"), hl("t", "u")}, 1},
-		{"targets an earlier link", []sharder.Entry{hl("a", "t"), hl("b", "a")}, 1},
-		{"same path twice", []sharder.Entry{hl("a", "t"), hl("c", "v"), hl("a", "u")}, 2},
-		{"one alone", []sharder.Entry{hl("a", "t")}, 1},
+		{"all independent", []model.Entry{hl("a", "t"), hl("b", "t"), hl("c", "u")}, 3},
+		{"ends at a directory", []model.Entry{hl("a", "t"), hl("b", "u"), dir, hl("c", "v")}, 2},
+		{"replaces an earlier target", []model.Entry{hl("a", "t"), hl("t", "u")}, 1},
+		{"targets an earlier link", []model.Entry{hl("a", "t"), hl("b", "a")}, 1},
+		{"same path twice", []model.Entry{hl("a", "t"), hl("c", "v"), hl("a", "u")}, 2},
+		{"one alone", []model.Entry{hl("a", "t")}, 1},
 	} {
 		if got := independentLinks(c.entries, 0); got != c.want {
 			t.Errorf("%s: %d, want %d", c.name, got, c.want)
@@ -226,7 +225,7 @@ func TestStagingTwoReceivers(t *testing.T) {
 	for k, r := range rs {
 		for round := range 2 {
 			p := fmt.Sprintf("r%d/f%d", k, round)
-			e := []sharder.Entry{{Path: p, Kind: sharder.KindFile, Mode: 0o644, Size: int64(len(p))}}
+			e := []model.Entry{{Path: p, Kind: model.KindFile, Mode: 0o644, Size: int64(len(p))}}
 			txn := r.Begin(e)
 			if err := txn.Write(0, strings.NewReader(p)); err != nil {
 				t.Fatal(err)
@@ -356,17 +355,17 @@ func TestCreateInPlaceOneAtATime(t *testing.T) {
 // TestSpreadBatch: a batch is spread when its files take their
 // directories in turn; directories and symlinks do not count.
 func TestSpreadBatch(t *testing.T) {
-	file := func(p string) sharder.Entry { return sharder.Entry{Path: p, Kind: sharder.KindFile} }
-	many := func(dir string, n int) []sharder.Entry {
-		var es []sharder.Entry
+	file := func(p string) model.Entry { return model.Entry{Path: p, Kind: model.KindFile} }
+	many := func(dir string, n int) []model.Entry {
+		var es []model.Entry
 		for i := range n {
 			es = append(es, file(dir+"/f"+strconv.Itoa(i)))
 		}
 		return es
 	}
 	// inTurn: n files of each of dirs, one of each in turn.
-	inTurn := func(dirs, n int) []sharder.Entry {
-		var es []sharder.Entry
+	inTurn := func(dirs, n int) []model.Entry {
+		var es []model.Entry
 		for i := range n {
 			for d := range dirs {
 				es = append(es, file("d"+strconv.Itoa(d)+"/f"+strconv.Itoa(i)))
@@ -376,7 +375,7 @@ func TestSpreadBatch(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name    string
-		entries []sharder.Entry
+		entries []model.Entry
 		want    bool
 	}{
 		{"one directory", many("a", 3), false},
@@ -385,8 +384,8 @@ func TestSpreadBatch(t *testing.T) {
 		{"two directories in turn", inTurn(2, 50), true},
 		{"ten directories one after the other", slices.Concat(many("a", 14), many("b", 14), many("c", 14)), false},
 		{"in turn, then one directory's tail", slices.Concat(inTurn(4, 5), many("d0", 10)), false},
-		{"top and one below", []sharder.Entry{file("x"), file("d/y")}, true},
-		{"directories do not count", []sharder.Entry{file("x"), {Path: "d", Kind: sharder.KindDir}, file("y")}, false},
+		{"top and one below", []model.Entry{file("x"), file("d/y")}, true},
+		{"directories do not count", []model.Entry{file("x"), {Path: "d", Kind: model.KindDir}, file("y")}, false},
 	} {
 		if got := spread(c.entries); got != c.want {
 			t.Errorf("%s: spread = %v, want %v", c.name, got, c.want)
@@ -398,17 +397,17 @@ func TestSpreadBatch(t *testing.T) {
 // (one open each), the directories in the order they come, each one's
 // files in theirs, every file once.
 func TestByDir(t *testing.T) {
-	paths := func(es []sharder.Entry, order []int) string {
+	paths := func(es []model.Entry, order []int) string {
 		var ps []string
 		for _, i := range order {
 			ps = append(ps, es[i].Path)
 		}
 		return strings.Join(ps, " ")
 	}
-	es := func(ps ...string) []sharder.Entry {
-		var out []sharder.Entry
+	es := func(ps ...string) []model.Entry {
+		var out []model.Entry
 		for _, p := range ps {
-			out = append(out, sharder.Entry{Path: p, Kind: sharder.KindFile})
+			out = append(out, model.Entry{Path: p, Kind: model.KindFile})
 		}
 		return out
 	}

@@ -13,8 +13,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/receive/extract"
-	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/wire"
 )
 
@@ -58,8 +58,8 @@ func (s *swapper) run(ctx context.Context) error {
 
 // batchOf is batch b of a pass of the swap tests: files files in the
 // directory dir, each named by name, each holding what says which it is.
-func batchOf(dir string, pass, b, files int, name func(b, k int) string) ([]sharder.Entry, []string) {
-	entries := make([]sharder.Entry, files)
+func batchOf(dir string, pass, b, files int, name func(b, k int) string) ([]model.Entry, []string) {
+	entries := make([]model.Entry, files)
 	bodies := make([]string, files)
 	for k := range entries {
 		bodies[k] = fmt.Sprintf("%-3s pass %03d batch %d file %d", dir, pass, b, k)
@@ -73,7 +73,7 @@ func batchOf(dir string, pass, b, files int, name func(b, k int) string) ([]shar
 // place when the batch began (g0) and whether the batch's first write,
 // which opens its directory, met it all along (hit: the swap counter odd
 // and unchanged across it).
-func swapBatch(t *testing.T, r *extract.Receiver, sw *swapper, entries []sharder.Entry, bodies []string, id uint64) (ack *wire.BatchAck, g0 int64, hit bool) {
+func swapBatch(t *testing.T, r *extract.Receiver, sw *swapper, entries []model.Entry, bodies []string, id uint64) (ack *wire.BatchAck, g0 int64, hit bool) {
 	t.Helper()
 	r.Need(entries)
 	tx := r.Begin(entries)
@@ -571,7 +571,7 @@ func TestSwapOfOpenedParentRefused(t *testing.T) {
 		r := s.open(t, extract.Options{Delete: true})
 		write := func(p string) *wire.BatchAck {
 			t.Helper()
-			tx := r.Begin([]sharder.Entry{fileE(p, 4)})
+			tx := r.Begin([]model.Entry{fileE(p, 4)})
 			if err := tx.Write(0, strings.NewReader("data")); err != nil {
 				t.Fatal(err)
 			}
@@ -625,7 +625,7 @@ func TestSwapAfterNeedRefused(t *testing.T) {
 		ySnap := snapshot(t, filepath.Join(s.root, "y"))
 		for _, link := range []string{"x/a", "x"} {
 			r := s.open(t, extract.Options{Delete: true})
-			entries := []sharder.Entry{fileE("x/a/f", 4)}
+			entries := []model.Entry{fileE("x/a/f", 4)}
 			if need := r.Need(entries); !need[0] {
 				t.Fatalf("x/a/f not needed")
 			}

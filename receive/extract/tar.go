@@ -17,7 +17,7 @@ import (
 	"sync"
 
 	"github.com/bulkmove/bulkmove/internal/ioconc"
-	"github.com/bulkmove/bulkmove/sharder"
+	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/wire"
 )
 
@@ -56,7 +56,7 @@ func (t *Txn) ExtractTar(id uint64, r io.Reader, need []bool) error {
 				where = fmt.Sprintf("after entry %q", last)
 			}
 			for j := next; j < len(t.entries); j++ {
-				if t.entries[j].Kind == sharder.KindFile && need[j] {
+				if t.entries[j].Kind == model.KindFile && need[j] {
 					where += fmt.Sprintf(", where %q was due", t.entries[j].Path)
 					break
 				}
@@ -70,7 +70,7 @@ func (t *Txn) ExtractTar(id uint64, r io.Reader, need []bool) error {
 			continue
 		}
 		j := next
-		for j < len(t.entries) && (t.entries[j].Path != hdr.Name || t.entries[j].Kind != sharder.KindFile || !need[j]) {
+		for j < len(t.entries) && (t.entries[j].Path != hdr.Name || t.entries[j].Kind != model.KindFile || !need[j]) {
 			j++
 		}
 		if j == len(t.entries) {
@@ -145,10 +145,10 @@ func (t *Txn) ApplyFinal() {
 			i = j
 			continue
 		}
-		if width > 1 && t.entries[i].Kind == sharder.KindHardlink {
+		if width > 1 && t.entries[i].Kind == model.KindHardlink {
 			j = independentLinks(t.entries, i)
 		}
-		for j < len(t.entries) && width > 1 && t.entries[i].Kind == sharder.KindSymlink && t.entries[j].Kind == sharder.KindSymlink {
+		for j < len(t.entries) && width > 1 && t.entries[i].Kind == model.KindSymlink && t.entries[j].Kind == model.KindSymlink {
 			j++
 		}
 		if t.entries[i].Path == "." {
@@ -160,7 +160,7 @@ func (t *Txn) ApplyFinal() {
 }
 
 // isDirBelow reports whether e is a directory other than the root.
-func isDirBelow(e *sharder.Entry) bool { return e.Kind == sharder.KindDir && e.Path != "." }
+func isDirBelow(e *model.Entry) bool { return e.Kind == model.KindDir && e.Path != "." }
 
 // dirChunk is how many directories of a final batch applyDirs holds open
 // at once.
@@ -202,10 +202,10 @@ func (t *Txn) applyDirs(i, j, width int) {
 // path is made or targeted earlier in the run, or whose target is made
 // earlier in it (one may replace another's target). Links to one target
 // are independent.
-func independentLinks(entries []sharder.Entry, i int) int {
+func independentLinks(entries []model.Entry, i int) int {
 	made, targets := map[string]bool{}, map[string]bool{}
 	j := i
-	for ; j < len(entries) && entries[j].Kind == sharder.KindHardlink; j++ {
+	for ; j < len(entries) && entries[j].Kind == model.KindHardlink; j++ {
 		e := &entries[j]
 		if made[e.Path] || targets[e.Path] || made[e.Link] {
 			break
@@ -230,7 +230,7 @@ func (r *Receiver) Receive(m *wire.BatchManifest, need []bool, data io.Reader) (
 		need = make([]bool, len(m.Entries))
 	} else {
 		for i, n := range need {
-			if !n && m.Entries[i].Kind == sharder.KindFile {
+			if !n && m.Entries[i].Kind == model.KindFile {
 				t.Skip(i)
 			}
 		}
@@ -273,7 +273,7 @@ func (w *writers) write(i int, size int64, r io.Reader) bool {
 	if w == nil || size > bodyMax {
 		return false
 	}
-	if e := &w.t.entries[i]; e.Kind != sharder.KindFile || CheckName(e.Path, e.Kind) != nil {
+	if e := &w.t.entries[i]; e.Kind != model.KindFile || CheckName(e.Path, e.Kind) != nil {
 		return false // refused by Write, which fails the stream
 	}
 	w.sem <- struct{}{}

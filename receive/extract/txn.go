@@ -22,7 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/bulkmove/bulkmove/internal/ioconc"
-	"github.com/bulkmove/bulkmove/sharder"
+	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/wire"
 )
 
@@ -33,7 +33,7 @@ import (
 // Abort may not overlap them.
 type Txn struct {
 	r       *Receiver
-	entries []sharder.Entry
+	entries []model.Entry
 
 	mu      sync.Mutex
 	dirs    map[string]*txnDir // target directories of this batch
@@ -87,7 +87,7 @@ type pendingFile struct {
 func (p *pendingFile) direct() bool { return p.tmp != "" && p.tmp == p.base }
 
 // Begin starts a batch over entries.
-func (r *Receiver) Begin(entries []sharder.Entry) *Txn {
+func (r *Receiver) Begin(entries []model.Entry) *Txn {
 	return &Txn{r: r, entries: entries, dirs: map[string]*txnDir{}, spread: landSlow(r) && spread(entries)}
 }
 
@@ -96,12 +96,12 @@ func (r *Receiver) Begin(entries []sharder.Entry) *Txn {
 // directory. (Not how many directories the batch has: what the receiver
 // has in flight at once is a window of the batch, and a batch taking 10
 // directories in turn may hold dozens of files of each.)
-func spread(entries []sharder.Entry) bool {
+func spread(entries []model.Entry) bool {
 	pairs, same := 0, 0
 	prev := ""
 	first := true
 	for i := range entries {
-		if entries[i].Kind != sharder.KindFile {
+		if entries[i].Kind != model.KindFile {
 			continue
 		}
 		d := parentOf(entries[i].Path)

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/receive/extract"
-	"github.com/bulkmove/bulkmove/sharder"
 )
 
 // TestDirInTheWayOfAFile: a non-empty directory where a file lands is
@@ -22,7 +22,7 @@ func TestDirInTheWayOfAFile(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := s.open(t, extract.Options{Delete: del})
-		entries := []sharder.Entry{fileE("full", 5), fileE("empty", 3)}
+		entries := []model.Entry{fileE("full", 5), fileE("empty", 3)}
 		tx := r.Begin(entries)
 		for i, body := range []string{"fffff", "eee"} {
 			if err := tx.Write(i, strings.NewReader(body)); err != nil {
@@ -58,7 +58,7 @@ func TestDirInTheWayOfASymlink(t *testing.T) {
 		s := newSandbox(t)
 		mkTree(t, s.root, "d/sub/g")
 		r := s.open(t, extract.Options{Delete: del})
-		tx := r.Begin([]sharder.Entry{symE("d", "target")})
+		tx := r.Begin([]model.Entry{symE("d", "target")})
 		tx.Apply(0)
 		ack := tx.Commit(1, nil)
 		target, err := os.Readlink(filepath.Join(s.root, "d"))
@@ -80,7 +80,7 @@ func TestDirInTheWayOfASymlink(t *testing.T) {
 func TestSwappedDirFails(t *testing.T) {
 	s := newSandbox(t)
 	r := s.open(t, extract.Options{Delete: true})
-	tx := r.Begin([]sharder.Entry{fileE("d/a", 1)})
+	tx := r.Begin([]model.Entry{fileE("d/a", 1)})
 	if err := tx.Write(0, strings.NewReader("a")); err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func TestSwappedDirFails(t *testing.T) {
 	if err := os.Symlink(s.outside, filepath.Join(s.root, "d")); err != nil {
 		t.Fatal(err)
 	}
-	tx = r.Begin([]sharder.Entry{fileE("d/b", 1)})
+	tx = r.Begin([]model.Entry{fileE("d/b", 1)})
 	if err := tx.Write(0, strings.NewReader("b")); err != nil {
 		t.Fatal(err)
 	}

@@ -9,10 +9,9 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
-
-	"github.com/bulkmove/bulkmove/sharder"
+	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/wire"
+	"golang.org/x/sys/unix"
 )
 
 // Verify compares entries with what the destination holds, writing
@@ -22,7 +21,7 @@ import (
 // and, where sums are given, file content. It returns one
 // wire.EntryError (code wire.CodeDiffer) per entry that differs, naming
 // every difference. Up to hashWorkers entries are examined at once.
-func (r *Receiver) Verify(entries []sharder.Entry, sums []wire.Sum) []wire.EntryError {
+func (r *Receiver) Verify(entries []model.Entry, sums []wire.Sum) []wire.EntryError {
 	// Each directory of the batch is opened once (see openDir), and
 	// its entries examined relative to it: a path walk per directory, not
 	// per file and per operation.
@@ -96,7 +95,7 @@ var kindNames = map[uint32]string{
 
 // verifyOne returns what differs between e and the destination ("" if
 // nothing), as "what: source X, destination Y" clauses joined by "; ".
-func (r *Receiver) verifyOne(e *sharder.Entry, dfd int, base string, sum wire.Sum, buf []byte) string {
+func (r *Receiver) verifyOne(e *model.Entry, dfd int, base string, sum wire.Sum, buf []byte) string {
 	if err := CheckName(e.Path, e.Kind); err != nil {
 		return fmt.Sprintf("name: %v", err)
 	}
@@ -110,15 +109,15 @@ func (r *Receiver) verifyOne(e *sharder.Entry, dfd int, base string, sum wire.Su
 		}
 		return fmt.Sprintf("cannot examine: %v", err)
 	}
-	want := map[sharder.Kind]uint32{sharder.KindFile: unix.S_IFREG, sharder.KindHardlink: unix.S_IFREG,
-		sharder.KindDir: unix.S_IFDIR, sharder.KindSymlink: unix.S_IFLNK}[e.Kind]
+	want := map[model.Kind]uint32{model.KindFile: unix.S_IFREG, model.KindHardlink: unix.S_IFREG,
+		model.KindDir: unix.S_IFDIR, model.KindSymlink: unix.S_IFLNK}[e.Kind]
 	if got := st.Mode & unix.S_IFMT; got != want {
 		return fmt.Sprintf("type: source %s, destination %s", kindNames[want], kindNames[got])
 	}
 	var diffs []string
 	add := func(format string, a ...any) { diffs = append(diffs, fmt.Sprintf(format, a...)) }
 	switch e.Kind {
-	case sharder.KindSymlink:
+	case model.KindSymlink:
 		switch got, err := readlinkat(dfd, base); {
 		case err != nil:
 			add("link target: cannot read: %v", err)
@@ -126,13 +125,13 @@ func (r *Receiver) verifyOne(e *sharder.Entry, dfd int, base string, sum wire.Su
 			add("link target: source %q, destination %q", e.Link, got)
 		}
 		return strings.Join(diffs, "; ")
-	case sharder.KindHardlink:
+	case model.KindHardlink:
 		if tst, err := r.lstat(e.Link); err != nil || tst.Ino != st.Ino || tst.Dev != st.Dev {
 			add("hard link: not linked to %s", e.Link)
 		}
 		return strings.Join(diffs, "; ")
 	}
-	if e.Kind == sharder.KindFile && st.Size != e.Size {
+	if e.Kind == model.KindFile && st.Size != e.Size {
 		add("size: source %d, destination %d", e.Size, st.Size)
 	}
 	if st.Mtim.Nano() != e.MTime {
@@ -144,7 +143,7 @@ func (r *Receiver) verifyOne(e *sharder.Entry, dfd int, base string, sum wire.Su
 	if r.opt.Owner && canChown && (st.Uid != e.UID || st.Gid != e.GID) {
 		add("owner: source %d:%d, destination %d:%d", e.UID, e.GID, st.Uid, st.Gid)
 	}
-	if e.Kind == sharder.KindFile && st.Size == e.Size && sum != (wire.Sum{}) {
+	if e.Kind == model.KindFile && st.Size == e.Size && sum != (wire.Sum{}) {
 		fd, err := unix.Openat(dfd, base, readFlags, 0)
 		if err != nil {
 			add("content: cannot read: %v", err)

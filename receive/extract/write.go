@@ -20,7 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/bulkmove/bulkmove/internal/ratelimit"
-	"github.com/bulkmove/bulkmove/sharder"
+	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/wire"
 )
 
@@ -45,7 +45,7 @@ func (t *Txn) WriteThen(i int, src io.Reader, placeNow func() bool) error {
 	if err := t.checkName(i); err != nil {
 		return err
 	}
-	if e.Kind != sharder.KindFile {
+	if e.Kind != model.KindFile {
 		err := fmt.Errorf("entry %q is a %s, not a file", e.Path, e.Kind)
 		t.fail(i, wire.CodeInvalid, err)
 		return err

@@ -9,7 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/bulkmove/bulkmove/internal/xattrs"
-	"github.com/bulkmove/bulkmove/sharder"
+	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/wire"
 )
 
@@ -62,7 +62,7 @@ const PAXXattr = "SCHILY.xattr."
 // checkXattrs refuses attributes that the receive options did not ask for
 // or that cannot belong to an entry of kind k, after the wire's checks of
 // names and sizes.
-func (o *Options) checkXattrs(xs []wire.Xattr, k sharder.Kind) error {
+func (o *Options) checkXattrs(xs []wire.Xattr, k model.Kind) error {
 	if err := wire.CheckXattrs(xs); err != nil {
 		return err
 	}
@@ -72,7 +72,7 @@ func (o *Options) checkXattrs(xs []wire.Xattr, k sharder.Kind) error {
 			return fmt.Errorf("extended attribute %q sent, but extended attributes were not asked for (-X)", x.Name)
 		case wire.IsACL(x.Name) && !o.ACLs:
 			return fmt.Errorf("ACL %s sent, but ACLs were not asked for (-A)", x.Name)
-		case x.Name == wire.ACLDefault && k != sharder.KindDir:
+		case x.Name == wire.ACLDefault && k != model.KindDir:
 			return fmt.Errorf("a default ACL on a %s", k)
 		}
 	}
@@ -81,15 +81,15 @@ func (o *Options) checkXattrs(xs []wire.Xattr, k sharder.Kind) error {
 
 // managed reports whether this receiver sets (and so also removes)
 // attribute name on an entry of kind k.
-func (r *Receiver) managed(name string, k sharder.Kind) bool {
+func (r *Receiver) managed(name string, k model.Kind) bool {
 	if wire.IsACL(name) {
-		return r.opt.ACLs && k != sharder.KindSymlink && (name == wire.ACLAccess || k == sharder.KindDir)
+		return r.opt.ACLs && k != model.KindSymlink && (name == wire.ACLAccess || k == model.KindDir)
 	}
 	if !r.opt.Xattrs {
 		return false
 	}
 	if strings.HasPrefix(name, "user.") {
-		return k != sharder.KindSymlink // Linux allows user.* on files and directories only
+		return k != model.KindSymlink // Linux allows user.* on files and directories only
 	}
 	if name == wire.XattrCapability {
 		// File capabilities are privileges, as setuid bits are: kept
@@ -110,7 +110,7 @@ func (r *Receiver) managed(name string, k sharder.Kind) bool {
 // directory dfd), the attributes xs that this receiver manages, and
 // removes the managed ones it has that xs lacks. Errors name the attribute,
 // the entry and the cause.
-func (t *Txn) setXattrs(fd, dfd int, base string, e *sharder.Entry, xs []wire.Xattr) error {
+func (t *Txn) setXattrs(fd, dfd int, base string, e *model.Entry, xs []wire.Xattr) error {
 	o := &t.r.opt
 	if !o.Xattrs && !o.ACLs {
 		return nil
@@ -195,7 +195,7 @@ func (o *Options) tarXattrs(records map[string]string) ([]wire.Xattr, error) {
 	if len(xs) == 0 {
 		return nil, nil
 	}
-	return xs, o.checkXattrs(xs, sharder.KindFile)
+	return xs, o.checkXattrs(xs, model.KindFile)
 }
 
 // xattrs are the file's attributes (x may be nil: none).

@@ -5,6 +5,10 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"github.com/bulkmove/bulkmove/model"
+	"github.com/bulkmove/bulkmove/stream"
+	"github.com/bulkmove/bulkmove/transport/dataplane"
+	"github.com/bulkmove/bulkmove/wire"
 	"io"
 	"net"
 	"os"
@@ -12,11 +16,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/bulkmove/bulkmove/sharder"
-	"github.com/bulkmove/bulkmove/stream"
-	"github.com/bulkmove/bulkmove/transport/dataplane"
-	"github.com/bulkmove/bulkmove/wire"
 )
 
 const testToken = "s3cret-token-0123456789"
@@ -161,7 +160,7 @@ func TestServeStallTimeout(t *testing.T) {
 	defer cancel()
 	var manifest, half bytes.Buffer
 	wire.WriteFrame(&manifest, wire.Manifest, wire.EncodeManifest(&wire.BatchManifest{ID: 1,
-		Entries: []sharder.Entry{{Path: "f", Kind: sharder.KindFile, Mode: 0o644, Size: 5, MTime: 1, Nlink: 1}}}))
+		Entries: []model.Entry{{Path: "f", Kind: model.KindFile, Mode: 0o644, Size: 5, MTime: 1, Nlink: 1}}}))
 	wire.WriteFrame(&half, wire.Manifest, wire.EncodeManifest(&wire.BatchManifest{ID: 1}))
 	for _, tc := range []struct {
 		name  string

@@ -15,8 +15,8 @@ import (
 
 	"github.com/bulkmove/bulkmove/internal/ioconc"
 	"github.com/bulkmove/bulkmove/internal/ratelimit"
+	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/receive/extract"
-	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/stream"
 	"github.com/bulkmove/bulkmove/wire"
 )
@@ -46,7 +46,7 @@ func (l *Conn) SetCounters(c *stream.Counters) { l.ctr = c }
 func (l *Conn) SetLimit(b *ratelimit.Bucket) { l.Limit = b }
 
 // Run implements stream.Conn.
-func (l *Conn) Run(ctx context.Context, in <-chan *sharder.Batch, done func(stream.Result)) ([]*sharder.Batch, error) {
+func (l *Conn) Run(ctx context.Context, in <-chan *model.Batch, done func(stream.Result)) ([]*model.Batch, error) {
 	// On a slow destination a batch's renames go on while the next one is
 	// written, and localOverlap batches are written at once: the next
 	// starts while the last files of the one before are written (most
@@ -80,7 +80,7 @@ func (l *Conn) Run(ctx context.Context, in <-chan *sharder.Batch, done func(stre
 			return nil, ctx.Err()
 		case writing <- struct{}{}:
 		}
-		var b *sharder.Batch
+		var b *model.Batch
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
@@ -117,7 +117,7 @@ func (l *Conn) Run(ctx context.Context, in <-chan *sharder.Batch, done func(stre
 const localOverlap = 2
 
 // Final implements stream.Conn.
-func (l *Conn) Final(ctx context.Context, bs []*sharder.Batch, done func(stream.Result)) error {
+func (l *Conn) Final(ctx context.Context, bs []*model.Batch, done func(stream.Result)) error {
 	for _, b := range bs {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -133,7 +133,7 @@ func (l *Conn) Close(context.Context) (wire.Totals, error) {
 	return l.Recv.Totals(), nil
 }
 
-func (l *Conn) apply(b *sharder.Batch, final bool) stream.Result {
+func (l *Conn) apply(b *model.Batch, final bool) stream.Result {
 	res, commit := l.write(b, final)
 	res.Ack = commit()
 	return res
@@ -141,7 +141,7 @@ func (l *Conn) apply(b *sharder.Batch, final bool) stream.Result {
 
 // write writes batch b's files (or applies a final batch's entries) and
 // returns what commits them.
-func (l *Conn) write(b *sharder.Batch, final bool) (stream.Result, func() *wire.BatchAck) {
+func (l *Conn) write(b *model.Batch, final bool) (stream.Result, func() *wire.BatchAck) {
 	res := stream.Result{Batch: b, Final: final}
 	t := l.Recv.Begin(b.Entries)
 	if final {
@@ -158,7 +158,7 @@ func (l *Conn) write(b *sharder.Batch, final bool) (stream.Result, func() *wire.
 	var files []int
 	for i := range b.Entries {
 		switch {
-		case b.Entries[i].Kind != sharder.KindFile:
+		case b.Entries[i].Kind != model.KindFile:
 			t.Apply(i)
 		case !need[i]:
 			t.Skip(i)
@@ -266,7 +266,7 @@ func (l *Conn) Prune(ctx context.Context, req *wire.PruneRequest, done func(*wir
 }
 
 // Verify implements stream.Verifier.
-func (l *Conn) Verify(ctx context.Context, in <-chan *sharder.Batch, content bool, done func(stream.Result)) error {
+func (l *Conn) Verify(ctx context.Context, in <-chan *model.Batch, content bool, done func(stream.Result)) error {
 	for {
 		select {
 		case <-ctx.Done():

@@ -42,6 +42,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/bulkmove/bulkmove/internal/treecmp"
+	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/stream"
 	"github.com/bulkmove/bulkmove/transport"
@@ -332,7 +333,7 @@ func (h *harness) move(ctx context.Context, k int, onResult func(stream.Result))
 	defer def.Close()
 	opt := sharder.Options{BatchFiles: 8, SplitSize: splitSize, Deferred: def.Add,
 		OnError: func(p string, err error) { h.fail(fmt.Sprintf("walk %s: %v", p, err)) }}
-	batches := make(chan *sharder.Batch, 16)
+	batches := make(chan *model.Batch, 16)
 	pool := &stream.Pool{Conns: conns, OnResult: func(r stream.Result) {
 		h.result(r)
 		if onResult != nil {

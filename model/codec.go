@@ -1,4 +1,4 @@
-package sharder
+package model
 
 import (
 	"encoding/binary"

@@ -180,7 +180,7 @@ func tarStream(t *testing.T, id uint64, files []tarFile) []byte {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	tw.WriteHeader(&tar.Header{Typeflag: tar.TypeXGlobalHeader, Name: "pax_global_header",
-		PAXRecords: map[string]string{extract.PAXBatch: strconv.FormatUint(id, 10)}})
+		PAXRecords: map[string]string{wire.PAXBatch: strconv.FormatUint(id, 10)}})
 	for _, f := range files {
 		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: f.name, Size: int64(len(f.data)), Mode: 0o644}); err != nil {
 			t.Fatal(err)

@@ -21,7 +21,6 @@ import (
 	"github.com/bulkmove/bulkmove/internal/ratelimit"
 	"github.com/bulkmove/bulkmove/internal/treecmp"
 	"github.com/bulkmove/bulkmove/model"
-	"github.com/bulkmove/bulkmove/receive/extract"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/stream"
 	"github.com/bulkmove/bulkmove/wire"
@@ -221,7 +220,7 @@ func TestCompressHostile(t *testing.T) {
 	tw := tar.NewWriter(&bomb)
 	for range 64 {
 		tw.WriteHeader(&tar.Header{Typeflag: tar.TypeXGlobalHeader, Name: "pax_global_header",
-			PAXRecords: map[string]string{extract.PAXBatch: "1", "comment": strings.Repeat("A", 1<<20-64)}})
+			PAXRecords: map[string]string{wire.PAXBatch: "1", "comment": strings.Repeat("A", 1<<20-64)}})
 	}
 	bomb.Write(good[1024:])
 	corrupt := zstdChunks(t, good)

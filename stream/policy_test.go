@@ -58,11 +58,11 @@ func hostileSend(t *testing.T, hub *stream.Hub, opts wire.ReceiveOptions) (*wire
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	tw.WriteHeader(&tar.Header{Typeflag: tar.TypeXGlobalHeader, Name: "pax_global_header",
-		PAXRecords: map[string]string{extract.PAXBatch: "1"}})
+		PAXRecords: map[string]string{wire.PAXBatch: "1"}})
 	pax := map[string]string{}
 	for k, v := range hostileXattrs {
 		if opts.Xattrs { // unasked, they fail the stream (extract's tests)
-			pax[extract.PAXXattr+k] = v
+			pax[wire.PAXXattr+k] = v
 		}
 	}
 	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "evil", Size: int64(len(data)), Mode: 0o6755, PAXRecords: pax}); err != nil {

@@ -19,7 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/bulkmove/bulkmove/receive/extract"
+	"github.com/bulkmove/bulkmove/internal/zerocopy"
 )
 
 // sendfileMin is the smallest body sent with sendfile: each one costs a
@@ -89,7 +89,7 @@ func (b bodySender) sendFile(fd int, n int64) (sent int64, rerr, werr error) {
 		case err != nil:
 			return sent, nil, err
 		case serr == unix.EINTR:
-		case sent == 0 && extract.Unsupported(serr):
+		case sent == 0 && zerocopy.Unsupported(serr):
 			return 0, errNoSendfile, nil
 		case serr != nil:
 			if connErr(serr) {

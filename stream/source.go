@@ -17,7 +17,6 @@ import (
 	"github.com/bulkmove/bulkmove/internal/ioconc"
 	"github.com/bulkmove/bulkmove/internal/ratelimit"
 	"github.com/bulkmove/bulkmove/model"
-	"github.com/bulkmove/bulkmove/receive/extract"
 	"github.com/bulkmove/bulkmove/wire"
 )
 
@@ -351,7 +350,7 @@ func (s Source) WriteTarSums(w io.Writer, b *wire.BatchManifest, need []bool, ct
 func (s Source) writeTar(w io.Writer, b *wire.BatchManifest, need []bool, ctr *Counters, hash bool) (discards []wire.Discard, failed []SourceError, sums []wire.IndexedSum, err error) {
 	h := xxh3.New128()
 	ts := newTarStream(w)
-	if err := ts.global(map[string]string{extract.PAXBatch: strconv.FormatUint(b.ID, 10)}); err != nil {
+	if err := ts.global(map[string]string{wire.PAXBatch: strconv.FormatUint(b.ID, 10)}); err != nil {
 		return nil, nil, nil, err
 	}
 	bp := bufPool.Get().(*[]byte)

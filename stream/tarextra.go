@@ -6,13 +6,12 @@ import (
 	"io"
 
 	"github.com/bulkmove/bulkmove/model"
-	"github.com/bulkmove/bulkmove/receive/extract"
 	"github.com/bulkmove/bulkmove/wire"
 )
 
 // beginExtra writes the header of regular file e with what travels beside
 // its data: its attributes as SCHILY.xattr records and its sparse map as
-// extract.PAXSparse (the entry's size is then its data bytes). Without
+// wire.PAXSparse (the entry's size is then its data bytes). Without
 // either it is begin.
 func (t *tarStream) beginExtra(e *model.Entry, ext []wire.Extent, xs []wire.Xattr) (io.Writer, error) {
 	if ext == nil && len(xs) == 0 && !e.IsRange() {
@@ -28,14 +27,14 @@ func (t *tarStream) writeExtraHeader(e *model.Entry, ext []wire.Extent, xs []wir
 	size := wire.DataSize(e.Size, ext)
 	if e.IsRange() {
 		// One range of a split file: its bytes, and which they are.
-		rec[extract.PAXRange] = extract.FormatRange(e)
+		rec[wire.PAXRange] = wire.FormatRange(e)
 		size = e.Len
 	}
 	for _, x := range xs {
-		rec[extract.PAXXattr+x.Name] = x.Value
+		rec[wire.PAXXattr+x.Name] = x.Value
 	}
 	if ext != nil {
-		rec[extract.PAXSparse] = wire.FormatExtents(ext)
+		rec[wire.PAXSparse] = wire.FormatExtents(ext)
 	}
 	h := plainHeader(e)
 	h.Size, h.PAXRecords, h.Format = size, rec, tar.FormatPAX

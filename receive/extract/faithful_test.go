@@ -45,7 +45,7 @@ func paxTar(t testing.TB, id uint64, files ...paxFile) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
-	tw.WriteHeader(&tar.Header{Typeflag: tar.TypeXGlobalHeader, Name: "pax_global_header", PAXRecords: map[string]string{extract.PAXBatch: strconv.FormatUint(id, 10)}})
+	tw.WriteHeader(&tar.Header{Typeflag: tar.TypeXGlobalHeader, Name: "pax_global_header", PAXRecords: map[string]string{wire.PAXBatch: strconv.FormatUint(id, 10)}})
 	for _, f := range files {
 		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: f.name, Size: int64(len(f.data)), Mode: 0o644,
 			ModTime: time.Unix(0, mtime), PAXRecords: f.records, Format: tar.FormatPAX}); err != nil {
@@ -95,8 +95,8 @@ func TestXattrsAndSparseLand(t *testing.T) {
 	data := strings.Repeat("a", 8192) + strings.Repeat("b", 4096)
 	m := &wire.BatchManifest{ID: 1, Entries: []model.Entry{fileE("d/f", 5), fileE("d/sparse", size)}}
 	raw := paxTar(t, 1,
-		paxFile{"d/f", "hello", map[string]string{extract.PAXXattr + "user.color": "blue", extract.PAXXattr + wire.ACLAccess: aclValue(65534)}},
-		paxFile{"d/sparse", data, map[string]string{extract.PAXSparse: wire.FormatExtents(ext)}})
+		paxFile{"d/f", "hello", map[string]string{wire.PAXXattr + "user.color": "blue", wire.PAXXattr + wire.ACLAccess: aclValue(65534)}},
+		paxFile{"d/sparse", data, map[string]string{wire.PAXSparse: wire.FormatExtents(ext)}})
 	mustReceive(t, r, m, raw)
 	fin := &wire.BatchManifest{ID: 2, Flags: wire.FlagFinal, Entries: []model.Entry{dirE("d", 0o755)},
 		Xattrs: [][]wire.Xattr{{{Name: "user.dir", Value: "x"}, {Name: wire.ACLDefault, Value: aclValue(65534)}}}}
@@ -167,8 +167,8 @@ func TestInheritedACLRemoved(t *testing.T) {
 // TestHostileXattrsAndSparse: attributes and sparse maps a receiver
 // refuses, with an error that says what and why; nothing lands.
 func TestHostileXattrsAndSparse(t *testing.T) {
-	x := func(name, v string) map[string]string { return map[string]string{extract.PAXXattr + name: v} }
-	sparse := func(m string) map[string]string { return map[string]string{extract.PAXSparse: m} }
+	x := func(name, v string) map[string]string { return map[string]string{wire.PAXXattr + name: v} }
+	sparse := func(m string) map[string]string { return map[string]string{wire.PAXSparse: m} }
 	for _, c := range []struct {
 		name    string
 		opt     extract.Options

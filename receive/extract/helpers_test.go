@@ -188,7 +188,7 @@ func tarOf(tb testing.TB, id uint64, files ...tarFile) []byte {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeXGlobalHeader, Name: "pax_global_header",
-		PAXRecords: map[string]string{extract.PAXBatch: strconv.FormatUint(id, 10)}}); err != nil {
+		PAXRecords: map[string]string{wire.PAXBatch: strconv.FormatUint(id, 10)}}); err != nil {
 		tb.Fatal(err)
 	}
 	for _, f := range files {

@@ -48,7 +48,6 @@ import (
 	"io"
 	"path"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/bulkmove/bulkmove/model"
@@ -56,16 +55,6 @@ import (
 	"github.com/zeebo/xxh3"
 	"golang.org/x/sys/unix"
 )
-
-// PAXRange is the tar record naming the range a tar entry carries,
-// "OFFSET:LENGTH" in decimal: it must match the manifest's entry, and only
-// a range entry may have it.
-const PAXRange = "BULKMOVE.range"
-
-// FormatRange is the PAXRange value of e.
-func FormatRange(e *model.Entry) string {
-	return strconv.FormatInt(e.Off, 10) + ":" + strconv.FormatInt(e.Len, 10)
-}
 
 // MaxRanges bounds the ranges of one file (the sender cuts larger ones).
 const MaxRanges = 1 << 16

@@ -34,7 +34,7 @@ func rangeTar(tb testing.TB, id uint64, content []byte, rec string, es ...model.
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeXGlobalHeader, Name: "pax_global_header",
-		PAXRecords: map[string]string{extract.PAXBatch: strconv.FormatUint(id, 10)}}); err != nil {
+		PAXRecords: map[string]string{wire.PAXBatch: strconv.FormatUint(id, 10)}}); err != nil {
 		tb.Fatal(err)
 	}
 	for _, e := range es {
@@ -43,11 +43,11 @@ func rangeTar(tb testing.TB, id uint64, content []byte, rec string, es ...model.
 		switch rec {
 		case "":
 			if e.IsRange() {
-				h.PAXRecords = map[string]string{extract.PAXRange: extract.FormatRange(&e)}
+				h.PAXRecords = map[string]string{wire.PAXRange: wire.FormatRange(&e)}
 			}
 		case "-":
 		default:
-			h.PAXRecords = map[string]string{extract.PAXRange: rec}
+			h.PAXRecords = map[string]string{wire.PAXRange: rec}
 		}
 		if err := tw.WriteHeader(h); err != nil {
 			tb.Fatal(err)

@@ -17,7 +17,7 @@ import (
 // Sparse files (--sparse) and preallocation.
 //
 // A sparse file arrives as its data extents alone (wire.Extent: the tar
-// entry holds their bytes, its PAX record PAXSparse their map). The
+// entry holds their bytes, its PAX record wire.PAXSparse their map). The
 // receiver writes each extent at its offset and truncates the file to the
 // manifest's size: what lies between is holes, taking no space. The
 // end-to-end sum covers the map and the data (wire.HashExtents).
@@ -29,10 +29,6 @@ import (
 // file and sends little reserves little. Filesystems without fallocate are
 // written as they are. A local copy is not preallocated: copy_file_range
 // may share the source's blocks (reflink) and needs no space.
-
-// PAXSparse is the PAX record of a sparse file's map (wire.FormatExtents);
-// the tar entry's size is then its data bytes.
-const PAXSparse = "BULKMOVE.sparse"
 
 // preallocMin is the smallest file preallocated.
 const preallocMin = 1 << 20
@@ -75,7 +71,7 @@ func (o *Options) tarExtra(hdr *tar.Header, e *model.Entry) (*FileData, error) {
 		return nil, err
 	}
 	var ext []wire.Extent
-	if m, ok := hdr.PAXRecords[PAXSparse]; ok {
+	if m, ok := hdr.PAXRecords[wire.PAXSparse]; ok {
 		if !o.Sparse {
 			return nil, errors.New("a sparse map sent, but sparse files were not asked for (--sparse)")
 		}

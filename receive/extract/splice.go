@@ -17,6 +17,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/bulkmove/bulkmove/internal/zerocopy"
 )
 
 // Splicer is a stream whose next bytes the kernel can move into a file.
@@ -87,7 +89,7 @@ func (s SocketReader) SpliceTo(fd int, n int64) (taken int64, rerr, werr error) 
 			return taken, err, nil
 		case serr == unix.EINTR:
 			continue
-		case Unsupported(serr):
+		case zerocopy.Unsupported(serr):
 			return s.copyRest(fd, n, taken)
 		case serr != nil:
 			return taken, serr, nil
@@ -100,7 +102,7 @@ func (s SocketReader) SpliceTo(fd int, n int64) (taken int64, rerr, werr error) 
 			if err == unix.EINTR || err == unix.EAGAIN {
 				continue
 			}
-			if Unsupported(err) && k <= 0 {
+			if zerocopy.Unsupported(err) && k <= 0 {
 				// The file takes no splice (a filesystem without the
 				// kernel's support, a file opened to append): what the
 				// pipe holds is written from here, and the rest of the
@@ -124,13 +126,6 @@ func (s SocketReader) SpliceTo(fd int, n int64) (taken int64, rerr, werr error) 
 		}
 	}
 	return taken, nil, nil
-}
-
-// Unsupported says whether err is the kernel declining splice (or
-// sendfile, which splices) for these descriptors: nothing moved, and
-// read and write will do.
-func Unsupported(err error) bool {
-	return err == unix.EINVAL || err == unix.ENOSYS || err == unix.EOPNOTSUPP
 }
 
 // drainTo writes the m bytes pipe holds to fd.

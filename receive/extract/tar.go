@@ -21,11 +21,6 @@ import (
 	"github.com/bulkmove/bulkmove/wire"
 )
 
-// PAX records of the bulkmove vendor namespace, ignored by other tar readers.
-const (
-	PAXBatch = "BULKMOVE.batch" // in the global header that opens each batch
-)
-
 // ErrStream marks a data stream that does not match its manifest; the
 // connection cannot continue after it.
 var ErrStream = errors.New("bad data stream")
@@ -64,7 +59,7 @@ func (t *Txn) ExtractTar(id uint64, r io.Reader, need []bool) error {
 			return fmt.Errorf("%w: batch %d: reading a tar header %s: %v", ErrStream, id, where, err)
 		}
 		if hdr.Typeflag == tar.TypeXGlobalHeader {
-			if v, ok := hdr.PAXRecords[PAXBatch]; ok && v != strconv.FormatUint(id, 10) {
+			if v, ok := hdr.PAXRecords[wire.PAXBatch]; ok && v != strconv.FormatUint(id, 10) {
 				return fmt.Errorf("%w: data of batch %s sent as batch %d", ErrStream, v, id)
 			}
 			continue
@@ -89,11 +84,11 @@ func (t *Txn) ExtractTar(id uint64, r io.Reader, need []bool) error {
 			}
 		}
 		// A range of a split file names itself, and only a range may.
-		if v, ok := hdr.PAXRecords[PAXRange]; ok != e.IsRange() || ok && v != FormatRange(e) {
+		if v, ok := hdr.PAXRecords[wire.PAXRange]; ok != e.IsRange() || ok && v != wire.FormatRange(e) {
 			if !e.IsRange() {
 				return fmt.Errorf("%w: batch %d: tar entry %q carries a range (%s) of a file the manifest does not announce as split", ErrStream, id, hdr.Name, v)
 			}
-			return fmt.Errorf("%w: batch %d: tar entry %q carries range %q, the manifest's is %q", ErrStream, id, hdr.Name, v, FormatRange(e))
+			return fmt.Errorf("%w: batch %d: tar entry %q carries range %q, the manifest's is %q", ErrStream, id, hdr.Name, v, wire.FormatRange(e))
 		}
 		x, err := t.r.opt.tarExtra(hdr, e) // extended attributes, a sparse map
 		if err != nil {

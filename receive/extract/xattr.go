@@ -55,10 +55,6 @@ func fileData(src io.Reader) (io.Reader, *FileData) {
 	return src, nil
 }
 
-// PAXXattr prefixes a regular file's extended attributes in its tar header
-// (as GNU tar and bsdtar write them).
-const PAXXattr = "SCHILY.xattr."
-
 // checkXattrs refuses attributes that the receive options did not ask for
 // or that cannot belong to an entry of kind k, after the wire's checks of
 // names and sizes.
@@ -188,7 +184,7 @@ func (t *Txn) SetXattrs(xs [][]wire.Xattr) error {
 func (o *Options) tarXattrs(records map[string]string) ([]wire.Xattr, error) {
 	var xs []wire.Xattr
 	for k, v := range records {
-		if name, ok := strings.CutPrefix(k, PAXXattr); ok {
+		if name, ok := strings.CutPrefix(k, wire.PAXXattr); ok {
 			xs = append(xs, wire.Xattr{Name: name, Value: v})
 		}
 	}

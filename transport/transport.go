@@ -12,13 +12,13 @@
 //
 // The implementations, each in a package of its own below this one:
 //
-//	transport/local   the receiver in this process: no wire, no copy through a socket
-//	transport/direct  TLS or TCP straight to an agent's data plane (--transport tls, tcp)
+//	transport/local     the receiver in this process: no wire, no copy through a socket
+//	transport/direct    TLS or TCP straight to an agent's data plane (--transport tls, tcp)
+//	transport/serve     a `bulkmove serve` daemon (bulkmove://HOST:PORT/NAME/PATH)
+//	transport/viaagent  K local agent processes over pipes (--via-agent)
+//	transport/accepted  streams open before the job: those a pull's send-hub serves
 //
-// and, in the engine until they move here, SSH (over transport/sshx),
-// --via-agent (K local agent processes over pipes), the client of a
-// `bulkmove serve` daemon, and the streams a pull's receiver opens to the
-// remote send-hub.
+// and, in the engine until it moves here, SSH (over transport/sshx).
 //
 // Package transporttest is the conformance suite every transport passes:
 // a tree with every kind of entry, a cut stream, a redial, a stall and a
@@ -35,6 +35,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	"github.com/bulkmove/bulkmove/stream"
@@ -169,5 +170,31 @@ func (d *Dialer) Warn(format string, args ...any) {
 func (d *Dialer) Trace(format string, args ...any) {
 	if d != nil && d.Tracef != nil {
 		d.Tracef(format, args...)
+	}
+}
+
+// Opened keeps the clients a transport opened, for its Close to drop
+// those the pool did not close. The zero value is ready for use.
+type Opened struct {
+	mu sync.Mutex
+	cs []*stream.Client
+}
+
+// Add keeps c.
+func (o *Opened) Add(c *stream.Client) {
+	o.mu.Lock()
+	o.cs = append(o.cs, c)
+	o.mu.Unlock()
+}
+
+// Abort drops every client kept (those closed already are not affected)
+// and forgets them.
+func (o *Opened) Abort() {
+	o.mu.Lock()
+	cs := o.cs
+	o.cs = nil
+	o.mu.Unlock()
+	for _, c := range cs {
+		c.Abort()
 	}
 }

@@ -39,8 +39,7 @@ type Transport struct {
 	// dataplane.Dial (a test puts a connection it can break in between).
 	DialConn func(ctx context.Context, host string, o dataplane.Offer, i int) (net.Conn, error)
 
-	mu    sync.Mutex
-	conns []*stream.Client
+	opened transport.Opened
 }
 
 // Open implements transport.Transport: the k streams, opened at once.
@@ -103,9 +102,7 @@ func (t *Transport) open(ctx context.Context, i int) (*stream.Client, error) {
 		return nil, err
 	}
 	t.Dialer.Trace("%s ready", name)
-	t.mu.Lock()
-	t.conns = append(t.conns, c)
-	t.mu.Unlock()
+	t.opened.Add(c)
 	return c, nil
 }
 
@@ -119,11 +116,6 @@ func closedAtGreeting(err error) bool {
 // Close implements transport.Transport: it drops every stream it opened
 // (those the pool closed already are not affected).
 func (t *Transport) Close() error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for _, c := range t.conns {
-		c.Abort()
-	}
-	t.conns = nil
+	t.opened.Abort()
 	return nil
 }

@@ -162,20 +162,27 @@ func Run(t *testing.T, mk func(t *testing.T, env Env) Setup) {
 			return
 		}
 		h := newHarness(t, env, s)
+		// The stall ends once a stream is found stalled, or after three
+		// stall timeouts: closing a stream whose connection moves nothing
+		// may itself wait for the connection (an SSH channel's close
+		// message), as it would on a network that stopped for a while.
+		release := sync.OnceFunc(func() { s.Stall(false) })
 		var once sync.Once
 		stalled := make(chan struct{})
 		h.onWarn = func(msg string) {
 			if strings.Contains(msg, stream.ErrStalled.Error()) {
-				once.Do(func() {
-					s.Stall(false)
-					close(stalled)
-				})
+				once.Do(func() { close(stalled) })
+				release()
 			}
 		}
 		var start sync.Once
-		err := h.move(context.Background(), 3, func(stream.Result) { start.Do(func() { s.Stall(true) }) })
-		start.Do(func() {}) // no result at all: Stall was never turned on
-		once.Do(func() { s.Stall(false) })
+		err := h.move(context.Background(), 3, func(stream.Result) {
+			start.Do(func() {
+				s.Stall(true)
+				time.AfterFunc(3*StallTimeout, release)
+			})
+		})
+		release()
 		if err != nil {
 			t.Fatalf("move with a stream stalled: %v (warnings: %q)", err, h.warnings())
 		}

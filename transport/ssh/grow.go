@@ -1,0 +1,101 @@
+package ssh
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/bulkmove/bulkmove/stream"
+	"github.com/bulkmove/bulkmove/transport/sshx"
+)
+
+// growth opens the streams -j auto adds over SSH: each a connection of
+// its own joining the agent hub, from connections opened ahead (prepare)
+// if there are, else new ones.
+type growth struct {
+	t        *Transport
+	mu       sync.Mutex
+	spare    []*sshx.Client
+	prepared int // connections prepare opened or is opening
+	dialing  sync.WaitGroup
+}
+
+// growth returns the transport's growth (one per transport).
+func (t *Transport) growth() *growth {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.grow == nil {
+		t.grow = &growth{t: t}
+	}
+	return t.grow
+}
+
+// add opens stream i.
+func (g *growth) add(ctx context.Context, i int) (stream.Conn, error) {
+	c := g.take()
+	if c == nil {
+		g.dialing.Wait() // connections on their way are sooner there than new ones
+		c = g.take()
+	}
+	t := g.t
+	t.mu.Lock()
+	for len(t.clients) <= i {
+		t.clients = append(t.clients, nil)
+	}
+	if c != nil {
+		t.clients[i] = c // Redial joins the hub over it (or dials anew if it fails)
+	}
+	t.mu.Unlock()
+	conn, err := t.Redial(ctx, i)
+	if err != nil {
+		return nil, fmt.Errorf("stream %d: %w", i, err)
+	}
+	return conn, nil
+}
+
+// take returns a connection opened ahead, or nil.
+func (g *growth) take() *sshx.Client {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := len(g.spare)
+	if n == 0 {
+		return nil
+	}
+	c := g.spare[n-1]
+	g.spare = g.spare[:n-1]
+	return c
+}
+
+// prepare opens SSH connections in the background, for add (over a long
+// path a connection takes several round trips), until n in all were
+// opened ahead; done closes those not taken. ctx is the job's: the
+// connections live as long as it.
+func (g *growth) prepare(ctx context.Context, n int) (done func()) {
+	g.mu.Lock()
+	n -= g.prepared
+	g.prepared += max(n, 0)
+	g.mu.Unlock()
+	if n > 0 {
+		g.dialing.Go(func() {
+			cs, _, err := sshx.DialN(ctx, g.t.cfg.Target, g.t.cfg.Options, n)
+			if err != nil {
+				return
+			}
+			g.mu.Lock()
+			g.spare = append(g.spare, cs...)
+			g.mu.Unlock()
+		})
+	}
+	return g.closeSpares
+}
+
+// closeSpares closes the connections opened ahead and not taken.
+func (g *growth) closeSpares() {
+	g.dialing.Wait()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, c := range g.spare {
+		c.Close()
+	}
+	g.spare = nil
+}

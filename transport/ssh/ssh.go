@@ -1,0 +1,378 @@
+// Package ssh is the transport of a push to [user@]host:DEST: it starts
+// one `bulkmove agent --hub K` on the remote host over SSH (transport/sshx
+// opens the connections) and opens the job's K streams to it, over K
+// separate TCP connections, each its own SSH channel window and cipher
+// state. The agent runs on the first connection; the other streams reach
+// its Unix socket through sshd's forwarding (or, where sshd forbids that,
+// a `bulkmove join SOCKET` relay), each proving it holds the job's token
+// as the agent proves it holds it too (wire's hub handshake).
+//
+// With a data plane (--transport tls, tcp or auto) SSH only starts the
+// agent, which listens on a port of its own, and the streams go straight
+// to it (transport/direct); a stream lost there comes back over SSH.
+//
+// The agent is started at once with sshx.AgentCommand, without probing for
+// it first (each probe costs round trips: on a 100 ms path, a second). Only
+// if that finds no bulkmove, or one of another protocol, does
+// sshx.Client.EnsureAgent look further (and upload this binary if it
+// must), and the start is tried again. A push with --linger leaves the
+// agent running for a while, and a later push to the same account opens
+// its streams to it (internal/linger keeps where it is): no login shell,
+// no new process.
+//
+// The transport redials a lost stream (over its SSH connection if that
+// still works, else a new one; to the agent if it still runs, else to a
+// new one), and adds streams for -j auto over connections of their own,
+// opened ahead over a far path (Prepare).
+//
+// It is the sending side's; the agent it starts is receive/agentd.
+package ssh
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/bulkmove/bulkmove/stream"
+	"github.com/bulkmove/bulkmove/transport"
+	"github.com/bulkmove/bulkmove/transport/sshx"
+	"github.com/bulkmove/bulkmove/wire"
+)
+
+// Config is a push's SSH transport: where, how to log in, and the agent
+// it starts there.
+type Config struct {
+	Target  sshx.Target
+	Options sshx.Options // how to log in (Stderr: where the remote's errors go)
+	Dialer  *transport.Dialer
+	// Root is the receiver's root on the remote host ("": the home
+	// directory).
+	Root string
+	// SrcIDs is the agent's --src-ids (SRC by device and inode, with this
+	// machine), for it to refuse a ROOT that overlaps SRC; "" for none.
+	SrcIDs string
+	// Nice is the agent's --nice and --io-nice flags, each with a space
+	// before it, shell-quoted; Allow is its receive policy (--allow-*).
+	Nice  string
+	Allow wire.Allow
+	// Data is --transport: "" or "ssh" for streams over SSH; "tls" or
+	// "tcp" for the agent's data plane; "auto" for TLS, falling back to
+	// SSH. DataAddr and DataPorts are --data-addr and --data-ports.
+	Data, DataAddr, DataPorts string
+	// Linger is --linger: how long the agent stays after the job (SSH
+	// streams only).
+	Linger time.Duration
+	// RemoteBulkmove is --remote-bulkmove: the remote bulkmove's path
+	// ("": the cached upload of this binary, else the remote PATH's).
+	RemoteBulkmove string
+	// Fit, if set, is told the kernel's round trip of the first
+	// connection (ok false: it cannot be read) as soon as it is open, and
+	// returns how many streams the job opens (at most Open's k; SSH
+	// streams only): -j auto's start.
+	Fit func(rtt time.Duration, ok bool) int
+	// Ahead, if set, is told the same round trip and returns how many
+	// connections to open ahead for Add (SSH streams only): over a far
+	// path, -j auto's first step.
+	Ahead func(rtt time.Duration, ok bool) int
+}
+
+// Transport is the SSH transport of one push.
+type Transport struct {
+	cfg  Config
+	data string // "tls", "tcp" or "auto" asks for a data plane; "": none
+	cmd  string // starts the agent hub
+	// lingerAt is where the record of a lingering agent is kept; set
+	// when this push asks one to linger
+	lingerAt string
+
+	mu      sync.Mutex
+	clients []*sshx.Client
+	// agent is the remote bulkmove this sender chose (--remote-bulkmove, or
+	// what EnsureAgent found), or "" for AgentCommand's choice of the
+	// cached upload whose hash is sum: it starts the agent, and relays a
+	// stream to its socket where sshd does not forward.
+	agent, sum string
+	sock, job  string // the hub's socket, and the job's token
+
+	restart sync.Mutex // one stream at a time starts a new hub
+
+	hubSess *sshx.Session // with a data plane: the agent's session, held open until the end
+
+	rttOnce sync.Once
+	rttVal  time.Duration // pathRTT's measure
+
+	grow *growth // -j auto's added streams
+}
+
+// New is the SSH transport of cfg.
+func New(cfg Config) *Transport {
+	t := &Transport{cfg: cfg}
+	if d := cfg.Data; d != "" && d != "ssh" {
+		t.data = d
+	}
+	return t
+}
+
+// Caps implements transport.Transport: a lost stream is opened again;
+// streams are added over SSH, not over a data plane (it admits K).
+func (t *Transport) Caps() transport.Caps {
+	return transport.Caps{Redial: true, Add: t.data == ""}
+}
+
+// RTT implements transport.Transport: the SSH round trip, measured once,
+// as the connections open (Open): -j auto and each stream's first batch
+// wait for it. 0 with a data plane (whose streams take no window from
+// SSH).
+func (t *Transport) RTT() time.Duration {
+	if t.data != "" {
+		return 0
+	}
+	return t.pathRTT()
+}
+
+// Add implements transport.Transport.
+func (t *Transport) Add(ctx context.Context, i int) (stream.Conn, error) {
+	if t.data != "" {
+		return nil, fmt.Errorf("add a stream over the data plane: %w", transport.ErrUnsupported)
+	}
+	return t.growth().add(ctx, i)
+}
+
+// Prepare implements transport.Transport.
+func (t *Transport) Prepare(ctx context.Context, n int) (done func()) {
+	if t.data != "" {
+		return func() {}
+	}
+	return t.growth().prepare(ctx, n)
+}
+
+// Open implements transport.Transport: k streams to one agent hub, over
+// k connections opened at once (at most 8 handshakes at a time: see
+// sshx.DialN), or, with a data plane, over one SSH connection and k
+// direct ones. The job runs on the streams that opened, with a warning
+// for the others.
+func (t *Transport) Open(ctx context.Context, k int) ([]stream.Conn, error) {
+	d := t.cfg.Dialer
+	n := k
+	if t.data != "" {
+		n = 1 // SSH only starts the agent; the streams go over the data plane
+	}
+	// This binary's hash (which upload of it the remote cache may hold)
+	// is read while the connections open, not after.
+	type binSum struct {
+		sum string
+		err error
+	}
+	sumc := make(chan binSum, 1)
+	go func() {
+		self, err := os.Executable()
+		if err == nil {
+			var sum string
+			sum, err = sshx.BinarySum(self)
+			sumc <- binSum{sum, err}
+			return
+		}
+		sumc <- binSum{"", err}
+	}()
+	clients, errs, err := sshx.DialN(ctx, t.cfg.Target, t.cfg.Options, n)
+	if err != nil {
+		return nil, err
+	}
+	d.Trace("%d SSH connections open", len(clients))
+	for _, e := range errs {
+		if e != nil {
+			d.Warn("%v; going on with %d of %d streams", e, len(clients), k)
+		}
+	}
+	if t.cfg.Fit != nil {
+		if f := t.cfg.Fit(clients[0].PathRTT()); f < k {
+			if t.data == "" && len(clients) > f {
+				for _, c := range clients[f:] {
+					c.Close()
+				}
+				clients = clients[:f]
+			}
+			k = f
+		}
+	}
+	t.clients = clients
+	if t.data == "" && t.cfg.Ahead != nil {
+		if more := t.cfg.Ahead(clients[0].PathRTT()); more > 0 {
+			t.growth().prepare(ctx, more)
+		}
+	}
+	// The round trip, measured now, while the agent starts and nothing
+	// else is sent (see rtt).
+	go t.pathRTT()
+	root := t.cfg.Root
+	if root == "" {
+		root = "." // host: means the remote home directory
+	}
+	check := ""
+	if t.cfg.SrcIDs != "" {
+		check = " --src-ids " + sshx.ShellQuote(t.cfg.SrcIDs)
+	}
+	flags := t.cfg.Nice + allowText(t.cfg.Allow)
+	args := fmt.Sprintf("agent%s%s --hub %d -- %s", check, flags, len(clients), sshx.ShellQuote(root))
+	if t.data != "" {
+		mode := t.data
+		if mode == "auto" {
+			mode = "tls"
+		}
+		if t.cfg.DataAddr != "" {
+			check += " --data-addr " + sshx.ShellQuote(t.cfg.DataAddr)
+		}
+		args = fmt.Sprintf("agent%s%s --hub %d --data %s --data-ports %s -- %s", check, flags, k, mode,
+			sshx.ShellQuote(t.cfg.DataPorts), sshx.ShellQuote(root))
+	}
+	agent := t.cfg.RemoteBulkmove
+	self, err := os.Executable()
+	if err != nil {
+		t.Close()
+		return nil, err
+	}
+	binary := "path:" + agent
+	if agent == "" {
+		bs := <-sumc
+		if bs.err != nil {
+			t.Close()
+			return nil, fmt.Errorf("reading this executable: %w", bs.err)
+		}
+		binary = bs.sum
+	}
+	if l := t.cfg.Linger; l > 0 {
+		if t.data == "" {
+			args = fmt.Sprintf("agent%s%s --hub %d --linger %s -- %s", check, flags, len(clients), l, sshx.ShellQuote(root))
+		} else {
+			d.Warn("--linger is for SSH streams; ignored with --transport %s", t.data)
+		}
+	}
+	// The command that starts an agent: now, or, if the streams go to a
+	// lingering one, when a lost stream finds it gone (redial).
+	t.agent, t.sum = agent, binary
+	t.cmd = t.command(args)
+	if t.data == "" {
+		// An agent a push with --linger left there: no remote shell.
+		if conns, ok := t.startLingering(ctx, clients, binary, root); ok {
+			return conns, nil
+		}
+	}
+	// At once, optimistically: the cached copy of this binary (or the one
+	// named), one remote shell; only if that fails, the slower search
+	// (and its clear error) below.
+	{
+		conns, banner, err := t.start(ctx, clients, k)
+		if err == nil || ctx.Err() != nil || (banner && !isVersion(err)) || isJobRefused(err) {
+			if err != nil {
+				t.Close()
+				return nil, err
+			}
+			return conns, nil
+		}
+		d.Trace("no usable agent at once (%v): looking further", err)
+	}
+	agent, err = clients[0].EnsureAgent(ctx, agent, d.Version, wire.Proto, self)
+	if err != nil {
+		t.Close()
+		return nil, err
+	}
+	d.Trace("agent found: %s", agent)
+	t.mu.Lock()
+	t.agent = agent
+	t.mu.Unlock()
+	t.cmd = t.command(args)
+	conns, _, err := t.start(ctx, clients, k)
+	if err != nil {
+		t.Close()
+		return nil, err
+	}
+	return conns, nil
+}
+
+// Close implements transport.Transport: it ends the agent's session (the
+// agent sees its input end) and closes the SSH connections.
+func (t *Transport) Close() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.hubSess != nil {
+		t.hubSess.Close()
+	}
+	for _, c := range t.clients {
+		if c != nil {
+			c.Close()
+		}
+	}
+	return nil
+}
+
+// command is the remote command that runs this sender's agent binary
+// with args (shell-quoted already).
+func (t *Transport) command(args string) string {
+	t.mu.Lock()
+	agent, sum := t.agent, t.sum
+	t.mu.Unlock()
+	if agent == "" {
+		return sshx.AgentCommand(t.cfg.Dialer.Version, wire.Proto, sum, args)
+	}
+	return sshx.ShellQuote(agent) + " " + args
+}
+
+// allowText is the agent's --allow-* flags for a, each with a space before
+// it.
+func allowText(a wire.Allow) string {
+	s := ""
+	for _, f := range []struct {
+		on   bool
+		name string
+	}{{a.Owner, "--allow-owner"}, {a.Setid, "--allow-setid"}, {a.Xattrs, "--allow-xattrs"}, {a.ACLs, "--allow-acls"}} {
+		if f.on {
+			s += " " + f.name
+		}
+	}
+	return s
+}
+
+// pathRTT is the SSH round trip (rtt), measured once.
+func (t *Transport) pathRTT() time.Duration {
+	t.rttOnce.Do(func() { t.rttVal = t.rtt() })
+	return t.rttVal
+}
+
+// rtt measures the SSH round trip: the least of rttSamples keepalives,
+// one after the other, over the last of the job's connections, idle while
+// the agent starts on the first. A keepalive waits behind what the
+// connection carries, and behind a busy host's CPUs: one sent as a
+// CPU-bound copy begins, or beside the agent's start over the same
+// connection (sshd busy starting it), reads milliseconds over a link of
+// microseconds, and -j auto would take a far path's first step on a near
+// one. (The kernel's round trip, which no load inflates, does
+// not see a path whose TCP ends at a proxy: the SSH round trip does.)
+func (t *Transport) rtt() time.Duration {
+	t.mu.Lock()
+	var c *sshx.Client
+	for _, cl := range t.clients {
+		if cl != nil {
+			c = cl
+		}
+	}
+	t.mu.Unlock()
+	if c == nil {
+		return 0
+	}
+	var least time.Duration
+	for range rttSamples {
+		start := time.Now()
+		if _, _, err := c.SSH().SendRequest("keepalive@openssh.com", true, nil); err != nil {
+			break
+		}
+		if d := time.Since(start); least == 0 || d < least {
+			least = d
+		}
+	}
+	return least
+}
+
+// rttSamples is how many keepalives rtt times.
+const rttSamples = 3

@@ -112,4 +112,3 @@ func TestConformance(t *testing.T) {
 
 // otherProto is the protocol the stand-in of another version speaks.
 const otherProto = 99
-

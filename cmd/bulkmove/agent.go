@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"github.com/bulkmove/bulkmove/internal/engine"
 	"github.com/bulkmove/bulkmove/metrics"
 	"github.com/bulkmove/bulkmove/receive/agentd"
 	"github.com/bulkmove/bulkmove/stream"
@@ -64,77 +65,77 @@ func runAgent(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, agentUsage) }
 	metricsAddr := fs.String("metrics-addr", "", "export the receiver's Prometheus metrics on `host:port` (:0 picks a port and prints it)")
-	cfg := agentd.Config{Version: version, CheckRoot: agentRoot}
+	cfg := agentd.Config{Version: engine.Version, CheckRoot: agentRoot}
 	fs.IntVar(&cfg.Streams, "hub", 0, "serve `K` streams: this one and K-1 joining on a Unix socket")
 	data := fs.String("data", "", "with --hub: also take the K streams over `tls` or tcp, on a port of --data-ports")
 	fs.StringVar(&cfg.DataPorts, "data-ports", "", "port `range` for --data, e.g. 50000-50100 (default: any free port)")
 	fs.StringVar(&cfg.DataAddr, "data-addr", "", "for --data, listen on this `address` of the host (default: the address SSH reached it on, from SSH_CONNECTION; 0.0.0.0 or :: for all)")
 	fs.DurationVar(&cfg.Linger, "linger", 0, "with --hub: stay `duration` after the last job ends, for later runs to reach through the socket")
 	fs.StringVar(&cfg.SrcIDs, "src-ids", "", "the sender's SRC by device and inode, with its machine (JSON): a ROOT that overlaps it on this machine is refused")
-	var nice niceFlags
-	nice.register(fs)
-	var allow allowFlags
-	allow.register(fs)
+	var nice engine.NiceFlags
+	nice.Register(fs)
+	var allow engine.AllowFlags
+	allow.Register(fs)
 	if err := fs.Parse(args); err != nil {
-		return exitUsage
+		return engine.ExitUsage
 	}
 	if fs.NArg() != 1 {
 		fs.Usage()
-		return exitUsage
+		return engine.ExitUsage
 	}
-	nice.apply(stderr)
-	cfg.Root, cfg.Data, cfg.Nice, cfg.Allow = fs.Arg(0), dataplane.Mode(*data), nice.text(), wire.Allow(allow)
+	nice.Apply(stderr)
+	cfg.Root, cfg.Data, cfg.Nice, cfg.Allow = fs.Arg(0), dataplane.Mode(*data), nice.Text(), wire.Allow(allow)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var m metrics.Receiver
 	if err := serveReceiverMetrics(ctx, &m, *metricsAddr, "agent", stderr); err != nil {
-		return exitUsage
+		return engine.ExitUsage
 	}
-	cfg.Opened = exportReceiver(&m)
+	cfg.Opened = engine.ExportReceiver(&m)
 	err := agentd.Run(ctx, cfg, stdin, stdout)
 	var usage *agentd.UsageError
 	switch {
 	case err == nil:
-		return exitOK
+		return engine.ExitOK
 	case errors.As(err, &usage):
-		errorf(stderr, "agent: %v", err)
-		return exitUsage
+		engine.Errorf(stderr, "agent: %v", err)
+		return engine.ExitUsage
 	case !stream.IsRefused(err):
 		// A refused handshake told the sender why, which shows it: not
 		// twice (this stderr is the sender's).
-		errorf(stderr, "%v", err)
+		engine.Errorf(stderr, "%v", err)
 	}
-	return exitFatal
+	return engine.ExitFatal
 }
 
 // agentRoot resolves the agent's ROOT (a symlink is followed, as a local
-// DEST is) and, given the sender's SRC (srcIDs, JSON of a hostPlace),,
+// DEST is) and, given the sender's SRC (srcIDs, JSON of a engine.HostPlace),,
 // refuses a ROOT that overlaps it on this machine: a push over SSH to the
 // host it runs on.
 func agentRoot(root, srcIDs string) (string, error) {
-	dst, err := resolveDest(root)
+	dst, err := engine.ResolveDest(root)
 	if err != nil {
-		return "", fmt.Errorf("destination %s: %w", root, unwrap(err))
+		return "", fmt.Errorf("destination %s: %w", root, engine.Unwrap(err))
 	}
 	if srcIDs == "" {
 		return dst, nil
 	}
-	src, err := decodeHostPlace(srcIDs)
+	src, err := engine.DecodeHostPlace(srcIDs)
 	if err != nil {
 		return "", err
 	}
-	if !src.sameHost() {
+	if !src.SameHost() {
 		return dst, nil
 	}
 	target, named := dst, root
 	if src.As != "" {
 		target, named = filepath.Join(dst, src.As), filepath.Join(root, src.As)
 	}
-	d, err := placeOf(named, target)
+	d, err := engine.PlaceOf(named, target)
 	if err != nil {
-		return "", fmt.Errorf("destination %s: %w", named, unwrap(err))
+		return "", fmt.Errorf("destination %s: %w", named, engine.Unwrap(err))
 	}
-	if err := overlap(src.place, d); err != nil {
+	if err := engine.Overlap(src.Place, d); err != nil {
 		return "", fmt.Errorf("on this host, %w", err)
 	}
 	return dst, nil
@@ -146,11 +147,11 @@ func serveReceiverMetrics(ctx context.Context, m *metrics.Receiver, addr, who st
 	if addr == "" {
 		return nil
 	}
-	at, err := metrics.Serve(ctx, addr, m.Registry(version))
+	at, err := metrics.Serve(ctx, addr, m.Registry(engine.Version))
 	if err != nil {
-		errorf(stderr, "%s: %v", who, err)
+		engine.Errorf(stderr, "%s: %v", who, err)
 		return err
 	}
-	errorf(stderr, "%s: metrics on %s", who, metricsAt(addr, at))
+	engine.Errorf(stderr, "%s: metrics on %s", who, engine.MetricsAt(addr, at))
 	return nil
 }

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/bulkmove/bulkmove/wire"
 )
 
 // TestAgentStopsOnSignal: an agent told to stop (SIGTERM, as an admin's
@@ -47,7 +49,7 @@ func TestAgentStopsOnSignal(t *testing.T) {
 				t.Fatalf("banner: %v (%s)", err, stderr.String())
 			}
 			f := strings.Fields(banner)
-			if len(f) < 3 || f[0]+" " != agentBanner {
+			if len(f) < 3 || f[0]+" " != wire.AgentBanner {
 				t.Fatalf("banner %q", banner)
 			}
 			sock, job := f[1], strings.TrimPrefix(f[2], "job=")
@@ -58,7 +60,7 @@ func TestAgentStopsOnSignal(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer c.Close()
-				if err := proveToHub(c, bufio.NewReader(c), "JOIN2", job); err != nil {
+				if err := wire.ProveToHub(c, bufio.NewReader(c), "JOIN2", job); err != nil {
 					t.Fatal(err)
 				}
 				time.Sleep(100 * time.Millisecond) // served: its hello awaited

@@ -3,9 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"github.com/bulkmove/bulkmove/model"
-	"github.com/bulkmove/bulkmove/stream"
-	"github.com/bulkmove/bulkmove/wire"
 	"io"
 	"net/http"
 	"os"
@@ -14,6 +11,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/bulkmove/bulkmove/internal/engine"
+	"github.com/bulkmove/bulkmove/model"
+	"github.com/bulkmove/bulkmove/stream"
+	"github.com/bulkmove/bulkmove/wire"
 )
 
 // TestAgentMetrics: `bulkmove agent --metrics-addr` exports what the
@@ -42,7 +44,7 @@ func TestAgentMetrics(t *testing.T) {
 		t.Fatalf("no metrics address in %q", line)
 	}
 	ctx := context.Background()
-	c, err := stream.Dial(ctx, "agent", fromAgentR, toAgentW, toAgentW, version, wire.ReceiveOptions{Check: "quick"}, stream.Source{Root: src})
+	c, err := stream.Dial(ctx, "agent", fromAgentR, toAgentW, toAgentW, engine.Version, wire.ReceiveOptions{Check: "quick"}, stream.Source{Root: src})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +73,7 @@ func TestAgentMetrics(t *testing.T) {
 	if _, err := c.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if code := <-done; code != exitOK {
+	if code := <-done; code != engine.ExitOK {
 		t.Errorf("agent exit %d", code)
 	}
 }

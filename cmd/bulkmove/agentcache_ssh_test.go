@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bulkmove/bulkmove/internal/engine"
 	"github.com/bulkmove/bulkmove/internal/gentree"
 	"github.com/bulkmove/bulkmove/internal/sshdtest"
 	"github.com/bulkmove/bulkmove/internal/treecmp"
@@ -31,7 +32,7 @@ func TestSSHSwappedAgentNotRun(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
-	cached := filepath.Join(home, ".cache/bulkmove", version, "bulkmove")
+	cached := filepath.Join(home, ".cache/bulkmove", engine.Version, "bulkmove")
 	marker := filepath.Join(dir, "RAN")
 	os.Remove(cached)
 	if err := os.WriteFile(cached, []byte("#!/bin/sh\ntouch "+marker+"\n"), 0o755); err != nil {
@@ -67,7 +68,7 @@ func TestSSHSwappedAgentNotRun(t *testing.T) {
 	os.Rename(dotCache, filepath.Join(elsewhere, "cache"))
 	os.Symlink(filepath.Join(elsewhere, "cache"), dotCache)
 	out, code = runBM(t, nil, "-F", cfg, "-j", "2", src, "box2:"+filepath.Join(dir, "d4"))
-	if code != exitFatal || !strings.Contains(out, dotCache+" is a symbolic link: refusing to run or keep bulkmove there") ||
+	if code != engine.ExitFatal || !strings.Contains(out, dotCache+" is a symbolic link: refusing to run or keep bulkmove there") ||
 		strings.Contains(out, "uploading") {
 		t.Fatalf("symlinked ~/.cache: exit %d, want 3 and the refusal:\n%s", code, out)
 	}

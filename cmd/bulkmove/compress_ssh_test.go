@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bulkmove/bulkmove/internal/engine"
 	"github.com/bulkmove/bulkmove/internal/sshdtest"
 	"github.com/bulkmove/bulkmove/internal/treecmp"
 )
@@ -34,18 +35,18 @@ func logTree(t *testing.T, dir string, n, size int) string {
 }
 
 // endEvent returns the end event of a --json run's output.
-func endEvent(t *testing.T, out string) EndEvent {
+func endEvent(t *testing.T, out string) engine.EndEvent {
 	t.Helper()
 	sc := bufio.NewScanner(strings.NewReader(out))
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
-		var e EndEvent
+		var e engine.EndEvent
 		if json.Unmarshal(sc.Bytes(), &e) == nil && e.Type == "end" {
 			return e
 		}
 	}
 	t.Fatalf("no end event in:\n%s", out)
-	return EndEvent{}
+	return engine.EndEvent{}
 }
 
 // TestSSHCompress: over SSH, --compress zstd moves a tree of logs intact

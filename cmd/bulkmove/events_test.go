@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/bulkmove/bulkmove/internal/engine"
 )
 
 // TestJSONEvents validates every event of a --json run against the
@@ -26,18 +28,18 @@ func TestJSONEvents(t *testing.T) {
 	os.MkdirAll(filepath.Join(dst, "blocked", "x"), 0o755) // a directory in the way: an error event
 	var stdout, stderr bytes.Buffer
 	code := run([]string{"--json", "-j", "2", src, dst}, nil, &stdout, &stderr)
-	if code != exitPartial {
-		t.Fatalf("exit %d, want %d\n%s", code, exitPartial, stderr.String())
+	if code != engine.ExitPartial {
+		t.Fatalf("exit %d, want %d\n%s", code, engine.ExitPartial, stderr.String())
 	}
 	schema := map[string]any{
-		"start": StartEvent{}, "progress": ProgressEvent{}, "warning": ProblemEvent{}, "error": ProblemEvent{},
-		"bottleneck": BottleneckEvent{}, "streams": StreamsEvent{}, "end": EndEvent{},
+		"start": engine.StartEvent{}, "progress": engine.ProgressEvent{}, "warning": engine.ProblemEvent{}, "error": engine.ProblemEvent{},
+		"bottleneck": engine.BottleneckEvent{}, "streams": engine.StreamsEvent{}, "end": engine.EndEvent{},
 	}
 	var types []string
 	sc := bufio.NewScanner(&stdout)
 	for sc.Scan() {
 		line := sc.Bytes()
-		var head Head
+		var head engine.Head
 		if err := json.Unmarshal(line, &head); err != nil {
 			t.Fatalf("not JSON: %q: %v", line, err)
 		}
@@ -63,11 +65,11 @@ func TestJSONEvents(t *testing.T) {
 		}
 		types = append(types, head.Type)
 		switch e := ev.(type) {
-		case *EndEvent:
+		case *engine.EndEvent:
 			if e.ExitCode != code || e.Files != 2 || e.Errors != 1 || len(e.Streams) != 2 {
 				t.Errorf("end event %+v, want exit %d, 2 files, 1 error, 2 streams", e, code)
 			}
-		case *ProblemEvent:
+		case *engine.ProblemEvent:
 			if head.Type == "warning" && e.Path != "fifo" || head.Type == "error" && e.Path != "blocked" {
 				t.Errorf("%s event names %q: %s", head.Type, e.Path, line)
 			}
@@ -80,7 +82,7 @@ func TestJSONEvents(t *testing.T) {
 	}
 }
 
-// jsonFields lists the JSON names of a struct's fields, Head's included,
+// jsonFields lists the JSON names of a struct's fields, engine.Head's included,
 // except those marked omitempty.
 func jsonFields(t reflect.Type) []string {
 	var out []string

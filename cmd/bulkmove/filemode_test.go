@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/bulkmove/bulkmove/internal/engine"
 )
 
 // TestFileModes: under umask 022, the files a job writes have the modes
@@ -55,7 +57,7 @@ func TestFileModes(t *testing.T) {
 		os.Chmod(f, 0o640)
 	}
 	var stderr bytes.Buffer
-	if code := run([]string{"--journal", "none", "--log-file", log2, "--metrics-textfile", prom2, src, filepath.Join(dir, "dst")}, nil, io.Discard, &stderr); code != exitOK {
+	if code := run([]string{"--journal", "none", "--log-file", log2, "--metrics-textfile", prom2, src, filepath.Join(dir, "dst")}, nil, io.Discard, &stderr); code != engine.ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	mode(log2, 0o640)
@@ -63,7 +65,7 @@ func TestFileModes(t *testing.T) {
 
 	// bulkmove plan.
 	out := filepath.Join(dir, "plan")
-	if code := run([]string{"plan", src, "--parts", "2", "-o", out}, nil, io.Discard, &stderr); code != exitOK {
+	if code := run([]string{"plan", src, "--parts", "2", "-o", out}, nil, io.Discard, &stderr); code != engine.ExitOK {
 		t.Fatalf("plan: exit %d: %s", code, stderr.String())
 	}
 	mode(out, 0o700)
@@ -73,7 +75,7 @@ func TestFileModes(t *testing.T) {
 
 	// BULKMOVE_CPUPROFILE.
 	profile := filepath.Join(dir, "cpu.pprof")
-	if out, code := runBM(t, []string{"BULKMOVE_CPUPROFILE=" + profile}, "--journal", "none", src, filepath.Join(dir, "dst2")); code != exitOK {
+	if out, code := runBM(t, []string{"BULKMOVE_CPUPROFILE=" + profile}, "--journal", "none", src, filepath.Join(dir, "dst2")); code != engine.ExitOK {
 		t.Fatalf("exit %d: %s", code, out)
 	}
 	mode(profile, 0o600)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bulkmove/bulkmove/internal/linger"
 	"github.com/bulkmove/bulkmove/internal/treecmp"
 )
 
@@ -95,7 +96,7 @@ func TestSSHLingerSquatted(t *testing.T) {
 	if len(recs) != 1 {
 		t.Fatalf("linger records: %v, want one", recs)
 	}
-	rec := loadLinger(recs[0])
+	rec := linger.Load(recs[0])
 	if rec == nil {
 		t.Fatalf("linger record %s unreadable", recs[0])
 	}
@@ -192,16 +193,16 @@ func TestSSHLingerTokenRotates(t *testing.T) {
 	if len(recs) != 1 {
 		t.Fatalf("linger records: %v, want one", recs)
 	}
-	old := loadLinger(recs[0])
+	old := linger.Load(recs[0])
 	if out := push(); !strings.Contains(out, "joined the agent lingering") {
 		t.Fatalf("second push: want it on the lingering agent:\n%s", out)
 	}
-	next := loadLinger(recs[0])
+	next := linger.Load(recs[0])
 	if next == nil || next.Token == old.Token {
 		t.Fatalf("the linger token after a job: %+v, want a new one (the one used was %s)", next, old.Token)
 	}
 	// The used token, presented again, is refused.
-	if err := saveLinger(recs[0], *old); err != nil {
+	if err := linger.Save(recs[0], *old); err != nil {
 		t.Fatal(err)
 	}
 	if out := push(); strings.Contains(out, "joined the agent lingering") || !strings.Contains(out, "no lingering agent on box2") {

@@ -14,8 +14,10 @@ import (
 	"time"
 
 	"github.com/bulkmove/bulkmove/internal/gentree"
+	"github.com/bulkmove/bulkmove/internal/linger"
 	"github.com/bulkmove/bulkmove/internal/sshdtest"
 	"github.com/bulkmove/bulkmove/internal/treecmp"
+	"github.com/bulkmove/bulkmove/wire"
 )
 
 // lingeringAgents returns the pids of agents lingering for dst.
@@ -92,7 +94,7 @@ func TestSSHLinger(t *testing.T) {
 	if fi, err := os.Stat(recs[0]); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("linger record %s: %v, mode %v, want 0600", recs[0], err, fi.Mode())
 	}
-	rec := loadLinger(recs[0])
+	rec := linger.Load(recs[0])
 
 	// A connection with a wrong token gets no job, one that names no job
 	// no stream; and neither can tell the agent is the agent.
@@ -101,12 +103,12 @@ func TestSSHLinger(t *testing.T) {
 		t.Fatal(err)
 	}
 	br := bufio.NewReader(c)
-	if err := proveToHub(c, br, "NEW2", "00000000000000000000000000000000"); !errors.Is(err, errNotAgent) {
+	if err := wire.ProveToHub(c, br, "NEW2", "00000000000000000000000000000000"); !errors.Is(err, wire.ErrNotAgent) {
 		t.Errorf("NEW2 with a wrong token: %v, want the agent's proof found bad", err)
 	}
-	c.Write([]byte(hubProofLine + strings.Repeat("0", 64) + "\n"))
+	c.Write([]byte(wire.HubProof + strings.Repeat("0", 64) + "\n"))
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if line, err := br.ReadString('\n'); !strings.HasPrefix(line, lingerRefused+"bad proof") {
+	if line, err := br.ReadString('\n'); !strings.HasPrefix(line, wire.Refused+"bad proof") {
 		t.Errorf("NEW2 with a wrong token, then a bad proof: %q, %v; want refused", line, err)
 	}
 	c.Close()
@@ -115,7 +117,7 @@ func TestSSHLinger(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if err := proveToHub(c, bufio.NewReader(c), "JOIN2", "nosuchjob"); err == nil || !strings.Contains(err.Error(), "no such job") {
+	if err := wire.ProveToHub(c, bufio.NewReader(c), "JOIN2", "nosuchjob"); err == nil || !strings.Contains(err.Error(), "no such job") {
 		t.Errorf("JOIN2 of no job: %v, want refused", err)
 	}
 	c.Close()
@@ -161,7 +163,7 @@ func TestSSHLinger(t *testing.T) {
 	}
 
 	// A record whose agent is gone: a new agent starts, as without one.
-	if err := saveLinger(recs[0], *rec); err != nil {
+	if err := linger.Save(recs[0], *rec); err != nil {
 		t.Fatal(err)
 	}
 	os.WriteFile(filepath.Join(src, "new.txt"), []byte("fourth pass"), 0o644)

@@ -10,29 +10,17 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/bulkmove/bulkmove/internal/engine"
 	"github.com/bulkmove/bulkmove/receive/extract"
-)
-
-// version is this build's version; the agent cache on remote hosts is keyed by it.
-var version = "0.1.0-dev"
-
-// Exit codes, documented in --help and README.md.
-const (
-	exitOK          = 0   // everything moved
-	exitUsage       = 1   // bad command line
-	exitPartial     = 2   // some entries failed; they were listed on stderr
-	exitFatal       = 3   // the job could not be attempted or not completed
-	exitMaxDelete   = 25  // --max-delete stopped the deletions (as rsync's)
-	exitInterrupted = 130 // stopped by a signal
 )
 
 func main() {
 	// BULKMOVE_KNOWN_MEM=N: how many hard-link targets a receiver (this
 	// process's, or an agent's or server's) keeps in memory before the
 	// rest go to disk (extract.KnownMem).
-	if n, err := envCount("BULKMOVE_KNOWN_MEM", "hard-link targets"); err != nil {
-		errorf(os.Stderr, "%v", err)
-		os.Exit(exitUsage)
+	if n, err := engine.EnvCount("BULKMOVE_KNOWN_MEM", "hard-link targets"); err != nil {
+		engine.Errorf(os.Stderr, "%v", err)
+		os.Exit(engine.ExitUsage)
 	} else if n > 0 {
 		extract.KnownMem = int(n)
 	}
@@ -60,18 +48,18 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		case "serve":
 			return runServe(args[1:], stdout, stderr)
 		case "verify":
-			return runVerify(args[1:], stdout, stderr)
+			return engine.RunVerify(args[1:], stdout, stderr)
 		case "verify-summary":
-			return runVerifySummary(args[1:], stdout, stderr)
+			return engine.RunVerifySummary(args[1:], stdout, stderr)
 		case "plan":
-			return runPlan(args[1:], stdout, stderr)
+			return engine.RunPlan(args[1:], stdout, stderr)
 		case "version":
-			return runVersion(args[1:], stdout, stderr)
+			return engine.RunVersion(args[1:], stdout, stderr)
 		case "send-hub":
-			return runHub(args[1:], stdin, stdout, stderr)
+			return engine.RunHub(args[1:], stdin, stdout, stderr)
 		case "join", "send-join":
-			return runJoin(args[1:], stdin, stdout, stderr)
+			return engine.RunJoin(args[1:], stdin, stdout, stderr)
 		}
 	}
-	return runMove(args, stdout, stderr)
+	return engine.RunMove(args, stdout, stderr)
 }

@@ -7,6 +7,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/bulkmove/bulkmove/internal/engine"
+	"github.com/bulkmove/bulkmove/wire"
 )
 
 // overlapTree makes DIR/X/child/x and DIR/X/y, and returns DIR/X.
@@ -70,8 +73,8 @@ func TestOverlapBindMount(t *testing.T) {
 	} {
 		var out, errb bytes.Buffer
 		code := run(append([]string{"--journal", "none"}, c.args...), nil, &out, &errb)
-		if code != exitUsage || !strings.Contains(errb.String(), c.want) {
-			t.Errorf("bulkmove %s: exit %d, want %d and %q:\n%s", strings.Join(c.args, " "), code, exitUsage, c.want, errb.String())
+		if code != engine.ExitUsage || !strings.Contains(errb.String(), c.want) {
+			t.Errorf("bulkmove %s: exit %d, want %d and %q:\n%s", strings.Join(c.args, " "), code, engine.ExitUsage, c.want, errb.String())
 		}
 		untouched(t, x)
 	}
@@ -84,34 +87,34 @@ func TestOverlapBindMount(t *testing.T) {
 // that overlaps it on this machine, in place of its banner, with the
 // reason; a ROOT beside SRC is served. (A push over SSH to the same host.)
 func TestAgentRefusesOverlap(t *testing.T) {
-	if hostID() == "" {
+	if engine.HostID() == "" {
 		t.Skip("no machine-id here: the agent cannot tell the sender's host is its own")
 	}
 	x := overlapTree(t)
 	child := filepath.Join(x, "child")
-	pl, err := placeOf(child, child)
+	pl, err := engine.PlaceOf(child, child)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids := hostPlace{Machine: hostID(), place: pl}.encode()
+	ids := engine.HostPlace{Machine: engine.HostID(), Place: pl}.Encode()
 	var out, errb bytes.Buffer
 	code := run([]string{"agent", "--src-ids", ids, "--hub", "1", x}, strings.NewReader(""), &out, &errb)
 	want := "on this host, source " + child + " is inside the destination " + x
-	if code != exitUsage || !strings.HasPrefix(out.String(), lingerRefused) || !strings.Contains(out.String(), want) {
-		t.Fatalf("agent: exit %d, stdout %q, want %d and %q", code, out.String(), exitUsage, want)
+	if code != engine.ExitUsage || !strings.HasPrefix(out.String(), wire.Refused) || !strings.Contains(out.String(), want) {
+		t.Fatalf("agent: exit %d, stdout %q, want %d and %q", code, out.String(), engine.ExitUsage, want)
 	}
 	untouched(t, x)
 	// Another machine's SRC: device and inode numbers do not compare.
-	other := hostPlace{Machine: "another-machine", place: pl}.encode()
+	other := engine.HostPlace{Machine: "another-machine", Place: pl}.Encode()
 	out.Reset()
 	run([]string{"agent", "--src-ids", other, "--hub", "1", x}, strings.NewReader(""), &out, &errb)
-	if !strings.HasPrefix(out.String(), agentBanner) {
+	if !strings.HasPrefix(out.String(), wire.AgentBanner) {
 		t.Errorf("another machine's SRC refused: %q", out.String())
 	}
 	// A ROOT apart from SRC.
 	out.Reset()
 	run([]string{"agent", "--src-ids", ids, "--hub", "1", filepath.Join(filepath.Dir(x), "apart")}, strings.NewReader(""), &out, &errb)
-	if !strings.HasPrefix(out.String(), agentBanner) {
+	if !strings.HasPrefix(out.String(), wire.AgentBanner) {
 		t.Errorf("a ROOT apart from SRC refused: %q", out.String())
 	}
 }

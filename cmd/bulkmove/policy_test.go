@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/bulkmove/bulkmove/internal/engine"
 	"github.com/bulkmove/bulkmove/internal/xattrs"
 	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/stream"
@@ -56,7 +57,7 @@ func hostilePush(t *testing.T, addr, fp, tokFile, job, dest string, src stream.S
 	c := dialServeJob(ctx, t, addr, fp, tokFile, job, dest)
 	defer c.Close()
 	src.Xattrs = opts.Xattrs // else the receiver fails the stream on the first attribute
-	conn, err := stream.Dial(ctx, job, c, c, c, version, opts, src)
+	conn, err := stream.Dial(ctx, job, c, c, c, engine.Version, opts, src)
 	if err != nil {
 		return nil, err
 	}
@@ -158,7 +159,7 @@ func TestServeHostileHello(t *testing.T) {
 	os.MkdirAll(plain, 0o755)
 	os.WriteFile(filepath.Join(plain, "f"), []byte("data"), 0o644)
 	out, code := runBM(t, nil, "-X", "--token-file", tok, "--fingerprint", fp, plain, "bulkmove://"+addr+"/data/x")
-	if code != exitFatal || !strings.Contains(out, "refused: the sender asks for -X (extended attributes), which this receiver does not allow (serve --allow-xattrs)") {
+	if code != engine.ExitFatal || !strings.Contains(out, "refused: the sender asks for -X (extended attributes), which this receiver does not allow (serve --allow-xattrs)") {
 		t.Errorf("-X to a serve without --allow-xattrs: exit %d, want 3 and the refusal:\n%s", code, out)
 	}
 	out, code = runBM(t, nil, "--token-file", tok, "--fingerprint", fp, plain, "bulkmove://"+addr+"/data/y")
@@ -208,7 +209,7 @@ func TestAgentPolicyFromCommandLine(t *testing.T) {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		c, err := stream.Dial(ctx, "stream 0", r, w, w, version, wire.ReceiveOptions{KeepSetid: true}, stream.Source{Root: src})
+		c, err := stream.Dial(ctx, "stream 0", r, w, w, engine.Version, wire.ReceiveOptions{KeepSetid: true}, stream.Source{Root: src})
 		if err == nil {
 			in := make(chan *model.Batch, 1)
 			in <- &model.Batch{ID: 1, Entries: []model.Entry{e}, Bytes: e.Size}

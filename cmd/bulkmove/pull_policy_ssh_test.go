@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bulkmove/bulkmove/internal/engine"
 	"github.com/bulkmove/bulkmove/internal/sshdtest"
 )
 
@@ -49,7 +50,7 @@ exec '`+bin+`' "$@"
 	}
 
 	out, code := pull("--keep-setid -X", "plain")
-	if code != exitFatal || !strings.Contains(out, "bulkmove: pull from box2: the remote sender is refused: the sender asks for --keep-setid, -X (extended attributes), which this receiver does not allow (a pull with --keep-setid, a pull with -X)") {
+	if code != engine.ExitFatal || !strings.Contains(out, "bulkmove: pull from box2: the remote sender is refused: the sender asks for --keep-setid, -X (extended attributes), which this receiver does not allow (a pull with --keep-setid, a pull with -X)") {
 		t.Errorf("a pull without --keep-setid and -X: exit %d, want it refused, naming both:\n%s", code, out)
 	}
 	if _, err := os.Lstat(filepath.Join(dir, "plain/evil")); err == nil {

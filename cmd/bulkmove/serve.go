@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/bulkmove/bulkmove/internal/engine"
 	"github.com/bulkmove/bulkmove/metrics"
 	"github.com/bulkmove/bulkmove/receive/serve"
 	"github.com/bulkmove/bulkmove/transport/dataplane"
@@ -81,37 +82,37 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&l.MaxConns, "max-conns", l.MaxConns, "authenticated streams at once, `N`; more are refused")
 	fs.IntVar(&l.MaxJobs, "max-jobs", l.MaxJobs, "jobs (sender runs) at once, `N`; more are refused")
 	fs.DurationVar(&l.Stall, "stall-timeout", l.Stall, "a stream that sends no byte for `duration` with work in flight (a batch begun), or takes none, is closed")
-	var allow allowFlags
-	allow.register(fs)
+	var allow engine.AllowFlags
+	allow.Register(fs)
 	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
-		return exitUsage
+		return engine.ExitUsage
 	}
 	if l.MaxHandshakes < 1 || l.MaxPeerHandshakes < 1 || l.MaxConns < 1 || l.MaxJobs < 1 || l.Stall <= 0 {
-		errorf(stderr, "serve: --max-handshakes, --max-peer-handshakes, --max-conns, --max-jobs and --stall-timeout must be positive")
-		return exitUsage
+		engine.Errorf(stderr, "serve: --max-handshakes, --max-peer-handshakes, --max-conns, --max-jobs and --stall-timeout must be positive")
+		return engine.ExitUsage
 	}
 	if len(roots) == 0 {
-		errorf(stderr, "serve: at least one --root NAME=DIR")
-		return exitUsage
+		engine.Errorf(stderr, "serve: at least one --root NAME=DIR")
+		return engine.ExitUsage
 	}
 	if *tokenFile == "" && *clientCA == "" {
-		errorf(stderr, "serve: --token-file or --client-ca: the server takes no anonymous senders")
-		return exitUsage
+		engine.Errorf(stderr, "serve: --token-file or --client-ca: the server takes no anonymous senders")
+		return engine.ExitUsage
 	}
 	var token string
 	if *tokenFile != "" {
 		var err error
 		if token, err = dataplane.ReadToken(*tokenFile); err != nil {
-			errorf(stderr, "serve: %v", err)
-			return exitUsage
+			engine.Errorf(stderr, "serve: %v", err)
+			return engine.ExitUsage
 		}
 	}
 	// Each root is opened once: every job's destination is then opened
 	// beneath it, never by its path.
 	open, err := serve.OpenRoots(roots)
 	if err != nil {
-		errorf(stderr, "serve: %v", err)
-		return exitFatal
+		engine.Errorf(stderr, "serve: %v", err)
+		return engine.ExitFatal
 	}
 	defer func() {
 		for _, r := range open {
@@ -120,25 +121,25 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	}()
 	cfg, fp, err := dataplane.ServerConfig(*certFile, *keyFile, *clientCA)
 	if err != nil {
-		errorf(stderr, "serve: %v", err)
-		return exitUsage
+		engine.Errorf(stderr, "serve: %v", err)
+		return engine.ExitUsage
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var m metrics.Receiver
 	if err := serveReceiverMetrics(ctx, &m, *metricsAddr, "serve", stderr); err != nil {
-		return exitUsage
+		return engine.ExitUsage
 	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
-		errorf(stderr, "serve: %v", err)
-		return exitFatal
+		engine.Errorf(stderr, "serve: %v", err)
+		return engine.ExitFatal
 	}
-	errorf(stderr, "serve: listening on %s, certificate SHA-256 %s", ln.Addr(), fp)
+	engine.Errorf(stderr, "serve: listening on %s, certificate SHA-256 %s", ln.Addr(), fp)
 	s := serve.New(serve.Config{Roots: open, Token: token, TLS: cfg, Mutual: *clientCA != "", Limits: l,
-		Allow: wire.Allow(allow), Version: version, Opened: exportReceiver(&m),
-		Logf: func(format string, a ...any) { errorf(stderr, format, a...) }})
+		Allow: wire.Allow(allow), Version: engine.Version, Opened: engine.ExportReceiver(&m),
+		Logf: func(format string, a ...any) { engine.Errorf(stderr, format, a...) }})
 	context.AfterFunc(ctx, func() { ln.Close() })
 	s.Serve(ctx, ln)
-	return exitOK
+	return engine.ExitOK
 }

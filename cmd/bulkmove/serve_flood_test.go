@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bulkmove/bulkmove/internal/engine"
 	"github.com/bulkmove/bulkmove/stream"
 	"github.com/bulkmove/bulkmove/transport/dataplane"
 	"github.com/bulkmove/bulkmove/wire"
@@ -159,7 +160,7 @@ func TestServeFloodDataPlane(t *testing.T) {
 			c, err := dataplane.Dial(dctx, "127.0.0.1", offer, 0)
 			if err == nil {
 				var conn *stream.Client
-				if conn, err = stream.Dial(dctx, "stream 0", c, c, c, version, wire.ReceiveOptions{Check: wire.CheckQuick}, stream.Source{Root: dir}); err == nil {
+				if conn, err = stream.Dial(dctx, "stream 0", c, c, c, engine.Version, wire.ReceiveOptions{Check: wire.CheckQuick}, stream.Source{Root: dir}); err == nil {
 					err = conn.Prune(dctx, &wire.PruneRequest{}, func(*wire.PruneResult) {})
 					conn.Abort()
 				}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bulkmove/bulkmove/internal/engine"
 	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/stream"
 	"github.com/bulkmove/bulkmove/wire"
@@ -52,7 +53,7 @@ func TestServeRefusals(t *testing.T) {
 		out, code := runBM(t, nil, "-j", "3", "--token-file", tc.token, "--fingerprint", fp, src, "bulkmove://"+addr+"/"+tc.dest)
 		took := time.Since(start)
 		want := "bulkmove: serve " + addr + " refused: " + tc.reason
-		if code != exitFatal || strings.Count(out, want) != 1 || strings.Count(out, "refused") != 1 || took > 5*time.Second {
+		if code != engine.ExitFatal || strings.Count(out, want) != 1 || strings.Count(out, "refused") != 1 || took > 5*time.Second {
 			t.Errorf("%s: exit %d after %s, want 3 at once, saying %q once:\n%s", tc.name, code, took.Round(time.Millisecond), want, out)
 		}
 	}
@@ -112,7 +113,7 @@ func TestServeDestSwapRace(t *testing.T) {
 		os.WriteFile(filepath.Join(src, name), []byte(name), 0o644)
 		out, code := runBM(t, nil, "-j", "2", "--token-file", tok, "--fingerprint", fp, src, "bulkmove://"+addr+"/data/x")
 		switch {
-		case code == exitOK:
+		case code == engine.ExitOK:
 			pause.Lock()
 			found := foundUnder(root, name)
 			pause.Unlock()
@@ -120,7 +121,7 @@ func TestServeDestSwapRace(t *testing.T) {
 				t.Errorf("push %d: exit 0, but %s is nowhere under the root:\n%s", n, name, out)
 			}
 			landed++
-		case code == exitFatal && strings.Contains(out, "bulkmove: serve "+addr+" refused: data/x: "):
+		case code == engine.ExitFatal && strings.Contains(out, "bulkmove: serve "+addr+" refused: data/x: "):
 			refused++
 		default:
 			t.Errorf("push %d: exit %d, want it landed or refused for the symlink:\n%s", n, code, out)
@@ -198,7 +199,7 @@ func TestServeTwoJobSymlink(t *testing.T) {
 	os.WriteFile(filepath.Join(srcDir, "f"), []byte("secret"), 0o644)
 	fi, _ := os.Stat(filepath.Join(srcDir, "f"))
 	e := model.Entry{Path: "f", Kind: model.KindFile, Mode: 0o644, Size: fi.Size(), MTime: fi.ModTime().UnixNano(), Nlink: 1}
-	conn, err := stream.Dial(ctx, "job a", c, c, c, version, wire.ReceiveOptions{Check: wire.CheckQuick}, stream.Source{Root: srcDir})
+	conn, err := stream.Dial(ctx, "job a", c, c, c, engine.Version, wire.ReceiveOptions{Check: wire.CheckQuick}, stream.Source{Root: srcDir})
 	if err == nil {
 		in := make(chan *model.Batch, 1)
 		in <- &model.Batch{ID: 1, Entries: []model.Entry{e}, Bytes: e.Size}
@@ -229,7 +230,7 @@ func TestAgentRefusal(t *testing.T) {
 	out, code := runBM(t, nil, "--via-agent", "-j", "3", src, dst)
 	took := time.Since(start)
 	want := "bulkmove: the agent refused: " + dst + ": create destination: mkdir " + filepath.Join(dir, "blocker") + ": not a directory"
-	if code != exitFatal || strings.Count(out, want) != 1 || strings.Count(out, "not a directory") != 1 || took > 5*time.Second {
+	if code != engine.ExitFatal || strings.Count(out, want) != 1 || strings.Count(out, "not a directory") != 1 || took > 5*time.Second {
 		t.Errorf("exit %d after %s, want 3 at once, saying %q once:\n%s", code, took.Round(time.Millisecond), want, out)
 	}
 }

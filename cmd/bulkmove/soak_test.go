@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bulkmove/bulkmove/internal/engine"
 	"github.com/bulkmove/bulkmove/internal/gentree"
 	"github.com/bulkmove/bulkmove/internal/treecmp"
 )
@@ -103,7 +104,7 @@ func TestSoak(t *testing.T) {
 				break
 			}
 			resumes++
-			if ee, ok := werr.(*exec.ExitError); !ok || ee.ExitCode() != exitFatal && ee.ExitCode() != exitPartial {
+			if ee, ok := werr.(*exec.ExitError); !ok || ee.ExitCode() != engine.ExitFatal && ee.ExitCode() != engine.ExitPartial {
 				t.Fatalf("run %d attempt %d: %v, want exit 3 (or 2) after a fault:\n%s", run, attempt, werr, out.String())
 			}
 		}

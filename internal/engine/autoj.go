@@ -1,0 +1,497 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bulkmove/bulkmove/internal/hostcpu"
+	"github.com/bulkmove/bulkmove/metrics"
+	"github.com/bulkmove/bulkmove/sharder"
+	"github.com/bulkmove/bulkmove/stream"
+	"github.com/bulkmove/bulkmove/transport/sshx"
+)
+
+// -j auto (the default): the job starts with a few streams and a
+// controller (stream.AutoJ) adds more while throughput rises, up to
+// --max-streams. Streams can be added to in-process receivers and to SSH
+// streams (each one more SSH connection joining the agent hub); other
+// transports (a data plane, bulkmove serve, a pull, --via-agent) run with
+// the start count.
+
+// autoFlags are -j auto's flags.
+type autoFlags struct {
+	on  bool // -j auto
+	max int  // --max-streams
+}
+
+// -j auto starts with 4 streams: remote streams connect in parallel, and
+// four hide a round trip's wait; locally, on two cores, 100,000 small
+// files went 12% faster over 4 streams than over 2 (and 8 were slower
+// again), and a job of a few seconds is over before a step is measured.
+const (
+	autoStart      = 4
+	autoMaxStreams = 16
+)
+
+// registerJobs registers -j/--jobs (N or auto) and --max-streams.
+func (f *moveFlags) registerJobs(fs *flag.FlagSet) {
+	f.auto = autoFlags{on: true, max: autoMaxStreams}
+	f.jobs = autoStart
+	v := jobsValue{f}
+	fs.Var(v, "j", "number of parallel streams, or `auto`: start with a few and add more while throughput rises, up to --max-streams")
+	fs.Var(v, "jobs", "the same as -j")
+	fs.IntVar(&f.auto.max, "max-streams", autoMaxStreams, "with -j auto: streams at most")
+}
+
+// jobsValue is -j: a number of streams, or auto.
+type jobsValue struct{ f *moveFlags }
+
+func (v jobsValue) String() string {
+	if v.f == nil || v.f.auto.on {
+		return "auto"
+	}
+	return strconv.Itoa(v.f.jobs)
+}
+
+func (v jobsValue) Set(s string) error {
+	if s == "auto" {
+		v.f.auto.on = true
+		return nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return errors.New("want a number of streams or auto")
+	}
+	v.f.jobs, v.f.auto.on = n, false
+	return nil
+}
+
+// autoStart sets, with -j auto, the streams the job starts with, once the
+// transport is known.
+func (j *job) autoStart() {
+	f := &j.flags
+	if !f.auto.on {
+		return
+	}
+	f.jobs = min(autoStart, f.auto.max)
+}
+
+// nearStart returns the streams -j auto starts with once the first
+// connection to the host is up (the others were dialed with it): over a
+// near path (the kernel's round trip under autoFarRTT), as many as this
+// host has CPUs, at least 2, at most the start count. There the streams
+// are held by CPUs, not by a window, and beyond the CPUs they only share
+// them: on a near path more streams than CPUs ran slower than as many as
+// the CPUs (see docs/streams.md). The controller still adds streams
+// while a step brings its margin. Over a far path, or where the round
+// trip cannot be read (a jump host, a ProxyCommand), the start count
+// stays.
+func (j *job) nearStart(c *sshx.Client) int {
+	f := &j.flags
+	if !f.auto.on {
+		return f.jobs
+	}
+	rtt, ok := c.PathRTT()
+	if !ok || rtt >= autoFarRTT {
+		return f.jobs
+	}
+	n := min(f.jobs, max(2, runtime.NumCPU()))
+	if n < f.jobs {
+		j.autoDecided(stream.AutoDecision{Action: "remove", From: f.jobs, To: n,
+			Reason: fmt.Sprintf("a near path (round trip %s) and %d CPUs here: streams beyond the CPUs would only share them", rtt.Round(10*time.Microsecond), runtime.NumCPU())})
+	}
+	return n
+}
+
+// autoDecided reports a decision of -j auto: the log, the JSON events and
+// the metrics.
+func (j *job) autoDecided(d stream.AutoDecision) {
+	if m := j.m; m != nil {
+		m.AutoJ.Decided(d.Action)
+		m.AutoJ.Target.Store(int64(d.To))
+	}
+	j.trace("%s", d)
+	ev := &StreamsEvent{Action: d.Action, From: d.From, To: d.To, Rate: d.Rate, Gain: d.Gain, Resource: d.Resource, Reason: d.Reason}
+	j.ev.emit("streams", &ev.Head, ev)
+}
+
+// growable says whether -j auto may add streams to this job.
+func (j *job) growable() bool {
+	f := j.flags
+	switch {
+	case !f.auto.on || f.auto.max <= f.jobs || j.hub != nil || j.serveAddr != "":
+		return false
+	case j.remote != nil:
+		return f.transport == "" || f.transport == "ssh" // a data plane takes K streams, no more
+	default:
+		return !f.viaAgent
+	}
+}
+
+// newMetrics makes the job's metrics, with spare counters for the
+// streams -j auto may add.
+func (j *job) newMetrics() *metrics.Job {
+	k := j.flags.jobs
+	if j.growable() {
+		k = j.flags.auto.max
+	}
+	m := metrics.NewJob(k)
+	m.AutoJ.InUse.Store(int64(j.flags.jobs))
+	m.AutoJ.Target.Store(int64(j.flags.jobs))
+	return m
+}
+
+// connected fits the metrics' streams to the n that connected.
+func (j *job) connected(n int) {
+	j.m.AutoJ.InUse.Store(int64(n))
+	j.m.AutoJ.Target.Store(int64(n))
+	if !j.growable() {
+		j.m.Streams = j.m.Streams[:n]
+	}
+}
+
+// steer runs -j auto's controller on the pool while it sends the file
+// data; stop ends it and waits for it.
+func (j *job) steer(ctx context.Context, pool *stream.Pool, local bool) (stop func()) {
+	if !j.growable() || j.addConn == nil {
+		return func() {}
+	}
+	pool.AddConn, pool.MaxConns = j.addConn, j.flags.auto.max
+	parent := ctx
+	ctx, cancel := context.WithCancel(ctx)
+	m := j.m
+	mark := m.Mark()
+	var rtt atomic.Int64 // remote: the SSH round trip, measured as the controller starts
+	wire, wireAt := int64(0), time.Now()
+	work := func(bytes, files int64) float64 { return float64(bytes + files*sharder.DefaultFileCost) }
+	// What the streams sent (and the receivers found in place): smoother
+	// than the acknowledgements, which come a batch at a time.
+	sent := func() float64 {
+		var b, f int64
+		for _, c := range m.Streams {
+			b += c.BytesSent.Load()
+			f += c.FilesSent.Load()
+		}
+		return work(b, f+m.Skipped.Load())
+	}
+	tail := float64(autoTail)
+	if n, err := EnvCount("BULKMOVE_AUTO_TAIL", "seconds"); err != nil {
+		Errorf(j.stderr, "warning: %v", err)
+	} else if n > 0 {
+		tail = float64(n)
+	}
+	host, _ := hostcpu.Read()
+	a := &stream.AutoJ{
+		Max:     j.flags.auto.max,
+		Work:    func() int64 { return int64(sent()) },
+		Started: func() bool { return m.DoneFiles.Load()+m.Skipped.Load()+m.Failed.Load() > 0 },
+		Verdict: func() stream.AutoVerdict {
+			v := m.VerdictSince(mark, local)
+			mark = m.Mark()
+			w, now := m.WireBytes(), time.Now()
+			perStream := float64(w-wire) / now.Sub(wireAt).Seconds() / float64(max(m.Active(), 1))
+			wire, wireAt = w, now
+			a := autoVerdict(v, local || windowBound(perStream, time.Duration(rtt.Load())))
+			// A busy host over a near path (or to a local destination):
+			// more streams would only share the CPUs. Where both hosts
+			// share the same cores, a plain stream's writes wait on an
+			// sshd starved of CPU, which looks like the network, and a
+			// step to more streams makes the copy slower. Over a far path
+			// (autoFarRTT) streams are held by their window, not by CPU,
+			// and a step's gain decides as before.
+			h, ok := hostcpu.Read()
+			if ok && a.MoreStreamsHelp && h.BusySince(host, hostcpu.Busy) && time.Duration(rtt.Load()) < autoFarRTT {
+				a.MoreStreamsHelp = false
+				a.Why += "; but this host's CPUs are busy: more streams would only share them"
+			}
+			host = h
+			return a
+		},
+		// The tail is judged by what was sent, which runs ahead while the
+		// connections' buffers fill: over SSH a job of a few hundred MiB
+		// can look like its tail in the first window, and runs with its
+		// start count. Judged by acknowledged work (which lags instead),
+		// short jobs took steps that cost them more than they could gain
+		// in the time left.
+		Ending: func(rate float64) bool {
+			if !m.WalkDone.Load() || rate <= 0 {
+				return false
+			}
+			left := work(m.PlannedBytes.Load(), m.PlannedFiles.Load()) - sent()
+			return left < rate*tail
+		},
+		Resize: func(ctx context.Context, n, to int) int {
+			if to > n {
+				added, err := pool.Grow(ctx, to-n)
+				if err != nil && !errors.Is(err, stream.ErrGrowClosed) {
+					Errorf(j.stderr, "warning: -j auto: %v", err)
+				}
+				m.AutoJ.InUse.Store(int64(len(pool.Stats())))
+				return n + added
+			}
+			for ; n > to && pool.Retire() >= 0; n-- {
+			}
+			return n
+		},
+		OnDecision: j.autoDecided,
+	}
+	var wg sync.WaitGroup
+	spares := func() {}
+	wg.Go(func() {
+		n := j.flags.jobs
+		if j.rtt != nil {
+			d := j.rtt()
+			rtt.Store(int64(d))
+			// Over a long path each SSH stream carries at most 2 MiB a
+			// round trip: the first step is taken at once, over
+			// connections opened ahead (from the first connection's
+			// round trip, while the agent started: farAhead).
+			if more := j.farStep(); d >= autoFarRTT && j.prepare != nil && more > 0 {
+				spares = j.prepare(parent, more)
+				select {
+				case <-pool.Running(): // (before it, Grow adds none)
+				case <-ctx.Done():
+				}
+				if to := a.Resize(ctx, n, n+more); to > n {
+					j.autoDecided(stream.AutoDecision{Action: "add", From: n, To: to,
+						Reason: fmt.Sprintf("a far path (round trip %s): each SSH stream carries at most 2 MiB a round trip", d.Round(time.Millisecond))})
+					n = to
+				}
+			}
+		}
+		a.Run(ctx, n)
+	})
+	return func() {
+		cancel()
+		wg.Wait()
+		spares()
+	}
+}
+
+// farAhead starts opening, over a far path (the kernel's round trip from
+// the first connection), the connections of -j auto's first step, which
+// steer takes as soon as the streams run: over such a path a connection
+// takes several round trips to open, and streams opened only once the
+// first window is measured join far into a short job.
+func (j *job) farAhead(ctx context.Context, l *sshLink, c *sshx.Client) {
+	if l.data != "" || !j.growable() {
+		return
+	}
+	if rtt, ok := c.PathRTT(); ok && rtt >= autoFarRTT {
+		l.growth().prepare(ctx, j.farStep())
+	}
+}
+
+// farStep is how many streams the far path's first step adds: as many as
+// the job starts with, within --max-streams.
+func (j *job) farStep() int { return min(j.flags.jobs, j.flags.auto.max-j.flags.jobs) }
+
+// autoVerdict is what the controller makes of the bottleneck verdict. A
+// saturated CPU stops it. Streams blocked on the link, the receiver's
+// disk or the source look alike whether the shared resource is full or
+// each stream is limited on its own (a stream writes one file at a time;
+// an SSH channel carries 2 MiB a round trip): then the verdict says no
+// more streams, but as long as no CPU is saturated one step is worth
+// trying, and its gain decides. For the link, only while the streams come
+// near their window's limit (windowed): else the link itself is full, or
+// the receiver's side (whose sshd is in no verdict) is the limit.
+func autoVerdict(v *metrics.Verdict, windowed bool) stream.AutoVerdict {
+	a := stream.AutoVerdict{Resource: v.Resource, Why: v.Why, MoreStreamsHelp: v.MoreStreamsHelp}
+	switch v.Resource {
+	case metrics.Network, metrics.ReceiverWrite, metrics.SourceRead:
+		if a.MoreStreamsHelp || max(v.Shares[metrics.SenderCPU], v.Shares[metrics.ReceiverCPU]) >= autoCPUBusy {
+			break
+		}
+		if v.Resource != metrics.Network {
+			a.MoreStreamsHelp = true
+			a.Why += " (no CPU saturated: more streams may help)"
+		} else if windowed {
+			a.MoreStreamsHelp = true
+			a.Why += " (no CPU saturated, and each stream carries at most 2 MiB a round trip: more streams may help)"
+		}
+	}
+	return a
+}
+
+// windowBound says whether streams sending perStream bytes a second over
+// a round trip of rtt may be held by an SSH channel's limit, 2 MiB a round
+// trip: over a far path (its first seconds are TCP's slow start, far
+// below the limit), or when they come near it (a quarter of it:
+// acknowledgements and manifests take round trips too). Over a near path
+// a stream moves a tiny share of that limit, over a far one a large
+// share.
+func windowBound(perStream float64, rtt time.Duration) bool {
+	if rtt <= 0 {
+		return false
+	}
+	return rtt >= autoFarRTT || perStream >= 0.25*sshWindow/rtt.Seconds()
+}
+
+// autoFarRTT is the round trip of a far path: -j auto opens the
+// connections of a first step ahead, and takes a link verdict for one
+// that more streams may help.
+const autoFarRTT = stream.FarRTT
+
+// sshWindow is an SSH channel's window (x/crypto/ssh, OpenSSH).
+const sshWindow = 2 << 20
+
+// rtt measures the SSH round trip: the least of rttSamples keepalives,
+// one after the other, over the last of the job's connections, idle while
+// the agent starts on the first. A keepalive waits behind what the
+// connection carries, and behind a busy host's CPUs: one sent as a
+// CPU-bound copy begins, or beside the agent's start over the same
+// connection (sshd busy starting it), reads milliseconds over a link of
+// microseconds, and -j auto would take a far path's first step on a near
+// one. (The kernel's round trip, which no load inflates, does
+// not see a path whose TCP ends at a proxy: the SSH round trip does.)
+func (l *sshLink) rtt() time.Duration {
+	l.mu.Lock()
+	var c *sshx.Client
+	for _, cl := range l.clients {
+		if cl != nil {
+			c = cl
+		}
+	}
+	l.mu.Unlock()
+	if c == nil {
+		return 0
+	}
+	var least time.Duration
+	for range rttSamples {
+		start := time.Now()
+		if _, _, err := c.SSH().SendRequest("keepalive@openssh.com", true, nil); err != nil {
+			break
+		}
+		if d := time.Since(start); least == 0 || d < least {
+			least = d
+		}
+	}
+	return least
+}
+
+// rttSamples is how many keepalives rtt times.
+const rttSamples = 3
+
+// autoCPUBusy is the CPU share (of all cores) beyond which -j auto adds
+// no streams on a link or disk verdict.
+const autoCPUBusy = 0.75
+
+// autoTail is how many seconds of work left make the job's tail, when -j
+// auto changes nothing more: a step is measured after a settle and a
+// window (3 s), and must then still have work to speed up: a step taken
+// in a short job's last seconds costs it, and the job is over before the
+// step could be undone.
+//
+// BULKMOVE_AUTO_TAIL=N sets it to N seconds (tests use 1, to see steps in
+// jobs of a few seconds).
+const autoTail = 5
+
+// StreamsEvent is a decision of -j auto.
+type StreamsEvent struct {
+	Head
+	Action   string  `json:"action"` // add, remove, stop
+	From     int     `json:"from"`
+	To       int     `json:"to"`
+	Rate     float64 `json:"rate"` // bytes plus 16 KiB a file, per second, over the last window
+	Gain     float64 `json:"gain"` // of the last step, a fraction
+	Resource string  `json:"resource"`
+	Reason   string  `json:"reason"`
+}
+
+// sshGrowth opens the streams -j auto adds over SSH: each a connection
+// of its own joining the agent hub, from connections opened ahead
+// (prepare) if there are, else new ones.
+type sshGrowth struct {
+	l        *sshLink
+	mu       sync.Mutex
+	spare    []*sshx.Client
+	prepared int // connections prepare opened or is opening
+	dialing  sync.WaitGroup
+}
+
+// growth returns the link's sshGrowth (one per link).
+func (l *sshLink) growth() *sshGrowth {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.grow == nil {
+		l.grow = &sshGrowth{l: l}
+	}
+	return l.grow
+}
+
+// add opens stream i.
+func (g *sshGrowth) add(ctx context.Context, i int) (stream.Conn, error) {
+	c := g.take()
+	if c == nil {
+		g.dialing.Wait() // connections on their way are sooner there than new ones
+		c = g.take()
+	}
+	l := g.l
+	l.mu.Lock()
+	for len(l.clients) <= i {
+		l.clients = append(l.clients, nil)
+	}
+	if c != nil {
+		l.clients[i] = c // redial joins the hub over it (or dials anew if it fails)
+	}
+	l.mu.Unlock()
+	conn, err := l.redial(ctx, i)
+	if err != nil {
+		return nil, fmt.Errorf("stream %d: %w", i, err)
+	}
+	return conn, nil
+}
+
+// take returns a connection opened ahead, or nil.
+func (g *sshGrowth) take() *sshx.Client {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := len(g.spare)
+	if n == 0 {
+		return nil
+	}
+	c := g.spare[n-1]
+	g.spare = g.spare[:n-1]
+	return c
+}
+
+// prepare opens SSH connections in the background, for add (over a long
+// path a connection takes several round trips), until n in all were
+// opened ahead; done closes those not taken. ctx is the job's: the
+// connections live as long as it.
+func (g *sshGrowth) prepare(ctx context.Context, n int) (done func()) {
+	g.mu.Lock()
+	n -= g.prepared
+	g.prepared += max(n, 0)
+	g.mu.Unlock()
+	if n > 0 {
+		g.dialing.Go(func() {
+			cs, _, err := sshx.DialN(ctx, g.l.t, g.l.opt, n)
+			if err != nil {
+				return
+			}
+			g.mu.Lock()
+			g.spare = append(g.spare, cs...)
+			g.mu.Unlock()
+		})
+	}
+	return g.closeSpares
+}
+
+// closeSpares closes the connections opened ahead and not taken.
+func (g *sshGrowth) closeSpares() {
+	g.dialing.Wait()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, c := range g.spare {
+		c.Close()
+	}
+	g.spare = nil
+}

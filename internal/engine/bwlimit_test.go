@@ -1,0 +1,155 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/bulkmove/bulkmove/internal/ratelimit"
+	"github.com/bulkmove/bulkmove/internal/units"
+	"github.com/bulkmove/bulkmove/metrics"
+)
+
+// TestBwLimitControls: SIGUSR1 halves the limit, SIGUSR2 doubles it, PUT
+// /bwlimit on the metrics listener (with the control token) sets it and
+// GET shows it; the gauge
+// follows. From no limit SIGUSR1 takes half the rate measured, SIGUSR2
+// leaves it off.
+func TestBwLimitControls(t *testing.T) {
+	sched, err := ratelimit.ParseSchedule("4M")
+	if err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	const moving = 8 << 20 // what the fake job moves a second
+	c := newBwControl(sched, func() int64 { return int64(time.Since(began).Seconds() * moving) })
+	var mu sync.Mutex
+	var log bytes.Buffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c.start(ctx, func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(&log, format+"\n", args...)
+	})
+	defer c.stop()
+	m := metrics.NewJob(1)
+	m.Limit = c.b
+	const token = "0123456789abcdef-control"
+	addr, err := metrics.Serve(ctx, "127.0.0.1:0", m.Registry("test"), metrics.Route{Pattern: "/bwlimit", Handler: metrics.GuardWrites(c, token, controlOff)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + addr.String()
+	hc := &http.Client{Timeout: 5 * time.Second}
+	do := func(method, path, body string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, url+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, strings.TrimSpace(string(b))
+	}
+	signalFor := func(sig syscall.Signal, want int64) {
+		t.Helper()
+		if err := syscall.Kill(os.Getpid(), sig); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(2 * time.Second); c.b.Rate() != want && time.Now().Before(deadline); {
+			time.Sleep(5 * time.Millisecond)
+		}
+		if got := c.b.Rate(); got != want {
+			t.Fatalf("after %v: rate %d, want %d", sig, got, want)
+		}
+	}
+	gauge := func(want string) {
+		t.Helper()
+		if _, body := do("GET", "/metrics", ""); !strings.Contains(body, "\nbulkmove_bwlimit_bytes_per_second "+want+"\n") {
+			t.Errorf("metrics lack bulkmove_bwlimit_bytes_per_second %s", want)
+		}
+	}
+
+	if code, body := do("GET", "/bwlimit", ""); code != 200 || body != "4MiB" {
+		t.Errorf("GET /bwlimit: %d %q, want 200 4MiB", code, body)
+	}
+	gauge("4.194304e+06")
+	signalFor(syscall.SIGUSR1, 2<<20)
+	signalFor(syscall.SIGUSR1, 1<<20)
+	signalFor(syscall.SIGUSR2, 2<<20)
+	if code, body := do("PUT", "/bwlimit", "50M\n"); code != 200 || body != "50MiB" || c.b.Rate() != 50<<20 {
+		t.Errorf("PUT /bwlimit 50M: %d %q, rate %d", code, body, c.b.Rate())
+	}
+	gauge("5.24288e+07")
+	if code, body := do("PUT", "/bwlimit", "fast"); code != 400 || !strings.Contains(body, `"fast"`) || c.b.Rate() != 50<<20 {
+		t.Errorf("PUT /bwlimit fast: %d %q, rate %d; want 400 naming it, the rate unchanged", code, body, c.b.Rate())
+	}
+	if code, _ := do("POST", "/bwlimit", "1M"); code != 405 {
+		t.Errorf("POST /bwlimit: %d, want 405", code)
+	}
+	if code, body := do("PUT", "/bwlimit", "off"); code != 200 || body != "off" || c.b.Rate() != 0 {
+		t.Errorf("PUT /bwlimit off: %d %q, rate %d", code, body, c.b.Rate())
+	}
+	gauge("0")
+	// No limit: SIGUSR2 leaves it so, SIGUSR1 takes half the measured rate.
+	syscall.Kill(os.Getpid(), syscall.SIGUSR2)
+	time.Sleep(600 * time.Millisecond) // and more than half a second measured
+	if r := c.b.Rate(); r != 0 {
+		t.Errorf("SIGUSR2 from no limit set %d", r)
+	}
+	syscall.Kill(os.Getpid(), syscall.SIGUSR1)
+	for deadline := time.Now().Add(2 * time.Second); c.b.Rate() == 0 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if r := c.b.Rate(); r < moving/2*95/100 || r > moving/2*105/100 {
+		t.Errorf("SIGUSR1 from no limit, moving %d B/s: rate %d, want half within 5%%", moving, r)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, want := range []string{
+		"bandwidth limit 2.0 MiB/s (SIGUSR1)\nbandwidth limit 1.0 MiB/s (SIGUSR1)\nbandwidth limit 2.0 MiB/s (SIGUSR2)\n",
+		"bandwidth limit 50 MiB/s (PUT /bwlimit from 127.0.0.1:",
+		"bandwidth limit off (PUT /bwlimit from",
+		"SIGUSR2: no bandwidth limit to double",
+		"(SIGUSR1: half the 8.0 MiB/s moved over the last 10 s)",
+	} {
+		if !strings.Contains(log.String(), want) {
+			t.Errorf("the log lacks %q:\n%s", want, log.String())
+		}
+	}
+}
+
+// TestBwLimitFlags: the rates and timetables the flags take, and the
+// progress line with a limit.
+func TestBwLimitFlags(t *testing.T) {
+	for _, r := range []int64{1, 1000, 1 << 10, 3 << 19, 50 << 20, 1 << 30, 12800 << 10, 3 << 40} {
+		if got, err := units.ParseRate(rateText(r)); err != nil || got != r {
+			t.Errorf("rateText(%d) = %q, read back as %d, %v", r, rateText(r), got, err)
+		}
+	}
+	for _, args := range [][]string{{"--bwlimit", "fast"}, {"--bwlimit", "25:00,1M"}, {"--max-read-rate", "-1M"}, {"--nice", "20"}, {"--nice", "x"}} {
+		var stderr bytes.Buffer
+		if code := run(append(args, "a", "b"), nil, io.Discard, &stderr); code != ExitUsage {
+			t.Errorf("%v: exit %d, want %d (%s)", args, code, ExitUsage, stderr.String())
+		}
+	}
+	m := metrics.NewJob(1)
+	if line := progressLine(m, 0, 0); strings.Contains(line, "limit") {
+		t.Errorf("no limit, yet %q", line)
+	}
+	m.Limit = ratelimit.NewAdjustable(20 << 20)
+	if line := progressLine(m, 0, 0); !strings.Contains(line, " · limit 20 MiB/s") {
+		t.Errorf("progress line %q lacks the limit", line)
+	}
+}

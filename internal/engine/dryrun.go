@@ -1,0 +1,90 @@
+package engine
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+
+	"github.com/bulkmove/bulkmove/internal/units"
+	"github.com/bulkmove/bulkmove/model"
+	"github.com/bulkmove/bulkmove/sharder"
+)
+
+// dryRun walks and partitions SRC, prints each file that would move and the
+// batch plan: how many batches, their sizes, and how evenly K streams
+// pulling from one queue would share them.
+func (j *job) dryRun(ctx context.Context, p plan, opt sharder.Options) int {
+	var others int64
+	opt.Deferred = func(e model.Entry) {
+		others++
+		if e.Path != "." {
+			printf(j.stdout, "%s %s\n", e.Kind, e.Path)
+		}
+	}
+	out := make(chan *model.Batch, 16)
+	// Only each batch's size and count are kept: 16 bytes a batch, not
+	// an entry a file.
+	type planned struct {
+		bytes int64
+		files int
+	}
+	var batches []planned
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for b := range out {
+			for i := range b.Entries {
+				if p.rename != "" {
+					b.Entries[i].Path = p.rename
+				}
+				printf(j.stdout, "file %s\n", filepath.ToSlash(b.Entries[i].Path))
+			}
+			batches = append(batches, planned{bytes: b.Bytes, files: len(b.Entries)})
+		}
+	}()
+	st, err := sharder.Run(ctx, p.walkRoot, opt, out)
+	<-done
+	if err != nil {
+		Errorf(j.stderr, "walk %s: %v", j.src, err)
+		return ExitFatal
+	}
+	var largest *planned
+	var total int64
+	for i := range batches {
+		b := &batches[i]
+		total += b.bytes
+		if largest == nil || b.bytes > largest.bytes {
+			largest = b
+		}
+	}
+	// Simulate K streams taking batches in order, each to the least loaded.
+	cost := func(b planned) int64 { return b.bytes + int64(b.files)*sharder.DefaultFileCost }
+	load := make([]int64, j.flags.jobs)
+	for _, b := range batches {
+		i := slices.Index(load, slices.Min(load))
+		load[i] += cost(b)
+	}
+	var sum int64
+	for _, l := range load {
+		sum += l
+	}
+	imbalance := 0.0
+	if sum > 0 {
+		mean := float64(sum) / float64(len(load))
+		imbalance = (float64(slices.Max(load))/mean - 1) * 100
+	}
+	Errorf(j.stderr, "dry run: would move %d files (%s) in %d batches, plus %d directories and links", st.Files, units.Size(total), len(batches), others)
+	if largest != nil {
+		Errorf(j.stderr, "dry run: largest batch %d files, %s; imbalance across %d streams %.1f%%", largest.files, units.Size(largest.bytes), j.flags.jobs, imbalance)
+	}
+	if st.Errors > 0 {
+		if j.flags.delete {
+			Errorf(j.stderr, "dry run: --delete would delete nothing: the walk had errors")
+		}
+		return ExitPartial
+	}
+	if j.flags.delete && p.rename == "" {
+		return j.dryRunDelete(ctx, p)
+	}
+	return ExitOK
+}

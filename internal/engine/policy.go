@@ -1,0 +1,111 @@
+package engine
+
+import (
+	"flag"
+
+	"github.com/bulkmove/bulkmove/receive/extract"
+	"github.com/bulkmove/bulkmove/stream"
+)
+
+// A receiver's policy: what its sender may ask it to keep beyond data,
+// names, modes and times (owners, setuid/setgid bits and file
+// capabilities, extended attributes, ACLs). The sender's Hello only
+// requests them; the receiving side's own command line allows them:
+//
+//   - serve: --allow-owner, --allow-setid, --allow-xattrs, --allow-acls,
+//     all off by default;
+//   - a pull: the puller's own flags (--keep-setid, -X, -A, and owners
+//     unless --no-owner), whatever the remote sender asks for;
+//   - an agent: the same --allow-* flags, which the pushing bulkmove
+//     derives from its own flags when it starts it (AllowFlags), or, for a
+//     lingering agent's new job, in the job's request.
+//
+// See extract.Policy.Grant for what a request beyond the policy does.
+
+// AllowFlags are a receiver's --allow-* flags (serve, agent), and, in JSON,
+// the policy of a lingering agent's new job.
+type AllowFlags struct {
+	Owner  bool `json:"owner,omitempty"`
+	Setid  bool `json:"setid,omitempty"`
+	Xattrs bool `json:"xattrs,omitempty"`
+	ACLs   bool `json:"acls,omitempty"`
+}
+
+func (a *AllowFlags) Register(fs *flag.FlagSet) {
+	fs.BoolVar(&a.Owner, "allow-owner", false, "let senders keep their files' numeric owners (where this process can chown: root or CAP_CHOWN)")
+	fs.BoolVar(&a.Setid, "allow-setid", false, "let senders keep setuid/setgid bits (--keep-setid) and, with --allow-xattrs, file capabilities")
+	fs.BoolVar(&a.Xattrs, "allow-xattrs", false, "let senders set extended attributes (-X): user.*, and as root trusted.* and security.*")
+	fs.BoolVar(&a.ACLs, "allow-acls", false, "let senders set POSIX ACLs (-A)")
+}
+
+// policy is the receiver's policy, hint naming how each option is allowed
+// on this side (for refusals and notes); nil: not said.
+func (a AllowFlags) Policy(hint func(option string) string) extract.Policy {
+	return extract.Policy{Owner: a.Owner, Setid: a.Setid, Xattrs: a.Xattrs, ACLs: a.ACLs, Hint: hint}
+}
+
+// args are the flags that give a.
+func (a AllowFlags) Args() []string {
+	var s []string
+	for _, f := range []struct {
+		on   bool
+		name string
+	}{{a.Owner, "--allow-owner"}, {a.Setid, "--allow-setid"}, {a.Xattrs, "--allow-xattrs"}, {a.ACLs, "--allow-acls"}} {
+		if f.on {
+			s = append(s, f.name)
+		}
+	}
+	return s
+}
+
+// text is args as a command line's words, each with a space before it.
+func (a AllowFlags) Text() string {
+	s := ""
+	for _, f := range a.Args() {
+		s += " " + f
+	}
+	return s
+}
+
+// allowed is what this job's own flags ask the receiver to keep: the
+// policy of the agent it starts (a push) or of its own receiver (a pull).
+func (j *job) allowed() AllowFlags {
+	return AllowFlags{Owner: !j.flags.noOwner, Setid: j.flags.keepSetid, Xattrs: j.flags.faithful.xattrs, ACLs: j.flags.faithful.acls}
+}
+
+// pullHint names the puller's flag that allows option.
+func pullHint(option string) string {
+	switch option {
+	case "owner":
+		return "a pull without --no-owner"
+	case "setid":
+		return "a pull with --keep-setid"
+	case "xattrs":
+		return "a pull with -X"
+	case "acls":
+		return "a pull with -A"
+	}
+	return option
+}
+
+// warnDenied warns, once, of what the receiver's policy denied this job
+// and went on without (its Hello's Denied): owners.
+func (j *job) warnDenied(conns []stream.Conn) {
+	for _, c := range conns {
+		c, ok := c.(*stream.Client)
+		if !ok {
+			return
+		}
+		for _, d := range c.Peer.Denied {
+			if d != "owner" {
+				continue // nothing else is gone on without; nor printed as the receiver spelt it
+			}
+			how := "its --allow-owner"
+			if j.serveAddr != "" {
+				how = "serve --allow-owner"
+			}
+			Errorf(j.stderr, "warning: %s: owners are not kept: the receiver does not allow them (%s); the files belong to the user it runs as", j.dst, how)
+		}
+		return
+	}
+}

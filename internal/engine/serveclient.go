@@ -1,0 +1,124 @@
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"sync"
+
+	"github.com/bulkmove/bulkmove/stream"
+	"github.com/bulkmove/bulkmove/transport/dataplane"
+	"github.com/bulkmove/bulkmove/transport/sshx"
+)
+
+// serveScheme starts a DEST that is a `bulkmove serve` daemon.
+const serveScheme = "bulkmove://"
+
+// serveFlags are the sender's flags for bulkmove:// destinations.
+type serveFlags struct {
+	tokenFile, fingerprint, ca, cert, key string
+}
+
+func (f *serveFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.tokenFile, "token-file", "", "bulkmove://: present the token in `FILE` to the server")
+	fs.StringVar(&f.fingerprint, "fingerprint", "", "bulkmove://: the server certificate's `SHA-256` (as bulkmove serve prints it)")
+	fs.StringVar(&f.ca, "ca", "", "bulkmove://: verify the server's certificate with the CA in `file` instead")
+	fs.StringVar(&f.cert, "tls-cert", "", "bulkmove://: client certificate `file` for mutual TLS")
+	fs.StringVar(&f.key, "tls-key", "", "bulkmove://: client key `file` for mutual TLS")
+}
+
+// parseServe reads bulkmove://HOST:PORT/NAME/PATH; the target's Path is
+// NAME/PATH, as the server resolves it.
+func (j *job) parseServe(s string) (sshx.Target, bool, error) {
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" || u.Port() == "" || strings.Trim(u.Path, "/") == "" {
+		return sshx.Target{}, true, fmt.Errorf("%q: want bulkmove://HOST:PORT/ROOT[/PATH]", s)
+	}
+	j.serveAddr = u.Host
+	return sshx.Target{Host: u.Hostname(), Path: strings.Trim(u.Path, "/")}, true, nil
+}
+
+// serveDialing is how many streams a sender opens to serve at once.
+const serveDialing = 16
+
+// connectServe opens K TLS streams to a `bulkmove serve` daemon, one job.
+func (j *job) connectServe(ctx context.Context, p plan) ([]stream.Conn, func(), error) {
+	f := j.flags.serve
+	host, _, _ := net.SplitHostPort(j.serveAddr)
+	cfg, err := dataplane.ClientConfig(host, f.ca, f.fingerprint, f.cert, f.key)
+	if err != nil {
+		return nil, nil, err
+	}
+	var token string
+	if f.tokenFile != "" {
+		if token, err = dataplane.ReadToken(f.tokenFile); err != nil {
+			return nil, nil, err
+		}
+	}
+	var id [12]byte
+	rand.Read(id[:])
+	job := hex.EncodeToString(id[:])
+	dial := func(ctx context.Context, i int) (stream.Conn, error) {
+		c, err := dataplane.DialServe(ctx, j.serveAddr, cfg, dataplane.Greeting{Token: token, Job: job, Index: i, Dest: p.dstRoot})
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", j.serveAddr, err)
+		}
+		conn, err := stream.Dial(ctx, fmt.Sprintf("%s stream %d", j.serveAddr, i), c, c, c, Version, j.receiveOptions(), p.src)
+		if err != nil {
+			c.Close()
+			return nil, stream.RefusedBy("serve "+j.serveAddr, err)
+		}
+		j.configure(conn)
+		return conn, nil
+	}
+	j.redial = dial
+	conns := make([]stream.Conn, j.flags.jobs)
+	errs := make([]error, j.flags.jobs)
+	var wg sync.WaitGroup
+	// At most serveDialing handshakes at once: below serve's limit per
+	// address (--max-peer-handshakes), which closes more at once.
+	sem := make(chan struct{}, serveDialing)
+	for i := range conns {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			conns[i], errs[i] = dial(ctx, i)
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		var refused *stream.RefusedError
+		if errors.As(err, &refused) {
+			// The server would refuse any stream of the job: the job
+			// stops, with the reason once.
+			for _, c := range conns {
+				if c != nil {
+					c.(*stream.Client).Abort()
+				}
+			}
+			return nil, nil, refused
+		}
+	}
+	var up []stream.Conn
+	for i, c := range conns {
+		if c != nil {
+			up = append(up, c)
+		} else {
+			Errorf(j.stderr, "warning: stream %d: %v", i, errs[i])
+		}
+	}
+	if len(up) == 0 {
+		return nil, nil, fmt.Errorf("no stream to %s: %w", j.serveAddr, errs[0])
+	}
+	return up, func() {
+		for _, c := range up {
+			c.(*stream.Client).Abort()
+		}
+	}, nil
+}

@@ -1,0 +1,270 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/bulkmove/bulkmove/internal/spill"
+	"github.com/bulkmove/bulkmove/model"
+	"github.com/bulkmove/bulkmove/sharder"
+	"github.com/bulkmove/bulkmove/stream"
+	"github.com/bulkmove/bulkmove/transport/sshx"
+	"github.com/bulkmove/bulkmove/wire"
+)
+
+const verifyUsage = `usage: bulkmove verify [flags] SRC DEST
+       bulkmove verify [flags] SRC [user@]host:DEST
+
+Compares SRC with DEST, as a transfer of SRC to DEST would leave it: every
+entry's type, size, mtime, permission bits, owner (as root), symlink
+target and hard links, and every file's content (XXH3-128, hashed on both
+hosts at once, K streams in parallel); then what DEST has that SRC does
+not. Writes nothing. Each difference is a line on stdout:
+
+  differ PATH: WHAT      (e.g. "size: source 10, destination 12")
+  missing PATH
+  extra PATH
+
+Exit status: 0 if the trees are the same, 2 if any difference, 1 for a
+usage error, 3 if the comparison could not be done.
+
+Flags:
+`
+
+// RunVerify is `bulkmove verify`.
+func RunVerify(args []string, stdout, stderr io.Writer) int {
+	var f moveFlags
+	fs := flag.NewFlagSet("bulkmove verify", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, verifyUsage)
+		fs.PrintDefaults()
+	}
+	f.register(fs)
+	noContent := fs.Bool("no-content", false, "compare metadata only, not file content")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return ExitOK
+		}
+		return ExitUsage
+	}
+	if !checkArgs(fs, &f, "bulkmove verify", stderr) {
+		return ExitUsage
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	j := &job{flags: f, stdout: stdout, stderr: stderr, src: fs.Arg(0), dst: fs.Arg(1)}
+	if f.json {
+		j.ev = newEvents(stdout)
+	}
+	if _, remote, _ := sshx.ParseTarget(j.src); remote {
+		Errorf(stderr, "verify: SRC must be local (run bulkmove verify on the source host)")
+		return ExitUsage
+	}
+	p, code := j.resolve(ctx)
+	if code != ExitOK {
+		return code
+	}
+	return j.verify(ctx, p, !*noContent)
+}
+
+// verifier collects a verify run's findings.
+type verifier struct {
+	mu                      sync.Mutex
+	compared                int64
+	differ, missing, extras int64
+}
+
+func (j *job) verify(ctx context.Context, p plan, content bool) int {
+	if j.remote == nil {
+		if fi, err := os.Stat(p.dstRoot); err != nil || !fi.IsDir() {
+			Errorf(j.stderr, "verify: destination %s: %v", j.dst, orNotDir(err))
+			return ExitFatal
+		}
+	}
+	conns, cleanup, err := j.connect(ctx, p)
+	if err != nil {
+		Errorf(j.stderr, "%v", err)
+		return ExitFatal
+	}
+	defer cleanup()
+	for _, c := range conns {
+		if _, ok := c.(stream.Verifier); !ok {
+			Errorf(j.stderr, "verify: this transport cannot verify")
+			return ExitFatal
+		}
+	}
+	var v verifier
+	// Directories, symlinks and hard links, compared once the files are:
+	// on disk beyond what memory holds.
+	deferred := spill.New[model.Entry]("", 0, nil, model.EntryCodec{})
+	defer deferred.Close()
+	var dmu sync.Mutex
+	opt := sharder.Options{
+		BatchBytes:    int64(j.flags.batchSize),
+		BatchFiles:    j.flags.batchFiles,
+		Filter:        j.flags.rules,
+		OneFileSystem: j.flags.oneFS,
+		Deferred: func(e model.Entry) {
+			dmu.Lock()
+			deferred.Add(e)
+			dmu.Unlock()
+		},
+		OnError: func(path string, err error) {
+			j.mu.Lock()
+			j.walkErrs++
+			j.mu.Unlock()
+			Errorf(j.stderr, "%v", err)
+			j.ev.problem("error", path, err.Error())
+		},
+		OnWarn: func(string, string) {},
+	}
+	if p.src.File != "" {
+		opt.Name = filepath.Base(j.src) // a symlink's name, if SRC is one
+	}
+	// --shard i/N and --files-from: the part this process moved.
+	closeList, err := j.flags.scale.apply(&opt, os.Stdin)
+	if err != nil {
+		Errorf(j.stderr, "%v", err)
+		return ExitUsage
+	}
+	defer closeList()
+	walked := make(chan *model.Batch, 2*len(conns))
+	batches := make(chan *model.Batch, 2*len(conns))
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		_, err := sharder.Run(gctx, p.walkRoot, opt, walked)
+		if err != nil {
+			return fmt.Errorf("walk %s: %w", j.src, err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		defer close(batches)
+		var last uint64
+		for b := range walked {
+			if p.rename != "" {
+				for i := range b.Entries {
+					b.Entries[i].Path = p.rename
+				}
+			}
+			last = max(last, b.ID)
+			select {
+			case batches <- b:
+			case <-gctx.Done():
+				return gctx.Err()
+			}
+		}
+		// The walk is over: directories, symlinks and hard links too.
+		return deferred.Each(max(j.flags.batchFiles, 1), func(chunk []model.Entry) error {
+			last++
+			select {
+			case batches <- &model.Batch{ID: last, Entries: chunk}:
+				return nil
+			case <-gctx.Done():
+				return gctx.Err()
+			}
+		})
+	})
+	for _, c := range conns {
+		g.Go(func() error {
+			return c.(stream.Verifier).Verify(gctx, batches, content, func(r stream.Result) { j.onVerified(&v, r) })
+		})
+	}
+	err = g.Wait()
+	if err == nil && p.rename == "" && j.flags.scale.filesFrom == "" {
+		// What DEST has beyond SRC (a list does not say what else a
+		// directory may hold: not with --files-from).
+		_, err = j.prunePass(ctx, conns, p, pruneMode{dryRun: true}, func(r *wire.PruneResult) { j.onExtras(&v, r) })
+	}
+	for _, c := range conns {
+		c.Close(ctx)
+	}
+	code := ExitOK
+	switch {
+	case ctx.Err() != nil:
+		Errorf(j.stderr, "verify: interrupted after comparing %d entries", v.compared)
+		code = ExitInterrupted
+	case err != nil:
+		Errorf(j.stderr, "verify: %v", err)
+		code = ExitFatal
+	default:
+		what := "content and metadata"
+		if !content {
+			what = "metadata"
+		}
+		Errorf(j.stderr, "verify: %d entries compared by %s: %d differ, %d missing, %d extra", v.compared, what, v.differ, v.missing, v.extras)
+		if j.walkErrs > 0 || v.differ+v.missing+v.extras > 0 {
+			code = ExitPartial
+		}
+	}
+	// --json: the counts, for bulkmove verify-summary to merge the shards'.
+	ev := &VerifyEvent{Src: j.src, Dst: j.dst, Compared: v.compared, Differ: v.differ, Missing: v.missing,
+		Extra: v.extras, Errors: j.walkErrs, Content: content, ExitCode: code}
+	if sh := j.flags.scale.shard; !sh.All() {
+		ev.Shard = sh.String()
+	}
+	if err != nil {
+		ev.Error = err.Error()
+	}
+	j.ev.emit("verify", &ev.Head, ev)
+	return code
+}
+
+func (j *job) onVerified(v *verifier, r stream.Result) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.compared += int64(len(r.Batch.Entries))
+	for _, e := range r.Ack.Errors {
+		path := r.Batch.Entries[e.Index].Path
+		if e.Msg == "missing" {
+			v.missing++
+		} else {
+			v.differ++
+		}
+		switch {
+		case j.ev != nil:
+		case e.Msg == "missing":
+			printf(j.stdout, "missing %s\n", path)
+		default:
+			printf(j.stdout, "differ %s: %s\n", path, e.Msg)
+		}
+		j.ev.problem("difference", path, e.Msg)
+	}
+}
+
+func (j *job) onExtras(v *verifier, r *wire.PruneResult) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, e := range r.Removed {
+		v.extras++
+		name := prunedName(e)
+		if j.ev == nil {
+			printf(j.stdout, "extra %s\n", name)
+		}
+		j.ev.problem("difference", e.Path, "extra")
+	}
+	for _, e := range r.Errors {
+		Errorf(j.stderr, "verify: %s", e)
+		j.mu.Lock()
+		j.walkErrs++
+		j.mu.Unlock()
+	}
+}
+
+func orNotDir(err error) error {
+	if err != nil {
+		return Unwrap(err)
+	}
+	return errors.New("not a directory")
+}

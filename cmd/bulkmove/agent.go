@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/bulkmove/bulkmove/internal/engine"
+	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/metrics"
 	"github.com/bulkmove/bulkmove/receive/agentd"
 	"github.com/bulkmove/bulkmove/stream"
@@ -98,12 +99,12 @@ func runAgent(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case err == nil:
 		return engine.ExitOK
 	case errors.As(err, &usage):
-		engine.Errorf(stderr, "agent: %v", err)
+		termsafe.Errorf(stderr, "agent: %v", err)
 		return engine.ExitUsage
 	case !stream.IsRefused(err):
 		// A refused handshake told the sender why, which shows it: not
 		// twice (this stderr is the sender's).
-		engine.Errorf(stderr, "%v", err)
+		termsafe.Errorf(stderr, "%v", err)
 	}
 	return engine.ExitFatal
 }
@@ -149,9 +150,9 @@ func serveReceiverMetrics(ctx context.Context, m *metrics.Receiver, addr, who st
 	}
 	at, err := metrics.Serve(ctx, addr, m.Registry(engine.Version))
 	if err != nil {
-		engine.Errorf(stderr, "%s: %v", who, err)
+		termsafe.Errorf(stderr, "%s: %v", who, err)
 		return err
 	}
-	engine.Errorf(stderr, "%s: metrics on %s", who, engine.MetricsAt(addr, at))
+	termsafe.Errorf(stderr, "%s: metrics on %s", who, engine.MetricsAt(addr, at))
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/bulkmove/bulkmove/internal/engine"
+	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/receive/extract"
 )
 
@@ -19,7 +20,7 @@ func main() {
 	// process's, or an agent's or server's) keeps in memory before the
 	// rest go to disk (extract.KnownMem).
 	if n, err := engine.EnvCount("BULKMOVE_KNOWN_MEM", "hard-link targets"); err != nil {
-		engine.Errorf(os.Stderr, "%v", err)
+		termsafe.Errorf(os.Stderr, "%v", err)
 		os.Exit(engine.ExitUsage)
 	} else if n > 0 {
 		extract.KnownMem = int(n)

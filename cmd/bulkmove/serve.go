@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/bulkmove/bulkmove/internal/engine"
+	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/metrics"
 	"github.com/bulkmove/bulkmove/receive/serve"
 	"github.com/bulkmove/bulkmove/transport/dataplane"
@@ -88,22 +89,22 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		return engine.ExitUsage
 	}
 	if l.MaxHandshakes < 1 || l.MaxPeerHandshakes < 1 || l.MaxConns < 1 || l.MaxJobs < 1 || l.Stall <= 0 {
-		engine.Errorf(stderr, "serve: --max-handshakes, --max-peer-handshakes, --max-conns, --max-jobs and --stall-timeout must be positive")
+		termsafe.Errorf(stderr, "serve: --max-handshakes, --max-peer-handshakes, --max-conns, --max-jobs and --stall-timeout must be positive")
 		return engine.ExitUsage
 	}
 	if len(roots) == 0 {
-		engine.Errorf(stderr, "serve: at least one --root NAME=DIR")
+		termsafe.Errorf(stderr, "serve: at least one --root NAME=DIR")
 		return engine.ExitUsage
 	}
 	if *tokenFile == "" && *clientCA == "" {
-		engine.Errorf(stderr, "serve: --token-file or --client-ca: the server takes no anonymous senders")
+		termsafe.Errorf(stderr, "serve: --token-file or --client-ca: the server takes no anonymous senders")
 		return engine.ExitUsage
 	}
 	var token string
 	if *tokenFile != "" {
 		var err error
 		if token, err = dataplane.ReadToken(*tokenFile); err != nil {
-			engine.Errorf(stderr, "serve: %v", err)
+			termsafe.Errorf(stderr, "serve: %v", err)
 			return engine.ExitUsage
 		}
 	}
@@ -111,7 +112,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	// beneath it, never by its path.
 	open, err := serve.OpenRoots(roots)
 	if err != nil {
-		engine.Errorf(stderr, "serve: %v", err)
+		termsafe.Errorf(stderr, "serve: %v", err)
 		return engine.ExitFatal
 	}
 	defer func() {
@@ -121,7 +122,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	}()
 	cfg, fp, err := dataplane.ServerConfig(*certFile, *keyFile, *clientCA)
 	if err != nil {
-		engine.Errorf(stderr, "serve: %v", err)
+		termsafe.Errorf(stderr, "serve: %v", err)
 		return engine.ExitUsage
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -132,13 +133,13 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
-		engine.Errorf(stderr, "serve: %v", err)
+		termsafe.Errorf(stderr, "serve: %v", err)
 		return engine.ExitFatal
 	}
-	engine.Errorf(stderr, "serve: listening on %s, certificate SHA-256 %s", ln.Addr(), fp)
+	termsafe.Errorf(stderr, "serve: listening on %s, certificate SHA-256 %s", ln.Addr(), fp)
 	s := serve.New(serve.Config{Roots: open, Token: token, TLS: cfg, Mutual: *clientCA != "", Limits: l,
 		Allow: wire.Allow(allow), Version: engine.Version, Opened: engine.ExportReceiver(&m),
-		Logf: func(format string, a ...any) { engine.Errorf(stderr, format, a...) }})
+		Logf: func(format string, a ...any) { termsafe.Errorf(stderr, format, a...) }})
 	context.AfterFunc(ctx, func() { ln.Close() })
 	s.Serve(ctx, ln)
 	return engine.ExitOK

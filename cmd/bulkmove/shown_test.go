@@ -219,7 +219,7 @@ func TestServeLogHostile(t *testing.T) {
 }
 
 // TestNoRawPrints keeps every message on stderr, in a log or in a listing
-// on the job's stdout going through printf or Errorf (which escape what
+// on the job's stdout going through printf or termsafe.Errorf (which escape what
 // they print): it fails on a fmt.Fprint* call to one of those writers that
 // prints anything but a single constant text (a usage message).
 func TestNoRawPrints(t *testing.T) {
@@ -257,7 +257,7 @@ func TestNoRawPrints(t *testing.T) {
 			if _, ok := call.Args[1].(*ast.Ident); sel.Sel.Name == "Fprint" && len(call.Args) == 2 && ok {
 				return true // a usage text
 			}
-			t.Errorf("%s: fmt.%s to %s: print with printf or Errorf, which escape names", fset.Position(call.Pos()), sel.Sel.Name, w.String())
+			t.Errorf("%s: fmt.%s to %s: print with printf or termsafe.Errorf, which escape names", fset.Position(call.Pos()), sel.Sel.Name, w.String())
 			return true
 		})
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/bulkmove/bulkmove/internal/hostcpu"
+	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/metrics"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/stream"
@@ -183,7 +184,7 @@ func (j *job) steer(ctx context.Context, pool *stream.Pool, local bool) (stop fu
 	}
 	tail := float64(autoTail)
 	if n, err := EnvCount("BULKMOVE_AUTO_TAIL", "seconds"); err != nil {
-		Errorf(j.stderr, "warning: %v", err)
+		termsafe.Errorf(j.stderr, "warning: %v", err)
 	} else if n > 0 {
 		tail = float64(n)
 	}
@@ -231,7 +232,7 @@ func (j *job) steer(ctx context.Context, pool *stream.Pool, local bool) (stop fu
 			if to > n {
 				added, err := pool.Grow(ctx, to-n)
 				if err != nil && !errors.Is(err, stream.ErrGrowClosed) {
-					Errorf(j.stderr, "warning: -j auto: %v", err)
+					termsafe.Errorf(j.stderr, "warning: -j auto: %v", err)
 				}
 				m.AutoJ.InUse.Store(int64(len(pool.Stats())))
 				return n + added

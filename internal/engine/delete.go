@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/bulkmove/bulkmove/internal/spill"
+	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/stream"
 	"github.com/bulkmove/bulkmove/wire"
@@ -48,7 +49,7 @@ func (j *job) deletePass(p plan) func(context.Context, []stream.Conn) error {
 		bad := j.failed + j.walkErrs
 		j.mu.Unlock()
 		if bad > 0 {
-			Errorf(j.stderr, "not deleting anything at %s: %d errors during the transfer", j.dst, bad)
+			termsafe.Errorf(j.stderr, "not deleting anything at %s: %d errors during the transfer", j.dst, bad)
 			j.mu.Lock()
 			j.deleteSkipped = true
 			j.mu.Unlock()
@@ -135,7 +136,7 @@ const guardHow = "Check SRC (an unmounted filesystem? a mistyped path?) and the 
 // refuseDelete says why the --delete guard deleted nothing; the job then
 // exits 3.
 func (j *job) refuseDelete(format string, a ...any) {
-	Errorf(j.stderr, "--delete refused: "+format+"; nothing was deleted. "+guardHow, a...)
+	termsafe.Errorf(j.stderr, "--delete refused: "+format+"; nothing was deleted. "+guardHow, a...)
 	j.mu.Lock()
 	j.deleteRefused = true
 	j.mu.Unlock()
@@ -167,7 +168,7 @@ func (j *job) maxDeleteSays(dryRun bool) {
 	if dryRun {
 		verb = "dry run: would stop after %d deletions"
 	}
-	Errorf(j.stderr, "--max-delete %d: "+verb+"; %d more not deleted", j.flags.maxDelete.n, j.deleted, j.deleteHeld)
+	termsafe.Errorf(j.stderr, "--max-delete %d: "+verb+"; %d more not deleted", j.flags.maxDelete.n, j.deleted, j.deleteHeld)
 }
 
 // errOverCeiling: the pass removed more than pruneMode.ceiling.
@@ -473,14 +474,14 @@ func (j *job) onPruned(r *wire.PruneResult, dryRun bool) {
 		name := prunedName(e)
 		switch {
 		case dryRun:
-			printf(j.stdout, "delete %s\n", name)
+			termsafe.Printf(j.stdout, "delete %s\n", name)
 		case j.flags.verbose:
-			Errorf(j.stderr, "deleted %s", name)
+			termsafe.Errorf(j.stderr, "deleted %s", name)
 		}
 	}
 	for _, e := range r.Errors {
 		j.failed++
-		Errorf(j.stderr, "%s: %s", j.dst, e)
+		termsafe.Errorf(j.stderr, "%s: %s", j.dst, e)
 	}
 	j.deleteHeld += int64(r.Held)
 }
@@ -497,7 +498,7 @@ func (j *job) dryRunDelete(ctx context.Context, p plan) int {
 	}
 	conns, cleanup, err := j.connect(ctx, p)
 	if err != nil {
-		Errorf(j.stderr, "%v", err)
+		termsafe.Errorf(j.stderr, "%v", err)
 		return ExitFatal
 	}
 	defer cleanup()
@@ -518,15 +519,15 @@ func (j *job) dryRunDelete(ctx context.Context, p plan) int {
 		c.Close(ctx)
 	}
 	if err != nil {
-		Errorf(j.stderr, "%v", err)
+		termsafe.Errorf(j.stderr, "%v", err)
 		return ExitFatal
 	}
 	if m.count {
 		t.held, t.count = t.count, 0
 	}
-	Errorf(j.stderr, "dry run: would delete %d entries", j.deleted)
+	termsafe.Errorf(j.stderr, "dry run: would delete %d entries", j.deleted)
 	if why := j.guardSays(t); why != "" {
-		Errorf(j.stderr, "dry run: --delete would refuse: %s; nothing would be deleted. %s", why, guardHow)
+		termsafe.Errorf(j.stderr, "dry run: --delete would refuse: %s; nothing would be deleted. %s", why, guardHow)
 		return ExitFatal
 	}
 	j.maxDeleteSays(true)

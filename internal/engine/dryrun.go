@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/internal/units"
 	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/sharder"
@@ -18,7 +19,7 @@ func (j *job) dryRun(ctx context.Context, p plan, opt sharder.Options) int {
 	opt.Deferred = func(e model.Entry) {
 		others++
 		if e.Path != "." {
-			printf(j.stdout, "%s %s\n", e.Kind, e.Path)
+			termsafe.Printf(j.stdout, "%s %s\n", e.Kind, e.Path)
 		}
 	}
 	out := make(chan *model.Batch, 16)
@@ -37,7 +38,7 @@ func (j *job) dryRun(ctx context.Context, p plan, opt sharder.Options) int {
 				if p.rename != "" {
 					b.Entries[i].Path = p.rename
 				}
-				printf(j.stdout, "file %s\n", filepath.ToSlash(b.Entries[i].Path))
+				termsafe.Printf(j.stdout, "file %s\n", filepath.ToSlash(b.Entries[i].Path))
 			}
 			batches = append(batches, planned{bytes: b.Bytes, files: len(b.Entries)})
 		}
@@ -45,7 +46,7 @@ func (j *job) dryRun(ctx context.Context, p plan, opt sharder.Options) int {
 	st, err := sharder.Run(ctx, p.walkRoot, opt, out)
 	<-done
 	if err != nil {
-		Errorf(j.stderr, "walk %s: %v", j.src, err)
+		termsafe.Errorf(j.stderr, "walk %s: %v", j.src, err)
 		return ExitFatal
 	}
 	var largest *planned
@@ -73,13 +74,13 @@ func (j *job) dryRun(ctx context.Context, p plan, opt sharder.Options) int {
 		mean := float64(sum) / float64(len(load))
 		imbalance = (float64(slices.Max(load))/mean - 1) * 100
 	}
-	Errorf(j.stderr, "dry run: would move %d files (%s) in %d batches, plus %d directories and links", st.Files, units.Size(total), len(batches), others)
+	termsafe.Errorf(j.stderr, "dry run: would move %d files (%s) in %d batches, plus %d directories and links", st.Files, units.Size(total), len(batches), others)
 	if largest != nil {
-		Errorf(j.stderr, "dry run: largest batch %d files, %s; imbalance across %d streams %.1f%%", largest.files, units.Size(largest.bytes), j.flags.jobs, imbalance)
+		termsafe.Errorf(j.stderr, "dry run: largest batch %d files, %s; imbalance across %d streams %.1f%%", largest.files, units.Size(largest.bytes), j.flags.jobs, imbalance)
 	}
 	if st.Errors > 0 {
 		if j.flags.delete {
-			Errorf(j.stderr, "dry run: --delete would delete nothing: the walk had errors")
+			termsafe.Errorf(j.stderr, "dry run: --delete would delete nothing: the walk had errors")
 		}
 		return ExitPartial
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/bulkmove/bulkmove/internal/ionice"
 	"github.com/bulkmove/bulkmove/internal/ratelimit"
+	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/internal/units"
 )
 
@@ -58,12 +59,12 @@ func (n *NiceFlags) Register(fs *flag.FlagSet) {
 func (n *NiceFlags) Apply(stderr io.Writer) {
 	if n.ioNice {
 		if err := ionice.SetIdle(); err != nil {
-			Errorf(stderr, "warning: --io-nice: %v", err)
+			termsafe.Errorf(stderr, "warning: --io-nice: %v", err)
 		}
 	}
 	if n.nice.set {
 		if err := ionice.SetNice(n.nice.n); err != nil {
-			Errorf(stderr, "warning: --nice %d: %v", n.nice.n, err)
+			termsafe.Errorf(stderr, "warning: --nice %d: %v", n.nice.n, err)
 		}
 	}
 }

@@ -54,7 +54,7 @@ func (l *logFile) Write(p []byte) (int, error) {
 		if bytes.ContainsAny(line, "\r\x1b") {
 			continue // a progress line redrawn on a terminal
 		}
-		// What bulkmove writes is escaped already (printf); Sanitize
+		// What bulkmove writes is escaped already (termsafe.Printf); Sanitize
 		// keeps anything else that gets here from putting a control
 		// character in the log.
 		fmt.Fprintf(l.f, "%s %s\n", time.Now().UTC().Format(time.RFC3339Nano), termsafe.Sanitize(string(line)))

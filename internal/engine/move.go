@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/bulkmove/bulkmove/filter"
+	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/internal/units"
 	"github.com/bulkmove/bulkmove/metrics"
 	"github.com/bulkmove/bulkmove/model"
@@ -247,11 +248,11 @@ func RunMove(args []string, stdout, stderr io.Writer) int {
 	fs.String("profile", "", "run the job `NAME` of the config file (its src, dst and flags)")
 	cfgFlags, cfgSrc, cfgDst, err := configArgs(args)
 	if err != nil {
-		Errorf(stderr, "%v", err)
+		termsafe.Errorf(stderr, "%v", err)
 		return ExitUsage
 	}
 	if err := fs.Parse(cfgFlags); err != nil {
-		Errorf(stderr, "config: %v", err)
+		termsafe.Errorf(stderr, "config: %v", err)
 		return ExitUsage
 	}
 	if err := fs.Parse(args); err != nil {
@@ -270,32 +271,32 @@ func RunMove(args []string, stdout, stderr io.Writer) int {
 		f.delete = true
 	}
 	if _, err := f.checkMode(); err != nil {
-		Errorf(stderr, "%v", err)
+		termsafe.Errorf(stderr, "%v", err)
 		return ExitUsage
 	}
 	if err := f.scale.check(&f); err != nil {
-		Errorf(stderr, "%v", err)
+		termsafe.Errorf(stderr, "%v", err)
 		return ExitUsage
 	}
 	if !checkArgs(fs, &f, "bulkmove", stderr) {
 		return ExitUsage
 	}
 	if err := f.obs.check(); err != nil {
-		Errorf(stderr, "%v", err)
+		termsafe.Errorf(stderr, "%v", err)
 		return ExitUsage
 	}
 	switch f.transport {
 	case "ssh", "tls", "tcp", "auto":
 	default:
-		Errorf(stderr, "--transport %q: want ssh, tls, tcp or auto", f.transport)
+		termsafe.Errorf(stderr, "--transport %q: want ssh, tls, tcp or auto", f.transport)
 		return ExitUsage
 	}
 	if _, _, err := dataplane.ParsePorts(f.dataPorts); err != nil {
-		Errorf(stderr, "--data-ports: %v", err)
+		termsafe.Errorf(stderr, "--data-ports: %v", err)
 		return ExitUsage
 	}
 	if f.dataAddr != "" && net.ParseIP(strings.Trim(f.dataAddr, "[]")) == nil {
-		Errorf(stderr, "--data-addr %q: want an IP address of the remote host (0.0.0.0 or :: for all)", f.dataAddr)
+		termsafe.Errorf(stderr, "--data-addr %q: want an IP address of the remote host (0.0.0.0 or :: for all)", f.dataAddr)
 		return ExitUsage
 	}
 	f.gentle.Apply(stderr) // early: every thread of the process takes them
@@ -303,12 +304,12 @@ func RunMove(args []string, stdout, stderr io.Writer) int {
 	if f.logFile != "" {
 		var err error
 		if lf, err = openLog(f.logFile, f.logLevel); err != nil {
-			Errorf(stderr, "%v", err)
+			termsafe.Errorf(stderr, "%v", err)
 			return ExitUsage
 		}
 		defer lf.Close()
 		stderr = teeLog(stderr, lf)
-		Errorf(lf, "start: bulkmove %s", strings.Join(args, " "))
+		termsafe.Errorf(lf, "start: bulkmove %s", strings.Join(args, " "))
 	}
 	j := &job{flags: f, stdout: stdout, stderr: stderr, src: fs.Arg(0), dst: fs.Arg(1), log: lf}
 	ctx, drain, stop := j.interrupts(context.Background(), f.grace)
@@ -324,15 +325,15 @@ func RunMove(args []string, stdout, stderr io.Writer) int {
 // DEST needs: both, and a sane -j. It reports on stderr.
 func checkArgs(fs *flag.FlagSet, f *moveFlags, cmd string, stderr io.Writer) bool {
 	if fs.NArg() != 2 {
-		Errorf(stderr, "want SRC and DEST, got %d arguments (see %s -h)", fs.NArg(), cmd)
+		termsafe.Errorf(stderr, "want SRC and DEST, got %d arguments (see %s -h)", fs.NArg(), cmd)
 		return false
 	}
 	if (f.maxDelete.set || f.noDeleteGuard) && !f.delete {
-		Errorf(stderr, "--max-delete and --no-delete-guard go with --delete")
+		termsafe.Errorf(stderr, "--max-delete and --no-delete-guard go with --delete")
 		return false
 	}
 	if err := f.checkCounts(fs); err != nil {
-		Errorf(stderr, "%v", err)
+		termsafe.Errorf(stderr, "%v", err)
 		return false
 	}
 	return true
@@ -419,12 +420,12 @@ func (j *job) run(ctx context.Context) int {
 	if j.hub == nil {
 		t, remote, err := sshx.ParseTarget(j.src)
 		if err != nil {
-			Errorf(j.stderr, "%v", err)
+			termsafe.Errorf(j.stderr, "%v", err)
 			return ExitUsage
 		}
 		if remote {
 			if _, r, _ := sshx.ParseTarget(j.dst); r {
-				Errorf(j.stderr, "both SRC and DEST are remote: run bulkmove on one of the hosts")
+				termsafe.Errorf(j.stderr, "both SRC and DEST are remote: run bulkmove on one of the hosts")
 				return ExitUsage
 			}
 			return j.pull(ctx, t)
@@ -448,14 +449,14 @@ func (j *job) run(ctx context.Context) int {
 			j.mu.Lock()
 			j.walkErrs++
 			j.mu.Unlock()
-			Errorf(j.stderr, "%v", err)
+			termsafe.Errorf(j.stderr, "%v", err)
 			j.ev.problem("error", p, err.Error())
 		},
 		OnWarn: func(p, msg string) {
 			j.mu.Lock()
 			j.warnings++
 			j.mu.Unlock()
-			Errorf(j.stderr, "warning: %s: %s", filepath.Join(j.src, filepath.FromSlash(p)), msg)
+			termsafe.Errorf(j.stderr, "warning: %s: %s", filepath.Join(j.src, filepath.FromSlash(p)), msg)
 			j.ev.problem("warning", p, msg)
 		},
 	}
@@ -465,13 +466,13 @@ func (j *job) run(ctx context.Context) int {
 	j.flags.split.apply(&opt, &j.flags)
 	linkMem, err := EnvCount("BULKMOVE_LINK_MEM", "hard-link sets")
 	if err != nil {
-		Errorf(j.stderr, "%v", err)
+		termsafe.Errorf(j.stderr, "%v", err)
 		return ExitUsage
 	}
 	opt.LinkMem = int(linkMem)
 	closeList, err := j.flags.scale.apply(&opt, os.Stdin)
 	if err != nil {
-		Errorf(j.stderr, "%v", err)
+		termsafe.Errorf(j.stderr, "%v", err)
 		return ExitFatal
 	}
 	defer closeList()
@@ -481,7 +482,7 @@ func (j *job) run(ctx context.Context) int {
 
 	res, jerr := j.openJournal()
 	if jerr != nil {
-		Errorf(j.stderr, "%v", jerr)
+		termsafe.Errorf(j.stderr, "%v", jerr)
 		return ExitFatal
 	}
 	j.res = res
@@ -533,7 +534,7 @@ func (j *job) run(ctx context.Context) int {
 		stopWalk()
 		g.Wait()
 		j.res.close(false)
-		Errorf(j.stderr, "%v", err)
+		termsafe.Errorf(j.stderr, "%v", err)
 		return ExitFatal
 	}
 	defer cleanup()
@@ -541,7 +542,7 @@ func (j *job) run(ctx context.Context) int {
 	j.warnDenied(conns)
 	slow, destID := destSays(conns)
 	if err := j.bindJournal(destID); err != nil {
-		Errorf(j.stderr, "warning: %v; this run leaves out nothing the journal holds", err)
+		termsafe.Errorf(j.stderr, "warning: %v; this run leaves out nothing the journal holds", err)
 	}
 	if slow {
 		j.trace("DEST answers each file operation after a round trip: batches take their files from many directories in turn")
@@ -553,7 +554,7 @@ func (j *job) run(ctx context.Context) int {
 		stopWalk()
 		g.Wait()
 		j.res.close(false)
-		Errorf(j.stderr, "%v", err)
+		termsafe.Errorf(j.stderr, "%v", err)
 		return ExitFatal
 	}
 	j.connected(len(conns))
@@ -569,7 +570,7 @@ func (j *job) run(ctx context.Context) int {
 	if j.flags.reconnectTimeout > 0 {
 		pool.Redial = j.redial
 	}
-	pool.OnWarn = func(msg string) { Errorf(j.stderr, "warning: %s", msg) }
+	pool.OnWarn = func(msg string) { termsafe.Errorf(j.stderr, "warning: %s", msg) }
 	if plan.src.File == "" {
 		root := plan.src.Root
 		pool.Restat = func(e model.Entry) (model.Entry, bool) { return sharder.Restat(root, e) }
@@ -578,7 +579,7 @@ func (j *job) run(ctx context.Context) int {
 	stopObs, err := j.observe(ctx, j.remote == nil && j.hub == nil && !j.flags.viaAgent)
 	if err != nil {
 		stopProgress()
-		Errorf(j.stderr, "%v", err)
+		termsafe.Errorf(j.stderr, "%v", err)
 		return ExitUsage
 	}
 	pool.Drain = j.drain
@@ -607,12 +608,12 @@ func (j *job) run(ctx context.Context) int {
 					by = fmt.Sprintf(" (%s by sendfile)", units.Size(n))
 				}
 			}
-			Errorf(j.stderr, "stream %d: %d batches, %d files, %s%s, busy until %.2fs", i, s.Batches, s.Files, units.Size(s.Bytes), by, s.Done.Seconds())
+			termsafe.Errorf(j.stderr, "stream %d: %d batches, %d files, %s%s, busy until %.2fs", i, s.Batches, s.Files, units.Size(s.Bytes), by, s.Done.Seconds())
 		}
 	}
 	interrupted := ctx.Err() != nil || j.interrupted.Load()
 	if jerr := j.res.close(err == nil && !interrupted && j.failed == 0 && j.walkErrs == 0); jerr != nil {
-		Errorf(j.stderr, "warning: %v", jerr)
+		termsafe.Errorf(j.stderr, "warning: %v", jerr)
 	}
 	j.summary(err, interrupted)
 	exit := ExitOK
@@ -714,7 +715,7 @@ func (j *job) resolve(ctx context.Context) (plan, int) {
 		t, remote, err = j.parseServe(j.dst)
 	}
 	if err != nil {
-		Errorf(j.stderr, "%v", err)
+		termsafe.Errorf(j.stderr, "%v", err)
 		return p, ExitUsage
 	}
 	if remote {
@@ -722,21 +723,21 @@ func (j *job) resolve(ctx context.Context) (plan, int) {
 	}
 	src, fi, err := resolveSrc(j.src)
 	if err != nil {
-		Errorf(j.stderr, "source %s: %v", j.src, Unwrap(err))
+		termsafe.Errorf(j.stderr, "source %s: %v", j.src, Unwrap(err))
 		return p, ExitFatal
 	}
 	p.srcReal = src
 	dst := ""
 	if j.remote == nil {
 		if dst, err = ResolveDest(j.dst); err != nil {
-			Errorf(j.stderr, "destination %s: %v", j.dst, Unwrap(err))
+			termsafe.Errorf(j.stderr, "destination %s: %v", j.dst, Unwrap(err))
 			return p, ExitFatal
 		}
 	}
 	if fi.IsDir() {
 		d, err := os.Open(src)
 		if err != nil {
-			Errorf(j.stderr, "source %s: %v", j.src, Unwrap(err))
+			termsafe.Errorf(j.stderr, "source %s: %v", j.src, Unwrap(err))
 			return p, ExitFatal
 		}
 		d.Close()
@@ -747,13 +748,13 @@ func (j *job) resolve(ctx context.Context) (plan, int) {
 		}
 		p.dstRoot = dst
 		if dfi, err := os.Stat(dst); err == nil && !dfi.IsDir() {
-			Errorf(j.stderr, "destination %s is an existing file, but the source %s is a directory", j.dst, j.src)
+			termsafe.Errorf(j.stderr, "destination %s is an existing file, but the source %s is a directory", j.dst, j.src)
 			return p, ExitUsage
 		}
 		return p, j.refuseOverlap(src, dst, j.dst)
 	}
 	if !fi.Mode().IsRegular() {
-		Errorf(j.stderr, "source %s is not a regular file or directory", j.src)
+		termsafe.Errorf(j.stderr, "source %s is not a regular file or directory", j.src)
 		return p, ExitFatal
 	}
 	// A single file: into DEST if DEST is a directory, else as DEST. In a
@@ -786,7 +787,7 @@ func (j *job) refuseOverlap(src, dst, dstName string) int {
 	if err == nil {
 		return ExitOK
 	}
-	Errorf(j.stderr, "%v", err)
+	termsafe.Errorf(j.stderr, "%v", err)
 	if refused {
 		return ExitUsage
 	}
@@ -880,9 +881,9 @@ func (j *job) trace(format string, args ...any) {
 	args = append([]any{time.Since(j.start).Seconds()}, args...)
 	switch {
 	case j.flags.verbose:
-		Errorf(j.stderr, "%6.3fs "+format, args...)
+		termsafe.Errorf(j.stderr, "%6.3fs "+format, args...)
 	case j.log != nil && j.log.debug:
-		Errorf(j.log, "%6.3fs "+format, args...)
+		termsafe.Errorf(j.log, "%6.3fs "+format, args...)
 	}
 }
 
@@ -907,7 +908,7 @@ func (j *job) onResult(r stream.Result) {
 		j.resent += resent
 		for _, e := range r.Ack.Errors {
 			j.failed++
-			Errorf(j.stderr, "%s: %s", j.dst, e.Msg)
+			termsafe.Errorf(j.stderr, "%s: %s", j.dst, e.Msg)
 			j.ev.problem("error", r.Batch.Entries[e.Index].Path, e.Msg)
 		}
 	}
@@ -916,14 +917,14 @@ func (j *job) onResult(r stream.Result) {
 		if errors.Is(e.Err, stream.ErrChanged) {
 			j.changed++
 		}
-		Errorf(j.stderr, "%v", e.Err)
+		termsafe.Errorf(j.stderr, "%v", e.Err)
 		j.ev.problem("error", r.Batch.Entries[e.Index].Path, e.Err.Error())
 	}
 	if j.ev != nil {
 		j.ev.progress(j.m, false)
 	}
 	if j.flags.verbose && !r.Final && r.Ack != nil {
-		Errorf(j.stderr, "batch %d on stream %d: %d files, %s", r.Batch.ID, r.Stream, r.Ack.Files, units.Size(r.Ack.Bytes))
+		termsafe.Errorf(j.stderr, "batch %d on stream %d: %d files, %s", r.Batch.ID, r.Stream, r.Ack.Files, units.Size(r.Ack.Bytes))
 	}
 }
 
@@ -954,24 +955,24 @@ func (j *job) summary(err error, interrupted bool) {
 		resumed = fmt.Sprintf(" (%d of them named by the resume journal)", j.resumed)
 	}
 	if j.resent > 0 {
-		Errorf(j.stderr, "warning: %d files the resume journal named were not in place at %s (deleted or changed there since): sent again", j.resent, j.dst)
+		termsafe.Errorf(j.stderr, "warning: %d files the resume journal named were not in place at %s (deleted or changed there since): sent again", j.resent, j.dst)
 	}
 	line := fmt.Sprintf("%d files, %s in %.2fs (%s/s, %.0f files/s)%s; %d up to date%s%s; %d errors%s",
 		j.files, units.Size(j.bytes), el.Seconds(), units.Size(int64(rate)), float64(j.files)/el.Seconds(), compression(j.m), j.skipped, resumed, deleted, j.failed+j.walkErrs, j.bottleneck())
 	switch {
 	case interrupted:
-		Errorf(j.stderr, "interrupted: %s; run the same command again to finish", line)
+		termsafe.Errorf(j.stderr, "interrupted: %s; run the same command again to finish", line)
 	case err != nil:
-		Errorf(j.stderr, "%v", err)
+		termsafe.Errorf(j.stderr, "%v", err)
 		if errors.Is(err, stream.ErrNoSpace) && j.m != nil {
 			left := max(j.m.PlannedBytes.Load()-j.m.DoneBytes.Load(), 0)
-			Errorf(j.stderr, "%s is full: %s of the %s found so far still to move (more if the walk was not over); "+
+			termsafe.Errorf(j.stderr, "%s is full: %s of the %s found so far still to move (more if the walk was not over); "+
 				"what was acknowledged is in place: free some space and run the same command again to resume",
 				j.dst, units.Size(left), units.Size(j.m.PlannedBytes.Load()))
 		}
-		Errorf(j.stderr, "failed: %s", line)
+		termsafe.Errorf(j.stderr, "failed: %s", line)
 	default:
-		Errorf(j.stderr, "%s", line)
+		termsafe.Errorf(j.stderr, "%s", line)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/metrics"
 	"github.com/bulkmove/bulkmove/receive/extract"
 	"github.com/bulkmove/bulkmove/transport/dataplane"
@@ -88,10 +89,10 @@ func (j *job) observe(ctx context.Context, local bool) (stop func(), err error) 
 			cancel()
 			return nil, err
 		}
-		Errorf(j.stderr, "metrics on %s", MetricsAt(o.metricsAddr, addr))
+		termsafe.Errorf(j.stderr, "metrics on %s", MetricsAt(o.metricsAddr, addr))
 	}
 	stderr := j.stderr // the progress display's, if any: it outlives the control
-	j.bw.start(ctx, func(format string, args ...any) { Errorf(stderr, format, args...) })
+	j.bw.start(ctx, func(format string, args ...any) { termsafe.Errorf(stderr, format, args...) })
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -99,7 +100,7 @@ func (j *job) observe(ctx context.Context, local bool) (stop func(), err error) 
 		j.m.Watch(ctx, o.verdictInterval, 10*o.verdictInterval, local, func(v *metrics.Verdict) {
 			j.ev.bottleneck(v)
 			if j.flags.verbose {
-				Errorf(j.stderr, "bottleneck: %s (%s); one more stream would %shelp", v.Resource, v.Why, map[bool]string{true: "", false: "not "}[v.MoreStreamsHelp])
+				termsafe.Errorf(j.stderr, "bottleneck: %s (%s); one more stream would %shelp", v.Resource, v.Why, map[bool]string{true: "", false: "not "}[v.MoreStreamsHelp])
 			}
 		})
 	}()
@@ -115,7 +116,7 @@ func (j *job) observe(ctx context.Context, local bool) (stop func(), err error) 
 					return
 				case <-t.C:
 					if err := metrics.WriteTextfile(o.textfile, reg); err != nil {
-						Errorf(j.stderr, "warning: %v", err)
+						termsafe.Errorf(j.stderr, "warning: %v", err)
 					}
 				}
 			}
@@ -127,7 +128,7 @@ func (j *job) observe(ctx context.Context, local bool) (stop func(), err error) 
 		wg.Wait()
 		if o.textfile != "" {
 			if err := metrics.WriteTextfile(o.textfile, reg); err != nil {
-				Errorf(j.stderr, "warning: metrics textfile: %v", err)
+				termsafe.Errorf(j.stderr, "warning: metrics textfile: %v", err)
 			}
 		}
 		if o.pushgateway != "" {
@@ -137,7 +138,7 @@ func (j *job) observe(ctx context.Context, local bool) (stop func(), err error) 
 				group["shard"] = j.m.Shard // N shards on one host: N groups, not one overwritten
 			}
 			if err := metrics.Push(o.pushgateway, o.jobName, group, reg); err != nil {
-				Errorf(j.stderr, "warning: pushgateway %s: %v", o.pushgateway, err)
+				termsafe.Errorf(j.stderr, "warning: pushgateway %s: %v", o.pushgateway, err)
 			}
 		}
 	}, nil

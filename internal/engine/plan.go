@@ -19,6 +19,7 @@ import (
 	"syscall"
 
 	"github.com/bulkmove/bulkmove/filter"
+	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/internal/units"
 	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/sharder"
@@ -89,7 +90,7 @@ func RunPlan(args []string, stdout, stderr io.Writer) int {
 		rest = fs.Args()[1:]
 	}
 	if len(pos) != 1 || *parts < 1 || *out == "" {
-		Errorf(stderr, "usage: bulkmove plan SRC --parts N -o DIR (N >= 1; see bulkmove plan -h)")
+		termsafe.Errorf(stderr, "usage: bulkmove plan SRC --parts N -o DIR (N >= 1; see bulkmove plan -h)")
 		return ExitUsage
 	}
 	src := pos[0]
@@ -98,11 +99,11 @@ func RunPlan(args []string, stdout, stderr io.Writer) int {
 		err = errors.New("not a directory")
 	}
 	if err != nil {
-		Errorf(stderr, "plan: source %s: %v", src, Unwrap(err))
+		termsafe.Errorf(stderr, "plan: source %s: %v", src, Unwrap(err))
 		return ExitFatal
 	}
 	if inside, err := inSource(real, *out); err == nil && inside {
-		Errorf(stderr, "plan: the output directory %s is inside the source %s", *out, src)
+		termsafe.Errorf(stderr, "plan: the output directory %s is inside the source %s", *out, src)
 		return ExitUsage
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -153,7 +154,7 @@ func (p *planner) run(ctx context.Context, rules *filter.Rules) int {
 	// this user only (planFileMode, in a new directory of planDirMode). A
 	// directory or file that exists keeps its mode.
 	if err := os.MkdirAll(p.dir, planDirMode); err != nil {
-		Errorf(p.stderr, "plan: %v", err)
+		termsafe.Errorf(p.stderr, "plan: %v", err)
 		return ExitFatal
 	}
 	old, _ := filepath.Glob(filepath.Join(p.dir, "part-[0-9][0-9][0-9][0-9]*"))
@@ -162,7 +163,7 @@ func (p *planner) run(ctx context.Context, rules *filter.Rules) int {
 	}
 	f, err := os.CreateTemp(p.dir, ".plan-spill-")
 	if err != nil {
-		Errorf(p.stderr, "plan: %v", err)
+		termsafe.Errorf(p.stderr, "plan: %v", err)
 		return ExitFatal
 	}
 	defer func() { f.Close(); os.Remove(f.Name()) }()
@@ -174,10 +175,10 @@ func (p *planner) run(ctx context.Context, rules *filter.Rules) int {
 		Deferred: p.deferred,
 		OnError: func(_ string, err error) {
 			p.errs++
-			Errorf(p.stderr, "%v", err)
+			termsafe.Errorf(p.stderr, "%v", err)
 		},
 		OnWarn: func(path, msg string) {
-			Errorf(p.stderr, "warning: %s: %s", filepath.Join(p.src, filepath.FromSlash(path)), msg)
+			termsafe.Errorf(p.stderr, "warning: %s: %s", filepath.Join(p.src, filepath.FromSlash(path)), msg)
 		},
 	}
 	batches := make(chan *model.Batch, 4)
@@ -195,7 +196,7 @@ func (p *planner) run(ctx context.Context, rules *filter.Rules) int {
 	st, err := sharder.Run(ctx, p.src, opt, batches)
 	<-done
 	if err != nil {
-		Errorf(p.stderr, "plan: walk %s: %v", p.src, err)
+		termsafe.Errorf(p.stderr, "plan: walk %s: %v", p.src, err)
 		if ctx.Err() != nil {
 			return ExitInterrupted
 		}
@@ -214,23 +215,23 @@ func (p *planner) run(ctx context.Context, rules *filter.Rules) int {
 		p.spillErr = err
 	}
 	if p.spillErr != nil {
-		Errorf(p.stderr, "plan: %v", p.spillErr)
+		termsafe.Errorf(p.stderr, "plan: %v", p.spillErr)
 		return ExitFatal
 	}
 	loads := p.assign()
 	if err := p.writeParts(); err != nil {
-		Errorf(p.stderr, "plan: %v", err)
+		termsafe.Errorf(p.stderr, "plan: %v", err)
 		return ExitFatal
 	}
 	if err := p.writeSummary(loads); err != nil {
-		Errorf(p.stderr, "plan: %v", err)
+		termsafe.Errorf(p.stderr, "plan: %v", err)
 		return ExitFatal
 	}
 	bi, ei := imbalance(loads)
-	Errorf(p.stderr, "plan: %d entries (%d files, %s) in %d parts in %s: the largest part is %+.1f%% of the mean in bytes, %+.1f%% in entries; see %s",
+	termsafe.Errorf(p.stderr, "plan: %d entries (%d files, %s) in %d parts in %s: the largest part is %+.1f%% of the mean in bytes, %+.1f%% in entries; see %s",
 		p.entries, st.Files, units.Size(p.bytes), p.n, p.dir, bi, ei, filepath.Join(p.dir, "summary.txt"))
 	if p.badNames > 0 {
-		Errorf(p.stderr, "plan: %d names hold a newline or end in a carriage return and were left out: plan again with -0", p.badNames)
+		termsafe.Errorf(p.stderr, "plan: %d names hold a newline or end in a carriage return and were left out: plan again with -0", p.badNames)
 		return ExitPartial
 	}
 	if p.errs > 0 {
@@ -282,7 +283,7 @@ func (p *planner) put(pi int32, rel string, size int64) {
 	p.entries++
 	if !p.nul && (strings.ContainsRune(rel, '\n') || strings.HasSuffix(rel, "\r")) {
 		p.badNames++
-		Errorf(p.stderr, "plan: %q: a name with a newline (or a trailing carriage return) needs -0", rel)
+		termsafe.Errorf(p.stderr, "plan: %q: a name with a newline (or a trailing carriage return) needs -0", rel)
 		return
 	}
 	if p.spillErr != nil {
@@ -455,7 +456,7 @@ func imbalance(loads []planPiece) (bytes, entries float64) {
 func (p *planner) writeSummary(loads []planPiece) error {
 	var b strings.Builder
 	st := p.st
-	printf(&b, "bulkmove plan of %s into %d parts\n\n", p.src, p.n)
+	termsafe.Printf(&b, "bulkmove plan of %s into %d parts\n\n", p.src, p.n)
 	fmt.Fprintf(&b, "entries      %d\nfiles        %d\nbytes        %d (%s)\ndirectories  %d\nsymlinks     %d\nhard links   %d\nexcluded     %d\nskipped      %d (sockets, devices, FIFOs)\nerrors       %d\n",
 		p.entries, st.Files, p.bytes, units.Size(p.bytes), st.Dirs, st.Symlinks, st.Hardlinks, st.Excluded, st.Skipped, p.errs)
 	bi, ei := imbalance(loads)
@@ -477,7 +478,7 @@ func (p *planner) writeSummary(loads []planPiece) error {
 	}
 	fmt.Fprintf(&b, "\nlargest files\n")
 	for _, f := range p.top.sorted() {
-		printf(&b, "%16d %10s  %s\n", f.size, units.Size(f.size), f.path)
+		termsafe.Printf(&b, "%16d %10s  %s\n", f.size, units.Size(f.size), f.path)
 	}
 	var tops topFiles
 	for d, pd := range p.dirs {
@@ -488,7 +489,7 @@ func (p *planner) writeSummary(loads []planPiece) error {
 	fmt.Fprintf(&b, "\nlargest directories (bytes of their whole subtree; files in it; bytes directly in it)\n")
 	for _, f := range tops.sorted() {
 		pd := p.dirs[f.path]
-		printf(&b, "%16d %10s %10d %16d  %s\n", pd.bytes, units.Size(pd.bytes), pd.files, pd.ownBytes, f.path)
+		termsafe.Printf(&b, "%16d %10s %10d %16d  %s\n", pd.bytes, units.Size(pd.bytes), pd.files, pd.ownBytes, f.path)
 	}
 	return os.WriteFile(filepath.Join(p.dir, "summary.txt"), []byte(b.String()), planFileMode)
 }

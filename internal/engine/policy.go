@@ -3,6 +3,7 @@ package engine
 import (
 	"flag"
 
+	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/receive/extract"
 	"github.com/bulkmove/bulkmove/stream"
 )
@@ -104,7 +105,7 @@ func (j *job) warnDenied(conns []stream.Conn) {
 			if j.serveAddr != "" {
 				how = "serve --allow-owner"
 			}
-			Errorf(j.stderr, "warning: %s: owners are not kept: the receiver does not allow them (%s); the files belong to the user it runs as", j.dst, how)
+			termsafe.Errorf(j.stderr, "warning: %s: owners are not kept: the receiver does not allow them (%s); the files belong to the user it runs as", j.dst, how)
 		}
 		return
 	}

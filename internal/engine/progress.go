@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/internal/units"
 	"github.com/bulkmove/bulkmove/metrics"
 )
@@ -113,7 +114,7 @@ func (j *job) progress(ctx context.Context) func() {
 			if tw != nil {
 				tw.draw(lines)
 			} else {
-				Errorf(j.stderr, "%s", lines[0])
+				termsafe.Errorf(j.stderr, "%s", lines[0])
 			}
 		}
 	}()

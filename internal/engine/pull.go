@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/bulkmove/bulkmove/internal/rundir"
+	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/stream"
 	"github.com/bulkmove/bulkmove/transport/sshx"
 	"github.com/bulkmove/bulkmove/wire"
@@ -48,7 +49,7 @@ func (j *job) resolveHub() (plan, int) {
 	var p plan
 	src, fi, err := resolveSrc(j.src) // as a push resolves it
 	if err != nil {
-		Errorf(j.stderr, "source %s: %v", j.src, Unwrap(err))
+		termsafe.Errorf(j.stderr, "source %s: %v", j.src, Unwrap(err))
 		return p, ExitFatal
 	}
 	p.walkRoot, p.src.Root, p.srcReal = src, src, src
@@ -88,7 +89,7 @@ func RunHub(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	as := fs.String("as", "", "name of a single-file SRC at the receiver")
 	dstIDs := fs.String("dst-ids", "", "the receiver's DEST by device and inode, with its machine (JSON): a SRC that overlaps it on this machine is refused")
 	if err := fs.Parse(args); err != nil || fs.NArg() != 1 {
-		Errorf(stderr, "usage: bulkmove send-hub [flags] SRC (started by a pulling bulkmove, not by hand)")
+		termsafe.Errorf(stderr, "usage: bulkmove send-hub [flags] SRC (started by a pulling bulkmove, not by hand)")
 		return ExitUsage
 	}
 	if err := hubOverlap(fs.Arg(0), *dstIDs); err != nil {
@@ -101,7 +102,7 @@ func RunHub(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		// One line in place of the banner: the puller shows it and stops.
 		fmt.Fprintf(stdout, "%s%v\n", wire.Refused, err)
-		Errorf(stderr, "send-hub: %v", err)
+		termsafe.Errorf(stderr, "send-hub: %v", err)
 		return ExitFatal
 	}
 	defer ln.Close() // removes the socket
@@ -116,7 +117,7 @@ func RunHub(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	for len(streams) < f.jobs {
 		c, err := ln.Accept()
 		if err != nil {
-			Errorf(stderr, "warning: send-hub: %d of %d streams joined: %v", len(streams), f.jobs, err)
+			termsafe.Errorf(stderr, "warning: send-hub: %d of %d streams joined: %v", len(streams), f.jobs, err)
 			break
 		}
 		c.SetDeadline(joinBy)
@@ -171,12 +172,12 @@ func hubOverlap(src, dstIDs string) error {
 // hub (an agent's, or the sending end of a pull).
 func RunJoin(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) != 1 {
-		Errorf(stderr, "usage: bulkmove send-join SOCKET (started by a pulling bulkmove, not by hand)")
+		termsafe.Errorf(stderr, "usage: bulkmove send-join SOCKET (started by a pulling bulkmove, not by hand)")
 		return ExitUsage
 	}
 	c, err := net.Dial("unix", args[0])
 	if err != nil {
-		Errorf(stderr, "send-join: %v", err)
+		termsafe.Errorf(stderr, "send-join: %v", err)
 		return ExitFatal
 	}
 	defer c.Close()
@@ -191,23 +192,23 @@ func RunJoin(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 func (j *job) pull(ctx context.Context, t sshx.Target) int {
 	dest := j.dst
 	if j.flags.dryRun {
-		Errorf(j.stderr, "--dry-run of a pull: run it on %s", t.Host)
+		termsafe.Errorf(j.stderr, "--dry-run of a pull: run it on %s", t.Host)
 		return ExitUsage
 	}
 	if j.flags.scale.filesFrom != "" {
-		Errorf(j.stderr, "--files-from with a remote SRC: run it on %s (the list is read where the walk runs)", t.Host)
+		termsafe.Errorf(j.stderr, "--files-from with a remote SRC: run it on %s (the list is read where the walk runs)", t.Host)
 		return ExitUsage
 	}
 	// --bwlimit paces what this host receives: the remote sender slows
 	// down as the streams fill up.
 	bw := newBwControl(j.flags.gentle.bwlimit.sched, nil)
-	bw.start(ctx, func(format string, args ...any) { Errorf(j.stderr, format, args...) })
+	bw.start(ctx, func(format string, args ...any) { termsafe.Errorf(j.stderr, format, args...) })
 	defer bw.stop()
 	opt := j.flags.ssh.options(isTerminal(os.Stdin))
 	opt.Stderr = j.stderr
 	clients, errs, err := sshx.DialN(ctx, t, opt, j.flags.jobs)
 	if err != nil {
-		Errorf(j.stderr, "%v", err)
+		termsafe.Errorf(j.stderr, "%v", err)
 		return ExitFatal
 	}
 	defer func() {
@@ -216,16 +217,16 @@ func (j *job) pull(ctx context.Context, t sshx.Target) int {
 		}
 	}()
 	for _, e := range errs {
-		Errorf(j.stderr, "warning: %v; going on with %d of %d streams", e, len(clients), j.flags.jobs)
+		termsafe.Errorf(j.stderr, "warning: %v; going on with %d of %d streams", e, len(clients), j.flags.jobs)
 	}
 	self, err := os.Executable()
 	if err != nil {
-		Errorf(j.stderr, "%v", err)
+		termsafe.Errorf(j.stderr, "%v", err)
 		return ExitFatal
 	}
 	agent, err := clients[0].EnsureAgent(ctx, j.flags.ssh.remoteBulkmove, Version, wire.Proto, self)
 	if err != nil {
-		Errorf(j.stderr, "%v", err)
+		termsafe.Errorf(j.stderr, "%v", err)
 		return ExitFatal
 	}
 	src := t.Path
@@ -236,7 +237,7 @@ func (j *job) pull(ctx context.Context, t sshx.Target) int {
 	// directory (a symlink to one is followed), with its name there.
 	root, err := ResolveDest(dest)
 	if err != nil {
-		Errorf(j.stderr, "destination %s: %v", dest, Unwrap(err))
+		termsafe.Errorf(j.stderr, "destination %s: %v", dest, Unwrap(err))
 		return ExitFatal
 	}
 	as, target, named := "", root, dest
@@ -293,25 +294,25 @@ func (j *job) pull(ctx context.Context, t sshx.Target) int {
 	hubArgs = append(hubArgs, "--", sshx.ShellQuote(src))
 	hub, err := clients[0].Start(ctx, strings.Join(hubArgs, " "))
 	if err != nil {
-		Errorf(j.stderr, "%v", err)
+		termsafe.Errorf(j.stderr, "%v", err)
 		return ExitFatal
 	}
 	br := bufio.NewReader(hub)
 	line, err := br.ReadString('\n')
 	if why, ok := strings.CutPrefix(line, wire.Refused); ok {
 		hub.Wait()
-		Errorf(j.stderr, "%v", &refusal{host: "ssh " + t.Host, why: strings.TrimSpace(why)})
+		termsafe.Errorf(j.stderr, "%v", &refusal{host: "ssh " + t.Host, why: strings.TrimSpace(why)})
 		return ExitFatal
 	}
 	if err != nil || !strings.HasPrefix(line, hubBanner) {
 		werr := hub.Wait()
-		Errorf(j.stderr, "%s: the remote sender did not start (%q): %v", t.Host, strings.TrimSpace(line), errors.Join(err, werr))
+		termsafe.Errorf(j.stderr, "%s: the remote sender did not start (%q): %v", t.Host, strings.TrimSpace(line), errors.Join(err, werr))
 		return ExitFatal
 	}
 	sock, token, _ := strings.Cut(strings.TrimSpace(strings.TrimPrefix(line, hubBanner)), " job=")
 	if token == "" {
 		hub.Close()
-		Errorf(j.stderr, "%s: the remote sender is an older bulkmove (its banner %q names no job)", t.Host, strings.TrimSpace(line))
+		termsafe.Errorf(j.stderr, "%s: the remote sender is an older bulkmove (its banner %q names no job)", t.Host, strings.TrimSpace(line))
 		return ExitFatal
 	}
 	g, gctx := errgroup.WithContext(ctx)
@@ -324,7 +325,7 @@ func (j *job) pull(ctx context.Context, t sshx.Target) int {
 	for _, c := range clients[1:] {
 		s, _, err := c.Join(ctx, sock, agent)
 		if err != nil {
-			Errorf(j.stderr, "warning: %v", err)
+			termsafe.Errorf(j.stderr, "warning: %v", err)
 			continue
 		}
 		g.Go(func() error {
@@ -336,7 +337,7 @@ func (j *job) pull(ctx context.Context, t sshx.Target) int {
 				err = errors.New("timed out")
 			}
 			if err != nil {
-				Errorf(j.stderr, "warning: %s: the remote sender's socket %s: %v", c.Host(), sock, err)
+				termsafe.Errorf(j.stderr, "warning: %s: the remote sender's socket %s: %v", c.Host(), sock, err)
 				return nil
 			}
 			return recv.Serve(gctx, bw.reader(br), s)
@@ -354,11 +355,11 @@ func (j *job) pull(ctx context.Context, t sshx.Target) int {
 	case errors.As(serr, &refused):
 		// This side refused the remote sender (it asked for what this
 		// command line did not allow): said here, in this side's words.
-		Errorf(j.stderr, "pull from %s: the remote sender is refused: %s", t.Host, refused.Reason)
+		termsafe.Errorf(j.stderr, "pull from %s: the remote sender is refused: %s", t.Host, refused.Reason)
 		return ExitFatal
 	case errors.As(werr, &ee) && ee.Status > 0:
 		return ee.Status
 	}
-	Errorf(j.stderr, "pull from %s: %v", t.Host, errors.Join(serr, werr))
+	termsafe.Errorf(j.stderr, "pull from %s: %v", t.Host, errors.Join(serr, werr))
 	return ExitFatal
 }

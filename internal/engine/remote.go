@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/bulkmove/bulkmove/internal/linger"
+	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/stream"
 	"github.com/bulkmove/bulkmove/transport/dataplane"
 	"github.com/bulkmove/bulkmove/transport/sshx"
@@ -87,7 +88,7 @@ func (j *job) connectSSH(ctx context.Context, t sshx.Target, p plan) ([]stream.C
 	j.trace("%d SSH connections open", len(clients))
 	for _, e := range errs {
 		if e != nil {
-			Errorf(j.stderr, "warning: %v; going on with %d of %d streams", e, len(clients), j.flags.jobs)
+			termsafe.Errorf(j.stderr, "warning: %v; going on with %d of %d streams", e, len(clients), j.flags.jobs)
 		}
 	}
 	if k := j.nearStart(clients[0]); k < j.flags.jobs {
@@ -145,7 +146,7 @@ func (j *job) connectSSH(ctx context.Context, t sshx.Target, p plan) ([]stream.C
 		if l.data == "" {
 			args = fmt.Sprintf("agent%s%s%s --hub %d --linger %s -- %s", check, j.flags.gentle.NiceFlags.Text(), j.allowed().Text(), len(clients), d, sshx.ShellQuote(root))
 		} else {
-			Errorf(j.stderr, "warning: --linger is for SSH streams; ignored with --transport %s", l.data)
+			termsafe.Errorf(j.stderr, "warning: --linger is for SSH streams; ignored with --transport %s", l.data)
 		}
 	}
 	// The command that starts an agent: now, or, if the streams go to a
@@ -287,20 +288,20 @@ func (l *sshLink) startData(ctx context.Context, c *sshx.Client, sess *sshx.Sess
 	up := slices.DeleteFunc(slices.Clone(conns), func(c stream.Conn) bool { return c == nil })
 	if len(up) > 0 {
 		if firstErr != nil {
-			Errorf(j.stderr, "warning: %v; going on with %d of %d streams", firstErr, len(up), k)
+			termsafe.Errorf(j.stderr, "warning: %v; going on with %d of %d streams", firstErr, len(up), k)
 		}
 		return up, nil
 	}
 	if l.data != "auto" {
 		return nil, fmt.Errorf("--transport %s: %w (--transport auto falls back to SSH)", l.data, firstErr)
 	}
-	Errorf(j.stderr, "warning: the data plane is not reachable (%v); the streams go over SSH", firstErr)
+	termsafe.Errorf(j.stderr, "warning: the data plane is not reachable (%v); the streams go over SSH", firstErr)
 	var g errgroup.Group
 	for i := range k {
 		g.Go(func() error {
 			conn, err := l.redial(ctx, i)
 			if err != nil {
-				Errorf(j.stderr, "warning: stream %d: %v; going on without it", i, err)
+				termsafe.Errorf(j.stderr, "warning: stream %d: %v; going on without it", i, err)
 				return nil
 			}
 			conns[i] = conn
@@ -436,7 +437,7 @@ func (l *sshLink) start(ctx context.Context, clients []*sshx.Client) (conns []st
 	line, junk, rerr := readBanner(br)
 	timer.Stop()
 	if junk != "" {
-		Errorf(j.stderr, "warning: ssh %s: the remote shell printed %q before the agent started (a login script writing to stdout?); ignored", host, junk)
+		termsafe.Errorf(j.stderr, "warning: ssh %s: the remote shell printed %q before the agent started (a login script writing to stdout?); ignored", host, junk)
 	}
 	if rerr == nil && strings.HasPrefix(line, hubBanner) {
 		// An older agent (PATH's): its socket takes a token from whoever
@@ -464,7 +465,7 @@ func (l *sshLink) start(ctx context.Context, clients []*sshx.Client) (conns []st
 	}
 	if b.linger != "" && l.lingerAt != "" {
 		if err := linger.Save(l.lingerAt, linger.Record{Sock: b.sock, Token: b.linger}); err != nil {
-			Errorf(j.stderr, "warning: %v; the next push will start a new agent", err)
+			termsafe.Errorf(j.stderr, "warning: %v; the next push will start a new agent", err)
 		}
 	}
 	if b.offer != "" && l.data != "" {
@@ -601,7 +602,7 @@ func (l *sshLink) startLingering(ctx context.Context, clients []*sshx.Client, bi
 	j.trace("joined the agent lingering on %s", host)
 	if j.flags.ssh.linger > 0 {
 		if err := linger.Save(at, linger.Record{Sock: rec.Sock, Token: b.linger}); err != nil {
-			Errorf(j.stderr, "warning: %v; the next push will start a new agent", err)
+			termsafe.Errorf(j.stderr, "warning: %v; the next push will start a new agent", err)
 		}
 	} else {
 		os.Remove(at) // it ends with this job
@@ -630,7 +631,7 @@ func (l *sshLink) open(ctx context.Context, clients []*sshx.Client, r io.Reader,
 				jc, fwd, err := l.joinHub(ctx, c) // ctx: it lives as long as the job
 				if err != nil {
 					if gctx.Err() == nil {
-						Errorf(j.stderr, "warning: %s: %v; going on without it", name, err)
+						termsafe.Errorf(j.stderr, "warning: %s: %v; going on without it", name, err)
 					}
 					return nil
 				}
@@ -647,7 +648,7 @@ func (l *sshLink) open(ctx context.Context, clients []*sshx.Client, r io.Reader,
 				}
 				if i > 0 && !errors.Is(err, stream.ErrVersion) {
 					if gctx.Err() == nil {
-						Errorf(j.stderr, "warning: %v; going on without it", err)
+						termsafe.Errorf(j.stderr, "warning: %v; going on without it", err)
 					}
 					return nil
 				}

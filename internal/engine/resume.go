@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/journal"
 	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/stream"
@@ -71,7 +72,7 @@ func (j *job) openJournal() (*resume, error) {
 		}
 		// No place for the default journal: the job still runs, and a
 		// rerun still skips what is in place (by the quick check).
-		Errorf(j.stderr, "warning: %v; going on without a resume journal", err)
+		termsafe.Errorf(j.stderr, "warning: %v; going on without a resume journal", err)
 		return nil, nil
 	}
 	return &resume{j: jr, bound: make(chan struct{})}, nil
@@ -93,7 +94,7 @@ func (j *job) bindJournal(id string) error {
 		return err
 	}
 	if dropped > 0 {
-		Errorf(j.stderr, "warning: the journal %s held %d files acknowledged by another %s (deleted and made anew, or another filesystem there since): they go again unless the quick check finds them in place",
+		termsafe.Errorf(j.stderr, "warning: the journal %s held %d files acknowledged by another %s (deleted and made anew, or another filesystem there since): they go again unless the quick check finds them in place",
 			r.j.Path(), dropped, j.dst)
 	}
 	if b, f := r.j.Loaded(); f > 0 {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/stream"
 	"github.com/bulkmove/bulkmove/transport/dataplane"
 	"github.com/bulkmove/bulkmove/transport/sshx"
@@ -110,7 +111,7 @@ func (j *job) connectServe(ctx context.Context, p plan) ([]stream.Conn, func(), 
 		if c != nil {
 			up = append(up, c)
 		} else {
-			Errorf(j.stderr, "warning: stream %d: %v", i, errs[i])
+			termsafe.Errorf(j.stderr, "warning: stream %d: %v", i, errs[i])
 		}
 	}
 	if len(up) == 0 {

@@ -6,6 +6,8 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/bulkmove/bulkmove/internal/termsafe"
 )
 
 // interrupts handles SIGINT and SIGTERM for a job: the first closes drain
@@ -28,7 +30,7 @@ func (j *job) interrupts(parent context.Context, grace time.Duration) (ctx conte
 		}
 		j.interrupted.Store(true)
 		close(d)
-		Errorf(j.stderr, "interrupted: finishing the batches in flight (up to %s); interrupt again to stop at once", grace)
+		termsafe.Errorf(j.stderr, "interrupted: finishing the batches in flight (up to %s); interrupt again to stop at once", grace)
 		select {
 		case <-sigs:
 		case <-time.After(grace):

@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 
+	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/internal/units"
 	"github.com/bulkmove/bulkmove/stream"
 	"github.com/bulkmove/bulkmove/transport/local"
@@ -54,7 +55,7 @@ func (j *job) checkSpace(planned int64) error {
 		return fmt.Errorf("not enough space: %s (--require-space)", msg)
 	}
 	if !j.spaceWarned.Swap(true) {
-		Errorf(j.stderr, "warning: %s; files already there count too, so it may still fit (--require-space to refuse)", msg)
+		termsafe.Errorf(j.stderr, "warning: %s; files already there count too, so it may still fit (--require-space to refuse)", msg)
 	}
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/bulkmove/bulkmove/internal/spill"
+	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/stream"
@@ -68,7 +69,7 @@ func RunVerify(args []string, stdout, stderr io.Writer) int {
 		j.ev = newEvents(stdout)
 	}
 	if _, remote, _ := sshx.ParseTarget(j.src); remote {
-		Errorf(stderr, "verify: SRC must be local (run bulkmove verify on the source host)")
+		termsafe.Errorf(stderr, "verify: SRC must be local (run bulkmove verify on the source host)")
 		return ExitUsage
 	}
 	p, code := j.resolve(ctx)
@@ -88,19 +89,19 @@ type verifier struct {
 func (j *job) verify(ctx context.Context, p plan, content bool) int {
 	if j.remote == nil {
 		if fi, err := os.Stat(p.dstRoot); err != nil || !fi.IsDir() {
-			Errorf(j.stderr, "verify: destination %s: %v", j.dst, orNotDir(err))
+			termsafe.Errorf(j.stderr, "verify: destination %s: %v", j.dst, orNotDir(err))
 			return ExitFatal
 		}
 	}
 	conns, cleanup, err := j.connect(ctx, p)
 	if err != nil {
-		Errorf(j.stderr, "%v", err)
+		termsafe.Errorf(j.stderr, "%v", err)
 		return ExitFatal
 	}
 	defer cleanup()
 	for _, c := range conns {
 		if _, ok := c.(stream.Verifier); !ok {
-			Errorf(j.stderr, "verify: this transport cannot verify")
+			termsafe.Errorf(j.stderr, "verify: this transport cannot verify")
 			return ExitFatal
 		}
 	}
@@ -124,7 +125,7 @@ func (j *job) verify(ctx context.Context, p plan, content bool) int {
 			j.mu.Lock()
 			j.walkErrs++
 			j.mu.Unlock()
-			Errorf(j.stderr, "%v", err)
+			termsafe.Errorf(j.stderr, "%v", err)
 			j.ev.problem("error", path, err.Error())
 		},
 		OnWarn: func(string, string) {},
@@ -135,7 +136,7 @@ func (j *job) verify(ctx context.Context, p plan, content bool) int {
 	// --shard i/N and --files-from: the part this process moved.
 	closeList, err := j.flags.scale.apply(&opt, os.Stdin)
 	if err != nil {
-		Errorf(j.stderr, "%v", err)
+		termsafe.Errorf(j.stderr, "%v", err)
 		return ExitUsage
 	}
 	defer closeList()
@@ -193,17 +194,17 @@ func (j *job) verify(ctx context.Context, p plan, content bool) int {
 	code := ExitOK
 	switch {
 	case ctx.Err() != nil:
-		Errorf(j.stderr, "verify: interrupted after comparing %d entries", v.compared)
+		termsafe.Errorf(j.stderr, "verify: interrupted after comparing %d entries", v.compared)
 		code = ExitInterrupted
 	case err != nil:
-		Errorf(j.stderr, "verify: %v", err)
+		termsafe.Errorf(j.stderr, "verify: %v", err)
 		code = ExitFatal
 	default:
 		what := "content and metadata"
 		if !content {
 			what = "metadata"
 		}
-		Errorf(j.stderr, "verify: %d entries compared by %s: %d differ, %d missing, %d extra", v.compared, what, v.differ, v.missing, v.extras)
+		termsafe.Errorf(j.stderr, "verify: %d entries compared by %s: %d differ, %d missing, %d extra", v.compared, what, v.differ, v.missing, v.extras)
 		if j.walkErrs > 0 || v.differ+v.missing+v.extras > 0 {
 			code = ExitPartial
 		}
@@ -235,9 +236,9 @@ func (j *job) onVerified(v *verifier, r stream.Result) {
 		switch {
 		case j.ev != nil:
 		case e.Msg == "missing":
-			printf(j.stdout, "missing %s\n", path)
+			termsafe.Printf(j.stdout, "missing %s\n", path)
 		default:
-			printf(j.stdout, "differ %s: %s\n", path, e.Msg)
+			termsafe.Printf(j.stdout, "differ %s: %s\n", path, e.Msg)
 		}
 		j.ev.problem("difference", path, e.Msg)
 	}
@@ -250,12 +251,12 @@ func (j *job) onExtras(v *verifier, r *wire.PruneResult) {
 		v.extras++
 		name := prunedName(e)
 		if j.ev == nil {
-			printf(j.stdout, "extra %s\n", name)
+			termsafe.Printf(j.stdout, "extra %s\n", name)
 		}
 		j.ev.problem("difference", e.Path, "extra")
 	}
 	for _, e := range r.Errors {
-		Errorf(j.stderr, "verify: %s", e)
+		termsafe.Errorf(j.stderr, "verify: %s", e)
 		j.mu.Lock()
 		j.walkErrs++
 		j.mu.Unlock()

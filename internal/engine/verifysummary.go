@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/sharder"
 )
 
@@ -58,7 +59,7 @@ func RunVerifySummary(args []string, stdout, stderr io.Writer) int {
 	for _, name := range fs.Args() {
 		r, err := readVerifyReport(name)
 		if err != nil {
-			Errorf(stderr, "verify-summary: %v", err)
+			termsafe.Errorf(stderr, "verify-summary: %v", err)
 			return ExitFatal
 		}
 		reps = append(reps, r)
@@ -125,13 +126,13 @@ func RunVerifySummary(args []string, stdout, stderr io.Writer) int {
 	for _, d := range diffs {
 		switch d.Message {
 		case "missing", "extra":
-			printf(stdout, "%s %s\n", d.Message, d.Path)
+			termsafe.Printf(stdout, "%s %s\n", d.Message, d.Path)
 		default:
-			printf(stdout, "differ %s: %s\n", d.Path, d.Message)
+			termsafe.Printf(stdout, "differ %s: %s\n", d.Path, d.Message)
 		}
 	}
 	for _, p := range problems {
-		Errorf(stderr, "verify-summary: %s", p)
+		termsafe.Errorf(stderr, "verify-summary: %s", p)
 	}
 	fmt.Fprintf(stdout, "verify-summary: %d of %d shards, %d entries compared: %d differ, %d missing, %d extra, %d unreadable\n",
 		len(byShard), max(count, 1), total.Compared, total.Differ, total.Missing, total.Extra, total.Errors)

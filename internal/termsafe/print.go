@@ -1,29 +1,27 @@
-package engine
+package termsafe
 
 import (
 	"fmt"
 	"io"
 	"strings"
-
-	"github.com/bulkmove/bulkmove/internal/termsafe"
 )
 
 // Everything bulkmove prints for people (stderr, --log-file, serve's log,
-// the listings of --dry-run and verify on stdout) goes through printf, which
-// escapes every argument as termsafe.Escape does: a file name (or an error,
+// the listings of --dry-run and verify on stdout) goes through Printf, which
+// escapes every argument as Escape does: a file name (or an error,
 // or a message from the other side, that carries one) never reaches a
 // terminal or a log raw. The format string is bulkmove's own and is kept as
 // it is, its newlines included. --json keeps the exact bytes (events.go).
 
-// printf is fmt.Fprintf with every argument escaped.
-func printf(w io.Writer, format string, a ...any) {
+// Printf is fmt.Fprintf with every argument escaped.
+func Printf(w io.Writer, format string, a ...any) {
 	fmt.Fprintf(w, format, shownArgs(a)...)
 }
 
 // Errorf prints one message on w (stderr or a log), prefixed with
 // "bulkmove: ", its arguments escaped.
 func Errorf(w io.Writer, format string, a ...any) {
-	printf(w, "bulkmove: "+format+"\n", a...)
+	Printf(w, "bulkmove: "+format+"\n", a...)
 }
 
 func shownArgs(a []any) []any {
@@ -53,7 +51,7 @@ func (s shown) Format(f fmt.State, verb rune) {
 		io.WriteString(f, shownError(err))
 		return
 	}
-	io.WriteString(f, termsafe.Escape(fmt.Sprintf(fmt.FormatString(f, verb), s.v)))
+	io.WriteString(f, Escape(fmt.Sprintf(fmt.FormatString(f, verb), s.v)))
 }
 
 // shownError escapes err's message; the errors of an errors.Join stay on
@@ -76,5 +74,5 @@ func shownError(err error) string {
 			return strings.Join(parts, "\n")
 		}
 	}
-	return termsafe.Escape(msg)
+	return Escape(msg)
 }

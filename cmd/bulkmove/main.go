@@ -1,6 +1,6 @@
 // Command bulkmove moves huge trees of small files between directories and
-// hosts over K parallel streams. main only parses the command line and maps
-// outcomes to exit codes; the work is in packages sharder and stream.
+// hosts over K parallel streams. main parses the command line and maps
+// outcomes to exit codes; the move itself is package internal/engine.
 package main
 
 import (

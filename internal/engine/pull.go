@@ -63,23 +63,6 @@ func (j *job) resolveHub() (plan, int) {
 	return p, ExitOK
 }
 
-func (j *job) connectHub(ctx context.Context, p plan) ([]stream.Conn, func(), error) {
-	ro := j.receiveOptions()
-	var conns []stream.Conn
-	for i, d := range j.hub {
-		c, err := stream.Dial(ctx, fmt.Sprintf("stream %d", i), d.r, d.w, d.c, Version, ro, p.src)
-		if err != nil {
-			for _, c := range conns {
-				c.(*stream.Client).Abort()
-			}
-			return nil, nil, err
-		}
-		c.Compress, c.Share = j.flags.compress.Compression, &j.share
-		conns = append(conns, c)
-	}
-	return conns, func() {}, nil
-}
-
 // RunHub is `bulkmove send-hub [flags] SRC`: the sending end of a pull.
 func RunHub(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var f moveFlags
@@ -136,7 +119,7 @@ func RunHub(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	ln.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	j := &job{flags: f, stdout: io.Discard, stderr: stderr, src: fs.Arg(0), dst: "receiver", hub: streams, as: *as}
+	j := &job{flags: f, stdout: io.Discard, stderr: stderr, src: fs.Arg(0), dst: "receiver", target: target{hub: streams, as: *as}}
 	return j.run(ctx)
 }
 

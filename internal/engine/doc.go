@@ -1,0 +1,31 @@
+// Package engine is the move as a library: one job that walks SRC, sends
+// its batches over K streams to a receiver, and finishes with --delete,
+// the resume journal and a summary. cmd/bulkmove parses the command line
+// and maps outcomes to exit codes; the engine does the rest.
+//
+// Where things are, by concern:
+//
+//   - job.go: the job and its run, from resolving SRC and DEST to the exit
+//     code; its state is split into embedded structs by concern.
+//   - resolve.go, paths.go, space.go: where the job reads and writes (the
+//     plan), overlap refusals, free space at DEST.
+//   - streams.go, check.go, compress.go, faithful.go, ioconc.go, split.go,
+//     scale.go: what goes on the streams and how (the sharder's batches,
+//     the skip rules, compression, metadata, --split-size, shards).
+//   - autoj.go (-j auto) and bwlimit.go, gentle.go (--bwlimit, --nice):
+//     the controllers that steer the streams while they run.
+//   - delete.go, verify.go, verifysummary.go, resume.go, summary.go: the
+//     finish: --delete, the verify subcommand, the resume journal, the
+//     summary line and the --json end event.
+//   - transport.go (local and --via-agent), transport_ssh.go (SSH and the
+//     agent's data plane), transport_serve.go (bulkmove://),
+//     transport_hub.go and pull.go (a pull: send-hub, over streams the
+//     puller opened): how the K streams are opened.
+//   - events.go (the --json schema), progress.go, observe.go, logfile.go,
+//     signals.go: what the job reports while it runs.
+//
+// Everything the engine prints for people goes through termsafe.Printf
+// and termsafe.Errorf, which escape names. The engine imports the sender
+// (stream), the receiver (receive/extract, for a local DEST), the
+// transports and the wire; nothing imports the engine but cmd/bulkmove.
+package engine

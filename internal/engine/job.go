@@ -1,0 +1,338 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/bulkmove/bulkmove/internal/termsafe"
+	"github.com/bulkmove/bulkmove/internal/units"
+	"github.com/bulkmove/bulkmove/metrics"
+	"github.com/bulkmove/bulkmove/model"
+	"github.com/bulkmove/bulkmove/sharder"
+	"github.com/bulkmove/bulkmove/stream"
+	"github.com/bulkmove/bulkmove/transport/sshx"
+)
+
+// job is one run of the main command. Its state is split by concern:
+// where it reads and writes (target), how it opens more streams (dialer),
+// what the controllers steer (control), and what it counted (tally) and
+// deleted (deletion) for the summary; each embedded, so that the methods
+// of each concern, in the files of that concern, name their fields
+// directly.
+type job struct {
+	flags          moveFlags
+	stdout, stderr io.Writer
+	src, dst       string
+	start          time.Time
+	log            *logFile     // --log-file; nil without
+	ev             *events      // --json; nil otherwise
+	m              *metrics.Job // what the job measures, for -v, --json and the metrics endpoint
+	res            *resume      // the journal; nil without one
+
+	target
+	dialer
+	control
+	tally
+	deletion
+}
+
+// target is where the job reads and writes, beyond its SRC and DEST
+// arguments.
+type target struct {
+	remote    *sshx.Target // DEST's host, nil for a local DEST
+	serveAddr string       // DEST is bulkmove://serveAddr/...
+	hub       []duplex     // send-hub: the streams the receiver opened
+	as        string       // send-hub: the name of a single-file SRC at the receiver
+}
+
+// dialer is what the transport gave the job to open streams after the
+// first K (nil where it cannot).
+type dialer struct {
+	redial  func(context.Context, int) (stream.Conn, error) // reopens a lost stream (SSH)
+	addConn func(context.Context, int) (stream.Conn, error) // opens one more stream (-j auto)
+	rtt     func() time.Duration                            // measures the round trip to the remote host (-j auto)
+	prepare func(context.Context, int) (done func())        // opens connections ahead for addConn (-j auto)
+}
+
+// control is the state the controllers and the signals share with the
+// streams: the bandwidth limit, the space check, --compress auto, the
+// interrupt.
+type control struct {
+	bw          *bwControl       // the bandwidth limit (bwlimit.go)
+	share       stream.AutoShare // --compress auto: what the streams tell each other
+	free        atomic.Int64     // free space at DEST, 0 if unknown
+	spaceWarned atomic.Bool
+	stopWalk    context.CancelCauseFunc // ends the walk with a cause
+	drain       <-chan struct{}         // closed by the first interrupt
+	interrupted atomic.Bool
+}
+
+// tally is what the job counted, for its summary and exit code; mu
+// guards it and deletion.
+type tally struct {
+	mu       sync.Mutex
+	files    int64 // regular files installed
+	bytes    int64
+	links    int64 // symlinks, hard links and directories applied
+	skipped  int64 // up to date already
+	resumed  int64 // of those, named by the resume journal
+	resent   int64 // files the resume journal named that DEST did not hold as sent
+	changed  int64 // files that changed while read, twice
+	failed   int64 // entries that could not be moved
+	walkErrs int64
+	warnings int64
+}
+
+// deletion is what --delete did (under tally.mu).
+type deletion struct {
+	deleted       int64 // removed from DEST by --delete
+	deleteSkipped bool  // --delete refused: something failed
+	deleteRefused bool  // --delete refused by its guard
+	deleteHeld    int64 // entries --max-delete kept from going
+}
+
+func (j *job) run(ctx context.Context) int {
+	j.start = time.Now()
+	if j.hub == nil {
+		t, remote, err := sshx.ParseTarget(j.src)
+		if err != nil {
+			termsafe.Errorf(j.stderr, "%v", err)
+			return ExitUsage
+		}
+		if remote {
+			if _, r, _ := sshx.ParseTarget(j.dst); r {
+				termsafe.Errorf(j.stderr, "both SRC and DEST are remote: run bulkmove on one of the hosts")
+				return ExitUsage
+			}
+			return j.pull(ctx, t)
+		}
+	}
+	plan, code := j.resolve(ctx)
+	if code != ExitOK {
+		return code
+	}
+	j.flags.faithful.source(&plan.src)
+	j.autoStart()
+	plan.src.IO = j.flags.ioConc.gauge()
+	opt := sharder.Options{
+		BatchBytes:    int64(j.flags.batchSize),
+		BatchFiles:    j.flags.batchFiles,
+		Filter:        j.flags.rules,
+		OneFileSystem: j.flags.oneFS,
+		Concurrency:   int(j.flags.ioConc),
+		IO:            plan.src.IO,
+		OnError: func(p string, err error) {
+			j.mu.Lock()
+			j.walkErrs++
+			j.mu.Unlock()
+			termsafe.Errorf(j.stderr, "%v", err)
+			j.ev.problem("error", p, err.Error())
+		},
+		OnWarn: func(p, msg string) {
+			j.mu.Lock()
+			j.warnings++
+			j.mu.Unlock()
+			termsafe.Errorf(j.stderr, "warning: %s: %s", filepath.Join(j.src, filepath.FromSlash(p)), msg)
+			j.ev.problem("warning", p, msg)
+		},
+	}
+	if plan.src.File != "" {
+		opt.Name = filepath.Base(j.src) // a symlink's name, if SRC is one
+	}
+	j.flags.split.apply(&opt, &j.flags)
+	linkMem, err := EnvCount("BULKMOVE_LINK_MEM", "hard-link sets")
+	if err != nil {
+		termsafe.Errorf(j.stderr, "%v", err)
+		return ExitUsage
+	}
+	opt.LinkMem = int(linkMem)
+	closeList, err := j.flags.scale.apply(&opt, os.Stdin)
+	if err != nil {
+		termsafe.Errorf(j.stderr, "%v", err)
+		return ExitFatal
+	}
+	defer closeList()
+	if j.flags.dryRun {
+		return j.dryRun(ctx, plan, opt)
+	}
+
+	res, jerr := j.openJournal()
+	if jerr != nil {
+		termsafe.Errorf(j.stderr, "%v", jerr)
+		return ExitFatal
+	}
+	j.res = res
+	if j.ev != nil {
+		st := &StartEvent{Version: Version, Src: j.src, Dst: j.dst, Streams: j.flags.jobs}
+		j.ev.emit("start", &st.Head, st)
+	}
+	// The walk starts at once, while the streams connect: on a pass over
+	// an unchanged tree it is most of the work.
+	// Directories, symlinks and hard links wait for the end; beyond what
+	// memory holds they wait on disk, beside the journal if there is one
+	// (TMPDIR is often a tmpfs: memory again).
+	def := &stream.Deferred{Dir: j.res.dir()}
+	defer def.Close()
+	opt.Deferred = def.Add
+	opt.SpillDir = j.res.dir() // and so do the names of hard-linked files past LinkMem open sets
+	// Room for the walk to run ahead while the streams connect (about
+	// 100 KiB a batch of 1,000 small files: 13 MiB at most).
+	batches := make(chan *model.Batch, 2*j.flags.jobs+128)
+	// Whether to spread batches over directories: the receivers say once
+	// connected (the walk holds a few thousand files until then).
+	spread := make(chan bool, 1)
+	opt.Spread = spread
+	j.m = j.newMetrics()
+	if sh := j.flags.scale.shard; !sh.All() {
+		j.m.Shard = sh.String() // a shard label on the job's metrics
+	}
+	j.m.SourceLatency = plan.src.IO.Latency
+	defer j.limit(&plan)()
+	wctx, stopWalkCause := context.WithCancelCause(ctx)
+	stopWalk := func() { stopWalkCause(nil) }
+	defer stopWalk()
+	j.stopWalk = stopWalkCause
+	g, gctx := errgroup.WithContext(wctx)
+	g.Go(func() error {
+		_, err := sharder.Run(gctx, plan.walkRoot, opt, j.relay(gctx, batches, plan.rename))
+		j.m.WalkDone.Store(true)
+		if cause := context.Cause(gctx); cause != nil && !errors.Is(cause, context.Canceled) {
+			return cause // the walk was stopped for a reason (--require-space)
+		}
+		if err != nil && !(j.interrupted.Load() && errors.Is(err, context.Canceled)) {
+			return fmt.Errorf("walk %s: %w", j.src, err)
+		}
+		return nil
+	})
+	conns, cleanup, err := j.connect(ctx, plan)
+	if err != nil {
+		j.res.unbind()
+		stopWalk()
+		g.Wait()
+		j.res.close(false)
+		termsafe.Errorf(j.stderr, "%v", err)
+		return ExitFatal
+	}
+	defer cleanup()
+	j.trace("connected %d streams", len(conns))
+	j.warnDenied(conns)
+	slow, destID := destSays(conns)
+	if err := j.bindJournal(destID); err != nil {
+		termsafe.Errorf(j.stderr, "warning: %v; this run leaves out nothing the journal holds", err)
+	}
+	if slow {
+		j.trace("DEST answers each file operation after a round trip: batches take their files from many directories in turn")
+	}
+	spread <- slow
+	j.free.Store(destFree(conns, plan.dstRoot))
+	if err := j.checkSpace(j.m.PlannedBytes.Load()); err != nil {
+		// What the walk found while connecting is already too much.
+		stopWalk()
+		g.Wait()
+		j.res.close(false)
+		termsafe.Errorf(j.stderr, "%v", err)
+		return ExitFatal
+	}
+	j.connected(len(conns))
+	pool := &stream.Pool{Conns: conns, FinalFiles: j.flags.batchFiles, OnResult: j.onResult, Counters: j.m.Streams, Limit: j.bw.b,
+		OnPhase: func(name string) { j.trace("%s", name) }}
+	if j.flags.delete && plan.rename == "" {
+		pool.BeforeFinal = j.deletePass(plan)
+	}
+	if j.flags.compress.Mode == stream.CompressAuto && slices.ContainsFunc(conns, isClient) {
+		pool.Opening = openingCost // the first batches measure the link
+	}
+	pool.Retries, pool.ReconnectTimeout = j.flags.retries, j.flags.reconnectTimeout
+	if j.flags.reconnectTimeout > 0 {
+		pool.Redial = j.redial
+	}
+	pool.OnWarn = func(msg string) { termsafe.Errorf(j.stderr, "warning: %s", msg) }
+	if plan.src.File == "" {
+		root := plan.src.Root
+		pool.Restat = func(e model.Entry) (model.Entry, bool) { return sharder.Restat(root, e) }
+	}
+	stopProgress := j.progress(ctx) // before anything else writes to stderr
+	stopObs, err := j.observe(ctx, j.remote == nil && j.hub == nil && !j.flags.viaAgent)
+	if err != nil {
+		stopProgress()
+		termsafe.Errorf(j.stderr, "%v", err)
+		return ExitUsage
+	}
+	pool.Drain = j.drain
+	stopAuto := j.steer(gctx, pool, j.remote == nil && j.hub == nil && !j.flags.viaAgent)
+	g.Go(func() error {
+		err := pool.Run(gctx, batches, def)
+		if j.interrupted.Load() {
+			stopWalk() // the pool took what it will: the walk can stop
+		}
+		return err
+	})
+	err = g.Wait()
+	if cause := context.Cause(wctx); cause != nil && !errors.Is(cause, context.Canceled) && errors.Is(err, context.Canceled) {
+		// The walk was stopped for a reason (--require-space), and the
+		// pool, cancelled with it, may have returned first.
+		err = cause
+	}
+	stopAuto()
+	stopObs()
+	stopProgress()
+	if j.flags.verbose {
+		for i, s := range pool.Stats() {
+			by := ""
+			if i < len(j.m.Streams) {
+				if n := j.m.Streams[i].SendfileBytes.Load(); n > 0 {
+					by = fmt.Sprintf(" (%s by sendfile)", units.Size(n))
+				}
+			}
+			termsafe.Errorf(j.stderr, "stream %d: %d batches, %d files, %s%s, busy until %.2fs", i, s.Batches, s.Files, units.Size(s.Bytes), by, s.Done.Seconds())
+		}
+	}
+	interrupted := ctx.Err() != nil || j.interrupted.Load()
+	if jerr := j.res.close(err == nil && !interrupted && j.failed == 0 && j.walkErrs == 0); jerr != nil {
+		termsafe.Errorf(j.stderr, "warning: %v", jerr)
+	}
+	j.summary(err, interrupted)
+	exit := ExitOK
+	switch {
+	case interrupted:
+		exit = ExitInterrupted
+	case err != nil || j.deleteRefused:
+		exit = ExitFatal
+	case j.failed > 0 || j.walkErrs > 0:
+		exit = ExitPartial
+	case j.deleteHeld > 0:
+		exit = ExitMaxDelete
+	}
+	j.end(pool, err, exit)
+	return exit
+}
+
+// trace reports, with -v, the time since the start at which the job
+// reached a phase.
+func (j *job) trace(format string, args ...any) {
+	args = append([]any{time.Since(j.start).Seconds()}, args...)
+	switch {
+	case j.flags.verbose:
+		termsafe.Errorf(j.stderr, "%6.3fs "+format, args...)
+	case j.log != nil && j.log.debug:
+		termsafe.Errorf(j.log, "%6.3fs "+format, args...)
+	}
+}
+
+func Unwrap(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}

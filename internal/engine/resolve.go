@@ -1,0 +1,122 @@
+package engine
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/bulkmove/bulkmove/internal/termsafe"
+	"github.com/bulkmove/bulkmove/stream"
+	"github.com/bulkmove/bulkmove/transport/sshx"
+	"github.com/bulkmove/bulkmove/wire"
+)
+
+// plan is where the job reads and writes.
+type plan struct {
+	walkRoot string // what the sharder walks
+	src      stream.Source
+	dstRoot  string // the receiver's root
+	rename   string // for a single-file SRC, its name under dstRoot
+	srcReal  string // SRC, resolved: what it names, with no symlink on the way
+}
+
+func (j *job) resolve(ctx context.Context) (plan, int) {
+	var p plan
+	if j.hub != nil {
+		return j.resolveHub()
+	}
+	t, remote, err := sshx.ParseTarget(j.dst)
+	if strings.HasPrefix(j.dst, serveScheme) {
+		t, remote, err = j.parseServe(j.dst)
+	}
+	if err != nil {
+		termsafe.Errorf(j.stderr, "%v", err)
+		return p, ExitUsage
+	}
+	if remote {
+		j.remote = &t
+	}
+	src, fi, err := resolveSrc(j.src)
+	if err != nil {
+		termsafe.Errorf(j.stderr, "source %s: %v", j.src, Unwrap(err))
+		return p, ExitFatal
+	}
+	p.srcReal = src
+	dst := ""
+	if j.remote == nil {
+		if dst, err = ResolveDest(j.dst); err != nil {
+			termsafe.Errorf(j.stderr, "destination %s: %v", j.dst, Unwrap(err))
+			return p, ExitFatal
+		}
+	}
+	if fi.IsDir() {
+		d, err := os.Open(src)
+		if err != nil {
+			termsafe.Errorf(j.stderr, "source %s: %v", j.src, Unwrap(err))
+			return p, ExitFatal
+		}
+		d.Close()
+		p.walkRoot, p.src.Root = src, src
+		if j.remote != nil {
+			p.dstRoot = j.remote.Path
+			return p, ExitOK
+		}
+		p.dstRoot = dst
+		if dfi, err := os.Stat(dst); err == nil && !dfi.IsDir() {
+			termsafe.Errorf(j.stderr, "destination %s is an existing file, but the source %s is a directory", j.dst, j.src)
+			return p, ExitUsage
+		}
+		return p, j.refuseOverlap(src, dst, j.dst)
+	}
+	if !fi.Mode().IsRegular() {
+		termsafe.Errorf(j.stderr, "source %s is not a regular file or directory", j.src)
+		return p, ExitFatal
+	}
+	// A single file: into DEST if DEST is a directory, else as DEST. In a
+	// directory it takes the name it was given (a symlink's, if SRC is
+	// one), as cp does.
+	name := filepath.Base(j.src)
+	p.walkRoot = src
+	p.src = stream.Source{Root: filepath.Dir(src), File: src}
+	if j.remote != nil {
+		p.rename = name
+		j.remoteDest(ctx, *j.remote, &p)
+		return p, ExitOK
+	}
+	target := filepath.Join(j.dst, name)
+	if dfi, err := os.Stat(dst); err == nil && dfi.IsDir() {
+		p.dstRoot = dst
+		p.rename = name
+	} else {
+		p.dstRoot = filepath.Dir(dst)
+		p.rename = filepath.Base(dst)
+		target = j.dst
+	}
+	return p, j.refuseOverlap(src, filepath.Join(p.dstRoot, p.rename), target)
+}
+
+// refuseOverlap refuses (ExitUsage) a local job whose SRC (src, resolved)
+// and DEST (dst, resolved; named dstName) Overlap.
+func (j *job) refuseOverlap(src, dst, dstName string) int {
+	refused, err := checkOverlap(j.src, src, dstName, dst)
+	if err == nil {
+		return ExitOK
+	}
+	termsafe.Errorf(j.stderr, "%v", err)
+	if refused {
+		return ExitUsage
+	}
+	return ExitFatal
+}
+
+func (j *job) receiveOptions() wire.ReceiveOptions {
+	// Owner: keep numeric uid/gid wherever the receiver runs as root.
+	o := wire.ReceiveOptions{Fsync: j.flags.fsync, Owner: !j.flags.noOwner, KeepSetid: j.flags.keepSetid, Check: wire.CheckQuick,
+		IOConcurrency: int(j.flags.ioConc), NoSums: j.flags.noVerifyTransfer, Delete: j.flags.delete}
+	if mode, err := j.flags.checkMode(); err == nil { // checked with the other flags
+		o.Check = mode
+	}
+	j.flags.faithful.receive(&o)
+	return o
+}

@@ -1,0 +1,94 @@
+package engine
+
+import (
+	"context"
+	"errors"
+
+	"github.com/bulkmove/bulkmove/internal/termsafe"
+	"github.com/bulkmove/bulkmove/internal/units"
+	"github.com/bulkmove/bulkmove/model"
+	"github.com/bulkmove/bulkmove/stream"
+)
+
+// relay forwards batches to the pool, counting what the walk plans and
+// renaming the single entry of a one-file job.
+func (j *job) relay(ctx context.Context, out chan *model.Batch, rename string) chan<- *model.Batch {
+	in := make(chan *model.Batch)
+	go func() {
+		defer close(out)
+		for b := range in {
+			if rename != "" {
+				for i := range b.Entries {
+					b.Entries[i].Path = rename
+				}
+			}
+			toMove := b.Bytes
+			for i := range b.Entries {
+				if e := &b.Entries[i]; j.res.named(e) {
+					// Most likely in place still: not counted against
+					// DEST's free space, nor as still to move.
+					e.Resumed = true
+					toMove -= e.Size
+				}
+			}
+			planned := j.m.PlannedBytes.Add(toMove)
+			files := int64(len(b.Entries))
+			for i := range b.Entries {
+				if b.Entries[i].Off > 0 {
+					files-- // a later range of a split file
+				}
+			}
+			j.m.PlannedFiles.Add(files)
+			if err := j.checkSpace(planned); err != nil {
+				j.stopWalk(err)
+				return
+			}
+			select {
+			case out <- b:
+			case <-ctx.Done():
+			}
+		}
+	}()
+	return in
+}
+
+func (j *job) onResult(r stream.Result) {
+	j.res.record(r)
+	resumed, resent := confirmed(r)
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if r.Ack != nil {
+		if r.Final {
+			j.links += r.Ack.Files
+		} else {
+			j.files += r.Ack.Files
+			j.m.DoneFiles.Add(r.Ack.Files)
+		}
+		j.m.DoneBytes.Add(r.Ack.Bytes)
+		j.m.Skipped.Add(r.Ack.Skipped)
+		j.m.Failed.Add(int64(len(r.Ack.Errors) + len(r.SrcErrors)))
+		j.bytes += r.Ack.Bytes
+		j.skipped += r.Ack.Skipped
+		j.resumed += resumed
+		j.resent += resent
+		for _, e := range r.Ack.Errors {
+			j.failed++
+			termsafe.Errorf(j.stderr, "%s: %s", j.dst, e.Msg)
+			j.ev.problem("error", r.Batch.Entries[e.Index].Path, e.Msg)
+		}
+	}
+	for _, e := range r.SrcErrors {
+		j.failed++
+		if errors.Is(e.Err, stream.ErrChanged) {
+			j.changed++
+		}
+		termsafe.Errorf(j.stderr, "%v", e.Err)
+		j.ev.problem("error", r.Batch.Entries[e.Index].Path, e.Err.Error())
+	}
+	if j.ev != nil {
+		j.ev.progress(j.m, false)
+	}
+	if j.flags.verbose && !r.Final && r.Ack != nil {
+		termsafe.Errorf(j.stderr, "batch %d on stream %d: %d files, %s", r.Batch.ID, r.Stream, r.Ack.Files, units.Size(r.Ack.Bytes))
+	}
+}

@@ -1,0 +1,83 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/bulkmove/bulkmove/internal/termsafe"
+	"github.com/bulkmove/bulkmove/internal/units"
+	"github.com/bulkmove/bulkmove/metrics"
+	"github.com/bulkmove/bulkmove/stream"
+)
+
+func (j *job) summary(err error, interrupted bool) {
+	el := time.Since(j.start)
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	rate := float64(j.bytes) / el.Seconds()
+	deleted := ""
+	if j.flags.delete {
+		deleted = fmt.Sprintf("; %d deleted", j.deleted)
+		switch {
+		case j.deleteSkipped:
+			deleted = "; deletion skipped (errors)"
+		case j.deleteRefused:
+			deleted = "; deletion refused (the --delete guard)"
+		case j.deleteHeld > 0:
+			deleted += fmt.Sprintf(" (%d more held back by --max-delete)", j.deleteHeld)
+		}
+	}
+	if j.changed > 0 {
+		deleted += fmt.Sprintf("; %d changed during transfer", j.changed)
+	}
+	resumed := ""
+	if j.resumed > 0 {
+		// Found in place by the receiver, as the journal said an earlier
+		// run left them.
+		resumed = fmt.Sprintf(" (%d of them named by the resume journal)", j.resumed)
+	}
+	if j.resent > 0 {
+		termsafe.Errorf(j.stderr, "warning: %d files the resume journal named were not in place at %s (deleted or changed there since): sent again", j.resent, j.dst)
+	}
+	line := fmt.Sprintf("%d files, %s in %.2fs (%s/s, %.0f files/s)%s; %d up to date%s%s; %d errors%s",
+		j.files, units.Size(j.bytes), el.Seconds(), units.Size(int64(rate)), float64(j.files)/el.Seconds(), compression(j.m), j.skipped, resumed, deleted, j.failed+j.walkErrs, j.bottleneck())
+	switch {
+	case interrupted:
+		termsafe.Errorf(j.stderr, "interrupted: %s; run the same command again to finish", line)
+	case err != nil:
+		termsafe.Errorf(j.stderr, "%v", err)
+		if errors.Is(err, stream.ErrNoSpace) && j.m != nil {
+			left := max(j.m.PlannedBytes.Load()-j.m.DoneBytes.Load(), 0)
+			termsafe.Errorf(j.stderr, "%s is full: %s of the %s found so far still to move (more if the walk was not over); "+
+				"what was acknowledged is in place: free some space and run the same command again to resume",
+				j.dst, units.Size(left), units.Size(j.m.PlannedBytes.Load()))
+		}
+		termsafe.Errorf(j.stderr, "failed: %s", line)
+	default:
+		termsafe.Errorf(j.stderr, "%s", line)
+	}
+}
+
+// end emits the --json summary.
+func (j *job) end(pool *stream.Pool, err error, code int) {
+	if j.ev == nil {
+		return
+	}
+	j.ev.progress(j.m, true)
+	el := time.Since(j.start).Seconds()
+	j.mu.Lock()
+	e := &EndEvent{Files: j.files, Bytes: j.bytes, Links: j.links, Skipped: j.skipped, Resumed: j.resumed, Errors: j.failed + j.walkErrs,
+		Elapsed: el, BytesRate: float64(j.bytes) / el, FilesRate: float64(j.files) / el, ExitCode: code,
+		Streams: streamTotals(pool.Stats()), Bottleneck: metrics.Idle}
+	j.mu.Unlock()
+	if v := j.m.Verdict(); v != nil {
+		e.Bottleneck = v.Resource
+	}
+	e.WireBytes = j.m.WireBytes()
+	e.CompressedIn, e.CompressedOut = j.m.Compressed()
+	if err != nil {
+		e.Error = err.Error()
+	}
+	j.ev.emit("end", &e.Head, e)
+}

@@ -110,7 +110,7 @@ func runAgent(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 }
 
 // agentRoot resolves the agent's ROOT (a symlink is followed, as a local
-// DEST is) and, given the sender's SRC (srcIDs, JSON of a engine.HostPlace),,
+// DEST is) and, given the sender's SRC (srcIDs, JSON of an engine.HostPlace),
 // refuses a ROOT that overlaps it on this machine: a push over SSH to the
 // host it runs on.
 func agentRoot(root, srcIDs string) (string, error) {

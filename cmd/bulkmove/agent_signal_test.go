@@ -60,7 +60,7 @@ func TestAgentStopsOnSignal(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer c.Close()
-				if err := wire.ProveToHub(c, bufio.NewReader(c), "JOIN2", job); err != nil {
+				if err := wire.ProveToHub(c, bufio.NewReader(c), wire.HubJoin, job); err != nil {
 					t.Fatal(err)
 				}
 				time.Sleep(100 * time.Millisecond) // served: its hello awaited

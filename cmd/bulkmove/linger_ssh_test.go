@@ -103,7 +103,7 @@ func TestSSHLinger(t *testing.T) {
 		t.Fatal(err)
 	}
 	br := bufio.NewReader(c)
-	if err := wire.ProveToHub(c, br, "NEW2", "00000000000000000000000000000000"); !errors.Is(err, wire.ErrNotAgent) {
+	if err := wire.ProveToHub(c, br, wire.HubNew, "00000000000000000000000000000000"); !errors.Is(err, wire.ErrNotAgent) {
 		t.Errorf("NEW2 with a wrong token: %v, want the agent's proof found bad", err)
 	}
 	c.Write([]byte(wire.HubProof + strings.Repeat("0", 64) + "\n"))
@@ -117,7 +117,7 @@ func TestSSHLinger(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if err := wire.ProveToHub(c, bufio.NewReader(c), "JOIN2", "nosuchjob"); err == nil || !strings.Contains(err.Error(), "no such job") {
+	if err := wire.ProveToHub(c, bufio.NewReader(c), wire.HubJoin, "nosuchjob"); err == nil || !strings.Contains(err.Error(), "no such job") {
 		t.Errorf("JOIN2 of no job: %v, want refused", err)
 	}
 	c.Close()

@@ -36,8 +36,6 @@ import (
 // The hub then runs the same sender job as a push, with the K streams as
 // its connections, and this host runs an agent on each.
 
-const hubBanner = "BULKMOVE-HUB "
-
 // duplex is one stream handed to the hub.
 type duplex struct {
 	r io.Reader
@@ -92,7 +90,7 @@ func RunHub(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// Each stream that joins proves it holds the token, and the hub proves
 	// it too (see wire.ProveToHub): the source goes to the puller only.
 	token := wire.NewToken()
-	fmt.Fprintf(stdout, "%s%s job=%s\n", hubBanner, sock, token)
+	fmt.Fprintf(stdout, "%s%s job=%s\n", wire.SenderBanner, sock, token)
 	streams := []duplex{{r: stdin, w: stdout}}
 	// The puller starts the joins right after reading the banner.
 	joinBy := time.Now().Add(30 * time.Second)
@@ -106,7 +104,7 @@ func RunHub(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		c.SetDeadline(joinBy)
 		br := bufio.NewReaderSize(c, wire.HubMaxLine)
 		if _, _, ok := wire.AcceptHub(c, br, func(verb, id string) (string, string) {
-			if verb != "JOIN2" || id != wire.JobID(token) {
+			if verb != wire.HubJoin || id != wire.JobID(token) {
 				return "", "no such job"
 			}
 			return token, ""
@@ -287,12 +285,12 @@ func (j *job) pull(ctx context.Context, t sshx.Target) int {
 		termsafe.Errorf(j.stderr, "%v", &refusal{host: "ssh " + t.Host, why: strings.TrimSpace(why)})
 		return ExitFatal
 	}
-	if err != nil || !strings.HasPrefix(line, hubBanner) {
+	if err != nil || !strings.HasPrefix(line, wire.SenderBanner) {
 		werr := hub.Wait()
 		termsafe.Errorf(j.stderr, "%s: the remote sender did not start (%q): %v", t.Host, strings.TrimSpace(line), errors.Join(err, werr))
 		return ExitFatal
 	}
-	sock, token, _ := strings.Cut(strings.TrimSpace(strings.TrimPrefix(line, hubBanner)), " job=")
+	sock, token, _ := strings.Cut(strings.TrimSpace(strings.TrimPrefix(line, wire.SenderBanner)), " job=")
 	if token == "" {
 		hub.Close()
 		termsafe.Errorf(j.stderr, "%s: the remote sender is an older bulkmove (its banner %q names no job)", t.Host, strings.TrimSpace(line))
@@ -315,7 +313,7 @@ func (j *job) pull(ctx context.Context, t sshx.Target) int {
 			defer s.Close()
 			br := bufio.NewReaderSize(s, wire.HubMaxLine)
 			timer := time.AfterFunc(bannerTimeout, func() { s.Close() })
-			err := wire.ProveToHub(s, br, "JOIN2", token)
+			err := wire.ProveToHub(s, br, wire.HubJoin, token)
 			if !timer.Stop() && err == nil {
 				err = errors.New("timed out")
 			}

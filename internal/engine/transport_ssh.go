@@ -407,7 +407,7 @@ func readBanner(br *bufio.Reader) (line, junk string, err error) {
 	var skipped strings.Builder
 	for range 64 {
 		line, err = br.ReadString('\n')
-		if err != nil || strings.HasPrefix(line, wire.AgentBanner) || strings.HasPrefix(line, hubBanner) || strings.HasPrefix(line, wire.Refused) || strings.TrimSpace(line) == sshx.NoAgent {
+		if err != nil || strings.HasPrefix(line, wire.AgentBanner) || strings.HasPrefix(line, wire.SenderBanner) || strings.HasPrefix(line, wire.Refused) || strings.TrimSpace(line) == sshx.NoAgent {
 			return line, strings.TrimSpace(skipped.String()), err
 		}
 		if skipped.Len()+len(line) > 16<<10 {
@@ -439,7 +439,7 @@ func (l *sshLink) start(ctx context.Context, clients []*sshx.Client) (conns []st
 	if junk != "" {
 		termsafe.Errorf(j.stderr, "warning: ssh %s: the remote shell printed %q before the agent started (a login script writing to stdout?); ignored", host, junk)
 	}
-	if rerr == nil && strings.HasPrefix(line, hubBanner) {
+	if rerr == nil && strings.HasPrefix(line, wire.SenderBanner) {
 		// An older agent (PATH's): its socket takes a token from whoever
 		// asks. EnsureAgent finds one of this protocol.
 		sess.Close()
@@ -463,13 +463,13 @@ func (l *sshLink) start(ctx context.Context, clients []*sshx.Client) (conns []st
 		sess.Close()
 		return nil, true, err
 	}
-	if b.linger != "" && l.lingerAt != "" {
-		if err := linger.Save(l.lingerAt, linger.Record{Sock: b.sock, Token: b.linger}); err != nil {
+	if b.Linger != "" && l.lingerAt != "" {
+		if err := linger.Save(l.lingerAt, linger.Record{Sock: b.Sock, Token: b.Linger}); err != nil {
 			termsafe.Errorf(j.stderr, "warning: %v; the next push will start a new agent", err)
 		}
 	}
-	if b.offer != "" && l.data != "" {
-		offer, err := dataplane.ParseOffer(b.offer)
+	if b.Offer != "" && l.data != "" {
+		offer, err := dataplane.ParseOffer(b.Offer)
 		if err != nil {
 			sess.Close()
 			return nil, true, fmt.Errorf("ssh %s: %w", host, err)
@@ -481,49 +481,14 @@ func (l *sshLink) start(ctx context.Context, clients []*sshx.Client) (conns []st
 	return conns, true, err
 }
 
-// hubBannerFields are the fields of an agent hub's banner.
-type hubBannerFields struct {
-	sock          string
-	job           string // token of the job, which every joining stream proves it holds
-	linger, offer string // optional: the lingering agent's token; the data plane's offer
-}
-
 // banner parses the hub's banner line and notes where its streams join.
-// redactBanner is an agent's banner line fit for a message: the value of
-// every key=value field (the job's and the linger token, the data plane's
-// offer with its token) is left out.
-func redactBanner(line string) string {
-	fields := strings.Fields(line)
-	for i, f := range fields {
-		if k, _, ok := strings.Cut(f, "="); ok {
-			fields[i] = k + "=..."
-		}
-	}
-	return strings.Join(fields, " ")
-}
-
-func (l *sshLink) banner(host, line string) (hubBannerFields, error) {
-	fields := strings.Fields(strings.TrimPrefix(line, wire.AgentBanner))
-	var b hubBannerFields
-	if len(fields) >= 1 {
-		b.sock = fields[0]
-		for _, f := range fields[1:] {
-			k, v, _ := strings.Cut(f, "=")
-			switch k {
-			case "job":
-				b.job = v
-			case "linger":
-				b.linger = v
-			case "data":
-				b.offer = f
-			}
-		}
-	}
-	if b.job == "" {
-		return b, fmt.Errorf("ssh %s: bad agent banner %q (an agent older than this bulkmove?)", host, redactBanner(line))
+func (l *sshLink) banner(host, line string) (wire.AgentBannerFields, error) {
+	b, err := wire.ParseAgentBanner(line)
+	if err != nil {
+		return b, fmt.Errorf("ssh %s: %w", host, err)
 	}
 	l.mu.Lock()
-	l.sock, l.job = b.sock, b.job
+	l.sock, l.job = b.Sock, b.Job
 	l.mu.Unlock()
 	l.mu.Lock()
 	agent := l.agent
@@ -577,7 +542,7 @@ func (l *sshLink) startLingering(ctx context.Context, clients []*sshx.Client, bi
 	}
 	br := bufio.NewReaderSize(rw, wire.HubMaxLine)
 	timer := time.AfterFunc(bannerTimeout, func() { rw.Close() })
-	line, err := "", wire.ProveToHub(rw, br, "NEW2", rec.Token)
+	line, err := "", wire.ProveToHub(rw, br, wire.HubNew, rec.Token)
 	if err == nil {
 		req, _ := json.Marshal(wire.NewJob{Root: root, Linger: j.flags.ssh.linger, Nice: j.flags.gentle.NiceFlags.Text(), SrcIDs: srcIDs, Allow: wire.Allow(j.allowed())})
 		if _, err = fmt.Fprintf(rw, "%s\n", req); err == nil {
@@ -588,11 +553,11 @@ func (l *sshLink) startLingering(ctx context.Context, clients []*sshx.Client, bi
 	if err == nil && !strings.HasPrefix(line, wire.AgentBanner) {
 		err = fmt.Errorf("%q", line)
 	}
-	var b hubBannerFields
+	var b wire.AgentBannerFields
 	if err == nil {
 		b, err = l.banner(host, line)
 	}
-	if err == nil && b.linger == "" {
+	if err == nil && b.Linger == "" {
 		err = errors.New("no next linger token in its banner")
 	}
 	if err != nil {
@@ -601,7 +566,7 @@ func (l *sshLink) startLingering(ctx context.Context, clients []*sshx.Client, bi
 	}
 	j.trace("joined the agent lingering on %s", host)
 	if j.flags.ssh.linger > 0 {
-		if err := linger.Save(at, linger.Record{Sock: rec.Sock, Token: b.linger}); err != nil {
+		if err := linger.Save(at, linger.Record{Sock: rec.Sock, Token: b.Linger}); err != nil {
 			termsafe.Errorf(j.stderr, "warning: %v; the next push will start a new agent", err)
 		}
 	} else {
@@ -714,7 +679,7 @@ func (l *sshLink) joinHub(ctx context.Context, c *sshx.Client) (rw io.ReadWriteC
 	}
 	br := bufio.NewReaderSize(rw, wire.HubMaxLine)
 	timer := time.AfterFunc(bannerTimeout, func() { rw.Close() })
-	err = wire.ProveToHub(rw, br, "JOIN2", job)
+	err = wire.ProveToHub(rw, br, wire.HubJoin, job)
 	if !timer.Stop() && err == nil {
 		err = errors.New("timed out")
 	}

@@ -24,7 +24,7 @@ test: lint
 
 # The packages with worker pools, under the race detector.
 race:
-	$(GO) test -count=1 -race ./sharder/... ./stream/... ./receive/... ./wire/... ./transport/... ./journal/... ./internal/ratelimit/... ./internal/hashidx/... ./internal/spill/...
+	$(GO) test -count=1 -race ./sharder/... ./send/... ./receive/... ./wire/... ./transport/... ./journal/... ./internal/ratelimit/... ./internal/hashidx/... ./internal/spill/...
 
 # The fast tests: -short skips the large trees, the floods and the timed
 # runs.

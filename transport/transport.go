@@ -4,7 +4,7 @@
 //
 // A transport opens the K streams of one job to one receiver (a receiving
 // process, or the receiver of this process) and gives the sending pool a
-// stream.Conn for each. The pool does not know how a stream travels: it
+// send.Conn for each. The pool does not know how a stream travels: it
 // runs batches over the Conns, asks the transport for a stream again when
 // one fails (Redial), for one more when -j auto adds streams (Add), and
 // for the round trip to the receiving host, from which -j auto judges how
@@ -24,7 +24,7 @@
 // a tree with every kind of entry, a cut stream, a redial, a stall and a
 // refused handshake.
 //
-// This package sits between the sending side (package stream's pool and
+// This package sits between the sending side (package send's pool and
 // client, whose Conn it hands out) and the ways of reaching a receiver. It
 // must not import the engine or cmd; its implementations may import the
 // receiving side only to run a receiver in this process (local).
@@ -38,7 +38,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/bulkmove/bulkmove/stream"
+	"github.com/bulkmove/bulkmove/send"
 	"github.com/bulkmove/bulkmove/wire"
 )
 
@@ -53,8 +53,8 @@ import (
 //     when the others could not be opened, after saying so (Dialer.Warnf).
 //     A receiver that refuses the job (a wrong token, a protocol of
 //     another version, a destination it will not open) makes Open fail
-//     with that refusal (a stream.RefusedError, or an error naming both
-//     protocol versions, stream.ErrVersion) before anything is written.
+//     with that refusal (a wire.RefusedError, or an error naming both
+//     protocol versions, wire.ErrVersion) before anything is written.
 //     Open is called once.
 //   - Redial(ctx, i) opens stream i again after its connection failed,
 //     to the same job at the same receiver when it still runs (its
@@ -62,7 +62,7 @@ import (
 //     to a new one. The Conn it returns replaces the failed one, which
 //     the pool does not use again. ctx is the job's: the new connection
 //     lives as long as it. An error the pool must not retry is permanent
-//     (stream.Permanent, or a refusal). Without Caps().Redial it fails
+//     (send.Permanent, or a refusal). Without Caps().Redial it fails
 //     with ErrUnsupported, and the pool goes on without the stream.
 //   - Add(ctx, i) opens one more stream of the job while it sends file
 //     data (-j auto); i is the index the stream will most likely have.
@@ -79,9 +79,9 @@ import (
 //     the local receiver) and returns the first error doing so. It does
 //     not wait for streams the pool did not close.
 type Transport interface {
-	Open(ctx context.Context, k int) ([]stream.Conn, error)
-	Redial(ctx context.Context, i int) (stream.Conn, error)
-	Add(ctx context.Context, i int) (stream.Conn, error)
+	Open(ctx context.Context, k int) ([]send.Conn, error)
+	Redial(ctx context.Context, i int) (send.Conn, error)
+	Add(ctx context.Context, i int) (send.Conn, error)
 	RTT() time.Duration
 	Prepare(ctx context.Context, n int) (done func())
 	// Caps says which of Redial and Add the transport can do.
@@ -106,12 +106,12 @@ var ErrUnsupported = errors.ErrUnsupported
 type Fixed struct{}
 
 // Redial implements Transport: unsupported.
-func (Fixed) Redial(context.Context, int) (stream.Conn, error) {
+func (Fixed) Redial(context.Context, int) (send.Conn, error) {
 	return nil, fmt.Errorf("redial: %w", ErrUnsupported)
 }
 
 // Add implements Transport: unsupported.
-func (Fixed) Add(context.Context, int) (stream.Conn, error) {
+func (Fixed) Add(context.Context, int) (send.Conn, error) {
 	return nil, fmt.Errorf("add a stream: %w", ErrUnsupported)
 }
 
@@ -133,10 +133,10 @@ func (Fixed) Caps() Caps { return Caps{} }
 type Dialer struct {
 	Version string              // this bulkmove's version, for the handshake
 	Options wire.ReceiveOptions // what the receiver is asked for
-	Src     stream.Source       // where the files are read from
+	Src     send.Source         // where the files are read from
 	// Configure, if set, sets up each client after its handshake, before
 	// the pool runs it (the job's stall timeout, compression, ...).
-	Configure func(*stream.Client)
+	Configure func(*send.Client)
 	// Warnf, if set, reports a stream that could not be opened while the
 	// job goes on without it.
 	Warnf func(format string, args ...any)
@@ -147,11 +147,11 @@ type Dialer struct {
 // Dial runs the handshake of stream name over r and w (the connection's
 // two directions; closer closes it, on failure too) and configures the
 // client. A refusal names who refused (e.g. "serve HOST": see
-// stream.RefusedBy).
-func (d *Dialer) Dial(ctx context.Context, name, who string, r io.Reader, w io.Writer, closer io.Closer) (*stream.Client, error) {
-	c, err := stream.Dial(ctx, name, r, w, closer, d.Version, d.Options, d.Src)
+// wire.RefusedBy).
+func (d *Dialer) Dial(ctx context.Context, name, who string, r io.Reader, w io.Writer, closer io.Closer) (*send.Client, error) {
+	c, err := send.Dial(ctx, name, r, w, closer, d.Version, d.Options, d.Src)
 	if err != nil {
-		return nil, stream.RefusedBy(who, err)
+		return nil, wire.RefusedBy(who, err)
 	}
 	if d.Configure != nil {
 		d.Configure(c)
@@ -177,11 +177,11 @@ func (d *Dialer) Trace(format string, args ...any) {
 // those the pool did not close. The zero value is ready for use.
 type Opened struct {
 	mu sync.Mutex
-	cs []*stream.Client
+	cs []*send.Client
 }
 
 // Add keeps c.
-func (o *Opened) Add(c *stream.Client) {
+func (o *Opened) Add(c *send.Client) {
 	o.mu.Lock()
 	o.cs = append(o.cs, c)
 	o.mu.Unlock()

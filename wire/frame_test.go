@@ -6,8 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/bulkmove/bulkmove/model"
-	"github.com/bulkmove/bulkmove/wire"
 	"io"
 	"math"
 	"runtime"
@@ -15,6 +13,9 @@ import (
 	"testing"
 	"testing/iotest"
 	"time"
+
+	"github.com/bulkmove/bulkmove/model"
+	"github.com/bulkmove/bulkmove/wire"
 )
 
 func header(typ byte, n uint32) []byte {

@@ -3,11 +3,12 @@ package wire_test
 import (
 	"bytes"
 	"errors"
-	"github.com/bulkmove/bulkmove/model"
-	"github.com/bulkmove/bulkmove/wire"
 	"reflect"
 	"slices"
 	"testing"
+
+	"github.com/bulkmove/bulkmove/model"
+	"github.com/bulkmove/bulkmove/wire"
 )
 
 // The fuzz targets check that the decoders never panic on any input and

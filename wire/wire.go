@@ -2,7 +2,7 @@
 // frames for the handshake, batch manifests, the receiver's answer of which
 // files it needs, commits, acknowledgements and the final summary. File data
 // itself travels between a Data frame and the next frame as a plain tar stream
-// (see package stream), so a captured batch can be read with `tar -tv`.
+// (see package send), so a captured batch can be read with `tar -tv`.
 //
 // A frame is one type byte, a big-endian uint32 payload length and the
 // payload. Every length and count read from the wire is bounds-checked

@@ -15,7 +15,6 @@ import (
 	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/metrics"
 	"github.com/bulkmove/bulkmove/receive/agentd"
-	"github.com/bulkmove/bulkmove/stream"
 	"github.com/bulkmove/bulkmove/transport/dataplane"
 	"github.com/bulkmove/bulkmove/wire"
 )
@@ -101,7 +100,7 @@ func runAgent(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case errors.As(err, &usage):
 		termsafe.Errorf(stderr, "agent: %v", err)
 		return engine.ExitUsage
-	case !stream.IsRefused(err):
+	case !wire.IsRefused(err):
 		// A refused handshake told the sender why, which shows it: not
 		// twice (this stderr is the sender's).
 		termsafe.Errorf(stderr, "%v", err)

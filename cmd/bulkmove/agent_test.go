@@ -14,7 +14,7 @@ import (
 
 	"github.com/bulkmove/bulkmove/internal/engine"
 	"github.com/bulkmove/bulkmove/model"
-	"github.com/bulkmove/bulkmove/stream"
+	"github.com/bulkmove/bulkmove/send"
 	"github.com/bulkmove/bulkmove/wire"
 )
 
@@ -44,7 +44,7 @@ func TestAgentMetrics(t *testing.T) {
 		t.Fatalf("no metrics address in %q", line)
 	}
 	ctx := context.Background()
-	c, err := stream.Dial(ctx, "agent", fromAgentR, toAgentW, toAgentW, engine.Version, wire.ReceiveOptions{Check: "quick"}, stream.Source{Root: src})
+	c, err := send.Dial(ctx, "agent", fromAgentR, toAgentW, toAgentW, engine.Version, wire.ReceiveOptions{Check: "quick"}, send.Source{Root: src})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func TestAgentMetrics(t *testing.T) {
 	}
 	in <- &model.Batch{ID: 1, Entries: entries, Bytes: 300}
 	close(in)
-	if _, err := c.Run(ctx, in, func(stream.Result) {}); err != nil {
+	if _, err := c.Run(ctx, in, func(send.Result) {}); err != nil {
 		t.Fatal(err)
 	}
 	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get(addr)

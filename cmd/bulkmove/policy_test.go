@@ -16,7 +16,7 @@ import (
 	"github.com/bulkmove/bulkmove/internal/engine"
 	"github.com/bulkmove/bulkmove/internal/xattrs"
 	"github.com/bulkmove/bulkmove/model"
-	"github.com/bulkmove/bulkmove/stream"
+	"github.com/bulkmove/bulkmove/send"
 	"github.com/bulkmove/bulkmove/transport/dataplane"
 	"github.com/bulkmove/bulkmove/wire"
 )
@@ -31,7 +31,7 @@ var hostileAttrs = []string{"security.capability", "trusted.x", "user.x"}
 // hostileSource makes the hostile sender's source: a file "evil" with
 // hostileAttrs (as root: trusted.* and capabilities need it), and the
 // entry it sends for it, which claims mode 06755 and hostileUID.
-func hostileSource(t *testing.T, dir string) (stream.Source, model.Entry) {
+func hostileSource(t *testing.T, dir string) (send.Source, model.Entry) {
 	t.Helper()
 	for _, tool := range []string{"setfattr", "setcap"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -45,26 +45,26 @@ func hostileSource(t *testing.T, dir string) (stream.Source, model.Entry) {
 	fi, _ := os.Stat(filepath.Join(src, "evil"))
 	e := model.Entry{Path: "evil", Kind: model.KindFile, Mode: 0o755 | os.ModeSetuid | os.ModeSetgid,
 		UID: hostileUID, GID: hostileUID, Size: fi.Size(), MTime: fi.ModTime().UnixNano(), Nlink: 1}
-	return stream.Source{Root: src, Xattrs: true}, e
+	return send.Source{Root: src, Xattrs: true}, e
 }
 
 // hostilePush sends the hostile file to serve at addr, as job, into dest,
 // with a Hello that asks for opts: the receiver's Hello, or its refusal.
-func hostilePush(t *testing.T, addr, fp, tokFile, job, dest string, src stream.Source, e model.Entry, opts wire.ReceiveOptions) (*stream.Client, error) {
+func hostilePush(t *testing.T, addr, fp, tokFile, job, dest string, src send.Source, e model.Entry, opts wire.ReceiveOptions) (*send.Client, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c := dialServeJob(ctx, t, addr, fp, tokFile, job, dest)
 	defer c.Close()
 	src.Xattrs = opts.Xattrs // else the receiver fails the stream on the first attribute
-	conn, err := stream.Dial(ctx, job, c, c, c, engine.Version, opts, src)
+	conn, err := send.Dial(ctx, job, c, c, c, engine.Version, opts, src)
 	if err != nil {
 		return nil, err
 	}
 	in := make(chan *model.Batch, 1)
 	in <- &model.Batch{ID: 1, Entries: []model.Entry{e}, Bytes: e.Size}
 	close(in)
-	if _, err := conn.Run(ctx, in, func(stream.Result) {}); err != nil {
+	if _, err := conn.Run(ctx, in, func(send.Result) {}); err != nil {
 		t.Fatalf("%s: %v", job, err)
 	}
 	if _, err := conn.Close(ctx); err != nil {
@@ -130,7 +130,7 @@ func TestServeHostileHello(t *testing.T) {
 	root := filepath.Join(dir, "root")
 	addr, fp, tok := startServeBin(t, dir, "data="+root)
 	_, err := hostilePush(t, addr, fp, tok, "job-all", "data/all", src, e, all)
-	if !stream.IsRefused(err) {
+	if !wire.IsRefused(err) {
 		t.Errorf("serve took a job asking for setid bits, owners and attributes: %v", err)
 	}
 	for _, w := range []string{"--keep-setid", "-X", "serve --allow-setid", "serve --allow-xattrs"} {
@@ -209,12 +209,12 @@ func TestAgentPolicyFromCommandLine(t *testing.T) {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		c, err := stream.Dial(ctx, "stream 0", r, w, w, engine.Version, wire.ReceiveOptions{KeepSetid: true}, stream.Source{Root: src})
+		c, err := send.Dial(ctx, "stream 0", r, w, w, engine.Version, wire.ReceiveOptions{KeepSetid: true}, send.Source{Root: src})
 		if err == nil {
 			in := make(chan *model.Batch, 1)
 			in <- &model.Batch{ID: 1, Entries: []model.Entry{e}, Bytes: e.Size}
 			close(in)
-			if _, err = c.Run(ctx, in, func(stream.Result) {}); err == nil {
+			if _, err = c.Run(ctx, in, func(send.Result) {}); err == nil {
 				_, err = c.Close(ctx)
 			}
 		}
@@ -223,7 +223,7 @@ func TestAgentPolicyFromCommandLine(t *testing.T) {
 		cancel()
 		fi, serr := os.Stat(filepath.Join(dst, "f"))
 		switch {
-		case !tc.setid && (!stream.IsRefused(err) || !strings.Contains(err.Error(), "--keep-setid") || !strings.Contains(err.Error(), "agent --allow-setid")):
+		case !tc.setid && (!wire.IsRefused(err) || !strings.Contains(err.Error(), "--keep-setid") || !strings.Contains(err.Error(), "agent --allow-setid")):
 			t.Errorf("%s: %v, want the Hello refused, naming --keep-setid and agent --allow-setid", tc.name, err)
 		case !tc.setid && serr == nil:
 			t.Errorf("%s: refused, yet the file landed (mode %v)", tc.name, fi.Mode())

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/bulkmove/bulkmove/internal/engine"
-	"github.com/bulkmove/bulkmove/stream"
+	"github.com/bulkmove/bulkmove/send"
 	"github.com/bulkmove/bulkmove/transport/dataplane"
 	"github.com/bulkmove/bulkmove/wire"
 )
@@ -159,8 +159,8 @@ func TestServeFloodDataPlane(t *testing.T) {
 			defer dcancel()
 			c, err := dataplane.Dial(dctx, "127.0.0.1", offer, 0)
 			if err == nil {
-				var conn *stream.Client
-				if conn, err = stream.Dial(dctx, "stream 0", c, c, c, engine.Version, wire.ReceiveOptions{Check: wire.CheckQuick}, stream.Source{Root: dir}); err == nil {
+				var conn *send.Client
+				if conn, err = send.Dial(dctx, "stream 0", c, c, c, engine.Version, wire.ReceiveOptions{Check: wire.CheckQuick}, send.Source{Root: dir}); err == nil {
 					err = conn.Prune(dctx, &wire.PruneRequest{}, func(*wire.PruneResult) {})
 					conn.Abort()
 				}

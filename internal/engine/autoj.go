@@ -14,13 +14,13 @@ import (
 	"github.com/bulkmove/bulkmove/internal/hostcpu"
 	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/metrics"
+	"github.com/bulkmove/bulkmove/send"
 	"github.com/bulkmove/bulkmove/sharder"
-	"github.com/bulkmove/bulkmove/stream"
 	"github.com/bulkmove/bulkmove/transport/sshx"
 )
 
 // -j auto (the default): the job starts with a few streams and a
-// controller (stream.AutoJ) adds more while throughput rises, up to
+// controller (send.AutoJ) adds more while throughput rises, up to
 // --max-streams. Streams can be added to in-process receivers and to SSH
 // streams (each one more SSH connection joining the agent hub); other
 // transports (a data plane, bulkmove serve, a pull, --via-agent) run with
@@ -105,7 +105,7 @@ func (j *job) nearStart(c *sshx.Client) int {
 	}
 	n := min(f.jobs, max(2, runtime.NumCPU()))
 	if n < f.jobs {
-		j.autoDecided(stream.AutoDecision{Action: "remove", From: f.jobs, To: n,
+		j.autoDecided(send.AutoDecision{Action: "remove", From: f.jobs, To: n,
 			Reason: fmt.Sprintf("a near path (round trip %s) and %d CPUs here: streams beyond the CPUs would only share them", rtt.Round(10*time.Microsecond), runtime.NumCPU())})
 	}
 	return n
@@ -113,7 +113,7 @@ func (j *job) nearStart(c *sshx.Client) int {
 
 // autoDecided reports a decision of -j auto: the log, the JSON events and
 // the metrics.
-func (j *job) autoDecided(d stream.AutoDecision) {
+func (j *job) autoDecided(d send.AutoDecision) {
 	if m := j.m; m != nil {
 		m.AutoJ.Decided(d.Action)
 		m.AutoJ.Target.Store(int64(d.To))
@@ -160,7 +160,7 @@ func (j *job) connected(n int) {
 
 // steer runs -j auto's controller on the pool while it sends the file
 // data; stop ends it and waits for it.
-func (j *job) steer(ctx context.Context, pool *stream.Pool, local bool) (stop func()) {
+func (j *job) steer(ctx context.Context, pool *send.Pool, local bool) (stop func()) {
 	if !j.growable() || j.addConn == nil {
 		return func() {}
 	}
@@ -189,11 +189,11 @@ func (j *job) steer(ctx context.Context, pool *stream.Pool, local bool) (stop fu
 		tail = float64(n)
 	}
 	host, _ := hostcpu.Read()
-	a := &stream.AutoJ{
+	a := &send.AutoJ{
 		Max:     j.flags.auto.max,
 		Work:    func() int64 { return int64(sent()) },
 		Started: func() bool { return m.DoneFiles.Load()+m.Skipped.Load()+m.Failed.Load() > 0 },
-		Verdict: func() stream.AutoVerdict {
+		Verdict: func() send.AutoVerdict {
 			v := m.VerdictSince(mark, local)
 			mark = m.Mark()
 			w, now := m.WireBytes(), time.Now()
@@ -231,7 +231,7 @@ func (j *job) steer(ctx context.Context, pool *stream.Pool, local bool) (stop fu
 		Resize: func(ctx context.Context, n, to int) int {
 			if to > n {
 				added, err := pool.Grow(ctx, to-n)
-				if err != nil && !errors.Is(err, stream.ErrGrowClosed) {
+				if err != nil && !errors.Is(err, send.ErrGrowClosed) {
 					termsafe.Errorf(j.stderr, "warning: -j auto: %v", err)
 				}
 				m.AutoJ.InUse.Store(int64(len(pool.Stats())))
@@ -261,7 +261,7 @@ func (j *job) steer(ctx context.Context, pool *stream.Pool, local bool) (stop fu
 				case <-ctx.Done():
 				}
 				if to := a.Resize(ctx, n, n+more); to > n {
-					j.autoDecided(stream.AutoDecision{Action: "add", From: n, To: to,
+					j.autoDecided(send.AutoDecision{Action: "add", From: n, To: to,
 						Reason: fmt.Sprintf("a far path (round trip %s): each SSH stream carries at most 2 MiB a round trip", d.Round(time.Millisecond))})
 					n = to
 				}
@@ -303,8 +303,8 @@ func (j *job) farStep() int { return min(j.flags.jobs, j.flags.auto.max-j.flags.
 // trying, and its gain decides. For the link, only while the streams come
 // near their window's limit (windowed): else the link itself is full, or
 // the receiver's side (whose sshd is in no verdict) is the limit.
-func autoVerdict(v *metrics.Verdict, windowed bool) stream.AutoVerdict {
-	a := stream.AutoVerdict{Resource: v.Resource, Why: v.Why, MoreStreamsHelp: v.MoreStreamsHelp}
+func autoVerdict(v *metrics.Verdict, windowed bool) send.AutoVerdict {
+	a := send.AutoVerdict{Resource: v.Resource, Why: v.Why, MoreStreamsHelp: v.MoreStreamsHelp}
 	switch v.Resource {
 	case metrics.Network, metrics.ReceiverWrite, metrics.SourceRead:
 		if a.MoreStreamsHelp || max(v.Shares[metrics.SenderCPU], v.Shares[metrics.ReceiverCPU]) >= autoCPUBusy {
@@ -338,7 +338,7 @@ func windowBound(perStream float64, rtt time.Duration) bool {
 // autoFarRTT is the round trip of a far path: -j auto opens the
 // connections of a first step ahead, and takes a link verdict for one
 // that more streams may help.
-const autoFarRTT = stream.FarRTT
+const autoFarRTT = send.FarRTT
 
 // sshWindow is an SSH channel's window (x/crypto/ssh, OpenSSH).
 const sshWindow = 2 << 20
@@ -428,7 +428,7 @@ func (l *sshLink) growth() *sshGrowth {
 }
 
 // add opens stream i.
-func (g *sshGrowth) add(ctx context.Context, i int) (stream.Conn, error) {
+func (g *sshGrowth) add(ctx context.Context, i int) (send.Conn, error) {
 	c := g.take()
 	if c == nil {
 		g.dialing.Wait() // connections on their way are sooner there than new ones

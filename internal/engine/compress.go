@@ -5,16 +5,16 @@ import (
 
 	"github.com/bulkmove/bulkmove/internal/units"
 	"github.com/bulkmove/bulkmove/metrics"
-	"github.com/bulkmove/bulkmove/stream"
+	"github.com/bulkmove/bulkmove/send"
 )
 
 // compressFlag is --compress: none, auto (the default) or zstd[:LEVEL].
-type compressFlag struct{ stream.Compression }
+type compressFlag struct{ send.Compression }
 
 func (c *compressFlag) String() string { return c.Compression.String() }
 
 func (c *compressFlag) Set(s string) error {
-	v, err := stream.ParseCompression(s)
+	v, err := send.ParseCompression(s)
 	if err != nil {
 		return err
 	}
@@ -23,7 +23,7 @@ func (c *compressFlag) Set(s string) error {
 }
 
 // configure applies the stream options of the command line to a client.
-func (j *job) configure(c *stream.Client) {
+func (j *job) configure(c *send.Client) {
 	c.StallTimeout = j.flags.stallTimeout
 	c.Compress = j.flags.compress.Compression
 	c.Share = &j.share
@@ -31,7 +31,7 @@ func (j *job) configure(c *stream.Client) {
 }
 
 // openingCost bounds the first batches of remote streams under --compress
-// auto (stream.Pool.Opening): with SSH's 2 MiB channel window, or a
+// auto (send.Pool.Opening): with SSH's 2 MiB channel window, or a
 // socket's buffer, full, a 4 MiB batch's writes wait most of its time on
 // a slow link, which is what turns compression on.
 const openingCost = 4 << 20
@@ -51,7 +51,7 @@ func compression(m *metrics.Job) string {
 
 // isClient reports whether c is a remote stream (the only kind that
 // compresses).
-func isClient(c stream.Conn) bool {
-	_, ok := c.(*stream.Client)
+func isClient(c send.Conn) bool {
+	_, ok := c.(*send.Client)
 	return ok
 }

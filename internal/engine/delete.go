@@ -13,8 +13,8 @@ import (
 
 	"github.com/bulkmove/bulkmove/internal/spill"
 	"github.com/bulkmove/bulkmove/internal/termsafe"
+	"github.com/bulkmove/bulkmove/send"
 	"github.com/bulkmove/bulkmove/sharder"
-	"github.com/bulkmove/bulkmove/stream"
 	"github.com/bulkmove/bulkmove/wire"
 )
 
@@ -43,8 +43,8 @@ const pruneChunk = 4096
 // deletions cost. With --max-delete (which counts too), the deleting
 // pass runs on one connection, each request carrying what is left of the
 // limit.
-func (j *job) deletePass(p plan) func(context.Context, []stream.Conn) error {
-	return func(ctx context.Context, conns []stream.Conn) error {
+func (j *job) deletePass(p plan) func(context.Context, []send.Conn) error {
+	return func(ctx context.Context, conns []send.Conn) error {
 		j.mu.Lock()
 		bad := j.failed + j.walkErrs
 		j.mu.Unlock()
@@ -206,7 +206,7 @@ func (t pruneTally) would() int64 { return t.count + t.held }
 // prunePass lists SRC one directory at a time and has the receivers prune
 // (or, in a dry run, list; or count) what DEST has beyond it, K
 // directories at once; report gets every result.
-func (j *job) prunePass(ctx context.Context, conns []stream.Conn, p plan, m pruneMode, report func(*wire.PruneResult)) (pruneTally, error) {
+func (j *job) prunePass(ctx context.Context, conns []send.Conn, p plan, m pruneMode, report func(*wire.PruneResult)) (pruneTally, error) {
 	rules := j.flags.rules.List()
 	var selected int64
 	t, err := runPass(ctx, conns, m, report, func(q *pruneQueue) error {
@@ -281,7 +281,7 @@ func (j *job) prunePass(ctx context.Context, conns []stream.Conn, p plan, m prun
 // only those (wire.PruneRequest.Exact), K requests at once: a directory's
 // candidates go in requests of about pruneChunk names, and neither SRC
 // nor a directory of DEST is listed.
-func (j *job) exactPass(ctx context.Context, conns []stream.Conn, cands *candidates, m pruneMode, report func(*wire.PruneResult)) (pruneTally, error) {
+func (j *job) exactPass(ctx context.Context, conns []send.Conn, cands *candidates, m pruneMode, report func(*wire.PruneResult)) (pruneTally, error) {
 	rules := j.flags.rules.List()
 	return runPass(ctx, conns, m, report, func(q *pruneQueue) error {
 		var cur *wire.PruneRequest
@@ -351,12 +351,12 @@ func (q *pruneQueue) one(r *wire.PruneRequest) error {
 // receivers carry them out (runPrune), K at once, or on one connection
 // that counts down m.limit. Past m.ceiling removed it stops, with
 // errOverCeiling.
-func runPass(ctx context.Context, conns []stream.Conn, m pruneMode, report func(*wire.PruneResult), produce func(*pruneQueue) error) (pruneTally, error) {
+func runPass(ctx context.Context, conns []send.Conn, m pruneMode, report func(*wire.PruneResult), produce func(*pruneQueue) error) (pruneTally, error) {
 	var t pruneTally
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	if m.limit > 0 {
-		conns = []stream.Conn{&budgeted{Conn: conns[0], left: m.limit}}
+		conns = []send.Conn{&budgeted{Conn: conns[0], left: m.limit}}
 	}
 	reqs := make(chan (<-chan *wire.PruneRequest), len(conns))
 	g, gctx := errgroup.WithContext(ctx)
@@ -373,10 +373,10 @@ func runPass(ctx context.Context, conns []stream.Conn, m pruneMode, report func(
 }
 
 // runPrune has the receivers carry out the requests of reqs (as
-// stream.RunPrune), adds their results to t and hands them to report; past
+// send.RunPrune), adds their results to t and hands them to report; past
 // m.ceiling removed, it stops the pass (stop(errOverCeiling)).
-func runPrune(ctx context.Context, stop context.CancelCauseFunc, conns []stream.Conn, reqs <-chan (<-chan *wire.PruneRequest), m pruneMode, t *pruneTally, report func(*wire.PruneResult)) error {
-	return stream.RunPrune(ctx, conns, reqs, func(r *wire.PruneResult) {
+func runPrune(ctx context.Context, stop context.CancelCauseFunc, conns []send.Conn, reqs <-chan (<-chan *wire.PruneRequest), m pruneMode, t *pruneTally, report func(*wire.PruneResult)) error {
+	return send.RunPrune(ctx, conns, reqs, func(r *wire.PruneResult) {
 		t.examined += int64(r.Examined)
 		t.count += int64(r.Count)
 		t.held += int64(r.Held)
@@ -430,13 +430,13 @@ func (candidateCodec) Decode(b []byte) (candidate, error) {
 // spent they only count what they would remove (as held). Its requests
 // must go one at a time.
 type budgeted struct {
-	stream.Conn
+	send.Conn
 	left int64
 }
 
-// Prune implements stream.Pruner.
+// Prune implements send.Pruner.
 func (b *budgeted) Prune(ctx context.Context, req *wire.PruneRequest, done func(*wire.PruneResult)) error {
-	pr, ok := b.Conn.(stream.Pruner)
+	pr, ok := b.Conn.(send.Pruner)
 	if !ok {
 		return fmt.Errorf("this transport cannot delete")
 	}

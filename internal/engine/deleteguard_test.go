@@ -11,8 +11,9 @@ import (
 	"testing"
 
 	"github.com/bulkmove/bulkmove/filter"
+	"github.com/bulkmove/bulkmove/receive"
 	"github.com/bulkmove/bulkmove/receive/extract"
-	"github.com/bulkmove/bulkmove/stream"
+	"github.com/bulkmove/bulkmove/send"
 	"github.com/bulkmove/bulkmove/transport/local"
 	"github.com/bulkmove/bulkmove/wire"
 )
@@ -24,7 +25,7 @@ import (
 func TestDeleteCeiling(t *testing.T) {
 	dir := t.TempDir()
 	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
-	const extra = 3 * stream.PruneResultMax
+	const extra = 3 * receive.PruneResultMax
 	for _, d := range []string{src, dst} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
@@ -45,7 +46,7 @@ func TestDeleteCeiling(t *testing.T) {
 	defer recv.Close()
 	j := &job{flags: moveFlags{rules: new(filter.Rules)}, stdout: io.Discard, stderr: io.Discard, src: src, dst: dst}
 	removed := 0
-	_, err = j.prunePass(context.Background(), []stream.Conn{&local.Conn{Recv: recv}}, plan{walkRoot: src, dstRoot: dst},
+	_, err = j.prunePass(context.Background(), []send.Conn{&local.Conn{Recv: recv}}, plan{walkRoot: src, dstRoot: dst},
 		pruneMode{ceiling: 100}, func(r *wire.PruneResult) { removed += len(r.Removed) })
 	if !errors.Is(err, errOverCeiling) {
 		t.Fatalf("prune past the ceiling: %v, want errOverCeiling", err)
@@ -54,8 +55,8 @@ func TestDeleteCeiling(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if removed > stream.PruneResultMax || len(ents) != 1+extra-removed {
-		t.Errorf("%d removed (%d names left of %d), want the pass stopped at its first result of %d", removed, len(ents), 1+extra, stream.PruneResultMax)
+	if removed > receive.PruneResultMax || len(ents) != 1+extra-removed {
+		t.Errorf("%d removed (%d names left of %d), want the pass stopped at its first result of %d", removed, len(ents), 1+extra, receive.PruneResultMax)
 	}
 }
 
@@ -119,7 +120,7 @@ func TestDeleteGuardListsOnce(t *testing.T) {
 				j.flags.maxDelete = countFlag{set: true, n: 2}
 			}
 			conn := &listings{Conn: &local.Conn{Recv: recv}, listed: map[string]int{}, named: map[string]int{}}
-			if err := j.deletePass(plan{walkRoot: src, dstRoot: dst})(context.Background(), []stream.Conn{conn}); err != nil {
+			if err := j.deletePass(plan{walkRoot: src, dstRoot: dst})(context.Background(), []send.Conn{conn}); err != nil {
 				t.Fatal(err)
 			}
 			if len(conn.listed) != dirs+1 {

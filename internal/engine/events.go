@@ -9,7 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/bulkmove/bulkmove/metrics"
-	"github.com/bulkmove/bulkmove/stream"
+	"github.com/bulkmove/bulkmove/send"
 )
 
 // Events of --json: one JSON object per line on stdout. docs/observability.md documents
@@ -179,7 +179,7 @@ func (e *events) bottleneck(v *metrics.Verdict) {
 	e.emit("bottleneck", &ev.Head, ev)
 }
 
-func streamTotals(st []stream.StreamStats) []StreamTotal {
+func streamTotals(st []send.StreamStats) []StreamTotal {
 	out := make([]StreamTotal, len(st))
 	for i, s := range st {
 		out[i] = StreamTotal{Stream: i, Batches: s.Batches, Files: s.Files, Bytes: s.Bytes, Busy: s.Done.Seconds()}

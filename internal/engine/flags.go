@@ -14,8 +14,8 @@ import (
 	"github.com/bulkmove/bulkmove/filter"
 	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/internal/units"
+	"github.com/bulkmove/bulkmove/send"
 	"github.com/bulkmove/bulkmove/sharder"
-	"github.com/bulkmove/bulkmove/stream"
 	"github.com/bulkmove/bulkmove/transport/dataplane"
 	"github.com/bulkmove/bulkmove/wire"
 )
@@ -118,7 +118,7 @@ func (f *moveFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.deleteExcluded, "delete-excluded", false, "with --delete, also delete excluded paths at DEST (implies --delete)")
 	fs.BoolVar(&f.noDeleteGuard, "no-delete-guard", false, "with --delete, delete even when SRC selected nothing or more than half of DEST's entries (at least 1000) would go")
 	fs.Var(&f.maxDelete, "max-delete", "with --delete, delete at most `N` entries; past them the job says how many more it left and exits 25")
-	f.compress.Mode = stream.CompressAuto
+	f.compress.Mode = send.CompressAuto
 	fs.Var(&f.compress, "compress", "compress the data of remote streams: auto (each stream compresses while its link is slower than compression and the data compresses), zstd[:LEVEL] (always; LEVEL 1-22), none")
 	fs.BoolVar(&f.noVerifyTransfer, "no-verify-transfer", false, "do not check each file's XXH3-128 end to end (the receiver then installs what arrives)")
 	fs.StringVar(&f.logFile, "log-file", "", "append what bulkmove says on stderr to `FILE`, timestamped")

@@ -18,8 +18,8 @@ import (
 	"github.com/bulkmove/bulkmove/internal/units"
 	"github.com/bulkmove/bulkmove/metrics"
 	"github.com/bulkmove/bulkmove/model"
+	"github.com/bulkmove/bulkmove/send"
 	"github.com/bulkmove/bulkmove/sharder"
-	"github.com/bulkmove/bulkmove/stream"
 	"github.com/bulkmove/bulkmove/transport/sshx"
 )
 
@@ -58,19 +58,19 @@ type target struct {
 // dialer is what the transport gave the job to open streams after the
 // first K (nil where it cannot).
 type dialer struct {
-	redial  func(context.Context, int) (stream.Conn, error) // reopens a lost stream (SSH)
-	addConn func(context.Context, int) (stream.Conn, error) // opens one more stream (-j auto)
-	rtt     func() time.Duration                            // measures the round trip to the remote host (-j auto)
-	prepare func(context.Context, int) (done func())        // opens connections ahead for addConn (-j auto)
+	redial  func(context.Context, int) (send.Conn, error) // reopens a lost stream (SSH)
+	addConn func(context.Context, int) (send.Conn, error) // opens one more stream (-j auto)
+	rtt     func() time.Duration                          // measures the round trip to the remote host (-j auto)
+	prepare func(context.Context, int) (done func())      // opens connections ahead for addConn (-j auto)
 }
 
 // control is the state the controllers and the signals share with the
 // streams: the bandwidth limit, the space check, --compress auto, the
 // interrupt.
 type control struct {
-	bw          *bwControl       // the bandwidth limit (bwlimit.go)
-	share       stream.AutoShare // --compress auto: what the streams tell each other
-	free        atomic.Int64     // free space at DEST, 0 if unknown
+	bw          *bwControl     // the bandwidth limit (bwlimit.go)
+	share       send.AutoShare // --compress auto: what the streams tell each other
+	free        atomic.Int64   // free space at DEST, 0 if unknown
 	spaceWarned atomic.Bool
 	stopWalk    context.CancelCauseFunc // ends the walk with a cause
 	drain       <-chan struct{}         // closed by the first interrupt
@@ -181,7 +181,7 @@ func (j *job) run(ctx context.Context) int {
 	// Directories, symlinks and hard links wait for the end; beyond what
 	// memory holds they wait on disk, beside the journal if there is one
 	// (TMPDIR is often a tmpfs: memory again).
-	def := &stream.Deferred{Dir: j.res.dir()}
+	def := &send.Deferred{Dir: j.res.dir()}
 	defer def.Close()
 	opt.Deferred = def.Add
 	opt.SpillDir = j.res.dir() // and so do the names of hard-linked files past LinkMem open sets
@@ -244,12 +244,12 @@ func (j *job) run(ctx context.Context) int {
 		return ExitFatal
 	}
 	j.connected(len(conns))
-	pool := &stream.Pool{Conns: conns, FinalFiles: j.flags.batchFiles, OnResult: j.onResult, Counters: j.m.Streams, Limit: j.bw.b,
+	pool := &send.Pool{Conns: conns, FinalFiles: j.flags.batchFiles, OnResult: j.onResult, Counters: j.m.Streams, Limit: j.bw.b,
 		OnPhase: func(name string) { j.trace("%s", name) }}
 	if j.flags.delete && plan.rename == "" {
 		pool.BeforeFinal = j.deletePass(plan)
 	}
-	if j.flags.compress.Mode == stream.CompressAuto && slices.ContainsFunc(conns, isClient) {
+	if j.flags.compress.Mode == send.CompressAuto && slices.ContainsFunc(conns, isClient) {
 		pool.Opening = openingCost // the first batches measure the link
 	}
 	pool.Retries, pool.ReconnectTimeout = j.flags.retries, j.flags.reconnectTimeout

@@ -5,7 +5,7 @@ import (
 
 	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/receive/extract"
-	"github.com/bulkmove/bulkmove/stream"
+	"github.com/bulkmove/bulkmove/send"
 )
 
 // A receiver's policy: what its sender may ask it to keep beyond data,
@@ -91,9 +91,9 @@ func pullHint(option string) string {
 
 // warnDenied warns, once, of what the receiver's policy denied this job
 // and went on without (its Hello's Denied): owners.
-func (j *job) warnDenied(conns []stream.Conn) {
+func (j *job) warnDenied(conns []send.Conn) {
 	for _, c := range conns {
-		c, ok := c.(*stream.Client)
+		c, ok := c.(*send.Client)
 		if !ok {
 			return
 		}

@@ -20,7 +20,8 @@ import (
 
 	"github.com/bulkmove/bulkmove/internal/rundir"
 	"github.com/bulkmove/bulkmove/internal/termsafe"
-	"github.com/bulkmove/bulkmove/stream"
+	"github.com/bulkmove/bulkmove/receive"
+	"github.com/bulkmove/bulkmove/send"
 	"github.com/bulkmove/bulkmove/transport/sshx"
 	"github.com/bulkmove/bulkmove/wire"
 )
@@ -52,7 +53,7 @@ func (j *job) resolveHub() (plan, int) {
 	}
 	p.walkRoot, p.src.Root, p.srcReal = src, src, src
 	if !fi.IsDir() {
-		p.src = stream.Source{Root: filepath.Dir(src), File: src}
+		p.src = send.Source{Root: filepath.Dir(src), File: src}
 		p.rename = filepath.Base(j.src)
 		if j.as != "" {
 			p.rename = j.as
@@ -301,7 +302,7 @@ func (j *job) pull(ctx context.Context, t sshx.Target) int {
 	// this command line's to say: the remote sender's Hello asks, within
 	// it (a sender there that asks for more is refused, or for owners
 	// where --no-owner was given, not heeded).
-	recv := &stream.Hub{Root: root, Version: Version, Policy: j.allowed().Policy(pullHint)}
+	recv := &receive.Hub{Root: root, Version: Version, Policy: j.allowed().Policy(pullHint)}
 	g.Go(func() error { return recv.Serve(gctx, bw.reader(br), hub) })
 	for _, c := range clients[1:] {
 		s, _, err := c.Join(ctx, sock, agent)
@@ -327,7 +328,7 @@ func (j *job) pull(ctx context.Context, t sshx.Target) int {
 	serr := g.Wait()
 	werr := hub.Wait()
 	var ee *sshx.ExitError
-	var refused *stream.RefusedError
+	var refused *wire.RefusedError
 	switch {
 	case ctx.Err() != nil:
 		return ExitInterrupted

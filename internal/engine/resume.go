@@ -12,7 +12,7 @@ import (
 	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/journal"
 	"github.com/bulkmove/bulkmove/model"
-	"github.com/bulkmove/bulkmove/stream"
+	"github.com/bulkmove/bulkmove/send"
 )
 
 // resume is the job's journal of acknowledged batches (see package
@@ -166,7 +166,7 @@ func (r *resume) named(e *model.Entry) bool {
 // confirmed counts the entries of an acknowledged batch that the journal
 // named (Resumed): in place, those the receiver found as sent; resent,
 // those it asked for again (deleted or changed at DEST since).
-func confirmed(res stream.Result) (inPlace, resent int64) {
+func confirmed(res send.Result) (inPlace, resent int64) {
 	if res.Final || res.Ack == nil {
 		return 0, 0
 	}
@@ -185,7 +185,7 @@ func confirmed(res stream.Result) (inPlace, resent int64) {
 
 // record appends the entries of an acknowledged batch that are in place,
 // in the background (appends are fsynced; concurrent ones share a sync).
-func (r *resume) record(res stream.Result) {
+func (r *resume) record(res send.Result) {
 	if r == nil || res.Final || res.Ack == nil {
 		return
 	}

@@ -5,16 +5,16 @@ import (
 
 	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/internal/units"
-	"github.com/bulkmove/bulkmove/stream"
+	"github.com/bulkmove/bulkmove/send"
 	"github.com/bulkmove/bulkmove/transport/local"
 )
 
 // destFree is the free space at DEST as the receivers report it (or, for
 // a local DEST, as statfs says); 0 if unknown.
-func destFree(conns []stream.Conn, dstRoot string) int64 {
+func destFree(conns []send.Conn, dstRoot string) int64 {
 	for _, c := range conns {
 		switch c := c.(type) {
-		case *stream.Client:
+		case *send.Client:
 			if c.Peer.Free > 0 {
 				return c.Peer.Free
 			}
@@ -29,10 +29,10 @@ func destFree(conns []stream.Conn, dstRoot string) int64 {
 // each file operation a round trip (NFS, FUSE), so that batches are best
 // spread over many directories (sharder.Options.Spread), and what names
 // DEST itself (extract.Receiver.Identity; "" if it cannot tell).
-func destSays(conns []stream.Conn) (slow bool, id string) {
+func destSays(conns []send.Conn) (slow bool, id string) {
 	for _, c := range conns {
 		switch c := c.(type) {
-		case *stream.Client:
+		case *send.Client:
 			return c.Peer.Slow, c.Peer.DestID
 		case *local.Conn:
 			return c.Recv.Slow(), c.Recv.Identity()

@@ -7,7 +7,7 @@ import (
 	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/internal/units"
 	"github.com/bulkmove/bulkmove/model"
-	"github.com/bulkmove/bulkmove/stream"
+	"github.com/bulkmove/bulkmove/send"
 )
 
 // relay forwards batches to the pool, counting what the walk plans and
@@ -52,7 +52,7 @@ func (j *job) relay(ctx context.Context, out chan *model.Batch, rename string) c
 	return in
 }
 
-func (j *job) onResult(r stream.Result) {
+func (j *job) onResult(r send.Result) {
 	j.res.record(r)
 	resumed, resent := confirmed(r)
 	j.mu.Lock()
@@ -79,7 +79,7 @@ func (j *job) onResult(r stream.Result) {
 	}
 	for _, e := range r.SrcErrors {
 		j.failed++
-		if errors.Is(e.Err, stream.ErrChanged) {
+		if errors.Is(e.Err, send.ErrChanged) {
 			j.changed++
 		}
 		termsafe.Errorf(j.stderr, "%v", e.Err)

@@ -8,7 +8,7 @@ import (
 	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/internal/units"
 	"github.com/bulkmove/bulkmove/metrics"
-	"github.com/bulkmove/bulkmove/stream"
+	"github.com/bulkmove/bulkmove/send"
 )
 
 func (j *job) summary(err error, interrupted bool) {
@@ -47,7 +47,7 @@ func (j *job) summary(err error, interrupted bool) {
 		termsafe.Errorf(j.stderr, "interrupted: %s; run the same command again to finish", line)
 	case err != nil:
 		termsafe.Errorf(j.stderr, "%v", err)
-		if errors.Is(err, stream.ErrNoSpace) && j.m != nil {
+		if errors.Is(err, send.ErrNoSpace) && j.m != nil {
 			left := max(j.m.PlannedBytes.Load()-j.m.DoneBytes.Load(), 0)
 			termsafe.Errorf(j.stderr, "%s is full: %s of the %s found so far still to move (more if the walk was not over); "+
 				"what was acknowledged is in place: free some space and run the same command again to resume",
@@ -60,7 +60,7 @@ func (j *job) summary(err error, interrupted bool) {
 }
 
 // end emits the --json summary.
-func (j *job) end(pool *stream.Pool, err error, code int) {
+func (j *job) end(pool *send.Pool, err error, code int) {
 	if j.ev == nil {
 		return
 	}

@@ -8,12 +8,13 @@ import (
 	"slices"
 
 	"github.com/bulkmove/bulkmove/receive/extract"
-	"github.com/bulkmove/bulkmove/stream"
+	"github.com/bulkmove/bulkmove/send"
 	"github.com/bulkmove/bulkmove/transport/local"
+	"github.com/bulkmove/bulkmove/wire"
 )
 
 // connect opens the K streams.
-func (j *job) connect(ctx context.Context, p plan) ([]stream.Conn, func(), error) {
+func (j *job) connect(ctx context.Context, p plan) ([]send.Conn, func(), error) {
 	if j.serveAddr != "" {
 		return j.connectServe(ctx, p)
 	}
@@ -38,18 +39,18 @@ func (j *job) connect(ctx context.Context, p plan) ([]stream.Conn, func(), error
 		if err != nil {
 			return nil, nil, fmt.Errorf("destination %s: %w", j.dst, Unwrap(err))
 		}
-		conns := make([]stream.Conn, j.flags.jobs)
+		conns := make([]send.Conn, j.flags.jobs)
 		for i := range conns {
 			conns[i] = &local.Conn{Recv: recv, Src: p.src}
 		}
-		j.addConn = func(context.Context, int) (stream.Conn, error) { return &local.Conn{Recv: recv, Src: p.src}, nil }
+		j.addConn = func(context.Context, int) (send.Conn, error) { return &local.Conn{Recv: recv, Src: p.src}, nil }
 		return conns, func() { recv.Close() }, nil
 	}
 	self, err := os.Executable()
 	if err != nil {
 		return nil, nil, err
 	}
-	var conns []stream.Conn
+	var conns []send.Conn
 	var cmds []*exec.Cmd
 	cleanup := func() {
 		for _, c := range cmds {
@@ -71,10 +72,10 @@ func (j *job) connect(ctx context.Context, p plan) ([]stream.Conn, func(), error
 			return nil, nil, fmt.Errorf("start agent: %w", err)
 		}
 		cmds = append(cmds, cmd)
-		c, err := stream.Dial(ctx, fmt.Sprintf("stream %d", i), r, w, w, Version, ro, p.src)
+		c, err := send.Dial(ctx, fmt.Sprintf("stream %d", i), r, w, w, Version, ro, p.src)
 		if err != nil {
 			cleanup()
-			return nil, nil, stream.RefusedBy("the agent", err)
+			return nil, nil, wire.RefusedBy("the agent", err)
 		}
 		j.configure(c)
 		conns = append(conns, c)

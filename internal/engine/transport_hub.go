@@ -4,17 +4,17 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/bulkmove/bulkmove/stream"
+	"github.com/bulkmove/bulkmove/send"
 )
 
-func (j *job) connectHub(ctx context.Context, p plan) ([]stream.Conn, func(), error) {
+func (j *job) connectHub(ctx context.Context, p plan) ([]send.Conn, func(), error) {
 	ro := j.receiveOptions()
-	var conns []stream.Conn
+	var conns []send.Conn
 	for i, d := range j.hub {
-		c, err := stream.Dial(ctx, fmt.Sprintf("stream %d", i), d.r, d.w, d.c, Version, ro, p.src)
+		c, err := send.Dial(ctx, fmt.Sprintf("stream %d", i), d.r, d.w, d.c, Version, ro, p.src)
 		if err != nil {
 			for _, c := range conns {
-				c.(*stream.Client).Abort()
+				c.(*send.Client).Abort()
 			}
 			return nil, nil, err
 		}

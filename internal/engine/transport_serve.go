@@ -13,9 +13,10 @@ import (
 	"sync"
 
 	"github.com/bulkmove/bulkmove/internal/termsafe"
-	"github.com/bulkmove/bulkmove/stream"
+	"github.com/bulkmove/bulkmove/send"
 	"github.com/bulkmove/bulkmove/transport/dataplane"
 	"github.com/bulkmove/bulkmove/transport/sshx"
+	"github.com/bulkmove/bulkmove/wire"
 )
 
 // serveScheme starts a DEST that is a `bulkmove serve` daemon.
@@ -49,7 +50,7 @@ func (j *job) parseServe(s string) (sshx.Target, bool, error) {
 const serveDialing = 16
 
 // connectServe opens K TLS streams to a `bulkmove serve` daemon, one job.
-func (j *job) connectServe(ctx context.Context, p plan) ([]stream.Conn, func(), error) {
+func (j *job) connectServe(ctx context.Context, p plan) ([]send.Conn, func(), error) {
 	f := j.flags.serve
 	host, _, _ := net.SplitHostPort(j.serveAddr)
 	cfg, err := dataplane.ClientConfig(host, f.ca, f.fingerprint, f.cert, f.key)
@@ -65,21 +66,21 @@ func (j *job) connectServe(ctx context.Context, p plan) ([]stream.Conn, func(), 
 	var id [12]byte
 	rand.Read(id[:])
 	job := hex.EncodeToString(id[:])
-	dial := func(ctx context.Context, i int) (stream.Conn, error) {
+	dial := func(ctx context.Context, i int) (send.Conn, error) {
 		c, err := dataplane.DialServe(ctx, j.serveAddr, cfg, dataplane.Greeting{Token: token, Job: job, Index: i, Dest: p.dstRoot})
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", j.serveAddr, err)
 		}
-		conn, err := stream.Dial(ctx, fmt.Sprintf("%s stream %d", j.serveAddr, i), c, c, c, Version, j.receiveOptions(), p.src)
+		conn, err := send.Dial(ctx, fmt.Sprintf("%s stream %d", j.serveAddr, i), c, c, c, Version, j.receiveOptions(), p.src)
 		if err != nil {
 			c.Close()
-			return nil, stream.RefusedBy("serve "+j.serveAddr, err)
+			return nil, wire.RefusedBy("serve "+j.serveAddr, err)
 		}
 		j.configure(conn)
 		return conn, nil
 	}
 	j.redial = dial
-	conns := make([]stream.Conn, j.flags.jobs)
+	conns := make([]send.Conn, j.flags.jobs)
 	errs := make([]error, j.flags.jobs)
 	var wg sync.WaitGroup
 	// At most serveDialing handshakes at once: below serve's limit per
@@ -94,19 +95,19 @@ func (j *job) connectServe(ctx context.Context, p plan) ([]stream.Conn, func(), 
 	}
 	wg.Wait()
 	for _, err := range errs {
-		var refused *stream.RefusedError
+		var refused *wire.RefusedError
 		if errors.As(err, &refused) {
 			// The server would refuse any stream of the job: the job
 			// stops, with the reason once.
 			for _, c := range conns {
 				if c != nil {
-					c.(*stream.Client).Abort()
+					c.(*send.Client).Abort()
 				}
 			}
 			return nil, nil, refused
 		}
 	}
-	var up []stream.Conn
+	var up []send.Conn
 	for i, c := range conns {
 		if c != nil {
 			up = append(up, c)
@@ -119,7 +120,7 @@ func (j *job) connectServe(ctx context.Context, p plan) ([]stream.Conn, func(), 
 	}
 	return up, func() {
 		for _, c := range up {
-			c.(*stream.Client).Abort()
+			c.(*send.Client).Abort()
 		}
 	}, nil
 }

@@ -19,7 +19,7 @@ import (
 
 	"github.com/bulkmove/bulkmove/internal/linger"
 	"github.com/bulkmove/bulkmove/internal/termsafe"
-	"github.com/bulkmove/bulkmove/stream"
+	"github.com/bulkmove/bulkmove/send"
 	"github.com/bulkmove/bulkmove/transport/dataplane"
 	"github.com/bulkmove/bulkmove/transport/sshx"
 	"github.com/bulkmove/bulkmove/wire"
@@ -56,7 +56,7 @@ func (s *sshFlags) options(stderrIsTerminal bool) sshx.Options {
 // that finds no bulkmove, or one of another protocol, does EnsureAgent
 // look further (and upload this binary if it must), and the start is tried
 // again. The link it returns can open a lost stream again (redial).
-func (j *job) connectSSH(ctx context.Context, t sshx.Target, p plan) ([]stream.Conn, *sshLink, error) {
+func (j *job) connectSSH(ctx context.Context, t sshx.Target, p plan) ([]send.Conn, *sshLink, error) {
 	l := &sshLink{j: j, t: t, p: p, opt: j.flags.ssh.options(isTerminal(os.Stdin))}
 	l.opt.Stderr = j.stderr
 	n := j.flags.jobs
@@ -126,7 +126,7 @@ func (j *job) connectSSH(ctx context.Context, t sshx.Target, p plan) ([]stream.C
 		args = fmt.Sprintf("agent%s%s%s --hub %d --data %s --data-ports %s -- %s", check, j.flags.gentle.NiceFlags.Text(), j.allowed().Text(), j.flags.jobs, mode,
 			sshx.ShellQuote(j.flags.dataPorts), sshx.ShellQuote(root))
 	}
-	var conns []stream.Conn
+	var conns []send.Conn
 	agent := j.flags.ssh.remoteBulkmove
 	self, err := os.Executable()
 	if err != nil {
@@ -166,7 +166,7 @@ func (j *job) connectSSH(ctx context.Context, t sshx.Target, p plan) ([]stream.C
 		var banner bool
 		conns, banner, err = l.start(ctx, clients)
 		var refused *refusal
-		if err == nil || ctx.Err() != nil || (banner && !errors.Is(err, stream.ErrVersion)) || errors.As(err, &refused) {
+		if err == nil || ctx.Err() != nil || (banner && !errors.Is(err, wire.ErrVersion)) || errors.As(err, &refused) {
 			if err != nil {
 				l.close()
 				return nil, nil, err
@@ -248,14 +248,14 @@ func (l *sshLink) pathRTT() time.Duration {
 // TCP straight to the agent, see package dataplane). If none can be
 // opened (a firewall) and the transport is auto, they go over SSH
 // instead, each joining the hub's socket through a connection of its own.
-func (l *sshLink) startData(ctx context.Context, c *sshx.Client, sess *sshx.Session, offer dataplane.Offer) ([]stream.Conn, error) {
+func (l *sshLink) startData(ctx context.Context, c *sshx.Client, sess *sshx.Session, offer dataplane.Offer) ([]send.Conn, error) {
 	j := l.j
 	k := j.flags.jobs
 	host := c.HostName()
 	if ip := net.ParseIP(strings.Trim(j.flags.dataAddr, "[]")); ip != nil && !ip.IsUnspecified() {
 		host = ip.String() // the network asked for, maybe not SSH's
 	}
-	conns := make([]stream.Conn, k)
+	conns := make([]send.Conn, k)
 	var mu sync.Mutex
 	var firstErr error
 	var wg sync.WaitGroup
@@ -264,7 +264,7 @@ func (l *sshLink) startData(ctx context.Context, c *sshx.Client, sess *sshx.Sess
 			name := fmt.Sprintf("%s stream %d (%s)", c.Host(), i, offer.Mode)
 			nc, err := dataplane.Dial(ctx, host, offer, i)
 			if err == nil {
-				var conn *stream.Client
+				var conn *send.Client
 				if conn, err = l.dial(ctx, name, nc, nc); err == nil {
 					conns[i] = conn
 					j.trace("%s ready", name)
@@ -285,7 +285,7 @@ func (l *sshLink) startData(ctx context.Context, c *sshx.Client, sess *sshx.Sess
 	l.clients = make([]*sshx.Client, k) // SSH connections for redial, opened when needed
 	l.clients[0] = c
 	l.mu.Unlock()
-	up := slices.DeleteFunc(slices.Clone(conns), func(c stream.Conn) bool { return c == nil })
+	up := slices.DeleteFunc(slices.Clone(conns), func(c send.Conn) bool { return c == nil })
 	if len(up) > 0 {
 		if firstErr != nil {
 			termsafe.Errorf(j.stderr, "warning: %v; going on with %d of %d streams", firstErr, len(up), k)
@@ -309,7 +309,7 @@ func (l *sshLink) startData(ctx context.Context, c *sshx.Client, sess *sshx.Sess
 		})
 	}
 	g.Wait()
-	up = slices.DeleteFunc(conns, func(c stream.Conn) bool { return c == nil })
+	up = slices.DeleteFunc(conns, func(c send.Conn) bool { return c == nil })
 	if len(up) == 0 {
 		return nil, fmt.Errorf("no stream could be opened, over the data plane (%v) or SSH", firstErr)
 	}
@@ -332,13 +332,13 @@ func (l *sshLink) close() {
 // redial opens stream i again: through its SSH connection if that still
 // works, else a new one, to the agent hub if it still runs, else a new hub
 // started there (which the other streams then join when they redial).
-func (l *sshLink) redial(ctx context.Context, i int) (stream.Conn, error) {
+func (l *sshLink) redial(ctx context.Context, i int) (send.Conn, error) {
 	l.mu.Lock()
 	c := l.clients[i]
 	l.mu.Unlock()
 	if c != nil {
 		conn, err := l.join(ctx, c, i)
-		if err == nil || stream.IsRefused(err) {
+		if err == nil || wire.IsRefused(err) {
 			return conn, err
 		}
 		c.Close()
@@ -346,7 +346,7 @@ func (l *sshLink) redial(ctx context.Context, i int) (stream.Conn, error) {
 	cs, _, err := sshx.DialN(ctx, l.t, l.opt, 1)
 	if err != nil {
 		if sshx.IsPermanent(err) {
-			return nil, stream.Permanent(err)
+			return nil, send.Permanent(err)
 		}
 		return nil, err
 	}
@@ -368,12 +368,12 @@ func (l *sshLink) redial(ctx context.Context, i int) (stream.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	conns[0].(*stream.Client).Name = fmt.Sprintf("%s stream %d", c.Host(), i)
+	conns[0].(*send.Client).Name = fmt.Sprintf("%s stream %d", c.Host(), i)
 	return conns[0], nil
 }
 
 // join opens stream i to the hub over c.
-func (l *sshLink) join(ctx context.Context, c *sshx.Client, i int) (stream.Conn, error) {
+func (l *sshLink) join(ctx context.Context, c *sshx.Client, i int) (send.Conn, error) {
 	rw, fwd, err := l.joinHub(ctx, c)
 	if err != nil {
 		return nil, err
@@ -390,10 +390,10 @@ func (l *sshLink) join(ctx context.Context, c *sshx.Client, i int) (stream.Conn,
 	return conn, nil
 }
 
-func (l *sshLink) dial(ctx context.Context, name string, r io.Reader, rw io.ReadWriteCloser) (*stream.Client, error) {
-	conn, err := stream.Dial(ctx, name, r, rw, rw, Version, l.j.receiveOptions(), l.p.src)
+func (l *sshLink) dial(ctx context.Context, name string, r io.Reader, rw io.ReadWriteCloser) (*send.Client, error) {
+	conn, err := send.Dial(ctx, name, r, rw, rw, Version, l.j.receiveOptions(), l.p.src)
 	if err != nil {
-		return nil, stream.RefusedBy("the agent on "+l.t.Host, err)
+		return nil, wire.RefusedBy("the agent on "+l.t.Host, err)
 	}
 	l.j.configure(conn)
 	conn.PathRTT = l.pathRTT
@@ -423,7 +423,7 @@ const bannerTimeout = 30 * time.Second
 
 // start starts the agent hub on clients[0] and opens a stream to it over
 // every client. banner says whether the hub started.
-func (l *sshLink) start(ctx context.Context, clients []*sshx.Client) (conns []stream.Conn, banner bool, err error) {
+func (l *sshLink) start(ctx context.Context, clients []*sshx.Client) (conns []send.Conn, banner bool, err error) {
 	j := l.j
 	host := clients[0].Host()
 	sess, err := clients[0].StartQuiet(ctx, l.cmd)
@@ -443,7 +443,7 @@ func (l *sshLink) start(ctx context.Context, clients []*sshx.Client) (conns []st
 		// An older agent (PATH's): its socket takes a token from whoever
 		// asks. EnsureAgent finds one of this protocol.
 		sess.Close()
-		return nil, true, fmt.Errorf("ssh %s: the agent there is an older bulkmove: %w", host, stream.ErrVersion)
+		return nil, true, fmt.Errorf("ssh %s: the agent there is an older bulkmove: %w", host, wire.ErrVersion)
 	}
 	if rerr != nil || !strings.HasPrefix(line, wire.AgentBanner) {
 		sess.CloseWrite()
@@ -510,7 +510,7 @@ func (l *sshLink) banner(host, line string) (wire.AgentBannerFields, error) {
 // wire.ProveToHub). The job gets the agent's next token, saved in place of the
 // one used, which works no more. With --linger the agent stays again after
 // this job, without it this job is its last.
-func (l *sshLink) startLingering(ctx context.Context, clients []*sshx.Client, binary, root, srcIDs string) (conns []stream.Conn, ok bool) {
+func (l *sshLink) startLingering(ctx context.Context, clients []*sshx.Client, binary, root, srcIDs string) (conns []send.Conn, ok bool) {
 	j := l.j
 	at, err := linger.Path(clients[0].Endpoint(), binary)
 	if err != nil {
@@ -531,7 +531,7 @@ func (l *sshLink) startLingering(ctx context.Context, clients []*sshx.Client, bi
 		return nil, false
 	}
 	host := clients[0].Host()
-	fail := func(why error) ([]stream.Conn, bool) {
+	fail := func(why error) ([]send.Conn, bool) {
 		j.trace("no lingering agent on %s (%v): starting one", host, why)
 		os.Remove(at)
 		return nil, false
@@ -583,10 +583,10 @@ func (l *sshLink) startLingering(ctx context.Context, clients []*sshx.Client, bi
 
 // open opens the job's streams to the hub: the first on first (read
 // through r), then one joining over each of the other clients.
-func (l *sshLink) open(ctx context.Context, clients []*sshx.Client, r io.Reader, first io.ReadWriteCloser) (conns []stream.Conn, err error) {
+func (l *sshLink) open(ctx context.Context, clients []*sshx.Client, r io.Reader, first io.ReadWriteCloser) (conns []send.Conn, err error) {
 	j := l.j
 	host := clients[0].Host()
-	conns = make([]stream.Conn, len(clients))
+	conns = make([]send.Conn, len(clients))
 	g, gctx := errgroup.WithContext(ctx)
 	for i, c := range clients {
 		g.Go(func() error {
@@ -608,10 +608,10 @@ func (l *sshLink) open(ctx context.Context, clients []*sshx.Client, r io.Reader,
 			conn, err := l.dial(gctx, name, r, rw)
 			if err != nil {
 				rw.Close()
-				if stream.IsRefused(err) {
+				if wire.IsRefused(err) {
 					return err // the agent would refuse every stream of the job
 				}
-				if i > 0 && !errors.Is(err, stream.ErrVersion) {
+				if i > 0 && !errors.Is(err, wire.ErrVersion) {
 					if gctx.Err() == nil {
 						termsafe.Errorf(j.stderr, "warning: %v; going on without it", err)
 					}
@@ -628,7 +628,7 @@ func (l *sshLink) open(ctx context.Context, clients []*sshx.Client, r io.Reader,
 	if err != nil {
 		for _, c := range conns {
 			if c != nil {
-				c.(*stream.Client).Abort()
+				c.(*send.Client).Abort()
 			}
 		}
 		first.Close()
@@ -636,7 +636,7 @@ func (l *sshLink) open(ctx context.Context, clients []*sshx.Client, r io.Reader,
 	}
 	// The streams that opened, and their SSH connections at the same
 	// indexes (for redial).
-	var up []stream.Conn
+	var up []send.Conn
 	l.mu.Lock()
 	if len(clients) == len(l.clients) {
 		var kept []*sshx.Client
@@ -650,7 +650,7 @@ func (l *sshLink) open(ctx context.Context, clients []*sshx.Client, r io.Reader,
 		}
 		l.clients = kept
 	} else {
-		up = slices.DeleteFunc(conns, func(c stream.Conn) bool { return c == nil })
+		up = slices.DeleteFunc(conns, func(c send.Conn) bool { return c == nil })
 	}
 	l.mu.Unlock()
 	return up, nil

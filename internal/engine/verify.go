@@ -17,8 +17,8 @@ import (
 	"github.com/bulkmove/bulkmove/internal/spill"
 	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/model"
+	"github.com/bulkmove/bulkmove/send"
 	"github.com/bulkmove/bulkmove/sharder"
-	"github.com/bulkmove/bulkmove/stream"
 	"github.com/bulkmove/bulkmove/transport/sshx"
 	"github.com/bulkmove/bulkmove/wire"
 )
@@ -100,7 +100,7 @@ func (j *job) verify(ctx context.Context, p plan, content bool) int {
 	}
 	defer cleanup()
 	for _, c := range conns {
-		if _, ok := c.(stream.Verifier); !ok {
+		if _, ok := c.(send.Verifier); !ok {
 			termsafe.Errorf(j.stderr, "verify: this transport cannot verify")
 			return ExitFatal
 		}
@@ -179,7 +179,7 @@ func (j *job) verify(ctx context.Context, p plan, content bool) int {
 	})
 	for _, c := range conns {
 		g.Go(func() error {
-			return c.(stream.Verifier).Verify(gctx, batches, content, func(r stream.Result) { j.onVerified(&v, r) })
+			return c.(send.Verifier).Verify(gctx, batches, content, func(r send.Result) { j.onVerified(&v, r) })
 		})
 	}
 	err = g.Wait()
@@ -222,7 +222,7 @@ func (j *job) verify(ctx context.Context, p plan, content bool) int {
 	return code
 }
 
-func (j *job) onVerified(v *verifier, r stream.Result) {
+func (j *job) onVerified(v *verifier, r send.Result) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.compared += int64(len(r.Batch.Entries))

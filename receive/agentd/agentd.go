@@ -1,7 +1,7 @@
 // Package agentd is the agent: the daemon that receives a push on the
 // destination host (`bulkmove agent ROOT`). The sender starts it over SSH
 // (or as a local process) and it serves the job's streams there, each with
-// the receiving hub of package stream over one shared receiver
+// the receiving hub (package receive) over one shared receiver
 // (receive/extract); with a linger time it stays between jobs, for a later
 // push of the same user to reach without a login shell or a new process.
 //
@@ -53,8 +53,8 @@ import (
 	"time"
 
 	"github.com/bulkmove/bulkmove/internal/rundir"
+	"github.com/bulkmove/bulkmove/receive"
 	"github.com/bulkmove/bulkmove/receive/extract"
-	"github.com/bulkmove/bulkmove/stream"
 	"github.com/bulkmove/bulkmove/transport/dataplane"
 	"github.com/bulkmove/bulkmove/wire"
 )
@@ -127,13 +127,13 @@ func Run(ctx context.Context, cfg Config, stdin io.Reader, stdout io.Writer) err
 	}
 	stdin = interruptible(ctx, stdin)
 	if cfg.Streams < 1 {
-		hub := &stream.Hub{Root: root, Version: cfg.Version, Opened: cfg.Opened, Policy: policy(cfg.Allow)}
+		hub := &receive.Hub{Root: root, Version: cfg.Version, Opened: cfg.Opened, Policy: policy(cfg.Allow)}
 		err = hub.Serve(ctx, stdin, stdout)
 	} else {
 		err = serve(ctx, cfg, root, stdin, stdout)
 	}
 	if err != nil && ctx.Err() != nil { // its streams were cut under their reads
-		err = stream.Stopped(ctx)
+		err = receive.Stopped(ctx)
 	}
 	return err
 }
@@ -310,7 +310,7 @@ type daemon struct {
 type job struct {
 	token string
 	id    string // wire.JobID(token): how a joining stream names the job
-	hub   *stream.Hub
+	hub   *receive.Hub
 	dp    *dataplane.Listener
 	open  int   // streams being served; at 0 the job is over
 	err   error // the first error of a stream
@@ -328,7 +328,7 @@ func (d *daemon) banner(j *job, lingerTok string) wire.AgentBannerFields {
 func (d *daemon) addJob(root string, allow wire.Allow, open int) *job {
 	tok := wire.NewToken()
 	j := &job{token: tok, id: wire.JobID(tok), open: open,
-		hub: &stream.Hub{Root: root, Version: d.cfg.Version, Opened: d.cfg.Opened, Policy: policy(allow)}}
+		hub: &receive.Hub{Root: root, Version: d.cfg.Version, Opened: d.cfg.Opened, Policy: policy(allow)}}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {

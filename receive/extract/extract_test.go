@@ -778,7 +778,7 @@ func TestTwoStreamsInterleaved(t *testing.T) {
 }
 
 // Several receivers in one process on one root (K agents served in one
-// process, as the tests of package stream do): their temporary names
+// process, as the tests of packages send and receive do): their temporary names
 // must not collide, or a file fails with "file exists".
 func TestTwoReceiversTempNames(t *testing.T) {
 	s := newSandbox(t)

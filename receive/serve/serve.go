@@ -53,8 +53,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/bulkmove/bulkmove/receive"
 	"github.com/bulkmove/bulkmove/receive/extract"
-	"github.com/bulkmove/bulkmove/stream"
 	"github.com/bulkmove/bulkmove/transport/dataplane"
 	"github.com/bulkmove/bulkmove/wire"
 )
@@ -137,8 +137,8 @@ type Server struct {
 	maxConns, maxJobs int
 	stall             time.Duration
 	// manifests bounds the memory of all jobs' manifests (each job's is
-	// bounded by stream.DefaultManifestMemory too).
-	manifests *stream.MemoryBudget
+	// bounded by receive.DefaultManifestMemory too).
+	manifests *receive.MemoryBudget
 
 	mu    sync.Mutex
 	jobs  map[string]*job
@@ -158,7 +158,7 @@ func New(cfg Config) *Server {
 		policy: extract.Policy{Owner: cfg.Allow.Owner, Setid: cfg.Allow.Setid, Xattrs: cfg.Allow.Xattrs, ACLs: cfg.Allow.ACLs,
 			Hint: func(option string) string { return "serve --allow-" + option }},
 		gate: dataplane.NewGate(l.MaxHandshakes, l.MaxPeerHandshakes), maxConns: l.MaxConns, maxJobs: l.MaxJobs, stall: l.Stall,
-		manifests: &stream.MemoryBudget{Limit: manifestMemory}}
+		manifests: &receive.MemoryBudget{Limit: manifestMemory}}
 	s.gate.Locked = func(peer string, fails int, d time.Duration) {
 		s.logf("serve: %s: %d wrong tokens: locked out for %s", peer, fails, d)
 	}
@@ -173,7 +173,7 @@ func (s *Server) logf(format string, a ...any) {
 
 // job is one sender job's receiver, shared by its streams.
 type job struct {
-	hub  *stream.Hub
+	hub  *receive.Hub
 	dest string   // NAME/PATH, as the job's first stream asked
 	dir  *os.File // the destination, opened once beneath its root
 	open int
@@ -349,12 +349,12 @@ func (c *stallConn) push(last *atomic.Int64, set func(time.Time) error) {
 }
 
 // refuse answers a stream's greeting with the reason it is refused, for
-// the sender to show (see stream.Refuse). The sender's Hello, sent right
+// the sender to show (see wire.Refuse). The sender's Hello, sent right
 // after its greeting, is read and dropped (up to a bound) until the
 // sender closes: a close with it unread would be a reset, which can reach
 // the sender before the answer does.
 func refuse(c *tls.Conn, err error) error {
-	rerr := stream.Refuse(c, err)
+	rerr := wire.Refuse(c, err)
 	c.CloseWrite()
 	c.SetReadDeadline(time.Now().Add(2 * time.Second))
 	io.CopyN(io.Discard, c, 1<<20)
@@ -386,7 +386,7 @@ func (s *Server) join(g dataplane.Greeting) (*job, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s/%w", name, err)
 		}
-		j := &job{dest: g.Dest, dir: dir, open: 1, hub: &stream.Hub{
+		j := &job{dest: g.Dest, dir: dir, open: 1, hub: &receive.Hub{
 			Root: filepath.Join(root.Name(), rest), Version: s.cfg.Version, Opened: s.cfg.Opened, Policy: s.policy,
 			Open:   func(o extract.Options) (*extract.Receiver, error) { return extract.OpenAt(dir, ".", o) },
 			Shared: s.manifests,

@@ -5,10 +5,6 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"github.com/bulkmove/bulkmove/model"
-	"github.com/bulkmove/bulkmove/stream"
-	"github.com/bulkmove/bulkmove/transport/dataplane"
-	"github.com/bulkmove/bulkmove/wire"
 	"io"
 	"net"
 	"os"
@@ -16,6 +12,11 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/bulkmove/bulkmove/model"
+	"github.com/bulkmove/bulkmove/send"
+	"github.com/bulkmove/bulkmove/transport/dataplane"
+	"github.com/bulkmove/bulkmove/wire"
 )
 
 const testToken = "s3cret-token-0123456789"
@@ -70,7 +71,7 @@ func jobsGone(s *Server, within time.Duration) bool {
 // dialFrom opens a stream to serve at addr from the local address from
 // (another peer than 127.0.0.1), greets with g and says its Hello: the
 // stream is up when the server answered it.
-func dialFrom(ctx context.Context, from, addr string, cfg *tls.Config, g dataplane.Greeting) (*stream.Client, net.Conn, error) {
+func dialFrom(ctx context.Context, from, addr string, cfg *tls.Config, g dataplane.Greeting) (*send.Client, net.Conn, error) {
 	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: 5 * time.Second}
 	raw, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -86,7 +87,7 @@ func dialFrom(ctx context.Context, from, addr string, cfg *tls.Config, g datapla
 		c.Close()
 		return nil, nil, err
 	}
-	conn, err := stream.Dial(ctx, from, c, c, c, "test", wire.ReceiveOptions{Check: wire.CheckQuick}, stream.Source{Root: os.TempDir()})
+	conn, err := send.Dial(ctx, from, c, c, c, "test", wire.ReceiveOptions{Check: wire.CheckQuick}, send.Source{Root: os.TempDir()})
 	if err != nil {
 		c.Close()
 		return nil, nil, err

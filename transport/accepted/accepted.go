@@ -13,7 +13,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/bulkmove/bulkmove/stream"
+	"github.com/bulkmove/bulkmove/send"
 	"github.com/bulkmove/bulkmove/transport"
 )
 
@@ -36,11 +36,11 @@ type Transport struct {
 
 // Open implements transport.Transport: the handshake on each stream, in
 // order (k is how many there are). A stream that fails it fails the job.
-func (t *Transport) Open(ctx context.Context, k int) ([]stream.Conn, error) {
+func (t *Transport) Open(ctx context.Context, k int) ([]send.Conn, error) {
 	if k != len(t.Streams) {
 		return nil, fmt.Errorf("%d streams asked for, %d accepted", k, len(t.Streams))
 	}
-	var conns []stream.Conn
+	var conns []send.Conn
 	for i, s := range t.Streams {
 		c, err := t.Dialer.Dial(ctx, fmt.Sprintf("stream %d", i), "the puller's agent", s.R, s.W, s.C)
 		if err != nil {

@@ -5,7 +5,7 @@ import (
 	"io"
 	"testing"
 
-	"github.com/bulkmove/bulkmove/stream"
+	"github.com/bulkmove/bulkmove/receive"
 	"github.com/bulkmove/bulkmove/transport/accepted"
 	"github.com/bulkmove/bulkmove/transport/transporttest"
 )
@@ -15,7 +15,7 @@ import (
 // receiving hub, the first of which is cut or stalled.
 func TestConformance(t *testing.T) {
 	transporttest.Run(t, func(t *testing.T, env transporttest.Env) transporttest.Setup {
-		h := &stream.Hub{Root: env.Dst, Version: "agent"}
+		h := &receive.Hub{Root: env.Dst, Version: "agent"}
 		links := newLinks(t, 3, func(r io.Reader, w io.Writer) error { return h.Serve(context.Background(), r, w) })
 		other := newLinks(t, 2, func(r io.Reader, w io.Writer) error { return transporttest.OtherProtocol(r, w) })
 		return transporttest.Setup{

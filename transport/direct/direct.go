@@ -23,9 +23,10 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/bulkmove/bulkmove/stream"
+	"github.com/bulkmove/bulkmove/send"
 	"github.com/bulkmove/bulkmove/transport"
 	"github.com/bulkmove/bulkmove/transport/dataplane"
+	"github.com/bulkmove/bulkmove/wire"
 )
 
 // Transport opens a job's streams to an agent's data plane.
@@ -45,8 +46,8 @@ type Transport struct {
 // Open implements transport.Transport: the k streams, opened at once.
 // Those that open are the job's, with a warning for the others; if none
 // does, the first failure is the error.
-func (t *Transport) Open(ctx context.Context, k int) ([]stream.Conn, error) {
-	conns := make([]stream.Conn, k)
+func (t *Transport) Open(ctx context.Context, k int) ([]send.Conn, error) {
+	conns := make([]send.Conn, k)
 	var mu sync.Mutex
 	var firstErr error
 	var wg sync.WaitGroup
@@ -65,7 +66,7 @@ func (t *Transport) Open(ctx context.Context, k int) ([]stream.Conn, error) {
 		})
 	}
 	wg.Wait()
-	up := slices.DeleteFunc(slices.Clone(conns), func(c stream.Conn) bool { return c == nil })
+	up := slices.DeleteFunc(slices.Clone(conns), func(c send.Conn) bool { return c == nil })
 	if len(up) == 0 {
 		return nil, firstErr
 	}
@@ -76,7 +77,7 @@ func (t *Transport) Open(ctx context.Context, k int) ([]stream.Conn, error) {
 }
 
 // open opens stream i.
-func (t *Transport) open(ctx context.Context, i int) (*stream.Client, error) {
+func (t *Transport) open(ctx context.Context, i int) (*send.Client, error) {
 	host := t.Name
 	if host == "" {
 		host = t.Host
@@ -109,7 +110,7 @@ func (t *Transport) open(ctx context.Context, i int) (*stream.Client, error) {
 // closedAtGreeting reports whether a handshake failed because the peer
 // closed the connection, without an answer.
 func closedAtGreeting(err error) bool {
-	return !stream.IsRefused(err) && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) ||
+	return !wire.IsRefused(err) && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) ||
 		strings.Contains(err.Error(), "connection closed by the receiver"))
 }
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/bulkmove/bulkmove/internal/faultproxy"
-	"github.com/bulkmove/bulkmove/stream"
+	"github.com/bulkmove/bulkmove/receive"
 	"github.com/bulkmove/bulkmove/transport/dataplane"
 	"github.com/bulkmove/bulkmove/transport/direct"
 	"github.com/bulkmove/bulkmove/transport/transporttest"
@@ -24,7 +24,7 @@ func TestConformance(t *testing.T) {
 		t.Run(string(mode), func(t *testing.T) {
 			transporttest.Run(t, func(t *testing.T, env transporttest.Env) transporttest.Setup {
 				// One hub, one receiver, for the job's streams.
-				h := &stream.Hub{Root: env.Dst, Version: "agent"}
+				h := &receive.Hub{Root: env.Dst, Version: "agent"}
 				offer := agent(t, mode, func(c net.Conn) error { return h.Serve(context.Background(), c, c) })
 				p, err := faultproxy.Start(net.JoinHostPort("127.0.0.1", strconv.Itoa(offer.Port)))
 				if err != nil {

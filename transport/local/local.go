@@ -16,8 +16,9 @@ import (
 	"github.com/bulkmove/bulkmove/internal/ioconc"
 	"github.com/bulkmove/bulkmove/internal/ratelimit"
 	"github.com/bulkmove/bulkmove/model"
+	"github.com/bulkmove/bulkmove/receive"
 	"github.com/bulkmove/bulkmove/receive/extract"
-	"github.com/bulkmove/bulkmove/stream"
+	"github.com/bulkmove/bulkmove/send"
 	"github.com/bulkmove/bulkmove/wire"
 )
 
@@ -26,8 +27,8 @@ import (
 // copy_file_range. Several Conns share one Receiver.
 type Conn struct {
 	Recv *extract.Receiver
-	Src  stream.Source
-	ctr  *stream.Counters
+	Src  send.Source
+	ctr  *send.Counters
 	// Limit, if set, is the job's transfer limit (shared by all streams),
 	// on top of Src.Limit: locally, the bytes copied. While its rate is
 	// not zero, files are read and written rather than handed to
@@ -35,18 +36,18 @@ type Conn struct {
 	// of rate from or to no limit applies from the next file.
 	Limit *ratelimit.Bucket
 
-	pruning stream.Pruning // a --delete of a directory in several requests
+	pruning receive.Pruning // a --delete of a directory in several requests
 }
 
-// SetCounters implements stream.Counted. Locally, reading and writing are one
+// SetCounters implements send.Counted. Locally, reading and writing are one
 // copy_file_range: their time is the receiver's write time.
-func (l *Conn) SetCounters(c *stream.Counters) { l.ctr = c }
+func (l *Conn) SetCounters(c *send.Counters) { l.ctr = c }
 
-// SetLimit implements stream.Limited.
+// SetLimit implements send.Limited.
 func (l *Conn) SetLimit(b *ratelimit.Bucket) { l.Limit = b }
 
-// Run implements stream.Conn.
-func (l *Conn) Run(ctx context.Context, in <-chan *model.Batch, done func(stream.Result)) ([]*model.Batch, error) {
+// Run implements send.Conn.
+func (l *Conn) Run(ctx context.Context, in <-chan *model.Batch, done func(send.Result)) ([]*model.Batch, error) {
 	// On a slow destination a batch's renames go on while the next one is
 	// written, and localOverlap batches are written at once: the next
 	// starts while the last files of the one before are written (most
@@ -60,7 +61,7 @@ func (l *Conn) Run(ctx context.Context, in <-chan *model.Batch, done func(stream
 	}()
 	// finish commits a written batch and reports it once the one before
 	// it (before, if not nil) is out.
-	finish := func(r stream.Result, commit func() *wire.BatchAck, before chan struct{}) {
+	finish := func(r send.Result, commit func() *wire.BatchAck, before chan struct{}) {
 		r.Ack = commit()
 		if l.ctr != nil {
 			l.ctr.BytesSent.Add(r.Ack.Bytes)
@@ -116,8 +117,8 @@ func (l *Conn) Run(ctx context.Context, in <-chan *model.Batch, done func(stream
 // better.
 const localOverlap = 2
 
-// Final implements stream.Conn.
-func (l *Conn) Final(ctx context.Context, bs []*model.Batch, done func(stream.Result)) error {
+// Final implements send.Conn.
+func (l *Conn) Final(ctx context.Context, bs []*model.Batch, done func(send.Result)) error {
 	for _, b := range bs {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -127,13 +128,13 @@ func (l *Conn) Final(ctx context.Context, bs []*model.Batch, done func(stream.Re
 	return nil
 }
 
-// Close implements stream.Conn.
+// Close implements send.Conn.
 func (l *Conn) Close(context.Context) (wire.Totals, error) {
 	l.pruning.Close()
 	return l.Recv.Totals(), nil
 }
 
-func (l *Conn) apply(b *model.Batch, final bool) stream.Result {
+func (l *Conn) apply(b *model.Batch, final bool) send.Result {
 	res, commit := l.write(b, final)
 	res.Ack = commit()
 	return res
@@ -141,11 +142,11 @@ func (l *Conn) apply(b *model.Batch, final bool) stream.Result {
 
 // write writes batch b's files (or applies a final batch's entries) and
 // returns what commits them.
-func (l *Conn) write(b *model.Batch, final bool) (stream.Result, func() *wire.BatchAck) {
-	res := stream.Result{Batch: b, Final: final}
+func (l *Conn) write(b *model.Batch, final bool) (send.Result, func() *wire.BatchAck) {
+	res := send.Result{Batch: b, Final: final}
 	t := l.Recv.Begin(b.Entries)
 	if final {
-		t.SetXattrs(l.Src.EntryXattrs(b.Entries, func(e stream.SourceError) { res.SrcErrors = append(res.SrcErrors, e) }))
+		t.SetXattrs(l.Src.EntryXattrs(b.Entries, func(e send.SourceError) { res.SrcErrors = append(res.SrcErrors, e) }))
 		t.ApplyFinal()
 		return res, func() *wire.BatchAck { return t.Commit(b.ID, nil) }
 	}
@@ -171,7 +172,7 @@ func (l *Conn) write(b *model.Batch, final bool) (stream.Result, func() *wire.Ba
 	// open source directory.
 	width := max(l.Src.IO.Width(), l.Recv.IOWidth())
 	early := l.Recv.IOWidth() > 1
-	dirs := stream.SharedDirs()
+	dirs := send.SharedDirs()
 	defer dirs.Close()
 	var mu sync.Mutex
 	var discards []wire.Discard
@@ -185,7 +186,7 @@ func (l *Conn) write(b *model.Batch, final bool) (stream.Result, func() *wire.Ba
 		f, err := l.Src.OpenIn(dirs, e)
 		if err != nil {
 			mu.Lock()
-			res.SrcErrors = append(res.SrcErrors, stream.SourceError{Index: i, Err: err})
+			res.SrcErrors = append(res.SrcErrors, send.SourceError{Index: i, Err: err})
 			mu.Unlock()
 			return
 		}
@@ -198,16 +199,16 @@ func (l *Conn) write(b *model.Batch, final bool) (stream.Result, func() *wire.Ba
 			ext, xs, xerr = l.Src.Extras(f, e) // a sparse map, extended attributes
 		} else if err := f.SeekTo(e.Off); err != nil {
 			mu.Lock()
-			res.SrcErrors = append(res.SrcErrors, stream.SourceError{Index: i, Err: err})
+			res.SrcErrors = append(res.SrcErrors, send.SourceError{Index: i, Err: err})
 			mu.Unlock()
 			return
 		}
 		if xerr != nil {
 			mu.Lock()
-			res.SrcErrors = append(res.SrcErrors, stream.SourceError{Index: i, Err: xerr})
+			res.SrcErrors = append(res.SrcErrors, send.SourceError{Index: i, Err: xerr})
 			mu.Unlock()
 		}
-		r := ratelimit.Reader(stream.DataReader(f, ext), l.Src.Limit)
+		r := ratelimit.Reader(send.DataReader(f, ext), l.Src.Limit)
 		if l.Limit.Rate() > 0 {
 			r = ratelimit.Reader(r, l.Limit)
 		}
@@ -240,7 +241,7 @@ func (l *Conn) write(b *model.Batch, final bool) (stream.Result, func() *wire.Ba
 			t.Withdraw(i)
 		}
 		mu.Lock()
-		res.SrcErrors = append(res.SrcErrors, stream.SourceError{Index: i, Err: cerr})
+		res.SrcErrors = append(res.SrcErrors, send.SourceError{Index: i, Err: cerr})
 		if werr == nil {
 			discards = append(discards, wire.Discard{Index: i, Reason: cerr.Error()})
 		}
@@ -249,12 +250,12 @@ func (l *Conn) write(b *model.Batch, final bool) (stream.Result, func() *wire.Ba
 	return res, func() *wire.BatchAck { return t.Commit(b.ID, discards) }
 }
 
-// Prune implements stream.Pruner.
+// Prune implements send.Pruner.
 func (l *Conn) Prune(ctx context.Context, req *wire.PruneRequest, done func(*wire.PruneResult)) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	res, err := stream.ApplyPrune(l.Recv, &l.pruning, req, func(r *wire.PruneResult) error {
+	res, err := receive.ApplyPrune(l.Recv, &l.pruning, req, func(r *wire.PruneResult) error {
 		done(r)
 		return ctx.Err()
 	})
@@ -265,8 +266,8 @@ func (l *Conn) Prune(ctx context.Context, req *wire.PruneRequest, done func(*wir
 	return nil
 }
 
-// Verify implements stream.Verifier.
-func (l *Conn) Verify(ctx context.Context, in <-chan *model.Batch, content bool, done func(stream.Result)) error {
+// Verify implements send.Verifier.
+func (l *Conn) Verify(ctx context.Context, in <-chan *model.Batch, content bool, done func(send.Result)) error {
 	for {
 		select {
 		case <-ctx.Done():
@@ -279,7 +280,7 @@ func (l *Conn) Verify(ctx context.Context, in <-chan *model.Batch, content bool,
 			if content {
 				sums = l.Src.Sums(b.Entries)
 			}
-			done(stream.Result{Batch: b, Ack: &wire.BatchAck{ID: b.ID, Errors: l.Recv.Verify(b.Entries, sums)}})
+			done(send.Result{Batch: b, Ack: &wire.BatchAck{ID: b.ID, Errors: l.Recv.Verify(b.Entries, sums)}})
 		}
 	}
 }

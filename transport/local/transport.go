@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/bulkmove/bulkmove/receive/extract"
-	"github.com/bulkmove/bulkmove/stream"
+	"github.com/bulkmove/bulkmove/send"
 	"github.com/bulkmove/bulkmove/transport"
 )
 
@@ -14,11 +14,11 @@ import (
 type Transport struct {
 	transport.Fixed
 	Recv *extract.Receiver
-	Src  stream.Source
+	Src  send.Source
 }
 
 // New opens the receiver at root with opt, for streams reading from src.
-func New(root string, opt extract.Options, src stream.Source) (*Transport, error) {
+func New(root string, opt extract.Options, src send.Source) (*Transport, error) {
 	recv, err := extract.Open(root, opt)
 	if err != nil {
 		return nil, err
@@ -27,8 +27,8 @@ func New(root string, opt extract.Options, src stream.Source) (*Transport, error
 }
 
 // Open implements transport.Transport: k Conns on the receiver.
-func (t *Transport) Open(_ context.Context, k int) ([]stream.Conn, error) {
-	conns := make([]stream.Conn, k)
+func (t *Transport) Open(_ context.Context, k int) ([]send.Conn, error) {
+	conns := make([]send.Conn, k)
 	for i := range conns {
 		conns[i] = t.conn()
 	}
@@ -36,7 +36,7 @@ func (t *Transport) Open(_ context.Context, k int) ([]stream.Conn, error) {
 }
 
 // Add implements transport.Transport: one more Conn on the receiver.
-func (t *Transport) Add(context.Context, int) (stream.Conn, error) { return t.conn(), nil }
+func (t *Transport) Add(context.Context, int) (send.Conn, error) { return t.conn(), nil }
 
 // Caps implements transport.Transport.
 func (t *Transport) Caps() transport.Caps { return transport.Caps{Add: true} }

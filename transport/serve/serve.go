@@ -21,9 +21,10 @@ import (
 	"net"
 	"sync"
 
-	"github.com/bulkmove/bulkmove/stream"
+	"github.com/bulkmove/bulkmove/send"
 	"github.com/bulkmove/bulkmove/transport"
 	"github.com/bulkmove/bulkmove/transport/dataplane"
+	"github.com/bulkmove/bulkmove/wire"
 )
 
 // Credentials are how the sender proves itself to the server and checks
@@ -77,13 +78,13 @@ const serveDialing = 16
 // --max-peer-handshakes, which closes more at once). A refusal of any
 // stream is the job's (the server would refuse every stream of it); else
 // the streams that opened are the job's, with a warning for the others.
-func (t *Transport) Open(ctx context.Context, k int) ([]stream.Conn, error) {
+func (t *Transport) Open(ctx context.Context, k int) ([]send.Conn, error) {
 	if t.job == "" {
 		var id [12]byte
 		rand.Read(id[:])
 		t.job = hex.EncodeToString(id[:])
 	}
-	conns := make([]*stream.Client, k)
+	conns := make([]*send.Client, k)
 	errs := make([]error, k)
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, serveDialing)
@@ -96,13 +97,13 @@ func (t *Transport) Open(ctx context.Context, k int) ([]stream.Conn, error) {
 	}
 	wg.Wait()
 	for _, err := range errs {
-		var refused *stream.RefusedError
+		var refused *wire.RefusedError
 		if errors.As(err, &refused) {
 			t.Close()
 			return nil, refused
 		}
 	}
-	var up []stream.Conn
+	var up []send.Conn
 	for i, c := range conns {
 		if c != nil {
 			up = append(up, c)
@@ -118,14 +119,14 @@ func (t *Transport) Open(ctx context.Context, k int) ([]stream.Conn, error) {
 
 // Redial implements transport.Transport: stream i, a new connection of
 // the same job.
-func (t *Transport) Redial(ctx context.Context, i int) (stream.Conn, error) {
+func (t *Transport) Redial(ctx context.Context, i int) (send.Conn, error) {
 	return t.dial(ctx, i)
 }
 
 // Caps implements transport.Transport.
 func (t *Transport) Caps() transport.Caps { return transport.Caps{Redial: true} }
 
-func (t *Transport) dial(ctx context.Context, i int) (*stream.Client, error) {
+func (t *Transport) dial(ctx context.Context, i int) (*send.Client, error) {
 	c, err := dataplane.DialServe(ctx, t.Addr, t.TLS, dataplane.Greeting{Token: t.Token, Job: t.job, Index: i, Dest: t.Dest})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", t.Addr, err)

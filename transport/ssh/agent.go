@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/bulkmove/bulkmove/internal/linger"
-	"github.com/bulkmove/bulkmove/stream"
+	"github.com/bulkmove/bulkmove/send"
 	"github.com/bulkmove/bulkmove/transport/dataplane"
 	"github.com/bulkmove/bulkmove/transport/sshx"
 	"github.com/bulkmove/bulkmove/wire"
@@ -30,7 +30,7 @@ func isJobRefused(err error) bool {
 	return errors.As(err, &r)
 }
 
-func isVersion(err error) bool { return errors.Is(err, stream.ErrVersion) }
+func isVersion(err error) bool { return errors.Is(err, wire.ErrVersion) }
 
 // readBanner reads the agent hub's banner line, or the NoAgent line,
 // skipping what a login script may print before (up to 64 lines or 16
@@ -57,7 +57,7 @@ const bannerTimeout = 30 * time.Second
 // start starts the agent hub on clients[0] and opens the job's k streams
 // to it: one over every client, or k over its data plane. banner says
 // whether the hub started.
-func (t *Transport) start(ctx context.Context, clients []*sshx.Client, k int) (conns []stream.Conn, banner bool, err error) {
+func (t *Transport) start(ctx context.Context, clients []*sshx.Client, k int) (conns []send.Conn, banner bool, err error) {
 	d := t.cfg.Dialer
 	host := clients[0].Host()
 	sess, err := clients[0].StartQuiet(ctx, t.cmd)
@@ -77,7 +77,7 @@ func (t *Transport) start(ctx context.Context, clients []*sshx.Client, k int) (c
 		// An older agent (PATH's): its socket takes a token from whoever
 		// asks. EnsureAgent finds one of this protocol.
 		sess.Close()
-		return nil, true, fmt.Errorf("ssh %s: the agent there is an older bulkmove: %w", host, stream.ErrVersion)
+		return nil, true, fmt.Errorf("ssh %s: the agent there is an older bulkmove: %w", host, wire.ErrVersion)
 	}
 	if rerr != nil || !strings.HasPrefix(line, wire.AgentBanner) {
 		sess.CloseWrite()
@@ -142,7 +142,7 @@ func (t *Transport) banner(host, line string) (wire.AgentBannerFields, error) {
 // wire.ProveToHub). The job gets the agent's next token, saved in place of
 // the one used, which works no more. With --linger the agent stays again
 // after this job, without it this job is its last.
-func (t *Transport) startLingering(ctx context.Context, clients []*sshx.Client, binary, root string) (conns []stream.Conn, ok bool) {
+func (t *Transport) startLingering(ctx context.Context, clients []*sshx.Client, binary, root string) (conns []send.Conn, ok bool) {
 	d := t.cfg.Dialer
 	at, err := linger.Path(clients[0].Endpoint(), binary)
 	if err != nil {
@@ -163,7 +163,7 @@ func (t *Transport) startLingering(ctx context.Context, clients []*sshx.Client, 
 		return nil, false
 	}
 	host := clients[0].Host()
-	fail := func(why error) ([]stream.Conn, bool) {
+	fail := func(why error) ([]send.Conn, bool) {
 		d.Trace("no lingering agent on %s (%v): starting one", host, why)
 		os.Remove(at)
 		return nil, false

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/bulkmove/bulkmove/stream"
+	"github.com/bulkmove/bulkmove/send"
 	"github.com/bulkmove/bulkmove/transport/sshx"
 )
 
@@ -31,7 +31,7 @@ func (t *Transport) growth() *growth {
 }
 
 // add opens stream i.
-func (g *growth) add(ctx context.Context, i int) (stream.Conn, error) {
+func (g *growth) add(ctx context.Context, i int) (send.Conn, error) {
 	c := g.take()
 	if c == nil {
 		g.dialing.Wait() // connections on their way are sooner there than new ones

@@ -35,7 +35,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/bulkmove/bulkmove/stream"
+	"github.com/bulkmove/bulkmove/send"
 	"github.com/bulkmove/bulkmove/transport"
 	"github.com/bulkmove/bulkmove/transport/sshx"
 	"github.com/bulkmove/bulkmove/wire"
@@ -133,7 +133,7 @@ func (t *Transport) RTT() time.Duration {
 }
 
 // Add implements transport.Transport.
-func (t *Transport) Add(ctx context.Context, i int) (stream.Conn, error) {
+func (t *Transport) Add(ctx context.Context, i int) (send.Conn, error) {
 	if t.data != "" {
 		return nil, fmt.Errorf("add a stream over the data plane: %w", transport.ErrUnsupported)
 	}
@@ -153,7 +153,7 @@ func (t *Transport) Prepare(ctx context.Context, n int) (done func()) {
 // sshx.DialN), or, with a data plane, over one SSH connection and k
 // direct ones. The job runs on the streams that opened, with a warning
 // for the others.
-func (t *Transport) Open(ctx context.Context, k int) ([]stream.Conn, error) {
+func (t *Transport) Open(ctx context.Context, k int) ([]send.Conn, error) {
 	d := t.cfg.Dialer
 	n := k
 	if t.data != "" {

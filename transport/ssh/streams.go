@@ -11,14 +11,13 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-
-	"github.com/bulkmove/bulkmove/stream"
+	"github.com/bulkmove/bulkmove/send"
 	"github.com/bulkmove/bulkmove/transport"
 	"github.com/bulkmove/bulkmove/transport/dataplane"
 	"github.com/bulkmove/bulkmove/transport/direct"
 	"github.com/bulkmove/bulkmove/transport/sshx"
 	"github.com/bulkmove/bulkmove/wire"
+	"golang.org/x/sync/errgroup"
 )
 
 // dialer is the job's Dialer, with each client told the SSH round trip
@@ -26,7 +25,7 @@ import (
 func (t *Transport) dialer() *transport.Dialer {
 	d := *t.cfg.Dialer
 	configure := d.Configure
-	d.Configure = func(c *stream.Client) {
+	d.Configure = func(c *send.Client) {
 		if configure != nil {
 			configure(c)
 		}
@@ -36,7 +35,7 @@ func (t *Transport) dialer() *transport.Dialer {
 }
 
 // dial runs stream name's handshake over r and rw.
-func (t *Transport) dial(ctx context.Context, name string, r io.Reader, rw io.ReadWriteCloser) (*stream.Client, error) {
+func (t *Transport) dial(ctx context.Context, name string, r io.Reader, rw io.ReadWriteCloser) (*send.Client, error) {
 	return t.dialer().Dial(ctx, name, "the agent on "+t.cfg.Target.Host, r, rw, rw)
 }
 
@@ -44,7 +43,7 @@ func (t *Transport) dial(ctx context.Context, name string, r io.Reader, rw io.Re
 // TCP straight to the agent, see package direct). If none can be opened
 // (a firewall) and the transport is auto, they go over SSH instead, each
 // joining the hub's socket through a connection of its own.
-func (t *Transport) startData(ctx context.Context, c *sshx.Client, sess *sshx.Session, offer dataplane.Offer, k int) ([]stream.Conn, error) {
+func (t *Transport) startData(ctx context.Context, c *sshx.Client, sess *sshx.Session, offer dataplane.Offer, k int) ([]send.Conn, error) {
 	d := t.cfg.Dialer
 	host := c.HostName()
 	if ip := net.ParseIP(strings.Trim(t.cfg.DataAddr, "[]")); ip != nil && !ip.IsUnspecified() {
@@ -64,7 +63,7 @@ func (t *Transport) startData(ctx context.Context, c *sshx.Client, sess *sshx.Se
 		return nil, fmt.Errorf("--transport %s: %w (--transport auto falls back to SSH)", t.data, err)
 	}
 	d.Warn("the data plane is not reachable (%v); the streams go over SSH", err)
-	conns := make([]stream.Conn, k)
+	conns := make([]send.Conn, k)
 	var g errgroup.Group
 	for i := range k {
 		g.Go(func() error {
@@ -78,7 +77,7 @@ func (t *Transport) startData(ctx context.Context, c *sshx.Client, sess *sshx.Se
 		})
 	}
 	g.Wait()
-	up = slices.DeleteFunc(conns, func(c stream.Conn) bool { return c == nil })
+	up = slices.DeleteFunc(conns, func(c send.Conn) bool { return c == nil })
 	if len(up) == 0 {
 		return nil, fmt.Errorf("no stream could be opened, over the data plane (%v) or SSH", err)
 	}
@@ -89,7 +88,7 @@ func (t *Transport) startData(ctx context.Context, c *sshx.Client, sess *sshx.Se
 // connection if that still works, else a new one, to the agent hub if it
 // still runs, else a new hub started there (which the other streams then
 // join when they redial).
-func (t *Transport) Redial(ctx context.Context, i int) (stream.Conn, error) {
+func (t *Transport) Redial(ctx context.Context, i int) (send.Conn, error) {
 	t.mu.Lock()
 	for len(t.clients) <= i {
 		t.clients = append(t.clients, nil)
@@ -98,7 +97,7 @@ func (t *Transport) Redial(ctx context.Context, i int) (stream.Conn, error) {
 	t.mu.Unlock()
 	if c != nil {
 		conn, err := t.join(ctx, c, i)
-		if err == nil || stream.IsRefused(err) {
+		if err == nil || wire.IsRefused(err) {
 			return conn, err
 		}
 		c.Close()
@@ -106,7 +105,7 @@ func (t *Transport) Redial(ctx context.Context, i int) (stream.Conn, error) {
 	cs, _, err := sshx.DialN(ctx, t.cfg.Target, t.cfg.Options, 1)
 	if err != nil {
 		if sshx.IsPermanent(err) {
-			return nil, stream.Permanent(err)
+			return nil, send.Permanent(err)
 		}
 		return nil, err
 	}
@@ -128,12 +127,12 @@ func (t *Transport) Redial(ctx context.Context, i int) (stream.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	conns[0].(*stream.Client).Name = fmt.Sprintf("%s stream %d", c.Host(), i)
+	conns[0].(*send.Client).Name = fmt.Sprintf("%s stream %d", c.Host(), i)
 	return conns[0], nil
 }
 
 // join opens stream i to the hub over c.
-func (t *Transport) join(ctx context.Context, c *sshx.Client, i int) (stream.Conn, error) {
+func (t *Transport) join(ctx context.Context, c *sshx.Client, i int) (send.Conn, error) {
 	rw, fwd, err := t.joinHub(ctx, c)
 	if err != nil {
 		return nil, err
@@ -152,10 +151,10 @@ func (t *Transport) join(ctx context.Context, c *sshx.Client, i int) (stream.Con
 
 // open opens the job's streams to the hub: the first on first (read
 // through r), then one joining over each of the other clients.
-func (t *Transport) open(ctx context.Context, clients []*sshx.Client, r io.Reader, first io.ReadWriteCloser) (conns []stream.Conn, err error) {
+func (t *Transport) open(ctx context.Context, clients []*sshx.Client, r io.Reader, first io.ReadWriteCloser) (conns []send.Conn, err error) {
 	d := t.cfg.Dialer
 	host := clients[0].Host()
-	conns = make([]stream.Conn, len(clients))
+	conns = make([]send.Conn, len(clients))
 	g, gctx := errgroup.WithContext(ctx)
 	for i, c := range clients {
 		g.Go(func() error {
@@ -177,10 +176,10 @@ func (t *Transport) open(ctx context.Context, clients []*sshx.Client, r io.Reade
 			conn, err := t.dial(gctx, name, r, rw)
 			if err != nil {
 				rw.Close()
-				if stream.IsRefused(err) {
+				if wire.IsRefused(err) {
 					return err // the agent would refuse every stream of the job
 				}
-				if i > 0 && !errors.Is(err, stream.ErrVersion) {
+				if i > 0 && !errors.Is(err, wire.ErrVersion) {
 					if gctx.Err() == nil {
 						d.Warn("%v; going on without it", err)
 					}
@@ -197,7 +196,7 @@ func (t *Transport) open(ctx context.Context, clients []*sshx.Client, r io.Reade
 	if err != nil {
 		for _, c := range conns {
 			if c != nil {
-				c.(*stream.Client).Abort()
+				c.(*send.Client).Abort()
 			}
 		}
 		first.Close()
@@ -205,7 +204,7 @@ func (t *Transport) open(ctx context.Context, clients []*sshx.Client, r io.Reade
 	}
 	// The streams that opened, and their SSH connections at the same
 	// indexes (for redial).
-	var up []stream.Conn
+	var up []send.Conn
 	t.mu.Lock()
 	if len(clients) == len(t.clients) {
 		var kept []*sshx.Client
@@ -219,7 +218,7 @@ func (t *Transport) open(ctx context.Context, clients []*sshx.Client, r io.Reade
 		}
 		t.clients = kept
 	} else {
-		up = slices.DeleteFunc(conns, func(c stream.Conn) bool { return c == nil })
+		up = slices.DeleteFunc(conns, func(c send.Conn) bool { return c == nil })
 	}
 	t.mu.Unlock()
 	return up, nil

@@ -43,8 +43,8 @@ import (
 
 	"github.com/bulkmove/bulkmove/internal/treecmp"
 	"github.com/bulkmove/bulkmove/model"
+	"github.com/bulkmove/bulkmove/send"
 	"github.com/bulkmove/bulkmove/sharder"
-	"github.com/bulkmove/bulkmove/stream"
 	"github.com/bulkmove/bulkmove/transport"
 	"github.com/bulkmove/bulkmove/wire"
 )
@@ -126,7 +126,7 @@ func Run(t *testing.T, mk func(t *testing.T, env Env) Setup) {
 		}
 		h := newHarness(t, env, s)
 		var once sync.Once
-		err := h.move(context.Background(), 3, func(stream.Result) { once.Do(s.Cut) })
+		err := h.move(context.Background(), 3, func(send.Result) { once.Do(s.Cut) })
 		if err != nil {
 			t.Fatalf("move with a stream cut: %v (warnings: %q)", err, h.warnings())
 		}
@@ -170,13 +170,13 @@ func Run(t *testing.T, mk func(t *testing.T, env Env) Setup) {
 		var once sync.Once
 		stalled := make(chan struct{})
 		h.onWarn = func(msg string) {
-			if strings.Contains(msg, stream.ErrStalled.Error()) {
+			if strings.Contains(msg, send.ErrStalled.Error()) {
 				once.Do(func() { close(stalled) })
 				release()
 			}
 		}
 		var start sync.Once
-		err := h.move(context.Background(), 3, func(stream.Result) {
+		err := h.move(context.Background(), 3, func(send.Result) {
 			start.Do(func() {
 				s.Stall(true)
 				time.AfterFunc(3*StallTimeout, release)
@@ -261,8 +261,8 @@ func newEnv(t *testing.T) Env {
 	return Env{Src: src, Dst: dst, Dialer: &transport.Dialer{
 		Version: "transporttest",
 		Options: wire.ReceiveOptions{Owner: os.Geteuid() == 0, Check: wire.CheckQuick},
-		Src:     stream.Source{Root: src},
-		Configure: func(c *stream.Client) {
+		Src:     send.Source{Root: src},
+		Configure: func(c *send.Client) {
 			c.StallTimeout = StallTimeout
 		},
 		Warnf:  func(format string, args ...any) { t.Logf("warning: "+format, args...) },
@@ -304,7 +304,7 @@ func newHarness(t *testing.T, env Env, s Setup) *harness {
 
 // move runs the job over k streams, calling onResult (if set) with each
 // acknowledged batch, and closes the transport.
-func (h *harness) move(ctx context.Context, k int, onResult func(stream.Result)) (err error) {
+func (h *harness) move(ctx context.Context, k int, onResult func(send.Result)) (err error) {
 	tr := h.s.Transport
 	defer func() {
 		if cerr := tr.Close(); cerr != nil && err == nil {
@@ -336,12 +336,12 @@ func (h *harness) move(ctx context.Context, k int, onResult func(stream.Result))
 		}
 		conns[0] = c
 	}
-	def := &stream.Deferred{}
+	def := &send.Deferred{}
 	defer def.Close()
 	opt := sharder.Options{BatchFiles: 8, SplitSize: splitSize, Deferred: def.Add,
 		OnError: func(p string, err error) { h.fail(fmt.Sprintf("walk %s: %v", p, err)) }}
 	batches := make(chan *model.Batch, 16)
-	pool := &stream.Pool{Conns: conns, OnResult: func(r stream.Result) {
+	pool := &send.Pool{Conns: conns, OnResult: func(r send.Result) {
 		h.result(r)
 		if onResult != nil {
 			onResult(r)
@@ -365,7 +365,7 @@ func (h *harness) move(ctx context.Context, k int, onResult func(stream.Result))
 	return nil
 }
 
-func (h *harness) result(r stream.Result) {
+func (h *harness) result(r send.Result) {
 	if r.Ack != nil {
 		for _, e := range r.Ack.Errors {
 			h.fail(fmt.Sprintf("%s: %s", r.Batch.Entries[e.Index].Path, e.Msg))

@@ -16,7 +16,7 @@ import (
 	"os/exec"
 	"sync"
 
-	"github.com/bulkmove/bulkmove/stream"
+	"github.com/bulkmove/bulkmove/send"
 	"github.com/bulkmove/bulkmove/transport"
 )
 
@@ -36,8 +36,8 @@ type Transport struct {
 
 // Open implements transport.Transport: k agents, started one after the
 // other. A stream whose agent does not start or answer fails the job.
-func (t *Transport) Open(ctx context.Context, k int) ([]stream.Conn, error) {
-	var conns []stream.Conn
+func (t *Transport) Open(ctx context.Context, k int) ([]send.Conn, error) {
+	var conns []send.Conn
 	for i := range k {
 		c, err := t.start(ctx, i)
 		if err != nil {
@@ -49,7 +49,7 @@ func (t *Transport) Open(ctx context.Context, k int) ([]stream.Conn, error) {
 	return conns, nil
 }
 
-func (t *Transport) start(ctx context.Context, i int) (*stream.Client, error) {
+func (t *Transport) start(ctx context.Context, i int) (*send.Client, error) {
 	cmd := t.Command()
 	w, err := cmd.StdinPipe()
 	if err != nil {

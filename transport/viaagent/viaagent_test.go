@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/bulkmove/bulkmove/stream"
+	"github.com/bulkmove/bulkmove/receive"
 	"github.com/bulkmove/bulkmove/transport/transporttest"
 	"github.com/bulkmove/bulkmove/transport/viaagent"
 )
@@ -24,7 +24,7 @@ func TestMain(m *testing.M) {
 		if root == "-other" {
 			err = transporttest.OtherProtocol(os.Stdin, os.Stdout)
 		} else {
-			err = stream.Serve(context.Background(), os.Stdin, os.Stdout, root, "agent")
+			err = receive.Serve(context.Background(), os.Stdin, os.Stdout, root, "agent")
 		}
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "agent:", err)

@@ -1,0 +1,559 @@
+package send
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/bulkmove/bulkmove/internal/ioconc"
+	"github.com/bulkmove/bulkmove/model"
+	"github.com/bulkmove/bulkmove/wire"
+)
+
+// TestAutoPolicy walks auto mode through a job whose link is slow, then
+// fast: on once writes block and a sample compresses, on while the link
+// stays the bottleneck, plain probes ever rarer while it is CPU-bound, off
+// once a probe shows that the link takes plain data faster than it can be
+// compressed; never on for data that does not compress, nor while the
+// receiver is what the writes wait for.
+func TestAutoPolicy(t *testing.T) {
+	dir := t.TempDir()
+	text := strings.Repeat("GET /index.html 200 0.003s user=42 cache=hit\n", 2000)
+	os.WriteFile(filepath.Join(dir, "text"), []byte(text), 0o644)
+	random := xorshift(90000, 1)
+	os.WriteFile(filepath.Join(dir, "random"), random, 0o644)
+	batch := func(name string, size int) (*wire.BatchManifest, []bool) {
+		return &wire.BatchManifest{Entries: []model.Entry{{Path: name, Kind: model.KindFile, Size: int64(size)}}}, []bool{true}
+	}
+	src := Source{Root: dir}
+	var log strings.Builder
+	d := &deflater{cfg: Compression{Mode: CompressAuto}, name: "s0", logf: func(f string, a ...any) {
+		log.WriteString(strings.TrimSpace(strings.ReplaceAll(f, "%", "")) + "\n")
+	}}
+	const mib = 1 << 20
+	text16, need := batch("text", len(text))
+	rnd, needR := batch("random", len(random))
+
+	// A plain batch on a link that keeps up: nothing to sample.
+	d.observe(wire.CodecNone, 16*mib, 16*mib, 100*time.Millisecond, time.Millisecond, 0, 0)
+	if c := d.codec(src, text16, need); c != wire.CodecNone {
+		t.Fatalf("fast link: codec %d", c)
+	}
+	// Writes block 90% of the time: a slow link.
+	d.observe(wire.CodecNone, 16*mib, 16*mib, time.Second, 900*time.Millisecond, 0, 0)
+	if c := d.codec(src, rnd, needR); c != wire.CodecNone || d.auto.on {
+		t.Fatalf("random data on a slow link: codec %d, on %v", c, d.auto.on)
+	}
+	// ... unless a receiver busy writing is why they block.
+	d.observe(wire.CodecNone, 16*mib, 16*mib, time.Second, 900*time.Millisecond, 0.9, 0)
+	if c := d.codec(src, text16, need); c != wire.CodecNone {
+		t.Fatalf("busy receiver: codec %d", c)
+	}
+	d.observe(wire.CodecNone, 16*mib, 16*mib, time.Second, 900*time.Millisecond, 0.1, 1.0)
+	if c := d.codec(src, text16, need); c != wire.CodecNone {
+		t.Fatalf("receiver using a core: codec %d", c)
+	}
+	// (A very slow link, so that the sample's cost, timed for real, is
+	// small beside it even on a busy machine under -race.)
+	d.observe(wire.CodecNone, 16*mib, 16*mib, 20*time.Second, 19900*time.Millisecond, 0, 0)
+	if c := d.codec(src, text16, need); c != wire.CodecZstd || !d.auto.on {
+		t.Fatalf("text on a slow link: codec %d, on %v", c, d.auto.on)
+	}
+	if !strings.Contains(log.String(), "compression on") {
+		t.Errorf("log %q", log.String())
+	}
+	// Compressed, still link-bound: stays on, no probe.
+	for range 20 {
+		d.observe(wire.CodecZstd, 16*mib, 2*mib, 150*time.Millisecond, 120*time.Millisecond, 0, 0)
+		if c := d.codec(src, text16, need); c != wire.CodecZstd {
+			t.Fatalf("link-bound compressed: codec %d", c)
+		}
+	}
+	// Random data in between goes plain, without turning compression off.
+	if c := d.codec(src, rnd, needR); c != wire.CodecNone || !d.auto.on {
+		t.Fatalf("random batch: codec %d, on %v", c, d.auto.on)
+	}
+	// The link gets fast: compressed batches are CPU-bound, a probe
+	// comes after firstProbe of them.
+	n := 0
+	for d.codec(src, text16, need) == wire.CodecZstd {
+		d.observe(wire.CodecZstd, 16*mib, 2*mib, 100*time.Millisecond, 0, 0, 0)
+		if n++; n > firstProbe+1 {
+			t.Fatal("no probe")
+		}
+	}
+	if !d.auto.probe {
+		t.Fatal("plain batch that is not a probe")
+	}
+	// The probe goes fast: off.
+	d.observe(wire.CodecNone, 16*mib, 16*mib, 20*time.Millisecond, 0, 0, 0)
+	if d.auto.on || d.codec(src, text16, need) != wire.CodecNone {
+		t.Fatalf("still on after a fast probe: %+v", d.auto)
+	}
+	if !strings.Contains(log.String(), "compression off") {
+		t.Errorf("log %q", log.String())
+	}
+	d.close()
+}
+
+func TestParseCompression(t *testing.T) {
+	for in, want := range map[string]string{"none": "none", "auto": "auto", "zstd": "zstd", "zstd:3": "zstd:3", "zstd:22": "zstd:22"} {
+		c, err := ParseCompression(in)
+		if err != nil || c.String() != want {
+			t.Errorf("%q: %v %v", in, c, err)
+		}
+	}
+	for _, in := range []string{"", "gzip", "zstd:0", "zstd:23", "zstd:x", "auto:1", "none:3"} {
+		if _, err := ParseCompression(in); err == nil {
+			t.Errorf("%q accepted", in)
+		}
+	}
+}
+
+// TestSampleSpread: the sample of a batch spans its files, so a batch of
+// text led by a random blob still compresses (its first 64 KiB alone are
+// random).
+func TestSampleSpread(t *testing.T) {
+	dir := t.TempDir()
+	random := xorshift(200000, 3)
+	os.WriteFile(filepath.Join(dir, "blob.bin"), random, 0o644)
+	m := &wire.BatchManifest{Entries: []model.Entry{{Path: "blob.bin", Kind: model.KindFile, Size: int64(len(random))}}}
+	for i := range 9 {
+		name := fmt.Sprintf("log-%d.txt", i)
+		text := strings.Repeat(fmt.Sprintf("GET /item/%d 200 user=%d\n", i, i*7), 2000)
+		os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644)
+		m.Entries = append(m.Entries, model.Entry{Path: name, Kind: model.KindFile, Size: int64(len(text))})
+	}
+	need := make([]bool, len(m.Entries))
+	for i := range need {
+		need[i] = true
+	}
+	d := &deflater{cfg: Compression{Mode: CompressAuto}}
+	defer func() {
+		d.close()
+	}()
+	ratio, _, ok := d.trySample(Source{Root: dir}, m, need)
+	if !ok || ratio > 0.5 {
+		t.Errorf("sample of a text batch led by a blob: ratio %.2f (ok %v), want it to compress", ratio, ok)
+	}
+	if len(d.sample) != 0 || cap(d.sample) < sampleBytes {
+		t.Errorf("sample buffer not kept for reuse")
+	}
+}
+
+// TestSampleConcurrent: on a slow source the files of a batch's sample
+// are opened at once, not one after the other (on a 1 ms filesystem the
+// opens of one sample held each batch back 130-190 ms), and the sample
+// keeps the batch's order. Each open waits until all have begun: opened
+// one at a time, the first would wait for ever (here 10 s).
+func TestSampleConcurrent(t *testing.T) {
+	dir := t.TempDir()
+	const n = 8
+	m := &wire.BatchManifest{}
+	for i := range n {
+		name := fmt.Sprintf("f%d", i)
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(fmt.Sprintf("<%d/>tail", i)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		m.Entries = append(m.Entries, model.Entry{Path: name, Kind: model.KindFile, Size: 4})
+	}
+	need := make([]bool, n)
+	for i := range need {
+		need[i] = true
+	}
+	var mu sync.Mutex
+	begun := 0
+	all := make(chan struct{})
+	var waitedOut atomic.Bool
+	barrier := func(string) {
+		mu.Lock()
+		if begun++; begun == n {
+			close(all)
+		}
+		mu.Unlock()
+		if waitedOut.Load() {
+			return
+		}
+		select {
+		case <-all:
+		case <-time.After(10 * time.Second):
+			waitedOut.Store(true)
+		}
+	}
+	src := Source{Root: dir, IO: ioconc.Fixed(n)}.WithOpenHook(barrier)
+	got := src.sample(m, need, nil)
+	if waitedOut.Load() {
+		t.Error("the sample's files were opened one after the other")
+	}
+	if want := "<0/><1/><2/><3/><4/><5/><6/><7/>"; string(got) != want {
+		t.Errorf("sample %q, want %q (each file's first 4 bytes, in the batch's order)", got, want)
+	}
+}
+
+// TestAutoLevel: auto compresses text at the fastest level, numbers
+// without near repeats (which the fastest level leaves whole) at the
+// default one, and everything at the default one while the link holds
+// every write back.
+func TestAutoLevel(t *testing.T) {
+	dir := t.TempDir()
+	var seq strings.Builder
+	for i := range 20000 {
+		fmt.Fprintf(&seq, "%d\n", i*7919%1000003)
+	}
+	os.WriteFile(filepath.Join(dir, "seq"), []byte(seq.String()), 0o644)
+	var logs strings.Builder
+	for i := range 3000 {
+		fmt.Fprintf(&logs, "2024-01-02T03:04:%02d INFO [worker-%d] request handled path=/api/v1/items status=200\n", i%60, i%8)
+	}
+	os.WriteFile(filepath.Join(dir, "log"), []byte(logs.String()), 0o644)
+	src := Source{Root: dir}
+	batch := func(name string, size int) (*wire.BatchManifest, []bool) {
+		return &wire.BatchManifest{Entries: []model.Entry{{Path: name, Kind: model.KindFile, Size: int64(size)}}}, []bool{true}
+	}
+	d := &deflater{cfg: Compression{Mode: CompressAuto}}
+	defer d.close()
+	for _, c := range []struct {
+		name    string
+		size    int
+		blocked float64
+		want    int
+	}{
+		{"log", logs.Len(), 0, autoFastest},
+		{"seq", seq.Len(), 0, autoDefault},
+		{"log", logs.Len(), 0.99, autoDefault},
+	} {
+		d.auto.slowLink = c.blocked > 0.25
+		m, need := batch(c.name, c.size)
+		if _, _, ok := d.trySample(src, m, need); !ok || d.level != c.want {
+			t.Errorf("%s, writes blocked %.0f%%: level %d (ok %v), want %d", c.name, 100*c.blocked, d.level, ok, c.want)
+		}
+	}
+}
+
+// TestAutoPolicyBusyHost: on a slow-looking link, compression does not
+// start while this host's CPUs are busy (two hosts sharing two cores look
+// like a slow link whose far end is starved of CPU).
+func TestAutoPolicyBusyHost(t *testing.T) {
+	src, m, need := textBatch(t)
+	d := &deflater{cfg: Compression{Mode: CompressAuto}}
+	defer d.close()
+	const mib = 1 << 20
+	d.observe(wire.CodecNone, 16*mib, 16*mib, 20*time.Second, 19900*time.Millisecond, 0, 0)
+	d.auto.cpuBusy = true
+	if c := d.codec(src, m, need); c != wire.CodecNone || d.auto.on {
+		t.Fatalf("busy host: codec %d, on %v", c, d.auto.on)
+	}
+	d.auto.cpuBusy = false
+	if c := d.codec(src, m, need); c != wire.CodecZstd || !d.auto.on {
+		t.Fatalf("idle host: codec %d, on %v", c, d.auto.on)
+	}
+}
+
+// xorshift returns n bytes that do not compress, from seed.
+func xorshift(n int, seed uint32) []byte {
+	b := make([]byte, n)
+	x := seed
+	for i := range b {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		b[i] = byte(x)
+	}
+	return b
+}
+
+// close releases d's encoders.
+func (d *deflater) close() {
+	for _, e := range append(d.levels[:], d.enc) {
+		if e != nil {
+			e.Close()
+		}
+	}
+}
+
+// TestAutoPolicyFarPath: over a far path a stream starts compressed when
+// its first sample compresses well (its writes would block only seconds
+// in); a near one, or data that does not compress, starts plain. With no
+// measure of the link, compressing never counts as CPU-bound; a probe that
+// the buffers take at once goes on until probeBytes have gone plain, and
+// leaves compression on if the writes blocked over them.
+func TestAutoPolicyFarPath(t *testing.T) {
+	dir := t.TempDir()
+	text := strings.Repeat("GET /index.html 200 0.003s user=42 cache=hit\n", 2000)
+	os.WriteFile(filepath.Join(dir, "text"), []byte(text), 0o644)
+	os.WriteFile(filepath.Join(dir, "random"), xorshift(90000, 1), 0o644)
+	src := Source{Root: dir}
+	batch := func(name string) (*wire.BatchManifest, []bool) {
+		fi, err := os.Stat(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &wire.BatchManifest{Entries: []model.Entry{{Path: name, Kind: model.KindFile, Size: fi.Size()}}}, []bool{true}
+	}
+	tm, tn := batch("text")
+	rm, rn := batch("random")
+	var log strings.Builder
+	newD := func(far bool) *deflater {
+		d := &deflater{cfg: Compression{Mode: CompressAuto}, far: far, name: "s0", logf: func(f string, a ...any) { fmt.Fprintf(&log, f+"\n", a...) }}
+		t.Cleanup(d.close)
+		return d
+	}
+	if c := newD(false).codec(src, tm, tn); c != wire.CodecNone {
+		t.Errorf("near path, first batch: codec %d, want plain", c)
+	}
+	if c := newD(true).codec(src, rm, rn); c != wire.CodecNone {
+		t.Errorf("far path, random first batch: codec %d, want plain", c)
+	}
+	d := newD(true)
+	if c := d.codec(src, tm, tn); c != wire.CodecZstd || !d.auto.on {
+		t.Fatalf("far path, text first batch: codec %d, on %v", c, d.auto.on)
+	}
+	if !strings.Contains(log.String(), "far path") {
+		t.Errorf("log %q", log.String())
+	}
+	// Compressed batches that the buffers take at once: on until a probe.
+	const mib = 1 << 20
+	n := 0
+	for d.codec(src, tm, tn) == wire.CodecZstd {
+		d.observe(wire.CodecZstd, 16*mib, 7*mib, 100*time.Millisecond, 0, 0, 0)
+		if n++; n > firstProbe+1 {
+			t.Fatal("no probe")
+		}
+	}
+	if !d.auto.on || !d.auto.probe {
+		t.Fatalf("compression off before a probe: %+v\n%s", d.auto, log.String())
+	}
+	// The probe's first 4 MiB go at once: it goes on; the next 4 MiB wait
+	// on the link most of the time: compression stays on.
+	d.observe(wire.CodecNone, 4*mib, 4*mib, 10*time.Millisecond, 0, 0, 0)
+	if !d.auto.on || d.codec(src, tm, tn) != wire.CodecNone {
+		t.Fatalf("a probe ended after %d MiB: %+v", 4, d.auto)
+	}
+	d.observe(wire.CodecNone, 4*mib, 4*mib, 400*time.Millisecond, 300*time.Millisecond, 0, 0)
+	if !d.auto.on || d.codec(src, tm, tn) != wire.CodecZstd {
+		t.Fatalf("compression off after a probe whose writes blocked: %+v\n%s", d.auto, log.String())
+	}
+}
+
+// TestCPUTimed: a sample's cost is the CPU it took, not the time it waited
+// (on a busy machine, for a CPU).
+func TestCPUTimed(t *testing.T) {
+	took, out := cpuTimed(func() []byte { time.Sleep(50 * time.Millisecond); return []byte("x") })
+	if took >= 25*time.Millisecond || string(out) != "x" {
+		t.Errorf("a 50 ms sleep took %v of CPU, returned %q", took, out)
+	}
+	took, _ = cpuTimed(func() []byte {
+		for end := time.Now().Add(30 * time.Millisecond); time.Now().Before(end); {
+		}
+		return nil
+	})
+	if took <= 0 {
+		t.Errorf("30 ms of spinning took %v of CPU", took)
+	}
+}
+
+// TestAutoPolicyJoins: a stream that joins a job whose other streams
+// compress on a slow link (one -j auto adds) starts compressed; once their
+// word is stale, or in a job whose streams did not compress, it starts
+// plain, to measure the link itself.
+func TestAutoPolicyJoins(t *testing.T) {
+	src, m, need := textBatch(t)
+	var share AutoShare
+	var log strings.Builder
+	newD := func() *deflater {
+		d := &deflater{cfg: Compression{Mode: CompressAuto}, share: &share, name: "s", logf: func(f string, a ...any) { fmt.Fprintf(&log, f+"\n", a...) }}
+		t.Cleanup(d.close)
+		return d
+	}
+	const mib = 1 << 20
+	first := newD()
+	if c := newD().codec(src, m, need); c != wire.CodecNone {
+		t.Fatalf("a stream of a job that sent nothing yet: codec %d, want plain", c)
+	}
+	// The first stream compresses, and its writes wait on the link.
+	first.observe(wire.CodecNone, 16*mib, 16*mib, 20*time.Second, 19900*time.Millisecond, 0, 0)
+	if c := first.codec(src, m, need); c != wire.CodecZstd {
+		t.Fatalf("first stream on a slow link: codec %d", c)
+	}
+	// A compressed batch the link took at once says nothing yet.
+	first.observe(wire.CodecZstd, 16*mib, 6*mib, 100*time.Millisecond, 0, 0, 0)
+	if c := newD().codec(src, m, need); c != wire.CodecNone {
+		t.Fatalf("joined a job whose compressed batches did not wait: codec %d, want plain", c)
+	}
+	first.observe(wire.CodecZstd, 16*mib, 6*mib, time.Second, 900*time.Millisecond, 0, 0)
+	late := newD()
+	if c := late.codec(src, m, need); c != wire.CodecZstd || !late.auto.on {
+		t.Fatalf("joined a job compressing on a slow link: codec %d, on %v", c, late.auto.on)
+	}
+	if !strings.Contains(log.String(), "other streams compress") {
+		t.Errorf("log %q", log.String())
+	}
+	share.linkBound.Store(time.Now().Add(-2 * shareFresh).UnixNano())
+	if c := newD().codec(src, m, need); c != wire.CodecNone {
+		t.Fatalf("joined with the others' word stale: codec %d, want plain", c)
+	}
+}
+
+// TestAutoPolicySmallBatches: compressed batches too small to fill the
+// buffers (a job's tail, split for balance) neither bring a probe nor
+// count as a measure of the link: a link-bound stream stays compressed
+// through them; batches as small that fill them do bring the probe.
+func TestAutoPolicySmallBatches(t *testing.T) {
+	src, m, need := textBatch(t)
+	const kib = 1 << 10
+	d := &deflater{cfg: Compression{Mode: CompressAuto}}
+	defer d.close()
+	d.observe(wire.CodecNone, 16<<20, 16<<20, 20*time.Second, 19900*time.Millisecond, 0, 0)
+	if c := d.codec(src, m, need); c != wire.CodecZstd {
+		t.Fatalf("slow link: codec %d", c)
+	}
+	link := d.auto.link.v
+	for i := range 4 * lastProbe {
+		d.observe(wire.CodecZstd, 600*kib, 250*kib, 25*time.Millisecond, time.Millisecond, 0, 0)
+		if c := d.codec(src, m, need); c != wire.CodecZstd || !d.auto.on {
+			t.Fatalf("small batch %d: codec %d, on %v (a probe, or off)", i, c, d.auto.on)
+		}
+	}
+	if d.auto.link.v != link {
+		t.Errorf("small batches taken at once changed the link's cost from %.1f to %.1f ns/B", link, d.auto.link.v)
+	}
+	n := 0
+	for d.codec(src, m, need) == wire.CodecZstd {
+		d.observe(wire.CodecZstd, 6*probeEvidence, 2*probeEvidence, 25*time.Millisecond, time.Millisecond, 0, 0)
+		if n++; n > firstProbe+1 {
+			t.Fatal("no probe after batches that filled the buffers without waiting")
+		}
+	}
+}
+
+// TestAutoPolicyLinkFull: compressed batches whose writes wait on the
+// link a little (5-25% of the time: compressing and the link about as
+// fast, the link full) keep the default level and bring no plain probe;
+// batches whose writes do not wait go to the fastest level, then bring
+// the probe.
+func TestAutoPolicyLinkFull(t *testing.T) {
+	src, m, need := textBatch(t)
+	const mib = 1 << 20
+	d := &deflater{cfg: Compression{Mode: CompressAuto}}
+	defer d.close()
+	d.observe(wire.CodecNone, 16*mib, 16*mib, 20*time.Second, 19900*time.Millisecond, 0, 0)
+	if c := d.codec(src, m, need); c != wire.CodecZstd || d.level != autoDefault {
+		t.Fatalf("slow link: codec %d, level %d", c, d.level)
+	}
+	for i := range 4 * lastProbe {
+		d.observe(wire.CodecZstd, 16*mib, 6*mib, time.Second, 150*time.Millisecond, 0, 0)
+		if c := d.codec(src, m, need); c != wire.CodecZstd || d.level != autoDefault {
+			t.Fatalf("batch %d, writes waited 15%%: codec %d, level %d (a probe, or the fastest level)", i, c, d.level)
+		}
+	}
+	// The same waits on a receiver that uses a core are not the link's.
+	d.observe(wire.CodecZstd, 16*mib, 6*mib, time.Second, 150*time.Millisecond, 0, 1.0)
+	if c := d.codec(src, m, need); c != wire.CodecZstd || d.level != autoFastest {
+		t.Fatalf("receiver busy: codec %d, level %d, want the fastest level", c, d.level)
+	}
+	n := 0
+	for d.codec(src, m, need) == wire.CodecZstd {
+		if d.level != autoFastest {
+			t.Fatalf("writes that did not wait: level %d", d.level)
+		}
+		d.observe(wire.CodecZstd, 16*mib, 6*mib, time.Second, 20*time.Millisecond, 0, 0)
+		if n++; n > firstProbe+1 {
+			t.Fatal("no probe after batches whose writes did not wait")
+		}
+	}
+}
+
+// textBatch writes a file of log text that compresses well into a new
+// directory, and returns its Source and a batch of it.
+func textBatch(t *testing.T) (Source, *wire.BatchManifest, []bool) {
+	dir := t.TempDir()
+	text := strings.Repeat("GET /index.html 200 0.003s user=42 cache=hit\n", 2000)
+	if err := os.WriteFile(filepath.Join(dir, "text"), []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return Source{Root: dir}, &wire.BatchManifest{Entries: []model.Entry{{Path: "text", Kind: model.KindFile, Size: int64(len(text))}}}, []bool{true}
+}
+
+// TestReceiverSharesSlowPeer: before the receiver's first measure, one
+// that said its filesystem is slow counts as busy writing (so that writes
+// the first batch waited for do not pass for a slow link); once measured,
+// the measure counts.
+func TestReceiverSharesSlowPeer(t *testing.T) {
+	for _, slow := range []bool{false, true} {
+		c := &Client{Peer: wire.Handshake{Slow: slow}}
+		now := time.Now()
+		w, _ := c.receiverShares(now, 0, 0)
+		if want := map[bool]float64{false: 0, true: 1}[slow]; w != want {
+			t.Errorf("slow %v: first share writing %v, want %v", slow, w, want)
+		}
+		w, cpu := c.receiverShares(now.Add(time.Second), int64(300*time.Millisecond), int64(500*time.Millisecond))
+		if math.Abs(w-0.3) > 1e-9 || math.Abs(cpu-0.5) > 1e-9 {
+			t.Errorf("slow %v: measured shares %v, %v, want 0.3, 0.5", slow, w, cpu)
+		}
+	}
+}
+
+// TestAutoPolicyBetter: a stream that compresses while the link holds its
+// writes back nearly all the time goes to the better level, stays there
+// while they still wait a good share of the time, and leaves it when they
+// wait less, or when this host's CPUs are busy. A batch too small to fill
+// the buffers, whose writes did not wait, does not turn it down.
+func TestAutoPolicyBetter(t *testing.T) {
+	src, m, need := textBatch(t)
+	const mib = 1 << 20
+	var log strings.Builder
+	d := &deflater{cfg: Compression{Mode: CompressAuto}, name: "s0", logf: func(f string, a ...any) {
+		fmt.Fprintf(&log, f+"\n", a...)
+	}}
+	defer d.close()
+	d.observe(wire.CodecNone, 16*mib, 16*mib, 20*time.Second, 19900*time.Millisecond, 0, 0)
+	if c := d.codec(src, m, need); c != wire.CodecZstd || d.level != autoDefault {
+		t.Fatalf("slow link, first compressed batch: codec %d, level %s", c, autoLevelNames[d.level])
+	}
+	steps := []struct {
+		what    string
+		out     int64
+		blocked float64 // share of the batch's time its writes waited
+		busy    bool
+		want    int
+	}{
+		{"writes waited 98%", 6 * mib, 0.98, false, autoBetter},
+		{"at better, writes waited 60%", 6 * mib, 0.6, false, autoBetter},
+		{"a small batch whose writes did not wait", mib / 2, 0, false, autoBetter},
+		{"at better, writes waited 30%", 6 * mib, 0.3, false, autoDefault},
+		{"at default, writes waited 60%", 6 * mib, 0.6, false, autoDefault},
+		{"writes waited 95%", 6 * mib, 0.95, false, autoBetter},
+		{"this host's CPUs busy", 6 * mib, 0.95, true, autoDefault},
+		{"writes waited 95% again", 6 * mib, 0.95, false, autoBetter},
+	}
+	for _, s := range steps {
+		d.auto.cpuBusy = s.busy
+		d.observe(wire.CodecZstd, 16*mib, s.out, time.Second, time.Duration(s.blocked*float64(time.Second)), 0, 0)
+		if c := d.codec(src, m, need); c != wire.CodecZstd || d.level != s.want {
+			t.Fatalf("%s: codec %d, level %s, want %s", s.what, c, autoLevelNames[d.level], autoLevelNames[s.want])
+		}
+		enc, err := d.encoder()
+		if err != nil || enc != d.levels[s.want] {
+			t.Fatalf("%s: the batch's encoder is not the %s level's (%v)", s.what, autoLevelNames[s.want], err)
+		}
+		if s.want != autoBetter && d.levels[autoBetter] != nil {
+			t.Fatalf("%s: the better level's encoder is still held", s.what)
+		}
+	}
+	if !strings.Contains(log.String(), "s0: zstd level better: the link held the writes back 98% of the time") {
+		t.Errorf("log:\n%s", log.String())
+	}
+	// Under --bwlimit a busy host still compresses (the limiter holds the
+	// writes back whatever the CPUs do), but not at the better level.
+	d.auto.cpuBusy, d.auto.limited = true, true
+	d.observe(wire.CodecZstd, 16*mib, 6*mib, time.Second, 950*time.Millisecond, 0, 0)
+	if c := d.codec(src, m, need); c != wire.CodecZstd || d.level != autoDefault {
+		t.Fatalf("--bwlimit, this host's CPUs busy: codec %d, level %s, want the default level", c, autoLevelNames[d.level])
+	}
+}

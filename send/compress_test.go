@@ -1,0 +1,430 @@
+package send_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/klauspost/compress/zstd"
+	"go.uber.org/goleak"
+
+	"github.com/bulkmove/bulkmove/internal/gentree"
+	"github.com/bulkmove/bulkmove/internal/ratelimit"
+	"github.com/bulkmove/bulkmove/internal/treecmp"
+	"github.com/bulkmove/bulkmove/model"
+	"github.com/bulkmove/bulkmove/send"
+	"github.com/bulkmove/bulkmove/sharder"
+	"github.com/bulkmove/bulkmove/wire"
+)
+
+// textTree writes n text-like files of about size bytes each (log lines:
+// compressible, as source code and logs are, but not trivially).
+func textTree(t *testing.T, dir string, n, size int) {
+	t.Helper()
+	words := strings.Fields("the quick brown fox jumps over a lazy dog while request served status ok error retry " +
+		"connection user id time latency bytes path GET POST handler cache miss hit")
+	for i := range n {
+		var b strings.Builder
+		x := uint64(i)*0x9e3779b97f4a7c15 + 1
+		for line := 0; b.Len() < size; line++ {
+			fmt.Fprintf(&b, "2024-01-%02d 12:%02d:%02d.%03d [%d] ", i%28+1, line%60, (line*7)%60, (line*13)%1000, x%97)
+			for range 8 {
+				x ^= x << 13
+				x ^= x >> 7
+				x ^= x << 17
+				b.WriteString(words[x%uint64(len(words))])
+				b.WriteByte(' ')
+			}
+			fmt.Fprintf(&b, "%d\n", x%100000)
+		}
+		p := filepath.Join(dir, fmt.Sprintf("d%02d", i%10), fmt.Sprintf("f%04d.log", i))
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// compressedAgents is pipeAgent k times with compression set.
+func compressedAgents(t *testing.T, ctx context.Context, k int, dst string, src send.Source, c send.Compression, logf func(string, ...any)) []send.Conn {
+	conns := make([]send.Conn, k)
+	for i := range conns {
+		cl := pipeAgent(t, ctx, fmt.Sprintf("stream %d", i), dst, src)
+		cl.Compress, cl.Logf = c, logf
+		conns[i] = cl
+	}
+	return conns
+}
+
+type totals struct{ sent, wire, in, out int64 }
+
+func sum(p *send.Pool) (s totals) {
+	for _, c := range p.Counters {
+		s.sent += c.BytesSent.Load()
+		s.wire += c.WireBytes.Load()
+		s.in += c.CompressIn.Load()
+		s.out += c.CompressOut.Load()
+	}
+	return s
+}
+
+// TestCompressRoundTrip: every mode moves a tree of text and of random
+// data intact over the wire.
+func TestCompressRoundTrip(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	for _, mode := range []string{"none", "zstd", "zstd:6", "auto"} {
+		t.Run(mode, func(t *testing.T) {
+			c, err := send.ParseCompression(mode)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			dir := tmpDir(t)
+			src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+			if err := gentree.Mixed(filepath.Join(src, "mixed"), 400, 3); err != nil {
+				t.Fatal(err)
+			}
+			textTree(t, filepath.Join(src, "text"), 200, 8<<10)
+			p, col := move(t, ctx, src, compressedAgents(t, ctx, 2, dst, send.Source{Root: src}, c, nil), sharder.Options{BatchFiles: 60}, nil)
+			if errs := col.errors(); len(errs) > 0 {
+				t.Fatalf("errors: %q", errs)
+			}
+			treecmp.Equal(t, src, dst, treecmp.Options{Owner: os.Geteuid() == 0})
+			s := sum(p)
+			switch mode {
+			case "none":
+				if s.in != 0 {
+					t.Errorf("compressed %d bytes with --compress none", s.in)
+				}
+			case "zstd", "zstd:6":
+				if s.in == 0 || s.out >= s.in {
+					t.Errorf("zstd: %d bytes in, %d out", s.in, s.out)
+				}
+			}
+			t.Logf("%s: files %d bytes, wire %d; compressed %d -> %d", mode, s.sent, s.wire, s.in, s.out)
+		})
+	}
+}
+
+type lines struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lines) logf(format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	fmt.Fprintf(&l.b, format+"\n", args...)
+}
+
+func (l *lines) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
+
+// TestCompressAuto: on a slow link (the job's bandwidth limit) auto
+// compresses text, and says so; it leaves random data plain, and text on
+// a link that keeps up (one that takes every write at once: how fast a
+// real one is on this machine depends on its load).
+func TestCompressAuto(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	for _, tc := range []struct {
+		name string
+		rate int64
+		text bool
+		want bool
+	}{
+		{"slow link, text", 1 << 20, true, true},
+		{"slow link, random data", 1 << 20, false, false},
+		{"fast link, text", 0, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			dir := tmpDir(t)
+			src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+			if tc.text {
+				textTree(t, src, 160, 32<<10)
+			} else if err := gentree.Small(src, 48, 4, 32<<10); err != nil {
+				t.Fatal(err)
+			}
+			var log lines
+			var conns []send.Conn
+			if tc.rate > 0 {
+				conns = compressedAgents(t, ctx, 2, dst, send.Source{Root: src}, send.Compression{Mode: send.CompressAuto}, log.logf)
+			} else {
+				for i := range 2 {
+					c, done := agentVia(t, ctx, fmt.Sprintf("stream %d", i), dst, send.Source{Root: src}, newFastLink)
+					t.Cleanup(func() { <-done })
+					c.Compress, c.Logf = send.Compression{Mode: send.CompressAuto}, log.logf
+					conns = append(conns, c)
+				}
+			}
+			p, col := moveWith(t, ctx, src, conns, sharder.Options{BatchBytes: 512 << 10}, nil, func(p *send.Pool) {
+				if tc.rate > 0 {
+					p.Limit = ratelimit.New(tc.rate)
+				}
+			})
+			if errs := col.errors(); len(errs) > 0 {
+				t.Fatalf("errors: %q", errs)
+			}
+			treecmp.Equal(t, src, dst, treecmp.Options{Owner: os.Geteuid() == 0})
+			s := sum(p)
+			t.Logf("files %d bytes, wire %d; compressed %d -> %d\n%s", s.sent, s.wire, s.in, s.out, log.String())
+			if tc.want {
+				// The first batch of each stream goes plain, to measure.
+				if s.wire > s.sent*6/10 {
+					t.Errorf("auto on a slow link: %d bytes on the wire for %d bytes of files", s.wire, s.sent)
+				}
+				if !strings.Contains(log.String(), "compression on") {
+					t.Errorf("no stream said it turned compression on:\n%s", log.String())
+				}
+			} else if s.in != 0 || s.wire < s.sent {
+				t.Errorf("auto compressed %d bytes (wire %d for %d bytes of files), want none", s.in, s.wire, s.sent)
+			}
+		})
+	}
+}
+
+// zstdChunks compresses b and frames it as a compressed batch's data.
+func zstdChunks(t *testing.T, b []byte) []byte {
+	t.Helper()
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer enc.Close()
+	var out bytes.Buffer
+	cw := wire.ChunkWriter{W: &out}
+	cw.Write(enc.EncodeAll(b, nil))
+	cw.End()
+	return out.Bytes()
+}
+
+// TestCompressHostile: the agent refuses compressed data that expands past
+// what its batch can take (a decompression bomb), and data after the tar;
+// truncated compressed data is a retryable error, corrupt data is caught;
+// nothing lands.
+func TestCompressHostile(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	m := &wire.BatchManifest{ID: 1, Entries: []model.Entry{fileEntry("a", 3)}}
+	good := tarStream(t, 1, []tarFile{{"a", []byte("abc")}})
+	// The bomb: 64 global headers of 1 MiB each (which the tar reader
+	// takes one by one), then the file.
+	var bomb bytes.Buffer
+	tw := tar.NewWriter(&bomb)
+	for range 64 {
+		tw.WriteHeader(&tar.Header{Typeflag: tar.TypeXGlobalHeader, Name: "pax_global_header",
+			PAXRecords: map[string]string{wire.PAXBatch: "1", "comment": strings.Repeat("A", 1<<20-64)}})
+	}
+	bomb.Write(good[1024:])
+	corrupt := zstdChunks(t, good)
+	corrupt[len(corrupt)/2] ^= 0x55
+
+	for _, tc := range []struct {
+		name      string
+		data      []byte
+		cut       bool
+		want      string
+		retryable bool
+	}{
+		{name: "bomb", data: zstdChunks(t, bomb.Bytes()), want: "expands past"},
+		{name: "data after the tar", data: zstdChunks(t, append(slicesClone(good), make([]byte, 64<<20)...)), want: "after the end of the tar"},
+		{name: "truncated", data: zstdChunks(t, good)[:20], cut: true, retryable: true},
+		{name: "corrupt", data: corrupt, want: "compressed data corrupt", retryable: true},
+		{name: "chunk too long", data: []byte{0x10, 0, 0, 0}, want: "over the"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := filepath.Join(t.TempDir(), "dst")
+			a := startServe(t, root)
+			a.handshake()
+			a.manifest(m)
+			a.send(wire.Data, wire.EncodeData(1, wire.CodecZstd))
+			a.sendRaw(tc.data)
+			var err error
+			if tc.cut {
+				a.cut()
+				err = a.wait()
+			} else {
+				a.send(wire.Commit, wire.EncodeCommit(1, nil))
+				err = a.failed()
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one saying %q", err, tc.want)
+			}
+			if tc.cut && !errors.Is(err, io.ErrUnexpectedEOF) {
+				t.Errorf("error %v, want io.ErrUnexpectedEOF", err)
+			}
+			// What the sender sees: the agent's word, or a cut connection.
+			seen := error(&send.RemoteError{Msg: err.Error()})
+			if tc.cut {
+				seen = err
+			}
+			if got := send.Retryable(seen); got != tc.retryable {
+				t.Errorf("Retryable(%v) = %v, want %v", seen, got, tc.retryable)
+			}
+			checkClean(t, root, "a")
+		})
+	}
+	if n := len(zstdChunks(t, bomb.Bytes())); n > 64<<10 {
+		t.Errorf("the bomb takes %d bytes compressed: not much of a bomb", n)
+	}
+}
+
+func slicesClone(b []byte) []byte { return append([]byte(nil), b...) }
+
+// TestCompressWireRoundTrip: a batch compressed by hand lands, and the
+// session goes on with a plain batch after it (the decoder read nothing
+// beyond its chunks).
+func TestCompressWireRoundTrip(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	root := filepath.Join(t.TempDir(), "dst")
+	a := startServe(t, root)
+	a.handshake()
+	for id := uint64(1); id <= 3; id++ {
+		name := "f" + strconv.FormatUint(id, 10)
+		m := &wire.BatchManifest{ID: id, Entries: []model.Entry{fileEntry(name, 5)}}
+		a.manifest(m)
+		data := tarStream(t, id, []tarFile{{name, []byte("hello")}})
+		if id == 2 {
+			a.send(wire.Data, wire.EncodeData(id, wire.CodecNone))
+			a.sendRaw(data)
+		} else {
+			a.send(wire.Data, wire.EncodeData(id, wire.CodecZstd))
+			a.sendRaw(zstdChunks(t, data))
+		}
+		a.send(wire.Commit, wire.EncodeCommit(id, nil))
+		if ack, err := wire.DecodeAck(a.expect(wire.Ack).p); err != nil || ack.ID != id || ack.Files != 1 {
+			t.Fatalf("ack %+v %v", ack, err)
+		}
+	}
+	a.send(wire.End, nil)
+	a.expect(wire.Summary)
+	if err := a.wait(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// agentVia starts an agent on root in this process and returns a client
+// connected to it over pipes, what the client sends passing through via,
+// and the agent's result.
+func agentVia(t *testing.T, ctx context.Context, name, root string, src send.Source, via func(io.Writer) io.Writer) (*send.Client, <-chan error) {
+	t.Helper()
+	toAgentW, fromAgentR, done := serveOverPipes(ctx, root)
+	t.Cleanup(func() { toAgentW.Close() })
+	w, cl := via(toAgentW), closers{toAgentW, fromAgentR}
+	if c, ok := w.(io.Closer); ok {
+		cl[0] = c // it closes toAgentW once what it holds is through
+	}
+	c, err := send.Dial(ctx, name, fromAgentR, w, cl, "test",
+		wire.ReceiveOptions{Owner: os.Geteuid() == 0, Check: "quick"}, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, done
+}
+
+// fastLink is a link that takes every write at once, queueing what the
+// receiver has not read yet.
+type fastLink struct {
+	mu     sync.Mutex
+	cond   *sync.Cond
+	queue  [][]byte
+	closed bool
+	w      io.WriteCloser
+}
+
+func newFastLink(w io.Writer) io.Writer {
+	f := &fastLink{w: w.(io.WriteCloser)}
+	f.cond = sync.NewCond(&f.mu)
+	go func() {
+		for {
+			f.mu.Lock()
+			for len(f.queue) == 0 && !f.closed {
+				f.cond.Wait()
+			}
+			q := f.queue
+			f.queue = nil
+			closed := f.closed
+			f.mu.Unlock()
+			for _, b := range q {
+				if _, err := f.w.Write(b); err != nil {
+					return
+				}
+			}
+			if closed && len(q) == 0 {
+				f.w.Close()
+				return
+			}
+		}
+	}()
+	return f
+}
+
+func (f *fastLink) Write(p []byte) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.queue = append(f.queue, append([]byte(nil), p...))
+	f.cond.Signal()
+	return len(p), nil
+}
+
+func (f *fastLink) Close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closed = true
+	f.cond.Signal()
+	return nil
+}
+
+// offsetFlipper relays bytes and flips the one at offset at, once.
+type offsetFlipper struct {
+	w   io.Writer
+	at  int64
+	off int64
+}
+
+func (f *offsetFlipper) Write(p []byte) (int, error) {
+	if i := f.at - f.off; i >= 0 && i < int64(len(p)) {
+		q := append([]byte(nil), p...)
+		q[i] ^= 0x20
+		p = q
+	}
+	f.off += int64(len(p))
+	return f.w.Write(p)
+}
+
+// TestCompressCorruptInTransit: a byte damaged on the way inside
+// compressed data stops that stream (nothing of the batch lands) with an
+// error that a new connection may cure; the other stream carries the
+// batch, and the tree arrives intact.
+func TestCompressCorruptInTransit(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	ctx := context.Background()
+	dir := tmpDir(t)
+	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+	textTree(t, src, 64, 32<<10)
+	zstd := send.Compression{Mode: send.CompressZstd}
+
+	bad, done := agentVia(t, ctx, "bad stream", dst, send.Source{Root: src}, func(w io.Writer) io.Writer { return &offsetFlipper{w: w, at: 8 << 10} })
+	bad.Compress = zstd
+	good := pipeAgent(t, ctx, "good stream", dst, send.Source{Root: src})
+	good.Compress = zstd
+	var warn warnings
+	_, col := moveWith(t, ctx, src, []send.Conn{bad, good}, sharder.Options{BatchFiles: 8}, nil, func(p *send.Pool) { p.OnWarn = warn.add })
+	if errs := col.errors(); len(errs) > 0 {
+		t.Fatalf("errors: %q", errs)
+	}
+	treecmp.Equal(t, src, dst, treecmp.Options{Owner: os.Geteuid() == 0})
+	if err := <-done; err == nil || !strings.Contains(err.Error(), "compressed data corrupt") {
+		t.Errorf("the agent of the damaged stream returned %v", err)
+	}
+	if w := warn.String(); !strings.Contains(w, "bad stream") || !strings.Contains(w, "compressed data corrupt") {
+		t.Errorf("warnings do not tell of the damaged stream:\n%s", w)
+	}
+}

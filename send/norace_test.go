@@ -1,0 +1,5 @@
+//go:build !race
+
+package send_test
+
+const raceEnabled = false

@@ -1,0 +1,481 @@
+package send
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/zeebo/xxh3"
+	"golang.org/x/sys/unix"
+
+	"github.com/bulkmove/bulkmove/internal/ioconc"
+	"github.com/bulkmove/bulkmove/internal/ratelimit"
+	"github.com/bulkmove/bulkmove/model"
+	"github.com/bulkmove/bulkmove/wire"
+)
+
+// ErrChanged marks a source file that changed between the walk and the
+// send, or while being read. It is reported, never installed.
+var ErrChanged = errors.New("file changed")
+
+// Source opens the files of a batch under a source root.
+type Source struct {
+	Root string // the directory entry paths are relative to
+	File string // if set, the one file every entry reads (a single-file SRC)
+	// Limit, if set, paces reading the source (shared by all streams):
+	// gentle on a production disk, and how tests make the source the
+	// bottleneck.
+	Limit *ratelimit.Bucket
+	// IO measures the source's latency per file and says how many files to
+	// open and read at once (ahead of the stream, see readAhead); nil: one.
+	IO *ioconc.Gauge
+	// Xattrs, ACLs and Sparse send extended attributes (-X), ACLs (-A)
+	// and sparse files as their data extents (--sparse): see extras.go.
+	Xattrs, ACLs, Sparse bool
+
+	// openHook, if set, is called with each file's path before it is
+	// opened: how tests hold an open back (see export_test.go).
+	openHook func(path string)
+}
+
+// File is an open source file: a bare descriptor, read with read(2) or
+// handed to copy_file_range, without the runtime poller's bookkeeping.
+type File struct {
+	fd         int
+	root, path string // its name is root/path, joined only for messages
+
+	// A file read ahead (see readAhead): its content, the read error
+	// after it, and Recheck's verdict, made right after the read.
+	ahead    *[]byte
+	pre      []byte
+	preErr   error
+	checked  bool
+	checkErr error
+}
+
+// Read implements io.Reader.
+func (f *File) Read(p []byte) (int, error) {
+	if f.ahead != nil {
+		if len(f.pre) == 0 {
+			if f.preErr != nil {
+				return 0, f.preErr
+			}
+			return 0, io.EOF
+		}
+		n := copy(p, f.pre)
+		f.pre = f.pre[n:]
+		return n, nil
+	}
+	for {
+		n, err := unix.Read(f.fd, p)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return 0, &os.PathError{Op: "read", Path: f.Name(), Err: err}
+		}
+		if n == 0 && len(p) > 0 {
+			return 0, io.EOF
+		}
+		return n, nil
+	}
+}
+
+// SeekTo moves f to off, where a range of a split file starts.
+func (f *File) SeekTo(off int64) error {
+	if _, err := unix.Seek(f.fd, off, io.SeekStart); err != nil {
+		return &os.PathError{Op: "seek", Path: f.Name(), Err: err}
+	}
+	return nil
+}
+
+// Fd returns the descriptor.
+func (f *File) Fd() uintptr { return uintptr(f.fd) }
+
+// Name is the file's path.
+func (f *File) Name() string {
+	if f.root == "" {
+		return f.path
+	}
+	return filepath.Join(f.root, filepath.FromSlash(f.path))
+}
+
+// Close closes the descriptor.
+func (f *File) Close() error {
+	if f.ahead != nil {
+		aheadPool.Put(f.ahead)
+		f.ahead, f.pre = nil, nil
+	}
+	return unix.Close(f.fd)
+}
+
+// Dirs keeps the directory a batch is reading from open, so that each file
+// is opened relative to it: one name for the kernel to resolve instead of
+// the whole path (a batch keeps a directory's files together). Not safe for
+// concurrent use: one per stream.
+type Dirs struct {
+	dir string
+	fd  int
+	// shared, if set, holds the directories instead, for several readers
+	// at once (see SharedDirs).
+	shared *dirCache
+}
+
+// SharedDirs returns a Dirs that several goroutines may use at once: each
+// directory is opened once, whoever needs it first, and kept open while
+// any of them reads from it (and a few more after). Close it once all are
+// done.
+func SharedDirs() *Dirs { return &Dirs{shared: &dirCache{m: map[string]*dirRef{}}} }
+
+// Close releases the open directories.
+func (d *Dirs) Close() {
+	if d.shared != nil {
+		d.shared.close()
+		return
+	}
+	if d.fd > 0 {
+		unix.Close(d.fd)
+	}
+	d.fd, d.dir = 0, ""
+}
+
+// dirCache is the directories of a SharedDirs.
+type dirCache struct {
+	mu sync.Mutex
+	m  map[string]*dirRef
+}
+
+type dirRef struct {
+	once sync.Once
+	fd   int // -1 if it could not be opened
+	refs int
+}
+
+// idleDirs is how many directories no reader uses a SharedDirs keeps open.
+const idleDirs = 16
+
+func (c *dirCache) get(root, dir string) *dirRef {
+	c.mu.Lock()
+	r := c.m[dir]
+	if r == nil {
+		r = &dirRef{}
+		c.m[dir] = r
+	}
+	r.refs++
+	c.mu.Unlock()
+	r.once.Do(func() {
+		r.fd = -1
+		if fd, err := unix.Open(filepath.Join(root, filepath.FromSlash(dir)), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
+			r.fd = fd
+		}
+	})
+	return r
+}
+
+func (c *dirCache) put(dir string, r *dirRef) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r.refs--; r.refs == 0 && len(c.m) > idleDirs {
+		delete(c.m, dir)
+		if r.fd >= 0 {
+			unix.Close(r.fd)
+		}
+	}
+}
+
+func (c *dirCache) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for dir, r := range c.m {
+		r.once.Do(func() { r.fd = -1 })
+		if r.fd >= 0 {
+			unix.Close(r.fd)
+		}
+		delete(c.m, dir)
+	}
+}
+
+// openFlags open a source file. O_NONBLOCK, as GNU tar does: a file the
+// walk saw regular that is a FIFO by the time it is opened would
+// otherwise hold its stream until a writer came, for ever if none does;
+// so opened, it reads as empty and Recheck reports it changed. On a
+// regular file O_NONBLOCK changes nothing but the wait for another's
+// lease (a Samba oplock), for which OpenIn opens again without it.
+const openFlags = unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_CLOEXEC | unix.O_NOATIME | unix.O_NONBLOCK
+
+// Open opens entry e for reading. Whether it is still the file the walk
+// saw is for Recheck to say, after the data is read.
+func (s Source) Open(e *model.Entry) (*File, error) { return s.OpenIn(nil, e) }
+
+// OpenIn opens entry e relative to the directory cached in d (nil: none).
+func (s Source) OpenIn(d *Dirs, e *model.Entry) (*File, error) {
+	f := &File{root: s.Root, path: e.Path}
+	dirfd, name := unix.AT_FDCWD, ""
+	switch {
+	case s.File != "":
+		f.root, f.path, name = "", s.File, s.File
+	case d != nil && d.shared != nil:
+		dir, base := path.Split(e.Path)
+		r := d.shared.get(s.Root, dir)
+		defer d.shared.put(dir, r)
+		if r.fd >= 0 {
+			dirfd, name = r.fd, base
+		} else {
+			name = f.Name()
+		}
+	case d != nil:
+		dir, base := path.Split(e.Path)
+		if d.fd <= 0 || d.dir != dir {
+			d.Close()
+			if fd, err := unix.Open(filepath.Join(s.Root, filepath.FromSlash(dir)), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
+				d.fd, d.dir = fd, dir
+			}
+		}
+		if d.fd > 0 {
+			dirfd, name = d.fd, base
+		} else {
+			name = f.Name()
+		}
+	default:
+		name = f.Name()
+	}
+	if s.openHook != nil {
+		s.openHook(e.Path)
+	}
+	start := time.Now()
+	flags := openFlags
+	fd, err := unix.Openat(dirfd, name, flags, 0)
+	s.IO.Since(start)
+	if err == unix.EPERM { // O_NOATIME needs ownership
+		flags &^= unix.O_NOATIME
+		fd, err = unix.Openat(dirfd, name, flags, 0)
+	}
+	if err == unix.EAGAIN { // another's lease: wait for its break
+		fd, err = unix.Openat(dirfd, name, flags&^unix.O_NONBLOCK, 0)
+	}
+	if err != nil {
+		if err == unix.ENOENT {
+			return nil, fmt.Errorf("read %s: %w: vanished since the walk", f.Name(), ErrChanged)
+		}
+		if err == unix.ELOOP {
+			return nil, fmt.Errorf("read %s: %w: now a symlink", f.Name(), ErrChanged)
+		}
+		return nil, fmt.Errorf("read %s: %w", f.Name(), err)
+	}
+	// No fstat here: Recheck after the copy catches a file that changed
+	// since the walk as surely, and a changed file is rare.
+	f.fd = fd
+	return f, nil
+}
+
+// Recheck reports whether f changed while being read.
+func (s Source) Recheck(f *File, e *model.Entry) error {
+	if f.checked {
+		return f.checkErr
+	}
+	return s.same(f, e, "while being read")
+}
+
+func (s Source) same(f *File, e *model.Entry, when string) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(f.fd, &st); err != nil {
+		return fmt.Errorf("stat %s: %w", f.Name(), err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return notRegularErr(f)
+	}
+	if st.Size != e.Size || st.Mtim.Nano() != e.MTime {
+		return fmt.Errorf("read %s: %w %s (size %d, was %d; mtime %s, was %s)", f.Name(), ErrChanged, when,
+			st.Size, e.Size, time.Unix(0, st.Mtim.Nano()).Format(time.RFC3339Nano), e.ModTime().Format(time.RFC3339Nano))
+	}
+	return nil
+}
+
+// notRegular reports, as an ErrChanged, that f is no longer a regular
+// file (a FIFO took its name since the walk), or nil.
+func (f *File) notRegular() error {
+	var st unix.Stat_t
+	if unix.Fstat(f.fd, &st) == nil && st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return notRegularErr(f)
+	}
+	return nil
+}
+
+func notRegularErr(f *File) error {
+	return fmt.Errorf("read %s: %w: no longer a regular file", f.Name(), ErrChanged)
+}
+
+func unwrapPath(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
+
+// zeros pads a file that shrank mid-read, to keep the tar stream in step.
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
+
+// SourceError is a file the sender could not send, with why.
+type SourceError struct {
+	Index int
+	Err   error
+}
+
+// WriteTar writes the needed files of batch b as a tar stream to w and
+// returns the entries to discard (changed while read) and the entries that
+// could not be sent at all. A non-nil error means w failed: the stream is
+// broken.
+func (s Source) WriteTar(w io.Writer, b *wire.BatchManifest, need []bool, ctr *Counters) (discards []wire.Discard, failed []SourceError, err error) {
+	discards, failed, _, err = s.writeTar(w, b, need, ctr, false)
+	return discards, failed, err
+}
+
+// WriteTarSums is WriteTar, also returning the XXH3-128 of each file sent
+// whole, as it was read (for the receiver to check: end-to-end integrity).
+func (s Source) WriteTarSums(w io.Writer, b *wire.BatchManifest, need []bool, ctr *Counters) (discards []wire.Discard, failed []SourceError, sums []wire.IndexedSum, err error) {
+	return s.writeTar(w, b, need, ctr, true)
+}
+
+func (s Source) writeTar(w io.Writer, b *wire.BatchManifest, need []bool, ctr *Counters, hash bool) (discards []wire.Discard, failed []SourceError, sums []wire.IndexedSum, err error) {
+	h := xxh3.New128()
+	ts := newTarStream(w)
+	if err := ts.global(map[string]string{wire.PAXBatch: strconv.FormatUint(b.ID, 10)}); err != nil {
+		return nil, nil, nil, err
+	}
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	var dirs Dirs
+	defer dirs.Close()
+	ra := s.startReadAhead(b.Entries, need, ctr)
+	defer ra.close()
+	for i := range b.Entries {
+		e := &b.Entries[i]
+		if e.Kind != model.KindFile || !need[i] {
+			continue
+		}
+		f, oerr := ra.open(i)
+		if ra == nil {
+			f, oerr = s.OpenIn(&dirs, e)
+		}
+		if oerr != nil {
+			failed = append(failed, SourceError{i, oerr})
+			continue
+		}
+		var ext []wire.Extent
+		var xs []wire.Xattr
+		var xerr error
+		if !e.IsRange() { // a split file's ranges go bare (see sharder.Options.SplitSize)
+			ext, xs, xerr = s.Extras(f, e) // a sparse map, extended attributes
+		} else if serr := f.SeekTo(e.Off); serr != nil {
+			f.Close()
+			failed = append(failed, SourceError{i, serr})
+			continue
+		}
+		if xerr != nil {
+			failed = append(failed, SourceError{i, xerr})
+		}
+		size := wire.DataSize(e.DataLen(), ext)
+		src := &readTracker{ctr: ctr}
+		var n int64
+		var dw io.Writer
+		var werr error
+		if fs, ok := w.(fileSender); ok && ext == nil && f.ahead == nil && size >= sendfileMin && s.Limit.Rate() <= 0 {
+			// Straight from the page cache to the socket (sendfile.go).
+			if dw, err = ts.beginBare(e, xs); err != nil {
+				f.Close()
+				return nil, nil, nil, err
+			}
+			n, src.err, werr = fs.sendFile(f.fd, size)
+			if src.err == errNoSendfile {
+				src.err = nil
+				src.r = io.LimitReader(f, size)
+				n, werr = io.CopyBuffer(dw, src, *bp)
+			}
+		} else {
+			if dw, err = ts.beginExtra(e, ext, xs); err != nil {
+				f.Close()
+				return nil, nil, nil, err
+			}
+			fr := DataReader(f, ext)
+			if f.ahead == nil { // (read ahead: paced already)
+				fr = ratelimit.Reader(fr, s.Limit)
+			}
+			src.r = io.LimitReader(fr, size)
+			var in io.Reader = src
+			if hash {
+				h.Reset()
+				if ext != nil {
+					wire.HashExtents(h, ext)
+				}
+				in = io.TeeReader(src, h)
+			}
+			n, werr = io.CopyBuffer(dw, in, *bp)
+		}
+		if werr != nil && src.err == nil {
+			f.Close()
+			return nil, nil, nil, werr
+		}
+		if n < size { // shrank, or a read error: pad, and withdraw it
+			if _, err := io.CopyBuffer(dw, io.LimitReader(zeros{}, size-n), *bp); err != nil {
+				f.Close()
+				return nil, nil, nil, err
+			}
+			why := src.err
+			if why == nil {
+				why = f.notRegular()
+			}
+			if why == nil {
+				why = fmt.Errorf("read %s: %w while being read (shrank to %d bytes)", f.Name(), ErrChanged, n)
+			}
+			failed = append(failed, SourceError{i, why})
+			discards = append(discards, wire.Discard{Index: i, Reason: why.Error()})
+		} else if cerr := s.Recheck(f, e); cerr != nil {
+			failed = append(failed, SourceError{i, cerr})
+			discards = append(discards, wire.Discard{Index: i, Reason: cerr.Error()})
+		} else if hash {
+			sums = append(sums, wire.IndexedSum{Index: i, Sum: h.Sum128().Bytes()})
+		}
+		f.Close()
+		if err := ts.end(e); err != nil {
+			return nil, nil, nil, err
+		}
+		if ctr != nil {
+			ctr.BytesSent.Add(e.DataLen())
+			if e.Off == 0 {
+				ctr.FilesSent.Add(1)
+			}
+		}
+	}
+	return discards, failed, sums, ts.close()
+}
+
+// readTracker remembers a read error, to tell a failure of the source file
+// (only that file is lost) from a failure of the stream (all is lost).
+type readTracker struct {
+	r   io.Reader
+	err error
+	ctr *Counters // if set, read time is accounted
+}
+
+func (t *readTracker) Read(p []byte) (int, error) {
+	if t.ctr != nil {
+		start := time.Now()
+		defer func() { t.ctr.ReadNanos.Add(int64(time.Since(start))) }()
+	}
+	n, err := t.r.Read(p)
+	if err != nil && err != io.EOF {
+		t.err = err
+	}
+	return n, err
+}

@@ -3,6 +3,7 @@ package send_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -80,4 +81,52 @@ func TestClientBrokenStreams(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A hostile agent sends acks of 8 MiB, forty of them, while the sender is
+// busy elsewhere (here: it takes none): the sender holds a bounded queue of
+// them, not all forty.
+func TestAttackAgentFloodsAcks(t *testing.T) {
+	const size, count = 8 << 20, 40
+	base := heapAlloc()
+	sent := make(chan int, 1)
+	c, err, _ := dialFake(t, send.Source{}, func(a *fakeAgent) {
+		if a.hello(wire.Handshake{Proto: wire.Proto, Version: "hostile"}) != nil {
+			return
+		}
+		go a.drain()
+		p := make([]byte, size)
+		n := 0
+		defer func() { sent <- n }()
+		for ; n < count; n++ {
+			if wire.WriteFrame(a.toClient, wire.Ack, p) != nil {
+				return
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Until the agent has sent them all, or the sender stopped reading.
+	var grown int64
+	for range 20 {
+		time.Sleep(50 * time.Millisecond)
+		if grown = int64(heapAlloc()) - int64(base); grown > 128<<20 || len(sent) > 0 {
+			break
+		}
+	}
+	c.Abort()
+	n := <-sent
+	t.Logf("the agent sent %d acks of %d MiB; the sender's heap grew by %d MiB", n, size>>20, grown>>20)
+	if grown > 48<<20 {
+		t.Errorf("the sender's heap grew by %d MiB with acks queued, want at most 48 MiB (16 MiB queued, a frame held, a frame read, the agent's)", grown>>20)
+	}
+}
+
+// heapAlloc is the heap in use after a collection.
+func heapAlloc() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
 }

@@ -1,4 +1,4 @@
-package send_test
+package receive_test
 
 import (
 	"archive/tar"

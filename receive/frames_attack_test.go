@@ -1,25 +1,19 @@
-package send_test
+package receive_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/receive"
-	"github.com/bulkmove/bulkmove/send"
 	"github.com/bulkmove/bulkmove/wire"
-	"go.uber.org/goleak"
 )
 
 // Attacks on the receiver's memory by a sender that has passed the
@@ -132,147 +126,6 @@ func heapAlloc() uint64 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return m.HeapAlloc
-}
-
-// A hostile agent sends acks of 8 MiB, forty of them, while the sender is
-// busy elsewhere (here: it takes none): the sender holds a bounded queue of
-// them, not all forty.
-func TestAttackAgentFloodsAcks(t *testing.T) {
-	const size, count = 8 << 20, 40
-	base := heapAlloc()
-	sent := make(chan int, 1)
-	c, err, _ := dialFake(t, send.Source{}, func(a *fakeAgent) {
-		if a.hello(wire.Handshake{Proto: wire.Proto, Version: "hostile"}) != nil {
-			return
-		}
-		go a.drain()
-		p := make([]byte, size)
-		n := 0
-		defer func() { sent <- n }()
-		for ; n < count; n++ {
-			if wire.WriteFrame(a.toClient, wire.Ack, p) != nil {
-				return
-			}
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Until the agent has sent them all, or the sender stopped reading.
-	var grown int64
-	for range 20 {
-		time.Sleep(50 * time.Millisecond)
-		if grown = int64(heapAlloc()) - int64(base); grown > 128<<20 || len(sent) > 0 {
-			break
-		}
-	}
-	c.Abort()
-	n := <-sent
-	t.Logf("the agent sent %d acks of %d MiB; the sender's heap grew by %d MiB", n, size>>20, grown>>20)
-	if grown > 48<<20 {
-		t.Errorf("the sender's heap grew by %d MiB with acks queued, want at most 48 MiB (16 MiB queued, a frame held, a frame read, the agent's)", grown>>20)
-	}
-}
-
-// A job of many batches on two streams of one hub, within a budget that
-// holds a few of them at a time: every batch gives back what its manifest
-// held (once committed, skipped, verified or applied), so a long job is
-// never refused, and the hub holds nothing once its streams end.
-func TestHubManifestMemoryGivenBack(t *testing.T) {
-	defer goleak.VerifyNone(t)
-	var names []string
-	for i := range 120 {
-		names = append(names, fmt.Sprintf("file%03d", i))
-	}
-	src, batches := srcTree(t, names...)
-	root := filepath.Join(t.TempDir(), "dst")
-	// A batch of one entry holds about 200 bytes: 8 KiB is a few dozen,
-	// and what a batch kept would use it up within the job.
-	shared := &receive.MemoryBudget{Limit: 1 << 20}
-	hub := &receive.Hub{Root: root, Version: "test-agent", ManifestMemory: 8 << 10, Shared: shared}
-	var wg sync.WaitGroup
-	for s := range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c2aR, c2aW := io.Pipe()
-			a2cR, a2cW := io.Pipe()
-			served := make(chan error, 1)
-			go func() {
-				err := hub.Serve(context.Background(), c2aR, a2cW)
-				c2aR.Close()
-				a2cW.Close()
-				served <- err
-			}()
-			closer := closerFunc(func() error { c2aW.Close(); a2cR.Close(); return nil })
-			c, err := send.Dial(context.Background(), fmt.Sprint("stream ", s), a2cR, c2aW, closer, "test-sender", wire.ReceiveOptions{}, src)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			defer func() {
-				if _, err := c.Close(context.Background()); err != nil {
-					t.Errorf("stream %d: Close: %v", s, err)
-				}
-				if err := <-served; err != nil {
-					t.Errorf("stream %d: Serve: %v", s, err)
-				}
-			}()
-			// Written, then found in place twice (committed after an empty
-			// need list, then at once), then verified, then the root's
-			// metadata applied.
-			for pass := range 2 {
-				in := make(chan *model.Batch, len(batches))
-				for i, b := range batches {
-					if i%2 == s {
-						in <- &model.Batch{ID: uint64(1000*pass + i + 1), Entries: b.Entries, Bytes: b.Bytes}
-					}
-				}
-				close(in)
-				if unacked, err := c.Run(context.Background(), in, func(send.Result) {}); err != nil || len(unacked) != 0 {
-					t.Errorf("stream %d pass %d: Run: %v, %d unacked", s, pass, err, len(unacked))
-					return
-				}
-			}
-			// One batch at a time: each found in place with nothing ahead
-			// of it, committed at once (Skipped).
-			for i, b := range batches {
-				if i%2 != s {
-					continue
-				}
-				in := make(chan *model.Batch, 1)
-				in <- &model.Batch{ID: uint64(2000 + i), Entries: b.Entries, Bytes: b.Bytes}
-				close(in)
-				var skipped bool
-				if _, err := c.Run(context.Background(), in, func(r send.Result) { skipped = r.Ack != nil && r.Ack.Skipped == 1 }); err != nil || !skipped {
-					t.Errorf("stream %d: batch %d alone: %v, skipped %v", s, i, err, skipped)
-					return
-				}
-			}
-			in := make(chan *model.Batch, len(batches))
-			for i, b := range batches {
-				if i%2 == s {
-					in <- &model.Batch{ID: uint64(3000 + i), Entries: b.Entries}
-				}
-			}
-			close(in)
-			if err := c.Verify(context.Background(), in, false, func(send.Result) {}); err != nil {
-				t.Errorf("stream %d: Verify: %v", s, err)
-				return
-			}
-			root := model.Entry{Path: ".", Kind: model.KindDir, Mode: 0o755}
-			if err := c.Final(context.Background(), []*model.Batch{{ID: uint64(4000 + s), Entries: []model.Entry{root}}}, func(send.Result) {}); err != nil {
-				t.Errorf("stream %d: Final: %v", s, err)
-			}
-		}()
-	}
-	wg.Wait()
-	if n := hub.ManifestHeld(); n != 0 || shared.Held() != 0 {
-		t.Errorf("the hub holds %d bytes of manifests after its streams ended, the shared budget %d", n, shared.Held())
-	}
-	if _, err := os.Stat(filepath.Join(root, names[len(names)-1])); err != nil {
-		t.Error(err)
-	}
 }
 
 // The jobs of one receiver (serve's) share a budget besides their own: a

@@ -1,0 +1,5 @@
+//go:build race
+
+package receive_test
+
+const raceEnabled = true

@@ -11,6 +11,14 @@
 // Before the frames, a hub (the agent, a pull's send-hub) announces itself
 // with a banner line, and each stream joining it on its Unix socket proves
 // it holds the job's token as the hub proves it too: see hub.go.
+//
+// wire owns every constant the two ends must agree on: besides the frames
+// and their limits, the PAX records the tar stream carries (tar.go), what
+// a stream keeps in flight and the bounds of compressed data (stream.go),
+// and the refusal of a handshake (refuse.go). It imports only the data
+// model (package model), so that the sending side (package send) and the
+// receiving side (package receive) can both import it without importing
+// each other.
 package wire
 
 import (

@@ -16,6 +16,7 @@ import (
 	"github.com/bulkmove/bulkmove/internal/iocount"
 	"github.com/bulkmove/bulkmove/internal/ratelimit"
 	"github.com/bulkmove/bulkmove/model"
+	"github.com/bulkmove/bulkmove/send/source"
 	"github.com/bulkmove/bulkmove/wire"
 )
 
@@ -35,7 +36,7 @@ func (e *RemoteError) Error() string { return "receiver: " + e.Msg }
 type Client struct {
 	Name string // for messages, e.g. "box2 stream 3"
 	Peer wire.Handshake
-	Src  Source
+	Src  source.Source
 
 	sums   bool // checksum mode: manifests carry content hashes
 	ctr    atomic.Pointer[Counters]
@@ -92,7 +93,7 @@ type frame struct {
 
 // Dial performs the handshake over rw (an agent's stdin and stdout) and
 // starts reading its frames. closer is closed by Close or on failure.
-func Dial(ctx context.Context, name string, r io.Reader, w io.Writer, closer io.Closer, version string, opt wire.ReceiveOptions, src Source) (*Client, error) {
+func Dial(ctx context.Context, name string, r io.Reader, w io.Writer, closer io.Closer, version string, opt wire.ReceiveOptions, src source.Source) (*Client, error) {
 	c := &Client{Name: name, Src: src, closer: closer, frames: make(chan frame, 4*wire.Window+8), sums: opt.Check == wire.CheckSum, NoIntegrity: opt.NoSums}
 	c.sent.W = &timedWriter{w: w, ctr: &c.ctr, activity: &c.activity, limit: &c.limit}
 	c.w = bufio.NewWriterSize(&c.sent, 256<<10)
@@ -252,7 +253,7 @@ type inflight struct {
 	b       *model.Batch
 	m       *wire.BatchManifest
 	sent    bool // data sent, waiting for the ack
-	srcErrs []SourceError
+	srcErrs []source.Error
 	need    []bool // the receiver's need list; nil: all
 }
 
@@ -357,9 +358,9 @@ func (c *Client) run(ctx context.Context, in <-chan *model.Batch, flags uint64, 
 			if sums {
 				m.Sums = c.Src.Sums(b.Entries)
 			}
-			var xerrs []SourceError
+			var xerrs []source.Error
 			if flags&wire.FlagFinal != 0 { // directories' and symlinks' attributes
-				m.Xattrs = c.Src.EntryXattrs(b.Entries, func(e SourceError) { xerrs = append(xerrs, e) })
+				m.Xattrs = c.Src.EntryXattrs(b.Entries, func(e source.Error) { xerrs = append(xerrs, e) })
 			}
 			if err := wire.WriteFrame(c.w, wire.Manifest, wire.EncodeManifest(m)); err != nil {
 				return nil, err
@@ -519,7 +520,15 @@ func (c *Client) sendData(fl *inflight, need []bool) error {
 		in.W = enc
 		tw = in
 	}
-	discards, failed, sums, err := c.Src.writeTar(tw, fl.m, need, ctr, !c.NoIntegrity)
+	var discards []wire.Discard
+	var failed []source.Error
+	var sums []wire.IndexedSum
+	var err error
+	if c.NoIntegrity {
+		discards, failed, err = c.Src.WriteTar(tw, fl.m, need, ctr)
+	} else {
+		discards, failed, sums, err = c.Src.WriteTarSums(tw, fl.m, need, ctr)
+	}
 	if err != nil {
 		return err
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/receive"
 	"github.com/bulkmove/bulkmove/send"
+	"github.com/bulkmove/bulkmove/send/source"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/wire"
 )
@@ -36,7 +37,7 @@ type closerFunc func() error
 func (f closerFunc) Close() error { return f() }
 
 // dialFake starts fn and dials it. done is closed when fn has returned.
-func dialFake(t *testing.T, src send.Source, fn func(a *fakeAgent)) (*send.Client, error, <-chan struct{}) {
+func dialFake(t *testing.T, src source.Source, fn func(a *fakeAgent)) (*send.Client, error, <-chan struct{}) {
 	t.Helper()
 	c2aR, c2aW := io.Pipe()
 	a2cR, a2cW := io.Pipe()
@@ -82,7 +83,7 @@ func (a *fakeAgent) drain() { io.Copy(io.Discard, a.fromClient) }
 
 func TestDialShellBanner(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	c, err, done := dialFake(t, send.Source{}, func(a *fakeAgent) {
+	c, err, done := dialFake(t, source.Source{}, func(a *fakeAgent) {
 		// A login shell prints before it reads anything.
 		go io.WriteString(a.toClient, "Welcome to box2\nLast login: Mon Jan 1 from 10.0.0.1\n")
 		a.drain()
@@ -100,7 +101,7 @@ func TestDialShellBanner(t *testing.T) {
 
 func TestDialVersionMismatch(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	c, err, done := dialFake(t, send.Source{}, func(a *fakeAgent) {
+	c, err, done := dialFake(t, source.Source{}, func(a *fakeAgent) {
 		a.hello(wire.Handshake{Proto: 99, Version: "9.9.9"})
 		a.drain()
 	})
@@ -122,7 +123,7 @@ func TestDialVersionMismatch(t *testing.T) {
 
 func TestDialAgentGone(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	c, err, done := dialFake(t, send.Source{}, func(a *fakeAgent) {
+	c, err, done := dialFake(t, source.Source{}, func(a *fakeAgent) {
 		wire.ReadFrame(a.fromClient) // reads the hello, then exits
 	})
 	if err == nil {
@@ -134,7 +135,7 @@ func TestDialAgentGone(t *testing.T) {
 
 // srcTree writes files into a fresh source directory and returns batches
 // of one file each.
-func srcTree(t *testing.T, names ...string) (send.Source, []*model.Batch) {
+func srcTree(t *testing.T, names ...string) (source.Source, []*model.Batch) {
 	t.Helper()
 	dir := t.TempDir()
 	var bs []*model.Batch
@@ -150,7 +151,7 @@ func srcTree(t *testing.T, names ...string) (send.Source, []*model.Batch) {
 		e := model.Entry{Path: n, Kind: model.KindFile, Mode: 0o644, Size: fi.Size(), MTime: fi.ModTime().UnixNano(), Nlink: 1}
 		bs = append(bs, &model.Batch{ID: uint64(i + 1), Entries: []model.Entry{e}, Bytes: fi.Size()})
 	}
-	return send.Source{Root: dir}, bs
+	return source.Source{Root: dir}, bs
 }
 
 // readBatchData reads a Data frame's tar stream and the Commit after it.
@@ -413,7 +414,7 @@ func TestReceiverCPUIsTheJobs(t *testing.T) {
 	for x := 0; time.Since(before) < 400*time.Millisecond; x++ { // the earlier jobs' work
 		_ = x * x
 	}
-	conn := pipeAgent(t, ctx, "s0", dst, send.Source{Root: src})
+	conn := pipeAgent(t, ctx, "s0", dst, source.Source{Root: src})
 	pool, col := move(t, ctx, src, []send.Conn{conn}, sharder.Options{}, nil)
 	if errs := col.errors(); len(errs) > 0 {
 		t.Fatal(errs)

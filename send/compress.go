@@ -68,7 +68,6 @@ package send
 
 import (
 	"fmt"
-	"io"
 	"math"
 	"runtime"
 	"strconv"
@@ -79,9 +78,9 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"golang.org/x/sys/unix"
 
-	"github.com/bulkmove/bulkmove/internal/ioconc"
 	"github.com/bulkmove/bulkmove/internal/units"
 	"github.com/bulkmove/bulkmove/model"
+	"github.com/bulkmove/bulkmove/send/source"
 	"github.com/bulkmove/bulkmove/wire"
 )
 
@@ -279,7 +278,7 @@ func newEncoder(l zstd.EncoderLevel) (*zstd.Encoder, error) {
 
 // codec chooses how batch m goes: fixed by the mode, or (auto) by the
 // policy and a sample of the batch.
-func (d *deflater) codec(src Source, m *wire.BatchManifest, need []bool) byte {
+func (d *deflater) codec(src source.Source, m *wire.BatchManifest, need []bool) byte {
 	switch d.cfg.Mode {
 	case CompressZstd:
 		if fileBytes(m, need) > 0 {
@@ -340,8 +339,8 @@ func (d *deflater) codec(src Source, m *wire.BatchManifest, need []bool) byte {
 // trySample compresses a sample of the batch's file data at auto's
 // levels and chooses the batch's level (fastEnough): the ratio and the
 // cost in nanoseconds per input byte at that level.
-func (d *deflater) trySample(src Source, m *wire.BatchManifest, need []bool) (ratio, nsPerByte float64, ok bool) {
-	in := src.sample(m, need, d.sample[:0])
+func (d *deflater) trySample(src source.Source, m *wire.BatchManifest, need []bool) (ratio, nsPerByte float64, ok bool) {
+	in := src.Sample(m, need, d.sample[:0], sampleBytes, sampleFiles)
 	d.sample = in[:0]
 	if len(in) < 512 {
 		return 0, 0, false
@@ -626,69 +625,4 @@ func fileBytes(m *wire.BatchManifest, need []bool) int64 {
 		}
 	}
 	return n
-}
-
-// sample reads file data of m's needed files into buf: the starts of up
-// to sampleFiles of them spread over the batch, an equal share of
-// sampleBytes each (a batch's first files alone once sent whole batches
-// of text plain because a random .bin led them). On a slow source (its
-// gauge allows more than one operation at once) as many files at once as
-// it allows: one after the other, the opens of a sample cost a round trip
-// each, and held each batch back by as many.
-func (s Source) sample(m *wire.BatchManifest, need []bool, buf []byte) []byte {
-	if cap(buf) < sampleBytes {
-		buf = make([]byte, 0, sampleBytes)
-	}
-	files := 0
-	for i := range m.Entries {
-		if e := &m.Entries[i]; e.Kind == model.KindFile && need[i] && e.Size > 0 {
-			files++
-		}
-	}
-	if files == 0 {
-		return buf
-	}
-	k := min(files, sampleFiles)
-	share := sampleBytes / k
-	picks := make([]*model.Entry, 0, k)
-	nth := 0 // the needed file at hand
-	for i := range m.Entries {
-		e := &m.Entries[i]
-		if e.Kind != model.KindFile || !need[i] || e.Size == 0 {
-			continue
-		}
-		if nth++; nth-1 == len(picks)*files/k {
-			if picks = append(picks, e); len(picks) == k {
-				break
-			}
-		}
-	}
-	// Each file's share has its place in buf; what a file did not fill
-	// (it shrank, or could not be opened) is squeezed out after.
-	buf = buf[:k*share]
-	got := make([]int, k)
-	width := s.IO.Width()
-	dirs := &Dirs{}
-	if width > 1 {
-		dirs = SharedDirs()
-	}
-	defer dirs.Close()
-	ioconc.ForEach(k, width, func(_, j int) {
-		if width > 1 {
-			s.IO.Acquire()
-			defer s.IO.Release()
-		}
-		e := picks[j]
-		f, err := s.OpenIn(dirs, e)
-		if err != nil {
-			return
-		}
-		got[j], _ = io.ReadFull(f, buf[j*share:j*share+int(min(int64(share), e.Size))])
-		f.Close()
-	})
-	n := 0
-	for j, g := range got {
-		n += copy(buf[n:], buf[j*share:j*share+g])
-	}
-	return buf[:n]
 }

@@ -6,13 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/bulkmove/bulkmove/internal/ioconc"
 	"github.com/bulkmove/bulkmove/model"
+	"github.com/bulkmove/bulkmove/send/source"
 	"github.com/bulkmove/bulkmove/wire"
 )
 
@@ -31,7 +29,7 @@ func TestAutoPolicy(t *testing.T) {
 	batch := func(name string, size int) (*wire.BatchManifest, []bool) {
 		return &wire.BatchManifest{Entries: []model.Entry{{Path: name, Kind: model.KindFile, Size: int64(size)}}}, []bool{true}
 	}
-	src := Source{Root: dir}
+	src := source.Source{Root: dir}
 	var log strings.Builder
 	d := &deflater{cfg: Compression{Mode: CompressAuto}, name: "s0", logf: func(f string, a ...any) {
 		log.WriteString(strings.TrimSpace(strings.ReplaceAll(f, "%", "")) + "\n")
@@ -138,61 +136,12 @@ func TestSampleSpread(t *testing.T) {
 	defer func() {
 		d.close()
 	}()
-	ratio, _, ok := d.trySample(Source{Root: dir}, m, need)
+	ratio, _, ok := d.trySample(source.Source{Root: dir}, m, need)
 	if !ok || ratio > 0.5 {
 		t.Errorf("sample of a text batch led by a blob: ratio %.2f (ok %v), want it to compress", ratio, ok)
 	}
 	if len(d.sample) != 0 || cap(d.sample) < sampleBytes {
 		t.Errorf("sample buffer not kept for reuse")
-	}
-}
-
-// TestSampleConcurrent: on a slow source the files of a batch's sample
-// are opened at once, not one after the other (on a 1 ms filesystem the
-// opens of one sample held each batch back 130-190 ms), and the sample
-// keeps the batch's order. Each open waits until all have begun: opened
-// one at a time, the first would wait for ever (here 10 s).
-func TestSampleConcurrent(t *testing.T) {
-	dir := t.TempDir()
-	const n = 8
-	m := &wire.BatchManifest{}
-	for i := range n {
-		name := fmt.Sprintf("f%d", i)
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(fmt.Sprintf("<%d/>tail", i)), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		m.Entries = append(m.Entries, model.Entry{Path: name, Kind: model.KindFile, Size: 4})
-	}
-	need := make([]bool, n)
-	for i := range need {
-		need[i] = true
-	}
-	var mu sync.Mutex
-	begun := 0
-	all := make(chan struct{})
-	var waitedOut atomic.Bool
-	barrier := func(string) {
-		mu.Lock()
-		if begun++; begun == n {
-			close(all)
-		}
-		mu.Unlock()
-		if waitedOut.Load() {
-			return
-		}
-		select {
-		case <-all:
-		case <-time.After(10 * time.Second):
-			waitedOut.Store(true)
-		}
-	}
-	src := Source{Root: dir, IO: ioconc.Fixed(n)}.WithOpenHook(barrier)
-	got := src.sample(m, need, nil)
-	if waitedOut.Load() {
-		t.Error("the sample's files were opened one after the other")
-	}
-	if want := "<0/><1/><2/><3/><4/><5/><6/><7/>"; string(got) != want {
-		t.Errorf("sample %q, want %q (each file's first 4 bytes, in the batch's order)", got, want)
 	}
 }
 
@@ -212,7 +161,7 @@ func TestAutoLevel(t *testing.T) {
 		fmt.Fprintf(&logs, "2024-01-02T03:04:%02d INFO [worker-%d] request handled path=/api/v1/items status=200\n", i%60, i%8)
 	}
 	os.WriteFile(filepath.Join(dir, "log"), []byte(logs.String()), 0o644)
-	src := Source{Root: dir}
+	src := source.Source{Root: dir}
 	batch := func(name string, size int) (*wire.BatchManifest, []bool) {
 		return &wire.BatchManifest{Entries: []model.Entry{{Path: name, Kind: model.KindFile, Size: int64(size)}}}, []bool{true}
 	}
@@ -288,7 +237,7 @@ func TestAutoPolicyFarPath(t *testing.T) {
 	text := strings.Repeat("GET /index.html 200 0.003s user=42 cache=hit\n", 2000)
 	os.WriteFile(filepath.Join(dir, "text"), []byte(text), 0o644)
 	os.WriteFile(filepath.Join(dir, "random"), xorshift(90000, 1), 0o644)
-	src := Source{Root: dir}
+	src := source.Source{Root: dir}
 	batch := func(name string) (*wire.BatchManifest, []bool) {
 		fi, err := os.Stat(filepath.Join(dir, name))
 		if err != nil {
@@ -470,14 +419,14 @@ func TestAutoPolicyLinkFull(t *testing.T) {
 }
 
 // textBatch writes a file of log text that compresses well into a new
-// directory, and returns its Source and a batch of it.
-func textBatch(t *testing.T) (Source, *wire.BatchManifest, []bool) {
+// directory, and returns its source.Source and a batch of it.
+func textBatch(t *testing.T) (source.Source, *wire.BatchManifest, []bool) {
 	dir := t.TempDir()
 	text := strings.Repeat("GET /index.html 200 0.003s user=42 cache=hit\n", 2000)
 	if err := os.WriteFile(filepath.Join(dir, "text"), []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return Source{Root: dir}, &wire.BatchManifest{Entries: []model.Entry{{Path: "text", Kind: model.KindFile, Size: int64(len(text))}}}, []bool{true}
+	return source.Source{Root: dir}, &wire.BatchManifest{Entries: []model.Entry{{Path: "text", Kind: model.KindFile, Size: int64(len(text))}}}, []bool{true}
 }
 
 // TestReceiverSharesSlowPeer: before the receiver's first measure, one

@@ -16,6 +16,7 @@ import (
 	"github.com/bulkmove/bulkmove/internal/ratelimit"
 	"github.com/bulkmove/bulkmove/internal/treecmp"
 	"github.com/bulkmove/bulkmove/send"
+	"github.com/bulkmove/bulkmove/send/source"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/wire"
 )
@@ -49,7 +50,7 @@ func textTree(t *testing.T, dir string, n, size int) {
 }
 
 // compressedAgents is pipeAgent k times with compression set.
-func compressedAgents(t *testing.T, ctx context.Context, k int, dst string, src send.Source, c send.Compression, logf func(string, ...any)) []send.Conn {
+func compressedAgents(t *testing.T, ctx context.Context, k int, dst string, src source.Source, c send.Compression, logf func(string, ...any)) []send.Conn {
 	conns := make([]send.Conn, k)
 	for i := range conns {
 		cl := pipeAgent(t, ctx, fmt.Sprintf("stream %d", i), dst, src)
@@ -88,7 +89,7 @@ func TestCompressRoundTrip(t *testing.T) {
 				t.Fatal(err)
 			}
 			textTree(t, filepath.Join(src, "text"), 200, 8<<10)
-			p, col := move(t, ctx, src, compressedAgents(t, ctx, 2, dst, send.Source{Root: src}, c, nil), sharder.Options{BatchFiles: 60}, nil)
+			p, col := move(t, ctx, src, compressedAgents(t, ctx, 2, dst, source.Source{Root: src}, c, nil), sharder.Options{BatchFiles: 60}, nil)
 			if errs := col.errors(); len(errs) > 0 {
 				t.Fatalf("errors: %q", errs)
 			}
@@ -150,10 +151,10 @@ func TestCompressAuto(t *testing.T) {
 			var log lines
 			var conns []send.Conn
 			if tc.rate > 0 {
-				conns = compressedAgents(t, ctx, 2, dst, send.Source{Root: src}, send.Compression{Mode: send.CompressAuto}, log.logf)
+				conns = compressedAgents(t, ctx, 2, dst, source.Source{Root: src}, send.Compression{Mode: send.CompressAuto}, log.logf)
 			} else {
 				for i := range 2 {
-					c, done := agentVia(t, ctx, fmt.Sprintf("stream %d", i), dst, send.Source{Root: src}, newFastLink)
+					c, done := agentVia(t, ctx, fmt.Sprintf("stream %d", i), dst, source.Source{Root: src}, newFastLink)
 					t.Cleanup(func() { <-done })
 					c.Compress, c.Logf = send.Compression{Mode: send.CompressAuto}, log.logf
 					conns = append(conns, c)
@@ -188,7 +189,7 @@ func TestCompressAuto(t *testing.T) {
 // agentVia starts an agent on root in this process and returns a client
 // connected to it over pipes, what the client sends passing through via,
 // and the agent's result.
-func agentVia(t *testing.T, ctx context.Context, name, root string, src send.Source, via func(io.Writer) io.Writer) (*send.Client, <-chan error) {
+func agentVia(t *testing.T, ctx context.Context, name, root string, src source.Source, via func(io.Writer) io.Writer) (*send.Client, <-chan error) {
 	t.Helper()
 	toAgentW, fromAgentR, done := serveOverPipes(ctx, root)
 	t.Cleanup(func() { toAgentW.Close() })
@@ -286,9 +287,9 @@ func TestCompressCorruptInTransit(t *testing.T) {
 	textTree(t, src, 64, 32<<10)
 	zstd := send.Compression{Mode: send.CompressZstd}
 
-	bad, done := agentVia(t, ctx, "bad stream", dst, send.Source{Root: src}, func(w io.Writer) io.Writer { return &offsetFlipper{w: w, at: 8 << 10} })
+	bad, done := agentVia(t, ctx, "bad stream", dst, source.Source{Root: src}, func(w io.Writer) io.Writer { return &offsetFlipper{w: w, at: 8 << 10} })
 	bad.Compress = zstd
-	good := pipeAgent(t, ctx, "good stream", dst, send.Source{Root: src})
+	good := pipeAgent(t, ctx, "good stream", dst, source.Source{Root: src})
 	good.Compress = zstd
 	var warn warnings
 	_, col := moveWith(t, ctx, src, []send.Conn{bad, good}, sharder.Options{BatchFiles: 8}, nil, func(p *send.Pool) { p.OnWarn = warn.add })

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/bulkmove/bulkmove/model"
+	"github.com/bulkmove/bulkmove/send/source"
 	"github.com/bulkmove/bulkmove/wire"
 )
 
@@ -13,7 +14,7 @@ type Result struct {
 	Stream    int
 	Final     bool
 	Ack       *wire.BatchAck // the receiver's acknowledgement
-	SrcErrors []SourceError  // files the sender could not read or that changed
+	SrcErrors []source.Error // files the sender could not read or that changed
 	// Again lists the entries that are not in place but go once more (they
 	// changed while read, or arrived corrupted): not errors yet, and not
 	// done either (a journal must not record them).

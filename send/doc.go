@@ -15,10 +15,10 @@
 //     the receiver's need list, the data as a tar stream, the commit.
 //     How a Conn reaches its receiver (SSH, TLS, a local process or this
 //     one) is a transport's business (package transport).
-//   - Source, the reading of the source tree: files opened relative to
-//     their cached directory and checked against the walk's entry, read
-//     ahead on slow filesystems, sent with sendfile(2) where nothing needs
-//     to see the bytes, with their sparse maps and extended attributes.
+//   - The reading of the source tree is package send/source: a Client
+//     hands it the batch and a writer, and it writes the batch's tar
+//     stream (Source.WriteTar). Over plain TCP the Client's writer takes
+//     bodies with sendfile(2) (source.FileSender).
 //   - Compression, the choice of codec per batch (off, zstd, or auto,
 //     which samples each batch and weighs the link against the CPU).
 //   - Deferred, the directories, symlinks and hard links set aside for

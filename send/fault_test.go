@@ -19,6 +19,7 @@ import (
 	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/receive/extract"
 	"github.com/bulkmove/bulkmove/send"
+	"github.com/bulkmove/bulkmove/send/source"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/transport/local"
 )
@@ -90,7 +91,7 @@ func newFaultCase(t *testing.T) *faultCase {
 }
 
 func (fc *faultCase) local() send.Conn {
-	return &local.Conn{Recv: fc.recv, Src: send.Source{Root: fc.src}}
+	return &local.Conn{Recv: fc.recv, Src: source.Source{Root: fc.src}}
 }
 
 type warnings struct {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/send"
+	"github.com/bulkmove/bulkmove/send/source"
 	"github.com/bulkmove/bulkmove/wire"
 	"go.uber.org/goleak"
 )
@@ -90,7 +91,7 @@ func TestAttackAgentFloodsAcks(t *testing.T) {
 	const size, count = 8 << 20, 40
 	base := heapAlloc()
 	sent := make(chan int, 1)
-	c, err, _ := dialFake(t, send.Source{}, func(a *fakeAgent) {
+	c, err, _ := dialFake(t, source.Source{}, func(a *fakeAgent) {
 		if a.hello(wire.Handshake{Proto: wire.Proto, Version: "hostile"}) != nil {
 			return
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/send"
+	"github.com/bulkmove/bulkmove/send/source"
 	"github.com/bulkmove/bulkmove/sharder"
 )
 
@@ -60,7 +61,7 @@ func TestIntegrity(t *testing.T) {
 			os.WriteFile(filepath.Join(src, "other"), []byte("fine"), 0o644)
 
 			fl := &flipper{marker: []byte("MARKER")}
-			c, done := agentVia(t, ctx, "s0", dst, send.Source{Root: src}, func(w io.Writer) io.Writer { fl.w = w; return fl })
+			c, done := agentVia(t, ctx, "s0", dst, source.Source{Root: src}, func(w io.Writer) io.Writer { fl.w = w; return fl })
 			c.NoIntegrity = mode == "off" // --no-verify-transfer
 			col := &collector{}
 			def := &send.Deferred{}

@@ -16,6 +16,7 @@ import (
 	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/receive/extract"
 	"github.com/bulkmove/bulkmove/send"
+	"github.com/bulkmove/bulkmove/send/source"
 	"github.com/bulkmove/bulkmove/transport/local"
 )
 
@@ -52,7 +53,7 @@ func TestLocalOverlap(t *testing.T) {
 			<-gate
 		}
 	}
-	l := &local.Conn{Recv: recv, Src: send.Source{Root: src}.WithOpenHook(hold)}
+	l := &local.Conn{Recv: recv, Src: source.Source{Root: src}.WithOpenHook(hold)}
 
 	in := make(chan *model.Batch)
 	var mu sync.Mutex
@@ -129,7 +130,7 @@ func TestLocalSourceBecameFIFO(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer recv.Close()
-	l := &local.Conn{Recv: recv, Src: send.Source{Root: src}}
+	l := &local.Conn{Recv: recv, Src: source.Source{Root: src}}
 	in := make(chan *model.Batch, 1)
 	in <- &model.Batch{ID: 1, Entries: []model.Entry{{Path: "f", Kind: model.KindFile, Mode: 0o644, Size: 3, MTime: 1}}}
 	close(in)

@@ -16,6 +16,7 @@ import (
 	"github.com/bulkmove/bulkmove/internal/ratelimit"
 	"github.com/bulkmove/bulkmove/internal/spill"
 	"github.com/bulkmove/bulkmove/model"
+	"github.com/bulkmove/bulkmove/send/source"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/wire"
 )
@@ -48,7 +49,7 @@ type Pool struct {
 	// Restat, if set, looks a file that changed while it was read up
 	// again at the source: the pool sends it once more, after the other
 	// files, with what Restat returns (ok false: not again). A file that
-	// changes during that second read too is reported (ErrChanged).
+	// changes during that second read too is reported (source.ErrChanged).
 	Restat func(e model.Entry) (model.Entry, bool)
 	// Redial, if set, opens stream i again after it failed with a
 	// retryable error (see Retryable). Without it a failed stream stops
@@ -376,8 +377,8 @@ func (p *Pool) record(r Result) (stop bool) {
 	}
 	if p.Restat != nil && fromQueue(r.Batch.ID) {
 		// Changed while read: not an error yet, it goes again.
-		r.SrcErrors = slices.DeleteFunc(slices.Clone(r.SrcErrors), func(e SourceError) bool {
-			if !errors.Is(e.Err, ErrChanged) {
+		r.SrcErrors = slices.DeleteFunc(slices.Clone(r.SrcErrors), func(e source.Error) bool {
+			if !errors.Is(e.Err, source.ErrChanged) {
 				return false
 			}
 			ne, ok := p.Restat(r.Batch.Entries[e.Index])

@@ -23,6 +23,7 @@ import (
 	"github.com/bulkmove/bulkmove/receive"
 	"github.com/bulkmove/bulkmove/receive/extract"
 	"github.com/bulkmove/bulkmove/send"
+	"github.com/bulkmove/bulkmove/send/source"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/transport/local"
 	"github.com/bulkmove/bulkmove/wire"
@@ -43,14 +44,14 @@ func tmpDir(t *testing.T) string {
 
 // pipeAgent starts an agent on root in this process and returns a client
 // connected to it over pipes: the wire path, without processes or SSH.
-func pipeAgent(t *testing.T, ctx context.Context, name, root string, src send.Source) *send.Client {
+func pipeAgent(t *testing.T, ctx context.Context, name, root string, src source.Source) *send.Client {
 	t.Helper()
 	return pipeAgentIO(t, ctx, name, root, src, 0)
 }
 
 // pipeAgentIO is pipeAgent with the receiver told to write ioConc files at once
 // (0: its own choice).
-func pipeAgentIO(t *testing.T, ctx context.Context, name, root string, src send.Source, ioConc int) *send.Client {
+func pipeAgentIO(t *testing.T, ctx context.Context, name, root string, src source.Source, ioConc int) *send.Client {
 	t.Helper()
 	return pipeAgentVia(t, ctx, name, root, src, ioConc, nil)
 }
@@ -58,7 +59,7 @@ func pipeAgentIO(t *testing.T, ctx context.Context, name, root string, src send.
 // pipeAgentVia is pipeAgentIO with the sender's writes going through
 // wrap(the pipe to the agent), if wrap is not nil: a connection that
 // breaks, say.
-func pipeAgentVia(t *testing.T, ctx context.Context, name, root string, src send.Source, ioConc int, wrap func(io.WriteCloser) io.Writer) *send.Client {
+func pipeAgentVia(t *testing.T, ctx context.Context, name, root string, src source.Source, ioConc int, wrap func(io.WriteCloser) io.Writer) *send.Client {
 	t.Helper()
 	toAgentW, fromAgentR, done := serveOverPipes(ctx, root)
 	t.Cleanup(func() { toAgentW.Close(); <-done })
@@ -77,7 +78,7 @@ func pipeAgentVia(t *testing.T, ctx context.Context, name, root string, src send
 // tcpAgent starts an agent on root in this process and returns a client
 // connected to it over loopback TCP, sending no content hashes: bodies go
 // by sendfile and the larger ones are received by splice.
-func tcpAgent(t *testing.T, ctx context.Context, name, root string, src send.Source) *send.Client {
+func tcpAgent(t *testing.T, ctx context.Context, name, root string, src source.Source) *send.Client {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -134,12 +135,12 @@ func (cs closers) Close() error {
 
 type transport struct {
 	name string
-	open func(t *testing.T, ctx context.Context, k int, dst string, src send.Source) []send.Conn
+	open func(t *testing.T, ctx context.Context, k int, dst string, src source.Source) []send.Conn
 }
 
 // transports is the conformance matrix: every pool test runs on each.
 var transports = []transport{
-	{"local", func(t *testing.T, ctx context.Context, k int, dst string, src send.Source) []send.Conn {
+	{"local", func(t *testing.T, ctx context.Context, k int, dst string, src source.Source) []send.Conn {
 		recv, err := extract.Open(dst, extract.Options{Owner: os.Geteuid() == 0})
 		if err != nil {
 			t.Fatal(err)
@@ -151,7 +152,7 @@ var transports = []transport{
 		}
 		return conns
 	}},
-	{"wire", func(t *testing.T, ctx context.Context, k int, dst string, src send.Source) []send.Conn {
+	{"wire", func(t *testing.T, ctx context.Context, k int, dst string, src source.Source) []send.Conn {
 		conns := make([]send.Conn, k)
 		for i := range conns {
 			conns[i] = pipeAgent(t, ctx, fmt.Sprintf("stream %d", i), dst, src)
@@ -161,7 +162,7 @@ var transports = []transport{
 	// Many file operations at once on both sides (a slow filesystem's
 	// setting): readers ahead of each stream, writers at the receiver,
 	// commits beside the next batch.
-	{"local-io", func(t *testing.T, ctx context.Context, k int, dst string, src send.Source) []send.Conn {
+	{"local-io", func(t *testing.T, ctx context.Context, k int, dst string, src source.Source) []send.Conn {
 		recv, err := extract.Open(dst, extract.Options{Owner: os.Geteuid() == 0, IOConcurrency: 16})
 		if err != nil {
 			t.Fatal(err)
@@ -178,14 +179,14 @@ var transports = []transport{
 	// (--transport tcp --no-verify-transfer): file bodies go by sendfile
 	// (all of them in this package's tests, see export_test.go), and
 	// those of 64 KiB or more are received by splice.
-	{"tcp-sendfile", func(t *testing.T, ctx context.Context, k int, dst string, src send.Source) []send.Conn {
+	{"tcp-sendfile", func(t *testing.T, ctx context.Context, k int, dst string, src source.Source) []send.Conn {
 		conns := make([]send.Conn, k)
 		for i := range conns {
 			conns[i] = tcpAgent(t, ctx, fmt.Sprintf("stream %d", i), dst, src)
 		}
 		return conns
 	}},
-	{"wire-io", func(t *testing.T, ctx context.Context, k int, dst string, src send.Source) []send.Conn {
+	{"wire-io", func(t *testing.T, ctx context.Context, k int, dst string, src source.Source) []send.Conn {
 		src.IO = ioconc.Fixed(16)
 		conns := make([]send.Conn, k)
 		for i := range conns {
@@ -289,7 +290,7 @@ func TestMoveMixedTree(t *testing.T) {
 			if err := gentree.Mixed(src, 3000, 7); err != nil {
 				t.Fatal(err)
 			}
-			_, col := move(t, ctx, src, tr.open(t, ctx, 3, dst, send.Source{Root: src}), sharder.Options{BatchFiles: 100}, nil)
+			_, col := move(t, ctx, src, tr.open(t, ctx, 3, dst, source.Source{Root: src}), sharder.Options{BatchFiles: 100}, nil)
 			if errs := col.errors(); len(errs) > 0 {
 				t.Fatalf("errors: %q", errs)
 			}
@@ -321,7 +322,7 @@ func TestChangedSourceNeverLands(t *testing.T) {
 				later := time.Now().Add(time.Hour)
 				os.Chtimes(filepath.Join(src, "touched"), later, later)
 			}
-			_, col := move(t, ctx, src, tr.open(t, ctx, 2, dst, send.Source{Root: src}), sharder.Options{}, mutate)
+			_, col := move(t, ctx, src, tr.open(t, ctx, 2, dst, source.Source{Root: src}), sharder.Options{}, mutate)
 			errs := strings.Join(col.errors(), "\n")
 			for _, n := range []string{"shrinks", "grows", "vanishes", "touched"} {
 				if !strings.Contains(errs, n) {
@@ -354,7 +355,7 @@ func TestWriteErrorFailsOneFile(t *testing.T) {
 			os.MkdirAll(src, 0o755)
 			os.WriteFile(filepath.Join(src, "a-big"), []byte(strings.Repeat("x", 300<<10)), 0o644)
 			os.WriteFile(filepath.Join(src, "b-small"), []byte("fine"), 0o644)
-			conns := tr.open(t, ctx, 1, dst, send.Source{Root: src})
+			conns := tr.open(t, ctx, 1, dst, source.Source{Root: src})
 			var old syscall.Rlimit
 			if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &old); err != nil {
 				t.Skip(err)
@@ -402,7 +403,7 @@ func TestChangedSourceRetried(t *testing.T) {
 				os.Remove(filepath.Join(src, "vanishes"))
 			}
 			var retried []string
-			_, col := moveWith(t, ctx, src, tr.open(t, ctx, 2, dst, send.Source{Root: src}), sharder.Options{}, mutate, func(p *send.Pool) {
+			_, col := moveWith(t, ctx, src, tr.open(t, ctx, 2, dst, source.Source{Root: src}), sharder.Options{}, mutate, func(p *send.Pool) {
 				p.Restat = func(e model.Entry) (model.Entry, bool) {
 					retried = append(retried, e.Path)
 					ne, ok := sharder.Restat(src, e)
@@ -484,7 +485,7 @@ func TestBalance(t *testing.T) {
 			var spreads []string
 			for run := range runs {
 				dst := filepath.Join(dir, fmt.Sprintf("dst%d", run))
-				pool, _ := move(t, ctx, src, tr.open(t, ctx, 4, dst, send.Source{Root: src}), sharder.Options{}, nil)
+				pool, _ := move(t, ctx, src, tr.open(t, ctx, 4, dst, source.Source{Root: src}), sharder.Options{}, nil)
 				first, last, files := finishSpread(t, pool.Stats())
 				if files != 20000 {
 					t.Fatalf("%d files moved, want 20000", files)
@@ -543,7 +544,7 @@ func TestMoveSpilled(t *testing.T) {
 				t.Fatalf("the mixed tree has %d directories, %d symlinks, %d hard links: too few to spill", dirs, symlinks, links)
 			}
 			// Final batches of 2 entries: several groups of them.
-			pool := &send.Pool{Conns: tr.open(t, ctx, 3, dst, send.Source{Root: src}), OnResult: col.add, FinalFiles: 2}
+			pool := &send.Pool{Conns: tr.open(t, ctx, 3, dst, source.Source{Root: src}), OnResult: col.add, FinalFiles: 2}
 			if err := pool.Run(ctx, batches, def); err != nil {
 				t.Fatal(err)
 			}
@@ -614,7 +615,7 @@ func TestPoolOpening(t *testing.T) {
 	}
 	defer recv.Close()
 	var walkDone atomic.Bool
-	order := &takeOrder{Conn: &local.Conn{Recv: recv, Src: send.Source{Root: src}}, walkDone: &walkDone}
+	order := &takeOrder{Conn: &local.Conn{Recv: recv, Src: source.Source{Root: src}}, walkDone: &walkDone}
 	fileCost := int64(4096 + sharder.DefaultFileCost)
 	col := &collector{}
 	pool := &send.Pool{Conns: []send.Conn{order}, OnResult: col.add, Opening: 10 * fileCost}

@@ -16,6 +16,7 @@ import (
 	"github.com/bulkmove/bulkmove/internal/treecmp"
 	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/send"
+	"github.com/bulkmove/bulkmove/send/source"
 	"github.com/bulkmove/bulkmove/sharder"
 )
 
@@ -33,7 +34,7 @@ func TestAutoPoolGrowRetire(t *testing.T) {
 			if err := gentree.Mixed(src, 3000, 11); err != nil {
 				t.Fatal(err)
 			}
-			source := send.Source{Root: src}
+			source := source.Source{Root: src}
 			col := &collector{}
 			def := &send.Deferred{}
 			walked := make(chan *model.Batch, 1024)
@@ -135,7 +136,7 @@ func TestPoolRunning(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(src, "f"), []byte("data"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	source := send.Source{Root: src}
+	source := source.Source{Root: src}
 	col := &collector{}
 	pool := &send.Pool{Conns: tr.open(t, ctx, 1, dst, source), OnResult: col.add, MaxConns: 3}
 	pool.AddConn = func(ctx context.Context, i int) (send.Conn, error) {

@@ -19,6 +19,7 @@ import (
 	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/receive"
 	"github.com/bulkmove/bulkmove/send"
+	"github.com/bulkmove/bulkmove/send/source"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/wire"
 )
@@ -106,7 +107,7 @@ func TestStallDetected(t *testing.T) {
 		toAgentR.Close()
 	}()
 	c, err := send.Dial(ctx, "s0", fromAgentR, toRelayW, closers{toRelayW, fromAgentR, toRelayR}, "test",
-		wire.ReceiveOptions{Check: "quick"}, send.Source{Root: src})
+		wire.ReceiveOptions{Check: "quick"}, source.Source{Root: src})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/bulkmove/bulkmove/internal/zerocopy"
+	"github.com/bulkmove/bulkmove/send/source"
 )
 
 // sendfileMin is the smallest body sent with sendfile: each one costs a
@@ -28,21 +29,12 @@ import (
 var sendfileMin int64 = 64 << 10
 
 // bodySender is the writer a plain batch goes to over a TCP connection:
-// the stream's buffer, and the socket under it for whole bodies.
+// the stream's buffer, and the socket under it for whole bodies (a
+// source.FileSender).
 type bodySender struct {
 	*bufio.Writer
 	c *Client
 }
-
-// fileSender is a writer that can take a body straight from a file.
-type fileSender interface {
-	sendFile(fd int, n int64) (sent int64, rerr, werr error)
-}
-
-// errNoSendfile: the file cannot be sent by sendfile (a filesystem without
-// the kernel's splice support, as FUSE with direct I/O), and nothing was
-// sent: its body goes by read and write instead.
-var errNoSendfile = errors.New("sendfile not supported")
 
 // tarWriter returns the writer for a plain batch's tar stream: c.w, or a
 // bodySender when bodies may go by sendfile (a TCP connection, no hashing,
@@ -54,10 +46,14 @@ func (c *Client) tarWriter(hash bool) io.Writer {
 	return bodySender{c.w, c}
 }
 
-// sendFile sends n bytes of the file fd from its offset: the buffered
-// bytes before them first. A short count with no error: the file ended
-// early. rerr is a failure reading the file, werr one of the connection.
-func (b bodySender) sendFile(fd int, n int64) (sent int64, rerr, werr error) {
+// SendFileMin implements source.FileSender.
+func (bodySender) SendFileMin() int64 { return sendfileMin }
+
+// SendFile implements source.FileSender: it sends n bytes of the file fd
+// from its offset, the buffered bytes before them first. A short count
+// with no error: the file ended early. rerr is a failure reading the
+// file, werr one of the connection.
+func (b bodySender) SendFile(fd int, n int64) (sent int64, rerr, werr error) {
 	if err := b.Flush(); err != nil {
 		return 0, nil, err
 	}
@@ -90,7 +86,7 @@ func (b bodySender) sendFile(fd int, n int64) (sent int64, rerr, werr error) {
 			return sent, nil, err
 		case serr == unix.EINTR:
 		case sent == 0 && zerocopy.Unsupported(serr):
-			return 0, errNoSendfile, nil
+			return 0, source.ErrNoSendfile, nil
 		case serr != nil:
 			if connErr(serr) {
 				return sent, nil, serr

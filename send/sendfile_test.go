@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/bulkmove/bulkmove/send/source"
 )
 
 // TestSendFileUnsupported: a descriptor sendfile cannot read from (here a
@@ -48,9 +50,9 @@ func TestSendFileUnsupported(t *testing.T) {
 	defer unix.Close(fds[1])
 	unix.Write(fds[1], []byte("not a file"))
 	c.w.WriteString("header")
-	sent, rerr, werr := bodySender{c.w, c}.sendFile(fds[0], 10)
-	if sent != 0 || rerr != errNoSendfile || werr != nil {
-		t.Fatalf("sendFile = %d, %v, %v; want 0 and errNoSendfile", sent, rerr, werr)
+	sent, rerr, werr := bodySender{c.w, c}.SendFile(fds[0], 10)
+	if sent != 0 || rerr != source.ErrNoSendfile || werr != nil {
+		t.Fatalf("SendFile = %d, %v, %v; want 0 and source.ErrNoSendfile", sent, rerr, werr)
 	}
 	conn.Close()
 	if n := <-got; n != int64(len("header")) {

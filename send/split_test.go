@@ -18,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/bulkmove/bulkmove/send"
+	"github.com/bulkmove/bulkmove/send/source"
 	"github.com/bulkmove/bulkmove/sharder"
 )
 
@@ -99,7 +100,7 @@ func TestSplitLargeFile(t *testing.T) {
 		t.Run(tr.name, func(t *testing.T) {
 			ctx := context.Background()
 			src, dst, _ := splitTree(t, 1)
-			p, col := move(t, ctx, src, tr.open(t, ctx, 4, dst, send.Source{Root: src}), sharder.Options{SplitSize: splitSize}, nil)
+			p, col := move(t, ctx, src, tr.open(t, ctx, 4, dst, source.Source{Root: src}), sharder.Options{SplitSize: splitSize}, nil)
 			if errs := col.errors(); len(errs) > 0 {
 				t.Fatalf("errors: %q", errs)
 			}
@@ -144,7 +145,7 @@ func (c *cutWriter) Write(p []byte) (int, error) {
 }
 
 // cutAgent is pipeAgent whose sender side breaks after cut bytes.
-func cutAgent(t *testing.T, ctx context.Context, name, root string, src send.Source, cut int64) *send.Client {
+func cutAgent(t *testing.T, ctx context.Context, name, root string, src source.Source, cut int64) *send.Client {
 	t.Helper()
 	return pipeAgentVia(t, ctx, name, root, src, 0, func(w io.WriteCloser) io.Writer { return &cutWriter{w: w, left: cut} })
 }
@@ -156,7 +157,7 @@ func TestSplitStreamKilled(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	ctx := context.Background()
 	src, dst, _ := splitTree(t, 2)
-	s := send.Source{Root: src}
+	s := source.Source{Root: src}
 	conns := []send.Conn{
 		cutAgent(t, ctx, "stream 0", dst, s, 40<<20), // in its third range
 		cutAgent(t, ctx, "stream 1", dst, s, 5<<20),  // in its first
@@ -191,7 +192,7 @@ func TestSplitResume(t *testing.T) {
 			drain := make(chan struct{})
 			var once sync.Once
 			var acked atomic.Int64
-			_, col := moveWith(t, ctx, src, tr.open(t, ctx, 2, dst, send.Source{Root: src}), sharder.Options{SplitSize: splitSize}, nil, func(p *send.Pool) {
+			_, col := moveWith(t, ctx, src, tr.open(t, ctx, 2, dst, source.Source{Root: src}), sharder.Options{SplitSize: splitSize}, nil, func(p *send.Pool) {
 				p.Drain = drain
 				collect := p.OnResult
 				p.OnResult = func(r send.Result) {
@@ -215,7 +216,7 @@ func TestSplitResume(t *testing.T) {
 				t.Fatal("the file landed after a partial run")
 			}
 			// The second run: new receivers, as after a restart.
-			p, col := move(t, ctx, src, tr.open(t, ctx, 2, dst, send.Source{Root: src}), sharder.Options{SplitSize: splitSize}, nil)
+			p, col := move(t, ctx, src, tr.open(t, ctx, 2, dst, source.Source{Root: src}), sharder.Options{SplitSize: splitSize}, nil)
 			if errs := col.errors(); len(errs) > 0 {
 				t.Fatalf("errors: %q", errs)
 			}
@@ -242,7 +243,7 @@ func TestSplitSourceChanges(t *testing.T) {
 			ctx := context.Background()
 			src, dst, big := splitTree(t, 4)
 			var once sync.Once
-			_, col := moveWith(t, ctx, src, tr.open(t, ctx, 2, dst, send.Source{Root: src}), sharder.Options{SplitSize: splitSize}, nil, func(p *send.Pool) {
+			_, col := moveWith(t, ctx, src, tr.open(t, ctx, 2, dst, source.Source{Root: src}), sharder.Options{SplitSize: splitSize}, nil, func(p *send.Pool) {
 				collect := p.OnResult
 				p.OnResult = func(r send.Result) {
 					collect(r)
@@ -268,7 +269,7 @@ func TestSplitSourceChanges(t *testing.T) {
 				t.Fatalf("the changed file landed: %v", err)
 			}
 			noTemps(t, dst)
-			_, col = move(t, ctx, src, tr.open(t, ctx, 2, dst, send.Source{Root: src}), sharder.Options{SplitSize: splitSize}, nil)
+			_, col = move(t, ctx, src, tr.open(t, ctx, 2, dst, source.Source{Root: src}), sharder.Options{SplitSize: splitSize}, nil)
 			if errs := col.errors(); len(errs) > 0 {
 				t.Fatalf("errors: %q", errs)
 			}

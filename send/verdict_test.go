@@ -15,6 +15,7 @@ import (
 	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/receive"
 	"github.com/bulkmove/bulkmove/send"
+	"github.com/bulkmove/bulkmove/send/source"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/wire"
 )
@@ -47,7 +48,7 @@ func TestVerdictScenarios(t *testing.T) {
 			defer cancel()
 			dst := filepath.Join(dir, fmt.Sprint("dst-", c.want))
 			link := ratelimit.New(c.link)
-			source := send.Source{Root: src, Limit: ratelimit.New(c.source)}
+			source := source.Source{Root: src, Limit: ratelimit.New(c.source)}
 			var conns []send.Conn
 			for i := range 2 {
 				toAgentR, toAgentW := io.Pipe()

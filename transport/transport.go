@@ -39,6 +39,7 @@ import (
 	"time"
 
 	"github.com/bulkmove/bulkmove/send"
+	"github.com/bulkmove/bulkmove/send/source"
 	"github.com/bulkmove/bulkmove/wire"
 )
 
@@ -133,7 +134,7 @@ func (Fixed) Caps() Caps { return Caps{} }
 type Dialer struct {
 	Version string              // this bulkmove's version, for the handshake
 	Options wire.ReceiveOptions // what the receiver is asked for
-	Src     send.Source         // where the files are read from
+	Src     source.Source       // where the files are read from
 	// Configure, if set, sets up each client after its handshake, before
 	// the pool runs it (the job's stall timeout, compression, ...).
 	Configure func(*send.Client)

@@ -15,6 +15,7 @@ import (
 	"github.com/bulkmove/bulkmove/internal/engine"
 	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/send"
+	"github.com/bulkmove/bulkmove/send/source"
 	"github.com/bulkmove/bulkmove/wire"
 )
 
@@ -44,7 +45,7 @@ func TestAgentMetrics(t *testing.T) {
 		t.Fatalf("no metrics address in %q", line)
 	}
 	ctx := context.Background()
-	c, err := send.Dial(ctx, "agent", fromAgentR, toAgentW, toAgentW, engine.Version, wire.ReceiveOptions{Check: "quick"}, send.Source{Root: src})
+	c, err := send.Dial(ctx, "agent", fromAgentR, toAgentW, toAgentW, engine.Version, wire.ReceiveOptions{Check: "quick"}, source.Source{Root: src})
 	if err != nil {
 		t.Fatal(err)
 	}

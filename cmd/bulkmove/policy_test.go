@@ -17,6 +17,7 @@ import (
 	"github.com/bulkmove/bulkmove/internal/xattrs"
 	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/send"
+	"github.com/bulkmove/bulkmove/send/source"
 	"github.com/bulkmove/bulkmove/transport/dataplane"
 	"github.com/bulkmove/bulkmove/wire"
 )
@@ -31,7 +32,7 @@ var hostileAttrs = []string{"security.capability", "trusted.x", "user.x"}
 // hostileSource makes the hostile sender's source: a file "evil" with
 // hostileAttrs (as root: trusted.* and capabilities need it), and the
 // entry it sends for it, which claims mode 06755 and hostileUID.
-func hostileSource(t *testing.T, dir string) (send.Source, model.Entry) {
+func hostileSource(t *testing.T, dir string) (source.Source, model.Entry) {
 	t.Helper()
 	for _, tool := range []string{"setfattr", "setcap"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -45,12 +46,12 @@ func hostileSource(t *testing.T, dir string) (send.Source, model.Entry) {
 	fi, _ := os.Stat(filepath.Join(src, "evil"))
 	e := model.Entry{Path: "evil", Kind: model.KindFile, Mode: 0o755 | os.ModeSetuid | os.ModeSetgid,
 		UID: hostileUID, GID: hostileUID, Size: fi.Size(), MTime: fi.ModTime().UnixNano(), Nlink: 1}
-	return send.Source{Root: src, Xattrs: true}, e
+	return source.Source{Root: src, Xattrs: true}, e
 }
 
 // hostilePush sends the hostile file to serve at addr, as job, into dest,
 // with a Hello that asks for opts: the receiver's Hello, or its refusal.
-func hostilePush(t *testing.T, addr, fp, tokFile, job, dest string, src send.Source, e model.Entry, opts wire.ReceiveOptions) (*send.Client, error) {
+func hostilePush(t *testing.T, addr, fp, tokFile, job, dest string, src source.Source, e model.Entry, opts wire.ReceiveOptions) (*send.Client, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -209,7 +210,7 @@ func TestAgentPolicyFromCommandLine(t *testing.T) {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		c, err := send.Dial(ctx, "stream 0", r, w, w, engine.Version, wire.ReceiveOptions{KeepSetid: true}, send.Source{Root: src})
+		c, err := send.Dial(ctx, "stream 0", r, w, w, engine.Version, wire.ReceiveOptions{KeepSetid: true}, source.Source{Root: src})
 		if err == nil {
 			in := make(chan *model.Batch, 1)
 			in <- &model.Batch{ID: 1, Entries: []model.Entry{e}, Bytes: e.Size}

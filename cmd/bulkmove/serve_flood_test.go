@@ -17,6 +17,7 @@ import (
 
 	"github.com/bulkmove/bulkmove/internal/engine"
 	"github.com/bulkmove/bulkmove/send"
+	"github.com/bulkmove/bulkmove/send/source"
 	"github.com/bulkmove/bulkmove/transport/dataplane"
 	"github.com/bulkmove/bulkmove/wire"
 )
@@ -160,7 +161,7 @@ func TestServeFloodDataPlane(t *testing.T) {
 			c, err := dataplane.Dial(dctx, "127.0.0.1", offer, 0)
 			if err == nil {
 				var conn *send.Client
-				if conn, err = send.Dial(dctx, "stream 0", c, c, c, engine.Version, wire.ReceiveOptions{Check: wire.CheckQuick}, send.Source{Root: dir}); err == nil {
+				if conn, err = send.Dial(dctx, "stream 0", c, c, c, engine.Version, wire.ReceiveOptions{Check: wire.CheckQuick}, source.Source{Root: dir}); err == nil {
 					err = conn.Prune(dctx, &wire.PruneRequest{}, func(*wire.PruneResult) {})
 					conn.Abort()
 				}

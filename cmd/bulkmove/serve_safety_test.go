@@ -15,6 +15,7 @@ import (
 	"github.com/bulkmove/bulkmove/internal/engine"
 	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/send"
+	"github.com/bulkmove/bulkmove/send/source"
 	"github.com/bulkmove/bulkmove/wire"
 	"golang.org/x/sys/unix"
 )
@@ -199,7 +200,7 @@ func TestServeTwoJobSymlink(t *testing.T) {
 	os.WriteFile(filepath.Join(srcDir, "f"), []byte("secret"), 0o644)
 	fi, _ := os.Stat(filepath.Join(srcDir, "f"))
 	e := model.Entry{Path: "f", Kind: model.KindFile, Mode: 0o644, Size: fi.Size(), MTime: fi.ModTime().UnixNano(), Nlink: 1}
-	conn, err := send.Dial(ctx, "job a", c, c, c, engine.Version, wire.ReceiveOptions{Check: wire.CheckQuick}, send.Source{Root: srcDir})
+	conn, err := send.Dial(ctx, "job a", c, c, c, engine.Version, wire.ReceiveOptions{Check: wire.CheckQuick}, source.Source{Root: srcDir})
 	if err == nil {
 		in := make(chan *model.Batch, 1)
 		in <- &model.Batch{ID: 1, Entries: []model.Entry{e}, Bytes: e.Size}

@@ -64,6 +64,12 @@ var rules = []rule{
 		Not:  []string{"receive/..."},
 	},
 	{
+		Name:   "the packages below send serve the pool and its client: they do not import them",
+		From:   []string{"send/..."},
+		Except: []string{"send"},
+		Not:    []string{"send"},
+	},
+	{
 		Name: "nothing imports a command",
 		From: []string{"..."},
 		Not:  []string{"cmd/..."},

@@ -3,7 +3,7 @@ package engine
 import (
 	"flag"
 
-	"github.com/bulkmove/bulkmove/send"
+	"github.com/bulkmove/bulkmove/send/source"
 	"github.com/bulkmove/bulkmove/wire"
 )
 
@@ -26,7 +26,7 @@ func (f *faithfulFlags) register(fs *flag.FlagSet) {
 }
 
 // source tells the sender what to read.
-func (f *faithfulFlags) source(s *send.Source) {
+func (f *faithfulFlags) source(s *source.Source) {
 	s.Xattrs, s.ACLs, s.Sparse = f.xattrs, f.acls, f.sparse
 }
 

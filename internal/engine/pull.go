@@ -21,7 +21,7 @@ import (
 	"github.com/bulkmove/bulkmove/internal/rundir"
 	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/receive"
-	"github.com/bulkmove/bulkmove/send"
+	"github.com/bulkmove/bulkmove/send/source"
 	"github.com/bulkmove/bulkmove/transport/sshx"
 	"github.com/bulkmove/bulkmove/wire"
 )
@@ -53,7 +53,7 @@ func (j *job) resolveHub() (plan, int) {
 	}
 	p.walkRoot, p.src.Root, p.srcReal = src, src, src
 	if !fi.IsDir() {
-		p.src = send.Source{Root: filepath.Dir(src), File: src}
+		p.src = source.Source{Root: filepath.Dir(src), File: src}
 		p.rename = filepath.Base(j.src)
 		if j.as != "" {
 			p.rename = j.as

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/bulkmove/bulkmove/internal/termsafe"
-	"github.com/bulkmove/bulkmove/send"
+	"github.com/bulkmove/bulkmove/send/source"
 	"github.com/bulkmove/bulkmove/transport/sshx"
 	"github.com/bulkmove/bulkmove/wire"
 )
@@ -15,7 +15,7 @@ import (
 // plan is where the job reads and writes.
 type plan struct {
 	walkRoot string // what the sharder walks
-	src      send.Source
+	src      source.Source
 	dstRoot  string // the receiver's root
 	rename   string // for a single-file SRC, its name under dstRoot
 	srcReal  string // SRC, resolved: what it names, with no symlink on the way
@@ -78,7 +78,7 @@ func (j *job) resolve(ctx context.Context) (plan, int) {
 	// one), as cp does.
 	name := filepath.Base(j.src)
 	p.walkRoot = src
-	p.src = send.Source{Root: filepath.Dir(src), File: src}
+	p.src = source.Source{Root: filepath.Dir(src), File: src}
 	if j.remote != nil {
 		p.rename = name
 		j.remoteDest(ctx, *j.remote, &p)

@@ -8,6 +8,7 @@ import (
 	"github.com/bulkmove/bulkmove/internal/units"
 	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/send"
+	"github.com/bulkmove/bulkmove/send/source"
 )
 
 // relay forwards batches to the pool, counting what the walk plans and
@@ -79,7 +80,7 @@ func (j *job) onResult(r send.Result) {
 	}
 	for _, e := range r.SrcErrors {
 		j.failed++
-		if errors.Is(e.Err, send.ErrChanged) {
+		if errors.Is(e.Err, source.ErrChanged) {
 			j.changed++
 		}
 		termsafe.Errorf(j.stderr, "%v", e.Err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/send"
+	"github.com/bulkmove/bulkmove/send/source"
 	"github.com/bulkmove/bulkmove/transport/dataplane"
 	"github.com/bulkmove/bulkmove/wire"
 )
@@ -87,7 +88,7 @@ func dialFrom(ctx context.Context, from, addr string, cfg *tls.Config, g datapla
 		c.Close()
 		return nil, nil, err
 	}
-	conn, err := send.Dial(ctx, from, c, c, c, "test", wire.ReceiveOptions{Check: wire.CheckQuick}, send.Source{Root: os.TempDir()})
+	conn, err := send.Dial(ctx, from, c, c, c, "test", wire.ReceiveOptions{Check: wire.CheckQuick}, source.Source{Root: os.TempDir()})
 	if err != nil {
 		c.Close()
 		return nil, nil, err

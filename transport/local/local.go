@@ -19,6 +19,7 @@ import (
 	"github.com/bulkmove/bulkmove/receive"
 	"github.com/bulkmove/bulkmove/receive/extract"
 	"github.com/bulkmove/bulkmove/send"
+	"github.com/bulkmove/bulkmove/send/source"
 	"github.com/bulkmove/bulkmove/wire"
 )
 
@@ -27,7 +28,7 @@ import (
 // copy_file_range. Several Conns share one Receiver.
 type Conn struct {
 	Recv *extract.Receiver
-	Src  send.Source
+	Src  source.Source
 	ctr  *send.Counters
 	// Limit, if set, is the job's transfer limit (shared by all streams),
 	// on top of Src.Limit: locally, the bytes copied. While its rate is
@@ -146,7 +147,7 @@ func (l *Conn) write(b *model.Batch, final bool) (send.Result, func() *wire.Batc
 	res := send.Result{Batch: b, Final: final}
 	t := l.Recv.Begin(b.Entries)
 	if final {
-		t.SetXattrs(l.Src.EntryXattrs(b.Entries, func(e send.SourceError) { res.SrcErrors = append(res.SrcErrors, e) }))
+		t.SetXattrs(l.Src.EntryXattrs(b.Entries, func(e source.Error) { res.SrcErrors = append(res.SrcErrors, e) }))
 		t.ApplyFinal()
 		return res, func() *wire.BatchAck { return t.Commit(b.ID, nil) }
 	}
@@ -172,7 +173,7 @@ func (l *Conn) write(b *model.Batch, final bool) (send.Result, func() *wire.Batc
 	// open source directory.
 	width := max(l.Src.IO.Width(), l.Recv.IOWidth())
 	early := l.Recv.IOWidth() > 1
-	dirs := send.SharedDirs()
+	dirs := source.SharedDirs()
 	defer dirs.Close()
 	var mu sync.Mutex
 	var discards []wire.Discard
@@ -186,7 +187,7 @@ func (l *Conn) write(b *model.Batch, final bool) (send.Result, func() *wire.Batc
 		f, err := l.Src.OpenIn(dirs, e)
 		if err != nil {
 			mu.Lock()
-			res.SrcErrors = append(res.SrcErrors, send.SourceError{Index: i, Err: err})
+			res.SrcErrors = append(res.SrcErrors, source.Error{Index: i, Err: err})
 			mu.Unlock()
 			return
 		}
@@ -199,16 +200,16 @@ func (l *Conn) write(b *model.Batch, final bool) (send.Result, func() *wire.Batc
 			ext, xs, xerr = l.Src.Extras(f, e) // a sparse map, extended attributes
 		} else if err := f.SeekTo(e.Off); err != nil {
 			mu.Lock()
-			res.SrcErrors = append(res.SrcErrors, send.SourceError{Index: i, Err: err})
+			res.SrcErrors = append(res.SrcErrors, source.Error{Index: i, Err: err})
 			mu.Unlock()
 			return
 		}
 		if xerr != nil {
 			mu.Lock()
-			res.SrcErrors = append(res.SrcErrors, send.SourceError{Index: i, Err: xerr})
+			res.SrcErrors = append(res.SrcErrors, source.Error{Index: i, Err: xerr})
 			mu.Unlock()
 		}
-		r := ratelimit.Reader(send.DataReader(f, ext), l.Src.Limit)
+		r := ratelimit.Reader(source.DataReader(f, ext), l.Src.Limit)
 		if l.Limit.Rate() > 0 {
 			r = ratelimit.Reader(r, l.Limit)
 		}
@@ -241,7 +242,7 @@ func (l *Conn) write(b *model.Batch, final bool) (send.Result, func() *wire.Batc
 			t.Withdraw(i)
 		}
 		mu.Lock()
-		res.SrcErrors = append(res.SrcErrors, send.SourceError{Index: i, Err: cerr})
+		res.SrcErrors = append(res.SrcErrors, source.Error{Index: i, Err: cerr})
 		if werr == nil {
 			discards = append(discards, wire.Discard{Index: i, Reason: cerr.Error()})
 		}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/bulkmove/bulkmove/receive/extract"
 	"github.com/bulkmove/bulkmove/send"
+	"github.com/bulkmove/bulkmove/send/source"
 	"github.com/bulkmove/bulkmove/transport"
 )
 
@@ -14,11 +15,11 @@ import (
 type Transport struct {
 	transport.Fixed
 	Recv *extract.Receiver
-	Src  send.Source
+	Src  source.Source
 }
 
 // New opens the receiver at root with opt, for streams reading from src.
-func New(root string, opt extract.Options, src send.Source) (*Transport, error) {
+func New(root string, opt extract.Options, src source.Source) (*Transport, error) {
 	recv, err := extract.Open(root, opt)
 	if err != nil {
 		return nil, err

@@ -44,6 +44,7 @@ import (
 	"github.com/bulkmove/bulkmove/internal/treecmp"
 	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/send"
+	"github.com/bulkmove/bulkmove/send/source"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/transport"
 	"github.com/bulkmove/bulkmove/wire"
@@ -261,7 +262,7 @@ func newEnv(t *testing.T) Env {
 	return Env{Src: src, Dst: dst, Dialer: &transport.Dialer{
 		Version: "transporttest",
 		Options: wire.ReceiveOptions{Owner: os.Geteuid() == 0, Check: wire.CheckQuick},
-		Src:     send.Source{Root: src},
+		Src:     source.Source{Root: src},
 		Configure: func(c *send.Client) {
 			c.StallTimeout = StallTimeout
 		},

@@ -1,4 +1,4 @@
-package send
+package source
 
 import (
 	"fmt"
@@ -89,7 +89,7 @@ func (s Source) carries(n string, k model.Kind) bool {
 // symlinks, for its manifest (nil: none to send). Those that cannot be
 // read are reported by warn (as source errors of those entries) and left
 // out.
-func (s Source) EntryXattrs(entries []model.Entry, warn func(SourceError)) [][]wire.Xattr {
+func (s Source) EntryXattrs(entries []model.Entry, warn func(Error)) [][]wire.Xattr {
 	if !s.Xattrs && !s.ACLs || s.File != "" {
 		return nil
 	}
@@ -104,7 +104,7 @@ func (s Source) EntryXattrs(entries []model.Entry, warn func(SourceError)) [][]w
 		if e.Kind == model.KindDir {
 			fd, err := unix.Open(name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 			if err != nil {
-				warn(SourceError{i, fmt.Errorf("read extended attributes of %s: %w", name, err)})
+				warn(Error{i, fmt.Errorf("read extended attributes of %s: %w", name, err)})
 				continue
 			}
 			t.Fd = fd
@@ -114,7 +114,7 @@ func (s Source) EntryXattrs(entries []model.Entry, warn func(SourceError)) [][]w
 			unix.Close(t.Fd)
 		}
 		if err != nil {
-			warn(SourceError{i, err})
+			warn(Error{i, err})
 		}
 		if len(xs) == 0 {
 			continue

@@ -1,4 +1,4 @@
-package send_test
+package source_test
 
 import (
 	"fmt"
@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/bulkmove/bulkmove/model"
-	"github.com/bulkmove/bulkmove/send"
+	"github.com/bulkmove/bulkmove/send/source"
 	"github.com/bulkmove/bulkmove/wire"
 )
 
@@ -16,7 +16,7 @@ import (
 // file it cannot read, or that changed since the walk, gets no sum and is
 // then sent as usual.
 func TestSourceSums(t *testing.T) {
-	root := tmpDir(t)
+	root := t.TempDir()
 	var entries []model.Entry
 	add := func(name, content string) {
 		p := filepath.Join(root, filepath.FromSlash(name))
@@ -43,7 +43,7 @@ func TestSourceSums(t *testing.T) {
 	later := time.Now().Add(time.Hour)
 	os.Chtimes(filepath.Join(root, "changed"), later, later)
 
-	sums := send.Source{Root: root}.Sums(entries)
+	sums := source.Source{Root: root}.Sums(entries)
 	if len(sums) != len(entries) {
 		t.Fatalf("%d sums for %d entries", len(sums), len(entries))
 	}

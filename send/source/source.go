@@ -1,4 +1,4 @@
-package send
+package source
 
 import (
 	"errors"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/bulkmove/bulkmove/internal/ioconc"
 	"github.com/bulkmove/bulkmove/internal/ratelimit"
+	"github.com/bulkmove/bulkmove/metrics"
 	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/wire"
 )
@@ -40,8 +41,16 @@ type Source struct {
 	Xattrs, ACLs, Sparse bool
 
 	// openHook, if set, is called with each file's path before it is
-	// opened: how tests hold an open back (see export_test.go).
+	// opened: how tests hold an open back (WithOpenHook).
 	openHook func(path string)
+}
+
+// WithOpenHook returns s calling hook with each file's path before it is
+// opened: how tests (here and in the packages that drive a Source) hold
+// an open back.
+func (s Source) WithOpenHook(hook func(path string)) Source {
+	s.openHook = hook
+	return s
 }
 
 // File is an open source file: a bare descriptor, read with read(2) or
@@ -311,14 +320,6 @@ func notRegularErr(f *File) error {
 	return fmt.Errorf("read %s: %w: no longer a regular file", f.Name(), ErrChanged)
 }
 
-func unwrapPath(err error) error {
-	var pe *os.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
-}
-
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
 
 // zeros pads a file that shrank mid-read, to keep the tar stream in step.
@@ -326,28 +327,48 @@ type zeros struct{}
 
 func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
 
-// SourceError is a file the sender could not send, with why.
-type SourceError struct {
+// Error is a file the sender could not send, with why.
+type Error struct {
 	Index int
 	Err   error
 }
+
+// FileSender is a writer that can also take a body straight from a
+// file's descriptor, as sendfile(2) does: WriteTar hands it the bodies
+// that need no hashing, no sparse map and no pacing.
+type FileSender interface {
+	io.Writer
+	// SendFile sends n bytes of the file fd from its offset. A short
+	// count with no error: the file ended early. rerr is a failure
+	// reading the file (ErrNoSendfile: nothing was sent, the body goes by
+	// read and write instead), werr one of the writer.
+	SendFile(fd int, n int64) (sent int64, rerr, werr error)
+	// SendFileMin is the smallest body worth sending so (each costs the
+	// writer a flush and a call of its own).
+	SendFileMin() int64
+}
+
+// ErrNoSendfile: the file cannot be sent by sendfile (a filesystem without
+// the kernel's splice support, as FUSE with direct I/O), and nothing was
+// sent: its body goes by read and write instead.
+var ErrNoSendfile = errors.New("sendfile not supported")
 
 // WriteTar writes the needed files of batch b as a tar stream to w and
 // returns the entries to discard (changed while read) and the entries that
 // could not be sent at all. A non-nil error means w failed: the stream is
 // broken.
-func (s Source) WriteTar(w io.Writer, b *wire.BatchManifest, need []bool, ctr *Counters) (discards []wire.Discard, failed []SourceError, err error) {
+func (s Source) WriteTar(w io.Writer, b *wire.BatchManifest, need []bool, ctr *metrics.Stream) (discards []wire.Discard, failed []Error, err error) {
 	discards, failed, _, err = s.writeTar(w, b, need, ctr, false)
 	return discards, failed, err
 }
 
 // WriteTarSums is WriteTar, also returning the XXH3-128 of each file sent
 // whole, as it was read (for the receiver to check: end-to-end integrity).
-func (s Source) WriteTarSums(w io.Writer, b *wire.BatchManifest, need []bool, ctr *Counters) (discards []wire.Discard, failed []SourceError, sums []wire.IndexedSum, err error) {
+func (s Source) WriteTarSums(w io.Writer, b *wire.BatchManifest, need []bool, ctr *metrics.Stream) (discards []wire.Discard, failed []Error, sums []wire.IndexedSum, err error) {
 	return s.writeTar(w, b, need, ctr, true)
 }
 
-func (s Source) writeTar(w io.Writer, b *wire.BatchManifest, need []bool, ctr *Counters, hash bool) (discards []wire.Discard, failed []SourceError, sums []wire.IndexedSum, err error) {
+func (s Source) writeTar(w io.Writer, b *wire.BatchManifest, need []bool, ctr *metrics.Stream, hash bool) (discards []wire.Discard, failed []Error, sums []wire.IndexedSum, err error) {
 	h := xxh3.New128()
 	ts := newTarStream(w)
 	if err := ts.global(map[string]string{wire.PAXBatch: strconv.FormatUint(b.ID, 10)}); err != nil {
@@ -369,7 +390,7 @@ func (s Source) writeTar(w io.Writer, b *wire.BatchManifest, need []bool, ctr *C
 			f, oerr = s.OpenIn(&dirs, e)
 		}
 		if oerr != nil {
-			failed = append(failed, SourceError{i, oerr})
+			failed = append(failed, Error{i, oerr})
 			continue
 		}
 		var ext []wire.Extent
@@ -379,25 +400,25 @@ func (s Source) writeTar(w io.Writer, b *wire.BatchManifest, need []bool, ctr *C
 			ext, xs, xerr = s.Extras(f, e) // a sparse map, extended attributes
 		} else if serr := f.SeekTo(e.Off); serr != nil {
 			f.Close()
-			failed = append(failed, SourceError{i, serr})
+			failed = append(failed, Error{i, serr})
 			continue
 		}
 		if xerr != nil {
-			failed = append(failed, SourceError{i, xerr})
+			failed = append(failed, Error{i, xerr})
 		}
 		size := wire.DataSize(e.DataLen(), ext)
 		src := &readTracker{ctr: ctr}
 		var n int64
 		var dw io.Writer
 		var werr error
-		if fs, ok := w.(fileSender); ok && ext == nil && f.ahead == nil && size >= sendfileMin && s.Limit.Rate() <= 0 {
-			// Straight from the page cache to the socket (sendfile.go).
+		if fs, ok := w.(FileSender); ok && ext == nil && f.ahead == nil && size >= fs.SendFileMin() && s.Limit.Rate() <= 0 {
+			// Straight from the page cache to the socket.
 			if dw, err = ts.beginBare(e, xs); err != nil {
 				f.Close()
 				return nil, nil, nil, err
 			}
-			n, src.err, werr = fs.sendFile(f.fd, size)
-			if src.err == errNoSendfile {
+			n, src.err, werr = fs.SendFile(f.fd, size)
+			if src.err == ErrNoSendfile {
 				src.err = nil
 				src.r = io.LimitReader(f, size)
 				n, werr = io.CopyBuffer(dw, src, *bp)
@@ -438,10 +459,10 @@ func (s Source) writeTar(w io.Writer, b *wire.BatchManifest, need []bool, ctr *C
 			if why == nil {
 				why = fmt.Errorf("read %s: %w while being read (shrank to %d bytes)", f.Name(), ErrChanged, n)
 			}
-			failed = append(failed, SourceError{i, why})
+			failed = append(failed, Error{i, why})
 			discards = append(discards, wire.Discard{Index: i, Reason: why.Error()})
 		} else if cerr := s.Recheck(f, e); cerr != nil {
-			failed = append(failed, SourceError{i, cerr})
+			failed = append(failed, Error{i, cerr})
 			discards = append(discards, wire.Discard{Index: i, Reason: cerr.Error()})
 		} else if hash {
 			sums = append(sums, wire.IndexedSum{Index: i, Sum: h.Sum128().Bytes()})
@@ -465,7 +486,7 @@ func (s Source) writeTar(w io.Writer, b *wire.BatchManifest, need []bool, ctr *C
 type readTracker struct {
 	r   io.Reader
 	err error
-	ctr *Counters // if set, read time is accounted
+	ctr *metrics.Stream // if set, read time is accounted
 }
 
 func (t *readTracker) Read(p []byte) (int, error) {

@@ -1,4 +1,4 @@
-package send
+package source
 
 import (
 	"archive/tar"
@@ -83,7 +83,7 @@ func TestWriteTarSourceBecameFIFO(t *testing.T) {
 	m := &wire.BatchManifest{ID: 1, Entries: []model.Entry{{Path: "f", Kind: model.KindFile, Mode: 0o644, Size: 3, MTime: 1, Nlink: 1}}}
 	type result struct {
 		discards []wire.Discard
-		failed   []SourceError
+		failed   []Error
 		err      error
 	}
 	done := make(chan result, 1)

@@ -1,4 +1,4 @@
-package send
+package source
 
 import (
 	"io"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/bulkmove/bulkmove/internal/ratelimit"
+	"github.com/bulkmove/bulkmove/metrics"
 	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/wire"
 )
@@ -37,7 +38,7 @@ type readAhead struct {
 	stop    chan struct{}
 	wg      sync.WaitGroup
 	next    int // the writer's position in idx
-	ctr     *Counters
+	ctr     *metrics.Stream
 }
 
 type aheadFile struct {
@@ -47,7 +48,7 @@ type aheadFile struct {
 
 // startReadAhead starts the readers for the files of entries that need
 // says, or returns nil where the source is fast (then OpenIn is the way).
-func (s Source) startReadAhead(entries []model.Entry, need []bool, ctr *Counters) *readAhead {
+func (s Source) startReadAhead(entries []model.Entry, need []bool, ctr *metrics.Stream) *readAhead {
 	width := s.IO.Width()
 	if width <= 1 {
 		return nil

@@ -58,7 +58,10 @@ import (
 // an agent's given on its command line (--allow-owner, --allow-setid,
 // --allow-xattrs, --allow-acls), and its Hello names what it denied. An
 // older agent would refuse those flags, or take the Hello as its policy.
-const Proto = 13
+// 14: a pull's send-hub takes the job's options whole, as one --config
+// argument (the sender's Config, JSON in base64), not flag by flag; an
+// older send-hub would refuse the argument.
+const Proto = 14
 
 // Frame types.
 const (

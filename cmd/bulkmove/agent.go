@@ -77,11 +77,11 @@ func runAgent(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var allow engine.AllowFlags
 	allow.Register(fs)
 	if err := fs.Parse(args); err != nil {
-		return engine.ExitUsage
+		return exitUsage
 	}
 	if fs.NArg() != 1 {
 		fs.Usage()
-		return engine.ExitUsage
+		return exitUsage
 	}
 	nice.Apply(stderr)
 	cfg.Root, cfg.Data, cfg.Nice, cfg.Allow = fs.Arg(0), dataplane.Mode(*data), nice.Text(), wire.Allow(allow)
@@ -89,23 +89,23 @@ func runAgent(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	defer stop()
 	var m metrics.Receiver
 	if err := serveReceiverMetrics(ctx, &m, *metricsAddr, "agent", stderr); err != nil {
-		return engine.ExitUsage
+		return exitUsage
 	}
 	cfg.Opened = engine.ExportReceiver(&m)
 	err := agentd.Run(ctx, cfg, stdin, stdout)
 	var usage *agentd.UsageError
 	switch {
 	case err == nil:
-		return engine.ExitOK
+		return exitOK
 	case errors.As(err, &usage):
 		termsafe.Errorf(stderr, "agent: %v", err)
-		return engine.ExitUsage
+		return exitUsage
 	case !wire.IsRefused(err):
 		// A refused handshake told the sender why, which shows it: not
 		// twice (this stderr is the sender's).
 		termsafe.Errorf(stderr, "%v", err)
 	}
-	return engine.ExitFatal
+	return exitFatal
 }
 
 // agentRoot resolves the agent's ROOT (a symlink is followed, as a local

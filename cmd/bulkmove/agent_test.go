@@ -74,7 +74,7 @@ func TestAgentMetrics(t *testing.T) {
 	if _, err := c.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if code := <-done; code != engine.ExitOK {
+	if code := <-done; code != exitOK {
 		t.Errorf("agent exit %d", code)
 	}
 }

@@ -68,7 +68,7 @@ func TestSSHSwappedAgentNotRun(t *testing.T) {
 	os.Rename(dotCache, filepath.Join(elsewhere, "cache"))
 	os.Symlink(filepath.Join(elsewhere, "cache"), dotCache)
 	out, code = runBM(t, nil, "-F", cfg, "-j", "2", src, "box2:"+filepath.Join(dir, "d4"))
-	if code != engine.ExitFatal || !strings.Contains(out, dotCache+" is a symbolic link: refusing to run or keep bulkmove there") ||
+	if code != exitFatal || !strings.Contains(out, dotCache+" is a symbolic link: refusing to run or keep bulkmove there") ||
 		strings.Contains(out, "uploading") {
 		t.Fatalf("symlinked ~/.cache: exit %d, want 3 and the refusal:\n%s", code, out)
 	}

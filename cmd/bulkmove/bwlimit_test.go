@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"crypto/rand"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -69,5 +71,16 @@ func TestBwLimitAccuracy(t *testing.T) {
 			}
 			treecmp.Equal(t, src, dst)
 		})
+	}
+}
+
+// TestBwLimitFlagsRefused: a rate, timetable or nice value the flags do
+// not take is a usage error.
+func TestBwLimitFlagsRefused(t *testing.T) {
+	for _, args := range [][]string{{"--bwlimit", "fast"}, {"--bwlimit", "25:00,1M"}, {"--max-read-rate", "-1M"}, {"--nice", "20"}, {"--nice", "x"}} {
+		var stderr bytes.Buffer
+		if code := run(append(args, "a", "b"), nil, io.Discard, &stderr); code != exitUsage {
+			t.Errorf("%v: exit %d, want %d (%s)", args, code, exitUsage, stderr.String())
+		}
 	}
 }

@@ -16,8 +16,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/bulkmove/bulkmove/internal/engine"
 )
 
 // controlJob is a running bulkmove job, slowed by --bwlimit 64K so that
@@ -195,9 +193,9 @@ func TestControlTokenFile(t *testing.T) {
 		file, want string
 		code       int
 	}{
-		{open, "mode 0644", engine.ExitUsage},
-		{placeholder, "placeholder", engine.ExitUsage},
-		{group, "", engine.ExitOK}, // group-readable: a Kubernetes Secret volume with an fsGroup
+		{open, "mode 0644", exitUsage},
+		{placeholder, "placeholder", exitUsage},
+		{group, "", exitOK}, // group-readable: a Kubernetes Secret volume with an fsGroup
 	} {
 		var stderr bytes.Buffer
 		code := run([]string{"--journal", "none", "--metrics-addr", "127.0.0.1:0", "--control-token", c.file, src, filepath.Join(t.TempDir(), "dst")}, nil, io.Discard, &stderr)

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bulkmove/bulkmove/internal/engine"
 	"github.com/bulkmove/bulkmove/internal/faultproxy"
 	"github.com/bulkmove/bulkmove/internal/gentree"
 	"github.com/bulkmove/bulkmove/internal/sshdtest"
@@ -59,7 +58,7 @@ func TestSSHCutover(t *testing.T) {
 	// reconnect: the pass fails, and the same command resumes it.
 	px.CutAfter(2 << 20)
 	out, code := push("--reconnect-timeout", "0")
-	if code != engine.ExitFatal || px.Cuts.Load() == 0 {
+	if code != exitFatal || px.Cuts.Load() == 0 {
 		t.Fatalf("cut pass: exit %d with %d cuts, want 3 and cuts:\n%s", code, px.Cuts.Load(), out)
 	}
 	px.CutAfter(0)
@@ -96,7 +95,7 @@ func TestSSHCutover(t *testing.T) {
 	}
 	exec.Command("pkill", "-9", "-f", "--", "--hub 3 -- "+dst).Run()
 	err := cmd.Wait()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != engine.ExitFatal {
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitFatal {
 		t.Fatalf("agent killed: %v, want exit 3:\n%s", err, stderr.String())
 	}
 	px.Slow(0)
@@ -117,7 +116,7 @@ func TestSSHCutover(t *testing.T) {
 	os.WriteFile(p, []byte("new cOntent"), 0o644)
 	os.Chtimes(p, fi.ModTime(), fi.ModTime())
 	vout, vcode := runBM(t, env, append([]string{"verify"}, append(args(), src, "box2:"+dst)...)...)
-	if vcode != engine.ExitPartial || !strings.Contains(vout, "differ changed.txt: content: differs") {
+	if vcode != exitPartial || !strings.Contains(vout, "differ changed.txt: content: differs") {
 		t.Fatalf("verify after corruption: exit %d, want 2 naming changed.txt:\n%s", vcode, vout)
 	}
 }

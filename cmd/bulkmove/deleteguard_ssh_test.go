@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bulkmove/bulkmove/internal/engine"
 	"github.com/bulkmove/bulkmove/internal/gentree"
 	"github.com/bulkmove/bulkmove/internal/sshdtest"
 	"github.com/bulkmove/bulkmove/internal/treecmp"
@@ -48,7 +47,7 @@ func TestSSHDeleteGuard(t *testing.T) {
 	// An empty SRC, and filters that exclude everything: nothing goes.
 	for _, args := range [][]string{{"--delete", empty}, {"--delete-excluded", "--exclude", "*", src}} {
 		out, code := push(append(args, "box2:"+dst)...)
-		if code != engine.ExitFatal || !strings.Contains(out, "selected nothing") || !strings.Contains(out, "1212 entries at box2:"+dst+" would go; nothing was deleted") {
+		if code != exitFatal || !strings.Contains(out, "selected nothing") || !strings.Contains(out, "1212 entries at box2:"+dst+" would go; nothing was deleted") {
 			t.Errorf("%q: exit %d, want 3 and the guard's refusal:\n%s", args, code, out)
 		}
 		if n := files(); n != 1200 {
@@ -63,7 +62,7 @@ func TestSSHDeleteGuard(t *testing.T) {
 	}
 	for _, dry := range []string{"--delete", "-n"} {
 		out, code := push("--delete", dry, src, "box2:"+dst)
-		if code != engine.ExitFatal || !strings.Contains(out, "it would remove 1010 of the 1212 entries it examined at box2:"+dst+", more than half") {
+		if code != exitFatal || !strings.Contains(out, "it would remove 1010 of the 1212 entries it examined at box2:"+dst+", more than half") {
 			t.Errorf("%s: exit %d, want 3 and the count:\n%s", dry, code, out)
 		}
 	}
@@ -80,7 +79,7 @@ func TestSSHDeleteGuard(t *testing.T) {
 		os.WriteFile(filepath.Join(dst, fmt.Sprintf("stray%02d", i)), []byte("x"), 0o644)
 	}
 	out, code := push("--delete", "--max-delete", "5", src, "box2:"+dst)
-	if code != engine.ExitMaxDelete || !strings.Contains(out, "--max-delete 5: stopped after 5 deletions; 15 more not deleted") {
+	if code != exitMaxDelete || !strings.Contains(out, "--max-delete 5: stopped after 5 deletions; 15 more not deleted") {
 		t.Fatalf("--max-delete 5: exit %d, want 25 and the message:\n%s", code, out)
 	}
 	if n := files(); n != 200+15 {

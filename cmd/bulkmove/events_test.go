@@ -28,8 +28,8 @@ func TestJSONEvents(t *testing.T) {
 	os.MkdirAll(filepath.Join(dst, "blocked", "x"), 0o755) // a directory in the way: an error event
 	var stdout, stderr bytes.Buffer
 	code := run([]string{"--json", "-j", "2", src, dst}, nil, &stdout, &stderr)
-	if code != engine.ExitPartial {
-		t.Fatalf("exit %d, want %d\n%s", code, engine.ExitPartial, stderr.String())
+	if code != exitPartial {
+		t.Fatalf("exit %d, want %d\n%s", code, exitPartial, stderr.String())
 	}
 	schema := map[string]any{
 		"start": engine.StartEvent{}, "progress": engine.ProgressEvent{}, "warning": engine.ProblemEvent{}, "error": engine.ProblemEvent{},

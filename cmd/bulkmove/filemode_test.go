@@ -8,8 +8,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/bulkmove/bulkmove/internal/engine"
 )
 
 // TestFileModes: under umask 022, the files a job writes have the modes
@@ -57,7 +55,7 @@ func TestFileModes(t *testing.T) {
 		os.Chmod(f, 0o640)
 	}
 	var stderr bytes.Buffer
-	if code := run([]string{"--journal", "none", "--log-file", log2, "--metrics-textfile", prom2, src, filepath.Join(dir, "dst")}, nil, io.Discard, &stderr); code != engine.ExitOK {
+	if code := run([]string{"--journal", "none", "--log-file", log2, "--metrics-textfile", prom2, src, filepath.Join(dir, "dst")}, nil, io.Discard, &stderr); code != exitOK {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	mode(log2, 0o640)
@@ -65,7 +63,7 @@ func TestFileModes(t *testing.T) {
 
 	// bulkmove plan.
 	out := filepath.Join(dir, "plan")
-	if code := run([]string{"plan", src, "--parts", "2", "-o", out}, nil, io.Discard, &stderr); code != engine.ExitOK {
+	if code := run([]string{"plan", src, "--parts", "2", "-o", out}, nil, io.Discard, &stderr); code != exitOK {
 		t.Fatalf("plan: exit %d: %s", code, stderr.String())
 	}
 	mode(out, 0o700)
@@ -75,7 +73,7 @@ func TestFileModes(t *testing.T) {
 
 	// BULKMOVE_CPUPROFILE.
 	profile := filepath.Join(dir, "cpu.pprof")
-	if out, code := runBM(t, []string{"BULKMOVE_CPUPROFILE=" + profile}, "--journal", "none", src, filepath.Join(dir, "dst2")); code != engine.ExitOK {
+	if out, code := runBM(t, []string{"BULKMOVE_CPUPROFILE=" + profile}, "--journal", "none", src, filepath.Join(dir, "dst2")); code != exitOK {
 		t.Fatalf("exit %d: %s", code, out)
 	}
 	mode(profile, 0o600)

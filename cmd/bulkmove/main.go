@@ -4,11 +4,14 @@
 package main
 
 import (
+	"context"
 	"io"
 	"os"
+	"os/signal"
 	"runtime/pprof"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/bulkmove/bulkmove/internal/engine"
 	"github.com/bulkmove/bulkmove/internal/termsafe"
@@ -21,7 +24,7 @@ func main() {
 	// rest go to disk (extract.KnownMem).
 	if n, err := engine.EnvCount("BULKMOVE_KNOWN_MEM", "hard-link targets"); err != nil {
 		termsafe.Errorf(os.Stderr, "%v", err)
-		os.Exit(engine.ExitUsage)
+		os.Exit(exitUsage)
 	} else if n > 0 {
 		extract.KnownMem = int(n)
 	}
@@ -49,18 +52,50 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		case "serve":
 			return runServe(args[1:], stdout, stderr)
 		case "verify":
-			return engine.RunVerify(args[1:], stdout, stderr)
+			return runVerify(args[1:], stdout, stderr)
 		case "verify-summary":
-			return engine.RunVerifySummary(args[1:], stdout, stderr)
+			return runVerifySummary(args[1:], stdout, stderr)
 		case "plan":
-			return engine.RunPlan(args[1:], stdout, stderr)
+			return runPlan(args[1:], stdout, stderr)
 		case "version":
-			return engine.RunVersion(args[1:], stdout, stderr)
+			return runVersion(args[1:], stdout, stderr)
 		case "send-hub":
-			return engine.RunHub(args[1:], stdin, stdout, stderr)
+			return runHub(args[1:], stdin, stdout, stderr)
 		case "join", "send-join":
-			return engine.RunJoin(args[1:], stdin, stdout, stderr)
+			return runJoin(args[1:], stdin, stdout, stderr)
 		}
 	}
-	return engine.RunMove(args, stdout, stderr)
+	return runMove(args, stdin, stdout, stderr)
+}
+
+// Exit codes, documented in --help and README.md.
+const (
+	exitOK          = 0   // everything moved
+	exitUsage       = 1   // bad command line
+	exitPartial     = 2   // some entries failed; they were listed on stderr
+	exitFatal       = 3   // the job could not be attempted or not completed
+	exitMaxDelete   = 25  // --max-delete stopped the deletions (as rsync's)
+	exitInterrupted = 130 // stopped by a signal
+)
+
+// exitCode is the exit code of an engine outcome.
+func exitCode(o engine.Outcome) int {
+	switch o {
+	case engine.Done:
+		return exitOK
+	case engine.UsageError:
+		return exitUsage
+	case engine.Partial:
+		return exitPartial
+	case engine.MaxDeleteHeld:
+		return exitMaxDelete
+	case engine.Interrupted:
+		return exitInterrupted
+	}
+	return exitFatal
+}
+
+// signalContext is ctx, cancelled by the first SIGINT or SIGTERM.
+func signalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 }

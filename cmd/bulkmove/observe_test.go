@@ -10,8 +10,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-
-	"github.com/bulkmove/bulkmove/internal/engine"
 )
 
 // TestTextfileAndPush: --metrics-textfile leaves the final metrics in the
@@ -36,7 +34,7 @@ func TestTextfileAndPush(t *testing.T) {
 	os.MkdirAll(filepath.Dir(prom), 0o755)
 	var stdout, stderr bytes.Buffer
 	code := run([]string{"--metrics-textfile", prom, "--pushgateway", gw.URL, "--job-name", "nightly", src, filepath.Join(dir, "dst")}, nil, &stdout, &stderr)
-	if code != engine.ExitOK {
+	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	b, err := os.ReadFile(prom)

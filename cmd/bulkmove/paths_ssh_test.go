@@ -132,8 +132,8 @@ func TestSSHOverlapRefused(t *testing.T) {
 		{[]string{"box2:" + x, filepath.Join(child, "new")}, "destination " + filepath.Join(child, "new") + " is inside the source " + x},
 	} {
 		out, code := runBM(t, nil, append([]string{"-F", cfg, "-j", "2", "--journal", "none"}, c.args...)...)
-		if code != engine.ExitFatal || !strings.Contains(out, "box2 refused the job: on this host, ") || !strings.Contains(out, c.want) {
-			t.Errorf("bulkmove %s: exit %d, want %d and %q:\n%s", strings.Join(c.args, " "), code, engine.ExitFatal, c.want, out)
+		if code != exitFatal || !strings.Contains(out, "box2 refused the job: on this host, ") || !strings.Contains(out, c.want) {
+			t.Errorf("bulkmove %s: exit %d, want %d and %q:\n%s", strings.Join(c.args, " "), code, exitFatal, c.want, out)
 		}
 		untouched(t, x)
 	}
@@ -150,9 +150,9 @@ func TestSSHOverlapRefused(t *testing.T) {
 		t.Fatalf("push to leave an agent: exit %d:\n%s", code, out)
 	}
 	out, code := runBM(t, env, append(args, "--delete", child, "box2:"+x)...)
-	if want := "source " + child + " is inside the destination " + x; code != engine.ExitFatal || !strings.Contains(out, want) ||
+	if want := "source " + child + " is inside the destination " + x; code != exitFatal || !strings.Contains(out, want) ||
 		!strings.Contains(out, "no lingering agent on box2 (") || !strings.Contains(out, "BULKMOVE-REFUSED on this host, "+want) {
-		t.Errorf("to a lingering agent: exit %d, want %d, its refusal and %q:\n%s", code, engine.ExitFatal, want, out)
+		t.Errorf("to a lingering agent: exit %d, want %d, its refusal and %q:\n%s", code, exitFatal, want, out)
 	}
 	untouched(t, x)
 }

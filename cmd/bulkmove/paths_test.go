@@ -73,8 +73,8 @@ func TestOverlapBindMount(t *testing.T) {
 	} {
 		var out, errb bytes.Buffer
 		code := run(append([]string{"--journal", "none"}, c.args...), nil, &out, &errb)
-		if code != engine.ExitUsage || !strings.Contains(errb.String(), c.want) {
-			t.Errorf("bulkmove %s: exit %d, want %d and %q:\n%s", strings.Join(c.args, " "), code, engine.ExitUsage, c.want, errb.String())
+		if code != exitUsage || !strings.Contains(errb.String(), c.want) {
+			t.Errorf("bulkmove %s: exit %d, want %d and %q:\n%s", strings.Join(c.args, " "), code, exitUsage, c.want, errb.String())
 		}
 		untouched(t, x)
 	}
@@ -100,8 +100,8 @@ func TestAgentRefusesOverlap(t *testing.T) {
 	var out, errb bytes.Buffer
 	code := run([]string{"agent", "--src-ids", ids, "--hub", "1", x}, strings.NewReader(""), &out, &errb)
 	want := "on this host, source " + child + " is inside the destination " + x
-	if code != engine.ExitUsage || !strings.HasPrefix(out.String(), wire.Refused) || !strings.Contains(out.String(), want) {
-		t.Fatalf("agent: exit %d, stdout %q, want %d and %q", code, out.String(), engine.ExitUsage, want)
+	if code != exitUsage || !strings.HasPrefix(out.String(), wire.Refused) || !strings.Contains(out.String(), want) {
+		t.Fatalf("agent: exit %d, stdout %q, want %d and %q", code, out.String(), exitUsage, want)
 	}
 	untouched(t, x)
 	// Another machine's SRC: device and inode numbers do not compare.

@@ -160,7 +160,7 @@ func TestServeHostileHello(t *testing.T) {
 	os.MkdirAll(plain, 0o755)
 	os.WriteFile(filepath.Join(plain, "f"), []byte("data"), 0o644)
 	out, code := runBM(t, nil, "-X", "--token-file", tok, "--fingerprint", fp, plain, "bulkmove://"+addr+"/data/x")
-	if code != engine.ExitFatal || !strings.Contains(out, "refused: the sender asks for -X (extended attributes), which this receiver does not allow (serve --allow-xattrs)") {
+	if code != exitFatal || !strings.Contains(out, "refused: the sender asks for -X (extended attributes), which this receiver does not allow (serve --allow-xattrs)") {
 		t.Errorf("-X to a serve without --allow-xattrs: exit %d, want 3 and the refusal:\n%s", code, out)
 	}
 	out, code = runBM(t, nil, "--token-file", tok, "--fingerprint", fp, plain, "bulkmove://"+addr+"/data/y")

@@ -33,15 +33,37 @@ func TestSSHPullHostileSender(t *testing.T) {
 	sh(t, src.Root, "setcap -r evil && chown 4242:4242 evil && chmod 06755 evil && setcap cap_setuid+ep evil")
 	extra := filepath.Join(dir, "extra")
 	wrapper := filepath.Join(dir, "hostile-bulkmove")
+	// The hostile sender runs with the options it chooses: the --config
+	// in extra (if any) in place of the one the puller gave.
 	os.WriteFile(wrapper, []byte(`#!/bin/sh
 if [ "$1" = send-hub ]; then
 	shift
+	sub=$(cat '`+extra+`')
 	args=""
-	for a in "$@"; do [ "$a" = --no-owner ] || args="$args '$a'"; done
-	eval exec "'`+bin+`'" send-hub $(cat '`+extra+`') "$args"
+	while [ $# -gt 0 ]; do
+		if [ "$1" = --config ] && [ -n "$sub" ]; then
+			args="$args --config '$sub'"
+			shift 2
+			continue
+		fi
+		args="$args '$1'"
+		shift
+	done
+	eval exec "'`+bin+`'" send-hub $args
 fi
 exec '`+bin+`' "$@"
 `), 0o755)
+	// asks is the Config of a sender that asks for what set gives.
+	asks := func(set func(*engine.Config)) string {
+		c := engine.DefaultConfig()
+		c.Jobs = 2
+		set(&c)
+		s, err := engine.EncodeSenderConfig(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
 	srv := sshdtest.Start(t, sshdtest.WithEnv("PATH=/usr/bin:/bin", "HOME="+shmDir(t)))
 	cfg := srv.WriteSSHConfig("box2")
 	pull := func(sends, dst string, flags ...string) (string, int) {
@@ -49,8 +71,8 @@ exec '`+bin+`' "$@"
 		return runBM(t, nil, append(append([]string{"-F", cfg, "-j", "2", "--journal", "none", "--remote-bulkmove", wrapper}, flags...), "box2:"+src.Root, filepath.Join(dir, dst))...)
 	}
 
-	out, code := pull("--keep-setid -X", "plain")
-	if code != engine.ExitFatal || !strings.Contains(out, "bulkmove: pull from box2: the remote sender is refused: the sender asks for --keep-setid, -X (extended attributes), which this receiver does not allow (a pull with --keep-setid, a pull with -X)") {
+	out, code := pull(asks(func(c *engine.Config) { c.KeepSetid, c.Faithful.Xattrs = true, true }), "plain")
+	if code != exitFatal || !strings.Contains(out, "bulkmove: pull from box2: the remote sender is refused: the sender asks for --keep-setid, -X (extended attributes), which this receiver does not allow (a pull with --keep-setid, a pull with -X)") {
 		t.Errorf("a pull without --keep-setid and -X: exit %d, want it refused, naming both:\n%s", code, out)
 	}
 	if _, err := os.Lstat(filepath.Join(dir, "plain/evil")); err == nil {
@@ -58,7 +80,7 @@ exec '`+bin+`' "$@"
 		t.Errorf("refused, yet the file landed: setid %v, uid %d, attributes %q", setid, uid, attrs)
 	}
 
-	if out, code := pull("", "noowner", "--no-owner"); code != 0 {
+	if out, code := pull(asks(func(*engine.Config) {}), "noowner", "--no-owner"); code != 0 {
 		t.Fatalf("a pull with --no-owner: exit %d:\n%s", code, out)
 	}
 	if setid, uid, attrs := fileView(t, filepath.Join(dir, "noowner/evil")); setid || uid != 0 || len(attrs) > 0 {

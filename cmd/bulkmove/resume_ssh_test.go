@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bulkmove/bulkmove/internal/engine"
 	"github.com/bulkmove/bulkmove/internal/gentree"
 	"github.com/bulkmove/bulkmove/internal/treecmp"
 )
@@ -36,7 +35,7 @@ func TestSSHResumeDestChanged(t *testing.T) {
 	// streams do not reconnect: the pass stops with a journal.
 	px.CutAfter(1 << 20)
 	out, code := push("--reconnect-timeout", "0")
-	if code != engine.ExitFatal || px.Cuts.Load() == 0 {
+	if code != exitFatal || px.Cuts.Load() == 0 {
 		t.Fatalf("cut pass: exit %d with %d cuts, want 3 and cuts:\n%s", code, px.Cuts.Load(), out)
 	}
 	px.CutAfter(0)

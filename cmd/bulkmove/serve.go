@@ -86,26 +86,26 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	var allow engine.AllowFlags
 	allow.Register(fs)
 	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
-		return engine.ExitUsage
+		return exitUsage
 	}
 	if l.MaxHandshakes < 1 || l.MaxPeerHandshakes < 1 || l.MaxConns < 1 || l.MaxJobs < 1 || l.Stall <= 0 {
 		termsafe.Errorf(stderr, "serve: --max-handshakes, --max-peer-handshakes, --max-conns, --max-jobs and --stall-timeout must be positive")
-		return engine.ExitUsage
+		return exitUsage
 	}
 	if len(roots) == 0 {
 		termsafe.Errorf(stderr, "serve: at least one --root NAME=DIR")
-		return engine.ExitUsage
+		return exitUsage
 	}
 	if *tokenFile == "" && *clientCA == "" {
 		termsafe.Errorf(stderr, "serve: --token-file or --client-ca: the server takes no anonymous senders")
-		return engine.ExitUsage
+		return exitUsage
 	}
 	var token string
 	if *tokenFile != "" {
 		var err error
 		if token, err = dataplane.ReadToken(*tokenFile); err != nil {
 			termsafe.Errorf(stderr, "serve: %v", err)
-			return engine.ExitUsage
+			return exitUsage
 		}
 	}
 	// Each root is opened once: every job's destination is then opened
@@ -113,7 +113,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	open, err := serve.OpenRoots(roots)
 	if err != nil {
 		termsafe.Errorf(stderr, "serve: %v", err)
-		return engine.ExitFatal
+		return exitFatal
 	}
 	defer func() {
 		for _, r := range open {
@@ -123,18 +123,18 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	cfg, fp, err := dataplane.ServerConfig(*certFile, *keyFile, *clientCA)
 	if err != nil {
 		termsafe.Errorf(stderr, "serve: %v", err)
-		return engine.ExitUsage
+		return exitUsage
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var m metrics.Receiver
 	if err := serveReceiverMetrics(ctx, &m, *metricsAddr, "serve", stderr); err != nil {
-		return engine.ExitUsage
+		return exitUsage
 	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		termsafe.Errorf(stderr, "serve: %v", err)
-		return engine.ExitFatal
+		return exitFatal
 	}
 	termsafe.Errorf(stderr, "serve: listening on %s, certificate SHA-256 %s", ln.Addr(), fp)
 	s := serve.New(serve.Config{Roots: open, Token: token, TLS: cfg, Mutual: *clientCA != "", Limits: l,
@@ -142,5 +142,5 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		Logf: func(format string, a ...any) { termsafe.Errorf(stderr, format, a...) }})
 	context.AfterFunc(ctx, func() { ln.Close() })
 	s.Serve(ctx, ln)
-	return engine.ExitOK
+	return exitOK
 }

@@ -54,7 +54,7 @@ func TestServeRefusals(t *testing.T) {
 		out, code := runBM(t, nil, "-j", "3", "--token-file", tc.token, "--fingerprint", fp, src, "bulkmove://"+addr+"/"+tc.dest)
 		took := time.Since(start)
 		want := "bulkmove: serve " + addr + " refused: " + tc.reason
-		if code != engine.ExitFatal || strings.Count(out, want) != 1 || strings.Count(out, "refused") != 1 || took > 5*time.Second {
+		if code != exitFatal || strings.Count(out, want) != 1 || strings.Count(out, "refused") != 1 || took > 5*time.Second {
 			t.Errorf("%s: exit %d after %s, want 3 at once, saying %q once:\n%s", tc.name, code, took.Round(time.Millisecond), want, out)
 		}
 	}
@@ -114,7 +114,7 @@ func TestServeDestSwapRace(t *testing.T) {
 		os.WriteFile(filepath.Join(src, name), []byte(name), 0o644)
 		out, code := runBM(t, nil, "-j", "2", "--token-file", tok, "--fingerprint", fp, src, "bulkmove://"+addr+"/data/x")
 		switch {
-		case code == engine.ExitOK:
+		case code == exitOK:
 			pause.Lock()
 			found := foundUnder(root, name)
 			pause.Unlock()
@@ -122,7 +122,7 @@ func TestServeDestSwapRace(t *testing.T) {
 				t.Errorf("push %d: exit 0, but %s is nowhere under the root:\n%s", n, name, out)
 			}
 			landed++
-		case code == engine.ExitFatal && strings.Contains(out, "bulkmove: serve "+addr+" refused: data/x: "):
+		case code == exitFatal && strings.Contains(out, "bulkmove: serve "+addr+" refused: data/x: "):
 			refused++
 		default:
 			t.Errorf("push %d: exit %d, want it landed or refused for the symlink:\n%s", n, code, out)
@@ -231,7 +231,7 @@ func TestAgentRefusal(t *testing.T) {
 	out, code := runBM(t, nil, "--via-agent", "-j", "3", src, dst)
 	took := time.Since(start)
 	want := "bulkmove: the agent refused: " + dst + ": create destination: mkdir " + filepath.Join(dir, "blocker") + ": not a directory"
-	if code != engine.ExitFatal || strings.Count(out, want) != 1 || strings.Count(out, "not a directory") != 1 || took > 5*time.Second {
+	if code != exitFatal || strings.Count(out, want) != 1 || strings.Count(out, "not a directory") != 1 || took > 5*time.Second {
 		t.Errorf("exit %d after %s, want 3 at once, saying %q once:\n%s", code, took.Round(time.Millisecond), want, out)
 	}
 }

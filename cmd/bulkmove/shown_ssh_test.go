@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bulkmove/bulkmove/internal/engine"
 	"github.com/bulkmove/bulkmove/internal/sshdtest"
 )
 
@@ -51,8 +50,8 @@ func TestSSHHostileNames(t *testing.T) {
 
 	// A pull: the remote sender names the files on its stderr, relayed.
 	out, code := runBM(t, nil, "-F", cfg, "-v", "-j", "2", "box2:"+src, dst)
-	if code != engine.ExitPartial {
-		t.Fatalf("pull: exit %d, want %d:\n%s", code, engine.ExitPartial, out)
+	if code != exitPartial {
+		t.Fatalf("pull: exit %d, want %d:\n%s", code, exitPartial, out)
 	}
 	check("pull", out,
 		`box2: bulkmove: receiver: a\x1b]0;pwned\x07b: a non-empty directory is in the way`,
@@ -68,8 +67,8 @@ func TestSSHHostileNames(t *testing.T) {
 		os.MkdirAll(filepath.Join(far, n, "in-the-way"), 0o755)
 	}
 	out, code = runBM(t, nil, "-F", cfg, "-v", "-j", "2", src, "box2:"+far)
-	if code != engine.ExitPartial {
-		t.Fatalf("push: exit %d, want %d:\n%s", code, engine.ExitPartial, out)
+	if code != exitPartial {
+		t.Fatalf("push: exit %d, want %d:\n%s", code, exitPartial, out)
 	}
 	check("push", out,
 		`x\x1b[2J: a non-empty directory is in the way`,

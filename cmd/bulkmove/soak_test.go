@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bulkmove/bulkmove/internal/engine"
 	"github.com/bulkmove/bulkmove/internal/gentree"
 	"github.com/bulkmove/bulkmove/internal/treecmp"
 )
@@ -104,7 +103,7 @@ func TestSoak(t *testing.T) {
 				break
 			}
 			resumes++
-			if ee, ok := werr.(*exec.ExitError); !ok || ee.ExitCode() != engine.ExitFatal && ee.ExitCode() != engine.ExitPartial {
+			if ee, ok := werr.(*exec.ExitError); !ok || ee.ExitCode() != exitFatal && ee.ExitCode() != exitPartial {
 				t.Fatalf("run %d attempt %d: %v, want exit 3 (or 2) after a fault:\n%s", run, attempt, werr, out.String())
 			}
 		}

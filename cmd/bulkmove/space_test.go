@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bulkmove/bulkmove/internal/engine"
 	"github.com/bulkmove/bulkmove/internal/gentree"
 	"github.com/bulkmove/bulkmove/internal/treecmp"
 )
@@ -34,12 +33,12 @@ func TestDiskFull(t *testing.T) {
 	env := []string{"XDG_STATE_HOME=" + t.TempDir()}
 
 	out, code := runBM(t, env, "--require-space", "-j", "2", src, dst)
-	if code != engine.ExitFatal || !strings.Contains(out, "not enough space") || !strings.Contains(out, "--require-space") {
+	if code != exitFatal || !strings.Contains(out, "not enough space") || !strings.Contains(out, "--require-space") {
 		t.Fatalf("--require-space: exit %d, want 3 and a refusal:\n%s", code, out)
 	}
 
 	out, code = runBM(t, env, "-j", "2", src, dst)
-	if code != engine.ExitFatal || !strings.Contains(out, "no space left") || !strings.Contains(out, dst+" is full") ||
+	if code != exitFatal || !strings.Contains(out, "no space left") || !strings.Contains(out, dst+" is full") ||
 		!strings.Contains(out, "still to move") {
 		t.Fatalf("disk full: exit %d, want 3 naming DEST and what is left:\n%s", code, out)
 	}

@@ -100,7 +100,7 @@ func TestSSHPush(t *testing.T) {
 	os.WriteFile(filepath.Join(src, "fine"), []byte("new"), 0o644)
 	os.MkdirAll(filepath.Join(dst, "blocked", "sub"), 0o755)
 	out, code = runBM(t, nil, "-F", cfg, "-j", "3", src, "box2:"+dst)
-	if code != engine.ExitPartial || !strings.Contains(out, "box2:"+dst+": ") || !strings.Contains(out, "blocked: a non-empty directory is in the way of a file; rerun with --delete to replace it") {
+	if code != exitPartial || !strings.Contains(out, "box2:"+dst+": ") || !strings.Contains(out, "blocked: a non-empty directory is in the way of a file; rerun with --delete to replace it") {
 		t.Fatalf("exit %d, want 2 and the remote error:\n%s", code, out)
 	}
 	if b, _ := os.ReadFile(filepath.Join(dst, "fine")); string(b) != "new" {
@@ -109,7 +109,7 @@ func TestSSHPush(t *testing.T) {
 	// One stream: the hub serves just the first connection.
 	os.WriteFile(filepath.Join(src, "one"), []byte("1"), 0o644)
 	out, code = runBM(t, nil, "-F", cfg, "-j", "1", src, "box2:"+dst)
-	if code != engine.ExitPartial || !strings.Contains(out, "bulkmove: 1 files, ") {
+	if code != exitPartial || !strings.Contains(out, "bulkmove: 1 files, ") {
 		t.Fatalf("-j 1: exit %d, want 2 (blocked is still in the way) and the one new file:\n%s", code, out)
 	}
 	// --delete over SSH: what SRC lacks goes, in parallel over the streams.
@@ -206,7 +206,7 @@ func TestSSHUnknownHost(t *testing.T) {
 	os.MkdirAll(filepath.Join(dir, "src"), 0o755)
 	os.WriteFile(filepath.Join(dir, "src/f"), []byte("x"), 0o644)
 	out, code := runBM(t, nil, "-F", cfg, filepath.Join(dir, "src"), "box2:"+filepath.Join(dir, "dst"))
-	if code != engine.ExitFatal || !strings.Contains(out, "--accept-new-host-key") {
+	if code != exitFatal || !strings.Contains(out, "--accept-new-host-key") {
 		t.Fatalf("exit %d, want 3 and a hint:\n%s", code, out)
 	}
 	out, code = runBM(t, nil, "-F", cfg, "--accept-new-host-key", filepath.Join(dir, "src"), "box2:"+filepath.Join(dir, "dst"))
@@ -300,7 +300,7 @@ func TestSSHPull(t *testing.T) {
 	}
 	// A remote SRC that does not exist: the remote's error, exit 3.
 	out, code = runBM(t, nil, "-F", cfg, "box2:"+filepath.Join(dir, "nosuch"), filepath.Join(dir, "x"))
-	if code != engine.ExitFatal || !strings.Contains(out, "no such file") {
+	if code != exitFatal || !strings.Contains(out, "no such file") {
 		t.Fatalf("missing remote source, exit %d:\n%s", code, out)
 	}
 }

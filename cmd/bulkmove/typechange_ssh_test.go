@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bulkmove/bulkmove/internal/engine"
 	"github.com/bulkmove/bulkmove/internal/sshdtest"
 	"github.com/bulkmove/bulkmove/internal/treecmp"
 )
@@ -72,7 +71,7 @@ func TestSSHTypeChange(t *testing.T) {
 	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
 	outside := typeChanged(t, src, dst)
 	out, code := runBM(t, nil, "-F", cfg, "-j", "3", src, "box2:"+dst)
-	if code != engine.ExitPartial || strings.Count(out, "in the way") != 1 ||
+	if code != exitPartial || strings.Count(out, "in the way") != 1 ||
 		!strings.Contains(out, "d2f: a non-empty directory is in the way of a file; rerun with --delete to replace it") ||
 		!strings.Contains(out, "s2d: is a symlink, not a directory; nothing written through it; if SRC has a directory there, rerun with --delete") ||
 		!strings.Contains(out, "bulkmove: 2 files, 2 B in") {

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"runtime"
 	"strconv"
@@ -26,10 +25,10 @@ import (
 // transports (a data plane, bulkmove serve, a pull, --via-agent) run with
 // the start count.
 
-// autoFlags are -j auto's flags.
-type autoFlags struct {
-	on  bool // -j auto
-	max int  // --max-streams
+// AutoJobs are -j auto's flags.
+type AutoJobs struct {
+	On  bool // -j auto
+	Max int  // --max-streams
 }
 
 // -j auto starts with 4 streams: remote streams connect in parallel, and
@@ -41,36 +40,27 @@ const (
 	autoMaxStreams = 16
 )
 
-// registerJobs registers -j/--jobs (N or auto) and --max-streams.
-func (f *moveFlags) registerJobs(fs *flag.FlagSet) {
-	f.auto = autoFlags{on: true, max: autoMaxStreams}
-	f.jobs = autoStart
-	v := jobsValue{f}
-	fs.Var(v, "j", "number of parallel streams, or `auto`: start with a few and add more while throughput rises, up to --max-streams")
-	fs.Var(v, "jobs", "the same as -j")
-	fs.IntVar(&f.auto.max, "max-streams", autoMaxStreams, "with -j auto: streams at most")
-}
-
 // jobsValue is -j: a number of streams, or auto.
-type jobsValue struct{ f *moveFlags }
+// JobsValue is -j: a number of streams, or auto.
+type JobsValue struct{ C *Config }
 
-func (v jobsValue) String() string {
-	if v.f == nil || v.f.auto.on {
+func (v JobsValue) String() string {
+	if v.C == nil || v.C.Auto.On {
 		return "auto"
 	}
-	return strconv.Itoa(v.f.jobs)
+	return strconv.Itoa(v.C.Jobs)
 }
 
-func (v jobsValue) Set(s string) error {
+func (v JobsValue) Set(s string) error {
 	if s == "auto" {
-		v.f.auto.on = true
+		v.C.Auto.On = true
 		return nil
 	}
 	n, err := strconv.Atoi(s)
 	if err != nil {
 		return errors.New("want a number of streams or auto")
 	}
-	v.f.jobs, v.f.auto.on = n, false
+	v.C.Jobs, v.C.Auto.On = n, false
 	return nil
 }
 
@@ -78,10 +68,10 @@ func (v jobsValue) Set(s string) error {
 // transport is known.
 func (j *job) autoStart() {
 	f := &j.flags
-	if !f.auto.on {
+	if !f.Auto.On {
 		return
 	}
-	f.jobs = min(autoStart, f.auto.max)
+	f.Jobs = min(autoStart, f.Auto.Max)
 }
 
 // nearStart returns the streams -j auto starts with once the first
@@ -96,16 +86,16 @@ func (j *job) autoStart() {
 // stays.
 func (j *job) nearStart(c *sshx.Client) int {
 	f := &j.flags
-	if !f.auto.on {
-		return f.jobs
+	if !f.Auto.On {
+		return f.Jobs
 	}
 	rtt, ok := c.PathRTT()
 	if !ok || rtt >= autoFarRTT {
-		return f.jobs
+		return f.Jobs
 	}
-	n := min(f.jobs, max(2, runtime.NumCPU()))
-	if n < f.jobs {
-		j.autoDecided(send.AutoDecision{Action: "remove", From: f.jobs, To: n,
+	n := min(f.Jobs, max(2, runtime.NumCPU()))
+	if n < f.Jobs {
+		j.autoDecided(send.AutoDecision{Action: "remove", From: f.Jobs, To: n,
 			Reason: fmt.Sprintf("a near path (round trip %s) and %d CPUs here: streams beyond the CPUs would only share them", rtt.Round(10*time.Microsecond), runtime.NumCPU())})
 	}
 	return n
@@ -127,25 +117,25 @@ func (j *job) autoDecided(d send.AutoDecision) {
 func (j *job) growable() bool {
 	f := j.flags
 	switch {
-	case !f.auto.on || f.auto.max <= f.jobs || j.hub != nil || j.serveAddr != "":
+	case !f.Auto.On || f.Auto.Max <= f.Jobs || j.hub != nil || j.serveAddr != "":
 		return false
 	case j.remote != nil:
-		return f.transport == "" || f.transport == "ssh" // a data plane takes K streams, no more
+		return f.Transport == "" || f.Transport == "ssh" // a data plane takes K streams, no more
 	default:
-		return !f.viaAgent
+		return !f.ViaAgent
 	}
 }
 
 // newMetrics makes the job's metrics, with spare counters for the
 // streams -j auto may add.
 func (j *job) newMetrics() *metrics.Job {
-	k := j.flags.jobs
+	k := j.flags.Jobs
 	if j.growable() {
-		k = j.flags.auto.max
+		k = j.flags.Auto.Max
 	}
 	m := metrics.NewJob(k)
-	m.AutoJ.InUse.Store(int64(j.flags.jobs))
-	m.AutoJ.Target.Store(int64(j.flags.jobs))
+	m.AutoJ.InUse.Store(int64(j.flags.Jobs))
+	m.AutoJ.Target.Store(int64(j.flags.Jobs))
 	return m
 }
 
@@ -164,7 +154,7 @@ func (j *job) steer(ctx context.Context, pool *send.Pool, local bool) (stop func
 	if !j.growable() || j.addConn == nil {
 		return func() {}
 	}
-	pool.AddConn, pool.MaxConns = j.addConn, j.flags.auto.max
+	pool.AddConn, pool.MaxConns = j.addConn, j.flags.Auto.Max
 	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	m := j.m
@@ -190,7 +180,7 @@ func (j *job) steer(ctx context.Context, pool *send.Pool, local bool) (stop func
 	}
 	host, _ := hostcpu.Read()
 	a := &send.AutoJ{
-		Max:     j.flags.auto.max,
+		Max:     j.flags.Auto.Max,
 		Work:    func() int64 { return int64(sent()) },
 		Started: func() bool { return m.DoneFiles.Load()+m.Skipped.Load()+m.Failed.Load() > 0 },
 		Verdict: func() send.AutoVerdict {
@@ -246,7 +236,7 @@ func (j *job) steer(ctx context.Context, pool *send.Pool, local bool) (stop func
 	var wg sync.WaitGroup
 	spares := func() {}
 	wg.Go(func() {
-		n := j.flags.jobs
+		n := j.flags.Jobs
 		if j.rtt != nil {
 			d := j.rtt()
 			rtt.Store(int64(d))
@@ -292,7 +282,7 @@ func (j *job) farAhead(ctx context.Context, l *sshLink, c *sshx.Client) {
 
 // farStep is how many streams the far path's first step adds: as many as
 // the job starts with, within --max-streams.
-func (j *job) farStep() int { return min(j.flags.jobs, j.flags.auto.max-j.flags.jobs) }
+func (j *job) farStep() int { return min(j.flags.Jobs, j.flags.Auto.Max-j.flags.Jobs) }
 
 // autoVerdict is what the controller makes of the bottleneck verdict. A
 // saturated CPU stops it. Streams blocked on the link, the receiver's

@@ -223,8 +223,8 @@ func (c *bwControl) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // bandwidth limit of the streams (j.bw, also in the metrics). It returns
 // the function that ends the bandwidth control.
 func (j *job) limit(p *plan) func() {
-	p.src.Limit = ratelimit.New(int64(j.flags.gentle.maxReadRate))
-	j.bw = newBwControl(j.flags.gentle.bwlimit.sched, j.m.SentBytes)
+	p.src.Limit = ratelimit.New(int64(j.flags.Gentle.MaxReadRate))
+	j.bw = newBwControl(j.flags.Gentle.BwLimit.sched, j.m.SentBytes)
 	j.m.Limit = j.bw.b
 	return j.bw.stop
 }

@@ -138,12 +138,6 @@ func TestBwLimitFlags(t *testing.T) {
 			t.Errorf("rateText(%d) = %q, read back as %d, %v", r, rateText(r), got, err)
 		}
 	}
-	for _, args := range [][]string{{"--bwlimit", "fast"}, {"--bwlimit", "25:00,1M"}, {"--max-read-rate", "-1M"}, {"--nice", "20"}, {"--nice", "x"}} {
-		var stderr bytes.Buffer
-		if code := run(append(args, "a", "b"), nil, io.Discard, &stderr); code != ExitUsage {
-			t.Errorf("%v: exit %d, want %d (%s)", args, code, ExitUsage, stderr.String())
-		}
-	}
 	m := metrics.NewJob(1)
 	if line := progressLine(m, 0, 0); strings.Contains(line, "limit") {
 		t.Errorf("no limit, yet %q", line)

@@ -11,17 +11,17 @@ import (
 var checkFlags = []struct {
 	name string
 	mode string
-	set  func(*moveFlags) *bool
+	set  func(*Config) *bool
 }{
-	{"--checksum", wire.CheckSum, func(f *moveFlags) *bool { return &f.checksum }},
-	{"--size-only", wire.CheckSize, func(f *moveFlags) *bool { return &f.sizeOnly }},
-	{"--ignore-existing", wire.CheckExisting, func(f *moveFlags) *bool { return &f.ignoreExisting }},
-	{"--no-quick-check", wire.CheckNone, func(f *moveFlags) *bool { return &f.noCheck }},
+	{"--checksum", wire.CheckSum, func(f *Config) *bool { return &f.Checksum }},
+	{"--size-only", wire.CheckSize, func(f *Config) *bool { return &f.SizeOnly }},
+	{"--ignore-existing", wire.CheckExisting, func(f *Config) *bool { return &f.IgnoreExisting }},
+	{"--no-quick-check", wire.CheckNone, func(f *Config) *bool { return &f.NoQuickCheck }},
 }
 
 // checkMode is the receiver's check mode (wire.Check*) the flags ask for,
 // or an error naming two flags that exclude each other.
-func (f *moveFlags) checkMode() (string, error) {
+func (f *Config) checkMode() (string, error) {
 	mode, name := wire.CheckQuick, ""
 	for _, c := range checkFlags {
 		if !*c.set(f) {
@@ -33,15 +33,4 @@ func (f *moveFlags) checkMode() (string, error) {
 		mode, name = c.mode, c.name
 	}
 	return mode, nil
-}
-
-// checkArgs are the flags that give f's check mode, for a send-hub.
-func (f *moveFlags) checkArgs() []string {
-	var args []string
-	for _, c := range checkFlags {
-		if *c.set(f) {
-			args = append(args, c.name)
-		}
-	}
-	return args
 }

@@ -8,12 +8,12 @@ import (
 	"github.com/bulkmove/bulkmove/send"
 )
 
-// compressFlag is --compress: none, auto (the default) or zstd[:LEVEL].
-type compressFlag struct{ send.Compression }
+// Compress is --compress: none, auto (the default) or zstd[:LEVEL].
+type Compress struct{ send.Compression }
 
-func (c *compressFlag) String() string { return c.Compression.String() }
+func (c *Compress) String() string { return c.Compression.String() }
 
-func (c *compressFlag) Set(s string) error {
+func (c *Compress) Set(s string) error {
 	v, err := send.ParseCompression(s)
 	if err != nil {
 		return err
@@ -24,8 +24,8 @@ func (c *compressFlag) Set(s string) error {
 
 // configure applies the stream options of the command line to a client.
 func (j *job) configure(c *send.Client) {
-	c.StallTimeout = j.flags.stallTimeout
-	c.Compress = j.flags.compress.Compression
+	c.StallTimeout = j.flags.StallTimeout
+	c.Compress = j.flags.Compress.Compression
 	c.Share = &j.share
 	c.Logf = j.trace
 }

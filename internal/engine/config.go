@@ -1,109 +1,226 @@
 package engine
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
+	"net"
+	"strconv"
 	"strings"
+	"time"
+
+	"github.com/bulkmove/bulkmove/filter"
+	"github.com/bulkmove/bulkmove/internal/units"
+	"github.com/bulkmove/bulkmove/send"
+	"github.com/bulkmove/bulkmove/sharder"
+	"github.com/bulkmove/bulkmove/transport/dataplane"
+	"github.com/bulkmove/bulkmove/wire"
 )
 
-// The config file (--config FILE, default ~/.config/bulkmove/config)
-// holds defaults for every job, and named profiles for recurring ones:
-//
-//	# defaults: any flag, without its dashes
-//	jobs = 8
-//	bwlimit = 50M
-//
-//	[nightly]
-//	src = /data
-//	dst = box2:/data
-//	delete = true
-//	exclude = *.tmp
-//	exclude = cache/
-//
-// `bulkmove --profile nightly` runs that job; flags on the command line
-// override the file's (repeatable flags add up: the file's first), and
-// SRC DEST on the command line replace the profile's src and dst.
-
-// configArgs reads the config file for the command line args and returns
-// the flags it sets (defaults, then the profile's) and the profile's SRC
-// and DEST, if any.
-func configArgs(args []string) (flags []string, src, dst string, err error) {
-	path, explicit := flagValue(args, "config")
-	if path == "" {
-		home, herr := os.UserHomeDir()
-		if herr != nil {
-			return nil, "", "", nil
-		}
-		path = filepath.Join(home, ".config", "bulkmove", "config")
-	}
-	profile, _ := flagValue(args, "profile")
-	f, err := os.Open(path)
-	if err != nil {
-		if (errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission)) && !explicit && profile == "" {
-			return nil, "", "", nil // no config file (none we may read): fine
-		}
-		return nil, "", "", fmt.Errorf("config: %w", err)
-	}
-	defer f.Close()
-	section, found := "", false
-	sc := bufio.NewScanner(f)
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") || strings.HasPrefix(line, ";") {
-			continue
-		}
-		if strings.HasPrefix(line, "[") && strings.HasSuffix(line, "]") {
-			section = strings.TrimSpace(line[1 : len(line)-1])
-			found = found || section == profile
-			continue
-		}
-		k, v, ok := strings.Cut(line, "=")
-		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
-		if !ok || k == "" {
-			return nil, "", "", fmt.Errorf("config %s:%d: want KEY = VALUE, got %q", path, n, line)
-		}
-		if section != "" && section != profile {
-			continue
-		}
-		switch k {
-		case "src":
-			src = v
-		case "dst":
-			dst = v
-		case "config", "profile":
-			return nil, "", "", fmt.Errorf("config %s:%d: %s cannot be set in the file", path, n, k)
-		default:
-			flags = append(flags, "--"+k+"="+v)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, "", "", fmt.Errorf("config %s: %w", path, err)
-	}
-	if profile != "" && !found {
-		return nil, "", "", fmt.Errorf("config %s: no profile [%s]", path, profile)
-	}
-	return flags, src, dst, nil
+// Config is every option that changes what a move (or verify) does or
+// how: cmd/bulkmove's flags fill it, DefaultConfig gives its defaults,
+// Check validates it in one place, and a pull sends it whole to the
+// remote sender (sendconfig.go). Each field's flag is in its comment
+// where the name does not say it.
+type Config struct {
+	Jobs             int
+	BatchSize        ByteSize
+	BatchFiles       int
+	Rules            *filter.Rules `json:"-"` // --exclude, --include, --exclude-from, --include-from, --filter
+	DryRun           bool
+	Delete           bool
+	DeleteExcluded   bool
+	NoDeleteGuard    bool
+	MaxDelete        Count // --max-delete
+	Journal          string
+	Retries          int
+	OneFS            bool
+	LogFile          string
+	LogLevel         string
+	NoVerifyTransfer bool
+	Compress         Compress
+	ReconnectTimeout time.Duration
+	StallTimeout     time.Duration
+	Grace            time.Duration
+	Serve            ServeClient
+	Transport        string
+	DataPorts        string
+	DataAddr         string
+	RequireSpace     bool
+	IOConcurrency    IOConcurrency // --io-concurrency: see ioconc.go
+	Verbose          bool
+	Fsync            bool
+	KeepSetid        bool
+	NoOwner          bool
+	NoQuickCheck     bool
+	Checksum         bool // --checksum, --size-only, --ignore-existing: see check.go
+	SizeOnly         bool
+	IgnoreExisting   bool
+	ViaAgent         bool
+	JSON             bool
+	Progress         string
+	Obs              Observe
+	Gentle           Gentle // --bwlimit, --max-read-rate, --io-nice, --nice: see gentle.go
+	SSH              SSHConfig
+	Scale            Scale
+	Faithful         Faithful  // -X, -A, --sparse: see faithful.go
+	Auto             AutoJobs  // -j auto, --max-streams: see autoj.go
+	Split            SplitSize // --split-size: see split.go
 }
 
-// flagValue finds -name V, --name V, -name=V or --name=V among args (up
-// to a "--"); set says whether it was there.
-func flagValue(args []string, name string) (v string, set bool) {
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "--" {
-			break
-		}
-		a = strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-")
-		if a == name && i+1 < len(args) {
-			return args[i+1], true
-		}
-		if rest, ok := strings.CutPrefix(a, name+"="); ok {
-			return rest, true
+// ByteSize is a flag of a size with an optional unit: 64MiB, 64m, 1G, 4096.
+type ByteSize int64
+
+func (b *ByteSize) String() string { return strconv.FormatInt(int64(*b), 10) }
+
+func (b *ByteSize) Set(s string) error {
+	n, err := parseSize(s)
+	if err != nil {
+		return err
+	}
+	*b = ByteSize(n)
+	return nil
+}
+
+// Count is a count of 0 or more that may be left unset.
+type Count struct {
+	n   int64
+	set bool
+}
+
+func (c *Count) String() string {
+	if !c.set {
+		return ""
+	}
+	return strconv.FormatInt(c.n, 10)
+}
+
+// MarshalText and UnmarshalText carry a Count in a Config sent to a
+// pull's sender: "" is unset.
+func (c Count) MarshalText() ([]byte, error) { return []byte(c.String()), nil }
+
+func (c *Count) UnmarshalText(b []byte) error {
+	if len(b) == 0 {
+		*c = Count{}
+		return nil
+	}
+	return c.Set(string(b))
+}
+
+func (c *Count) Set(s string) error {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 {
+		return fmt.Errorf("want a count of 0 or more, got %q", s)
+	}
+	c.n, c.set = n, true
+	return nil
+}
+
+// parseSize reads a size flag's value as units.ParseSize does (a bare
+// number is bytes, as rsync reads its sizes); 0 is refused.
+func parseSize(s string) (int64, error) {
+	n, err := units.ParseSize(s, units.BareBytes)
+	if err == nil && n == 0 {
+		err = fmt.Errorf("size %q: want more than 0 (e.g. 64M, 1.5G, 4096)", s)
+	}
+	return n, err
+}
+
+type StringList []string
+
+func (l *StringList) String() string { return strings.Join(*l, ",") }
+
+func (l *StringList) Set(s string) error { *l = append(*l, s); return nil }
+
+// DefaultConfig is the Config of a move given no option: what the flags
+// default to.
+func DefaultConfig() Config {
+	c := Config{
+		Jobs:             autoStart,
+		Auto:             AutoJobs{On: true, Max: autoMaxStreams},
+		BatchSize:        ByteSize(sharder.DefaultBatchBytes),
+		BatchFiles:       sharder.DefaultBatchFiles,
+		Rules:            new(filter.Rules),
+		LogLevel:         "info",
+		Retries:          5,
+		ReconnectTimeout: 5 * time.Minute,
+		StallTimeout:     60 * time.Second,
+		Grace:            10 * time.Second,
+		Transport:        "ssh",
+		Progress:         "auto",
+		Faithful:         Faithful{Sparse: true},
+		Split:            SplitSize{Size: -1},
+		Obs:              Observe{TextfileEvery: 15 * time.Second, JobName: "bulkmove", VerdictInterval: time.Second},
+	}
+	c.Compress.Mode = send.CompressAuto
+	return c
+}
+
+// Check validates c, the one place that does, naming the option at fault
+// as its flag; it also settles what one option implies of another
+// (--delete-excluded is --delete too) and reads --control-token's file.
+func (c *Config) Check() error {
+	if c.DeleteExcluded {
+		c.Delete = true
+	}
+	if _, err := c.checkMode(); err != nil {
+		return err
+	}
+	if err := c.Scale.check(c); err != nil {
+		return err
+	}
+	if (c.MaxDelete.set || c.NoDeleteGuard) && !c.Delete {
+		return errors.New("--max-delete and --no-delete-guard go with --delete")
+	}
+	if err := c.checkCounts(); err != nil {
+		return err
+	}
+	if err := c.Obs.check(); err != nil {
+		return err
+	}
+	switch c.Transport {
+	case "ssh", "tls", "tcp", "auto":
+	default:
+		return fmt.Errorf("--transport %q: want ssh, tls, tcp or auto", c.Transport)
+	}
+	if _, _, err := dataplane.ParsePorts(c.DataPorts); err != nil {
+		return fmt.Errorf("--data-ports: %w", err)
+	}
+	if c.DataAddr != "" && net.ParseIP(strings.Trim(c.DataAddr, "[]")) == nil {
+		return fmt.Errorf("--data-addr %q: want an IP address of the remote host (0.0.0.0 or :: for all)", c.DataAddr)
+	}
+	return nil
+}
+
+// checkCounts refuses a count, or a duration, outside its range, naming
+// the flag and the range. --io-concurrency and --nice check theirs as
+// they are parsed.
+func (c *Config) checkCounts() error {
+	for _, n := range []struct {
+		flag   string
+		v      int
+		lo, hi int
+		unit   string
+	}{
+		{"-j", c.Jobs, 1, 256, " streams"},
+		{"--max-streams", c.Auto.Max, 1, 256, " streams"},
+		{"--batch-files", c.BatchFiles, 1, wire.MaxEntries, " files"},
+		{"--retries", c.Retries, 1, 1000, ""},
+		{"--port", c.SSH.Port, 0, 65535, " (0: the SSH config's, else 22)"},
+	} {
+		if n.v < n.lo || n.v > n.hi {
+			return fmt.Errorf("%s %d: want %d to %d%s", n.flag, n.v, n.lo, n.hi, n.unit)
 		}
 	}
-	return "", false
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{
+		{"reconnect-timeout", c.ReconnectTimeout}, {"stall-timeout", c.StallTimeout}, {"grace", c.Grace},
+		{"linger", c.SSH.Linger}, {"metrics-textfile-interval", c.Obs.TextfileEvery},
+	} {
+		if d.v < 0 {
+			return fmt.Errorf("--%s %s: want a duration of 0 or more", d.flag, d.v)
+		}
+	}
+	return nil
 }

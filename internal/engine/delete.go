@@ -55,9 +55,9 @@ func (j *job) deletePass(p plan) func(context.Context, []send.Conn) error {
 			j.mu.Unlock()
 			return nil
 		}
-		md := j.flags.maxDelete
+		md := j.flags.MaxDelete
 		limited := md.set
-		if j.flags.noDeleteGuard && !limited {
+		if j.flags.NoDeleteGuard && !limited {
 			j.trace("deleting what SRC does not have")
 			_, err := j.prunePass(ctx, conns, p, pruneMode{}, func(r *wire.PruneResult) { j.onPruned(r, false) })
 			return err
@@ -103,7 +103,7 @@ func (j *job) deletePass(p plan) func(context.Context, []send.Conn) error {
 		if limited {
 			m.limit = md.n
 		}
-		if !j.flags.noDeleteGuard && t.examined >= deleteGuardMin {
+		if !j.flags.NoDeleteGuard && t.examined >= deleteGuardMin {
 			// What was counted is at most half: more than half
 			// going now means DEST changed since (a directory to
 			// remove filled up).
@@ -145,7 +145,7 @@ func (j *job) refuseDelete(format string, a ...any) {
 // guardSays is why the --delete guard refuses a pass of these counts, or
 // "" if it does not (or --no-delete-guard).
 func (j *job) guardSays(t pruneTally) string {
-	if j.flags.noDeleteGuard || t.would() == 0 {
+	if j.flags.NoDeleteGuard || t.would() == 0 {
 		return ""
 	}
 	if t.selected == 0 {
@@ -168,7 +168,7 @@ func (j *job) maxDeleteSays(dryRun bool) {
 	if dryRun {
 		verb = "dry run: would stop after %d deletions"
 	}
-	termsafe.Errorf(j.stderr, "--max-delete %d: "+verb+"; %d more not deleted", j.flags.maxDelete.n, j.deleted, j.deleteHeld)
+	termsafe.Errorf(j.stderr, "--max-delete %d: "+verb+"; %d more not deleted", j.flags.MaxDelete.n, j.deleted, j.deleteHeld)
 }
 
 // errOverCeiling: the pass removed more than pruneMode.ceiling.
@@ -207,7 +207,7 @@ func (t pruneTally) would() int64 { return t.count + t.held }
 // (or, in a dry run, list; or count) what DEST has beyond it, K
 // directories at once; report gets every result.
 func (j *job) prunePass(ctx context.Context, conns []send.Conn, p plan, m pruneMode, report func(*wire.PruneResult)) (pruneTally, error) {
-	rules := j.flags.rules.List()
+	rules := j.flags.Rules.List()
 	var selected int64
 	t, err := runPass(ctx, conns, m, report, func(q *pruneQueue) error {
 		var cur *wire.PruneRequest
@@ -221,11 +221,11 @@ func (j *job) prunePass(ctx context.Context, conns []send.Conn, p plan, m pruneM
 		}
 		request := func() *wire.PruneRequest {
 			id++
-			return &wire.PruneRequest{ID: id, DryRun: m.dryRun, CountOnly: m.count, Candidates: m.count && m.candidates, DeleteExcluded: j.flags.deleteExcluded, Rules: rules}
+			return &wire.PruneRequest{ID: id, DryRun: m.dryRun, CountOnly: m.count, Candidates: m.count && m.candidates, DeleteExcluded: j.flags.DeleteExcluded, Rules: rules}
 		}
-		err := sharder.ListDirs(q.ctx, p.walkRoot, j.flags.rules, func(dir string, names []string, more bool) error {
+		err := sharder.ListDirs(q.ctx, p.walkRoot, j.flags.Rules, func(dir string, names []string, more bool) error {
 			selected += int64(len(names))
-			if !j.flags.scale.shard.OwnsDir(dir) {
+			if !j.flags.Scale.Shard.OwnsDir(dir) {
 				return nil // --shard: another part's directory
 			}
 			if big == nil && more {
@@ -282,7 +282,7 @@ func (j *job) prunePass(ctx context.Context, conns []send.Conn, p plan, m pruneM
 // candidates go in requests of about pruneChunk names, and neither SRC
 // nor a directory of DEST is listed.
 func (j *job) exactPass(ctx context.Context, conns []send.Conn, cands *candidates, m pruneMode, report func(*wire.PruneResult)) (pruneTally, error) {
-	rules := j.flags.rules.List()
+	rules := j.flags.Rules.List()
 	return runPass(ctx, conns, m, report, func(q *pruneQueue) error {
 		var cur *wire.PruneRequest
 		var id uint64
@@ -303,7 +303,7 @@ func (j *job) exactPass(ctx context.Context, conns []send.Conn, cands *candidate
 			}
 			if cur == nil {
 				id++
-				cur = &wire.PruneRequest{ID: id, Exact: true, DeleteExcluded: j.flags.deleteExcluded, Rules: rules}
+				cur = &wire.PruneRequest{ID: id, Exact: true, DeleteExcluded: j.flags.DeleteExcluded, Rules: rules}
 			}
 			if k := len(cur.Dirs); k == 0 || cur.Dirs[k-1].Dir != c.dir {
 				cur.Dirs = append(cur.Dirs, wire.PruneDir{Dir: c.dir})
@@ -475,7 +475,7 @@ func (j *job) onPruned(r *wire.PruneResult, dryRun bool) {
 		switch {
 		case dryRun:
 			termsafe.Printf(j.stdout, "delete %s\n", name)
-		case j.flags.verbose:
+		case j.flags.Verbose:
 			termsafe.Errorf(j.stderr, "deleted %s", name)
 		}
 	}
@@ -490,21 +490,21 @@ func (j *job) onPruned(r *wire.PruneResult, dryRun bool) {
 // connects to the receiver but moves nothing. What the --delete guard
 // and --max-delete would say it says too, and exits as the real pass
 // would.
-func (j *job) dryRunDelete(ctx context.Context, p plan) int {
+func (j *job) dryRunDelete(ctx context.Context, p plan) Outcome {
 	if j.remote == nil && j.hub == nil {
 		if _, err := os.Stat(p.dstRoot); err != nil {
-			return ExitOK // no DEST yet: nothing to delete
+			return Done // no DEST yet: nothing to delete
 		}
 	}
 	conns, cleanup, err := j.connect(ctx, p)
 	if err != nil {
 		termsafe.Errorf(j.stderr, "%v", err)
-		return ExitFatal
+		return Failed
 	}
 	defer cleanup()
 	m := pruneMode{dryRun: true}
-	if j.flags.maxDelete.set {
-		m.limit = j.flags.maxDelete.n
+	if j.flags.MaxDelete.set {
+		m.limit = j.flags.MaxDelete.n
 		if m.limit == 0 {
 			m.dryRun, m.count = false, true // list nothing: all of it is held
 		}
@@ -520,7 +520,7 @@ func (j *job) dryRunDelete(ctx context.Context, p plan) int {
 	}
 	if err != nil {
 		termsafe.Errorf(j.stderr, "%v", err)
-		return ExitFatal
+		return Failed
 	}
 	if m.count {
 		t.held, t.count = t.count, 0
@@ -528,13 +528,13 @@ func (j *job) dryRunDelete(ctx context.Context, p plan) int {
 	termsafe.Errorf(j.stderr, "dry run: would delete %d entries", j.deleted)
 	if why := j.guardSays(t); why != "" {
 		termsafe.Errorf(j.stderr, "dry run: --delete would refuse: %s; nothing would be deleted. %s", why, guardHow)
-		return ExitFatal
+		return Failed
 	}
 	j.maxDeleteSays(true)
 	if j.deleteHeld > 0 {
-		return ExitMaxDelete
+		return MaxDeleteHeld
 	}
-	return ExitOK
+	return Done
 }
 
 // entries says n entries, "1 entry" for one.

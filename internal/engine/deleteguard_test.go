@@ -44,7 +44,7 @@ func TestDeleteCeiling(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer recv.Close()
-	j := &job{flags: moveFlags{rules: new(filter.Rules)}, stdout: io.Discard, stderr: io.Discard, src: src, dst: dst}
+	j := &job{flags: Config{Rules: new(filter.Rules)}, stdout: io.Discard, stderr: io.Discard, src: src, dst: dst}
 	removed := 0
 	_, err = j.prunePass(context.Background(), []send.Conn{&local.Conn{Recv: recv}}, plan{walkRoot: src, dstRoot: dst},
 		pruneMode{ceiling: 100}, func(r *wire.PruneResult) { removed += len(r.Removed) })
@@ -115,9 +115,9 @@ func TestDeleteGuardListsOnce(t *testing.T) {
 			}
 			defer recv.Close()
 			var stderr strings.Builder
-			j := &job{flags: moveFlags{rules: new(filter.Rules)}, stdout: io.Discard, stderr: &stderr, src: src, dst: dst}
+			j := &job{flags: Config{Rules: new(filter.Rules)}, stdout: io.Discard, stderr: &stderr, src: src, dst: dst}
 			if maxDelete {
-				j.flags.maxDelete = countFlag{set: true, n: 2}
+				j.flags.MaxDelete = Count{set: true, n: 2}
 			}
 			conn := &listings{Conn: &local.Conn{Recv: recv}, listed: map[string]int{}, named: map[string]int{}}
 			if err := j.deletePass(plan{walkRoot: src, dstRoot: dst})(context.Background(), []send.Conn{conn}); err != nil {

@@ -3,10 +3,18 @@
 // the resume journal and a summary. cmd/bulkmove parses the command line
 // and maps outcomes to exit codes; the engine does the rest.
 //
+// The API: a Job (a Config, SRC and DEST, and the writers it reports to)
+// runs with Job.Run (a move) or Job.Verify, and returns an Outcome, which
+// cmd/bulkmove maps to an exit code; a Hub is the sending end of a pull.
+// Config (config.go) holds every option, with DefaultConfig and Check.
+//
 // Where things are, by concern:
 //
+//   - run.go, config.go, sendconfig.go: the API above, and the Config a
+//     pull sends its remote sender.
 //   - job.go: the job and its run, from resolving SRC and DEST to the exit
 //     code; its state is split into embedded structs by concern.
+//     It reports only through the writers the Job gives.
 //   - resolve.go, paths.go, space.go: where the job reads and writes (the
 //     plan), overlap refusals, free space at DEST.
 //   - streams.go, check.go, compress.go, faithful.go, ioconc.go, split.go,

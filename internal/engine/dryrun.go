@@ -14,7 +14,7 @@ import (
 // dryRun walks and partitions SRC, prints each file that would move and the
 // batch plan: how many batches, their sizes, and how evenly K streams
 // pulling from one queue would share them.
-func (j *job) dryRun(ctx context.Context, p plan, opt sharder.Options) int {
+func (j *job) dryRun(ctx context.Context, p plan, opt sharder.Options) Outcome {
 	var others int64
 	opt.Deferred = func(e model.Entry) {
 		others++
@@ -47,7 +47,7 @@ func (j *job) dryRun(ctx context.Context, p plan, opt sharder.Options) int {
 	<-done
 	if err != nil {
 		termsafe.Errorf(j.stderr, "walk %s: %v", j.src, err)
-		return ExitFatal
+		return Failed
 	}
 	var largest *planned
 	var total int64
@@ -60,7 +60,7 @@ func (j *job) dryRun(ctx context.Context, p plan, opt sharder.Options) int {
 	}
 	// Simulate K streams taking batches in order, each to the least loaded.
 	cost := func(b planned) int64 { return b.bytes + int64(b.files)*sharder.DefaultFileCost }
-	load := make([]int64, j.flags.jobs)
+	load := make([]int64, j.flags.Jobs)
 	for _, b := range batches {
 		i := slices.Index(load, slices.Min(load))
 		load[i] += cost(b)
@@ -76,16 +76,16 @@ func (j *job) dryRun(ctx context.Context, p plan, opt sharder.Options) int {
 	}
 	termsafe.Errorf(j.stderr, "dry run: would move %d files (%s) in %d batches, plus %d directories and links", st.Files, units.Size(total), len(batches), others)
 	if largest != nil {
-		termsafe.Errorf(j.stderr, "dry run: largest batch %d files, %s; imbalance across %d streams %.1f%%", largest.files, units.Size(largest.bytes), j.flags.jobs, imbalance)
+		termsafe.Errorf(j.stderr, "dry run: largest batch %d files, %s; imbalance across %d streams %.1f%%", largest.files, units.Size(largest.bytes), j.flags.Jobs, imbalance)
 	}
 	if st.Errors > 0 {
-		if j.flags.delete {
+		if j.flags.Delete {
 			termsafe.Errorf(j.stderr, "dry run: --delete would delete nothing: the walk had errors")
 		}
-		return ExitPartial
+		return Partial
 	}
-	if j.flags.delete && p.rename == "" {
+	if j.flags.Delete && p.rename == "" {
 		return j.dryRunDelete(ctx, p)
 	}
-	return ExitOK
+	return Done
 }

@@ -7,23 +7,23 @@ import (
 	"github.com/bulkmove/bulkmove/internal/ioconc"
 )
 
-// ioConcFlag is --io-concurrency: how many filesystem operations (readdir
+// IOConcurrency is --io-concurrency: how many filesystem operations (readdir
 // and lstat in the walk; open and read of source files; create, write,
 // chmod, utimes and rename at the receiver) run at once on each side,
 // independently of -j, the number of network streams. auto (0) chooses
 // from each filesystem's measured latency: one at a time on a local disk or
 // a tmpfs, up to 64 on NFS, Lustre or GPFS, where every operation is a
 // round trip to a server.
-type ioConcFlag int
+type IOConcurrency int
 
-func (f *ioConcFlag) String() string {
+func (f *IOConcurrency) String() string {
 	if *f == 0 {
 		return "auto"
 	}
 	return strconv.Itoa(int(*f))
 }
 
-func (f *ioConcFlag) Set(s string) error {
+func (f *IOConcurrency) Set(s string) error {
 	if s == "auto" {
 		*f = 0
 		return nil
@@ -32,12 +32,12 @@ func (f *ioConcFlag) Set(s string) error {
 	if err != nil || n < 1 || n > 4096 {
 		return fmt.Errorf("want auto or a number from 1 to 4096")
 	}
-	*f = ioConcFlag(n)
+	*f = IOConcurrency(n)
 	return nil
 }
 
 // gauge is the sender's: it measures the source filesystem.
-func (f ioConcFlag) gauge() *ioconc.Gauge {
+func (f IOConcurrency) gauge() *ioconc.Gauge {
 	if f > 0 {
 		return ioconc.Fixed(int(f))
 	}

@@ -30,14 +30,16 @@ import (
 // of each concern, in the files of that concern, name their fields
 // directly.
 type job struct {
-	flags          moveFlags
+	flags          Config
+	stdin          io.Reader
 	stdout, stderr io.Writer
 	src, dst       string
 	start          time.Time
-	log            *logFile     // --log-file; nil without
-	ev             *events      // --json; nil otherwise
-	m              *metrics.Job // what the job measures, for -v, --json and the metrics endpoint
-	res            *resume      // the journal; nil without one
+	log            *logFile          // --log-file; nil without
+	ev             *events           // --json; nil otherwise
+	m              *metrics.Job      // what the job measures, for -v, --json and the metrics endpoint
+	res            *resume           // the journal; nil without one
+	exitCode       func(Outcome) int // the exit code of an outcome, for --json
 
 	target
 	dialer
@@ -101,35 +103,35 @@ type deletion struct {
 	deleteHeld    int64 // entries --max-delete kept from going
 }
 
-func (j *job) run(ctx context.Context) int {
+func (j *job) run(ctx context.Context) Outcome {
 	j.start = time.Now()
 	if j.hub == nil {
 		t, remote, err := sshx.ParseTarget(j.src)
 		if err != nil {
 			termsafe.Errorf(j.stderr, "%v", err)
-			return ExitUsage
+			return UsageError
 		}
 		if remote {
 			if _, r, _ := sshx.ParseTarget(j.dst); r {
 				termsafe.Errorf(j.stderr, "both SRC and DEST are remote: run bulkmove on one of the hosts")
-				return ExitUsage
+				return UsageError
 			}
 			return j.pull(ctx, t)
 		}
 	}
 	plan, code := j.resolve(ctx)
-	if code != ExitOK {
+	if code != Done {
 		return code
 	}
-	j.flags.faithful.source(&plan.src)
+	j.flags.Faithful.source(&plan.src)
 	j.autoStart()
-	plan.src.IO = j.flags.ioConc.gauge()
+	plan.src.IO = j.flags.IOConcurrency.gauge()
 	opt := sharder.Options{
-		BatchBytes:    int64(j.flags.batchSize),
-		BatchFiles:    j.flags.batchFiles,
-		Filter:        j.flags.rules,
-		OneFileSystem: j.flags.oneFS,
-		Concurrency:   int(j.flags.ioConc),
+		BatchBytes:    int64(j.flags.BatchSize),
+		BatchFiles:    j.flags.BatchFiles,
+		Filter:        j.flags.Rules,
+		OneFileSystem: j.flags.OneFS,
+		Concurrency:   int(j.flags.IOConcurrency),
 		IO:            plan.src.IO,
 		OnError: func(p string, err error) {
 			j.mu.Lock()
@@ -149,31 +151,31 @@ func (j *job) run(ctx context.Context) int {
 	if plan.src.File != "" {
 		opt.Name = filepath.Base(j.src) // a symlink's name, if SRC is one
 	}
-	j.flags.split.apply(&opt, &j.flags)
+	j.flags.Split.apply(&opt, &j.flags)
 	linkMem, err := EnvCount("BULKMOVE_LINK_MEM", "hard-link sets")
 	if err != nil {
 		termsafe.Errorf(j.stderr, "%v", err)
-		return ExitUsage
+		return UsageError
 	}
 	opt.LinkMem = int(linkMem)
-	closeList, err := j.flags.scale.apply(&opt, os.Stdin)
+	closeList, err := j.flags.Scale.apply(&opt, j.stdin)
 	if err != nil {
 		termsafe.Errorf(j.stderr, "%v", err)
-		return ExitFatal
+		return Failed
 	}
 	defer closeList()
-	if j.flags.dryRun {
+	if j.flags.DryRun {
 		return j.dryRun(ctx, plan, opt)
 	}
 
 	res, jerr := j.openJournal()
 	if jerr != nil {
 		termsafe.Errorf(j.stderr, "%v", jerr)
-		return ExitFatal
+		return Failed
 	}
 	j.res = res
 	if j.ev != nil {
-		st := &StartEvent{Version: Version, Src: j.src, Dst: j.dst, Streams: j.flags.jobs}
+		st := &StartEvent{Version: Version, Src: j.src, Dst: j.dst, Streams: j.flags.Jobs}
 		j.ev.emit("start", &st.Head, st)
 	}
 	// The walk starts at once, while the streams connect: on a pass over
@@ -187,13 +189,13 @@ func (j *job) run(ctx context.Context) int {
 	opt.SpillDir = j.res.dir() // and so do the names of hard-linked files past LinkMem open sets
 	// Room for the walk to run ahead while the streams connect (about
 	// 100 KiB a batch of 1,000 small files: 13 MiB at most).
-	batches := make(chan *model.Batch, 2*j.flags.jobs+128)
+	batches := make(chan *model.Batch, 2*j.flags.Jobs+128)
 	// Whether to spread batches over directories: the receivers say once
 	// connected (the walk holds a few thousand files until then).
 	spread := make(chan bool, 1)
 	opt.Spread = spread
 	j.m = j.newMetrics()
-	if sh := j.flags.scale.shard; !sh.All() {
+	if sh := j.flags.Scale.Shard; !sh.All() {
 		j.m.Shard = sh.String() // a shard label on the job's metrics
 	}
 	j.m.SourceLatency = plan.src.IO.Latency
@@ -221,7 +223,7 @@ func (j *job) run(ctx context.Context) int {
 		g.Wait()
 		j.res.close(false)
 		termsafe.Errorf(j.stderr, "%v", err)
-		return ExitFatal
+		return Failed
 	}
 	defer cleanup()
 	j.trace("connected %d streams", len(conns))
@@ -241,19 +243,19 @@ func (j *job) run(ctx context.Context) int {
 		g.Wait()
 		j.res.close(false)
 		termsafe.Errorf(j.stderr, "%v", err)
-		return ExitFatal
+		return Failed
 	}
 	j.connected(len(conns))
-	pool := &send.Pool{Conns: conns, FinalFiles: j.flags.batchFiles, OnResult: j.onResult, Counters: j.m.Streams, Limit: j.bw.b,
+	pool := &send.Pool{Conns: conns, FinalFiles: j.flags.BatchFiles, OnResult: j.onResult, Counters: j.m.Streams, Limit: j.bw.b,
 		OnPhase: func(name string) { j.trace("%s", name) }}
-	if j.flags.delete && plan.rename == "" {
+	if j.flags.Delete && plan.rename == "" {
 		pool.BeforeFinal = j.deletePass(plan)
 	}
-	if j.flags.compress.Mode == send.CompressAuto && slices.ContainsFunc(conns, isClient) {
+	if j.flags.Compress.Mode == send.CompressAuto && slices.ContainsFunc(conns, isClient) {
 		pool.Opening = openingCost // the first batches measure the link
 	}
-	pool.Retries, pool.ReconnectTimeout = j.flags.retries, j.flags.reconnectTimeout
-	if j.flags.reconnectTimeout > 0 {
+	pool.Retries, pool.ReconnectTimeout = j.flags.Retries, j.flags.ReconnectTimeout
+	if j.flags.ReconnectTimeout > 0 {
 		pool.Redial = j.redial
 	}
 	pool.OnWarn = func(msg string) { termsafe.Errorf(j.stderr, "warning: %s", msg) }
@@ -262,14 +264,14 @@ func (j *job) run(ctx context.Context) int {
 		pool.Restat = func(e model.Entry) (model.Entry, bool) { return sharder.Restat(root, e) }
 	}
 	stopProgress := j.progress(ctx) // before anything else writes to stderr
-	stopObs, err := j.observe(ctx, j.remote == nil && j.hub == nil && !j.flags.viaAgent)
+	stopObs, err := j.observe(ctx, j.remote == nil && j.hub == nil && !j.flags.ViaAgent)
 	if err != nil {
 		stopProgress()
 		termsafe.Errorf(j.stderr, "%v", err)
-		return ExitUsage
+		return UsageError
 	}
 	pool.Drain = j.drain
-	stopAuto := j.steer(gctx, pool, j.remote == nil && j.hub == nil && !j.flags.viaAgent)
+	stopAuto := j.steer(gctx, pool, j.remote == nil && j.hub == nil && !j.flags.ViaAgent)
 	g.Go(func() error {
 		err := pool.Run(gctx, batches, def)
 		if j.interrupted.Load() {
@@ -286,7 +288,7 @@ func (j *job) run(ctx context.Context) int {
 	stopAuto()
 	stopObs()
 	stopProgress()
-	if j.flags.verbose {
+	if j.flags.Verbose {
 		for i, s := range pool.Stats() {
 			by := ""
 			if i < len(j.m.Streams) {
@@ -302,18 +304,18 @@ func (j *job) run(ctx context.Context) int {
 		termsafe.Errorf(j.stderr, "warning: %v", jerr)
 	}
 	j.summary(err, interrupted)
-	exit := ExitOK
+	exit := Done
 	switch {
 	case interrupted:
-		exit = ExitInterrupted
+		exit = Interrupted
 	case err != nil || j.deleteRefused:
-		exit = ExitFatal
+		exit = Failed
 	case j.failed > 0 || j.walkErrs > 0:
-		exit = ExitPartial
+		exit = Partial
 	case j.deleteHeld > 0:
-		exit = ExitMaxDelete
+		exit = MaxDeleteHeld
 	}
-	j.end(pool, err, exit)
+	j.end(pool, err, j.code(exit))
 	return exit
 }
 
@@ -322,7 +324,7 @@ func (j *job) run(ctx context.Context) int {
 func (j *job) trace(format string, args ...any) {
 	args = append([]any{time.Since(j.start).Seconds()}, args...)
 	switch {
-	case j.flags.verbose:
+	case j.flags.Verbose:
 		termsafe.Errorf(j.stderr, "%6.3fs "+format, args...)
 	case j.log != nil && j.log.debug:
 		termsafe.Errorf(j.log, "%6.3fs "+format, args...)

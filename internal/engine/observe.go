@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -16,38 +15,28 @@ import (
 	"github.com/bulkmove/bulkmove/transport/dataplane"
 )
 
-// obsFlags are the observability flags.
-type obsFlags struct {
-	metricsAddr     string
-	controlToken    string // --control-token: the file
+// Observe are the observability flags.
+type Observe struct {
+	MetricsAddr     string
+	ControlToken    string // --control-token: the file
 	token           string // read from it by check
-	textfile        string
-	textfileEvery   time.Duration
-	pushgateway     string
-	jobName         string
-	verdictInterval time.Duration
-}
-
-func (o *obsFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "export Prometheus metrics on `host:port`; without a host on loopback only (:0 picks a port and prints it; 0.0.0.0:PORT for all interfaces)")
-	fs.StringVar(&o.controlToken, "control-token", "", "allow PUT /bwlimit on the --metrics-addr listener to requests with \"Authorization: Bearer TOKEN\", the token in `FILE` (mode 0600 or 0640); off without")
-	fs.StringVar(&o.textfile, "metrics-textfile", "", "write the metrics to `file` for node_exporter's textfile collector, atomically, at exit and every --metrics-textfile-interval")
-	fs.DurationVar(&o.textfileEvery, "metrics-textfile-interval", 15*time.Second, "how often --metrics-textfile is rewritten while the job runs")
-	fs.StringVar(&o.pushgateway, "pushgateway", "", "push the final metrics to this Pushgateway `URL` at exit")
-	fs.StringVar(&o.jobName, "job-name", "bulkmove", "job label for --pushgateway")
-	o.verdictInterval = time.Second
+	Textfile        string
+	TextfileEvery   time.Duration
+	Pushgateway     string
+	JobName         string
+	VerdictInterval time.Duration
 }
 
 // check reads the control token, if any, with the checks of every token
 // file (its mode, a placeholder, a token that does not look random).
-func (o *obsFlags) check() error {
-	if o.controlToken == "" {
+func (o *Observe) check() error {
+	if o.ControlToken == "" {
 		return nil
 	}
-	if o.metricsAddr == "" {
+	if o.MetricsAddr == "" {
 		return errors.New("--control-token needs --metrics-addr: the control endpoint is on the metrics listener")
 	}
-	tok, err := dataplane.ReadToken(o.controlToken)
+	tok, err := dataplane.ReadToken(o.ControlToken)
 	if err != nil {
 		return fmt.Errorf("--control-token: %w", err)
 	}
@@ -79,17 +68,17 @@ func ExportReceiver(m *metrics.Receiver) func(*extract.Receiver) {
 // textfile writer, the bottleneck watcher and the bandwidth control; the
 // returned function stops them and writes the final textfile and push.
 func (j *job) observe(ctx context.Context, local bool) (stop func(), err error) {
-	o := j.flags.obs
+	o := j.flags.Obs
 	reg := j.m.Registry(Version)
 	ctx, cancel := context.WithCancel(ctx)
-	if o.metricsAddr != "" {
+	if o.MetricsAddr != "" {
 		control := metrics.GuardWrites(j.bw, o.token, controlOff)
-		addr, err := metrics.Serve(ctx, o.metricsAddr, reg, metrics.Route{Pattern: "/bwlimit", Handler: control})
+		addr, err := metrics.Serve(ctx, o.MetricsAddr, reg, metrics.Route{Pattern: "/bwlimit", Handler: control})
 		if err != nil {
 			cancel()
 			return nil, err
 		}
-		termsafe.Errorf(j.stderr, "metrics on %s", MetricsAt(o.metricsAddr, addr))
+		termsafe.Errorf(j.stderr, "metrics on %s", MetricsAt(o.MetricsAddr, addr))
 	}
 	stderr := j.stderr // the progress display's, if any: it outlives the control
 	j.bw.start(ctx, func(format string, args ...any) { termsafe.Errorf(stderr, format, args...) })
@@ -97,25 +86,25 @@ func (j *job) observe(ctx context.Context, local bool) (stop func(), err error) 
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		j.m.Watch(ctx, o.verdictInterval, 10*o.verdictInterval, local, func(v *metrics.Verdict) {
+		j.m.Watch(ctx, o.VerdictInterval, 10*o.VerdictInterval, local, func(v *metrics.Verdict) {
 			j.ev.bottleneck(v)
-			if j.flags.verbose {
+			if j.flags.Verbose {
 				termsafe.Errorf(j.stderr, "bottleneck: %s (%s); one more stream would %shelp", v.Resource, v.Why, map[bool]string{true: "", false: "not "}[v.MoreStreamsHelp])
 			}
 		})
 	}()
-	if o.textfile != "" && o.textfileEvery > 0 {
+	if o.Textfile != "" && o.TextfileEvery > 0 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			t := time.NewTicker(o.textfileEvery)
+			t := time.NewTicker(o.TextfileEvery)
 			defer t.Stop()
 			for {
 				select {
 				case <-ctx.Done():
 					return
 				case <-t.C:
-					if err := metrics.WriteTextfile(o.textfile, reg); err != nil {
+					if err := metrics.WriteTextfile(o.Textfile, reg); err != nil {
 						termsafe.Errorf(j.stderr, "warning: %v", err)
 					}
 				}
@@ -126,19 +115,19 @@ func (j *job) observe(ctx context.Context, local bool) (stop func(), err error) 
 		cancel()
 		j.bw.stop()
 		wg.Wait()
-		if o.textfile != "" {
-			if err := metrics.WriteTextfile(o.textfile, reg); err != nil {
+		if o.Textfile != "" {
+			if err := metrics.WriteTextfile(o.Textfile, reg); err != nil {
 				termsafe.Errorf(j.stderr, "warning: metrics textfile: %v", err)
 			}
 		}
-		if o.pushgateway != "" {
+		if o.Pushgateway != "" {
 			host, _ := os.Hostname()
 			group := map[string]string{"instance": host}
 			if j.m.Shard != "" {
 				group["shard"] = j.m.Shard // N shards on one host: N groups, not one overwritten
 			}
-			if err := metrics.Push(o.pushgateway, o.jobName, group, reg); err != nil {
-				termsafe.Errorf(j.stderr, "warning: pushgateway %s: %v", o.pushgateway, err)
+			if err := metrics.Push(o.Pushgateway, o.JobName, group, reg); err != nil {
+				termsafe.Errorf(j.stderr, "warning: pushgateway %s: %v", o.Pushgateway, err)
 			}
 		}
 	}, nil

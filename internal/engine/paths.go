@@ -19,10 +19,10 @@ import (
 // is followed. SRC and DEST that share a tree are refused, by device and
 // inode, so that bind mounts and symlinked ancestors cannot hide it.
 
-// resolveSrc follows SRC, and any symlink on its way, to the file or
+// ResolveSrc follows SRC, and any symlink on its way, to the file or
 // directory it names: the absolute path of that, with no symlink left,
 // and its FileInfo.
-func resolveSrc(src string) (string, os.FileInfo, error) {
+func ResolveSrc(src string) (string, os.FileInfo, error) {
 	real, err := filepath.EvalSymlinks(src)
 	if err != nil {
 		return "", nil, err
@@ -94,7 +94,7 @@ type Place struct {
 }
 
 // PlaceOf identifies resolved, an absolute path whose existing part has
-// no symlink (resolveSrc, ResolveDest): each parent of it by name is its
+// no symlink (ResolveSrc, ResolveDest): each parent of it by name is its
 // parent on disk. named is how messages call it.
 func PlaceOf(named, resolved string) (Place, error) {
 	p := Place{Path: named, Exists: true}
@@ -152,9 +152,9 @@ func checkOverlap(srcName, src, dstName, dst string) (refused bool, err error) {
 	return false, nil
 }
 
-// inSource reports whether dir is the directory src (resolved) or below
+// InSource reports whether dir is the directory src (resolved) or below
 // it.
-func inSource(src, dir string) (bool, error) {
+func InSource(src, dir string) (bool, error) {
 	d, err := ResolveDest(dir)
 	if err != nil {
 		return false, err

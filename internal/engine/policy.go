@@ -71,7 +71,7 @@ func (a AllowFlags) Text() string {
 // allowed is what this job's own flags ask the receiver to keep: the
 // policy of the agent it starts (a push) or of its own receiver (a pull).
 func (j *job) allowed() AllowFlags {
-	return AllowFlags{Owner: !j.flags.noOwner, Setid: j.flags.keepSetid, Xattrs: j.flags.faithful.xattrs, ACLs: j.flags.faithful.acls}
+	return AllowFlags{Owner: !j.flags.NoOwner, Setid: j.flags.KeepSetid, Xattrs: j.flags.Faithful.Xattrs, ACLs: j.flags.Faithful.ACLs}
 }
 
 // pullHint names the puller's flag that allows option.

@@ -75,9 +75,9 @@ func isTerminalWriter(w io.Writer) bool {
 // without a terminal, with -v, a plain line every 10 s; else nothing. It
 // returns a function that stops it.
 func (j *job) progress(ctx context.Context) func() {
-	mode := j.flags.progress
+	mode := j.flags.Progress
 	tty := isTerminalWriter(j.stderr) && mode != "none"
-	if !tty && !j.flags.verbose {
+	if !tty && !j.flags.Verbose {
 		return func() {}
 	}
 	every := 10 * time.Second

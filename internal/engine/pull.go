@@ -4,16 +4,13 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
 	"os"
-	"os/signal"
 	"path"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -44,12 +41,12 @@ type duplex struct {
 	c io.Closer
 }
 
-func (j *job) resolveHub() (plan, int) {
+func (j *job) resolveHub() (plan, Outcome) {
 	var p plan
-	src, fi, err := resolveSrc(j.src) // as a push resolves it
+	src, fi, err := ResolveSrc(j.src) // as a push resolves it
 	if err != nil {
 		termsafe.Errorf(j.stderr, "source %s: %v", j.src, Unwrap(err))
-		return p, ExitFatal
+		return p, Failed
 	}
 	p.walkRoot, p.src.Root, p.srcReal = src, src, src
 	if !fi.IsDir() {
@@ -59,47 +56,52 @@ func (j *job) resolveHub() (plan, int) {
 			p.rename = j.as
 		}
 	}
-	return p, ExitOK
+	return p, Done
 }
 
-// RunHub is `bulkmove send-hub [flags] SRC`: the sending end of a pull.
-func RunHub(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	var f moveFlags
-	fs := flag.NewFlagSet("bulkmove send-hub", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	f.register(fs)
-	as := fs.String("as", "", "name of a single-file SRC at the receiver")
-	dstIDs := fs.String("dst-ids", "", "the receiver's DEST by device and inode, with its machine (JSON): a SRC that overlaps it on this machine is refused")
-	if err := fs.Parse(args); err != nil || fs.NArg() != 1 {
-		termsafe.Errorf(stderr, "usage: bulkmove send-hub [flags] SRC (started by a pulling bulkmove, not by hand)")
-		return ExitUsage
-	}
-	if err := hubOverlap(fs.Arg(0), *dstIDs); err != nil {
+// Hub is the sending end of a pull (bulkmove send-hub): it walks Src as
+// Config says and sends it over the streams the puller opens, the first
+// on Stdin and Stdout, the others through a socket each joins. As names a
+// single-file Src at the receiver; DstIDs is the puller's DEST (JSON of
+// a HostPlace), for refusing a Src that overlaps it on this machine.
+type Hub struct {
+	Config  Config
+	Src, As string
+	DstIDs  string
+	Stdin   io.Reader
+	Stdout  io.Writer
+	Stderr  io.Writer
+}
+
+// Run serves the pull until the job is over.
+func (h Hub) Run(ctx context.Context) Outcome {
+	f, stdout, stderr := h.Config, h.Stdout, h.Stderr
+	if err := hubOverlap(h.Src, h.DstIDs); err != nil {
 		// One line in place of the banner: the puller shows it and stops.
 		fmt.Fprintf(stdout, "%s%v\n", wire.Refused, err)
-		return ExitUsage
+		return UsageError
 	}
-	f.gentle.Apply(stderr)
+	f.Gentle.Apply(stderr)
 	ln, sock, err := rundir.Listen("send")
 	if err != nil {
 		// One line in place of the banner: the puller shows it and stops.
 		fmt.Fprintf(stdout, "%s%v\n", wire.Refused, err)
 		termsafe.Errorf(stderr, "send-hub: %v", err)
-		return ExitFatal
+		return Failed
 	}
 	defer ln.Close() // removes the socket
 	// Each stream that joins proves it holds the token, and the hub proves
 	// it too (see wire.ProveToHub): the source goes to the puller only.
 	token := wire.NewToken()
 	fmt.Fprintf(stdout, "%s%s job=%s\n", wire.SenderBanner, sock, token)
-	streams := []duplex{{r: stdin, w: stdout}}
+	streams := []duplex{{r: h.Stdin, w: stdout}}
 	// The puller starts the joins right after reading the banner.
 	joinBy := time.Now().Add(30 * time.Second)
 	ln.(*net.UnixListener).SetDeadline(joinBy)
-	for len(streams) < f.jobs {
+	for len(streams) < f.Jobs {
 		c, err := ln.Accept()
 		if err != nil {
-			termsafe.Errorf(stderr, "warning: send-hub: %d of %d streams joined: %v", len(streams), f.jobs, err)
+			termsafe.Errorf(stderr, "warning: send-hub: %d of %d streams joined: %v", len(streams), f.Jobs, err)
 			break
 		}
 		c.SetDeadline(joinBy)
@@ -116,9 +118,7 @@ func RunHub(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		streams = append(streams, duplex{r: br, w: c, c: c})
 	}
 	ln.Close()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	j := &job{flags: f, stdout: io.Discard, stderr: stderr, src: fs.Arg(0), dst: "receiver", target: target{hub: streams, as: *as}}
+	j := &job{flags: f, stdout: io.Discard, stderr: stderr, src: h.Src, dst: "receiver", target: target{hub: streams, as: h.As}}
 	return j.run(ctx)
 }
 
@@ -136,7 +136,7 @@ func hubOverlap(src, dstIDs string) error {
 	if !dst.SameHost() {
 		return nil
 	}
-	real, _, err := resolveSrc(src)
+	real, _, err := ResolveSrc(src)
 	if err != nil {
 		return nil
 	}
@@ -150,48 +150,28 @@ func hubOverlap(src, dstIDs string) error {
 	return nil
 }
 
-// RunJoin is `bulkmove join SOCKET` (or send-join): relays a stream to a
-// hub (an agent's, or the sending end of a pull).
-func RunJoin(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if len(args) != 1 {
-		termsafe.Errorf(stderr, "usage: bulkmove send-join SOCKET (started by a pulling bulkmove, not by hand)")
-		return ExitUsage
-	}
-	c, err := net.Dial("unix", args[0])
-	if err != nil {
-		termsafe.Errorf(stderr, "send-join: %v", err)
-		return ExitFatal
-	}
-	defer c.Close()
-	done := make(chan struct{}, 2)
-	go func() { io.Copy(c, stdin); c.(*net.UnixConn).CloseWrite(); done <- struct{}{} }()
-	go func() { io.Copy(stdout, c); done <- struct{}{} }()
-	<-done
-	return ExitOK
-}
-
 // pull receives a remote SRC into a local DEST.
-func (j *job) pull(ctx context.Context, t sshx.Target) int {
+func (j *job) pull(ctx context.Context, t sshx.Target) Outcome {
 	dest := j.dst
-	if j.flags.dryRun {
+	if j.flags.DryRun {
 		termsafe.Errorf(j.stderr, "--dry-run of a pull: run it on %s", t.Host)
-		return ExitUsage
+		return UsageError
 	}
-	if j.flags.scale.filesFrom != "" {
+	if j.flags.Scale.FilesFrom != "" {
 		termsafe.Errorf(j.stderr, "--files-from with a remote SRC: run it on %s (the list is read where the walk runs)", t.Host)
-		return ExitUsage
+		return UsageError
 	}
 	// --bwlimit paces what this host receives: the remote sender slows
 	// down as the streams fill up.
-	bw := newBwControl(j.flags.gentle.bwlimit.sched, nil)
+	bw := newBwControl(j.flags.Gentle.BwLimit.sched, nil)
 	bw.start(ctx, func(format string, args ...any) { termsafe.Errorf(j.stderr, format, args...) })
 	defer bw.stop()
-	opt := j.flags.ssh.options(isTerminal(os.Stdin))
+	opt := j.flags.SSH.options(isTerminal(os.Stdin))
 	opt.Stderr = j.stderr
-	clients, errs, err := sshx.DialN(ctx, t, opt, j.flags.jobs)
+	clients, errs, err := sshx.DialN(ctx, t, opt, j.flags.Jobs)
 	if err != nil {
 		termsafe.Errorf(j.stderr, "%v", err)
-		return ExitFatal
+		return Failed
 	}
 	defer func() {
 		for _, c := range clients {
@@ -199,17 +179,17 @@ func (j *job) pull(ctx context.Context, t sshx.Target) int {
 		}
 	}()
 	for _, e := range errs {
-		termsafe.Errorf(j.stderr, "warning: %v; going on with %d of %d streams", e, len(clients), j.flags.jobs)
+		termsafe.Errorf(j.stderr, "warning: %v; going on with %d of %d streams", e, len(clients), j.flags.Jobs)
 	}
 	self, err := os.Executable()
 	if err != nil {
 		termsafe.Errorf(j.stderr, "%v", err)
-		return ExitFatal
+		return Failed
 	}
-	agent, err := clients[0].EnsureAgent(ctx, j.flags.ssh.remoteBulkmove, Version, wire.Proto, self)
+	agent, err := clients[0].EnsureAgent(ctx, j.flags.SSH.RemoteBulkmove, Version, wire.Proto, self)
 	if err != nil {
 		termsafe.Errorf(j.stderr, "%v", err)
-		return ExitFatal
+		return Failed
 	}
 	src := t.Path
 	if src == "" {
@@ -220,7 +200,7 @@ func (j *job) pull(ctx context.Context, t sshx.Target) int {
 	root, err := ResolveDest(dest)
 	if err != nil {
 		termsafe.Errorf(j.stderr, "destination %s: %v", dest, Unwrap(err))
-		return ExitFatal
+		return Failed
 	}
 	as, target, named := "", root, dest
 	isDir, _ := clients[0].Output(ctx, "test -d "+sshx.ShellQuote(src)+" && echo dir")
@@ -231,38 +211,14 @@ func (j *job) pull(ctx context.Context, t sshx.Target) int {
 			target, named = filepath.Join(root, path.Base(src)), filepath.Join(dest, path.Base(src))
 		}
 	}
-	hubArgs := []string{sshx.ShellQuote(agent), "send-hub", "-j", fmt.Sprint(len(clients)),
-		"--batch-size", j.flags.batchSize.String(), "--batch-files", fmt.Sprint(j.flags.batchFiles)}
-	for _, r := range j.flags.rules.List() {
-		hubArgs = append(hubArgs, "--filter", sshx.ShellQuote(r))
+	// The sender's options, as it takes them: the whole Config, less what
+	// only this host uses (forSender).
+	cfg, err := EncodeSenderConfig(j.flags.forSender(len(clients)))
+	if err != nil {
+		termsafe.Errorf(j.stderr, "%v", err)
+		return Failed
 	}
-	if j.flags.fsync {
-		hubArgs = append(hubArgs, "--fsync")
-	}
-	if j.flags.keepSetid {
-		hubArgs = append(hubArgs, "--keep-setid")
-	}
-	if j.flags.noOwner {
-		hubArgs = append(hubArgs, "--no-owner")
-	}
-	if j.flags.oneFS {
-		hubArgs = append(hubArgs, "-x") // the walk runs there
-	}
-	// The sender's side of the streams and of the source's filesystem.
-	hubArgs = append(hubArgs, "--io-concurrency", j.flags.ioConc.String(),
-		"--retries", fmt.Sprint(j.flags.retries), "--stall-timeout", j.flags.stallTimeout.String())
-	if j.flags.delete {
-		hubArgs = append(hubArgs, "--delete")
-	}
-	if j.flags.deleteExcluded {
-		hubArgs = append(hubArgs, "--delete-excluded")
-	}
-	// --no-quick-check, --checksum, --size-only, --ignore-existing.
-	hubArgs = append(hubArgs, j.flags.checkArgs()...)
-	hubArgs = append(hubArgs, j.flags.faithful.args()...)
-	hubArgs = append(hubArgs, "--compress", j.flags.compress.String()) // the hub sends, so it compresses
-	hubArgs = append(hubArgs, j.flags.scale.hubArgs()...)
-	hubArgs = append(hubArgs, j.flags.gentle.hubArgs()...) // --io-nice, --nice, --max-read-rate: the source is there
+	hubArgs := []string{sshx.ShellQuote(agent), "send-hub", "--config", cfg}
 	if as != "" {
 		hubArgs = append(hubArgs, "--as", sshx.ShellQuote(as))
 	}
@@ -277,25 +233,25 @@ func (j *job) pull(ctx context.Context, t sshx.Target) int {
 	hub, err := clients[0].Start(ctx, strings.Join(hubArgs, " "))
 	if err != nil {
 		termsafe.Errorf(j.stderr, "%v", err)
-		return ExitFatal
+		return Failed
 	}
 	br := bufio.NewReader(hub)
 	line, err := br.ReadString('\n')
 	if why, ok := strings.CutPrefix(line, wire.Refused); ok {
 		hub.Wait()
 		termsafe.Errorf(j.stderr, "%v", &refusal{host: "ssh " + t.Host, why: strings.TrimSpace(why)})
-		return ExitFatal
+		return Failed
 	}
 	if err != nil || !strings.HasPrefix(line, wire.SenderBanner) {
 		werr := hub.Wait()
 		termsafe.Errorf(j.stderr, "%s: the remote sender did not start (%q): %v", t.Host, strings.TrimSpace(line), errors.Join(err, werr))
-		return ExitFatal
+		return Failed
 	}
 	sock, token, _ := strings.Cut(strings.TrimSpace(strings.TrimPrefix(line, wire.SenderBanner)), " job=")
 	if token == "" {
 		hub.Close()
 		termsafe.Errorf(j.stderr, "%s: the remote sender is an older bulkmove (its banner %q names no job)", t.Host, strings.TrimSpace(line))
-		return ExitFatal
+		return Failed
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	// One receiver for all streams, as at a remote agent. What it keeps is
@@ -331,17 +287,17 @@ func (j *job) pull(ctx context.Context, t sshx.Target) int {
 	var refused *wire.RefusedError
 	switch {
 	case ctx.Err() != nil:
-		return ExitInterrupted
+		return Interrupted
 	case werr == nil && serr == nil:
-		return ExitOK
+		return Done
 	case errors.As(serr, &refused):
 		// This side refused the remote sender (it asked for what this
 		// command line did not allow): said here, in this side's words.
 		termsafe.Errorf(j.stderr, "pull from %s: the remote sender is refused: %s", t.Host, refused.Reason)
-		return ExitFatal
+		return Failed
 	case errors.As(werr, &ee) && ee.Status > 0:
-		return ee.Status
+		return remoteOutcome(ee.Status)
 	}
 	termsafe.Errorf(j.stderr, "pull from %s: %v", t.Host, errors.Join(serr, werr))
-	return ExitFatal
+	return Failed
 }

@@ -21,7 +21,7 @@ type plan struct {
 	srcReal  string // SRC, resolved: what it names, with no symlink on the way
 }
 
-func (j *job) resolve(ctx context.Context) (plan, int) {
+func (j *job) resolve(ctx context.Context) (plan, Outcome) {
 	var p plan
 	if j.hub != nil {
 		return j.resolveHub()
@@ -32,46 +32,46 @@ func (j *job) resolve(ctx context.Context) (plan, int) {
 	}
 	if err != nil {
 		termsafe.Errorf(j.stderr, "%v", err)
-		return p, ExitUsage
+		return p, UsageError
 	}
 	if remote {
 		j.remote = &t
 	}
-	src, fi, err := resolveSrc(j.src)
+	src, fi, err := ResolveSrc(j.src)
 	if err != nil {
 		termsafe.Errorf(j.stderr, "source %s: %v", j.src, Unwrap(err))
-		return p, ExitFatal
+		return p, Failed
 	}
 	p.srcReal = src
 	dst := ""
 	if j.remote == nil {
 		if dst, err = ResolveDest(j.dst); err != nil {
 			termsafe.Errorf(j.stderr, "destination %s: %v", j.dst, Unwrap(err))
-			return p, ExitFatal
+			return p, Failed
 		}
 	}
 	if fi.IsDir() {
 		d, err := os.Open(src)
 		if err != nil {
 			termsafe.Errorf(j.stderr, "source %s: %v", j.src, Unwrap(err))
-			return p, ExitFatal
+			return p, Failed
 		}
 		d.Close()
 		p.walkRoot, p.src.Root = src, src
 		if j.remote != nil {
 			p.dstRoot = j.remote.Path
-			return p, ExitOK
+			return p, Done
 		}
 		p.dstRoot = dst
 		if dfi, err := os.Stat(dst); err == nil && !dfi.IsDir() {
 			termsafe.Errorf(j.stderr, "destination %s is an existing file, but the source %s is a directory", j.dst, j.src)
-			return p, ExitUsage
+			return p, UsageError
 		}
 		return p, j.refuseOverlap(src, dst, j.dst)
 	}
 	if !fi.Mode().IsRegular() {
 		termsafe.Errorf(j.stderr, "source %s is not a regular file or directory", j.src)
-		return p, ExitFatal
+		return p, Failed
 	}
 	// A single file: into DEST if DEST is a directory, else as DEST. In a
 	// directory it takes the name it was given (a symlink's, if SRC is
@@ -82,7 +82,7 @@ func (j *job) resolve(ctx context.Context) (plan, int) {
 	if j.remote != nil {
 		p.rename = name
 		j.remoteDest(ctx, *j.remote, &p)
-		return p, ExitOK
+		return p, Done
 	}
 	target := filepath.Join(j.dst, name)
 	if dfi, err := os.Stat(dst); err == nil && dfi.IsDir() {
@@ -96,27 +96,27 @@ func (j *job) resolve(ctx context.Context) (plan, int) {
 	return p, j.refuseOverlap(src, filepath.Join(p.dstRoot, p.rename), target)
 }
 
-// refuseOverlap refuses (ExitUsage) a local job whose SRC (src, resolved)
+// refuseOverlap refuses (UsageError) a local job whose SRC (src, resolved)
 // and DEST (dst, resolved; named dstName) Overlap.
-func (j *job) refuseOverlap(src, dst, dstName string) int {
+func (j *job) refuseOverlap(src, dst, dstName string) Outcome {
 	refused, err := checkOverlap(j.src, src, dstName, dst)
 	if err == nil {
-		return ExitOK
+		return Done
 	}
 	termsafe.Errorf(j.stderr, "%v", err)
 	if refused {
-		return ExitUsage
+		return UsageError
 	}
-	return ExitFatal
+	return Failed
 }
 
 func (j *job) receiveOptions() wire.ReceiveOptions {
 	// Owner: keep numeric uid/gid wherever the receiver runs as root.
-	o := wire.ReceiveOptions{Fsync: j.flags.fsync, Owner: !j.flags.noOwner, KeepSetid: j.flags.keepSetid, Check: wire.CheckQuick,
-		IOConcurrency: int(j.flags.ioConc), NoSums: j.flags.noVerifyTransfer, Delete: j.flags.delete}
+	o := wire.ReceiveOptions{Fsync: j.flags.Fsync, Owner: !j.flags.NoOwner, KeepSetid: j.flags.KeepSetid, Check: wire.CheckQuick,
+		IOConcurrency: int(j.flags.IOConcurrency), NoSums: j.flags.NoVerifyTransfer, Delete: j.flags.Delete}
 	if mode, err := j.flags.checkMode(); err == nil { // checked with the other flags
 		o.Check = mode
 	}
-	j.flags.faithful.receive(&o)
+	j.flags.Faithful.receive(&o)
 	return o
 }

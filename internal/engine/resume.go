@@ -37,7 +37,7 @@ type resume struct {
 // journal, or by default one under the user's state directory keyed by
 // SRC, DEST and the options that change what moves.
 func (j *job) openJournal() (*resume, error) {
-	p := j.flags.journal
+	p := j.flags.Journal
 	if p == "none" || j.hub != nil {
 		return nil, nil
 	}
@@ -51,7 +51,7 @@ func (j *job) openJournal() (*resume, error) {
 		ro := j.receiveOptions()
 		var err error
 		key := append([]string{"check=" + ro.Check, fmt.Sprintf("setid=%v", ro.KeepSetid),
-			"rules=" + strings.Join(j.flags.rules.List(), "\x00")}, j.flags.scale.journalKey()...)
+			"rules=" + strings.Join(j.flags.Rules.List(), "\x00")}, j.flags.Scale.journalKey()...)
 		if !ro.Owner {
 			key = append(key, "owner=false")
 		}
@@ -67,7 +67,7 @@ func (j *job) openJournal() (*resume, error) {
 	}
 	jr, err := journal.Open(p)
 	if err != nil {
-		if j.flags.journal != "" || errors.Is(err, journal.ErrLocked) {
+		if j.flags.Journal != "" || errors.Is(err, journal.ErrLocked) {
 			return nil, err
 		}
 		// No place for the default journal: the job still runs, and a

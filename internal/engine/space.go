@@ -51,7 +51,7 @@ func (j *job) checkSpace(planned int64) error {
 		return nil
 	}
 	msg := fmt.Sprintf("%s has %s free, and the walk has found %s to move so far", j.dst, units.Size(free), units.Size(planned))
-	if j.flags.requireSpace {
+	if j.flags.RequireSpace {
 		return fmt.Errorf("not enough space: %s (--require-space)", msg)
 	}
 	if !j.spaceWarned.Swap(true) {

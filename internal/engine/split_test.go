@@ -1,8 +1,6 @@
 package engine
 
 import (
-	"flag"
-	"io"
 	"testing"
 
 	"github.com/bulkmove/bulkmove/sharder"
@@ -12,29 +10,24 @@ import (
 // size; 0 is off; and files are never split with --checksum, -X or -A.
 func TestSplitFlag(t *testing.T) {
 	for _, tc := range []struct {
-		args []string
+		name string
+		set  func(*Config)
 		want int64
 	}{
-		{nil, 64 << 20},
-		{[]string{"--batch-size", "256MiB"}, 256 << 20},
-		{[]string{"--split-size", "16MiB"}, 16 << 20},
-		{[]string{"--split-size", "0"}, 0},
-		{[]string{"--split-size", "16MiB", "--split-size", "auto"}, 64 << 20},
-		{[]string{"--checksum"}, 0},
-		{[]string{"-X", "--split-size", "1GiB"}, 0},
-		{[]string{"-A"}, 0},
+		{"default", func(*Config) {}, 64 << 20},
+		{"--batch-size 256MiB", func(c *Config) { c.BatchSize = 256 << 20 }, 256 << 20},
+		{"--split-size 16MiB", func(c *Config) { c.Split.Size = 16 << 20 }, 16 << 20},
+		{"--split-size 0", func(c *Config) { c.Split.Size = 0 }, 0},
+		{"--checksum", func(c *Config) { c.Checksum = true }, 0},
+		{"-X --split-size 1GiB", func(c *Config) { c.Faithful.Xattrs, c.Split.Size = true, 1<<30 }, 0},
+		{"-A", func(c *Config) { c.Faithful.ACLs = true }, 0},
 	} {
-		var f moveFlags
-		fs := flag.NewFlagSet("t", flag.ContinueOnError)
-		fs.SetOutput(io.Discard)
-		f.register(fs)
-		if err := fs.Parse(tc.args); err != nil {
-			t.Fatalf("%q: %v", tc.args, err)
-		}
+		c := DefaultConfig()
+		tc.set(&c)
 		var o sharder.Options
-		f.split.apply(&o, &f)
+		c.Split.apply(&o, &c)
 		if o.SplitSize != tc.want {
-			t.Errorf("%q: split size %d, want %d", tc.args, o.SplitSize, tc.want)
+			t.Errorf("%s: split size %d, want %d", tc.name, o.SplitSize, tc.want)
 		}
 	}
 }

@@ -89,7 +89,7 @@ func (j *job) onResult(r send.Result) {
 	if j.ev != nil {
 		j.ev.progress(j.m, false)
 	}
-	if j.flags.verbose && !r.Final && r.Ack != nil {
+	if j.flags.Verbose && !r.Final && r.Ack != nil {
 		termsafe.Errorf(j.stderr, "batch %d on stream %d: %d files, %s", r.Batch.ID, r.Stream, r.Ack.Files, units.Size(r.Ack.Bytes))
 	}
 }

@@ -17,7 +17,7 @@ func (j *job) summary(err error, interrupted bool) {
 	defer j.mu.Unlock()
 	rate := float64(j.bytes) / el.Seconds()
 	deleted := ""
-	if j.flags.delete {
+	if j.flags.Delete {
 		deleted = fmt.Sprintf("; %d deleted", j.deleted)
 		switch {
 		case j.deleteSkipped:

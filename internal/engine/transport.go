@@ -34,12 +34,12 @@ func (j *job) connect(ctx context.Context, p plan) ([]send.Conn, func(), error) 
 		return j.connectHub(ctx, p)
 	}
 	ro := j.receiveOptions()
-	if !j.flags.viaAgent {
+	if !j.flags.ViaAgent {
 		recv, err := extract.Open(p.dstRoot, extract.FromWire(&ro))
 		if err != nil {
 			return nil, nil, fmt.Errorf("destination %s: %w", j.dst, Unwrap(err))
 		}
-		conns := make([]send.Conn, j.flags.jobs)
+		conns := make([]send.Conn, j.flags.Jobs)
 		for i := range conns {
 			conns[i] = &local.Conn{Recv: recv, Src: p.src}
 		}
@@ -57,8 +57,8 @@ func (j *job) connect(ctx context.Context, p plan) ([]send.Conn, func(), error) 
 			c.Wait()
 		}
 	}
-	for i := range j.flags.jobs {
-		cmd := exec.Command(self, slices.Concat([]string{"agent"}, j.flags.gentle.NiceFlags.Args(), j.allowed().Args(), []string{"--", p.dstRoot})...)
+	for i := range j.flags.Jobs {
+		cmd := exec.Command(self, slices.Concat([]string{"agent"}, j.flags.Gentle.NiceFlags.Args(), j.allowed().Args(), []string{"--", p.dstRoot})...)
 		cmd.Stderr = j.stderr
 		w, err := cmd.StdinPipe()
 		if err != nil {

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
 	"net"
 	"net/url"
@@ -22,17 +21,9 @@ import (
 // serveScheme starts a DEST that is a `bulkmove serve` daemon.
 const serveScheme = "bulkmove://"
 
-// serveFlags are the sender's flags for bulkmove:// destinations.
-type serveFlags struct {
-	tokenFile, fingerprint, ca, cert, key string
-}
-
-func (f *serveFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.tokenFile, "token-file", "", "bulkmove://: present the token in `FILE` to the server")
-	fs.StringVar(&f.fingerprint, "fingerprint", "", "bulkmove://: the server certificate's `SHA-256` (as bulkmove serve prints it)")
-	fs.StringVar(&f.ca, "ca", "", "bulkmove://: verify the server's certificate with the CA in `file` instead")
-	fs.StringVar(&f.cert, "tls-cert", "", "bulkmove://: client certificate `file` for mutual TLS")
-	fs.StringVar(&f.key, "tls-key", "", "bulkmove://: client key `file` for mutual TLS")
+// ServeClient are the sender's flags for bulkmove:// destinations.
+type ServeClient struct {
+	TokenFile, Fingerprint, CA, Cert, Key string
 }
 
 // parseServe reads bulkmove://HOST:PORT/NAME/PATH; the target's Path is
@@ -51,15 +42,15 @@ const serveDialing = 16
 
 // connectServe opens K TLS streams to a `bulkmove serve` daemon, one job.
 func (j *job) connectServe(ctx context.Context, p plan) ([]send.Conn, func(), error) {
-	f := j.flags.serve
+	f := j.flags.Serve
 	host, _, _ := net.SplitHostPort(j.serveAddr)
-	cfg, err := dataplane.ClientConfig(host, f.ca, f.fingerprint, f.cert, f.key)
+	cfg, err := dataplane.ClientConfig(host, f.CA, f.Fingerprint, f.Cert, f.Key)
 	if err != nil {
 		return nil, nil, err
 	}
 	var token string
-	if f.tokenFile != "" {
-		if token, err = dataplane.ReadToken(f.tokenFile); err != nil {
+	if f.TokenFile != "" {
+		if token, err = dataplane.ReadToken(f.TokenFile); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -80,8 +71,8 @@ func (j *job) connectServe(ctx context.Context, p plan) ([]send.Conn, func(), er
 		return conn, nil
 	}
 	j.redial = dial
-	conns := make([]send.Conn, j.flags.jobs)
-	errs := make([]error, j.flags.jobs)
+	conns := make([]send.Conn, j.flags.Jobs)
+	errs := make([]error, j.flags.Jobs)
 	var wg sync.WaitGroup
 	// At most serveDialing handshakes at once: below serve's limit per
 	// address (--max-peer-handshakes), which closes more at once.

@@ -25,22 +25,22 @@ import (
 	"github.com/bulkmove/bulkmove/wire"
 )
 
-// sshFlags are the flags of the SSH transport, named as ssh(1) names them.
-type sshFlags struct {
-	port           int
-	identities     stringList
-	config         string
-	jump           string
-	acceptNew      bool
-	passwordAuth   bool
-	remoteBulkmove string
-	linger         time.Duration
+// SSHConfig are the flags of the SSH transport, named as ssh(1) names them.
+type SSHConfig struct {
+	Port           int
+	Identities     StringList
+	Config         string
+	Jump           string
+	AcceptNew      bool
+	PasswordAuth   bool
+	RemoteBulkmove string
+	Linger         time.Duration
 }
 
-func (s *sshFlags) options(stderrIsTerminal bool) sshx.Options {
+func (s *SSHConfig) options(stderrIsTerminal bool) sshx.Options {
 	return sshx.Options{
-		Port: s.port, Identities: s.identities, ConfigFile: s.config, Jump: s.jump,
-		AcceptNewHostKey: s.acceptNew, PasswordAuth: s.passwordAuth, Batch: !stderrIsTerminal,
+		Port: s.Port, Identities: s.Identities, ConfigFile: s.Config, Jump: s.Jump,
+		AcceptNewHostKey: s.AcceptNew, PasswordAuth: s.PasswordAuth, Batch: !stderrIsTerminal,
 	}
 }
 
@@ -57,10 +57,10 @@ func (s *sshFlags) options(stderrIsTerminal bool) sshx.Options {
 // look further (and upload this binary if it must), and the start is tried
 // again. The link it returns can open a lost stream again (redial).
 func (j *job) connectSSH(ctx context.Context, t sshx.Target, p plan) ([]send.Conn, *sshLink, error) {
-	l := &sshLink{j: j, t: t, p: p, opt: j.flags.ssh.options(isTerminal(os.Stdin))}
+	l := &sshLink{j: j, t: t, p: p, opt: j.flags.SSH.options(isTerminal(os.Stdin))}
 	l.opt.Stderr = j.stderr
-	n := j.flags.jobs
-	if tr := j.flags.transport; tr != "" && tr != "ssh" {
+	n := j.flags.Jobs
+	if tr := j.flags.Transport; tr != "" && tr != "ssh" {
 		l.data = tr
 		n = 1 // SSH only starts the agent; the streams go over the data plane
 	}
@@ -88,17 +88,17 @@ func (j *job) connectSSH(ctx context.Context, t sshx.Target, p plan) ([]send.Con
 	j.trace("%d SSH connections open", len(clients))
 	for _, e := range errs {
 		if e != nil {
-			termsafe.Errorf(j.stderr, "warning: %v; going on with %d of %d streams", e, len(clients), j.flags.jobs)
+			termsafe.Errorf(j.stderr, "warning: %v; going on with %d of %d streams", e, len(clients), j.flags.Jobs)
 		}
 	}
-	if k := j.nearStart(clients[0]); k < j.flags.jobs {
+	if k := j.nearStart(clients[0]); k < j.flags.Jobs {
 		if l.data == "" && len(clients) > k {
 			for _, c := range clients[k:] {
 				c.Close()
 			}
 			clients = clients[:k]
 		}
-		j.flags.jobs = k
+		j.flags.Jobs = k
 	}
 	l.clients = clients
 	j.farAhead(ctx, l, clients[0])
@@ -114,20 +114,20 @@ func (j *job) connectSSH(ctx context.Context, t sshx.Target, p plan) ([]send.Con
 	if srcIDs != "" {
 		check = " --src-ids " + sshx.ShellQuote(srcIDs)
 	}
-	args := fmt.Sprintf("agent%s%s%s --hub %d -- %s", check, j.flags.gentle.NiceFlags.Text(), j.allowed().Text(), len(clients), sshx.ShellQuote(root))
+	args := fmt.Sprintf("agent%s%s%s --hub %d -- %s", check, j.flags.Gentle.NiceFlags.Text(), j.allowed().Text(), len(clients), sshx.ShellQuote(root))
 	if l.data != "" {
 		mode := l.data
 		if mode == "auto" {
 			mode = "tls"
 		}
-		if j.flags.dataAddr != "" {
-			check += " --data-addr " + sshx.ShellQuote(j.flags.dataAddr)
+		if j.flags.DataAddr != "" {
+			check += " --data-addr " + sshx.ShellQuote(j.flags.DataAddr)
 		}
-		args = fmt.Sprintf("agent%s%s%s --hub %d --data %s --data-ports %s -- %s", check, j.flags.gentle.NiceFlags.Text(), j.allowed().Text(), j.flags.jobs, mode,
-			sshx.ShellQuote(j.flags.dataPorts), sshx.ShellQuote(root))
+		args = fmt.Sprintf("agent%s%s%s --hub %d --data %s --data-ports %s -- %s", check, j.flags.Gentle.NiceFlags.Text(), j.allowed().Text(), j.flags.Jobs, mode,
+			sshx.ShellQuote(j.flags.DataPorts), sshx.ShellQuote(root))
 	}
 	var conns []send.Conn
-	agent := j.flags.ssh.remoteBulkmove
+	agent := j.flags.SSH.RemoteBulkmove
 	self, err := os.Executable()
 	if err != nil {
 		l.close()
@@ -142,9 +142,9 @@ func (j *job) connectSSH(ctx context.Context, t sshx.Target, p plan) ([]send.Con
 		}
 		binary = bs.sum
 	}
-	if d := j.flags.ssh.linger; d > 0 {
+	if d := j.flags.SSH.Linger; d > 0 {
 		if l.data == "" {
-			args = fmt.Sprintf("agent%s%s%s --hub %d --linger %s -- %s", check, j.flags.gentle.NiceFlags.Text(), j.allowed().Text(), len(clients), d, sshx.ShellQuote(root))
+			args = fmt.Sprintf("agent%s%s%s --hub %d --linger %s -- %s", check, j.flags.Gentle.NiceFlags.Text(), j.allowed().Text(), len(clients), d, sshx.ShellQuote(root))
 		} else {
 			termsafe.Errorf(j.stderr, "warning: --linger is for SSH streams; ignored with --transport %s", l.data)
 		}
@@ -250,9 +250,9 @@ func (l *sshLink) pathRTT() time.Duration {
 // instead, each joining the hub's socket through a connection of its own.
 func (l *sshLink) startData(ctx context.Context, c *sshx.Client, sess *sshx.Session, offer dataplane.Offer) ([]send.Conn, error) {
 	j := l.j
-	k := j.flags.jobs
+	k := j.flags.Jobs
 	host := c.HostName()
-	if ip := net.ParseIP(strings.Trim(j.flags.dataAddr, "[]")); ip != nil && !ip.IsUnspecified() {
+	if ip := net.ParseIP(strings.Trim(j.flags.DataAddr, "[]")); ip != nil && !ip.IsUnspecified() {
 		host = ip.String() // the network asked for, maybe not SSH's
 	}
 	conns := make([]send.Conn, k)
@@ -516,7 +516,7 @@ func (l *sshLink) startLingering(ctx context.Context, clients []*sshx.Client, bi
 	if err != nil {
 		return nil, false
 	}
-	if j.flags.ssh.linger > 0 {
+	if j.flags.SSH.Linger > 0 {
 		l.lingerAt = at
 	}
 	// One push at a time uses the record: the token it holds works once.
@@ -544,7 +544,7 @@ func (l *sshLink) startLingering(ctx context.Context, clients []*sshx.Client, bi
 	timer := time.AfterFunc(bannerTimeout, func() { rw.Close() })
 	line, err := "", wire.ProveToHub(rw, br, wire.HubNew, rec.Token)
 	if err == nil {
-		req, _ := json.Marshal(wire.NewJob{Root: root, Linger: j.flags.ssh.linger, Nice: j.flags.gentle.NiceFlags.Text(), SrcIDs: srcIDs, Allow: wire.Allow(j.allowed())})
+		req, _ := json.Marshal(wire.NewJob{Root: root, Linger: j.flags.SSH.Linger, Nice: j.flags.Gentle.NiceFlags.Text(), SrcIDs: srcIDs, Allow: wire.Allow(j.allowed())})
 		if _, err = fmt.Fprintf(rw, "%s\n", req); err == nil {
 			line, err = wire.ReadHubLine(br)
 		}
@@ -565,7 +565,7 @@ func (l *sshLink) startLingering(ctx context.Context, clients []*sshx.Client, bi
 		return fail(fmt.Errorf("%s: %w", rec.Sock, err))
 	}
 	j.trace("joined the agent lingering on %s", host)
-	if j.flags.ssh.linger > 0 {
+	if j.flags.SSH.Linger > 0 {
 		if err := linger.Save(at, linger.Record{Sock: rec.Sock, Token: b.Linger}); err != nil {
 			termsafe.Errorf(j.stderr, "warning: %v; the next push will start a new agent", err)
 		}

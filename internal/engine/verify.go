@@ -3,14 +3,10 @@ package engine
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"sync"
-	"syscall"
 
 	"golang.org/x/sync/errgroup"
 
@@ -23,60 +19,23 @@ import (
 	"github.com/bulkmove/bulkmove/wire"
 )
 
-const verifyUsage = `usage: bulkmove verify [flags] SRC DEST
-       bulkmove verify [flags] SRC [user@]host:DEST
-
-Compares SRC with DEST, as a transfer of SRC to DEST would leave it: every
-entry's type, size, mtime, permission bits, owner (as root), symlink
-target and hard links, and every file's content (XXH3-128, hashed on both
-hosts at once, K streams in parallel); then what DEST has that SRC does
-not. Writes nothing. Each difference is a line on stdout:
-
-  differ PATH: WHAT      (e.g. "size: source 10, destination 12")
-  missing PATH
-  extra PATH
-
-Exit status: 0 if the trees are the same, 2 if any difference, 1 for a
-usage error, 3 if the comparison could not be done.
-
-Flags:
-`
-
-// RunVerify is `bulkmove verify`.
-func RunVerify(args []string, stdout, stderr io.Writer) int {
-	var f moveFlags
-	fs := flag.NewFlagSet("bulkmove verify", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, verifyUsage)
-		fs.PrintDefaults()
+// Verify compares SRC with DEST (j.Config.Check must have passed; a
+// local SRC), content too unless content is false, and lists each
+// difference on j.Stdout. Partial: a difference.
+func (j Job) Verify(ctx context.Context, content bool) Outcome {
+	jb := j.newJob(j.Stderr)
+	if j.Config.JSON {
+		jb.ev = newEvents(j.Stdout)
 	}
-	f.register(fs)
-	noContent := fs.Bool("no-content", false, "compare metadata only, not file content")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return ExitOK
-		}
-		return ExitUsage
+	if _, remote, _ := sshx.ParseTarget(jb.src); remote {
+		termsafe.Errorf(j.Stderr, "verify: SRC must be local (run bulkmove verify on the source host)")
+		return UsageError
 	}
-	if !checkArgs(fs, &f, "bulkmove verify", stderr) {
-		return ExitUsage
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	j := &job{flags: f, stdout: stdout, stderr: stderr, src: fs.Arg(0), dst: fs.Arg(1)}
-	if f.json {
-		j.ev = newEvents(stdout)
-	}
-	if _, remote, _ := sshx.ParseTarget(j.src); remote {
-		termsafe.Errorf(stderr, "verify: SRC must be local (run bulkmove verify on the source host)")
-		return ExitUsage
-	}
-	p, code := j.resolve(ctx)
-	if code != ExitOK {
+	p, code := jb.resolve(ctx)
+	if code != Done {
 		return code
 	}
-	return j.verify(ctx, p, !*noContent)
+	return jb.verify(ctx, p, content)
 }
 
 // verifier collects a verify run's findings.
@@ -86,23 +45,23 @@ type verifier struct {
 	differ, missing, extras int64
 }
 
-func (j *job) verify(ctx context.Context, p plan, content bool) int {
+func (j *job) verify(ctx context.Context, p plan, content bool) Outcome {
 	if j.remote == nil {
 		if fi, err := os.Stat(p.dstRoot); err != nil || !fi.IsDir() {
 			termsafe.Errorf(j.stderr, "verify: destination %s: %v", j.dst, orNotDir(err))
-			return ExitFatal
+			return Failed
 		}
 	}
 	conns, cleanup, err := j.connect(ctx, p)
 	if err != nil {
 		termsafe.Errorf(j.stderr, "%v", err)
-		return ExitFatal
+		return Failed
 	}
 	defer cleanup()
 	for _, c := range conns {
 		if _, ok := c.(send.Verifier); !ok {
 			termsafe.Errorf(j.stderr, "verify: this transport cannot verify")
-			return ExitFatal
+			return Failed
 		}
 	}
 	var v verifier
@@ -112,10 +71,10 @@ func (j *job) verify(ctx context.Context, p plan, content bool) int {
 	defer deferred.Close()
 	var dmu sync.Mutex
 	opt := sharder.Options{
-		BatchBytes:    int64(j.flags.batchSize),
-		BatchFiles:    j.flags.batchFiles,
-		Filter:        j.flags.rules,
-		OneFileSystem: j.flags.oneFS,
+		BatchBytes:    int64(j.flags.BatchSize),
+		BatchFiles:    j.flags.BatchFiles,
+		Filter:        j.flags.Rules,
+		OneFileSystem: j.flags.OneFS,
 		Deferred: func(e model.Entry) {
 			dmu.Lock()
 			deferred.Add(e)
@@ -134,10 +93,10 @@ func (j *job) verify(ctx context.Context, p plan, content bool) int {
 		opt.Name = filepath.Base(j.src) // a symlink's name, if SRC is one
 	}
 	// --shard i/N and --files-from: the part this process moved.
-	closeList, err := j.flags.scale.apply(&opt, os.Stdin)
+	closeList, err := j.flags.Scale.apply(&opt, j.stdin)
 	if err != nil {
 		termsafe.Errorf(j.stderr, "%v", err)
-		return ExitUsage
+		return UsageError
 	}
 	defer closeList()
 	walked := make(chan *model.Batch, 2*len(conns))
@@ -167,7 +126,7 @@ func (j *job) verify(ctx context.Context, p plan, content bool) int {
 			}
 		}
 		// The walk is over: directories, symlinks and hard links too.
-		return deferred.Each(max(j.flags.batchFiles, 1), func(chunk []model.Entry) error {
+		return deferred.Each(max(j.flags.BatchFiles, 1), func(chunk []model.Entry) error {
 			last++
 			select {
 			case batches <- &model.Batch{ID: last, Entries: chunk}:
@@ -183,7 +142,7 @@ func (j *job) verify(ctx context.Context, p plan, content bool) int {
 		})
 	}
 	err = g.Wait()
-	if err == nil && p.rename == "" && j.flags.scale.filesFrom == "" {
+	if err == nil && p.rename == "" && j.flags.Scale.FilesFrom == "" {
 		// What DEST has beyond SRC (a list does not say what else a
 		// directory may hold: not with --files-from).
 		_, err = j.prunePass(ctx, conns, p, pruneMode{dryRun: true}, func(r *wire.PruneResult) { j.onExtras(&v, r) })
@@ -191,14 +150,14 @@ func (j *job) verify(ctx context.Context, p plan, content bool) int {
 	for _, c := range conns {
 		c.Close(ctx)
 	}
-	code := ExitOK
+	code := Done
 	switch {
 	case ctx.Err() != nil:
 		termsafe.Errorf(j.stderr, "verify: interrupted after comparing %d entries", v.compared)
-		code = ExitInterrupted
+		code = Interrupted
 	case err != nil:
 		termsafe.Errorf(j.stderr, "verify: %v", err)
-		code = ExitFatal
+		code = Failed
 	default:
 		what := "content and metadata"
 		if !content {
@@ -206,13 +165,13 @@ func (j *job) verify(ctx context.Context, p plan, content bool) int {
 		}
 		termsafe.Errorf(j.stderr, "verify: %d entries compared by %s: %d differ, %d missing, %d extra", v.compared, what, v.differ, v.missing, v.extras)
 		if j.walkErrs > 0 || v.differ+v.missing+v.extras > 0 {
-			code = ExitPartial
+			code = Partial
 		}
 	}
 	// --json: the counts, for bulkmove verify-summary to merge the shards'.
 	ev := &VerifyEvent{Src: j.src, Dst: j.dst, Compared: v.compared, Differ: v.differ, Missing: v.missing,
-		Extra: v.extras, Errors: j.walkErrs, Content: content, ExitCode: code}
-	if sh := j.flags.scale.shard; !sh.All() {
+		Extra: v.extras, Errors: j.walkErrs, Content: content, ExitCode: j.code(code)}
+	if sh := j.flags.Scale.Shard; !sh.All() {
 		ev.Shard = sh.String()
 	}
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"cmp"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -15,25 +14,6 @@ import (
 	"github.com/bulkmove/bulkmove/sharder"
 )
 
-const verifySummaryUsage = `usage: bulkmove verify-summary REPORT...
-
-Merges the reports of ` + "`bulkmove verify --shard i/N --json`" + ` (one a shard, run
-on as many hosts) into one: every difference, sorted by path, as verify
-prints them
-
-  differ PATH: WHAT
-  missing PATH
-  extra PATH
-
-then a line of totals. It checks that the reports cover the tree: one
-report for each shard 0..N-1 of one N (or a single report without
---shard), each complete (it ends with verify's summary event).
-
-Exit status: 0 if every shard was verified and none differs, 2 if any
-difference, 3 if a report is missing, repeated, incomplete or failed, 1 for
-a usage error.
-`
-
 // shardReport is what one verify --json report says.
 type shardReport struct {
 	file  string
@@ -41,26 +21,17 @@ type shardReport struct {
 	diffs []ProblemEvent
 }
 
-func RunVerifySummary(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("bulkmove verify-summary", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, verifySummaryUsage) }
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return ExitOK
-		}
-		return ExitUsage
-	}
-	if fs.NArg() == 0 {
-		fs.Usage()
-		return ExitUsage
-	}
+// VerifySummary merges the reports of verify --shard i/N --json, files
+// (one a shard), into one: every difference on stdout, sorted by path,
+// then the totals; and checks that they cover the tree. Partial: a
+// difference; Failed: a report missing, repeated, incomplete or failed.
+func VerifySummary(files []string, stdout, stderr io.Writer) Outcome {
 	var reps []shardReport
-	for _, name := range fs.Args() {
+	for _, name := range files {
 		r, err := readVerifyReport(name)
 		if err != nil {
 			termsafe.Errorf(stderr, "verify-summary: %v", err)
-			return ExitFatal
+			return Failed
 		}
 		reps = append(reps, r)
 	}
@@ -75,7 +46,7 @@ func RunVerifySummary(args []string, stdout, stderr io.Writer) int {
 			continue
 		}
 		e := r.end
-		if e.ExitCode != ExitOK && e.ExitCode != ExitPartial || e.Error != "" {
+		if e.ExitCode != 0 && e.ExitCode != 2 || e.Error != "" {
 			problems = append(problems, fmt.Sprintf("%s: verify failed (exit %d): %s", r.file, e.ExitCode, e.Error))
 		}
 		sh := sharder.Shard{Count: 1}
@@ -138,11 +109,11 @@ func RunVerifySummary(args []string, stdout, stderr io.Writer) int {
 		len(byShard), max(count, 1), total.Compared, total.Differ, total.Missing, total.Extra, total.Errors)
 	switch {
 	case len(problems) > 0:
-		return ExitFatal
+		return Failed
 	case total.Differ+total.Missing+total.Extra+total.Errors > 0:
-		return ExitPartial
+		return Partial
 	}
-	return ExitOK
+	return Done
 }
 
 // readVerifyReport reads the events of one verify --json run.

@@ -1,4 +1,4 @@
-package engine
+package main
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/bulkmove/bulkmove/filter"
+	"github.com/bulkmove/bulkmove/internal/engine"
 	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/internal/units"
 	"github.com/bulkmove/bulkmove/sharder"
@@ -29,8 +30,8 @@ and the largest files and directories. See docs/scale-out.md.
 Flags:
 `
 
-// RunPlan is bulkmove plan: the part files of sharder.Plan.
-func RunPlan(args []string, stdout, stderr io.Writer) int {
+// runPlan is bulkmove plan: the part files of sharder.Plan.
+func runPlan(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bulkmove plan", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -52,9 +53,9 @@ func RunPlan(args []string, stdout, stderr io.Writer) int {
 	for rest := args; ; {
 		if err := fs.Parse(rest); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				return ExitOK
+				return exitOK
 			}
-			return ExitUsage
+			return exitUsage
 		}
 		if fs.NArg() == 0 {
 			break
@@ -64,20 +65,20 @@ func RunPlan(args []string, stdout, stderr io.Writer) int {
 	}
 	if len(pos) != 1 || *parts < 1 || *out == "" {
 		termsafe.Errorf(stderr, "usage: bulkmove plan SRC --parts N -o DIR (N >= 1; see bulkmove plan -h)")
-		return ExitUsage
+		return exitUsage
 	}
 	src := pos[0]
-	real, fi, err := resolveSrc(src) // walked as the move walks it
+	real, fi, err := engine.ResolveSrc(src) // walked as the move walks it
 	if err == nil && !fi.IsDir() {
 		err = errors.New("not a directory")
 	}
 	if err != nil {
-		termsafe.Errorf(stderr, "plan: source %s: %v", src, Unwrap(err))
-		return ExitFatal
+		termsafe.Errorf(stderr, "plan: source %s: %v", src, engine.Unwrap(err))
+		return exitFatal
 	}
-	if inside, err := inSource(real, *out); err == nil && inside {
+	if inside, err := engine.InSource(real, *out); err == nil && inside {
 		termsafe.Errorf(stderr, "plan: the output directory %s is inside the source %s", *out, src)
-		return ExitUsage
+		return exitUsage
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -93,18 +94,18 @@ func RunPlan(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		termsafe.Errorf(stderr, "%v", err)
 		if ctx.Err() != nil {
-			return ExitInterrupted
+			return exitInterrupted
 		}
-		return ExitFatal
+		return exitFatal
 	}
 	termsafe.Errorf(stderr, "plan: %d entries (%d files, %s) in %d parts in %s: the largest part is %+.1f%% of the mean in bytes, %+.1f%% in entries; see %s",
 		r.Entries, r.Stats.Files, units.Size(r.Bytes), *parts, *out, r.ImbalanceBytes, r.ImbalanceEntries, filepath.Join(*out, "summary.txt"))
 	if r.BadNames > 0 {
 		termsafe.Errorf(stderr, "plan: %d names hold a newline or end in a carriage return and were left out: plan again with -0", r.BadNames)
-		return ExitPartial
+		return exitPartial
 	}
 	if r.Errors > 0 {
-		return ExitPartial
+		return exitPartial
 	}
-	return ExitOK
+	return exitOK
 }

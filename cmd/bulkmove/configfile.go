@@ -1,0 +1,109 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// The config file (--config FILE, default ~/.config/bulkmove/config)
+// holds defaults for every job, and named profiles for recurring ones:
+//
+//	# defaults: any flag, without its dashes
+//	jobs = 8
+//	bwlimit = 50M
+//
+//	[nightly]
+//	src = /data
+//	dst = box2:/data
+//	delete = true
+//	exclude = *.tmp
+//	exclude = cache/
+//
+// `bulkmove --profile nightly` runs that job; flags on the command line
+// override the file's (repeatable flags add up: the file's first), and
+// SRC DEST on the command line replace the profile's src and dst.
+
+// configArgs reads the config file for the command line args and returns
+// the flags it sets (defaults, then the profile's) and the profile's SRC
+// and DEST, if any.
+func configArgs(args []string) (flags []string, src, dst string, err error) {
+	path, explicit := flagValue(args, "config")
+	if path == "" {
+		home, herr := os.UserHomeDir()
+		if herr != nil {
+			return nil, "", "", nil
+		}
+		path = filepath.Join(home, ".config", "bulkmove", "config")
+	}
+	profile, _ := flagValue(args, "profile")
+	f, err := os.Open(path)
+	if err != nil {
+		if (errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission)) && !explicit && profile == "" {
+			return nil, "", "", nil // no config file (none we may read): fine
+		}
+		return nil, "", "", fmt.Errorf("config: %w", err)
+	}
+	defer f.Close()
+	section, found := "", false
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") || strings.HasPrefix(line, ";") {
+			continue
+		}
+		if strings.HasPrefix(line, "[") && strings.HasSuffix(line, "]") {
+			section = strings.TrimSpace(line[1 : len(line)-1])
+			found = found || section == profile
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		if !ok || k == "" {
+			return nil, "", "", fmt.Errorf("config %s:%d: want KEY = VALUE, got %q", path, n, line)
+		}
+		if section != "" && section != profile {
+			continue
+		}
+		switch k {
+		case "src":
+			src = v
+		case "dst":
+			dst = v
+		case "config", "profile":
+			return nil, "", "", fmt.Errorf("config %s:%d: %s cannot be set in the file", path, n, k)
+		default:
+			flags = append(flags, "--"+k+"="+v)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, "", "", fmt.Errorf("config %s: %w", path, err)
+	}
+	if profile != "" && !found {
+		return nil, "", "", fmt.Errorf("config %s: no profile [%s]", path, profile)
+	}
+	return flags, src, dst, nil
+}
+
+// flagValue finds -name V, --name V, -name=V or --name=V among args (up
+// to a "--"); set says whether it was there.
+func flagValue(args []string, name string) (v string, set bool) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			break
+		}
+		a = strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-")
+		if a == name && i+1 < len(args) {
+			return args[i+1], true
+		}
+		if rest, ok := strings.CutPrefix(a, name+"="); ok {
+			return rest, true
+		}
+	}
+	return "", false
+}

@@ -5,6 +5,9 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
+	"fmt"
 	"io"
 	"os"
 	"os/signal"
@@ -98,4 +101,29 @@ func exitCode(o engine.Outcome) int {
 // signalContext is ctx, cancelled by the first SIGINT or SIGTERM.
 func signalContext() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
+// newFlagSet is a subcommand's flag set: errors on stderr, and for -h the
+// usage text, the flags, then tail.
+func newFlagSet(name, usage, tail string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usage)
+		fs.PrintDefaults()
+		fmt.Fprint(stderr, tail)
+	}
+	return fs
+}
+
+// parse parses a subcommand's args; if not ok, the subcommand exits with
+// code: 0 after -h, 1 after a bad flag (the flag package said which).
+func parse(fs *flag.FlagSet, args []string) (code int, ok bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK, false
+		}
+		return exitUsage, false
+	}
+	return exitOK, true
 }

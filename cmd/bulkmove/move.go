@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
-	"fmt"
 	"io"
 
 	"github.com/bulkmove/bulkmove/internal/engine"
@@ -49,13 +47,7 @@ Exit codes:
 // runMove is bulkmove [flags] SRC DEST: a push, a pull or a local move.
 func runMove(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	c := engine.DefaultConfig()
-	fs := flag.NewFlagSet("bulkmove", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, moveUsage)
-		fs.PrintDefaults()
-		fmt.Fprint(stderr, exitCodesHelp)
-	}
+	fs := newFlagSet("bulkmove", moveUsage, exitCodesHelp, stderr)
 	registerMove(fs, &c)
 	version := fs.Bool("version", false, "print the version and exit")
 	fs.String("config", "", "read defaults and profiles from `FILE` (default ~/.config/bulkmove/config; see docs/configuration.md)")
@@ -69,11 +61,8 @@ func runMove(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		termsafe.Errorf(stderr, "config: %v", err)
 		return exitUsage
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if code, ok := parse(fs, args); !ok {
+		return code
 	}
 	if fs.NArg() == 0 && cfgSrc != "" && cfgDst != "" {
 		fs.Parse([]string{"--", cfgSrc, cfgDst})

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"io"
 	"os"
 	"os/signal"
@@ -32,12 +31,7 @@ Flags:
 
 // runPlan is bulkmove plan: the part files of sharder.Plan.
 func runPlan(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("bulkmove plan", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, planUsage)
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet("bulkmove plan", planUsage, "", stderr)
 	parts := fs.Int("parts", 0, "number of parts (required)")
 	out := fs.String("o", "", "output `DIR` for the part files and summary.txt (required)")
 	nul := fs.Bool("0", false, "NUL-separated part files (for names with newlines; use -0 with --files-from too)")

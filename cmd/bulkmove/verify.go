@@ -1,9 +1,6 @@
 package main
 
 import (
-	"errors"
-	"flag"
-	"fmt"
 	"io"
 
 	"github.com/bulkmove/bulkmove/internal/engine"
@@ -32,19 +29,11 @@ Flags:
 // say where and how to compare (registerCompare's), none of a move's own.
 func runVerify(args []string, stdout, stderr io.Writer) int {
 	c := engine.DefaultConfig()
-	fs := flag.NewFlagSet("bulkmove verify", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, verifyUsage)
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet("bulkmove verify", verifyUsage, "", stderr)
 	registerCompare(fs, &c)
 	noContent := fs.Bool("no-content", false, "compare metadata only, not file content")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if code, ok := parse(fs, args); !ok {
+		return code
 	}
 	if !checkConfig(fs, &c, "bulkmove verify", stderr) {
 		return exitUsage

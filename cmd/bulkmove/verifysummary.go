@@ -1,8 +1,6 @@
 package main
 
 import (
-	"flag"
-	"fmt"
 	"io"
 
 	"github.com/bulkmove/bulkmove/internal/engine"
@@ -29,14 +27,9 @@ a usage error.
 
 // runVerifySummary is bulkmove verify-summary REPORT...
 func runVerifySummary(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("bulkmove verify-summary", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, verifySummaryUsage) }
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return exitOK
-		}
-		return exitUsage
+	fs := newFlagSet("bulkmove verify-summary", verifySummaryUsage, "", stderr)
+	if code, ok := parse(fs, args); !ok {
+		return code
 	}
 	if fs.NArg() == 0 {
 		fs.Usage()

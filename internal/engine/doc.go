@@ -33,7 +33,8 @@
 //     signals.go: what the job reports while it runs.
 //
 // Everything the engine prints for people goes through termsafe.Printf
-// and termsafe.Errorf, which escape names. The engine imports the sender
-// (stream), the receiver (receive/extract, for a local DEST), the
-// transports and the wire; nothing imports the engine but cmd/bulkmove.
+// and termsafe.Errorf, which escape names. The engine imports the sending
+// side (send, send/source), the receiving side (receive, for a pull's
+// receiver, and receive/extract, for a local DEST), the transports and the
+// wire; nothing imports the engine but cmd/bulkmove.
 package engine

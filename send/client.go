@@ -16,6 +16,7 @@ import (
 	"github.com/bulkmove/bulkmove/internal/iocount"
 	"github.com/bulkmove/bulkmove/internal/ratelimit"
 	"github.com/bulkmove/bulkmove/model"
+	"github.com/bulkmove/bulkmove/send/compress"
 	"github.com/bulkmove/bulkmove/send/source"
 	"github.com/bulkmove/bulkmove/wire"
 )
@@ -59,21 +60,21 @@ type Client struct {
 	stalled      atomic.Bool
 
 	// Compress, if set before Run, is how the stream compresses batch
-	// data (the zero value: not at all); see compress.go.
-	Compress Compression
+	// data (the zero value: not at all); see package send/compress.
+	Compress compress.Config
 	// Logf, if set before Run, reports the stream's compression
 	// decisions (for -v).
 	Logf func(format string, args ...any)
 	// PathRTT, if set before Run, measures the network round trip to the
-	// receiver (from which a path is far, see FarRTT, and its streams
+	// receiver (from which a path is far, see compress.FarRTT, and its streams
 	// start compressed); nil: a near one. Not the stream handshake's
 	// time, which includes the agent opening its receiver: on a busy
 	// machine, pipes to a local agent took 10 ms.
 	PathRTT func() time.Duration
 	// Share, if set before Run, is shared by the streams of one job
-	// (--compress auto: see AutoShare).
-	Share   *AutoShare
-	z       *deflater
+	// (--compress auto: see compress.AutoShare).
+	Share   *compress.AutoShare
+	z       *compress.Stream
 	sent    iocount.Writer   // what the stream wrote to the connection
 	raw     syscall.RawConn  // a TCP connection's socket (sendfile.go), or nil
 	obsAt   time.Time        // when the last batch's data was observed, and then
@@ -491,16 +492,14 @@ func firstUnsent(q []*inflight) *inflight {
 // stream's compression chooses, and its commit.
 func (c *Client) sendData(fl *inflight, need []bool) error {
 	if c.z == nil {
-		c.z = &deflater{cfg: c.Compress, logf: c.Logf, name: c.Name, share: c.Share}
-		if c.Compress.Mode == CompressAuto && c.PathRTT != nil {
-			c.z.far = c.PathRTT() >= FarRTT
-		}
+		far := c.Compress.Mode == compress.Auto && c.PathRTT != nil && c.PathRTT() >= compress.FarRTT
+		c.z = compress.NewStream(c.Compress, c.Name, c.Logf, c.Share, far)
 	}
 	ctr := c.ctr.Load()
-	if c.Compress.Mode == CompressAuto && c.obsHost.Total == 0 {
+	if c.Compress.Mode == compress.Auto && c.obsHost.Total == 0 {
 		c.obsHost, _ = hostcpu.Read() // the first batch's start
 	}
-	codec := c.z.codec(c.Src, fl.m, need)
+	codec := c.z.Codec(c.Src, fl.m, need)
 	start, sent0 := time.Now(), c.sent.N
 	var blocked0 int64
 	if ctr != nil {
@@ -512,7 +511,7 @@ func (c *Client) sendData(fl *inflight, need []bool) error {
 	tw := c.tarWriter(!c.NoIntegrity)
 	in := &iocount.Writer{}
 	if codec == wire.CodecZstd {
-		enc, err := c.z.encoder()
+		enc, err := c.z.Encoder()
 		if err != nil {
 			return err
 		}
@@ -574,14 +573,13 @@ func (c *Client) observe(codec byte, in, out int64, start time.Time, blocked0 in
 		}
 		recvWrite, recvCPU = c.receiverShares(now, ctr.RecvWriteNanos.Load(), ctr.RecvCPUNanos.Load())
 	}
-	if c.Compress.Mode == CompressAuto {
+	if c.Compress.Mode == compress.Auto {
 		if host, ok := hostcpu.Read(); ok {
-			c.z.auto.cpuBusy = host.BusySince(c.obsHost, hostcpu.Busy)
-			c.z.auto.limited = c.limit.Load().Rate() > 0 // (autoPolicy.busyHost)
+			c.z.SetHost(host.BusySince(c.obsHost, hostcpu.Busy), c.limit.Load().Rate() > 0)
 			c.obsHost = host
 		}
 	}
-	c.z.observe(codec, in, out, wall, blocked, recvWrite, recvCPU)
+	c.z.Observe(codec, in, out, wall, blocked, recvWrite, recvCPU)
 }
 
 // receiverShares returns the receiver's share of the time writing since

@@ -16,6 +16,7 @@ import (
 	"github.com/bulkmove/bulkmove/internal/ratelimit"
 	"github.com/bulkmove/bulkmove/internal/treecmp"
 	"github.com/bulkmove/bulkmove/send"
+	"github.com/bulkmove/bulkmove/send/compress"
 	"github.com/bulkmove/bulkmove/send/source"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/wire"
@@ -50,7 +51,7 @@ func textTree(t *testing.T, dir string, n, size int) {
 }
 
 // compressedAgents is pipeAgent k times with compression set.
-func compressedAgents(t *testing.T, ctx context.Context, k int, dst string, src source.Source, c send.Compression, logf func(string, ...any)) []send.Conn {
+func compressedAgents(t *testing.T, ctx context.Context, k int, dst string, src source.Source, c compress.Config, logf func(string, ...any)) []send.Conn {
 	conns := make([]send.Conn, k)
 	for i := range conns {
 		cl := pipeAgent(t, ctx, fmt.Sprintf("stream %d", i), dst, src)
@@ -78,7 +79,7 @@ func TestCompressRoundTrip(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	for _, mode := range []string{"none", "zstd", "zstd:6", "auto"} {
 		t.Run(mode, func(t *testing.T) {
-			c, err := send.ParseCompression(mode)
+			c, err := compress.Parse(mode)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -151,12 +152,12 @@ func TestCompressAuto(t *testing.T) {
 			var log lines
 			var conns []send.Conn
 			if tc.rate > 0 {
-				conns = compressedAgents(t, ctx, 2, dst, source.Source{Root: src}, send.Compression{Mode: send.CompressAuto}, log.logf)
+				conns = compressedAgents(t, ctx, 2, dst, source.Source{Root: src}, compress.Config{Mode: compress.Auto}, log.logf)
 			} else {
 				for i := range 2 {
 					c, done := agentVia(t, ctx, fmt.Sprintf("stream %d", i), dst, source.Source{Root: src}, newFastLink)
 					t.Cleanup(func() { <-done })
-					c.Compress, c.Logf = send.Compression{Mode: send.CompressAuto}, log.logf
+					c.Compress, c.Logf = compress.Config{Mode: compress.Auto}, log.logf
 					conns = append(conns, c)
 				}
 			}
@@ -285,7 +286,7 @@ func TestCompressCorruptInTransit(t *testing.T) {
 	dir := tmpDir(t)
 	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
 	textTree(t, src, 64, 32<<10)
-	zstd := send.Compression{Mode: send.CompressZstd}
+	zstd := compress.Config{Mode: compress.Zstd}
 
 	bad, done := agentVia(t, ctx, "bad stream", dst, source.Source{Root: src}, func(w io.Writer) io.Writer { return &offsetFlipper{w: w, at: 8 << 10} })
 	bad.Compress = zstd

@@ -19,8 +19,9 @@
 //     hands it the batch and a writer, and it writes the batch's tar
 //     stream (Source.WriteTar). Over plain TCP the Client's writer takes
 //     bodies with sendfile(2) (source.FileSender).
-//   - Compression, the choice of codec per batch (off, zstd, or auto,
-//     which samples each batch and weighs the link against the CPU).
+//   - The choice of codec per batch (off, zstd, or auto, which samples
+//     each batch and weighs the link against the CPU) is package
+//     send/compress: a Client keeps one compress.Stream.
 //   - Deferred, the directories, symlinks and hard links set aside for
 //     the end of the job, and the sending half of --delete (RunPrune) and
 //     of verify (Verifier).

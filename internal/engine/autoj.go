@@ -14,6 +14,7 @@ import (
 	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/metrics"
 	"github.com/bulkmove/bulkmove/send"
+	"github.com/bulkmove/bulkmove/send/compress"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/transport/sshx"
 )
@@ -328,7 +329,7 @@ func windowBound(perStream float64, rtt time.Duration) bool {
 // autoFarRTT is the round trip of a far path: -j auto opens the
 // connections of a first step ahead, and takes a link verdict for one
 // that more streams may help.
-const autoFarRTT = send.FarRTT
+const autoFarRTT = compress.FarRTT
 
 // sshWindow is an SSH channel's window (x/crypto/ssh, OpenSSH).
 const sshWindow = 2 << 20

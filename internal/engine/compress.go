@@ -6,26 +6,27 @@ import (
 	"github.com/bulkmove/bulkmove/internal/units"
 	"github.com/bulkmove/bulkmove/metrics"
 	"github.com/bulkmove/bulkmove/send"
+	"github.com/bulkmove/bulkmove/send/compress"
 )
 
 // Compress is --compress: none, auto (the default) or zstd[:LEVEL].
-type Compress struct{ send.Compression }
+type Compress struct{ compress.Config }
 
-func (c *Compress) String() string { return c.Compression.String() }
+func (c *Compress) String() string { return c.Config.String() }
 
 func (c *Compress) Set(s string) error {
-	v, err := send.ParseCompression(s)
+	v, err := compress.Parse(s)
 	if err != nil {
 		return err
 	}
-	c.Compression = v
+	c.Config = v
 	return nil
 }
 
 // configure applies the stream options of the command line to a client.
 func (j *job) configure(c *send.Client) {
 	c.StallTimeout = j.flags.StallTimeout
-	c.Compress = j.flags.Compress.Compression
+	c.Compress = j.flags.Compress.Config
 	c.Share = &j.share
 	c.Logf = j.trace
 }

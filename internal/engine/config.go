@@ -10,7 +10,7 @@ import (
 
 	"github.com/bulkmove/bulkmove/filter"
 	"github.com/bulkmove/bulkmove/internal/units"
-	"github.com/bulkmove/bulkmove/send"
+	"github.com/bulkmove/bulkmove/send/compress"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/transport/dataplane"
 	"github.com/bulkmove/bulkmove/wire"
@@ -151,7 +151,7 @@ func DefaultConfig() Config {
 		Split:            SplitSize{Size: -1},
 		Obs:              Observe{TextfileEvery: 15 * time.Second, JobName: "bulkmove", VerdictInterval: time.Second},
 	}
-	c.Compress.Mode = send.CompressAuto
+	c.Compress.Mode = compress.Auto
 	return c
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/bulkmove/bulkmove/metrics"
 	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/send"
+	"github.com/bulkmove/bulkmove/send/compress"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/transport/sshx"
 )
@@ -70,9 +71,9 @@ type dialer struct {
 // streams: the bandwidth limit, the space check, --compress auto, the
 // interrupt.
 type control struct {
-	bw          *bwControl     // the bandwidth limit (bwlimit.go)
-	share       send.AutoShare // --compress auto: what the streams tell each other
-	free        atomic.Int64   // free space at DEST, 0 if unknown
+	bw          *bwControl         // the bandwidth limit (bwlimit.go)
+	share       compress.AutoShare // --compress auto: what the streams tell each other
+	free        atomic.Int64       // free space at DEST, 0 if unknown
 	spaceWarned atomic.Bool
 	stopWalk    context.CancelCauseFunc // ends the walk with a cause
 	drain       <-chan struct{}         // closed by the first interrupt
@@ -251,7 +252,7 @@ func (j *job) run(ctx context.Context) Outcome {
 	if j.flags.Delete && plan.rename == "" {
 		pool.BeforeFinal = j.deletePass(plan)
 	}
-	if j.flags.Compress.Mode == send.CompressAuto && slices.ContainsFunc(conns, isClient) {
+	if j.flags.Compress.Mode == compress.Auto && slices.ContainsFunc(conns, isClient) {
 		pool.Opening = openingCost // the first batches measure the link
 	}
 	pool.Retries, pool.ReconnectTimeout = j.flags.Retries, j.flags.ReconnectTimeout

@@ -18,7 +18,7 @@ func (j *job) connectHub(ctx context.Context, p plan) ([]send.Conn, func(), erro
 			}
 			return nil, nil, err
 		}
-		c.Compress, c.Share = j.flags.Compress.Compression, &j.share
+		c.Compress, c.Share = j.flags.Compress.Config, &j.share
 		conns = append(conns, c)
 	}
 	return conns, func() {}, nil

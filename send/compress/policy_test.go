@@ -1,8 +1,7 @@
-package send
+package compress
 
 import (
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,7 +30,7 @@ func TestAutoPolicy(t *testing.T) {
 	}
 	src := source.Source{Root: dir}
 	var log strings.Builder
-	d := &deflater{cfg: Compression{Mode: CompressAuto}, name: "s0", logf: func(f string, a ...any) {
+	d := &Stream{cfg: Config{Mode: Auto}, name: "s0", logf: func(f string, a ...any) {
 		log.WriteString(strings.TrimSpace(strings.ReplaceAll(f, "%", "")) + "\n")
 	}}
 	const mib = 1 << 20
@@ -39,28 +38,28 @@ func TestAutoPolicy(t *testing.T) {
 	rnd, needR := batch("random", len(random))
 
 	// A plain batch on a link that keeps up: nothing to sample.
-	d.observe(wire.CodecNone, 16*mib, 16*mib, 100*time.Millisecond, time.Millisecond, 0, 0)
-	if c := d.codec(src, text16, need); c != wire.CodecNone {
+	d.Observe(wire.CodecNone, 16*mib, 16*mib, 100*time.Millisecond, time.Millisecond, 0, 0)
+	if c := d.Codec(src, text16, need); c != wire.CodecNone {
 		t.Fatalf("fast link: codec %d", c)
 	}
 	// Writes block 90% of the time: a slow link.
-	d.observe(wire.CodecNone, 16*mib, 16*mib, time.Second, 900*time.Millisecond, 0, 0)
-	if c := d.codec(src, rnd, needR); c != wire.CodecNone || d.auto.on {
+	d.Observe(wire.CodecNone, 16*mib, 16*mib, time.Second, 900*time.Millisecond, 0, 0)
+	if c := d.Codec(src, rnd, needR); c != wire.CodecNone || d.auto.on {
 		t.Fatalf("random data on a slow link: codec %d, on %v", c, d.auto.on)
 	}
 	// ... unless a receiver busy writing is why they block.
-	d.observe(wire.CodecNone, 16*mib, 16*mib, time.Second, 900*time.Millisecond, 0.9, 0)
-	if c := d.codec(src, text16, need); c != wire.CodecNone {
+	d.Observe(wire.CodecNone, 16*mib, 16*mib, time.Second, 900*time.Millisecond, 0.9, 0)
+	if c := d.Codec(src, text16, need); c != wire.CodecNone {
 		t.Fatalf("busy receiver: codec %d", c)
 	}
-	d.observe(wire.CodecNone, 16*mib, 16*mib, time.Second, 900*time.Millisecond, 0.1, 1.0)
-	if c := d.codec(src, text16, need); c != wire.CodecNone {
+	d.Observe(wire.CodecNone, 16*mib, 16*mib, time.Second, 900*time.Millisecond, 0.1, 1.0)
+	if c := d.Codec(src, text16, need); c != wire.CodecNone {
 		t.Fatalf("receiver using a core: codec %d", c)
 	}
 	// (A very slow link, so that the sample's cost, timed for real, is
 	// small beside it even on a busy machine under -race.)
-	d.observe(wire.CodecNone, 16*mib, 16*mib, 20*time.Second, 19900*time.Millisecond, 0, 0)
-	if c := d.codec(src, text16, need); c != wire.CodecZstd || !d.auto.on {
+	d.Observe(wire.CodecNone, 16*mib, 16*mib, 20*time.Second, 19900*time.Millisecond, 0, 0)
+	if c := d.Codec(src, text16, need); c != wire.CodecZstd || !d.auto.on {
 		t.Fatalf("text on a slow link: codec %d, on %v", c, d.auto.on)
 	}
 	if !strings.Contains(log.String(), "compression on") {
@@ -68,20 +67,20 @@ func TestAutoPolicy(t *testing.T) {
 	}
 	// Compressed, still link-bound: stays on, no probe.
 	for range 20 {
-		d.observe(wire.CodecZstd, 16*mib, 2*mib, 150*time.Millisecond, 120*time.Millisecond, 0, 0)
-		if c := d.codec(src, text16, need); c != wire.CodecZstd {
+		d.Observe(wire.CodecZstd, 16*mib, 2*mib, 150*time.Millisecond, 120*time.Millisecond, 0, 0)
+		if c := d.Codec(src, text16, need); c != wire.CodecZstd {
 			t.Fatalf("link-bound compressed: codec %d", c)
 		}
 	}
 	// Random data in between goes plain, without turning compression off.
-	if c := d.codec(src, rnd, needR); c != wire.CodecNone || !d.auto.on {
+	if c := d.Codec(src, rnd, needR); c != wire.CodecNone || !d.auto.on {
 		t.Fatalf("random batch: codec %d, on %v", c, d.auto.on)
 	}
 	// The link gets fast: compressed batches are CPU-bound, a probe
 	// comes after firstProbe of them.
 	n := 0
-	for d.codec(src, text16, need) == wire.CodecZstd {
-		d.observe(wire.CodecZstd, 16*mib, 2*mib, 100*time.Millisecond, 0, 0, 0)
+	for d.Codec(src, text16, need) == wire.CodecZstd {
+		d.Observe(wire.CodecZstd, 16*mib, 2*mib, 100*time.Millisecond, 0, 0, 0)
 		if n++; n > firstProbe+1 {
 			t.Fatal("no probe")
 		}
@@ -90,8 +89,8 @@ func TestAutoPolicy(t *testing.T) {
 		t.Fatal("plain batch that is not a probe")
 	}
 	// The probe goes fast: off.
-	d.observe(wire.CodecNone, 16*mib, 16*mib, 20*time.Millisecond, 0, 0, 0)
-	if d.auto.on || d.codec(src, text16, need) != wire.CodecNone {
+	d.Observe(wire.CodecNone, 16*mib, 16*mib, 20*time.Millisecond, 0, 0, 0)
+	if d.auto.on || d.Codec(src, text16, need) != wire.CodecNone {
 		t.Fatalf("still on after a fast probe: %+v", d.auto)
 	}
 	if !strings.Contains(log.String(), "compression off") {
@@ -102,13 +101,13 @@ func TestAutoPolicy(t *testing.T) {
 
 func TestParseCompression(t *testing.T) {
 	for in, want := range map[string]string{"none": "none", "auto": "auto", "zstd": "zstd", "zstd:3": "zstd:3", "zstd:22": "zstd:22"} {
-		c, err := ParseCompression(in)
+		c, err := Parse(in)
 		if err != nil || c.String() != want {
 			t.Errorf("%q: %v %v", in, c, err)
 		}
 	}
 	for _, in := range []string{"", "gzip", "zstd:0", "zstd:23", "zstd:x", "auto:1", "none:3"} {
-		if _, err := ParseCompression(in); err == nil {
+		if _, err := Parse(in); err == nil {
 			t.Errorf("%q accepted", in)
 		}
 	}
@@ -132,7 +131,7 @@ func TestSampleSpread(t *testing.T) {
 	for i := range need {
 		need[i] = true
 	}
-	d := &deflater{cfg: Compression{Mode: CompressAuto}}
+	d := &Stream{cfg: Config{Mode: Auto}}
 	defer func() {
 		d.close()
 	}()
@@ -165,7 +164,7 @@ func TestAutoLevel(t *testing.T) {
 	batch := func(name string, size int) (*wire.BatchManifest, []bool) {
 		return &wire.BatchManifest{Entries: []model.Entry{{Path: name, Kind: model.KindFile, Size: int64(size)}}}, []bool{true}
 	}
-	d := &deflater{cfg: Compression{Mode: CompressAuto}}
+	d := &Stream{cfg: Config{Mode: Auto}}
 	defer d.close()
 	for _, c := range []struct {
 		name    string
@@ -190,16 +189,16 @@ func TestAutoLevel(t *testing.T) {
 // like a slow link whose far end is starved of CPU).
 func TestAutoPolicyBusyHost(t *testing.T) {
 	src, m, need := textBatch(t)
-	d := &deflater{cfg: Compression{Mode: CompressAuto}}
+	d := &Stream{cfg: Config{Mode: Auto}}
 	defer d.close()
 	const mib = 1 << 20
-	d.observe(wire.CodecNone, 16*mib, 16*mib, 20*time.Second, 19900*time.Millisecond, 0, 0)
+	d.Observe(wire.CodecNone, 16*mib, 16*mib, 20*time.Second, 19900*time.Millisecond, 0, 0)
 	d.auto.cpuBusy = true
-	if c := d.codec(src, m, need); c != wire.CodecNone || d.auto.on {
+	if c := d.Codec(src, m, need); c != wire.CodecNone || d.auto.on {
 		t.Fatalf("busy host: codec %d, on %v", c, d.auto.on)
 	}
 	d.auto.cpuBusy = false
-	if c := d.codec(src, m, need); c != wire.CodecZstd || !d.auto.on {
+	if c := d.Codec(src, m, need); c != wire.CodecZstd || !d.auto.on {
 		t.Fatalf("idle host: codec %d, on %v", c, d.auto.on)
 	}
 }
@@ -218,7 +217,7 @@ func xorshift(n int, seed uint32) []byte {
 }
 
 // close releases d's encoders.
-func (d *deflater) close() {
+func (d *Stream) close() {
 	for _, e := range append(d.levels[:], d.enc) {
 		if e != nil {
 			e.Close()
@@ -248,19 +247,19 @@ func TestAutoPolicyFarPath(t *testing.T) {
 	tm, tn := batch("text")
 	rm, rn := batch("random")
 	var log strings.Builder
-	newD := func(far bool) *deflater {
-		d := &deflater{cfg: Compression{Mode: CompressAuto}, far: far, name: "s0", logf: func(f string, a ...any) { fmt.Fprintf(&log, f+"\n", a...) }}
+	newD := func(far bool) *Stream {
+		d := &Stream{cfg: Config{Mode: Auto}, far: far, name: "s0", logf: func(f string, a ...any) { fmt.Fprintf(&log, f+"\n", a...) }}
 		t.Cleanup(d.close)
 		return d
 	}
-	if c := newD(false).codec(src, tm, tn); c != wire.CodecNone {
+	if c := newD(false).Codec(src, tm, tn); c != wire.CodecNone {
 		t.Errorf("near path, first batch: codec %d, want plain", c)
 	}
-	if c := newD(true).codec(src, rm, rn); c != wire.CodecNone {
+	if c := newD(true).Codec(src, rm, rn); c != wire.CodecNone {
 		t.Errorf("far path, random first batch: codec %d, want plain", c)
 	}
 	d := newD(true)
-	if c := d.codec(src, tm, tn); c != wire.CodecZstd || !d.auto.on {
+	if c := d.Codec(src, tm, tn); c != wire.CodecZstd || !d.auto.on {
 		t.Fatalf("far path, text first batch: codec %d, on %v", c, d.auto.on)
 	}
 	if !strings.Contains(log.String(), "far path") {
@@ -269,8 +268,8 @@ func TestAutoPolicyFarPath(t *testing.T) {
 	// Compressed batches that the buffers take at once: on until a probe.
 	const mib = 1 << 20
 	n := 0
-	for d.codec(src, tm, tn) == wire.CodecZstd {
-		d.observe(wire.CodecZstd, 16*mib, 7*mib, 100*time.Millisecond, 0, 0, 0)
+	for d.Codec(src, tm, tn) == wire.CodecZstd {
+		d.Observe(wire.CodecZstd, 16*mib, 7*mib, 100*time.Millisecond, 0, 0, 0)
 		if n++; n > firstProbe+1 {
 			t.Fatal("no probe")
 		}
@@ -280,12 +279,12 @@ func TestAutoPolicyFarPath(t *testing.T) {
 	}
 	// The probe's first 4 MiB go at once: it goes on; the next 4 MiB wait
 	// on the link most of the time: compression stays on.
-	d.observe(wire.CodecNone, 4*mib, 4*mib, 10*time.Millisecond, 0, 0, 0)
-	if !d.auto.on || d.codec(src, tm, tn) != wire.CodecNone {
+	d.Observe(wire.CodecNone, 4*mib, 4*mib, 10*time.Millisecond, 0, 0, 0)
+	if !d.auto.on || d.Codec(src, tm, tn) != wire.CodecNone {
 		t.Fatalf("a probe ended after %d MiB: %+v", 4, d.auto)
 	}
-	d.observe(wire.CodecNone, 4*mib, 4*mib, 400*time.Millisecond, 300*time.Millisecond, 0, 0)
-	if !d.auto.on || d.codec(src, tm, tn) != wire.CodecZstd {
+	d.Observe(wire.CodecNone, 4*mib, 4*mib, 400*time.Millisecond, 300*time.Millisecond, 0, 0)
+	if !d.auto.on || d.Codec(src, tm, tn) != wire.CodecZstd {
 		t.Fatalf("compression off after a probe whose writes blocked: %+v\n%s", d.auto, log.String())
 	}
 }
@@ -315,36 +314,36 @@ func TestAutoPolicyJoins(t *testing.T) {
 	src, m, need := textBatch(t)
 	var share AutoShare
 	var log strings.Builder
-	newD := func() *deflater {
-		d := &deflater{cfg: Compression{Mode: CompressAuto}, share: &share, name: "s", logf: func(f string, a ...any) { fmt.Fprintf(&log, f+"\n", a...) }}
+	newD := func() *Stream {
+		d := &Stream{cfg: Config{Mode: Auto}, share: &share, name: "s", logf: func(f string, a ...any) { fmt.Fprintf(&log, f+"\n", a...) }}
 		t.Cleanup(d.close)
 		return d
 	}
 	const mib = 1 << 20
 	first := newD()
-	if c := newD().codec(src, m, need); c != wire.CodecNone {
+	if c := newD().Codec(src, m, need); c != wire.CodecNone {
 		t.Fatalf("a stream of a job that sent nothing yet: codec %d, want plain", c)
 	}
 	// The first stream compresses, and its writes wait on the link.
-	first.observe(wire.CodecNone, 16*mib, 16*mib, 20*time.Second, 19900*time.Millisecond, 0, 0)
-	if c := first.codec(src, m, need); c != wire.CodecZstd {
+	first.Observe(wire.CodecNone, 16*mib, 16*mib, 20*time.Second, 19900*time.Millisecond, 0, 0)
+	if c := first.Codec(src, m, need); c != wire.CodecZstd {
 		t.Fatalf("first stream on a slow link: codec %d", c)
 	}
 	// A compressed batch the link took at once says nothing yet.
-	first.observe(wire.CodecZstd, 16*mib, 6*mib, 100*time.Millisecond, 0, 0, 0)
-	if c := newD().codec(src, m, need); c != wire.CodecNone {
+	first.Observe(wire.CodecZstd, 16*mib, 6*mib, 100*time.Millisecond, 0, 0, 0)
+	if c := newD().Codec(src, m, need); c != wire.CodecNone {
 		t.Fatalf("joined a job whose compressed batches did not wait: codec %d, want plain", c)
 	}
-	first.observe(wire.CodecZstd, 16*mib, 6*mib, time.Second, 900*time.Millisecond, 0, 0)
+	first.Observe(wire.CodecZstd, 16*mib, 6*mib, time.Second, 900*time.Millisecond, 0, 0)
 	late := newD()
-	if c := late.codec(src, m, need); c != wire.CodecZstd || !late.auto.on {
+	if c := late.Codec(src, m, need); c != wire.CodecZstd || !late.auto.on {
 		t.Fatalf("joined a job compressing on a slow link: codec %d, on %v", c, late.auto.on)
 	}
 	if !strings.Contains(log.String(), "other streams compress") {
 		t.Errorf("log %q", log.String())
 	}
 	share.linkBound.Store(time.Now().Add(-2 * shareFresh).UnixNano())
-	if c := newD().codec(src, m, need); c != wire.CodecNone {
+	if c := newD().Codec(src, m, need); c != wire.CodecNone {
 		t.Fatalf("joined with the others' word stale: codec %d, want plain", c)
 	}
 }
@@ -356,16 +355,16 @@ func TestAutoPolicyJoins(t *testing.T) {
 func TestAutoPolicySmallBatches(t *testing.T) {
 	src, m, need := textBatch(t)
 	const kib = 1 << 10
-	d := &deflater{cfg: Compression{Mode: CompressAuto}}
+	d := &Stream{cfg: Config{Mode: Auto}}
 	defer d.close()
-	d.observe(wire.CodecNone, 16<<20, 16<<20, 20*time.Second, 19900*time.Millisecond, 0, 0)
-	if c := d.codec(src, m, need); c != wire.CodecZstd {
+	d.Observe(wire.CodecNone, 16<<20, 16<<20, 20*time.Second, 19900*time.Millisecond, 0, 0)
+	if c := d.Codec(src, m, need); c != wire.CodecZstd {
 		t.Fatalf("slow link: codec %d", c)
 	}
 	link := d.auto.link.v
 	for i := range 4 * lastProbe {
-		d.observe(wire.CodecZstd, 600*kib, 250*kib, 25*time.Millisecond, time.Millisecond, 0, 0)
-		if c := d.codec(src, m, need); c != wire.CodecZstd || !d.auto.on {
+		d.Observe(wire.CodecZstd, 600*kib, 250*kib, 25*time.Millisecond, time.Millisecond, 0, 0)
+		if c := d.Codec(src, m, need); c != wire.CodecZstd || !d.auto.on {
 			t.Fatalf("small batch %d: codec %d, on %v (a probe, or off)", i, c, d.auto.on)
 		}
 	}
@@ -373,8 +372,8 @@ func TestAutoPolicySmallBatches(t *testing.T) {
 		t.Errorf("small batches taken at once changed the link's cost from %.1f to %.1f ns/B", link, d.auto.link.v)
 	}
 	n := 0
-	for d.codec(src, m, need) == wire.CodecZstd {
-		d.observe(wire.CodecZstd, 6*probeEvidence, 2*probeEvidence, 25*time.Millisecond, time.Millisecond, 0, 0)
+	for d.Codec(src, m, need) == wire.CodecZstd {
+		d.Observe(wire.CodecZstd, 6*probeEvidence, 2*probeEvidence, 25*time.Millisecond, time.Millisecond, 0, 0)
 		if n++; n > firstProbe+1 {
 			t.Fatal("no probe after batches that filled the buffers without waiting")
 		}
@@ -389,29 +388,29 @@ func TestAutoPolicySmallBatches(t *testing.T) {
 func TestAutoPolicyLinkFull(t *testing.T) {
 	src, m, need := textBatch(t)
 	const mib = 1 << 20
-	d := &deflater{cfg: Compression{Mode: CompressAuto}}
+	d := &Stream{cfg: Config{Mode: Auto}}
 	defer d.close()
-	d.observe(wire.CodecNone, 16*mib, 16*mib, 20*time.Second, 19900*time.Millisecond, 0, 0)
-	if c := d.codec(src, m, need); c != wire.CodecZstd || d.level != autoDefault {
+	d.Observe(wire.CodecNone, 16*mib, 16*mib, 20*time.Second, 19900*time.Millisecond, 0, 0)
+	if c := d.Codec(src, m, need); c != wire.CodecZstd || d.level != autoDefault {
 		t.Fatalf("slow link: codec %d, level %d", c, d.level)
 	}
 	for i := range 4 * lastProbe {
-		d.observe(wire.CodecZstd, 16*mib, 6*mib, time.Second, 150*time.Millisecond, 0, 0)
-		if c := d.codec(src, m, need); c != wire.CodecZstd || d.level != autoDefault {
+		d.Observe(wire.CodecZstd, 16*mib, 6*mib, time.Second, 150*time.Millisecond, 0, 0)
+		if c := d.Codec(src, m, need); c != wire.CodecZstd || d.level != autoDefault {
 			t.Fatalf("batch %d, writes waited 15%%: codec %d, level %d (a probe, or the fastest level)", i, c, d.level)
 		}
 	}
 	// The same waits on a receiver that uses a core are not the link's.
-	d.observe(wire.CodecZstd, 16*mib, 6*mib, time.Second, 150*time.Millisecond, 0, 1.0)
-	if c := d.codec(src, m, need); c != wire.CodecZstd || d.level != autoFastest {
+	d.Observe(wire.CodecZstd, 16*mib, 6*mib, time.Second, 150*time.Millisecond, 0, 1.0)
+	if c := d.Codec(src, m, need); c != wire.CodecZstd || d.level != autoFastest {
 		t.Fatalf("receiver busy: codec %d, level %d, want the fastest level", c, d.level)
 	}
 	n := 0
-	for d.codec(src, m, need) == wire.CodecZstd {
+	for d.Codec(src, m, need) == wire.CodecZstd {
 		if d.level != autoFastest {
 			t.Fatalf("writes that did not wait: level %d", d.level)
 		}
-		d.observe(wire.CodecZstd, 16*mib, 6*mib, time.Second, 20*time.Millisecond, 0, 0)
+		d.Observe(wire.CodecZstd, 16*mib, 6*mib, time.Second, 20*time.Millisecond, 0, 0)
 		if n++; n > firstProbe+1 {
 			t.Fatal("no probe after batches whose writes did not wait")
 		}
@@ -429,25 +428,6 @@ func textBatch(t *testing.T) (source.Source, *wire.BatchManifest, []bool) {
 	return source.Source{Root: dir}, &wire.BatchManifest{Entries: []model.Entry{{Path: "text", Kind: model.KindFile, Size: int64(len(text))}}}, []bool{true}
 }
 
-// TestReceiverSharesSlowPeer: before the receiver's first measure, one
-// that said its filesystem is slow counts as busy writing (so that writes
-// the first batch waited for do not pass for a slow link); once measured,
-// the measure counts.
-func TestReceiverSharesSlowPeer(t *testing.T) {
-	for _, slow := range []bool{false, true} {
-		c := &Client{Peer: wire.Handshake{Slow: slow}}
-		now := time.Now()
-		w, _ := c.receiverShares(now, 0, 0)
-		if want := map[bool]float64{false: 0, true: 1}[slow]; w != want {
-			t.Errorf("slow %v: first share writing %v, want %v", slow, w, want)
-		}
-		w, cpu := c.receiverShares(now.Add(time.Second), int64(300*time.Millisecond), int64(500*time.Millisecond))
-		if math.Abs(w-0.3) > 1e-9 || math.Abs(cpu-0.5) > 1e-9 {
-			t.Errorf("slow %v: measured shares %v, %v, want 0.3, 0.5", slow, w, cpu)
-		}
-	}
-}
-
 // TestAutoPolicyBetter: a stream that compresses while the link holds its
 // writes back nearly all the time goes to the better level, stays there
 // while they still wait a good share of the time, and leaves it when they
@@ -457,12 +437,12 @@ func TestAutoPolicyBetter(t *testing.T) {
 	src, m, need := textBatch(t)
 	const mib = 1 << 20
 	var log strings.Builder
-	d := &deflater{cfg: Compression{Mode: CompressAuto}, name: "s0", logf: func(f string, a ...any) {
+	d := &Stream{cfg: Config{Mode: Auto}, name: "s0", logf: func(f string, a ...any) {
 		fmt.Fprintf(&log, f+"\n", a...)
 	}}
 	defer d.close()
-	d.observe(wire.CodecNone, 16*mib, 16*mib, 20*time.Second, 19900*time.Millisecond, 0, 0)
-	if c := d.codec(src, m, need); c != wire.CodecZstd || d.level != autoDefault {
+	d.Observe(wire.CodecNone, 16*mib, 16*mib, 20*time.Second, 19900*time.Millisecond, 0, 0)
+	if c := d.Codec(src, m, need); c != wire.CodecZstd || d.level != autoDefault {
 		t.Fatalf("slow link, first compressed batch: codec %d, level %s", c, autoLevelNames[d.level])
 	}
 	steps := []struct {
@@ -483,11 +463,11 @@ func TestAutoPolicyBetter(t *testing.T) {
 	}
 	for _, s := range steps {
 		d.auto.cpuBusy = s.busy
-		d.observe(wire.CodecZstd, 16*mib, s.out, time.Second, time.Duration(s.blocked*float64(time.Second)), 0, 0)
-		if c := d.codec(src, m, need); c != wire.CodecZstd || d.level != s.want {
+		d.Observe(wire.CodecZstd, 16*mib, s.out, time.Second, time.Duration(s.blocked*float64(time.Second)), 0, 0)
+		if c := d.Codec(src, m, need); c != wire.CodecZstd || d.level != s.want {
 			t.Fatalf("%s: codec %d, level %s, want %s", s.what, c, autoLevelNames[d.level], autoLevelNames[s.want])
 		}
-		enc, err := d.encoder()
+		enc, err := d.Encoder()
 		if err != nil || enc != d.levels[s.want] {
 			t.Fatalf("%s: the batch's encoder is not the %s level's (%v)", s.what, autoLevelNames[s.want], err)
 		}
@@ -501,8 +481,8 @@ func TestAutoPolicyBetter(t *testing.T) {
 	// Under --bwlimit a busy host still compresses (the limiter holds the
 	// writes back whatever the CPUs do), but not at the better level.
 	d.auto.cpuBusy, d.auto.limited = true, true
-	d.observe(wire.CodecZstd, 16*mib, 6*mib, time.Second, 950*time.Millisecond, 0, 0)
-	if c := d.codec(src, m, need); c != wire.CodecZstd || d.level != autoDefault {
+	d.Observe(wire.CodecZstd, 16*mib, 6*mib, time.Second, 950*time.Millisecond, 0, 0)
+	if c := d.Codec(src, m, need); c != wire.CodecZstd || d.level != autoDefault {
 		t.Fatalf("--bwlimit, this host's CPUs busy: codec %d, level %s, want the default level", c, autoLevelNames[d.level])
 	}
 }

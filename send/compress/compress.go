@@ -1,4 +1,4 @@
-package send
+package compress
 
 // Compression of batch data (--compress).
 //
@@ -12,7 +12,7 @@ package send
 // Auto mode decides from the stream's own timing counters, batch by batch.
 // Writing a batch takes wall = produce + blocked: produce is the CPU work
 // (read, tar, hash, compress) and blocked the time writes to the
-// connection waited (Counters.SendNanos). From these it keeps, per input
+// connection waited (metrics.Stream.SendNanos). From these it keeps, per input
 // byte, the cost of producing plain (pu) and compressed (pc) data, the
 // link's cost per wire byte (when the writes block, wall/wire bytes;
 // otherwise an upper bound), and the compression ratio r. A batch then
@@ -21,7 +21,7 @@ package send
 // it would be slower by one (hysteresis); a plain batch whose writes did
 // not block turns it off (the link keeps up with plain data). A stream
 // starts plain: its first batch measures the link (the pool cuts the first
-// batches small for that, Pool.Opening), unless it joins streams of its
+// batches small for that, send.Pool.Opening), unless it joins streams of its
 // job that compress on a slow link (AutoShare). (Starting compressed
 // would spare that batch on a slow link, but writes that block while
 // compressing do not tell a slow link from a receiver, or on a small
@@ -84,54 +84,54 @@ import (
 	"github.com/bulkmove/bulkmove/wire"
 )
 
-// Compression modes.
+// The modes of Config.Mode.
 const (
-	CompressNone = "none"
-	CompressZstd = "zstd"
-	CompressAuto = "auto"
+	None = "none"
+	Zstd = "zstd"
+	Auto = "auto"
 )
 
-// Compression is the sender's --compress choice.
-type Compression struct {
-	Mode  string // CompressNone (or ""), CompressZstd or CompressAuto
-	Level int    // zstd level 1..22 for CompressZstd (0: the library's default, as auto uses)
+// Config is the sender's --compress choice.
+type Config struct {
+	Mode  string // None (or ""), Zstd or Auto
+	Level int    // zstd level 1..22 for Zstd (0: the library's default, as auto uses)
 }
 
-// ParseCompression parses "none", "auto", "zstd" or "zstd:LEVEL".
-func ParseCompression(s string) (Compression, error) {
+// Parse parses "none", "auto", "zstd" or "zstd:LEVEL".
+func Parse(s string) (Config, error) {
 	mode, level, hasLevel := strings.Cut(s, ":")
 	switch mode {
-	case CompressNone, CompressAuto:
+	case None, Auto:
 		if hasLevel {
-			return Compression{}, fmt.Errorf("--compress %s takes no level", mode)
+			return Config{}, fmt.Errorf("--compress %s takes no level", mode)
 		}
-		return Compression{Mode: mode}, nil
-	case CompressZstd:
-		c := Compression{Mode: mode}
+		return Config{Mode: mode}, nil
+	case Zstd:
+		c := Config{Mode: mode}
 		if hasLevel {
 			n, err := strconv.Atoi(level)
 			if err != nil || n < 1 || n > 22 {
-				return Compression{}, fmt.Errorf("--compress zstd:%s: the level is a number from 1 to 22", level)
+				return Config{}, fmt.Errorf("--compress zstd:%s: the level is a number from 1 to 22", level)
 			}
 			c.Level = n
 		}
 		return c, nil
 	}
-	return Compression{}, fmt.Errorf("--compress %q: want none, auto, zstd or zstd:LEVEL", s)
+	return Config{}, fmt.Errorf("--compress %q: want none, auto, zstd or zstd:LEVEL", s)
 }
 
-func (c Compression) String() string {
-	if c.Mode == CompressZstd && c.Level > 0 {
+func (c Config) String() string {
+	if c.Mode == Zstd && c.Level > 0 {
 		return fmt.Sprintf("zstd:%d", c.Level)
 	}
 	if c.Mode == "" {
-		return CompressNone
+		return None
 	}
 	return c.Mode
 }
 
-// encoderLevel is zstd:LEVEL's level (auto has three: deflater.levels).
-func (c Compression) encoderLevel() zstd.EncoderLevel {
+// encoderLevel is zstd:LEVEL's level (auto has three: Stream.levels).
+func (c Config) encoderLevel() zstd.EncoderLevel {
 	if c.Level > 0 {
 		return zstd.EncoderLevelFromZstd(c.Level)
 	}
@@ -167,9 +167,10 @@ const (
 // held by their windows rather than by CPU (-j auto).
 const FarRTT = 10 * time.Millisecond
 
-// deflater is one stream's compression state.
-type deflater struct {
-	cfg       Compression
+// Stream is one stream's compression state: its encoders and, under
+// auto, its policy. Not safe for concurrent use: one per stream.
+type Stream struct {
+	cfg       Config
 	enc       *zstd.Encoder             // zstd and zstd:LEVEL's encoder
 	levels    [autoLevels]*zstd.Encoder // auto's, by level (autoDefault...)
 	level     int                       // auto's level for the next batch
@@ -178,8 +179,24 @@ type deflater struct {
 	sampleOut []byte // what it compressed to (buffers reused)
 	logf      func(format string, args ...any)
 	name      string
-	far       bool       // the network round trip is FarRTT or more (Client.PathRTT)
+	far       bool       // the network round trip is FarRTT or more (send.Client.PathRTT)
 	share     *AutoShare // the job's other streams, or nil
+}
+
+// NewStream returns the compression state of one stream: cfg is the
+// job's choice, name and logf report its decisions (logf may be nil),
+// share is what the job's streams tell each other under auto (may be
+// nil), and far says the network round trip to the receiver is FarRTT or
+// more.
+func NewStream(cfg Config, name string, logf func(format string, args ...any), share *AutoShare, far bool) *Stream {
+	return &Stream{cfg: cfg, logf: logf, name: name, share: share, far: far}
+}
+
+// SetHost tells the policy of this host before the next batch: whether
+// its CPUs were hostcpu.Busy busy over the last batch, and whether
+// --bwlimit fixes the wire's rate (see autoPolicy.busyHost).
+func (d *Stream) SetHost(cpuBusy, limited bool) {
+	d.auto.cpuBusy, d.auto.limited = cpuBusy, limited
 }
 
 // AutoShare is what the streams of one job tell each other under
@@ -205,7 +222,7 @@ func (s *AutoShare) compressingOnSlowLink() bool {
 	return t != 0 && time.Since(time.Unix(0, t)) < shareFresh
 }
 
-// auto's levels (deflater.levels): the first autoSampled are tried on
+// auto's levels (Stream.levels): the first autoSampled are tried on
 // each batch's sample.
 const (
 	autoDefault = iota
@@ -240,10 +257,10 @@ const (
 // (see the package comment): it stays at default.
 const fastEnough = 1.08
 
-// encoder returns the stream's encoder for the next batch, created on
+// Encoder returns the stream's encoder for the next batch, created on
 // first use.
-func (d *deflater) encoder() (*zstd.Encoder, error) {
-	if d.cfg.Mode == CompressAuto {
+func (d *Stream) Encoder() (*zstd.Encoder, error) {
+	if d.cfg.Mode == Auto {
 		return d.levelEncoder(d.level)
 	}
 	if d.enc == nil {
@@ -257,7 +274,7 @@ func (d *deflater) encoder() (*zstd.Encoder, error) {
 }
 
 // levelEncoder returns auto's encoder of level l, created on first use.
-func (d *deflater) levelEncoder(l int) (*zstd.Encoder, error) {
+func (d *Stream) levelEncoder(l int) (*zstd.Encoder, error) {
 	if d.levels[l] == nil {
 		enc, err := newEncoder(autoZstd[l])
 		if err != nil {
@@ -276,16 +293,16 @@ func newEncoder(l zstd.EncoderLevel) (*zstd.Encoder, error) {
 	return enc, nil
 }
 
-// codec chooses how batch m goes: fixed by the mode, or (auto) by the
+// Codec chooses how batch m goes: fixed by the mode, or (auto) by the
 // policy and a sample of the batch.
-func (d *deflater) codec(src source.Source, m *wire.BatchManifest, need []bool) byte {
+func (d *Stream) Codec(src source.Source, m *wire.BatchManifest, need []bool) byte {
 	switch d.cfg.Mode {
-	case CompressZstd:
+	case Zstd:
 		if fileBytes(m, need) > 0 {
 			return wire.CodecZstd
 		}
 		return wire.CodecNone
-	case CompressAuto:
+	case Auto:
 	default:
 		return wire.CodecNone
 	}
@@ -339,7 +356,7 @@ func (d *deflater) codec(src source.Source, m *wire.BatchManifest, need []bool) 
 // trySample compresses a sample of the batch's file data at auto's
 // levels and chooses the batch's level (fastEnough): the ratio and the
 // cost in nanoseconds per input byte at that level.
-func (d *deflater) trySample(src source.Source, m *wire.BatchManifest, need []bool) (ratio, nsPerByte float64, ok bool) {
+func (d *Stream) trySample(src source.Source, m *wire.BatchManifest, need []bool) (ratio, nsPerByte float64, ok bool) {
 	in := src.Sample(m, need, d.sample[:0], sampleBytes, sampleFiles)
 	d.sample = in[:0]
 	if len(in) < 512 {
@@ -426,12 +443,12 @@ func cpuTimed(f func() []byte) (time.Duration, []byte) {
 	return time.Since(start), out
 }
 
-// observe feeds the policy with how batch data went: in tar bytes became
+// Observe feeds the policy with how batch data went: in tar bytes became
 // out bytes on the wire in wall time, of which blocked were writes
 // waiting; recvWrite is the receiver's share of the time spent writing,
 // recvCPU its process's CPU use in cores.
-func (d *deflater) observe(codec byte, in, out int64, wall, blocked time.Duration, recvWrite, recvCPU float64) {
-	if d.cfg.Mode != CompressAuto || in <= 0 || out <= 0 {
+func (d *Stream) Observe(codec byte, in, out int64, wall, blocked time.Duration, recvWrite, recvCPU float64) {
+	if d.cfg.Mode != Auto || in <= 0 || out <= 0 {
 		return
 	}
 	a := &d.auto
@@ -542,7 +559,7 @@ func waitedOnLink(blocked, wall time.Duration, recvWrite, recvCPU, share float64
 	return float64(blocked) > share*float64(wall) && recvWrite < 0.5 && recvCPU < 0.9
 }
 
-func (d *deflater) log(format string, args ...any) {
+func (d *Stream) log(format string, args ...any) {
 	if d.logf != nil {
 		d.logf("%s: "+format, append([]any{d.name}, args...)...)
 	}

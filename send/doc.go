@@ -8,7 +8,8 @@
 //     pool splits the last batches as the queue drains, hands the batches
 //     of a failed stream to the others and redials it with backoff
 //     (Retryable says which failures a new stream may cure), and grows or
-//     shrinks while it runs (Grow, Retire: -j auto, driven by AutoJ).
+//     shrinks while it runs (Grow, Retire: -j auto, driven by package
+//     send/autoj).
 //   - Conn, one stream as the pool drives it, and Client, the Conn that
 //     speaks the protocol (package wire) to a receiving hub over any
 //     reader and writer: manifests ahead (wire.Window batches in flight),

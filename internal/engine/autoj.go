@@ -14,13 +14,14 @@ import (
 	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/metrics"
 	"github.com/bulkmove/bulkmove/send"
+	"github.com/bulkmove/bulkmove/send/autoj"
 	"github.com/bulkmove/bulkmove/send/compress"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/transport/sshx"
 )
 
 // -j auto (the default): the job starts with a few streams and a
-// controller (send.AutoJ) adds more while throughput rises, up to
+// controller (autoj.Controller) adds more while throughput rises, up to
 // --max-streams. Streams can be added to in-process receivers and to SSH
 // streams (each one more SSH connection joining the agent hub); other
 // transports (a data plane, bulkmove serve, a pull, --via-agent) run with
@@ -96,7 +97,7 @@ func (j *job) nearStart(c *sshx.Client) int {
 	}
 	n := min(f.Jobs, max(2, runtime.NumCPU()))
 	if n < f.Jobs {
-		j.autoDecided(send.AutoDecision{Action: "remove", From: f.Jobs, To: n,
+		j.autoDecided(autoj.Decision{Action: "remove", From: f.Jobs, To: n,
 			Reason: fmt.Sprintf("a near path (round trip %s) and %d CPUs here: streams beyond the CPUs would only share them", rtt.Round(10*time.Microsecond), runtime.NumCPU())})
 	}
 	return n
@@ -104,7 +105,7 @@ func (j *job) nearStart(c *sshx.Client) int {
 
 // autoDecided reports a decision of -j auto: the log, the JSON events and
 // the metrics.
-func (j *job) autoDecided(d send.AutoDecision) {
+func (j *job) autoDecided(d autoj.Decision) {
 	if m := j.m; m != nil {
 		m.AutoJ.Decided(d.Action)
 		m.AutoJ.Target.Store(int64(d.To))
@@ -180,11 +181,11 @@ func (j *job) steer(ctx context.Context, pool *send.Pool, local bool) (stop func
 		tail = float64(n)
 	}
 	host, _ := hostcpu.Read()
-	a := &send.AutoJ{
+	a := &autoj.Controller{
 		Max:     j.flags.Auto.Max,
 		Work:    func() int64 { return int64(sent()) },
 		Started: func() bool { return m.DoneFiles.Load()+m.Skipped.Load()+m.Failed.Load() > 0 },
-		Verdict: func() send.AutoVerdict {
+		Verdict: func() autoj.Verdict {
 			v := m.VerdictSince(mark, local)
 			mark = m.Mark()
 			w, now := m.WireBytes(), time.Now()
@@ -252,7 +253,7 @@ func (j *job) steer(ctx context.Context, pool *send.Pool, local bool) (stop func
 				case <-ctx.Done():
 				}
 				if to := a.Resize(ctx, n, n+more); to > n {
-					j.autoDecided(send.AutoDecision{Action: "add", From: n, To: to,
+					j.autoDecided(autoj.Decision{Action: "add", From: n, To: to,
 						Reason: fmt.Sprintf("a far path (round trip %s): each SSH stream carries at most 2 MiB a round trip", d.Round(time.Millisecond))})
 					n = to
 				}
@@ -294,8 +295,8 @@ func (j *job) farStep() int { return min(j.flags.Jobs, j.flags.Auto.Max-j.flags.
 // trying, and its gain decides. For the link, only while the streams come
 // near their window's limit (windowed): else the link itself is full, or
 // the receiver's side (whose sshd is in no verdict) is the limit.
-func autoVerdict(v *metrics.Verdict, windowed bool) send.AutoVerdict {
-	a := send.AutoVerdict{Resource: v.Resource, Why: v.Why, MoreStreamsHelp: v.MoreStreamsHelp}
+func autoVerdict(v *metrics.Verdict, windowed bool) autoj.Verdict {
+	a := autoj.Verdict{Resource: v.Resource, Why: v.Why, MoreStreamsHelp: v.MoreStreamsHelp}
 	switch v.Resource {
 	case metrics.Network, metrics.ReceiverWrite, metrics.SourceRead:
 		if a.MoreStreamsHelp || max(v.Shares[metrics.SenderCPU], v.Shares[metrics.ReceiverCPU]) >= autoCPUBusy {

@@ -1,4 +1,13 @@
-package send
+// Package autoj is -j auto's controller: it steers the number of streams
+// of a job from the job's throughput and the bottleneck verdict (package
+// metrics), through functions its caller supplies (Controller.Resize,
+// which the engine points at send.Pool's Grow and Retire).
+//
+// Where it sits: it imports nothing of the project; the engine drives
+// it. It sits below package send because what it steers is the sending
+// pool, and must not import send or the receiving side
+// (internal/archtest).
+package autoj
 
 import (
 	"context"
@@ -6,12 +15,13 @@ import (
 	"time"
 )
 
-// AutoJ is -j auto's controller: it starts the job with a few streams and
-// adds more while the aggregate throughput rises by a meaningful margin
-// and the bottleneck verdict says more streams would help; it stops when
-// a CPU, the link or a disk is saturated or the gain is below the margin,
-// and goes back a step when the throughput fell. Throughput is work per
-// second as the sharder weighs it: bytes plus DefaultFileCost per file.
+// Controller is -j auto's controller: it starts the job with a few
+// streams and adds more while the aggregate throughput rises by a
+// meaningful margin and the bottleneck verdict says more streams would
+// help; it stops when a CPU, the link or a disk is saturated or the gain
+// is below the margin, and goes back a step when the throughput fell.
+// Throughput is work per second as the sharder weighs it: bytes plus
+// sharder.DefaultFileCost per file.
 //
 // It measures over windows, short at first (the first step needs only the
 // verdict), and lets the streams settle after each change before
@@ -19,10 +29,10 @@ import (
 // short job runs with the streams it started with. Once it
 // has stopped, it tries one step more now and then while the verdict
 // says more streams would help (the tree's mix may change).
-type AutoJ struct {
+type Controller struct {
 	Max    int     // streams at most
 	Margin float64 // the gain a step must bring to go on (default 0.10)
-	// Work is the work acknowledged so far: bytes plus DefaultFileCost
+	// Work is the work acknowledged so far: bytes plus sharder.DefaultFileCost
 	// per file.
 	Work func() int64
 	// Started, if set, says the first batch was acknowledged: the clock
@@ -33,7 +43,7 @@ type AutoJ struct {
 	Started func() bool
 	// Verdict judges the window since its previous call (the first call
 	// opens a window; its answer is ignored).
-	Verdict func() AutoVerdict
+	Verdict func() Verdict
 	// Ending, if set, says the job's tail has come at this rate (work per
 	// second): no more changes, the pool's tail splitting takes over.
 	Ending func(rate float64) bool
@@ -41,21 +51,21 @@ type AutoJ struct {
 	// now (adding streams opens connections: it may take a while).
 	Resize func(ctx context.Context, n, to int) int
 	// OnDecision reports each decision: a change, or a stop.
-	OnDecision func(AutoDecision)
+	OnDecision func(Decision)
 	// Sleep waits d (false: ctx ended); Now is the clock (tests fake them).
 	Sleep func(ctx context.Context, d time.Duration) bool
 	Now   func() time.Time
 }
 
-// AutoVerdict is what AutoJ needs of the bottleneck verdict.
-type AutoVerdict struct {
+// Verdict is what Controller needs of the bottleneck verdict.
+type Verdict struct {
 	Resource        string
 	Why             string
 	MoreStreamsHelp bool
 }
 
-// AutoDecision is one decision of AutoJ.
-type AutoDecision struct {
+// Decision is one decision of Controller.
+type Decision struct {
 	Action   string  // "add", "remove" or "stop"
 	From, To int     // streams before and after
 	Rate     float64 // work per second over the last window
@@ -64,11 +74,11 @@ type AutoDecision struct {
 	Reason   string
 }
 
-func (d AutoDecision) String() string {
+func (d Decision) String() string {
 	return fmt.Sprintf("auto: %d -> %d streams: %s", d.From, d.To, d.Reason)
 }
 
-// Windows of AutoJ.
+// Windows of Controller.
 const (
 	autoFirstWindow = 500 * time.Millisecond
 	autoWindow      = 2 * time.Second
@@ -78,7 +88,7 @@ const (
 )
 
 // Run steers the pool from n streams until ctx ends or the job's tail.
-func (a *AutoJ) Run(ctx context.Context, n int) {
+func (a *Controller) Run(ctx context.Context, n int) {
 	if a.Sleep == nil {
 		a.Sleep = sleepCtx
 	}
@@ -166,8 +176,8 @@ type streamPolicy struct {
 
 // next returns the decision after a window at n streams; ok false: none
 // (stay, and nothing new to report).
-func (p *streamPolicy) next(n int, rate float64, v AutoVerdict) (d AutoDecision, ok bool) {
-	d = AutoDecision{From: n, To: n, Rate: rate, Resource: v.Resource}
+func (p *streamPolicy) next(n int, rate float64, v Verdict) (d Decision, ok bool) {
+	d = Decision{From: n, To: n, Rate: rate, Resource: v.Resource}
 	help := v.MoreStreamsHelp && n < p.max
 	why := v.Why
 	if why == "" {

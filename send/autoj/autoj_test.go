@@ -1,4 +1,4 @@
-package send
+package autoj
 
 import (
 	"context"
@@ -19,7 +19,7 @@ type fakeJob struct {
 	start     time.Time
 	cancel    context.CancelFunc
 	steps     []int // the stream counts it went through
-	decisions []AutoDecision
+	decisions []Decision
 }
 
 func (f *fakeJob) run(t *testing.T, start, most int) {
@@ -28,21 +28,21 @@ func (f *fakeJob) run(t *testing.T, start, most int) {
 	defer cancel()
 	f.cancel, f.n, f.start, f.now = cancel, start, time.Unix(1e9, 0), time.Unix(1e9, 0)
 	f.steps = []int{start}
-	a := &AutoJ{
+	a := &Controller{
 		Max:  most,
 		Work: func() int64 { return int64(f.work) },
-		Verdict: func() AutoVerdict {
+		Verdict: func() Verdict {
 			if f.help(f.n) {
-				return AutoVerdict{Resource: "latency", MoreStreamsHelp: true}
+				return Verdict{Resource: "latency", MoreStreamsHelp: true}
 			}
-			return AutoVerdict{Resource: "sender_cpu", Why: "the sender uses 95% of 2 CPUs"}
+			return Verdict{Resource: "sender_cpu", Why: "the sender uses 95% of 2 CPUs"}
 		},
 		Resize: func(ctx context.Context, n, to int) int {
 			f.n = to
 			f.steps = append(f.steps, to)
 			return to
 		},
-		OnDecision: func(d AutoDecision) { f.decisions = append(f.decisions, d); t.Log(d) },
+		OnDecision: func(d Decision) { f.decisions = append(f.decisions, d); t.Log(d) },
 		Now:        func() time.Time { return f.now },
 		Sleep: func(ctx context.Context, d time.Duration) bool {
 			f.work += f.rate(f.n) * d.Seconds()
@@ -129,7 +129,7 @@ func TestAutoControllerMaxAndReprobe(t *testing.T) {
 func TestAutoControllerEnding(t *testing.T) {
 	// A job whose tail comes at once makes no change.
 	ctx := context.Background()
-	a := &AutoJ{Max: 16, Work: func() int64 { return 1 }, Verdict: func() AutoVerdict { return AutoVerdict{MoreStreamsHelp: true} },
+	a := &Controller{Max: 16, Work: func() int64 { return 1 }, Verdict: func() Verdict { return Verdict{MoreStreamsHelp: true} },
 		Ending: func(float64) bool { return true },
 		Resize: func(context.Context, int, int) int { t.Error("resized"); return 0 },
 		Sleep:  func(context.Context, time.Duration) bool { return true }}
@@ -146,16 +146,16 @@ func TestAutoControllerWaitsForFirstAck(t *testing.T) {
 	var slept time.Duration
 	acked := false
 	verdicts := 0
-	a := &AutoJ{Max: 16, Work: func() int64 { return 1 << 20 },
+	a := &Controller{Max: 16, Work: func() int64 { return 1 << 20 },
 		Started: func() bool { return acked },
-		Verdict: func() AutoVerdict {
+		Verdict: func() Verdict {
 			if !acked {
 				t.Fatalf("a window opened %v in, before the first acknowledgement", slept)
 			}
 			if verdicts++; verdicts > 1 {
 				cancel()
 			}
-			return AutoVerdict{}
+			return Verdict{}
 		},
 		Resize: func(context.Context, int, int) int { return 2 },
 		Sleep: func(ctx context.Context, d time.Duration) bool {

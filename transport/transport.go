@@ -17,8 +17,10 @@
 //	transport/serve     a `bulkmove serve` daemon (bulkmove://HOST:PORT/NAME/PATH)
 //	transport/viaagent  K local agent processes over pipes (--via-agent)
 //	transport/accepted  streams open before the job: those a pull's send-hub serves
+//	transport/ssh       a push over SSH: the agent it starts, its streams over SSH or its data plane
 //
-// and, in the engine until it moves here, SSH (over transport/sshx).
+// (transport/sshx is the SSH client, transport/dataplane both ends of a
+// data-plane connection; the engine chooses one transport per job.)
 //
 // Package transporttest is the conformance suite every transport passes:
 // a tree with every kind of entry, a cut stream, a redial, a stall and a
@@ -76,9 +78,10 @@ import (
 //     the done it returns closes those Add did not take. A transport with
 //     nothing to prepare returns a done that does nothing.
 //   - Close, called once after the pool has closed every stream it was
-//     given, releases what the transport holds (connections, processes,
-//     the local receiver) and returns the first error doing so. It does
-//     not wait for streams the pool did not close.
+//     given (or after Open failed, or without Open), releases what the
+//     transport holds (connections, processes, the local receiver) and
+//     drops the streams the pool did not close; it returns the first
+//     error doing so.
 type Transport interface {
 	Open(ctx context.Context, k int) ([]send.Conn, error)
 	Redial(ctx context.Context, i int) (send.Conn, error)

@@ -17,7 +17,6 @@ import (
 	"github.com/bulkmove/bulkmove/send/autoj"
 	"github.com/bulkmove/bulkmove/send/compress"
 	"github.com/bulkmove/bulkmove/sharder"
-	"github.com/bulkmove/bulkmove/transport/sshx"
 )
 
 // -j auto (the default): the job starts with a few streams and a
@@ -85,20 +84,17 @@ func (j *job) autoStart() {
 // the CPUs (see docs/streams.md). The controller still adds streams
 // while a step brings its margin. Over a far path, or where the round
 // trip cannot be read (a jump host, a ProxyCommand), the start count
-// stays.
-func (j *job) nearStart(c *sshx.Client) int {
+// stays. The count it returns is the job's from then on.
+func (j *job) nearStart(rtt time.Duration, ok bool) int {
 	f := &j.flags
-	if !f.Auto.On {
-		return f.Jobs
-	}
-	rtt, ok := c.PathRTT()
-	if !ok || rtt >= autoFarRTT {
+	if !f.Auto.On || !ok || rtt >= autoFarRTT {
 		return f.Jobs
 	}
 	n := min(f.Jobs, max(2, runtime.NumCPU()))
 	if n < f.Jobs {
 		j.autoDecided(autoj.Decision{Action: "remove", From: f.Jobs, To: n,
 			Reason: fmt.Sprintf("a near path (round trip %s) and %d CPUs here: streams beyond the CPUs would only share them", rtt.Round(10*time.Microsecond), runtime.NumCPU())})
+		f.Jobs = n
 	}
 	return n
 }
@@ -153,10 +149,10 @@ func (j *job) connected(n int) {
 // steer runs -j auto's controller on the pool while it sends the file
 // data; stop ends it and waits for it.
 func (j *job) steer(ctx context.Context, pool *send.Pool, local bool) (stop func()) {
-	if !j.growable() || j.addConn == nil {
+	if !j.growable() || !j.tr.Caps().Add {
 		return func() {}
 	}
-	pool.AddConn, pool.MaxConns = j.addConn, j.flags.Auto.Max
+	pool.AddConn, pool.MaxConns = j.tr.Add, j.flags.Auto.Max
 	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	m := j.m
@@ -239,15 +235,14 @@ func (j *job) steer(ctx context.Context, pool *send.Pool, local bool) (stop func
 	spares := func() {}
 	wg.Go(func() {
 		n := j.flags.Jobs
-		if j.rtt != nil {
-			d := j.rtt()
+		if d := j.tr.RTT(); d > 0 { // a remote host's round trip
 			rtt.Store(int64(d))
 			// Over a long path each SSH stream carries at most 2 MiB a
 			// round trip: the first step is taken at once, over
 			// connections opened ahead (from the first connection's
 			// round trip, while the agent started: farAhead).
-			if more := j.farStep(); d >= autoFarRTT && j.prepare != nil && more > 0 {
-				spares = j.prepare(parent, more)
+			if more := j.farStep(); d >= autoFarRTT && more > 0 {
+				spares = j.tr.Prepare(parent, more)
 				select {
 				case <-pool.Running(): // (before it, Grow adds none)
 				case <-ctx.Done():
@@ -268,18 +263,16 @@ func (j *job) steer(ctx context.Context, pool *send.Pool, local bool) (stop func
 	}
 }
 
-// farAhead starts opening, over a far path (the kernel's round trip from
-// the first connection), the connections of -j auto's first step, which
-// steer takes as soon as the streams run: over such a path a connection
-// takes several round trips to open, and streams opened only once the
-// first window is measured join far into a short job.
-func (j *job) farAhead(ctx context.Context, l *sshLink, c *sshx.Client) {
-	if l.data != "" || !j.growable() {
-		return
+// farAhead is how many connections to open ahead, over a far path (the
+// kernel's round trip from the first connection), for -j auto's first
+// step, which steer takes as soon as the streams run: over such a path a
+// connection takes several round trips to open, and streams opened only
+// once the first window is measured join far into a short job.
+func (j *job) farAhead(rtt time.Duration, ok bool) int {
+	if !j.growable() || !ok || rtt < autoFarRTT {
+		return 0
 	}
-	if rtt, ok := c.PathRTT(); ok && rtt >= autoFarRTT {
-		l.growth().prepare(ctx, j.farStep())
-	}
+	return j.farStep()
 }
 
 // farStep is how many streams the far path's first step adds: as many as
@@ -335,43 +328,6 @@ const autoFarRTT = compress.FarRTT
 // sshWindow is an SSH channel's window (x/crypto/ssh, OpenSSH).
 const sshWindow = 2 << 20
 
-// rtt measures the SSH round trip: the least of rttSamples keepalives,
-// one after the other, over the last of the job's connections, idle while
-// the agent starts on the first. A keepalive waits behind what the
-// connection carries, and behind a busy host's CPUs: one sent as a
-// CPU-bound copy begins, or beside the agent's start over the same
-// connection (sshd busy starting it), reads milliseconds over a link of
-// microseconds, and -j auto would take a far path's first step on a near
-// one. (The kernel's round trip, which no load inflates, does
-// not see a path whose TCP ends at a proxy: the SSH round trip does.)
-func (l *sshLink) rtt() time.Duration {
-	l.mu.Lock()
-	var c *sshx.Client
-	for _, cl := range l.clients {
-		if cl != nil {
-			c = cl
-		}
-	}
-	l.mu.Unlock()
-	if c == nil {
-		return 0
-	}
-	var least time.Duration
-	for range rttSamples {
-		start := time.Now()
-		if _, _, err := c.SSH().SendRequest("keepalive@openssh.com", true, nil); err != nil {
-			break
-		}
-		if d := time.Since(start); least == 0 || d < least {
-			least = d
-		}
-	}
-	return least
-}
-
-// rttSamples is how many keepalives rtt times.
-const rttSamples = 3
-
 // autoCPUBusy is the CPU share (of all cores) beyond which -j auto adds
 // no streams on a link or disk verdict.
 const autoCPUBusy = 0.75
@@ -396,95 +352,4 @@ type StreamsEvent struct {
 	Gain     float64 `json:"gain"` // of the last step, a fraction
 	Resource string  `json:"resource"`
 	Reason   string  `json:"reason"`
-}
-
-// sshGrowth opens the streams -j auto adds over SSH: each a connection
-// of its own joining the agent hub, from connections opened ahead
-// (prepare) if there are, else new ones.
-type sshGrowth struct {
-	l        *sshLink
-	mu       sync.Mutex
-	spare    []*sshx.Client
-	prepared int // connections prepare opened or is opening
-	dialing  sync.WaitGroup
-}
-
-// growth returns the link's sshGrowth (one per link).
-func (l *sshLink) growth() *sshGrowth {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.grow == nil {
-		l.grow = &sshGrowth{l: l}
-	}
-	return l.grow
-}
-
-// add opens stream i.
-func (g *sshGrowth) add(ctx context.Context, i int) (send.Conn, error) {
-	c := g.take()
-	if c == nil {
-		g.dialing.Wait() // connections on their way are sooner there than new ones
-		c = g.take()
-	}
-	l := g.l
-	l.mu.Lock()
-	for len(l.clients) <= i {
-		l.clients = append(l.clients, nil)
-	}
-	if c != nil {
-		l.clients[i] = c // redial joins the hub over it (or dials anew if it fails)
-	}
-	l.mu.Unlock()
-	conn, err := l.redial(ctx, i)
-	if err != nil {
-		return nil, fmt.Errorf("stream %d: %w", i, err)
-	}
-	return conn, nil
-}
-
-// take returns a connection opened ahead, or nil.
-func (g *sshGrowth) take() *sshx.Client {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	n := len(g.spare)
-	if n == 0 {
-		return nil
-	}
-	c := g.spare[n-1]
-	g.spare = g.spare[:n-1]
-	return c
-}
-
-// prepare opens SSH connections in the background, for add (over a long
-// path a connection takes several round trips), until n in all were
-// opened ahead; done closes those not taken. ctx is the job's: the
-// connections live as long as it.
-func (g *sshGrowth) prepare(ctx context.Context, n int) (done func()) {
-	g.mu.Lock()
-	n -= g.prepared
-	g.prepared += max(n, 0)
-	g.mu.Unlock()
-	if n > 0 {
-		g.dialing.Go(func() {
-			cs, _, err := sshx.DialN(ctx, g.l.t, g.l.opt, n)
-			if err != nil {
-				return
-			}
-			g.mu.Lock()
-			g.spare = append(g.spare, cs...)
-			g.mu.Unlock()
-		})
-	}
-	return g.closeSpares
-}
-
-// closeSpares closes the connections opened ahead and not taken.
-func (g *sshGrowth) closeSpares() {
-	g.dialing.Wait()
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for _, c := range g.spare {
-		c.Close()
-	}
-	g.spare = nil
 }

@@ -25,10 +25,12 @@
 //   - delete.go, verify.go, verifysummary.go, resume.go, summary.go: the
 //     finish: --delete, the verify subcommand, the resume journal, the
 //     summary line and the --json end event.
-//   - transport.go (local and --via-agent), transport_ssh.go (SSH and the
-//     agent's data plane), transport_serve.go (bulkmove://),
-//     transport_hub.go and pull.go (a pull: send-hub, over streams the
-//     puller opened): how the K streams are opened.
+//   - transport.go chooses the job's transport once (package transport:
+//     local, --via-agent, SSH and the agent's data plane, bulkmove://, a
+//     pull's send-hub over the streams its puller opened), from the
+//     options in transport_ssh.go, transport_serve.go, transport_hub.go;
+//     the job opens its K streams over it, and redials and adds streams
+//     through it. pull.go starts a pull: send-hub on the remote host.
 //   - events.go (the --json schema), progress.go, observe.go, logfile.go,
 //     signals.go: what the job reports while it runs.
 //

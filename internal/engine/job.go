@@ -21,6 +21,7 @@ import (
 	"github.com/bulkmove/bulkmove/send"
 	"github.com/bulkmove/bulkmove/send/compress"
 	"github.com/bulkmove/bulkmove/sharder"
+	"github.com/bulkmove/bulkmove/transport"
 	"github.com/bulkmove/bulkmove/transport/sshx"
 )
 
@@ -58,13 +59,10 @@ type target struct {
 	as        string       // send-hub: the name of a single-file SRC at the receiver
 }
 
-// dialer is what the transport gave the job to open streams after the
-// first K (nil where it cannot).
+// dialer is the job's transport, chosen once (connect): it opened the K
+// streams, and opens others after them where it can (Caps).
 type dialer struct {
-	redial  func(context.Context, int) (send.Conn, error) // reopens a lost stream (SSH)
-	addConn func(context.Context, int) (send.Conn, error) // opens one more stream (-j auto)
-	rtt     func() time.Duration                          // measures the round trip to the remote host (-j auto)
-	prepare func(context.Context, int) (done func())      // opens connections ahead for addConn (-j auto)
+	tr transport.Transport
 }
 
 // control is the state the controllers and the signals share with the
@@ -256,8 +254,8 @@ func (j *job) run(ctx context.Context) Outcome {
 		pool.Opening = openingCost // the first batches measure the link
 	}
 	pool.Retries, pool.ReconnectTimeout = j.flags.Retries, j.flags.ReconnectTimeout
-	if j.flags.ReconnectTimeout > 0 {
-		pool.Redial = j.redial
+	if j.flags.ReconnectTimeout > 0 && j.tr.Caps().Redial {
+		pool.Redial = j.tr.Redial
 	}
 	pool.OnWarn = func(msg string) { termsafe.Errorf(j.stderr, "warning: %s", msg) }
 	if plan.src.File == "" {

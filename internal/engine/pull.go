@@ -19,6 +19,7 @@ import (
 	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/receive"
 	"github.com/bulkmove/bulkmove/send/source"
+	"github.com/bulkmove/bulkmove/transport/ssh"
 	"github.com/bulkmove/bulkmove/transport/sshx"
 	"github.com/bulkmove/bulkmove/wire"
 )
@@ -269,7 +270,7 @@ func (j *job) pull(ctx context.Context, t sshx.Target) Outcome {
 		g.Go(func() error {
 			defer s.Close()
 			br := bufio.NewReaderSize(s, wire.HubMaxLine)
-			timer := time.AfterFunc(bannerTimeout, func() { s.Close() })
+			timer := time.AfterFunc(ssh.BannerTimeout, func() { s.Close() })
 			err := wire.ProveToHub(s, br, wire.HubJoin, token)
 			if !timer.Stop() && err == nil {
 				err = errors.New("timed out")

@@ -7,78 +7,66 @@ import (
 	"os/exec"
 	"slices"
 
+	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/receive/extract"
 	"github.com/bulkmove/bulkmove/send"
+	"github.com/bulkmove/bulkmove/transport"
 	"github.com/bulkmove/bulkmove/transport/local"
-	"github.com/bulkmove/bulkmove/wire"
+	"github.com/bulkmove/bulkmove/transport/viaagent"
 )
 
-// connect opens the K streams.
+// connect chooses the job's transport, once (j.tr), and opens the K
+// streams over it; cleanup closes the transport once the streams are
+// closed.
 func (j *job) connect(ctx context.Context, p plan) ([]send.Conn, func(), error) {
-	if j.serveAddr != "" {
-		return j.connectServe(ctx, p)
-	}
-	if j.remote != nil {
-		conns, l, err := j.connectSSH(ctx, *j.remote, p)
-		if err != nil {
-			return nil, nil, err
-		}
-		j.redial = l.redial
-		if l.data == "" {
-			g := l.growth()
-			j.addConn, j.rtt, j.prepare = g.add, l.pathRTT, g.prepare
-		}
-		return conns, l.close, nil
-	}
-	if j.hub != nil {
-		return j.connectHub(ctx, p)
-	}
-	ro := j.receiveOptions()
-	if !j.flags.ViaAgent {
-		recv, err := extract.Open(p.dstRoot, extract.FromWire(&ro))
-		if err != nil {
-			return nil, nil, fmt.Errorf("destination %s: %w", j.dst, Unwrap(err))
-		}
-		conns := make([]send.Conn, j.flags.Jobs)
-		for i := range conns {
-			conns[i] = &local.Conn{Recv: recv, Src: p.src}
-		}
-		j.addConn = func(context.Context, int) (send.Conn, error) { return &local.Conn{Recv: recv, Src: p.src}, nil }
-		return conns, func() { recv.Close() }, nil
-	}
-	self, err := os.Executable()
+	tr, err := j.transport(p)
 	if err != nil {
 		return nil, nil, err
 	}
-	var conns []send.Conn
-	var cmds []*exec.Cmd
-	cleanup := func() {
-		for _, c := range cmds {
-			c.Wait()
-		}
+	conns, err := tr.Open(ctx, j.flags.Jobs)
+	if err != nil {
+		tr.Close()
+		return nil, nil, err
 	}
-	for i := range j.flags.Jobs {
-		cmd := exec.Command(self, slices.Concat([]string{"agent"}, j.flags.Gentle.NiceFlags.Args(), j.allowed().Args(), []string{"--", p.dstRoot})...)
+	j.tr = tr
+	return conns, func() { tr.Close() }, nil
+}
+
+// transport is the transport DEST asks for: a serve daemon, an SSH host,
+// the streams a puller opened (send-hub), agent processes here
+// (--via-agent), or the receiver in this process.
+func (j *job) transport(p plan) (transport.Transport, error) {
+	switch {
+	case j.serveAddr != "":
+		return j.serveTransport(p)
+	case j.remote != nil:
+		return j.sshTransport(*j.remote, p), nil
+	case j.hub != nil:
+		return j.hubTransport(p), nil
+	case !j.flags.ViaAgent:
+		ro := j.receiveOptions()
+		t, err := local.New(p.dstRoot, extract.FromWire(&ro), p.src)
+		if err != nil {
+			return nil, fmt.Errorf("destination %s: %w", j.dst, Unwrap(err))
+		}
+		return t, nil
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	args := slices.Concat([]string{"agent"}, j.flags.Gentle.NiceFlags.Args(), j.allowed().Args(), []string{"--", p.dstRoot})
+	return &viaagent.Transport{Dialer: j.dialerFor(p), Command: func() *exec.Cmd {
+		cmd := exec.Command(self, args...)
 		cmd.Stderr = j.stderr
-		w, err := cmd.StdinPipe()
-		if err != nil {
-			return nil, nil, err
-		}
-		r, err := cmd.StdoutPipe()
-		if err != nil {
-			return nil, nil, err
-		}
-		if err := cmd.Start(); err != nil {
-			return nil, nil, fmt.Errorf("start agent: %w", err)
-		}
-		cmds = append(cmds, cmd)
-		c, err := send.Dial(ctx, fmt.Sprintf("stream %d", i), r, w, w, Version, ro, p.src)
-		if err != nil {
-			cleanup()
-			return nil, nil, wire.RefusedBy("the agent", err)
-		}
-		j.configure(c)
-		conns = append(conns, c)
-	}
-	return conns, cleanup, nil
+		return cmd
+	}}, nil
+}
+
+// dialerFor is how the job's streams shake hands and are set up, whatever
+// carries them.
+func (j *job) dialerFor(p plan) *transport.Dialer {
+	return &transport.Dialer{Version: Version, Options: j.receiveOptions(), Src: p.src, Configure: j.configure,
+		Warnf:  func(format string, args ...any) { termsafe.Errorf(j.stderr, "warning: "+format, args...) },
+		Tracef: j.trace}
 }

@@ -1,25 +1,18 @@
 package engine
 
 import (
-	"context"
-	"fmt"
-
 	"github.com/bulkmove/bulkmove/send"
+	"github.com/bulkmove/bulkmove/transport/accepted"
 )
 
-func (j *job) connectHub(ctx context.Context, p plan) ([]send.Conn, func(), error) {
-	ro := j.receiveOptions()
-	var conns []send.Conn
-	for i, d := range j.hub {
-		c, err := send.Dial(ctx, fmt.Sprintf("stream %d", i), d.r, d.w, d.c, Version, ro, p.src)
-		if err != nil {
-			for _, c := range conns {
-				c.(*send.Client).Abort()
-			}
-			return nil, nil, err
-		}
-		c.Compress, c.Share = j.flags.Compress.Config, &j.share
-		conns = append(conns, c)
+// hubTransport is send-hub's transport: the streams its puller opened,
+// each set up to compress as the puller asked.
+func (j *job) hubTransport(p plan) *accepted.Transport {
+	d := j.dialerFor(p)
+	d.Configure = func(c *send.Client) { c.Compress, c.Share = j.flags.Compress.Config, &j.share }
+	t := &accepted.Transport{Dialer: d}
+	for _, s := range j.hub {
+		t.Streams = append(t.Streams, accepted.Stream{R: s.r, W: s.w, C: s.c})
 	}
-	return conns, func() {}, nil
+	return t
 }

@@ -51,8 +51,9 @@ func readBanner(br *bufio.Reader) (line, junk string, err error) {
 	return "", strings.TrimSpace(skipped.String()), errors.New("no agent banner among the first lines it printed")
 }
 
-// bannerTimeout bounds the wait for the agent hub's first line.
-const bannerTimeout = 30 * time.Second
+// BannerTimeout bounds the wait for a hub's first line (the agent's
+// banner, or a send-hub's).
+const BannerTimeout = 30 * time.Second
 
 // start starts the agent hub on clients[0] and opens the job's k streams
 // to it: one over every client, or k over its data plane. banner says
@@ -67,7 +68,7 @@ func (t *Transport) start(ctx context.Context, clients []*sshx.Client, k int) (c
 	br := bufio.NewReader(sess)
 	// An agent that does not announce itself (not a bulkmove that knows
 	// --hub, or one that hangs) must not hang the job.
-	timer := time.AfterFunc(bannerTimeout, func() { sess.Close() })
+	timer := time.AfterFunc(BannerTimeout, func() { sess.Close() })
 	line, junk, rerr := readBanner(br)
 	timer.Stop()
 	if junk != "" {
@@ -173,7 +174,7 @@ func (t *Transport) startLingering(ctx context.Context, clients []*sshx.Client, 
 		return fail(err)
 	}
 	br := bufio.NewReaderSize(rw, wire.HubMaxLine)
-	timer := time.AfterFunc(bannerTimeout, func() { rw.Close() })
+	timer := time.AfterFunc(BannerTimeout, func() { rw.Close() })
 	line, err := "", wire.ProveToHub(rw, br, wire.HubNew, rec.Token)
 	if err == nil {
 		req, _ := json.Marshal(wire.NewJob{Root: root, Linger: t.cfg.Linger, Nice: t.cfg.Nice, SrcIDs: t.cfg.SrcIDs, Allow: t.cfg.Allow})

@@ -31,12 +31,14 @@ package ssh
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"sync"
 	"time"
 
 	"github.com/bulkmove/bulkmove/send"
 	"github.com/bulkmove/bulkmove/transport"
+	"github.com/bulkmove/bulkmove/transport/dataplane"
 	"github.com/bulkmove/bulkmove/transport/sshx"
 	"github.com/bulkmove/bulkmove/wire"
 )
@@ -54,9 +56,10 @@ type Config struct {
 	// machine), for it to refuse a ROOT that overlaps SRC; "" for none.
 	SrcIDs string
 	// Nice is the agent's --nice and --io-nice flags, each with a space
-	// before it, shell-quoted; Allow is its receive policy (--allow-*).
-	Nice  string
-	Allow wire.Allow
+	// before it, shell-quoted; Allow is its receive policy, which
+	// AllowFlags gives as its --allow-* flags, the same way.
+	Nice, AllowFlags string
+	Allow            wire.Allow
 	// Data is --transport: "" or "ssh" for streams over SSH; "tls" or
 	// "tcp" for the agent's data plane; "auto" for TLS, falling back to
 	// SSH. DataAddr and DataPorts are --data-addr and --data-ports.
@@ -67,6 +70,9 @@ type Config struct {
 	// RemoteBulkmove is --remote-bulkmove: the remote bulkmove's path
 	// ("": the cached upload of this binary, else the remote PATH's).
 	RemoteBulkmove string
+	// DialData, if set, opens a data-plane stream in place of
+	// dataplane.Dial (see direct.Transport.DialConn).
+	DialData func(ctx context.Context, host string, o dataplane.Offer, i int) (net.Conn, error)
 	// Fit, if set, is told the kernel's round trip of the first
 	// connection (ok false: it cannot be read) as soon as it is open, and
 	// returns how many streams the job opens (at most Open's k; SSH
@@ -214,7 +220,7 @@ func (t *Transport) Open(ctx context.Context, k int) ([]send.Conn, error) {
 	if t.cfg.SrcIDs != "" {
 		check = " --src-ids " + sshx.ShellQuote(t.cfg.SrcIDs)
 	}
-	flags := t.cfg.Nice + allowText(t.cfg.Allow)
+	flags := t.cfg.Nice + t.cfg.AllowFlags
 	args := fmt.Sprintf("agent%s%s --hub %d -- %s", check, flags, len(clients), sshx.ShellQuote(root))
 	if t.data != "" {
 		mode := t.data
@@ -304,6 +310,7 @@ func (t *Transport) Close() error {
 			c.Close()
 		}
 	}
+	t.hubSess, t.clients = nil, nil
 	return nil
 }
 
@@ -317,21 +324,6 @@ func (t *Transport) command(args string) string {
 		return sshx.AgentCommand(t.cfg.Dialer.Version, wire.Proto, sum, args)
 	}
 	return sshx.ShellQuote(agent) + " " + args
-}
-
-// allowText is the agent's --allow-* flags for a, each with a space before
-// it.
-func allowText(a wire.Allow) string {
-	s := ""
-	for _, f := range []struct {
-		on   bool
-		name string
-	}{{a.Owner, "--allow-owner"}, {a.Setid, "--allow-setid"}, {a.Xattrs, "--allow-xattrs"}, {a.ACLs, "--allow-acls"}} {
-		if f.on {
-			s += " " + f.name
-		}
-	}
-	return s
 }
 
 // pathRTT is the SSH round trip (rtt), measured once.

@@ -49,7 +49,7 @@ func (t *Transport) startData(ctx context.Context, c *sshx.Client, sess *sshx.Se
 	if ip := net.ParseIP(strings.Trim(t.cfg.DataAddr, "[]")); ip != nil && !ip.IsUnspecified() {
 		host = ip.String() // the network asked for, maybe not SSH's
 	}
-	dt := &direct.Transport{Host: host, Name: c.Host(), Offer: offer, Dialer: t.dialer()}
+	dt := &direct.Transport{Host: host, Name: c.Host(), Offer: offer, Dialer: t.dialer(), DialConn: t.cfg.DialData}
 	up, err := dt.Open(ctx, k)
 	t.mu.Lock()
 	t.hubSess = sess
@@ -247,7 +247,7 @@ func (t *Transport) joinHub(ctx context.Context, c *sshx.Client) (rw io.ReadWrit
 		}
 	}
 	br := bufio.NewReaderSize(rw, wire.HubMaxLine)
-	timer := time.AfterFunc(bannerTimeout, func() { rw.Close() })
+	timer := time.AfterFunc(BannerTimeout, func() { rw.Close() })
 	err = wire.ProveToHub(rw, br, wire.HubJoin, job)
 	if !timer.Stop() && err == nil {
 		err = errors.New("timed out")

@@ -1,9 +1,10 @@
-package engine
+package ssh
 
 import (
 	"strings"
 	"testing"
 
+	"github.com/bulkmove/bulkmove/transport"
 	"github.com/bulkmove/bulkmove/wire"
 )
 
@@ -13,8 +14,8 @@ import (
 func TestBadBannerHidesTokens(t *testing.T) {
 	const linger, data = "5e6f0c1d2a3b4c5d6e7f8091a2b3c4d5", "f00dfeedcafe0123456789abcdef0123"
 	line := wire.AgentBanner + "/run/user/0/bulkmove/agent-x.sock linger=" + linger + " data=tls:50000:abcd:" + data + "\n"
-	var l sshLink
-	_, err := l.banner("box2", line)
+	tr := New(Config{Dialer: &transport.Dialer{}})
+	_, err := tr.banner("box2", line)
 	if err == nil {
 		t.Fatal("a banner without a job was taken")
 	}

@@ -2,8 +2,8 @@
 // where SSH is not the way in (appliances, Kubernetes): senders reach it
 // over TLS 1.3 (transport/dataplane's greeting), each stream naming its
 // job and its destination NAME/PATH beneath one of the server's roots, and
-// the streams of one job share a receiver (the receiving hub of package
-// stream over receive/extract). See docs/serve.md.
+// the streams of one job share a receiver (package receive's hub over
+// receive/extract). See docs/serve.md.
 //
 // It sits on the receiving side: it imports the receiver, the wire and the
 // data plane, nothing of the sending side. cmd/bulkmove turns serve's

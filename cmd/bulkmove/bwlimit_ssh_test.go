@@ -62,7 +62,11 @@ func TestSSHBwLimit(t *testing.T) {
 	}
 	treecmp.Equal(t, src, filepath.Join(dir, "pull"))
 	t.Logf("pull at 4M: 12 MiB in %v, SSH set-up included", el.Round(time.Millisecond))
-	if el < 2850*time.Millisecond || el > 4*time.Second {
+	// The pull's time includes the SSH log-ins and the remote sender's
+	// start, which a busy machine (the rest of the suite runs beside this
+	// test) stretches to a second or more; the bound allows the push's
+	// 1.5x and that second, and still fails a limit applied twice (6 s).
+	if el < 2850*time.Millisecond || el > 5500*time.Millisecond {
 		t.Errorf("pull: 12 MiB at 4M took %v, want 3s (and SSH set-up)", el)
 	}
 }

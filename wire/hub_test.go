@@ -97,21 +97,21 @@ func TestHubRefusesBadProof(t *testing.T) {
 		t.Fatalf("a wrong proof: taken %v, answered %q", ok, got)
 	}
 
-	c, h = net.Pipe()
+	c2, h2 := net.Pipe()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		br := bufio.NewReader(h)
+		br := bufio.NewReader(h2)
 		ReadHubLine(br)
-		io.WriteString(h, HubProof+NewToken()+" "+strings.Repeat("0", 64)+"\n")
+		io.WriteString(h2, HubProof+NewToken()+" "+strings.Repeat("0", 64)+"\n")
 		if line, err := ReadHubLine(br); err == nil {
 			t.Errorf("the connecting side sent %q after a wrong proof", line)
 		}
 	}()
-	if err := ProveToHub(c, bufio.NewReader(c), HubJoin, key); !errors.Is(err, ErrNotAgent) {
+	if err := ProveToHub(c2, bufio.NewReader(c2), HubJoin, key); !errors.Is(err, ErrNotAgent) {
 		t.Errorf("ProveToHub to a hub with a wrong proof: %v, want ErrNotAgent", err)
 	}
-	c.Close()
+	c2.Close()
 	<-done
 }
 

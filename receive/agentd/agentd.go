@@ -243,7 +243,10 @@ func serve(ctx context.Context, cfg Config, root string, stdin io.Reader, stdout
 			err = first.hub.Serve(ctx, stdin, stdout)
 		}
 		d.end(first)
-		if d.lingerTok != "" {
+		d.mu.Lock()
+		lingering := d.lingerTok != "" // handle rotates it under mu
+		d.mu.Unlock()
+		if lingering {
 			detach() // sshd may close the session; the agent lingers
 		}
 		errc <- err

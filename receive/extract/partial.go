@@ -37,6 +37,18 @@ package extract
 // lost meanwhile (removed by hand, or swept) only means its ranges go
 // again.
 //
+// A late copy of a range (given to a stream again after its first stream
+// was cut, and applied by either after the other completed the file)
+// begins no partial: a range of a file complete under its final name (of
+// its size and mtime where the check mode counts that as up to date, or
+// completed by this receiver from this version's partial, whatever the
+// mode) is acknowledged as landed, and a partial found to be of no use at
+// its lock or at its commit is removed, since nothing else ever would. A
+// copy still writing into the partial when another completed it writes
+// into the file in place (the same bytes): it sets the file's metadata
+// again once done, as the completing writer sets the mtime again after the
+// rename, so the file ends with the sender's whichever finishes last.
+//
 // Each write refreshes the partial's mtime, so the sweep of stale
 // temporaries (where it runs: named temporaries, older than staleTemp)
 // leaves a partial alone while ranges keep arriving.
@@ -184,10 +196,18 @@ func flock(fd, how int) error {
 	}
 }
 
-// openPart opens (with create, creates) the partial name in dfd for e,
-// locked exclusively, and returns its landed ranges. The caller unlocks
-// (or closes) fd.
-func openPart(dfd int, name string, e *model.Entry, create bool) (fd int, spans []span, err error) {
+// errPartPlaced and errPartGone say that the partial openPart opened was
+// completed (it is the file under its final name now), or discarded,
+// while openPart waited for its lock.
+var (
+	errPartPlaced = errors.New("the partial file was completed meanwhile")
+	errPartGone   = errors.New("the partial file was discarded meanwhile")
+)
+
+// openPart opens (with create, creates) the partial name in dfd for e
+// (whose file's name is base), locked exclusively, and returns its landed
+// ranges. The caller unlocks (or closes) fd.
+func openPart(dfd int, name, base string, e *model.Entry, create bool) (fd int, spans []span, err error) {
 	flags := unix.O_RDWR | unix.O_NOFOLLOW | unix.O_CLOEXEC | unix.O_NONBLOCK
 	if create {
 		flags |= unix.O_CREAT
@@ -197,6 +217,16 @@ func openPart(dfd int, name string, e *model.Entry, create bool) (fd int, spans 
 		return -1, nil, err
 	}
 	if err := flock(fd, unix.LOCK_EX); err != nil {
+		unix.Close(fd)
+		return -1, nil, err
+	}
+	if !sameInode(dfd, name, fd) {
+		// Renamed into place or removed by whoever held the lock: what
+		// fd holds is no partial any more.
+		err := errPartGone
+		if sameInode(dfd, base, fd) {
+			err = errPartPlaced
+		}
 		unix.Close(fd)
 		return -1, nil, err
 	}
@@ -232,12 +262,55 @@ func sameInode(dfd int, name string, fd int) bool {
 	return unix.Fstat(fd, &a) == nil && unix.Fstatat(dfd, name, &b, unix.AT_SYMLINK_NOFOLLOW) == nil && a.Ino == b.Ino && a.Dev == b.Dev
 }
 
-// upToDate reports whether base in dfd is e's file in place: a regular
-// file of its size and mtime.
-func upToDate(dfd int, base string, e *model.Entry) bool {
+// fileID is a file's identity on its filesystem.
+type fileID struct{ dev, ino uint64 }
+
+// complete reports whether base in dfd (dir under the root) is e's file
+// complete: a regular file of e's size that this receiver completed from
+// the partial part (whatever its mtime: a late copy of a range may be
+// writing into it, see restorePlaced), or one of e's mtime as well, in
+// the check modes where that makes a file up to date (not where every
+// file goes again, nor where its content decides).
+func (r *Receiver) complete(dfd int, dir, base, part string, e *model.Entry) bool {
 	var st unix.Stat_t
-	return unix.Fstatat(dfd, base, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG &&
-		st.Size == e.Size && st.Mtim.Nano() == e.MTime
+	if unix.Fstatat(dfd, base, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size != e.Size {
+		return false
+	}
+	if id, ok := r.completed.Load(path.Join(dir, part)); ok && id.(fileID) == (fileID{uint64(st.Dev), st.Ino}) {
+		return true
+	}
+	switch r.opt.check() {
+	case wire.CheckNone, wire.CheckSum:
+		return false
+	}
+	return st.Mtim.Nano() == e.MTime
+}
+
+// rememberPlaced records that this receiver completed the split file fd
+// from the partial part in dir.
+func (r *Receiver) rememberPlaced(dir, part string, fd int) {
+	var st unix.Stat_t
+	// Bounded: beyond it, a late range of a file placed earlier is told
+	// apart by its size and mtime alone (or not at all in check mode
+	// none, where it begins a partial that its own file's next
+	// completion takes away).
+	if unix.Fstat(fd, &st) == nil && r.completedN.Add(1) <= 1<<12 {
+		r.completed.Store(path.Join(dir, part), fileID{uint64(st.Dev), st.Ino})
+	}
+}
+
+// restorePlaced gives the file e its metadata again if fd, written into
+// as e's partial, has become the file in place meanwhile (another copy of
+// the range completed it while this one still wrote): the same bytes,
+// written again, moved its mtime (and may have cleared its setuid bits).
+// Every writer checks after its last write, and the completing one sets
+// the mtime again after the rename (see commitRange): whichever order
+// they come in, the file ends with the sender's metadata.
+func (t *Txn) restorePlaced(dfd int, part, base string, fd int, e *model.Entry) error {
+	if sameInode(dfd, part, fd) || !sameInode(dfd, base, fd) {
+		return nil
+	}
+	return t.setMeta(fd, e, -1)
 }
 
 // rangeLanded reports whether range e is recorded in its partial: then
@@ -252,13 +325,56 @@ func (r *Receiver) rangeLanded(e *model.Entry) bool {
 		return false
 	}
 	defer df.Close()
-	fd, spans, err := openPart(int(df.Fd()), partName(base, e), e, false)
+	name := partName(base, e)
+	if r.complete(int(df.Fd()), path.Dir(e.Path), base, name, e) {
+		return true // a late copy of a range of a file this receiver completed
+	}
+	fd, spans, err := openPart(int(df.Fd()), name, base, e, false)
 	if err != nil {
 		return false
 	}
 	defer unix.Close(fd)
 	landed, _ := relate(spans, e)
 	return landed
+}
+
+// openRangePart opens range e's partial, name in dfd (dir under the
+// root), creating it if it is the first of its file, and returns it locked
+// with its landed ranges; or placed, and no partial begun or kept, if e's
+// file is complete under its final name, base. That is a late copy of the
+// range: one given to a stream again after its first stream was cut,
+// applied by either after the other completed the file, which a partial
+// begun then would outlive.
+func (t *Txn) openRangePart(dfd int, dir, name, base string, e *model.Entry) (fd int, spans []span, placed bool, err error) {
+	for range 3 {
+		if t.r.complete(dfd, dir, base, name, e) {
+			return -1, nil, true, nil
+		}
+		start := time.Now()
+		fd, spans, err = openPart(dfd, name, base, e, true)
+		t.r.io.Since(start)
+		switch {
+		case err == errPartPlaced: // completed while this waited for its lock
+			return -1, nil, true, nil
+		case err == errPartGone: // discarded meanwhile: begin it again, unless withdrawn
+			if _, gone := t.r.withdrawn.Load(path.Join(dir, name)); gone {
+				return -1, nil, false, err
+			}
+			continue
+		case err != nil:
+			return -1, nil, false, err
+		}
+		// Complete now, the file was completed from another partial
+		// before this one was begun (between the check above and the
+		// open): this one is of no use.
+		if t.r.complete(dfd, dir, base, name, e) {
+			unix.Unlinkat(dfd, name, 0)
+			unix.Close(fd)
+			return -1, nil, true, nil
+		}
+		return fd, spans, false, nil
+	}
+	return -1, nil, false, errPartGone
 }
 
 // writeRange writes range i (e) from src into its partial, which it
@@ -284,21 +400,16 @@ func (t *Txn) writeRange(i int, e *model.Entry, src io.Reader, x *FileData) erro
 		t.fail(i, wire.CodeOther, fmt.Errorf("receive %s: another range of this version of the file was withdrawn (the source changed): not installed", e.Path))
 		return t.drain(src, e.Len)
 	}
-	created := time.Now()
-	fd, spans, err := openPart(dfd, name, e, true)
+	fd, spans, placed, err := t.openRangePart(dfd, path.Dir(e.Path), name, base, e)
 	if err != nil {
 		t.failErr(i, "open the partial file of", e.Path, err)
 		return t.drain(src, e.Len)
 	}
-	t.r.io.Since(created)
-	landed, overlap := relate(spans, e)
-	if len(spans) == 0 && t.r.opt.check() != wire.CheckNone && upToDate(dfd, base, e) {
-		// A partial just begun for a file another copy of its ranges has
-		// completed since Need asked (a range given to a stream again):
-		// nothing to do, and no partial to leave behind.
-		unix.Unlinkat(dfd, name, 0)
-		landed = true
+	if placed { // its file is complete: a late copy of the range
+		t.Skip(i)
+		return t.drain(src, e.Len)
 	}
+	landed, overlap := relate(spans, e)
 	flock(fd, unix.LOCK_UN)
 	switch {
 	case landed: // another stream's copy of it got there first
@@ -323,6 +434,9 @@ func (t *Txn) writeRange(i int, e *model.Entry, src io.Reader, x *FileData) erro
 		}
 	}
 	t.wrote(start, tr)
+	if err := t.restorePlaced(dfd, name, base, fd, e); err != nil && werr == nil {
+		werr = err
+	}
 	if werr == nil && rerr == nil && n == e.Len && t.r.opt.Fsync {
 		fs := time.Now()
 		werr = unix.Fdatasync(fd)
@@ -360,17 +474,21 @@ func (t *Txn) commitRange(p *pendingFile) (placed bool) {
 		t.failErr(p.index, "lock the partial file of", e.Path, err)
 		return false
 	}
+	dir := path.Dir(e.Path)
 	if !sameInode(dfd, p.part, p.fd) {
-		if sameInode(dfd, p.base, p.fd) {
+		switch {
+		case sameInode(dfd, p.base, p.fd):
 			// Completed meanwhile by another copy of this range (a
 			// stream given it again while this one still wrote it):
 			// the same bytes, written again, which moved the mtime.
-			if err := futimens(p.fd, e.MTime); err != nil {
-				t.failErr(p.index, "set the mtime of", e.Path, err)
+			if err := t.setMeta(p.fd, e, -1); err != nil {
+				t.failErr(p.index, "set the metadata of", e.Path, err)
 			}
-			return false
+		case t.r.complete(dfd, dir, p.base, p.part, e):
+			// Dropped as of no use, its file complete (see below).
+		default:
+			t.fail(p.index, wire.CodeOther, fmt.Errorf("receive %s: its partial file was discarded while the range at %d was written (the source changed?): not installed", e.Path, e.Off))
 		}
-		t.fail(p.index, wire.CodeOther, fmt.Errorf("receive %s: its partial file was discarded while the range at %d was written (the source changed?): not installed", e.Path, e.Off))
 		return false
 	}
 	var st unix.Stat_t
@@ -392,6 +510,13 @@ func (t *Txn) commitRange(p *pendingFile) (placed bool) {
 		return false
 	case len(spans) >= MaxRanges:
 		t.fail(p.index, wire.CodeInvalid, fmt.Errorf("refusing %q: more than %d ranges", e.Path, MaxRanges))
+		return false
+	case t.r.complete(dfd, dir, p.base, p.part, e):
+		// A partial begun while its file, complete, had another mtime for
+		// a moment (a late copy of a range writing into it) or where only
+		// another receiver knew it complete: of no use, and nothing would
+		// ever remove it.
+		unix.Unlinkat(dfd, p.part, 0)
 		return false
 	}
 	spans = append(spans, span{e.Off, e.Len})
@@ -432,6 +557,15 @@ func (t *Txn) commitRange(p *pendingFile) (placed bool) {
 	if err := t.replace(p.dir, p.part, p.base, e.Path); err != nil {
 		unix.Unlinkat(dfd, p.part, 0)
 		return fail("rename into place", err)
+	}
+	t.r.rememberPlaced(dir, p.part, p.fd)
+	// A late copy of a range that wrote into the partial after its mtime
+	// was set, and found it still the partial once done, left it moved:
+	// set again (one that finds it in place sets it itself).
+	if err := unix.Fstat(p.fd, &st); err == nil && st.Mtim.Nano() != e.MTime {
+		if err := futimens(p.fd, e.MTime); err != nil {
+			t.failErr(p.index, "set the mtime of", e.Path, err)
+		}
 	}
 	return true
 }

@@ -77,6 +77,12 @@ type Receiver struct {
 	// of that version are refused rather than begin a partial again.
 	withdrawn  sync.Map
 	withdrawnN atomic.Int64
+	// completed holds the split files this receiver completed, by
+	// directory and partial name (one version of one file), with the file
+	// placed: a late range of that version finds its file complete
+	// whatever the check mode (see complete in partial.go).
+	completed  sync.Map // string -> fileID
+	completedN atomic.Int64
 }
 
 // Options say how to install entries.

@@ -47,11 +47,7 @@ func TestConformance(t *testing.T) {
 		otherAddr, otherFP := otherServer(t)
 		return transporttest.Setup{
 			Transport: mk(p.Addr(), dest, token, fp),
-			// No Cut: when every stream is cut at once, a serve session
-			// can still apply a range of a split file after the redialed
-			// stream completed that file, and the late range leaves a
-			// .bulkmove.tmp.part.* partial at DEST (seen under -race).
-			// The case returns once a completed file refuses late ranges.
+			Cut:       p.CutAll,
 			Stall: func(on bool) {
 				if !on {
 					p.CutAll()

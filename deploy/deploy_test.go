@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/bulkmove/bulkmove/internal/gentree"
+	"github.com/bulkmove/bulkmove/internal/testbin"
 )
 
 const (
@@ -47,6 +48,10 @@ const (
 	treeFiles = 30000 // files of 1 KiB in the transferred tree
 	scrapeJob = "bulkmove"
 )
+
+// TestMain removes, when the tests end, the bulkmove testbin.Build makes
+// for the transfer Prometheus scrapes.
+func TestMain(m *testing.M) { os.Exit(testbin.WithCleanup(m).Run()) }
 
 // tools returns the paths of prometheus and promtool, skipping the test
 // when one is missing outside CI.
@@ -125,10 +130,7 @@ func TestQueriesReturnData(t *testing.T) {
 	tmp := t.TempDir()
 
 	// bulkmove, built from this module.
-	bin := filepath.Join(tmp, "bulkmove")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/bulkmove/bulkmove/cmd/bulkmove").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := testbin.Build(t)
 	t.Logf("built bulkmove in %.1fs", time.Since(start).Seconds())
 
 	// The tree, on tmpfs when there is one.

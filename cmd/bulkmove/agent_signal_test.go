@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bulkmove/bulkmove/internal/testbin"
 	"github.com/bulkmove/bulkmove/wire"
 )
 
@@ -20,7 +21,7 @@ import (
 // give way, it says why, and its socket is removed. It used to
 // run on until the session closed.
 func TestAgentStopsOnSignal(t *testing.T) {
-	bin := binary(t)
+	bin := testbin.Build(t)
 	for _, mode := range []string{"ssh", "tls"} {
 		t.Run(mode, func(t *testing.T) {
 			args := []string{"agent", "--hub", "2", "--", t.TempDir()}

@@ -10,6 +10,7 @@ import (
 	"github.com/bulkmove/bulkmove/internal/engine"
 	"github.com/bulkmove/bulkmove/internal/gentree"
 	"github.com/bulkmove/bulkmove/internal/sshdtest"
+	"github.com/bulkmove/bulkmove/internal/testbin"
 	"github.com/bulkmove/bulkmove/internal/treecmp"
 )
 
@@ -19,7 +20,7 @@ import (
 // changed, uploads itself again and moves the files; a cache directory
 // others could write to is made private again, with a warning.
 func TestSSHSwappedAgentNotRun(t *testing.T) {
-	bin := binary(t)
+	bin := testbin.Build(t)
 	home := shmDir(t)
 	srv := sshdtest.Start(t, sshdtest.WithEnv("PATH=/usr/bin:/bin", "HOME="+home))
 	cfg := srv.WriteSSHConfig("box2")

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bulkmove/bulkmove/internal/testbin"
 	"github.com/bulkmove/bulkmove/internal/treecmp"
 )
 
@@ -103,7 +104,7 @@ func TestAutoJRoundTripBeforeData(t *testing.T) {
 	dir := shmDir(t)
 	src := randomTree(t, dir, 20, 32<<10)
 	dst := filepath.Join(dir, "dst")
-	cmd := exec.Command(binary(t), "-F", cfg, "-p", strconv.Itoa(px.Port()), "-v", "--compress", "none",
+	cmd := exec.Command(testbin.Build(t), "-F", cfg, "-p", strconv.Itoa(px.Port()), "-v", "--compress", "none",
 		"--journal", "none", src, "box2:"+dst)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

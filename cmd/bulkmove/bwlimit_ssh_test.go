@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/bulkmove/bulkmove/internal/sshdtest"
+	"github.com/bulkmove/bulkmove/internal/testbin"
 	"github.com/bulkmove/bulkmove/internal/treecmp"
 )
 
@@ -21,7 +22,7 @@ import (
 // --io-nice and --nice given to the sender; a pull at 4M paces what this
 // host receives.
 func TestSSHBwLimit(t *testing.T) {
-	bin := binary(t)
+	bin := testbin.Build(t)
 	srv := sshdtest.Start(t, sshdtest.WithEnv("PATH="+filepath.Dir(bin)+":/usr/bin:/bin", "HOME="+shmDir(t)))
 	cfg := srv.WriteSSHConfig("box2")
 	dir := shmDir(t)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bulkmove/bulkmove/internal/testbin"
 	"github.com/bulkmove/bulkmove/internal/treecmp"
 )
 
@@ -40,7 +41,7 @@ func randomTree(t *testing.T, dir string, n, size int) string {
 // timetable, and --max-read-rate 8M (the source disk, apart from the
 // link) in 1.5 s.
 func TestBwLimitAccuracy(t *testing.T) {
-	bin := binary(t)
+	bin := testbin.Build(t)
 	src := randomTree(t, shmDir(t), 12, 1<<20)
 	for _, c := range []struct {
 		name string

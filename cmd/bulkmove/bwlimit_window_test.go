@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/bulkmove/bulkmove/internal/testbin"
 )
 
 // TestBwLimitWindows: at --bwlimit 20M, over 4 and over 8 streams to local
@@ -21,7 +23,7 @@ import (
 // generous lower bound only). The two runs go at once, 280 MiB each: about
 // 15 s in all.
 func TestBwLimitWindows(t *testing.T) {
-	bin := binary(t)
+	bin := testbin.Build(t)
 	src := randomTree(t, shmDir(t), 1120, 256<<10)
 	const limit = 20 << 20
 	for _, streams := range []int{4, 8} {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/bulkmove/bulkmove/internal/engine"
 	"github.com/bulkmove/bulkmove/internal/sshdtest"
+	"github.com/bulkmove/bulkmove/internal/testbin"
 	"github.com/bulkmove/bulkmove/internal/treecmp"
 )
 
@@ -54,7 +55,7 @@ func endEvent(t *testing.T, out string) engine.EndEvent {
 // compresses); auto compresses logs on a slow link (--bwlimit) and leaves
 // random data plain, as the --json totals show.
 func TestSSHCompress(t *testing.T) {
-	bin := binary(t)
+	bin := testbin.Build(t)
 	srv := sshdtest.Start(t, sshdtest.WithEnv("PATH="+filepath.Dir(bin)+":/usr/bin:/bin", "HOME="+shmDir(t)))
 	cfg := srv.WriteSSHConfig("box2")
 	dir := shmDir(t)

@@ -14,6 +14,7 @@ import (
 	"github.com/bulkmove/bulkmove/internal/faultproxy"
 	"github.com/bulkmove/bulkmove/internal/gentree"
 	"github.com/bulkmove/bulkmove/internal/sshdtest"
+	"github.com/bulkmove/bulkmove/internal/testbin"
 	"github.com/bulkmove/bulkmove/internal/treecmp"
 )
 
@@ -171,7 +172,7 @@ func TestSSHReconnect(t *testing.T) {
 // "box2" and the proxy; reach sshd through it with -p px.Port().
 func sshdBehindProxy(t *testing.T) (bin, cfg string, px *faultproxy.Proxy) {
 	t.Helper()
-	bin = binary(t)
+	bin = testbin.Build(t)
 	home := shmDir(t)
 	srv := sshdtest.Start(t, sshdtest.WithEnv("PATH="+filepath.Dir(bin)+":/usr/bin:/bin", "HOME="+home))
 	cfg = srv.WriteSSHConfig("box2")

@@ -9,13 +9,14 @@ import (
 
 	"github.com/bulkmove/bulkmove/internal/gentree"
 	"github.com/bulkmove/bulkmove/internal/sshdtest"
+	"github.com/bulkmove/bulkmove/internal/testbin"
 	"github.com/bulkmove/bulkmove/internal/treecmp"
 )
 
 // TestSSHDeleteGuard: the --delete guard and --max-delete against a real
 // sshd, where the receiver that counts and deletes is the remote agent.
 func TestSSHDeleteGuard(t *testing.T) {
-	bin := binary(t)
+	bin := testbin.Build(t)
 	home := shmDir(t)
 	srv := sshdtest.Start(t, sshdtest.WithEnv("PATH="+filepath.Dir(bin)+":/usr/bin:/bin", "HOME="+home))
 	cfg := srv.WriteSSHConfig("box2")

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/bulkmove/bulkmove/internal/sshdtest"
+	"github.com/bulkmove/bulkmove/internal/testbin"
 	"github.com/bulkmove/bulkmove/internal/treecmp"
 )
 
@@ -28,7 +29,7 @@ func TestSSHFaithful(t *testing.T) {
 			t.Skipf("no %s (apt-get install attr acl libcap2-bin)", tool)
 		}
 	}
-	bin := binary(t)
+	bin := testbin.Build(t)
 	srv := sshdtest.Start(t, sshdtest.WithEnv("PATH="+filepath.Dir(bin)+":/usr/bin:/bin", "HOME="+shmDir(t)))
 	cfg := srv.WriteSSHConfig("box2")
 	dir := shmDir(t)

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/bulkmove/bulkmove/internal/ionice"
+	"github.com/bulkmove/bulkmove/internal/testbin"
 )
 
 // ioClassNice returns the I/O class and the nice value of process pid
@@ -61,7 +62,7 @@ func children(pid int) []int {
 // at nice 19, and it passes both to its agents; an agent given them
 // (as over SSH, where it inherits nothing) takes them itself.
 func TestIONice(t *testing.T) {
-	bin := binary(t)
+	bin := testbin.Build(t)
 	dir := shmDir(t)
 
 	// The agent alone: it sets them before it reads a byte.

@@ -16,6 +16,7 @@ import (
 	"github.com/bulkmove/bulkmove/internal/gentree"
 	"github.com/bulkmove/bulkmove/internal/linger"
 	"github.com/bulkmove/bulkmove/internal/sshdtest"
+	"github.com/bulkmove/bulkmove/internal/testbin"
 	"github.com/bulkmove/bulkmove/internal/treecmp"
 	"github.com/bulkmove/bulkmove/wire"
 )
@@ -48,7 +49,7 @@ func waitAgents(t *testing.T, dst string, n int) []string {
 // (XDG_STATE_HOME), SRC and a DEST beside it.
 func lingerRig(t *testing.T, files int, remoteEnv ...string) (cfg, state, src, dst string) {
 	t.Helper()
-	bin := binary(t)
+	bin := testbin.Build(t)
 	srv := sshdtest.Start(t, sshdtest.WithEnv(append([]string{"PATH=" + filepath.Dir(bin) + ":/usr/bin:/bin", "HOME=" + shmDir(t)}, remoteEnv...)...))
 	dir := shmDir(t)
 	src, dst = filepath.Join(dir, "src"), filepath.Join(dir, "dst")
@@ -64,7 +65,7 @@ func lingerRig(t *testing.T, files int, remoteEnv ...string) (cfg, state, src, d
 // land right; one without --linger uses it and ends it. A record whose
 // agent is gone, and a hub asked with a wrong token, fail safe.
 func TestSSHLinger(t *testing.T) {
-	bin := binary(t)
+	bin := testbin.Build(t)
 	cfg, state, src, dst := lingerRig(t, 1500)
 	env := []string{"XDG_STATE_HOME=" + state}
 	t.Cleanup(func() {

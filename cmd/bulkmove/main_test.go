@@ -15,6 +15,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/bulkmove/bulkmove/internal/gentree"
+	"github.com/bulkmove/bulkmove/internal/testbin"
 	"github.com/bulkmove/bulkmove/internal/treecmp"
 )
 
@@ -28,7 +29,9 @@ func TestMain(m *testing.M) {
 			os.Setenv("BULKMOVE_TEST_STATE", d)
 		}
 	}
-	testscript.Main(m, map[string]func(){
+	// The bulkmove that testbin.Build makes for the tests that run it as
+	// a process of its own goes when the tests end.
+	testscript.Main(testbin.WithCleanup(m), map[string]func(){
 		"bulkmove":        func() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) },
 		"bulkmove-maxrss": func() { os.Exit(maxRSSMain(os.Args[1:])) },
 	})

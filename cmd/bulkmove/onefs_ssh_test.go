@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/bulkmove/bulkmove/internal/sshdtest"
+	"github.com/bulkmove/bulkmove/internal/testbin"
 )
 
 // TestSSHPullOneFileSystem: -x holds on a pull as on a push: the remote
@@ -12,7 +13,7 @@ import (
 func TestSSHPullOneFileSystem(t *testing.T) {
 	dir := shmDir(t)
 	src := srcWithMount(t, dir)
-	bin := binary(t)
+	bin := testbin.Build(t)
 	srv := sshdtest.Start(t, sshdtest.WithEnv("PATH="+filepath.Dir(bin)+":/usr/bin:/bin", "HOME="+shmDir(t)))
 	cfg := srv.WriteSSHConfig("box2")
 	dst := filepath.Join(dir, "dst")

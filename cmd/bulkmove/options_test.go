@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bulkmove/bulkmove/internal/sshdtest"
+	"github.com/bulkmove/bulkmove/internal/testbin"
 )
 
 // optionRow is one option that applies to more than one mode: the tree it
@@ -26,7 +27,7 @@ type optionRow struct {
 // takes the options from the Config the puller sends) and a push through
 // serve (whose policy allows all of these).
 func TestOptionsSameEverywhere(t *testing.T) {
-	bin := binary(t)
+	bin := testbin.Build(t)
 	srv := sshdtest.Start(t, sshdtest.WithEnv("PATH="+filepath.Dir(bin)+":/usr/bin:/bin", "HOME="+shmDir(t)))
 	cfg := srv.WriteSSHConfig("box2")
 	dir := shmDir(t)

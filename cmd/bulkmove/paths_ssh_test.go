@@ -9,6 +9,7 @@ import (
 
 	"github.com/bulkmove/bulkmove/internal/engine"
 	"github.com/bulkmove/bulkmove/internal/sshdtest"
+	"github.com/bulkmove/bulkmove/internal/testbin"
 	"github.com/bulkmove/bulkmove/internal/treecmp"
 )
 
@@ -18,7 +19,7 @@ import (
 // appears), a file lands as DEST or under the link's name inside it, and
 // an unrelated file of that name is left alone.
 func TestSSHSrcLink(t *testing.T) {
-	bin := binary(t)
+	bin := testbin.Build(t)
 	srv := sshdtest.Start(t, sshdtest.WithEnv("PATH="+filepath.Dir(bin)+":/usr/bin:/bin", "HOME="+shmDir(t)))
 	cfg := srv.WriteSSHConfig("box2")
 	dir := shmDir(t)
@@ -110,7 +111,7 @@ func TestSSHOverlapRefused(t *testing.T) {
 	if engine.HostID() == "" {
 		t.Skip("no machine-id here: the remote end cannot tell it is on the same machine")
 	}
-	bin := binary(t)
+	bin := testbin.Build(t)
 	srv := sshdtest.Start(t, sshdtest.WithEnv("PATH="+filepath.Dir(bin)+":/usr/bin:/bin", "HOME="+shmDir(t)))
 	cfg := srv.WriteSSHConfig("box2")
 	x := overlapTree(t)

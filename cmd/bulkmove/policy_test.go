@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/bulkmove/bulkmove/internal/engine"
+	"github.com/bulkmove/bulkmove/internal/testbin"
 	"github.com/bulkmove/bulkmove/internal/xattrs"
 	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/send"
@@ -190,7 +191,7 @@ func TestServeHostileHello(t *testing.T) {
 // is refused, naming the agent's flag, and nothing lands; started with
 // --allow-setid it is taken and the bits kept.
 func TestAgentPolicyFromCommandLine(t *testing.T) {
-	bin := binary(t)
+	bin := testbin.Build(t)
 	dir := t.TempDir()
 	src := filepath.Join(dir, "src")
 	os.MkdirAll(src, 0o755)

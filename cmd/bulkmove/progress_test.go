@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bulkmove/bulkmove/internal/gentree"
+	"github.com/bulkmove/bulkmove/internal/testbin"
 )
 
 // TestProgressOnTerminal runs bulkmove under a pseudo-terminal (script(1))
@@ -20,7 +21,7 @@ func TestProgressOnTerminal(t *testing.T) {
 	if err != nil {
 		t.Skip("script(1) from util-linux is needed for a pseudo-terminal")
 	}
-	bin := binary(t)
+	bin := testbin.Build(t)
 	dir := shmDir(t)
 	src := filepath.Join(dir, "src")
 	if err := gentree.Small(src, 40000, 400, 1024); err != nil {

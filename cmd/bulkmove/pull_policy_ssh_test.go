@@ -9,6 +9,7 @@ import (
 
 	"github.com/bulkmove/bulkmove/internal/engine"
 	"github.com/bulkmove/bulkmove/internal/sshdtest"
+	"github.com/bulkmove/bulkmove/internal/testbin"
 )
 
 // TestSSHPullHostileSender: the remote host of a pull is hostile: its
@@ -24,7 +25,7 @@ func TestSSHPullHostileSender(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("owners, trusted.* attributes and capabilities: only root can keep them, so only root's pull is at stake")
 	}
-	bin := binary(t)
+	bin := testbin.Build(t)
 	dir := shmDir(t)
 	src, _ := hostileSource(t, dir)
 	evil := filepath.Join(src.Root, "evil")

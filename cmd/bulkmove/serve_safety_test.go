@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/bulkmove/bulkmove/internal/engine"
+	"github.com/bulkmove/bulkmove/internal/testbin"
 	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/send"
 	"github.com/bulkmove/bulkmove/send/source"
@@ -220,7 +221,7 @@ func TestServeTwoJobSymlink(t *testing.T) {
 // destination cannot be made: a file is in the way) is shown once, as the
 // agent's reason; the sender exits 3 at once.
 func TestAgentRefusal(t *testing.T) {
-	binary(t) // built before the clock starts
+	testbin.Build(t) // built before the clock starts
 	dir := t.TempDir()
 	src := filepath.Join(dir, "src")
 	os.MkdirAll(src, 0o755)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/bulkmove/bulkmove/internal/gentree"
+	"github.com/bulkmove/bulkmove/internal/testbin"
 	"github.com/bulkmove/bulkmove/internal/treecmp"
 )
 
@@ -97,7 +98,7 @@ func startServeProc(t *testing.T, dir string, flags []string, roots ...string) *
 	for _, r := range roots {
 		args = append(args, "--root", r)
 	}
-	p.cmd = exec.Command(binary(t), args...)
+	p.cmd = exec.Command(testbin.Build(t), args...)
 	stderr, _ := p.cmd.StderrPipe()
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)

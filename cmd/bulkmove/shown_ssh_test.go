@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/bulkmove/bulkmove/internal/sshdtest"
+	"github.com/bulkmove/bulkmove/internal/testbin"
 )
 
 // TestSSHHostileNames: the remote side chooses the file names of a pull
@@ -17,7 +18,7 @@ import (
 // naming them, leave the local terminal nothing to act on: every name and
 // every relayed line comes escaped.
 func TestSSHHostileNames(t *testing.T) {
-	bin := binary(t)
+	bin := testbin.Build(t)
 	home := shmDir(t)
 	// Every remote command's stderr starts with a retitle, a screen clear
 	// and a bell, as a hostile host would send them.

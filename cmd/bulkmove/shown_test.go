@@ -20,6 +20,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/bulkmove/bulkmove/internal/testbin"
 	"github.com/bulkmove/bulkmove/transport/dataplane"
 )
 
@@ -114,7 +115,7 @@ func TestTerminalHostileNames(t *testing.T) {
 	if _, err := exec.LookPath("tmux"); err != nil {
 		t.Skip("needs tmux")
 	}
-	bin := binary(t)
+	bin := testbin.Build(t)
 	dir := t.TempDir()
 	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
 	for _, d := range []string{src, dst} {
@@ -175,7 +176,7 @@ func TestServeLogHostile(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer logf.Close()
-	srv := exec.Command(binary(t), "serve", "--listen", addr, "--token-file", tok, "--root", "data="+filepath.Join(dir, "root"))
+	srv := exec.Command(testbin.Build(t), "serve", "--listen", addr, "--token-file", tok, "--root", "data="+filepath.Join(dir, "root"))
 	srv.Stderr = logf
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)

@@ -8,44 +8,15 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/bulkmove/bulkmove/internal/engine"
 	"github.com/bulkmove/bulkmove/internal/gentree"
 	"github.com/bulkmove/bulkmove/internal/sshdtest"
+	"github.com/bulkmove/bulkmove/internal/testbin"
 	"github.com/bulkmove/bulkmove/internal/treecmp"
 )
-
-var (
-	buildOnce sync.Once
-	builtBin  string
-	buildErr  error
-)
-
-// binary builds bulkmove once: the SSH tests run it as a separate process,
-// as a user would, so that it can upload itself to the remote.
-func binary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "bulkmove-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		builtBin = filepath.Join(dir, "bulkmove")
-		out, err := exec.Command("go", "build", "-o", builtBin, ".").CombinedOutput()
-		if err != nil {
-			buildErr = err
-			builtBin = string(out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatalf("go build: %v\n%s", buildErr, builtBin)
-	}
-	return builtBin
-}
 
 func shmDir(t *testing.T) string {
 	if d, err := os.MkdirTemp("/dev/shm", "bulkmove-ssh-"); err == nil {
@@ -58,7 +29,7 @@ func shmDir(t *testing.T) string {
 // runBM runs the built bulkmove and returns its combined output and exit code.
 func runBM(t *testing.T, env []string, args ...string) (string, int) {
 	t.Helper()
-	cmd := exec.Command(binary(t), args...)
+	cmd := exec.Command(testbin.Build(t), args...)
 	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.CombinedOutput()
 	code := 0
@@ -73,7 +44,7 @@ func runBM(t *testing.T, env []string, args ...string) (string, int) {
 // TestSSHPush: bulkmove -j 3 SRC box2:DEST against a real sshd, with
 // bulkmove on the remote PATH; then a second run sends nothing.
 func TestSSHPush(t *testing.T) {
-	bin := binary(t)
+	bin := testbin.Build(t)
 	home := shmDir(t)
 	srv := sshdtest.Start(t, sshdtest.WithEnv("PATH="+filepath.Dir(bin)+":/usr/bin:/bin", "HOME="+home))
 	cfg := srv.WriteSSHConfig("box2")
@@ -129,7 +100,7 @@ func TestSSHPush(t *testing.T) {
 // agent through a `bulkmove join` process instead, and the job completes;
 // a pull's streams reach the remote sender's socket the same way.
 func TestSSHPushRelayed(t *testing.T) {
-	bin := binary(t)
+	bin := testbin.Build(t)
 	home := shmDir(t)
 	srv := sshdtest.Start(t, sshdtest.WithEnv("PATH="+filepath.Dir(bin)+":/usr/bin:/bin", "HOME="+home),
 		sshdtest.WithConfig("AllowStreamLocalForwarding no"))
@@ -161,7 +132,7 @@ func TestSSHPushRelayed(t *testing.T) {
 // TestSSHUploadsAgent: no bulkmove on the remote PATH: this binary is
 // uploaded to ~/.cache/bulkmove/VERSION/ and reused by the next run.
 func TestSSHUploadsAgent(t *testing.T) {
-	binary(t)
+	testbin.Build(t)
 	home := shmDir(t)
 	srv := sshdtest.Start(t, sshdtest.WithEnv("PATH=/usr/bin:/bin", "HOME="+home))
 	cfg := srv.WriteSSHConfig("box2")
@@ -193,7 +164,7 @@ func TestSSHUploadsAgent(t *testing.T) {
 // TestSSHUnknownHost: a host missing from known_hosts is refused with a hint,
 // exit 3; --accept-new-host-key records it and goes on.
 func TestSSHUnknownHost(t *testing.T) {
-	bin := binary(t)
+	bin := testbin.Build(t)
 	srv := sshdtest.Start(t, sshdtest.WithEnv("PATH="+filepath.Dir(bin)+":/usr/bin:/bin"))
 	dir := shmDir(t)
 	kh := filepath.Join(dir, "known_hosts") // empty: box2 is unknown
@@ -221,7 +192,7 @@ func TestSSHUnknownHost(t *testing.T) {
 // TestSSHOneConnectionRefused: one of K connections is dropped by a proxy;
 // the job completes on the others, with a warning.
 func TestSSHOneConnectionRefused(t *testing.T) {
-	bin := binary(t)
+	bin := testbin.Build(t)
 	srv := sshdtest.Start(t, sshdtest.WithEnv("PATH="+filepath.Dir(bin)+":/usr/bin:/bin"))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -276,7 +247,7 @@ func TestSSHOneConnectionRefused(t *testing.T) {
 // three connections; a second run sends nothing; a single remote file lands
 // as DEST.
 func TestSSHPull(t *testing.T) {
-	bin := binary(t)
+	bin := testbin.Build(t)
 	srv := sshdtest.Start(t, sshdtest.WithEnv("PATH="+filepath.Dir(bin)+":/usr/bin:/bin", "HOME="+shmDir(t)))
 	cfg := srv.WriteSSHConfig("box2")
 	dir := shmDir(t)
@@ -309,7 +280,7 @@ func TestSSHPull(t *testing.T) {
 // stdout (as some servers do) does not break the job: the banner is
 // skipped, with a warning that quotes it.
 func TestSSHChattyLoginShell(t *testing.T) {
-	bin := binary(t)
+	bin := testbin.Build(t)
 	home := shmDir(t)
 	if err := os.WriteFile(filepath.Join(home, ".bashrc"), []byte("echo 'Welcome to box2!'\necho 'Authorized use only.'\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -335,7 +306,7 @@ func TestSSHChattyLoginShell(t *testing.T) {
 // streams go straight to it (TLS 1.3 pinned to the agent's throwaway
 // certificate, or plain TCP), each with the one-time token.
 func TestSSHDataPlane(t *testing.T) {
-	bin := binary(t)
+	bin := testbin.Build(t)
 	home := shmDir(t)
 	srv := sshdtest.Start(t, sshdtest.WithEnv("PATH="+filepath.Dir(bin)+":/usr/bin:/bin", "HOME="+home))
 	cfg := srv.WriteSSHConfig("box2")
@@ -379,7 +350,7 @@ func TestSSHDataPlane(t *testing.T) {
 // agent (at once, with no search first); a PATH that does not run there
 // fails the job naming it, and moves nothing.
 func TestSSHRemoteBulkmove(t *testing.T) {
-	bin := binary(t)
+	bin := testbin.Build(t)
 	home := shmDir(t)
 	srv := sshdtest.Start(t, sshdtest.WithEnv("PATH=/usr/bin:/bin", "HOME="+home))
 	cfg := srv.WriteSSHConfig("box2")

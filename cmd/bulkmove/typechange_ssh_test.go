@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/bulkmove/bulkmove/internal/sshdtest"
+	"github.com/bulkmove/bulkmove/internal/testbin"
 	"github.com/bulkmove/bulkmove/internal/treecmp"
 )
 
@@ -62,7 +63,7 @@ func outsideUntouched(t *testing.T, outside string) {
 // --delete, the symlink in the way of a directory is refused, and their
 // bytes are not counted.
 func TestSSHTypeChange(t *testing.T) {
-	bin := binary(t)
+	bin := testbin.Build(t)
 	srv := sshdtest.Start(t, sshdtest.WithEnv("PATH="+filepath.Dir(bin)+":/usr/bin:/bin", "HOME="+shmDir(t)))
 	cfg := srv.WriteSSHConfig("box2")
 	opt := treecmp.Options{Owner: os.Geteuid() == 0}

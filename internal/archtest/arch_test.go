@@ -70,6 +70,12 @@ var rules = []rule{
 		Not:    []string{"send"},
 	},
 	{
+		// go list's Deps leave out what tests import, so a test may.
+		Name: "the test support packages serve tests only: no package imports them",
+		From: []string{"..."},
+		Not:  []string{"internal/testbin", "internal/sshdtest", "internal/faultproxy"},
+	},
+	{
 		Name: "nothing imports a command",
 		From: []string{"..."},
 		Not:  []string{"cmd/..."},

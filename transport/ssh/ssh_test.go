@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/bulkmove/bulkmove/internal/faultproxy"
 	"github.com/bulkmove/bulkmove/internal/sshdtest"
+	"github.com/bulkmove/bulkmove/internal/testbin"
 	"github.com/bulkmove/bulkmove/transport/dataplane"
 	"github.com/bulkmove/bulkmove/transport/ssh"
 	"github.com/bulkmove/bulkmove/transport/sshx"
@@ -20,33 +20,10 @@ import (
 	"github.com/bulkmove/bulkmove/wire"
 )
 
-var (
-	buildOnce sync.Once
-	builtBin  string
-	buildErr  error
-)
-
-// binary builds bulkmove once: the agent the transport starts on the
-// "remote" host (this one, through a real sshd).
-func binary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "bulkmove-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		builtBin = filepath.Join(dir, "bulkmove")
-		out, err := exec.Command("go", "build", "-o", builtBin, "github.com/bulkmove/bulkmove/cmd/bulkmove").CombinedOutput()
-		if err != nil {
-			buildErr, builtBin = err, string(out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatalf("go build: %v\n%s", buildErr, builtBin)
-	}
-	return builtBin
-}
+// TestMain removes, when the tests end, the bulkmove testbin.Build makes:
+// the agent the transport starts on the "remote" host (this one, through a
+// real sshd).
+func TestMain(m *testing.M) { os.Exit(testbin.WithCleanup(m).Run()) }
 
 // script writes an executable shell script that stands for a remote
 // bulkmove, and returns its path.
@@ -81,7 +58,7 @@ func TestConformanceDataPlane(t *testing.T) {
 
 func conformance(t *testing.T, data string) {
 	sshdtest.Require(t, "sshd")
-	bin := binary(t)
+	bin := testbin.Build(t)
 	transporttest.Run(t, func(t *testing.T, env transporttest.Env) transporttest.Setup {
 		home := t.TempDir()
 		srv := sshdtest.Start(t, sshdtest.WithEnv("PATH=/usr/bin:/bin", "HOME="+home))

@@ -280,64 +280,97 @@ func moveWith(t *testing.T, ctx context.Context, src string, conns []send.Conn, 
 	return pool, col
 }
 
-func TestMoveMixedTree(t *testing.T) {
+// trial is one run of a pool test on one transport: a fresh directory,
+// with SRC and DEST to be in it.
+type trial struct {
+	ctx           context.Context
+	tr            transport
+	dir, src, dst string
+}
+
+// open opens k streams of the trial's transport from its SRC to its DEST.
+func (c trial) open(t *testing.T, k int) []send.Conn {
+	t.Helper()
+	return c.tr.open(t, c.ctx, k, c.dst, source.Source{Root: c.src})
+}
+
+// eachTransport runs f on every transport of the matrix, each a subtest
+// of its own, then checks that no goroutine is left.
+func eachTransport(t *testing.T, f func(t *testing.T, c trial)) {
+	t.Helper()
 	defer goleak.VerifyNone(t)
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
-			ctx := context.Background()
 			dir := tmpDir(t)
-			src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
-			if err := gentree.Mixed(src, 3000, 7); err != nil {
-				t.Fatal(err)
-			}
-			_, col := move(t, ctx, src, tr.open(t, ctx, 3, dst, source.Source{Root: src}), sharder.Options{BatchFiles: 100}, nil)
-			if errs := col.errors(); len(errs) > 0 {
-				t.Fatalf("errors: %q", errs)
-			}
-			treecmp.Equal(t, src, dst, treecmp.Options{Owner: os.Geteuid() == 0})
+			f(t, trial{ctx: context.Background(), tr: tr, dir: dir, src: filepath.Join(dir, "src"), dst: filepath.Join(dir, "dst")})
 		})
 	}
+}
+
+// writeNamed makes dir and in it a file of each name, holding the name
+// 1000 times.
+func writeNamed(t *testing.T, dir string, names ...string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		if err := os.WriteFile(filepath.Join(dir, n), []byte(strings.Repeat(n, 1000)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// refused checks that errs names each of names and that none of them is
+// at dst.
+func refused(t *testing.T, errs, dst string, names ...string) {
+	t.Helper()
+	for _, n := range names {
+		if !strings.Contains(errs, n) {
+			t.Errorf("no error names %q; errors:\n%s", n, errs)
+		}
+		if _, err := os.Lstat(filepath.Join(dst, n)); err == nil {
+			t.Errorf("%s landed at the destination", n)
+		}
+	}
+}
+
+func TestMoveMixedTree(t *testing.T) {
+	eachTransport(t, func(t *testing.T, c trial) {
+		if err := gentree.Mixed(c.src, 3000, 7); err != nil {
+			t.Fatal(err)
+		}
+		_, col := move(t, c.ctx, c.src, c.open(t, 3), sharder.Options{BatchFiles: 100}, nil)
+		if errs := col.errors(); len(errs) > 0 {
+			t.Fatalf("errors: %q", errs)
+		}
+		treecmp.Equal(t, c.src, c.dst, treecmp.Options{Owner: os.Geteuid() == 0})
+	})
 }
 
 // TestChangedSourceNeverLands: files that shrink, grow, vanish or change
 // between the walk and the send are reported by path and never appear
 // under their final name; the others land.
 func TestChangedSourceNeverLands(t *testing.T) {
-	defer goleak.VerifyNone(t)
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			ctx := context.Background()
-			dir := tmpDir(t)
-			src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
-			os.MkdirAll(src, 0o755)
-			for _, n := range []string{"shrinks", "grows", "vanishes", "touched", "fine"} {
-				os.WriteFile(filepath.Join(src, n), []byte(strings.Repeat(n, 1000)), 0o644)
-			}
-			mutate := func() {
-				os.WriteFile(filepath.Join(src, "shrinks"), []byte("x"), 0o644)
-				f, _ := os.OpenFile(filepath.Join(src, "grows"), os.O_APPEND|os.O_WRONLY, 0)
-				f.WriteString("more")
-				f.Close()
-				os.Remove(filepath.Join(src, "vanishes"))
-				later := time.Now().Add(time.Hour)
-				os.Chtimes(filepath.Join(src, "touched"), later, later)
-			}
-			_, col := move(t, ctx, src, tr.open(t, ctx, 2, dst, source.Source{Root: src}), sharder.Options{}, mutate)
-			errs := strings.Join(col.errors(), "\n")
-			for _, n := range []string{"shrinks", "grows", "vanishes", "touched"} {
-				if !strings.Contains(errs, n) {
-					t.Errorf("no error names %q; errors:\n%s", n, errs)
-				}
-				if _, err := os.Lstat(filepath.Join(dst, n)); err == nil {
-					t.Errorf("%s landed at the destination", n)
-				}
-			}
-			if b, err := os.ReadFile(filepath.Join(dst, "fine")); err != nil || string(b) != strings.Repeat("fine", 1000) {
-				t.Errorf("fine: %v", err)
-			}
-			noTemps(t, dst)
-		})
-	}
+	eachTransport(t, func(t *testing.T, c trial) {
+		src, dst := c.src, c.dst
+		writeNamed(t, src, "shrinks", "grows", "vanishes", "touched", "fine")
+		mutate := func() {
+			os.WriteFile(filepath.Join(src, "shrinks"), []byte("x"), 0o644)
+			f, _ := os.OpenFile(filepath.Join(src, "grows"), os.O_APPEND|os.O_WRONLY, 0)
+			f.WriteString("more")
+			f.Close()
+			os.Remove(filepath.Join(src, "vanishes"))
+			later := time.Now().Add(time.Hour)
+			os.Chtimes(filepath.Join(src, "touched"), later, later)
+		}
+		_, col := move(t, c.ctx, src, c.open(t, 2), sharder.Options{}, mutate)
+		refused(t, strings.Join(col.errors(), "\n"), dst, "shrinks", "grows", "vanishes", "touched")
+		if b, err := os.ReadFile(filepath.Join(dst, "fine")); err != nil || string(b) != strings.Repeat("fine", 1000) {
+			t.Errorf("fine: %v", err)
+		}
+		noTemps(t, dst)
+	})
 }
 
 // TestWriteErrorFailsOneFile: a file the destination refuses midway (here
@@ -346,111 +379,92 @@ func TestChangedSourceNeverLands(t *testing.T) {
 // receiver once skipped the rest of such a body from the wrong place and
 // broke the stream: "bad data stream: ... EOF".)
 func TestWriteErrorFailsOneFile(t *testing.T) {
-	defer goleak.VerifyNone(t)
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			ctx := context.Background()
-			dir := tmpDir(t)
-			src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
-			os.MkdirAll(src, 0o755)
-			os.WriteFile(filepath.Join(src, "a-big"), []byte(strings.Repeat("x", 300<<10)), 0o644)
-			os.WriteFile(filepath.Join(src, "b-small"), []byte("fine"), 0o644)
-			conns := tr.open(t, ctx, 1, dst, source.Source{Root: src})
-			var old syscall.Rlimit
-			if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &old); err != nil {
-				t.Skip(err)
-			}
-			lim := old
-			lim.Cur = 100 << 10 // (the Go runtime ignores SIGXFSZ: writes fail with EFBIG)
-			if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &lim); err != nil {
-				t.Skip(err)
-			}
-			_, col := moveWith(t, ctx, src, conns, sharder.Options{}, nil, nil)
-			syscall.Setrlimit(syscall.RLIMIT_FSIZE, &old)
-			errs := strings.Join(col.errors(), "\n")
-			if !strings.Contains(errs, "a-big") || !strings.Contains(errs, "too large") {
-				t.Errorf("errors %q, want a-big's EFBIG", errs)
-			}
-			if got, err := os.ReadFile(filepath.Join(dst, "b-small")); err != nil || string(got) != "fine" {
-				t.Errorf("b-small after the failed file: %q, %v", got, err)
-			}
-			if _, err := os.Lstat(filepath.Join(dst, "a-big")); err == nil {
-				t.Errorf("a-big is at the destination, partly written")
-			}
-			noTemps(t, dst)
-		})
-	}
+	eachTransport(t, func(t *testing.T, c trial) {
+		src, dst := c.src, c.dst
+		os.MkdirAll(src, 0o755)
+		os.WriteFile(filepath.Join(src, "a-big"), []byte(strings.Repeat("x", 300<<10)), 0o644)
+		os.WriteFile(filepath.Join(src, "b-small"), []byte("fine"), 0o644)
+		conns := c.open(t, 1)
+		var old syscall.Rlimit
+		if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &old); err != nil {
+			t.Skip(err)
+		}
+		lim := old
+		lim.Cur = 100 << 10 // (the Go runtime ignores SIGXFSZ: writes fail with EFBIG)
+		if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &lim); err != nil {
+			t.Skip(err)
+		}
+		_, col := move(t, c.ctx, src, conns, sharder.Options{}, nil)
+		syscall.Setrlimit(syscall.RLIMIT_FSIZE, &old)
+		errs := strings.Join(col.errors(), "\n")
+		if !strings.Contains(errs, "too large") {
+			t.Errorf("errors %q, want a-big's EFBIG", errs)
+		}
+		refused(t, errs, dst, "a-big") // not even partly written
+		if got, err := os.ReadFile(filepath.Join(dst, "b-small")); err != nil || string(got) != "fine" {
+			t.Errorf("b-small after the failed file: %q, %v", got, err)
+		}
+		noTemps(t, dst)
+	})
 }
 
 // TestChangedSourceRetried: with Restat, files that changed while read go
 // once more, after the rest, with what they hold now; one that changes
 // again is reported; a vanished one is reported.
 func TestChangedSourceRetried(t *testing.T) {
-	defer goleak.VerifyNone(t)
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			ctx := context.Background()
-			dir := tmpDir(t)
-			src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
-			os.MkdirAll(src, 0o755)
-			for _, n := range []string{"shrinks", "grows", "vanishes", "unstable", "fine"} {
-				os.WriteFile(filepath.Join(src, n), []byte(strings.Repeat(n, 1000)), 0o644)
-			}
-			mutate := func() {
-				os.WriteFile(filepath.Join(src, "shrinks"), []byte("x"), 0o644)
-				os.WriteFile(filepath.Join(src, "grows"), []byte(strings.Repeat("grows", 2000)), 0o644)
-				os.WriteFile(filepath.Join(src, "unstable"), []byte("y"), 0o644)
-				os.Remove(filepath.Join(src, "vanishes"))
-			}
-			var retried []string
-			_, col := moveWith(t, ctx, src, tr.open(t, ctx, 2, dst, source.Source{Root: src}), sharder.Options{}, mutate, func(p *send.Pool) {
-				p.Restat = func(e model.Entry) (model.Entry, bool) {
-					retried = append(retried, e.Path)
-					ne, ok := sharder.Restat(src, e)
-					if e.Path == "unstable" {
-						ne.Size++ // it changes again before the second read
-					}
-					return ne, ok
+	eachTransport(t, func(t *testing.T, c trial) {
+		src, dst := c.src, c.dst
+		writeNamed(t, src, "shrinks", "grows", "vanishes", "unstable", "fine")
+		mutate := func() {
+			os.WriteFile(filepath.Join(src, "shrinks"), []byte("x"), 0o644)
+			os.WriteFile(filepath.Join(src, "grows"), []byte(strings.Repeat("grows", 2000)), 0o644)
+			os.WriteFile(filepath.Join(src, "unstable"), []byte("y"), 0o644)
+			os.Remove(filepath.Join(src, "vanishes"))
+		}
+		var retried []string
+		_, col := moveWith(t, c.ctx, src, c.open(t, 2), sharder.Options{}, mutate, func(p *send.Pool) {
+			p.Restat = func(e model.Entry) (model.Entry, bool) {
+				retried = append(retried, e.Path)
+				ne, ok := sharder.Restat(src, e)
+				if e.Path == "unstable" {
+					ne.Size++ // it changes again before the second read
 				}
-			})
-			errs := strings.Join(col.errors(), "\n")
-			for _, n := range []string{"shrinks", "grows"} {
-				want, _ := os.ReadFile(filepath.Join(src, n))
-				if got, err := os.ReadFile(filepath.Join(dst, n)); err != nil || string(got) != string(want) {
-					t.Errorf("%s: not moved with its new content (%v)", n, err)
-				}
-				if strings.Contains(errs, n) {
-					t.Errorf("%s reported although the second read moved it:\n%s", n, errs)
-				}
+				return ne, ok
 			}
-			for _, n := range []string{"unstable", "vanishes"} {
-				if !strings.Contains(errs, n) || !strings.Contains(errs, "changed") {
-					t.Errorf("%s not reported as changed; errors:\n%s", n, errs)
-				}
-				if _, err := os.Lstat(filepath.Join(dst, n)); err == nil {
-					t.Errorf("%s landed at the destination", n)
-				}
-			}
-			if len(retried) != 4 {
-				t.Errorf("Restat called for %q, want the 4 changed files", retried)
-			}
-			// A journal records what results report done: a file that goes
-			// again must not be among them before it is in place, or an
-			// interrupted run would resume without it.
-			done := col.done()
-			for _, n := range []string{"unstable", "vanishes"} {
-				if done[n] != 0 {
-					t.Errorf("%s reported done %d times, but it never landed", n, done[n])
-				}
-			}
-			for _, n := range []string{"shrinks", "grows", "fine"} {
-				if done[n] != 1 {
-					t.Errorf("%s reported done %d times, want once (after its second read)", n, done[n])
-				}
-			}
-			noTemps(t, dst)
 		})
-	}
+		errs := strings.Join(col.errors(), "\n")
+		for _, n := range []string{"shrinks", "grows"} {
+			want, _ := os.ReadFile(filepath.Join(src, n))
+			if got, err := os.ReadFile(filepath.Join(dst, n)); err != nil || string(got) != string(want) {
+				t.Errorf("%s: not moved with its new content (%v)", n, err)
+			}
+			if strings.Contains(errs, n) {
+				t.Errorf("%s reported although the second read moved it:\n%s", n, errs)
+			}
+		}
+		refused(t, errs, dst, "unstable", "vanishes")
+		if !strings.Contains(errs, "changed") {
+			t.Errorf("unstable and vanishes not reported as changed; errors:\n%s", errs)
+		}
+		if len(retried) != 4 {
+			t.Errorf("Restat called for %q, want the 4 changed files", retried)
+		}
+		// A journal records what results report done: a file that goes
+		// again must not be among them before it is in place, or an
+		// interrupted run would resume without it.
+		done := col.done()
+		for _, n := range []string{"unstable", "vanishes"} {
+			if done[n] != 0 {
+				t.Errorf("%s reported done %d times, but it never landed", n, done[n])
+			}
+		}
+		for _, n := range []string{"shrinks", "grows", "fine"} {
+			if done[n] != 1 {
+				t.Errorf("%s reported done %d times, want once (after its second read)", n, done[n])
+			}
+		}
+		noTemps(t, dst)
+	})
 }
 
 func noTemps(t *testing.T, dir string) {
@@ -472,33 +486,28 @@ func TestBalance(t *testing.T) {
 	if testing.Short() {
 		t.Skip("moves 20,000 files")
 	}
-	defer goleak.VerifyNone(t)
 	const runs = 3
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			ctx := context.Background()
-			dir := tmpDir(t)
-			src := filepath.Join(dir, "src")
-			if err := gentree.Small(src, 20000, 200, 1024); err != nil {
-				t.Fatal(err)
+	eachTransport(t, func(t *testing.T, c trial) {
+		src := c.src
+		if err := gentree.Small(src, 20000, 200, 1024); err != nil {
+			t.Fatal(err)
+		}
+		var spreads []string
+		for run := range runs {
+			c.dst = filepath.Join(c.dir, fmt.Sprintf("dst%d", run))
+			pool, _ := move(t, c.ctx, src, c.open(t, 4), sharder.Options{}, nil)
+			first, last, files := finishSpread(t, pool.Stats())
+			if files != 20000 {
+				t.Fatalf("%d files moved, want 20000", files)
 			}
-			var spreads []string
-			for run := range runs {
-				dst := filepath.Join(dir, fmt.Sprintf("dst%d", run))
-				pool, _ := move(t, ctx, src, tr.open(t, ctx, 4, dst, source.Source{Root: src}), sharder.Options{}, nil)
-				first, last, files := finishSpread(t, pool.Stats())
-				if files != 20000 {
-					t.Fatalf("%d files moved, want 20000", files)
-				}
-				spread := float64(last-first) / float64(last)
-				if spread <= 0.10 {
-					return
-				}
-				spreads = append(spreads, fmt.Sprintf("%.0f%% (first %v, last %v)", spread*100, first, last))
+			spread := float64(last-first) / float64(last)
+			if spread <= 0.10 {
+				return
 			}
-			t.Errorf("streams finished apart in %d runs of %d: %s; want within 10%%", runs, runs, strings.Join(spreads, ", "))
-		})
-	}
+			spreads = append(spreads, fmt.Sprintf("%.0f%% (first %v, last %v)", spread*100, first, last))
+		}
+		t.Errorf("streams finished apart in %d runs of %d: %s; want within 10%%", runs, runs, strings.Join(spreads, ", "))
+	})
 }
 
 // finishSpread logs each stream's share and returns the earliest and the
@@ -522,41 +531,36 @@ func finishSpread(t *testing.T, st []send.StreamStats) (first, last time.Duratio
 // the order the final phase needs: the copy has every link, and every
 // directory's mtime (set deepest first, after what is inside it).
 func TestMoveSpilled(t *testing.T) {
-	defer goleak.VerifyNone(t)
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			ctx := context.Background()
-			dir := tmpDir(t)
-			src, dst, spillDir := filepath.Join(dir, "src"), filepath.Join(dir, "dst"), filepath.Join(dir, "spill")
-			if err := gentree.Mixed(src, 3000, 11); err != nil {
-				t.Fatal(err)
-			}
-			os.Mkdir(spillDir, 0o700)
-			col := &collector{}
-			def := &send.Deferred{Dir: spillDir, Mem: 3}
-			defer def.Close()
-			batches := make(chan *model.Batch, 1024)
-			if _, err := sharder.Run(ctx, src, sharder.Options{BatchFiles: 50, Deferred: def.Add}, batches); err != nil {
-				t.Fatal(err)
-			}
-			dirs, symlinks, links := def.Len()
-			if dirs < 10 || symlinks < 10 || links < 10 {
-				t.Fatalf("the mixed tree has %d directories, %d symlinks, %d hard links: too few to spill", dirs, symlinks, links)
-			}
-			// Final batches of 2 entries: several groups of them.
-			pool := &send.Pool{Conns: tr.open(t, ctx, 3, dst, source.Source{Root: src}), OnResult: col.add, FinalFiles: 2}
-			if err := pool.Run(ctx, batches, def); err != nil {
-				t.Fatal(err)
-			}
-			if errs := col.errors(); len(errs) > 0 {
-				t.Fatalf("errors: %q", errs)
-			}
-			if ents, _ := os.ReadDir(spillDir); len(ents) != 0 {
-				t.Errorf("spill files left with a name: %v", ents)
-			}
-			treecmp.Equal(t, src, dst, treecmp.Options{Owner: os.Geteuid() == 0})
-		})
-	}
+	eachTransport(t, func(t *testing.T, c trial) {
+		ctx, src, dst, spillDir := c.ctx, c.src, c.dst, filepath.Join(c.dir, "spill")
+		if err := gentree.Mixed(src, 3000, 11); err != nil {
+			t.Fatal(err)
+		}
+		os.Mkdir(spillDir, 0o700)
+		col := &collector{}
+		def := &send.Deferred{Dir: spillDir, Mem: 3}
+		defer def.Close()
+		batches := make(chan *model.Batch, 1024)
+		if _, err := sharder.Run(ctx, src, sharder.Options{BatchFiles: 50, Deferred: def.Add}, batches); err != nil {
+			t.Fatal(err)
+		}
+		dirs, symlinks, links := def.Len()
+		if dirs < 10 || symlinks < 10 || links < 10 {
+			t.Fatalf("the mixed tree has %d directories, %d symlinks, %d hard links: too few to spill", dirs, symlinks, links)
+		}
+		// Final batches of 2 entries: several groups of them.
+		pool := &send.Pool{Conns: c.open(t, 3), OnResult: col.add, FinalFiles: 2}
+		if err := pool.Run(ctx, batches, def); err != nil {
+			t.Fatal(err)
+		}
+		if errs := col.errors(); len(errs) > 0 {
+			t.Fatalf("errors: %q", errs)
+		}
+		if ents, _ := os.ReadDir(spillDir); len(ents) != 0 {
+			t.Errorf("spill files left with a name: %v", ents)
+		}
+		treecmp.Equal(t, src, dst, treecmp.Options{Owner: os.Geteuid() == 0})
+	})
 }
 
 // takeOrder is a stream that applies batches one at a time, in the order

@@ -129,9 +129,7 @@ func TestPreallocatedInSteps(t *testing.T) {
 	const cut = 1<<20 + 5 // the second range begins off a step, and ends after two
 	es := []model.Entry{rangeE("d/split", size, 0, cut), rangeE("d/split", size, cut, size-cut)}
 	for k, e := range es {
-		if ack := sendRange(t, r, uint64(2+k), content, e); len(ack.Errors) != 0 {
-			t.Fatalf("range %d: %+v", k, ack.Errors)
-		}
+		landRange(t, r, uint64(2+k), content, e)
 	}
 	checkFile(t, s.root, fileE("d/split", size), string(content))
 	s.check(t)

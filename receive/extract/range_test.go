@@ -80,6 +80,42 @@ func sendRange(tb testing.TB, r *extract.Receiver, id uint64, content []byte, es
 	return txn.CommitSums(id, nil, sums)
 }
 
+// landRange is sendRange that fails the test unless the ack is free of
+// errors.
+func landRange(tb testing.TB, r *extract.Receiver, id uint64, content []byte, e model.Entry) *wire.BatchAck {
+	tb.Helper()
+	ack := sendRange(tb, r, id, content, e)
+	if len(ack.Errors) != 0 {
+		tb.Fatalf("batch %d, range %d+%d: %+v", id, e.Off, e.Len, ack.Errors)
+	}
+	return ack
+}
+
+// receiveRanges receives batch id of the ranges es on r, cut from
+// content, and leaves it uncommitted: a stream still on it.
+func receiveRanges(tb testing.TB, r *extract.Receiver, id uint64, content []byte, es ...model.Entry) *extract.Txn {
+	tb.Helper()
+	need := make([]bool, len(es))
+	for i := range need {
+		need[i] = true
+	}
+	txn, err := r.Receive(&wire.BatchManifest{ID: id, Entries: es}, need, bytes.NewReader(rangeTar(tb, id, content, "", es...)))
+	if err != nil {
+		tb.Fatalf("batch %d: %v", id, err)
+	}
+	return txn
+}
+
+// splitFile is a file p of size random bytes cut in ranges of step bytes
+// (the last one what is left): its content, and its ranges in order.
+func splitFile(p string, size, step int64) ([]byte, []model.Entry) {
+	var es []model.Entry
+	for off := int64(0); off < size; off += step {
+		es = append(es, rangeE(p, size, off, min(step, size-off)))
+	}
+	return randomContent(int(size)), es
+}
+
 func randomContent(n int) []byte {
 	b := make([]byte, n)
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -110,11 +146,7 @@ func TestRangeAssemble(t *testing.T) {
 	r1 := s.open(t, extract.Options{})
 	r2 := s.open(t, extract.Options{NamedTemps: true})
 	const size = 1<<20 + 123
-	content := randomContent(size)
-	var es []model.Entry
-	for off := int64(0); off < size; off += 256 << 10 {
-		es = append(es, rangeE("d/big", size, off, min(256<<10, size-off)))
-	}
+	content, es := splitFile("d/big", size, 256<<10)
 	order := []int{3, 0, 4, 2, 1}
 	for k, i := range order {
 		r := r1
@@ -151,15 +183,10 @@ func TestRangeAssemble(t *testing.T) {
 func TestRangeResume(t *testing.T) {
 	s := newSandbox(t)
 	const size = 600_000
-	content := randomContent(size)
-	es := []model.Entry{rangeE("big", size, 0, 200_000), rangeE("big", size, 200_000, 200_000), rangeE("big", size, 400_000, 200_000)}
+	content, es := splitFile("big", size, 200_000)
 	r1 := s.open(t, extract.Options{})
-	if ack := sendRange(t, r1, 1, content, es[0]); len(ack.Errors) != 0 {
-		t.Fatal(ack.Errors)
-	}
-	if ack := sendRange(t, r1, 2, content, es[2]); len(ack.Errors) != 0 {
-		t.Fatal(ack.Errors)
-	}
+	landRange(t, r1, 1, content, es[0])
+	landRange(t, r1, 2, content, es[2])
 	r1.Close()
 	r2 := s.open(t, extract.Options{})
 	need := r2.Need(es)
@@ -168,11 +195,7 @@ func TestRangeResume(t *testing.T) {
 	}
 	// A stream that sends a recorded range all the same (its ack was
 	// lost) is told it landed; nothing is written twice.
-	m := &wire.BatchManifest{ID: 3, Entries: es[:1]}
-	txn, err := r2.Receive(m, []bool{true}, bytes.NewReader(rangeTar(t, 3, content, "", es[0])))
-	if err != nil {
-		t.Fatal(err)
-	}
+	txn := receiveRanges(t, r2, 3, content, es[0])
 	if ack := txn.Commit(3, nil); len(ack.Errors) != 0 || ack.Skipped != 1 {
 		t.Fatalf("a landed range again: %+v", ack)
 	}
@@ -189,21 +212,11 @@ func TestRangeResume(t *testing.T) {
 func TestRangeDiscard(t *testing.T) {
 	s := newSandbox(t)
 	r := s.open(t, extract.Options{})
-	const size = 300_000
-	content := randomContent(size)
-	es := []model.Entry{rangeE("f", size, 0, 100_000), rangeE("f", size, 100_000, 100_000), rangeE("f", size, 200_000, 100_000)}
-	if ack := sendRange(t, r, 1, content, es[0]); len(ack.Errors) != 0 {
-		t.Fatal(ack.Errors)
-	}
+	content, es := splitFile("f", 300_000, 100_000)
+	landRange(t, r, 1, content, es[0])
 	// Range 2 is written (a stream still on it) while range 1 is withdrawn.
-	t2, err := r.Receive(&wire.BatchManifest{ID: 3, Entries: es[2:]}, []bool{true}, bytes.NewReader(rangeTar(t, 3, content, "", es[2])))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t1, err := r.Receive(&wire.BatchManifest{ID: 2, Entries: es[1:2]}, []bool{true}, bytes.NewReader(rangeTar(t, 2, content, "", es[1])))
-	if err != nil {
-		t.Fatal(err)
-	}
+	t2 := receiveRanges(t, r, 3, content, es[2])
+	t1 := receiveRanges(t, r, 2, content, es[1])
 	if ack := t1.Commit(2, []wire.Discard{{Index: 0, Reason: "changed"}}); len(ack.Errors) != 0 {
 		t.Fatal(ack.Errors)
 	}
@@ -226,17 +239,11 @@ func TestRangeCorrupt(t *testing.T) {
 	s := newSandbox(t)
 	r := s.open(t, extract.Options{})
 	const size = 200_000
-	content := randomContent(size)
-	es := []model.Entry{rangeE("f", size, 0, 100_000), rangeE("f", size, 100_000, 100_000)}
-	if ack := sendRange(t, r, 1, content, es[0]); len(ack.Errors) != 0 {
-		t.Fatal(ack.Errors)
-	}
+	content, es := splitFile("f", size, 100_000)
+	landRange(t, r, 1, content, es[0])
 	bad := append([]byte(nil), content...)
 	bad[150_000] ^= 1
-	txn, err := r.Receive(&wire.BatchManifest{ID: 2, Entries: es[1:]}, []bool{true}, bytes.NewReader(rangeTar(t, 2, bad, "", es[1])))
-	if err != nil {
-		t.Fatal(err)
-	}
+	txn := receiveRanges(t, r, 2, bad, es[1])
 	h := xxh3.New128()
 	h.Write(content[100_000:])
 	ack := txn.CommitSums(2, nil, []wire.IndexedSum{{Index: 0, Sum: h.Sum128().Bytes()}})
@@ -291,9 +298,7 @@ func TestRangeHostile(t *testing.T) {
 	t.Run("overlapping what landed", func(t *testing.T) {
 		s := newSandbox(t)
 		r := s.open(t, extract.Options{})
-		if ack := sendRange(t, r, 1, content, rangeE("f", 4096, 0, 2048)); len(ack.Errors) != 0 {
-			t.Fatal(ack.Errors)
-		}
+		landRange(t, r, 1, content, rangeE("f", 4096, 0, 2048))
 		ack := sendRange(t, r, 2, content, rangeE("f", 4096, 1024, 2048))
 		if len(ack.Errors) != 1 || ack.Errors[0].Code != wire.CodeInvalid || !strings.Contains(ack.Errors[0].Msg, "overlaps bytes already received") {
 			t.Fatalf("%+v", ack.Errors)
@@ -336,19 +341,9 @@ func TestRangeDuplicate(t *testing.T) {
 	s := newSandbox(t)
 	r := s.open(t, extract.Options{})
 	const size = 200_000
-	content := randomContent(size)
-	es := []model.Entry{rangeE("f", size, 0, 100_000), rangeE("f", size, 100_000, 100_000)}
-	if ack := sendRange(t, r, 1, content, es[0]); len(ack.Errors) != 0 {
-		t.Fatal(ack.Errors)
-	}
-	var txns []*extract.Txn
-	for id := uint64(2); id <= 3; id++ {
-		txn, err := r.Receive(&wire.BatchManifest{ID: id, Entries: es[1:]}, []bool{true}, bytes.NewReader(rangeTar(t, id, content, "", es[1])))
-		if err != nil {
-			t.Fatal(err)
-		}
-		txns = append(txns, txn)
-	}
+	content, es := splitFile("f", size, 100_000)
+	landRange(t, r, 1, content, es[0])
+	txns := []*extract.Txn{receiveRanges(t, r, 2, content, es[1]), receiveRanges(t, r, 3, content, es[1])}
 	if ack := txns[0].Commit(2, nil); len(ack.Errors) != 0 || ack.Files != 1 {
 		t.Fatalf("first copy: %+v", ack)
 	}
@@ -366,13 +361,10 @@ func TestRangeAfterCompletion(t *testing.T) {
 	s := newSandbox(t)
 	r := s.open(t, extract.Options{})
 	const size = 200_000
-	content := randomContent(size)
-	es := []model.Entry{rangeE("f", size, 0, 100_000), rangeE("f", size, 100_000, 100_000)}
+	content, es := splitFile("f", size, 100_000)
 	late := r.Begin(es[1:]) // Need was asked before the file landed
 	for id, e := range es {
-		if ack := sendRange(t, r, uint64(id+1), content, e); len(ack.Errors) != 0 {
-			t.Fatal(ack.Errors)
-		}
+		landRange(t, r, uint64(id+1), content, e)
 	}
 	late.Write(0, bytes.NewReader(content[100_000:]))
 	if ack := late.Commit(3, nil); len(ack.Errors) != 0 || ack.Files != 0 {

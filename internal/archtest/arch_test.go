@@ -76,6 +76,11 @@ var rules = []rule{
 		Not:  []string{"internal/testbin", "internal/sshdtest", "internal/faultproxy"},
 	},
 	{
+		Name: "the remote binary's cache sits below the SSH client: it imports no transport, neither end, nor metrics",
+		From: []string{"transport/sshx/agentbin"},
+		Not:  []string{"transport/...", "send/...", "receive/...", "metrics/...", "cmd/..."},
+	},
+	{
 		Name: "nothing imports a command",
 		From: []string{"..."},
 		Not:  []string{"cmd/..."},

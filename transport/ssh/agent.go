@@ -14,6 +14,7 @@ import (
 	"github.com/bulkmove/bulkmove/send"
 	"github.com/bulkmove/bulkmove/transport/dataplane"
 	"github.com/bulkmove/bulkmove/transport/sshx"
+	"github.com/bulkmove/bulkmove/transport/sshx/agentbin"
 	"github.com/bulkmove/bulkmove/wire"
 )
 
@@ -40,7 +41,7 @@ func readBanner(br *bufio.Reader) (line, junk string, err error) {
 	for range 64 {
 		line, err = br.ReadString('\n')
 		if err != nil || strings.HasPrefix(line, wire.AgentBanner) || strings.HasPrefix(line, wire.SenderBanner) ||
-			strings.HasPrefix(line, wire.Refused) || strings.TrimSpace(line) == sshx.NoAgent {
+			strings.HasPrefix(line, wire.Refused) || strings.TrimSpace(line) == agentbin.NoAgent {
 			return line, strings.TrimSpace(skipped.String()), err
 		}
 		if skipped.Len()+len(line) > 16<<10 {
@@ -87,7 +88,7 @@ func (t *Transport) start(ctx context.Context, clients []*sshx.Client, k int) (c
 		if why, ok := strings.CutPrefix(line, wire.Refused); ok {
 			return nil, false, &RefusedError{Host: "ssh " + host, Why: strings.TrimSpace(why)}
 		}
-		if strings.TrimSpace(line) == sshx.NoAgent {
+		if strings.TrimSpace(line) == agentbin.NoAgent {
 			return nil, false, fmt.Errorf("ssh %s: no bulkmove on the remote PATH", host)
 		}
 		return nil, false, fmt.Errorf("ssh %s: the agent did not start (it printed %q): %w", host, strings.TrimSpace(junk+line), errors.Join(rerr, werr))

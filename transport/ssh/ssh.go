@@ -11,7 +11,7 @@
 // agent, which listens on a port of its own, and the streams go straight
 // to it (transport/direct); a stream lost there comes back over SSH.
 //
-// The agent is started at once with sshx.AgentCommand, without probing for
+// The agent is started at once with agentbin.Command, without probing for
 // it first (each probe costs round trips: on a 100 ms path, a second). Only
 // if that finds no bulkmove, or one of another protocol, does
 // sshx.Client.EnsureAgent look further (and upload this binary if it
@@ -40,6 +40,7 @@ import (
 	"github.com/bulkmove/bulkmove/transport"
 	"github.com/bulkmove/bulkmove/transport/dataplane"
 	"github.com/bulkmove/bulkmove/transport/sshx"
+	"github.com/bulkmove/bulkmove/transport/sshx/agentbin"
 	"github.com/bulkmove/bulkmove/wire"
 )
 
@@ -176,7 +177,7 @@ func (t *Transport) Open(ctx context.Context, k int) ([]send.Conn, error) {
 		self, err := os.Executable()
 		if err == nil {
 			var sum string
-			sum, err = sshx.BinarySum(self)
+			sum, err = agentbin.Sum(self)
 			sumc <- binSum{sum, err}
 			return
 		}
@@ -321,7 +322,7 @@ func (t *Transport) command(args string) string {
 	agent, sum := t.agent, t.sum
 	t.mu.Unlock()
 	if agent == "" {
-		return sshx.AgentCommand(t.cfg.Dialer.Version, wire.Proto, sum, args)
+		return agentbin.Command(t.cfg.Dialer.Version, wire.Proto, sum, args)
 	}
 	return sshx.ShellQuote(agent) + " " + args
 }

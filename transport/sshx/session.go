@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/bulkmove/bulkmove/internal/shell"
 	"github.com/bulkmove/bulkmove/internal/termsafe"
 )
 
@@ -241,7 +242,7 @@ func (e *ExitError) Error() string {
 	} else {
 		fmt.Fprintf(&b, "exited with status %d", e.Status)
 	}
-	if t := lastLines(e.Stderr, 3); t != "" {
+	if t := shell.LastLines(e.Stderr, 3); t != "" {
 		b.WriteString(": " + t)
 	}
 	return b.String()
@@ -267,7 +268,7 @@ func (c *Client) commandError(cmd string, err error, stderr string) error {
 		if c.keepaliveDead.Load() {
 			why = "the connection was closed after the server stopped answering keepalives"
 		}
-		if t := lastLines(stderr, 3); t != "" {
+		if t := shell.LastLines(stderr, 3); t != "" {
 			why += ": " + t
 		}
 		return fmt.Errorf("ssh %s: remote command %q: %s: %w", c.alias, shortCmd(cmd), why, err)
@@ -282,20 +283,6 @@ func shortCmd(cmd string) string {
 		return cmd
 	}
 	return cmd[:max-3] + "..."
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	var out []string
-	for _, l := range lines {
-		if l = strings.TrimSpace(l); l != "" {
-			out = append(out, l)
-		}
-	}
-	return strings.Join(out, "; ")
 }
 
 // stderrMu keeps lines from several sessions whole on a shared Stderr.

@@ -3,7 +3,8 @@
 // would (~/.ssh/config, known_hosts, ssh-agent, identity files, ProxyJump),
 // opens K of them in parallel for the K streams of a transfer, runs remote
 // commands over them, and makes sure the remote has a usable `bulkmove`
-// (uploading this very binary to a per-version cache when it has none).
+// (through agentbin, which uploads this very binary to a per-version cache
+// when it has none).
 //
 // What is honoured from ssh_config (user file, or Options.ConfigFile like -F,
 // plus /etc/ssh/ssh_config when no -F is given): Host and Match blocks (Match
@@ -38,6 +39,9 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/bulkmove/bulkmove/internal/shell"
+	"github.com/bulkmove/bulkmove/transport/sshx/agentbin"
 )
 
 // Target is a parsed remote spec.
@@ -248,16 +252,11 @@ var (
 	// ErrAuth: no authentication method worked (including an encrypted
 	// identity file with no terminal to ask its passphrase).
 	ErrAuth = errors.New("authentication failed")
-	// ErrProtocol: the remote bulkmove speaks another protocol version.
-	ErrProtocol = errors.New("protocol version mismatch")
-	// ErrUnsupportedRemote: the remote has no usable bulkmove and cannot run
-	// this one (another OS or architecture).
-	ErrUnsupportedRemote = errors.New("no usable bulkmove on the remote")
-	// ErrUnsafeCache: the remote's agent cache (~/.cache/bulkmove and the
-	// directories above it up to the home) could be written by someone
-	// else than the user: a symbolic link, another owner, or group or
-	// other write permission that bulkmove may not repair.
-	ErrUnsafeCache = errors.New("unsafe agent cache on the remote")
+	// ErrProtocol, ErrUnsupportedRemote and ErrUnsafeCache are
+	// EnsureAgent's: see agentbin's.
+	ErrProtocol          = agentbin.ErrProtocol
+	ErrUnsupportedRemote = agentbin.ErrUnsupportedRemote
+	ErrUnsafeCache       = agentbin.ErrUnsafeCache
 )
 
 // IsPermanent reports whether err is one that retrying the connection will
@@ -291,21 +290,5 @@ func (e *kindError) Unwrap() []error {
 }
 
 // ShellQuote quotes s as one word for a POSIX shell (and csh, for words
-// without "!" or newlines).
-func ShellQuote(s string) string {
-	if s == "" {
-		return "''"
-	}
-	safe := true
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' ||
-			strings.ContainsRune("-_./+,:@%", r)) {
-			safe = false
-			break
-		}
-	}
-	if safe {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
+// without "!" or newlines): see shell.Quote.
+func ShellQuote(s string) string { return shell.Quote(s) }

@@ -64,23 +64,6 @@ func TestParseTarget(t *testing.T) {
 	}
 }
 
-func TestShellQuote(t *testing.T) {
-	for in, want := range map[string]string{
-		"":             "''",
-		"/usr/bin/x":   "/usr/bin/x",
-		"a b":          "'a b'",
-		"it's":         `'it'\''s'`,
-		"$HOME":        "'$HOME'",
-		"~/x":          "'~/x'",
-		"a;rm -rf /":   "'a;rm -rf /'",
-		"v1.2.3+dirty": "v1.2.3+dirty",
-	} {
-		if got := ShellQuote(in); got != want {
-			t.Errorf("ShellQuote(%q) = %s, want %s", in, got, want)
-		}
-	}
-}
-
 func TestParseJump(t *testing.T) {
 	tests := []struct {
 		in         string
@@ -290,23 +273,5 @@ func TestConfigDefaultFileAndInclude(t *testing.T) {
 	s, _ = resolve("x", "", 0, &Options{}, func(string) {})
 	if s.ProxyCommand != "nc x 22" {
 		t.Errorf("ProxyCommand = %q", s.ProxyCommand)
-	}
-}
-
-func TestGoPlatform(t *testing.T) {
-	for in, want := range map[string]string{
-		"Linux x86_64":   "linux/amd64",
-		"Linux aarch64":  "linux/arm64",
-		"Darwin arm64":   "darwin/arm64",
-		"Linux armv7l":   "linux/arm",
-		"FreeBSD amd64":  "freebsd/amd64",
-		"Linux ppc64le":  "linux/ppc64le",
-		"SunOS i86pc":    "solaris/i86pc",
-		"MINGW64_NT x86": "mingw64_nt/x86",
-	} {
-		os, arch, _ := goPlatform(in)
-		if got := os + "/" + arch; got != want {
-			t.Errorf("goPlatform(%q) = %s, want %s", in, got, want)
-		}
 	}
 }

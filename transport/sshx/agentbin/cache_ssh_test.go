@@ -1,6 +1,8 @@
-package sshx
+package agentbin_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -8,12 +10,86 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/bulkmove/bulkmove/internal/shell"
 	"github.com/bulkmove/bulkmove/internal/sshdtest"
+	"github.com/bulkmove/bulkmove/transport/sshx"
+	"github.com/bulkmove/bulkmove/transport/sshx/agentbin"
 )
+
+// TestMain makes the tests hermetic on this side: an empty HOME (no
+// ~/.ssh), no ssh-agent; each dial reads no ssh_config (see dial).
+func TestMain(m *testing.M) {
+	home, err := os.MkdirTemp("", "agentbin-home-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Setenv("HOME", home)
+	os.Unsetenv("SSH_AUTH_SOCK")
+	code := m.Run()
+	os.RemoveAll(home)
+	os.Exit(code)
+}
+
+// syncBuffer is a Stderr that tests can read while connections write.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// dial connects to srv with its key and known_hosts line, in batch mode
+// and with no ssh_config, and returns the connection and its Stderr.
+func dial(t *testing.T, srv *sshdtest.Server) (*sshx.Client, *syncBuffer) {
+	t.Helper()
+	stderr := &syncBuffer{}
+	c, err := sshx.Dial(testCtx(t), sshx.Target{Host: "127.0.0.1", Port: srv.Port, User: srv.User}, sshx.Options{
+		Identities:      []string{srv.UserKey},
+		KnownHostsFiles: []string{srv.KnownHostsFile},
+		ConfigFile:      "none",
+		Batch:           true,
+		Stderr:          stderr,
+	})
+	if err != nil {
+		t.Fatalf("Dial: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c, stderr
+}
+
+// writeFile writes content to path, making its directory, and returns path.
+func writeFile(t *testing.T, path, content string) string {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
 
 // fakeBulkmove is a stand-in for a bulkmove binary: it answers `version
 // --proto` with proto, `version` as release version does (unless version is
@@ -32,39 +108,33 @@ func hostile(marker string) string {
 	return "#!/bin/sh\ntouch " + marker + "\necho 7\n"
 }
 
-func agentCmd(version string, proto int, sum, args string) string {
-	return AgentCommand(version, proto, sum, args)
-}
-
 // cacheRig is a test sshd whose HOME and PATH the test chooses, a
 // connection to it, and a local fake bulkmove of version v1, protocol 7.
 type cacheRig struct {
 	home, bin, local, sum string
-	c                     *Client
+	c                     *sshx.Client
 	stderr                *syncBuffer
 }
 
 func newCacheRig(t *testing.T, home string) *cacheRig {
 	r := &cacheRig{home: home, bin: t.TempDir()}
 	srv := sshdtest.Start(t, sshdtest.WithEnv("PATH="+r.bin+":/usr/bin:/bin", "HOME="+home))
-	tg, o := direct(srv)
-	r.stderr = o.Stderr.(*syncBuffer)
-	r.c = mustDial(t, tg, o)
+	r.c, r.stderr = dial(t, srv)
 	r.local = writeFile(t, filepath.Join(t.TempDir(), "bulkmove"), fakeBulkmove("v1", 7))
 	os.Chmod(r.local, 0o755)
 	var err error
-	if r.sum, err = BinarySum(r.local); err != nil {
+	if r.sum, err = agentbin.Sum(r.local); err != nil {
 		t.Fatal(err)
 	}
 	return r
 }
 
-func (r *cacheRig) cached() string { return filepath.Join(r.home, CacheDir, "v1", "bulkmove") }
+func (r *cacheRig) cached() string { return filepath.Join(r.home, agentbin.CacheDir, "v1", "bulkmove") }
 
 // start runs AgentCommand's fast path as a push does.
 func (r *cacheRig) start(t *testing.T) string {
 	t.Helper()
-	out, _ := r.c.Output(testCtx(t), agentCmd("v1", 7, r.sum, "agent /x"))
+	out, _ := r.c.Output(testCtx(t), agentbin.Command("v1", 7, r.sum, "agent /x"))
 	return strings.TrimSpace(string(out))
 }
 
@@ -106,8 +176,8 @@ func TestAgentCacheSwappedBinaryNotRun(t *testing.T) {
 	os.Remove(r.cached())
 	writeFile(t, r.cached(), hostile(marker))
 	os.Chmod(r.cached(), 0o755)
-	if out := r.start(t); out != NoAgent {
-		t.Errorf("fast path with the binary swapped = %q, want %s", out, NoAgent)
+	if out := r.start(t); out != agentbin.NoAgent {
+		t.Errorf("fast path with the binary swapped = %q, want %s", out, agentbin.NoAgent)
 	}
 	noMarker(t, marker)
 	r.mustEnsure(t)
@@ -125,8 +195,8 @@ func TestAgentCacheSwappedBinaryNotRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.Chtimes(r.cached(), fi.ModTime(), fi.ModTime())
-	if out := r.start(t); out != NoAgent {
-		t.Errorf("fast path with the binary rewritten in place = %q, want %s", out, NoAgent)
+	if out := r.start(t); out != agentbin.NoAgent {
+		t.Errorf("fast path with the binary rewritten in place = %q, want %s", out, agentbin.NoAgent)
 	}
 	noMarker(t, marker)
 	r.mustEnsure(t)
@@ -144,8 +214,8 @@ func TestAgentPathOtherVersionNotUsed(t *testing.T) {
 		"if [ \"$1\" = version ]; then echo 'bulkmove v0-other (protocol 7, go1, linux/amd64)'; exit 0; fi\n"+
 		"touch "+marker+"\necho \"path bulkmove $*\"\n")
 	os.Chmod(onPath, 0o755)
-	if out := r.start(t); out != NoAgent {
-		t.Errorf("fast path with another version on PATH = %q, want %s", out, NoAgent)
+	if out := r.start(t); out != agentbin.NoAgent {
+		t.Errorf("fast path with another version on PATH = %q, want %s", out, agentbin.NoAgent)
 	}
 	noMarker(t, marker)
 	r.mustEnsure(t)
@@ -202,10 +272,10 @@ func asAttacker(t *testing.T, uid, gid int, script string) {
 // plant is the attacker's script: a hostile program as DIR/bulkmove, with
 // the records the cache keeps next to it saying it is the binary of sum.
 func plant(dir, sum, marker string) string {
-	return "set -e; mkdir -p " + ShellQuote(dir) + "; cd " + ShellQuote(dir) + "; rm -f bulkmove bulkmove.sha256 bulkmove" + RecordSuffix + "; " +
-		"printf '%s' " + ShellQuote(hostile(marker)) + " > bulkmove; chmod 755 bulkmove; " +
+	return "set -e; mkdir -p " + shell.Quote(dir) + "; cd " + shell.Quote(dir) + "; rm -f bulkmove bulkmove.sha256 bulkmove" + agentbin.RecordSuffix + "; " +
+		"printf '%s' " + shell.Quote(hostile(marker)) + " > bulkmove; chmod 755 bulkmove; " +
 		"printf '%s\\n' " + sum + " > bulkmove.sha256; " +
-		"printf '%s|%s\\n' " + sum + " \"$(stat -c '%u|%a|%F|%d|%i|%s|%Y|%Z' bulkmove)\" > bulkmove" + RecordSuffix
+		"printf '%s|%s\\n' " + sum + " \"$(stat -c '%u|%a|%F|%d|%i|%s|%Y|%Z' bulkmove)\" > bulkmove" + agentbin.RecordSuffix
 }
 
 // traversable lets the attacker reach into dirs (search permission only,
@@ -229,14 +299,14 @@ func TestAgentCacheUnsafeDirs(t *testing.T) {
 		r := newCacheRig(t, home)
 		r.mustEnsure(t)
 		ver := filepath.Dir(r.cached())
-		traversable(t, filepath.Dir(home), home, filepath.Join(home, ".cache"), filepath.Join(home, CacheDir))
+		traversable(t, filepath.Dir(home), home, filepath.Join(home, ".cache"), filepath.Join(home, agentbin.CacheDir))
 		// The victim's mistake: the attacker's group may write to it.
 		os.Chown(ver, 0, gid)
 		os.Chmod(ver, 0o770)
 		marker := filepath.Join(t.TempDir(), "RAN")
 		asAttacker(t, uid, gid, plant(ver, r.sum, marker))
-		if out := r.start(t); out != NoAgent {
-			t.Errorf("fast path with a group-writable cache = %q, want %s", out, NoAgent)
+		if out := r.start(t); out != agentbin.NoAgent {
+			t.Errorf("fast path with a group-writable cache = %q, want %s", out, agentbin.NoAgent)
 		}
 		noMarker(t, marker)
 		// Repaired, with a warning, and the binary checked afresh.
@@ -262,13 +332,13 @@ func TestAgentCacheUnsafeDirs(t *testing.T) {
 		traversable(t, filepath.Dir(home), home)
 		os.MkdirAll(filepath.Join(home, ".cache"), 0o711)
 		// The attacker got there first.
-		bm := filepath.Join(home, CacheDir)
+		bm := filepath.Join(home, agentbin.CacheDir)
 		os.Mkdir(bm, 0o755)
 		os.Chown(bm, uid, gid)
 		marker := filepath.Join(t.TempDir(), "RAN")
 		asAttacker(t, uid, gid, plant(filepath.Join(bm, "v1"), r.sum, marker))
-		if out := r.start(t); out != NoAgent {
-			t.Errorf("fast path with a cache owned by another user = %q, want %s", out, NoAgent)
+		if out := r.start(t); out != agentbin.NoAgent {
+			t.Errorf("fast path with a cache owned by another user = %q, want %s", out, agentbin.NoAgent)
 		}
 		noMarker(t, marker)
 		_, err := r.ensure(t)
@@ -291,8 +361,8 @@ func TestAgentCacheUnsafeDirs(t *testing.T) {
 		if err := os.Symlink(theirs, filepath.Join(home, ".cache")); err != nil {
 			t.Fatal(err)
 		}
-		if out := r.start(t); out != NoAgent {
-			t.Errorf("fast path through a symlinked ~/.cache = %q, want %s", out, NoAgent)
+		if out := r.start(t); out != agentbin.NoAgent {
+			t.Errorf("fast path through a symlinked ~/.cache = %q, want %s", out, agentbin.NoAgent)
 		}
 		noMarker(t, marker)
 		_, err := r.ensure(t)
@@ -310,7 +380,7 @@ func TestAgentCacheMadePrivate(t *testing.T) {
 	home := t.TempDir()
 	r := newCacheRig(t, home)
 	r.mustEnsure(t)
-	for _, d := range []string{".cache", CacheDir, CacheDir + "/v1"} {
+	for _, d := range []string{".cache", agentbin.CacheDir, agentbin.CacheDir + "/v1"} {
 		if fi, err := os.Stat(filepath.Join(home, d)); err != nil || fi.Mode().Perm() != 0o700 {
 			t.Errorf("~/%s: %v %v, want 0700", d, fi.Mode().Perm(), err)
 		}
@@ -318,9 +388,9 @@ func TestAgentCacheMadePrivate(t *testing.T) {
 	// The record lost: the binary is hashed and recorded again, not
 	// uploaded again.
 	fi, _ := os.Stat(r.cached())
-	os.Remove(r.cached() + RecordSuffix)
-	if out := r.start(t); out != NoAgent {
-		t.Errorf("fast path without a record = %q, want %s", out, NoAgent)
+	os.Remove(r.cached() + agentbin.RecordSuffix)
+	if out := r.start(t); out != agentbin.NoAgent {
+		t.Errorf("fast path without a record = %q, want %s", out, agentbin.NoAgent)
 	}
 	r.mustEnsure(t)
 	if fi2, _ := os.Stat(r.cached()); !os.SameFile(fi, fi2) {
@@ -331,55 +401,13 @@ func TestAgentCacheMadePrivate(t *testing.T) {
 	}
 
 	os.Chmod(home, 0o777)
-	if out := r.start(t); out != NoAgent {
-		t.Errorf("fast path with a world-writable home = %q, want %s", out, NoAgent)
+	if out := r.start(t); out != agentbin.NoAgent {
+		t.Errorf("fast path with a world-writable home = %q, want %s", out, agentbin.NoAgent)
 	}
 	if _, err := r.ensure(t); err == nil || !strings.Contains(err.Error(), home+" is writable by group or others (mode 777)") {
 		t.Errorf("EnsureAgent with a world-writable home = %v", err)
 	}
 	os.Chmod(home, 0o700)
-}
-
-// TestCheckCacheStatFormats: GNU's and BSD's stat lines are read alike.
-func TestCheckCacheStatFormats(t *testing.T) {
-	for line, want := range map[string]statInfo{
-		"0|700|directory|65024|12|4096|1|1":         {uid: "0", mode: "700", rawType: "directory", typ: "dir"},
-		"501|755|Directory|16777220|12|64|1|1":      {uid: "501", mode: "755", rawType: "Directory", typ: "dir"},
-		"501|755|Regular File|16777220|12|64|1|1":   {uid: "501", mode: "755", rawType: "Regular File", typ: "file"},
-		"0|777|symbolic link|65024|12|4|1|1":        {uid: "0", mode: "777", rawType: "symbolic link", typ: "symlink", othersWrite: true},
-		"1000|2775|directory|65024|12|4096|1|1":     {uid: "1000", mode: "2775", rawType: "directory", typ: "dir", othersWrite: true},
-		"1000|1777|directory|65024|12|4096|1|1":     {uid: "1000", mode: "1777", rawType: "directory", typ: "dir", othersWrite: true},
-		"1000|640|regular empty file|65024|1|0|1|1": {uid: "1000", mode: "640", rawType: "regular empty file", typ: "file"},
-		"garbage": {uid: "garbage", typ: "other", othersWrite: true},
-	} {
-		if got := statFields(line); got != want {
-			t.Errorf("statFields(%q) = %+v, want %+v", line, got, want)
-		}
-	}
-	home := "/home/u"
-	kv := map[string]string{"uid": "501", "d0": "501|755|Directory|1|2|3|4|5", "d1": "501|700|Directory|1|2|3|4|5",
-		"d2": "501|775|Directory|1|2|3|4|5", "d3": "none"}
-	cs := checkCache(kv, home, "v1", "abc")
-	if cs.refuse != "" || len(cs.repairDirs) != 1 || cs.repairDirs[0] != "/home/u/.cache/bulkmove" ||
-		len(cs.missing) != 1 || cs.missing[0] != "/home/u/.cache/bulkmove/v1" || cs.good {
-		t.Errorf("checkCache = %+v", cs)
-	}
-	kv["d1"] = "502|700|Directory|1|2|3|4|5"
-	if cs := checkCache(kv, home, "v1", "abc"); !strings.Contains(cs.refuse, "/home/u/.cache is owned by uid 502") {
-		t.Errorf("checkCache with ~/.cache of another user = %+v", cs)
-	}
-	// Another push made ~/.cache/bulkmove/v1 between the stats of ~/.cache
-	// and its children: the chain counts as missing (fixCache makes or finds
-	// each and checks its own report), not as a refusal.
-	raced := map[string]string{"uid": "501", "d0": "501|755|Directory|1|2|3|4|5", "d1": "none",
-		"d2": "501|700|Directory|1|2|3|4|5", "d3": "501|700|Directory|1|2|3|4|5"}
-	if cs := checkCache(raced, home, "v1", "abc"); cs.refuse != "" || len(cs.missing) != 3 || cs.missing[0] != "/home/u/.cache" || cs.good {
-		t.Errorf("checkCache with ~/.cache made by another push between the stats = %+v", cs)
-	}
-	kv["d1"], kv["d0"] = "501|700|Directory|1|2|3|4|5", "501|775|Directory|1|2|3|4|5"
-	if cs := checkCache(kv, home, "v1", "abc"); !strings.Contains(cs.refuse, "/home/u is writable by group or others (mode 775)") {
-		t.Errorf("checkCache with a group-writable home = %+v", cs)
-	}
 }
 
 // TestEnsureAgentConcurrent: pushes that find the cache missing at the same
@@ -401,5 +429,134 @@ func TestEnsureAgentConcurrent(t *testing.T) {
 	r.mustEnsure(t)
 	if out := r.start(t); out != "fake bulkmove agent /x" {
 		t.Errorf("fast path after concurrent installs = %q", out)
+	}
+}
+
+func TestEnsureAgent(t *testing.T) {
+	if p, err := exec.LookPath("bulkmove"); err == nil && (strings.HasPrefix(p, "/usr/bin") || strings.HasPrefix(p, "/bin")) {
+		t.Skipf("bulkmove is installed at %s, which the remote PATH of this test includes", p)
+	}
+	bin := t.TempDir()
+	home := t.TempDir()
+	srv := sshdtest.Start(t, sshdtest.WithEnv("PATH="+bin+":/usr/bin:/bin", "HOME="+home))
+	c, stderr := dial(t, srv)
+	ctx := testCtx(t)
+
+	local := filepath.Join(t.TempDir(), "bulkmove")
+	fake := func(proto int) string { return fakeBulkmove("", proto) }
+	writeFile(t, local, fake(7))
+	os.Chmod(local, 0o755)
+
+	// Nothing on the remote: uploaded to the cache.
+	p, err := c.EnsureAgent(ctx, "", "v1.2.3-test", 7, local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := filepath.Join(home, ".cache/bulkmove/v1.2.3-test/bulkmove")
+	if p != want {
+		t.Fatalf("EnsureAgent = %q, want %q", p, want)
+	}
+	fi, err := os.Stat(want)
+	if err != nil || fi.Mode().Perm() != 0o755 {
+		t.Fatalf("uploaded file: %v %v", fi, err)
+	}
+	if got, _ := os.ReadFile(want); string(got) != fake(7) {
+		t.Errorf("uploaded content = %q", got)
+	}
+	if !strings.Contains(stderr.String(), "uploading bulkmove") {
+		t.Errorf("no upload notice: %q", stderr.String())
+	}
+	if out, err := c.Output(ctx, shell.Quote(p)+" agent /x"); err != nil || string(out) != "fake bulkmove agent /x\n" {
+		t.Errorf("running the uploaded binary: %q %v", out, err)
+	}
+	ino := fi.Sys().(*syscall.Stat_t).Ino
+	leftovers, _ := filepath.Glob(filepath.Join(home, ".cache/bulkmove/v1.2.3-test/.bulkmove.tmp.*"))
+	if len(leftovers) != 0 {
+		t.Errorf("temporary files left: %q", leftovers)
+	}
+
+	// Second run: reused, not uploaded again.
+	p, err = c.EnsureAgent(ctx, "", "v1.2.3-test", 7, local)
+	if err != nil || p != want {
+		t.Fatalf("second EnsureAgent = %q, %v", p, err)
+	}
+	if fi, _ := os.Stat(want); fi.Sys().(*syscall.Stat_t).Ino != ino {
+		t.Error("the cached binary was uploaded again")
+	}
+
+	// A different local binary with the same version string: replaced.
+	writeFile(t, local, fake(7)+"# rebuilt\n")
+	if p, err = c.EnsureAgent(ctx, "", "v1.2.3-test", 7, local); err != nil || p != want {
+		t.Fatalf("EnsureAgent after rebuild = %q, %v", p, err)
+	}
+	if got, _ := os.ReadFile(want); !strings.HasSuffix(string(got), "# rebuilt\n") {
+		t.Error("the changed binary was not uploaded")
+	}
+
+	// A local binary that does not answer the protocol: refused, no file left.
+	writeFile(t, local, fake(6))
+	if _, err := c.EnsureAgent(ctx, "", "v-bad", 7, local); err == nil {
+		t.Error("upload of a binary speaking protocol 6 accepted")
+	}
+	if _, err := os.Stat(filepath.Join(home, ".cache/bulkmove/v-bad/bulkmove")); err == nil {
+		t.Error("a binary that failed the check was installed")
+	}
+
+	// bulkmove on the remote PATH of the same version and protocol: used.
+	writeFile(t, filepath.Join(bin, "bulkmove"), fakeBulkmove("v2", 7))
+	os.Chmod(filepath.Join(bin, "bulkmove"), 0o755)
+	if p, err := c.EnsureAgent(ctx, "", "v2", 7, local); err != nil || p != filepath.Join(bin, "bulkmove") {
+		t.Errorf("EnsureAgent with bulkmove on PATH = %q, %v", p, err)
+	}
+	// With another protocol: the cache is used instead (same OS/arch).
+	writeFile(t, local, fakeBulkmove("v3", 8))
+	if p, err := c.EnsureAgent(ctx, "", "v3", 8, local); err != nil || p != filepath.Join(home, ".cache/bulkmove/v3/bulkmove") {
+		t.Errorf("EnsureAgent with an old bulkmove on PATH = %q, %v", p, err)
+	}
+
+	// --remote-bulkmove: checked.
+	if p, err := c.EnsureAgent(ctx, filepath.Join(bin, "bulkmove"), "v", 7, local); err != nil || p != filepath.Join(bin, "bulkmove") {
+		t.Errorf("--remote-bulkmove = %q, %v", p, err)
+	}
+	if _, err := c.EnsureAgent(ctx, filepath.Join(bin, "bulkmove"), "v", 9, local); !errors.Is(err, agentbin.ErrProtocol) ||
+		!strings.Contains(err.Error(), `speaks protocol "7", this bulkmove speaks 9`) {
+		t.Errorf("--remote-bulkmove of another protocol: %v", err)
+	}
+	if _, err := c.EnsureAgent(ctx, "/no/such/bulkmove", "v", 7, local); !errors.Is(err, agentbin.ErrUnsupportedRemote) ||
+		!strings.Contains(err.Error(), "/no/such/bulkmove does not run there") {
+		t.Errorf("--remote-bulkmove missing: %v", err)
+	}
+	writeFile(t, filepath.Join(home, "bm"), fake(7))
+	os.Chmod(filepath.Join(home, "bm"), 0o755)
+	if p, err := c.EnsureAgent(ctx, "~/bm", "v", 7, local); err != nil || p != filepath.Join(home, "bm") {
+		t.Errorf("--remote-bulkmove ~/bm = %q, %v", p, err)
+	}
+
+	// Another OS/arch (a fake uname) and nothing usable: a clear error.
+	os.Remove(filepath.Join(bin, "bulkmove"))
+	writeFile(t, filepath.Join(bin, "uname"), "#!/bin/sh\necho 'Linux s390x'\n")
+	os.Chmod(filepath.Join(bin, "uname"), 0o755)
+	_, err = c.EnsureAgent(ctx, "", "v4", 8, local)
+	if !errors.Is(err, agentbin.ErrUnsupportedRemote) {
+		t.Fatalf("EnsureAgent on another arch = %v", err)
+	}
+	for _, want := range []string{"linux/s390x", `"Linux s390x"`, "--remote-bulkmove"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q\ndoes not contain %q", err, want)
+		}
+	}
+}
+
+func TestEnsureAgentWithoutSFTP(t *testing.T) {
+	home := t.TempDir()
+	srv := sshdtest.Start(t, sshdtest.WithoutSFTP(), sshdtest.WithEnv("PATH=/usr/bin:/bin", "HOME="+home))
+	c, _ := dial(t, srv)
+	local := writeFile(t, filepath.Join(t.TempDir(), "bulkmove"), "#!/bin/sh\necho 3\n")
+	p, err := c.EnsureAgent(testCtx(t), "", "nosftp", 3, local)
+	if err != nil || p != filepath.Join(home, ".cache/bulkmove/nosftp/bulkmove") {
+		t.Fatalf("EnsureAgent without sftp = %q, %v", p, err)
+	}
+	if got, _ := os.ReadFile(p); string(got) != "#!/bin/sh\necho 3\n" {
+		t.Errorf("content = %q", got)
 	}
 }

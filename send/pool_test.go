@@ -141,59 +141,55 @@ type transport struct {
 // transports is the conformance matrix: every pool test runs on each.
 var transports = []transport{
 	{"local", func(t *testing.T, ctx context.Context, k int, dst string, src source.Source) []send.Conn {
-		recv, err := extract.Open(dst, extract.Options{Owner: os.Geteuid() == 0})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { recv.Close() })
-		conns := make([]send.Conn, k)
-		for i := range conns {
-			conns[i] = &local.Conn{Recv: recv, Src: src}
-		}
-		return conns
+		return localConns(t, k, dst, src, extract.Options{Owner: os.Geteuid() == 0})
 	}},
 	{"wire", func(t *testing.T, ctx context.Context, k int, dst string, src source.Source) []send.Conn {
-		conns := make([]send.Conn, k)
-		for i := range conns {
-			conns[i] = pipeAgent(t, ctx, fmt.Sprintf("stream %d", i), dst, src)
-		}
-		return conns
+		return agentConns(k, func(name string) *send.Client { return pipeAgent(t, ctx, name, dst, src) })
 	}},
 	// Many file operations at once on both sides (a slow filesystem's
 	// setting): readers ahead of each stream, writers at the receiver,
 	// commits beside the next batch.
 	{"local-io", func(t *testing.T, ctx context.Context, k int, dst string, src source.Source) []send.Conn {
-		recv, err := extract.Open(dst, extract.Options{Owner: os.Geteuid() == 0, IOConcurrency: 16})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { recv.Close() })
 		src.IO = ioconc.Fixed(16)
-		conns := make([]send.Conn, k)
-		for i := range conns {
-			conns[i] = &local.Conn{Recv: recv, Src: src}
-		}
-		return conns
+		return localConns(t, k, dst, src, extract.Options{Owner: os.Geteuid() == 0, IOConcurrency: 16})
 	}},
 	// An agent over loopback TCP, without the end-to-end hashes
 	// (--transport tcp --no-verify-transfer): file bodies go by sendfile
 	// (all of them in this package's tests, see export_test.go), and
 	// those of 64 KiB or more are received by splice.
 	{"tcp-sendfile", func(t *testing.T, ctx context.Context, k int, dst string, src source.Source) []send.Conn {
-		conns := make([]send.Conn, k)
-		for i := range conns {
-			conns[i] = tcpAgent(t, ctx, fmt.Sprintf("stream %d", i), dst, src)
-		}
-		return conns
+		return agentConns(k, func(name string) *send.Client { return tcpAgent(t, ctx, name, dst, src) })
 	}},
 	{"wire-io", func(t *testing.T, ctx context.Context, k int, dst string, src source.Source) []send.Conn {
 		src.IO = ioconc.Fixed(16)
-		conns := make([]send.Conn, k)
-		for i := range conns {
-			conns[i] = pipeAgentIO(t, ctx, fmt.Sprintf("stream %d", i), dst, src, 16)
-		}
-		return conns
+		return agentConns(k, func(name string) *send.Client { return pipeAgentIO(t, ctx, name, dst, src, 16) })
 	}},
+}
+
+// localConns opens k streams from src into one receiver on dst, in this
+// process, with no wire between them.
+func localConns(t *testing.T, k int, dst string, src source.Source, opt extract.Options) []send.Conn {
+	t.Helper()
+	recv, err := extract.Open(dst, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { recv.Close() })
+	conns := make([]send.Conn, k)
+	for i := range conns {
+		conns[i] = &local.Conn{Recv: recv, Src: src}
+	}
+	return conns
+}
+
+// agentConns opens k streams, each to an agent of its own that dial
+// starts for the stream of that name.
+func agentConns(k int, dial func(name string) *send.Client) []send.Conn {
+	conns := make([]send.Conn, k)
+	for i := range conns {
+		conns[i] = dial(fmt.Sprintf("stream %d", i))
+	}
+	return conns
 }
 
 type collector struct {

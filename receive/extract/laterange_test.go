@@ -27,24 +27,12 @@ func TestRangeLateNoCheck(t *testing.T) {
 	s := newSandbox(t)
 	r := s.open(t, extract.Options{NoCheck: true})
 	const size = 300_000
-	content := randomContent(size)
-	es := []model.Entry{rangeE("d/f", size, 0, 100_000), rangeE("d/f", size, 100_000, 100_000), rangeE("d/f", size, 200_000, 100_000)}
+	content, es := splitFile("d/f", size, 100_000)
 	for k, e := range es {
-		if ack := sendRange(t, r, uint64(k+1), content, e); len(ack.Errors) != 0 {
-			t.Fatalf("range %d: %+v", k, ack.Errors)
-		}
+		landRange(t, r, uint64(k+1), content, e)
 	}
 	// Its stream's manifest was answered before the file landed.
-	for k, e := range es {
-		txn := r.Begin([]model.Entry{e})
-		txn.Write(0, bytes.NewReader(content[e.Off:e.Off+e.Len]))
-		if ack := txn.Commit(uint64(10+k), nil); len(ack.Errors) != 0 || ack.Files != 0 {
-			t.Errorf("range %d again: %+v", k, ack)
-		}
-		if p := partials(t, s.root); len(p) != 0 {
-			t.Fatalf("range %d again after its file was completed: partial left: %v", k, p)
-		}
-	}
+	rangesAgain(t, r, s.root, 10, content, es...)
 	// Answered now, the receiver asks for none of them.
 	for k, n := range r.Need(es) {
 		if n {
@@ -75,11 +63,8 @@ func TestRangeLateWriteIntoPlacedFile(t *testing.T) {
 			r := s.open(t, extract.Options{})
 			const half = 1 << 20 // above bodyMax: written as it arrives
 			const size = 2 * half
-			content := randomContent(size)
-			es := []model.Entry{rangeE("f", size, 0, half), rangeE("f", size, half, half)}
-			if ack := sendRange(t, r, 1, content, es[0]); len(ack.Errors) != 0 {
-				t.Fatal(ack.Errors)
-			}
+			content, es := splitFile("f", size, half)
+			landRange(t, r, 1, content, es[0])
 			// The slow copy of range 1: its data come through a pipe.
 			pr, pw := io.Pipe()
 			type result struct {
@@ -127,19 +112,28 @@ func TestRangeLateWriteIntoPlacedFile(t *testing.T) {
 			checkFile(t, s.root, fileE("f", size), string(content))
 			// A third copy of a range (a stream given it again, its manifest
 			// answered before the file landed) begins no partial.
-			for k, e := range es {
-				txn := r.Begin([]model.Entry{e})
-				txn.Write(0, bytes.NewReader(content[e.Off:e.Off+e.Len]))
-				if ack := txn.Commit(uint64(4+k), nil); len(ack.Errors) != 0 || ack.Files != 0 {
-					t.Errorf("range %d again: %+v", k, ack)
-				}
-				if p := partials(t, s.root); len(p) != 0 {
-					t.Fatalf("range %d again: partial left: %v", k, p)
-				}
-			}
+			rangesAgain(t, r, s.root, 4, content, es...)
 			checkFile(t, s.root, fileE("f", size), string(content))
 			s.check(t)
 		})
+	}
+}
+
+// rangesAgain delivers each of es again on r, in batches numbered from
+// id, as a stream does whose manifest was answered before the file
+// landed: each is acknowledged with no error and no file, and leaves no
+// partial under root.
+func rangesAgain(t *testing.T, r *extract.Receiver, root string, id uint64, content []byte, es ...model.Entry) {
+	t.Helper()
+	for k, e := range es {
+		txn := r.Begin([]model.Entry{e})
+		txn.Write(0, bytes.NewReader(content[e.Off:e.Off+e.Len]))
+		if ack := txn.Commit(id+uint64(k), nil); len(ack.Errors) != 0 || ack.Files != 0 {
+			t.Errorf("range %d again: %+v", k, ack)
+		}
+		if p := partials(t, root); len(p) != 0 {
+			t.Fatalf("range %d again after its file was completed: partial left: %v", k, p)
+		}
 	}
 }
 
@@ -176,11 +170,8 @@ func TestRangeLateWhileCompleting(t *testing.T) {
 	s := newSandbox(t)
 	r := s.open(t, extract.Options{})
 	const size = 200_000
-	content := randomContent(size)
-	es := []model.Entry{rangeE("f", size, 0, 100_000), rangeE("f", size, 100_000, 100_000)}
-	if ack := sendRange(t, r, 1, content, es[0]); len(ack.Errors) != 0 {
-		t.Fatal(ack.Errors)
-	}
+	content, es := splitFile("f", size, 100_000)
+	landRange(t, r, 1, content, es[0])
 	parts := partials(t, s.root)
 	if len(parts) != 1 {
 		t.Fatalf("partials: %v", parts)

@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/bulkmove/bulkmove/internal/engine"
+	"github.com/bulkmove/bulkmove/internal/engine/throttle"
 	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/metrics"
 	"github.com/bulkmove/bulkmove/receive/agentd"
@@ -72,7 +73,7 @@ func runAgent(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.DataAddr, "data-addr", "", "for --data, listen on this `address` of the host (default: the address SSH reached it on, from SSH_CONNECTION; 0.0.0.0 or :: for all)")
 	fs.DurationVar(&cfg.Linger, "linger", 0, "with --hub: stay `duration` after the last job ends, for later runs to reach through the socket")
 	fs.StringVar(&cfg.SrcIDs, "src-ids", "", "the sender's SRC by device and inode, with its machine (JSON): a ROOT that overlaps it on this machine is refused")
-	var nice engine.NiceFlags
+	var nice throttle.NiceFlags
 	nice.Register(fs)
 	var allow engine.AllowFlags
 	allow.Register(fs)

@@ -33,7 +33,9 @@ func runHub(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signalContext()
 	defer stop()
-	h := engine.Hub{Config: c, Src: fs.Arg(0), As: *as, DstIDs: *dstIDs, Stdin: stdin, Stdout: stdout, Stderr: stderr}
+	limit, stopLimit := bwSignals()
+	defer stopLimit()
+	h := engine.Hub{Config: c, Src: fs.Arg(0), As: *as, DstIDs: *dstIDs, Stdin: stdin, Stdout: stdout, Stderr: stderr, Limit: limit}
 	return exitCode(h.Run(ctx))
 }
 

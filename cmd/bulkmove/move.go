@@ -73,10 +73,10 @@ func runMove(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if !checkConfig(fs, &c, "bulkmove", stderr) {
 		return exitUsage
 	}
-	// The job handles SIGINT and SIGTERM itself: the first lets what is in
+	// runJob handles SIGINT and SIGTERM itself: the first lets what is in
 	// flight land (--grace).
-	j := engine.Job{Config: c, Src: fs.Arg(0), Dst: fs.Arg(1), Stdin: stdin, Stdout: stdout, Stderr: stderr, ExitCode: exitCode, CommandLine: args}
-	return exitCode(j.Run(context.Background()))
+	j := engine.Job{Config: c, Src: fs.Arg(0), Dst: fs.Arg(1), Stdin: stdin, Stdout: stdout, Stderr: stderr, ExitCode: exitCode}
+	return runJob(context.Background(), j, args)
 }
 
 // checkConfig checks what every command that moves or compares SRC and

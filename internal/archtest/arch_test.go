@@ -49,6 +49,11 @@ var rules = []rule{
 		Not:    []string{"send/...", "receive/...", "transport/...", "metrics/...", "cmd/..."},
 	},
 	{
+		Name: "the engine's controllers do not import the engine, an end, a transport or metrics",
+		From: []string{"internal/engine/throttle"},
+		Not:  []string{"internal/engine", "send/...", "receive/...", "transport/...", "metrics/..."},
+	},
+	{
 		Name: "metrics imports neither end: the ends report into it",
 		From: []string{"metrics/..."},
 		Not:  []string{"send/...", "receive/..."},

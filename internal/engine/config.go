@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bulkmove/bulkmove/filter"
+	"github.com/bulkmove/bulkmove/internal/engine/throttle"
 	"github.com/bulkmove/bulkmove/internal/units"
 	"github.com/bulkmove/bulkmove/send/compress"
 	"github.com/bulkmove/bulkmove/sharder"
@@ -59,7 +60,7 @@ type Config struct {
 	JSON             bool
 	Progress         string
 	Obs              Observe
-	Gentle           Gentle // --bwlimit, --max-read-rate, --io-nice, --nice: see gentle.go
+	Gentle           throttle.Gentle // --bwlimit, --max-read-rate, --io-nice, --nice: package throttle
 	SSH              SSHConfig
 	Scale            Scale
 	Faithful         Faithful  // -X, -A, --sparse: see faithful.go

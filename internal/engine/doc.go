@@ -7,6 +7,11 @@
 // runs with Job.Run (a move) or Job.Verify, and returns an Outcome, which
 // cmd/bulkmove maps to an exit code; a Hub is the sending end of a pull.
 // Config (config.go) holds every option, with DefaultConfig and Check.
+// As a library the engine draws nothing on a terminal, opens no log file
+// and installs no signal handler: cmd/bulkmove does, and reaches the job
+// through the Job's Drain (a graceful stop), Limit (halve or double the
+// bandwidth limit), Watch (what the job measures, for a progress display)
+// and Trace (the -v phase lines, for --log-level debug).
 //
 // Where things are, by concern:
 //
@@ -20,8 +25,9 @@
 //   - streams.go, check.go, compress.go, faithful.go, ioconc.go, split.go,
 //     scale.go: what goes on the streams and how (the sharder's batches,
 //     the skip rules, compression, metadata, --split-size, shards).
-//   - autoj.go (-j auto) and bwlimit.go, gentle.go (--bwlimit, --nice):
-//     the controllers that steer the streams while they run.
+//   - autoj.go (-j auto) and bwlimit.go (--bwlimit, --max-read-rate, by
+//     package internal/engine/throttle, which also holds --nice): the
+//     controllers that steer the streams while they run.
 //   - delete.go, verify.go, verifysummary.go, resume.go, summary.go: the
 //     finish: --delete, the verify subcommand, the resume journal, the
 //     summary line and the --json end event.
@@ -31,8 +37,9 @@
 //     options in transport_ssh.go, transport_serve.go, transport_hub.go;
 //     the job opens its K streams over it, and redials and adds streams
 //     through it. pull.go starts a pull: send-hub on the remote host.
-//   - events.go (the --json schema), progress.go, observe.go, logfile.go,
-//     signals.go: what the job reports while it runs.
+//   - events.go (the --json schema), observe.go (metrics, the /bwlimit
+//     endpoint, the bottleneck verdict): what the job reports while it
+//     runs.
 //
 // Everything the engine prints for people goes through termsafe.Printf
 // and termsafe.Errorf, which escape names. The engine imports the sending

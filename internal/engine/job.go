@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/bulkmove/bulkmove/internal/engine/throttle"
 	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/internal/units"
 	"github.com/bulkmove/bulkmove/metrics"
@@ -37,11 +38,15 @@ type job struct {
 	stdout, stderr io.Writer
 	src, dst       string
 	start          time.Time
-	log            *logFile          // --log-file; nil without
 	ev             *events           // --json; nil otherwise
 	m              *metrics.Job      // what the job measures, for -v, --json and the metrics endpoint
 	res            *resume           // the journal; nil without one
 	exitCode       func(Outcome) int // the exit code of an outcome, for --json
+
+	// What the caller follows the job by: Job.Trace and Job.Watch (nil:
+	// nothing).
+	debug io.Writer
+	watch func(*metrics.Job) (stop func())
 
 	target
 	dialer
@@ -65,17 +70,27 @@ type dialer struct {
 	tr transport.Transport
 }
 
-// control is the state the controllers and the signals share with the
-// streams: the bandwidth limit, the space check, --compress auto, the
-// interrupt.
+// control is the state the controllers and the caller's requests share
+// with the streams: the bandwidth limit, the space check, --compress
+// auto, the graceful stop.
 type control struct {
-	bw          *bwControl         // the bandwidth limit (bwlimit.go)
+	bw          *throttle.Control  // the bandwidth limit (bwlimit.go)
 	share       compress.AutoShare // --compress auto: what the streams tell each other
 	free        atomic.Int64       // free space at DEST, 0 if unknown
 	spaceWarned atomic.Bool
 	stopWalk    context.CancelCauseFunc // ends the walk with a cause
-	drain       <-chan struct{}         // closed by the first interrupt
-	interrupted atomic.Bool
+	drain       <-chan struct{}         // Job.Drain: closed to stop gracefully
+	asks        <-chan throttle.Request // Job.Limit: halve or double the bandwidth limit
+}
+
+// draining says whether the job was asked to stop gracefully (Job.Drain).
+func (c *control) draining() bool {
+	select {
+	case <-c.drain:
+		return true
+	default:
+		return false
+	}
 }
 
 // tally is what the job counted, for its summary and exit code; mu
@@ -210,7 +225,7 @@ func (j *job) run(ctx context.Context) Outcome {
 		if cause := context.Cause(gctx); cause != nil && !errors.Is(cause, context.Canceled) {
 			return cause // the walk was stopped for a reason (--require-space)
 		}
-		if err != nil && !(j.interrupted.Load() && errors.Is(err, context.Canceled)) {
+		if err != nil && !(j.draining() && errors.Is(err, context.Canceled)) {
 			return fmt.Errorf("walk %s: %w", j.src, err)
 		}
 		return nil
@@ -245,7 +260,7 @@ func (j *job) run(ctx context.Context) Outcome {
 		return Failed
 	}
 	j.connected(len(conns))
-	pool := &send.Pool{Conns: conns, FinalFiles: j.flags.BatchFiles, OnResult: j.onResult, Counters: j.m.Streams, Limit: j.bw.b,
+	pool := &send.Pool{Conns: conns, FinalFiles: j.flags.BatchFiles, OnResult: j.onResult, Counters: j.m.Streams, Limit: j.bw.Bucket(),
 		OnPhase: func(name string) { j.trace("%s", name) }}
 	if j.flags.Delete && plan.rename == "" {
 		pool.BeforeFinal = j.deletePass(plan)
@@ -262,7 +277,10 @@ func (j *job) run(ctx context.Context) Outcome {
 		root := plan.src.Root
 		pool.Restat = func(e model.Entry) (model.Entry, bool) { return sharder.Restat(root, e) }
 	}
-	stopProgress := j.progress(ctx) // before anything else writes to stderr
+	stopProgress := func() {}
+	if j.watch != nil {
+		stopProgress = j.watch(j.m) // before anything else writes to stderr
+	}
 	stopObs, err := j.observe(ctx, j.remote == nil && j.hub == nil && !j.flags.ViaAgent)
 	if err != nil {
 		stopProgress()
@@ -273,7 +291,7 @@ func (j *job) run(ctx context.Context) Outcome {
 	stopAuto := j.steer(gctx, pool, j.remote == nil && j.hub == nil && !j.flags.ViaAgent)
 	g.Go(func() error {
 		err := pool.Run(gctx, batches, def)
-		if j.interrupted.Load() {
+		if j.draining() {
 			stopWalk() // the pool took what it will: the walk can stop
 		}
 		return err
@@ -298,7 +316,7 @@ func (j *job) run(ctx context.Context) Outcome {
 			termsafe.Errorf(j.stderr, "stream %d: %d batches, %d files, %s%s, busy until %.2fs", i, s.Batches, s.Files, units.Size(s.Bytes), by, s.Done.Seconds())
 		}
 	}
-	interrupted := ctx.Err() != nil || j.interrupted.Load()
+	interrupted := ctx.Err() != nil || j.draining()
 	if jerr := j.res.close(err == nil && !interrupted && j.failed == 0 && j.walkErrs == 0); jerr != nil {
 		termsafe.Errorf(j.stderr, "warning: %v", jerr)
 	}
@@ -325,8 +343,8 @@ func (j *job) trace(format string, args ...any) {
 	switch {
 	case j.flags.Verbose:
 		termsafe.Errorf(j.stderr, "%6.3fs "+format, args...)
-	case j.log != nil && j.log.debug:
-		termsafe.Errorf(j.log, "%6.3fs "+format, args...)
+	case j.debug != nil:
+		termsafe.Errorf(j.debug, "%6.3fs "+format, args...)
 	}
 }
 

@@ -80,8 +80,7 @@ func (j *job) observe(ctx context.Context, local bool) (stop func(), err error) 
 		}
 		termsafe.Errorf(j.stderr, "metrics on %s", MetricsAt(o.MetricsAddr, addr))
 	}
-	stderr := j.stderr // the progress display's, if any: it outlives the control
-	j.bw.start(ctx, func(format string, args ...any) { termsafe.Errorf(stderr, format, args...) })
+	j.bw.Start(ctx, func(format string, args ...any) { termsafe.Errorf(j.stderr, format, args...) })
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -113,7 +112,7 @@ func (j *job) observe(ctx context.Context, local bool) (stop func(), err error) 
 	}
 	return func() {
 		cancel()
-		j.bw.stop()
+		j.bw.Stop()
 		wg.Wait()
 		if o.Textfile != "" {
 			if err := metrics.WriteTextfile(o.Textfile, reg); err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/bulkmove/bulkmove/internal/engine/throttle"
 	"github.com/bulkmove/bulkmove/internal/rundir"
 	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/receive"
@@ -72,6 +73,7 @@ type Hub struct {
 	Stdin   io.Reader
 	Stdout  io.Writer
 	Stderr  io.Writer
+	Limit   <-chan throttle.Request // as Job.Limit
 }
 
 // Run serves the pull until the job is over.
@@ -120,6 +122,7 @@ func (h Hub) Run(ctx context.Context) Outcome {
 	}
 	ln.Close()
 	j := &job{flags: f, stdout: io.Discard, stderr: stderr, src: h.Src, dst: "receiver", target: target{hub: streams, as: h.As}}
+	j.asks = h.Limit
 	return j.run(ctx)
 }
 
@@ -164,9 +167,9 @@ func (j *job) pull(ctx context.Context, t sshx.Target) Outcome {
 	}
 	// --bwlimit paces what this host receives: the remote sender slows
 	// down as the streams fill up.
-	bw := newBwControl(j.flags.Gentle.BwLimit.sched, nil)
-	bw.start(ctx, func(format string, args ...any) { termsafe.Errorf(j.stderr, format, args...) })
-	defer bw.stop()
+	bw := throttle.New(j.flags.Gentle.BwLimit, nil, j.asks)
+	bw.Start(ctx, func(format string, args ...any) { termsafe.Errorf(j.stderr, format, args...) })
+	defer bw.Stop()
 	opt := j.flags.SSH.options(isTerminal(os.Stdin))
 	opt.Stderr = j.stderr
 	clients, errs, err := sshx.DialN(ctx, t, opt, j.flags.Jobs)
@@ -260,7 +263,7 @@ func (j *job) pull(ctx context.Context, t sshx.Target) Outcome {
 	// it (a sender there that asks for more is refused, or for owners
 	// where --no-owner was given, not heeded).
 	recv := &receive.Hub{Root: root, Version: Version, Policy: j.allowed().Policy(pullHint)}
-	g.Go(func() error { return recv.Serve(gctx, bw.reader(br), hub) })
+	g.Go(func() error { return recv.Serve(gctx, bw.Reader(br), hub) })
 	for _, c := range clients[1:] {
 		s, _, err := c.Join(ctx, sock, agent)
 		if err != nil {
@@ -279,7 +282,7 @@ func (j *job) pull(ctx context.Context, t sshx.Target) Outcome {
 				termsafe.Errorf(j.stderr, "warning: %s: the remote sender's socket %s: %v", c.Host(), sock, err)
 				return nil
 			}
-			return recv.Serve(gctx, bw.reader(br), s)
+			return recv.Serve(gctx, bw.Reader(br), s)
 		})
 	}
 	serr := g.Wait()

@@ -4,9 +4,9 @@ import (
 	"context"
 	"io"
 	"os"
-	"strings"
 
-	"github.com/bulkmove/bulkmove/internal/termsafe"
+	"github.com/bulkmove/bulkmove/internal/engine/throttle"
+	"github.com/bulkmove/bulkmove/metrics"
 )
 
 // Outcome is how a run ended; cmd/bulkmove maps each to its documented
@@ -27,15 +27,27 @@ const (
 // os.Stdin). Stdout takes --json events and the listings
 // of --dry-run and verify; Stderr takes messages for people, each through
 // termsafe.Errorf. ExitCode gives the exit code an outcome will have (the
-// --json end event carries it); CommandLine is written at the top of
-// --log-file.
+// --json end event carries it).
+//
+// The engine draws nothing on a terminal, opens no log and handles no
+// signal: its caller does (cmd/bulkmove), through the rest. Drain, closed,
+// stops the job gracefully: no new batch starts, those in flight land,
+// and the job ends Interrupted (cancelling Run's context stops it at
+// once). Limit brings requests to halve or double the bandwidth limit
+// while the job runs. Watch, if set, is called once the streams start,
+// with what the job measures, for a progress display; the function it
+// returns is called once they have stopped, before the summary. Trace, if
+// set, takes the -v phase lines when -v is off (--log-level debug).
 type Job struct {
 	Config         Config
 	Src, Dst       string
 	Stdin          io.Reader // --files-from -
 	Stdout, Stderr io.Writer
 	ExitCode       func(Outcome) int
-	CommandLine    []string
+	Drain          <-chan struct{}
+	Limit          <-chan throttle.Request
+	Watch          func(*metrics.Job) (stop func())
+	Trace          io.Writer
 }
 
 // newJob is the job's state for j, reporting to stderr.
@@ -44,34 +56,18 @@ func (j Job) newJob(stderr io.Writer) *job {
 	if stdin == nil {
 		stdin = os.Stdin
 	}
-	return &job{flags: j.Config, stdin: stdin, stdout: j.Stdout, stderr: stderr, src: j.Src, dst: j.Dst, exitCode: j.ExitCode}
+	jb := &job{flags: j.Config, stdin: stdin, stdout: j.Stdout, stderr: stderr, src: j.Src, dst: j.Dst, exitCode: j.ExitCode,
+		debug: j.Trace, watch: j.Watch}
+	jb.drain, jb.asks = j.Drain, j.Limit
+	return jb
 }
 
 // Run moves SRC into DEST as j.Config says (j.Config.Check must have
-// passed). It applies --nice and --io-nice to this process first, and
-// stops, as the first SIGINT or SIGTERM asks, once what is in flight has
-// landed (--grace).
+// passed). It applies --nice and --io-nice to this process first.
 func (j Job) Run(ctx context.Context) Outcome {
-	f := j.Config
-	stderr := j.Stderr
-	f.Gentle.Apply(stderr) // early: every thread of the process takes them
-	var lf *logFile
-	if f.LogFile != "" {
-		var err error
-		if lf, err = openLog(f.LogFile, f.LogLevel); err != nil {
-			termsafe.Errorf(stderr, "%v", err)
-			return UsageError
-		}
-		defer lf.Close()
-		stderr = teeLog(stderr, lf)
-		termsafe.Errorf(lf, "start: bulkmove %s", strings.Join(j.CommandLine, " "))
-	}
-	jb := j.newJob(stderr)
-	jb.log = lf
-	ctx, drain, stop := jb.interrupts(ctx, f.Grace)
-	defer stop()
-	jb.drain = drain
-	if f.JSON {
+	j.Config.Gentle.Apply(j.Stderr) // early: every thread of the process takes them
+	jb := j.newJob(j.Stderr)
+	if j.Config.JSON {
 		jb.ev = newEvents(j.Stdout)
 	}
 	return jb.run(ctx)

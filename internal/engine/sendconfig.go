@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/bulkmove/bulkmove/filter"
+	"github.com/bulkmove/bulkmove/internal/engine/throttle"
 )
 
 // A pull runs the sending side on the remote host (bulkmove send-hub) and
@@ -34,7 +35,7 @@ func (c Config) forSender(streams int) Config {
 	s.Progress, s.JSON, s.Verbose = "none", false, false
 	s.SSH, s.Serve = SSHConfig{}, ServeClient{}
 	s.Transport, s.DataPorts, s.DataAddr, s.ViaAgent = DefaultConfig().Transport, "", "", false
-	s.Gentle.BwLimit = Schedule{}
+	s.Gentle.BwLimit = throttle.Schedule{}
 	s.Journal = ""
 	s.DryRun = false
 	return s

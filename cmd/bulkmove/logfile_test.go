@@ -1,13 +1,11 @@
-package engine
+package main
 
 import (
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"unicode/utf8"
 )
 
 // TestLogFileSanitized: a line that reaches --log-file without termsafe.Printf (a
@@ -30,22 +28,4 @@ func TestLogFileSanitized(t *testing.T) {
 			t.Errorf("the log lacks %q:\n%s", want, b)
 		}
 	}
-}
-
-// termClean says where text holds what a terminal would act on.
-func termClean(text string) error {
-	for i, r := range text {
-		switch {
-		case r == utf8.RuneError && !strings.HasPrefix(text[i:], "\ufffd"):
-			return fmt.Errorf("byte %#x at %d is not UTF-8: %q", text[i], i, around(text, i))
-		case r == '\n':
-		case r < 0x20 || r == 0x7f || (r >= 0x80 && r <= 0x9f):
-			return fmt.Errorf("control character %U at %d: %q", r, i, around(text, i))
-		}
-	}
-	return nil
-}
-
-func around(s string, i int) string {
-	return s[max(0, i-40):min(len(s), i+40)]
 }

@@ -1,4 +1,4 @@
-package engine
+package throttle
 
 import (
 	"flag"
@@ -35,7 +35,7 @@ func (n *NiceFlags) Register(fs *flag.FlagSet) {
 	fs.Var(&n.Nice, "nice", "run at CPU nice value `N` (-20 to 19, as nice -n), on both hosts")
 }
 
-// apply sets them for this process: early, before the work starts, so
+// Apply sets them for this process: early, before the work starts, so
 // that every thread runs with them. A failure (no ioprio_set here, or a
 // lower nice value without the privilege) is a warning, as nice(1) does.
 func (n *NiceFlags) Apply(stderr io.Writer) {
@@ -51,7 +51,7 @@ func (n *NiceFlags) Apply(stderr io.Writer) {
 	}
 }
 
-// args are the flags for the agent (or the sender of a pull), shell-safe.
+// Args are the flags for the agent (or the sender of a pull), shell-safe.
 func (n *NiceFlags) Args() []string {
 	var args []string
 	if n.IONice {
@@ -63,7 +63,7 @@ func (n *NiceFlags) Args() []string {
 	return args
 }
 
-// text is args as they follow a command on a shell command line
+// Text is Args as they follow a command on a shell command line
 // (" --io-nice --nice 19"), or "".
 func (n *NiceFlags) Text() string {
 	var b strings.Builder

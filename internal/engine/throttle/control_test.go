@@ -1,4 +1,4 @@
-package engine
+package throttle
 
 import (
 	"bytes"
@@ -6,45 +6,43 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/bulkmove/bulkmove/internal/ratelimit"
 	"github.com/bulkmove/bulkmove/internal/units"
 	"github.com/bulkmove/bulkmove/metrics"
 )
 
-// TestBwLimitControls: SIGUSR1 halves the limit, SIGUSR2 doubles it, PUT
-// /bwlimit on the metrics listener (with the control token) sets it and
-// GET shows it; the gauge
-// follows. From no limit SIGUSR1 takes half the rate measured, SIGUSR2
+// TestBwLimitControls: a Halve request (SIGUSR1's) halves the limit, a
+// Double request (SIGUSR2's) doubles it, PUT /bwlimit on the metrics
+// listener (with the control token) sets it and GET shows it; the gauge
+// follows. From no limit Halve takes half the rate measured, Double
 // leaves it off.
 func TestBwLimitControls(t *testing.T) {
-	sched, err := ratelimit.ParseSchedule("4M")
-	if err != nil {
+	var sched Schedule
+	if err := sched.Set("4M"); err != nil {
 		t.Fatal(err)
 	}
 	began := time.Now()
 	const moving = 8 << 20 // what the fake job moves a second
-	c := newBwControl(sched, func() int64 { return int64(time.Since(began).Seconds() * moving) })
+	asks := make(chan Request)
+	c := New(sched, func() int64 { return int64(time.Since(began).Seconds() * moving) }, asks)
 	var mu sync.Mutex
 	var log bytes.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	c.start(ctx, func(format string, args ...any) {
+	c.Start(ctx, func(format string, args ...any) {
 		mu.Lock()
 		defer mu.Unlock()
 		fmt.Fprintf(&log, format+"\n", args...)
 	})
-	defer c.stop()
+	defer c.Stop()
 	m := metrics.NewJob(1)
-	m.Limit = c.b
+	m.Limit = c.Bucket()
 	const token = "0123456789abcdef-control"
-	addr, err := metrics.Serve(ctx, "127.0.0.1:0", m.Registry("test"), metrics.Route{Pattern: "/bwlimit", Handler: metrics.GuardWrites(c, token, controlOff)})
+	addr, err := metrics.Serve(ctx, "127.0.0.1:0", m.Registry("test"), metrics.Route{Pattern: "/bwlimit", Handler: metrics.GuardWrites(c, token, "read-only")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,16 +60,19 @@ func TestBwLimitControls(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, strings.TrimSpace(string(b))
 	}
-	signalFor := func(sig syscall.Signal, want int64) {
+	ask := func(op Op) Request {
+		r := Request{Op: op, Why: map[Op]string{Halve: "SIGUSR1", Double: "SIGUSR2"}[op]}
+		asks <- r
+		return r
+	}
+	askFor := func(op Op, want int64) {
 		t.Helper()
-		if err := syscall.Kill(os.Getpid(), sig); err != nil {
-			t.Fatal(err)
-		}
+		why := ask(op).Why
 		for deadline := time.Now().Add(2 * time.Second); c.b.Rate() != want && time.Now().Before(deadline); {
 			time.Sleep(5 * time.Millisecond)
 		}
 		if got := c.b.Rate(); got != want {
-			t.Fatalf("after %v: rate %d, want %d", sig, got, want)
+			t.Fatalf("after %s: rate %d, want %d", why, got, want)
 		}
 	}
 	gauge := func(want string) {
@@ -85,9 +86,9 @@ func TestBwLimitControls(t *testing.T) {
 		t.Errorf("GET /bwlimit: %d %q, want 200 4MiB", code, body)
 	}
 	gauge("4.194304e+06")
-	signalFor(syscall.SIGUSR1, 2<<20)
-	signalFor(syscall.SIGUSR1, 1<<20)
-	signalFor(syscall.SIGUSR2, 2<<20)
+	askFor(Halve, 2<<20)
+	askFor(Halve, 1<<20)
+	askFor(Double, 2<<20)
 	if code, body := do("PUT", "/bwlimit", "50M\n"); code != 200 || body != "50MiB" || c.b.Rate() != 50<<20 {
 		t.Errorf("PUT /bwlimit 50M: %d %q, rate %d", code, body, c.b.Rate())
 	}
@@ -103,12 +104,12 @@ func TestBwLimitControls(t *testing.T) {
 	}
 	gauge("0")
 	// No limit: SIGUSR2 leaves it so, SIGUSR1 takes half the measured rate.
-	syscall.Kill(os.Getpid(), syscall.SIGUSR2)
+	ask(Double)
 	time.Sleep(600 * time.Millisecond) // and more than half a second measured
 	if r := c.b.Rate(); r != 0 {
 		t.Errorf("SIGUSR2 from no limit set %d", r)
 	}
-	syscall.Kill(os.Getpid(), syscall.SIGUSR1)
+	ask(Halve)
 	for deadline := time.Now().Add(2 * time.Second); c.b.Rate() == 0 && time.Now().Before(deadline); {
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -130,20 +131,11 @@ func TestBwLimitControls(t *testing.T) {
 	}
 }
 
-// TestBwLimitFlags: the rates and timetables the flags take, and the
-// progress line with a limit.
+// TestBwLimitFlags: the rates the flags take read back as they are written.
 func TestBwLimitFlags(t *testing.T) {
 	for _, r := range []int64{1, 1000, 1 << 10, 3 << 19, 50 << 20, 1 << 30, 12800 << 10, 3 << 40} {
 		if got, err := units.ParseRate(rateText(r)); err != nil || got != r {
 			t.Errorf("rateText(%d) = %q, read back as %d, %v", r, rateText(r), got, err)
 		}
-	}
-	m := metrics.NewJob(1)
-	if line := progressLine(m, 0, 0); strings.Contains(line, "limit") {
-		t.Errorf("no limit, yet %q", line)
-	}
-	m.Limit = ratelimit.NewAdjustable(20 << 20)
-	if line := progressLine(m, 0, 0); !strings.Contains(line, " · limit 20 MiB/s") {
-		t.Errorf("progress line %q lacks the limit", line)
 	}
 }

@@ -1,4 +1,4 @@
-package engine
+package main
 
 import (
 	"context"
@@ -66,64 +66,67 @@ func (t *ttyWriter) stop() {
 	t.active = false
 }
 
+// isTerminalWriter says whether w is a terminal (a character device, as
+// the engine asks of stdin for SSH's prompts).
 func isTerminalWriter(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	return ok && isTerminal(f)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
-// progress shows the job on a terminal, redrawn at most 10 times a second;
-// without a terminal, with -v, a plain line every 10 s; else nothing. It
-// returns a function that stops it.
-func (j *job) progress(ctx context.Context) func() {
-	mode := j.flags.Progress
-	tty := isTerminalWriter(j.stderr) && mode != "none"
-	if !tty && !j.flags.Verbose {
-		return func() {}
+// progress is the job's progress display (engine.Job.Watch): on a
+// terminal (tw, stderr's ttyWriter) redrawn at most 10 times a second;
+// without one, with -v, a plain line on stderr every 10 s; else none
+// (nil). mode is --progress: streams adds a line per stream.
+func progress(tw *ttyWriter, stderr io.Writer, mode string, verbose bool) func(*metrics.Job) (stop func()) {
+	if tw == nil && !verbose {
+		return nil
 	}
-	every := 10 * time.Second
-	var tw *ttyWriter
-	if tty {
-		every = 100 * time.Millisecond
-		tw = &ttyWriter{w: j.stderr}
-		j.stderr = tw
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(every)
-		defer t.Stop()
-		prev := struct {
-			at           time.Time
-			bytes, files int64
-		}{time.Now(), 0, 0}
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			now := time.Now()
-			b, f := j.m.DoneBytes.Load(), j.m.DoneFiles.Load()
-			dt := now.Sub(prev.at).Seconds()
-			lines := []string{progressLine(j.m, float64(b-prev.bytes)/dt, float64(f-prev.files)/dt)}
-			if mode == "streams" {
-				lines = append(lines, streamLines(j.m)...)
-			}
-			prev.at, prev.bytes, prev.files = now, b, f
-			if tw != nil {
-				tw.draw(lines)
-			} else {
-				termsafe.Errorf(j.stderr, "%s", lines[0])
-			}
-		}
-	}()
-	return func() {
-		cancel()
-		<-done
+	return func(m *metrics.Job) func() {
+		every := 10 * time.Second
 		if tw != nil {
-			tw.stop()
-			j.stderr = tw.w
+			every = 100 * time.Millisecond
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			t := time.NewTicker(every)
+			defer t.Stop()
+			prev := struct {
+				at           time.Time
+				bytes, files int64
+			}{time.Now(), 0, 0}
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
+				now := time.Now()
+				b, f := m.DoneBytes.Load(), m.DoneFiles.Load()
+				dt := now.Sub(prev.at).Seconds()
+				lines := []string{progressLine(m, float64(b-prev.bytes)/dt, float64(f-prev.files)/dt)}
+				if mode == "streams" {
+					lines = append(lines, streamLines(m)...)
+				}
+				prev.at, prev.bytes, prev.files = now, b, f
+				if tw != nil {
+					tw.draw(lines)
+				} else {
+					termsafe.Errorf(stderr, "%s", lines[0])
+				}
+			}
+		}()
+		return func() {
+			cancel()
+			<-done
+			if tw != nil {
+				tw.stop()
+			}
 		}
 	}
 }
@@ -139,7 +142,7 @@ func progressLine(m *metrics.Job, bps, fps float64) string {
 	}
 	extra := "" // the bandwidth limit and the bottleneck, if any
 	if r := m.Limit.Rate(); r > 0 {
-		extra = " · limit " + rateHuman(r)
+		extra = " · limit " + units.Rate(r)
 	}
 	if in, out := m.Compressed(); in > 0 {
 		extra += fmt.Sprintf(" · zstd %.0f%%", 100*float64(out)/float64(in))

@@ -1,0 +1,44 @@
+package main
+
+import (
+	"context"
+	"strings"
+
+	"github.com/bulkmove/bulkmove/internal/engine"
+	"github.com/bulkmove/bulkmove/internal/termsafe"
+)
+
+// runJob runs a move with what the engine leaves to the command: the
+// progress display on a terminal (--progress), --log-file, and the
+// signals (SIGINT and SIGTERM stop it gracefully within --grace, SIGUSR1
+// and SIGUSR2 halve and double the bandwidth limit). commandLine heads
+// the log.
+func runJob(ctx context.Context, j engine.Job, commandLine []string) int {
+	c := j.Config
+	var tw *ttyWriter
+	if isTerminalWriter(j.Stderr) && c.Progress != "none" {
+		// Every message first clears the progress display, if it is on.
+		tw = &ttyWriter{w: j.Stderr}
+		j.Stderr = tw
+	}
+	if c.LogFile != "" {
+		lf, err := openLog(c.LogFile, c.LogLevel)
+		if err != nil {
+			termsafe.Errorf(j.Stderr, "%v", err)
+			return exitUsage
+		}
+		defer lf.Close()
+		j.Stderr = teeLog(j.Stderr, lf)
+		termsafe.Errorf(lf, "start: bulkmove %s", strings.Join(commandLine, " "))
+		if lf.debug {
+			j.Trace = lf
+		}
+	}
+	j.Watch = progress(tw, j.Stderr, c.Progress, c.Verbose)
+	ctx, drain, stop := interrupts(ctx, c.Grace, j.Stderr)
+	defer stop()
+	limit, stopLimit := bwSignals()
+	defer stopLimit()
+	j.Drain, j.Limit = drain, limit
+	return exitCode(j.Run(ctx))
+}

@@ -22,6 +22,8 @@ import (
 // Check validates it in one place, and a pull sends it whole to the
 // remote sender (sendconfig.go). Each field's flag is in its comment
 // where the name does not say it.
+// LogFile, LogLevel, Progress and Grace are read by cmd/bulkmove, which
+// keeps the log, draws the progress display and handles the signals.
 type Config struct {
 	Jobs             int
 	BatchSize        ByteSize

@@ -86,6 +86,17 @@ var rules = []rule{
 		Not:  []string{"transport/...", "send/...", "receive/...", "metrics/...", "cmd/..."},
 	},
 	{
+		Name:   "the packages below the engine serve it: they do not import it",
+		From:   []string{"internal/engine/..."},
+		Except: []string{"internal/engine"},
+		Not:    []string{"internal/engine"},
+	},
+	{
+		Name: "the engine's event schema is a leaf: it imports nothing of the project",
+		From: []string{"internal/engine/event"},
+		Only: []string{},
+	},
+	{
 		Name: "nothing imports a command",
 		From: []string{"..."},
 		Not:  []string{"cmd/..."},

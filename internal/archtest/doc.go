@@ -6,6 +6,7 @@
 //
 //	cmd/bulkmove                     flags, output, exit codes
 //	internal/engine                  the move as a library
+//	internal/engine/...              its parts (--bwlimit, --delete, verify); never import it
 //	send, receive/..., transport/... the two ends and the links between them
 //	metrics                          the ends report into it; it imports neither
 //	sharder, filter, journal         the walk, its filters, the resume journal

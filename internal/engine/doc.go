@@ -28,16 +28,21 @@
 //   - autoj.go (-j auto) and bwlimit.go (--bwlimit, --max-read-rate, by
 //     package internal/engine/throttle, which also holds --nice): the
 //     controllers that steer the streams while they run.
-//   - delete.go, verify.go, verifysummary.go, resume.go, summary.go: the
-//     finish: --delete, the verify subcommand, the resume journal, the
-//     summary line and the --json end event.
+//   - delete.go, verify.go, resume.go, summary.go: the finish: --delete,
+//     the verify subcommand, the resume journal, the summary line and the
+//     --json end event. delete.go and verify.go only hand the job's
+//     options and streams to the packages that do the work:
+//     internal/engine/deletion (the sending side of --delete: the
+//     listing, the guard, --max-delete) and internal/engine/verify
+//     (verify and verify-summary).
 //   - transport.go chooses the job's transport once (package transport:
 //     local, --via-agent, SSH and the agent's data plane, bulkmove://, a
 //     pull's send-hub over the streams its puller opened), from the
 //     options in transport_ssh.go, transport_serve.go, transport_hub.go;
 //     the job opens its K streams over it, and redials and adds streams
 //     through it. pull.go starts a pull: send-hub on the remote host.
-//   - events.go (the --json schema), observe.go (metrics, the /bwlimit
+//   - events.go (the --json schema; the events its packages share are in
+//     internal/engine/event), observe.go (metrics, the /bwlimit
 //     endpoint, the bottleneck verdict): what the job reports while it
 //     runs.
 //
@@ -45,5 +50,6 @@
 // and termsafe.Errorf, which escape names. The engine imports the sending
 // side (send, send/source), the receiving side (receive, for a pull's
 // receiver, and receive/extract, for a local DEST), the transports and the
-// wire; nothing imports the engine but cmd/bulkmove.
+// wire; nothing imports the engine but cmd/bulkmove, and the packages
+// under it (deletion, verify, event) never do.
 package engine

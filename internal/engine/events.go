@@ -1,26 +1,28 @@
 package engine
 
 import (
-	"encoding/base64"
-	"encoding/json"
 	"io"
 	"sync"
 	"time"
-	"unicode/utf8"
 
+	"github.com/bulkmove/bulkmove/internal/engine/event"
 	"github.com/bulkmove/bulkmove/metrics"
 	"github.com/bulkmove/bulkmove/send"
 )
 
 // Events of --json: one JSON object per line on stdout. docs/observability.md documents
 // the schema; TestJSONEvents validates every event of a run against these
-// types.
+// types. Those that the packages below the engine write or read too are
+// in package event, and named here as well.
 
 // Head starts every event.
-type Head struct {
-	Type string  `json:"type"` // start, progress, warning, error, bottleneck, streams, end
-	Time float64 `json:"time"` // Unix seconds
-}
+type Head = event.Head
+
+// ProblemEvent is a warning or an error about one path.
+type ProblemEvent = event.ProblemEvent
+
+// VerifyEvent ends `bulkmove verify --json`.
+type VerifyEvent = event.VerifyEvent
 
 // StartEvent opens a job.
 type StartEvent struct {
@@ -44,26 +46,6 @@ type ProgressEvent struct {
 	Elapsed      float64 `json:"elapsed_seconds"`
 }
 
-// ProblemEvent is a warning or an error about one path. JSON strings are
-// UTF-8: encoding/json writes each byte of a name that is not valid UTF-8
-// as U+FFFD, so such a name also comes whole, base64, in PathB64.
-type ProblemEvent struct {
-	Head
-	Path    string `json:"path"`
-	PathB64 string `json:"path_b64,omitempty"` // the path's exact bytes, only when they are not valid UTF-8
-	Message string `json:"message"`
-}
-
-// exactPath is the path's bytes: PathB64's if it is set.
-func (e *ProblemEvent) exactPath() string {
-	if e.PathB64 != "" {
-		if b, err := base64.StdEncoding.DecodeString(e.PathB64); err == nil {
-			return string(b)
-		}
-	}
-	return e.Path
-}
-
 // BottleneckEvent says the verdict changed.
 type BottleneckEvent struct {
 	Head
@@ -71,24 +53,6 @@ type BottleneckEvent struct {
 	MoreStreamsHelp bool    `json:"more_streams_help"`
 	Why             string  `json:"why"`
 	Share           float64 `json:"share"`
-}
-
-// VerifyEvent ends `bulkmove verify --json`: what was compared and found
-// (the differences themselves are "difference" events before it).
-// `bulkmove verify-summary` merges those of several shards.
-type VerifyEvent struct {
-	Head
-	Src      string `json:"src"`
-	Dst      string `json:"dst"`
-	Shard    string `json:"shard,omitempty"` // i/N with --shard
-	Content  bool   `json:"content"`         // content compared, not only metadata
-	Compared int64  `json:"compared"`
-	Differ   int64  `json:"differ"`
-	Missing  int64  `json:"missing"`
-	Extra    int64  `json:"extra"`
-	Errors   int64  `json:"errors"` // entries the walk could not read
-	Error    string `json:"error,omitempty"`
-	ExitCode int    `json:"exit_code"`
 }
 
 // EndEvent is the final summary.
@@ -126,24 +90,25 @@ type StreamTotal struct {
 
 // events writes --json events; a nil *events writes nothing.
 type events struct {
-	mu   sync.Mutex
-	enc  *json.Encoder
+	w    *event.Writer
+	mu   sync.Mutex // guards last
 	last time.Time
 }
 
-func newEvents(w io.Writer) *events { return &events{enc: json.NewEncoder(w)} }
+func newEvents(w io.Writer) *events { return &events{w: event.NewWriter(w)} }
+
+// writer is where the events go, for the packages below the engine: nil
+// without --json.
+func (e *events) writer() *event.Writer {
+	if e == nil {
+		return nil
+	}
+	return e.w
+}
 
 // emit writes an event; h points at its Head, whose Type is set and Time
 // filled in here.
-func (e *events) emit(typ string, h *Head, ev any) {
-	if e == nil {
-		return
-	}
-	h.Type, h.Time = typ, float64(time.Now().UnixNano())/1e9
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.enc.Encode(ev)
-}
+func (e *events) emit(typ string, h *Head, ev any) { e.writer().Emit(typ, h, ev) }
 
 // progress emits a progress event unless one went out less than 500 ms ago
 // (force: always).
@@ -166,13 +131,7 @@ func (e *events) progress(m *metrics.Job, force bool) {
 	e.emit("progress", &ev.Head, ev)
 }
 
-func (e *events) problem(typ, path, msg string) {
-	ev := &ProblemEvent{Path: path, Message: msg}
-	if !utf8.ValidString(path) {
-		ev.PathB64 = base64.StdEncoding.EncodeToString([]byte(path))
-	}
-	e.emit(typ, &ev.Head, ev)
-}
+func (e *events) problem(typ, path, msg string) { e.writer().Problem(typ, path, msg) }
 
 func (e *events) bottleneck(v *metrics.Verdict) {
 	ev := &BottleneckEvent{Resource: v.Resource, MoreStreamsHelp: v.MoreStreamsHelp, Why: v.Why, Share: v.Shares[v.Resource]}

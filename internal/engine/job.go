@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/bulkmove/bulkmove/internal/engine/deletion"
 	"github.com/bulkmove/bulkmove/internal/engine/throttle"
 	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/internal/units"
@@ -28,10 +29,10 @@ import (
 
 // job is one run of the main command. Its state is split by concern:
 // where it reads and writes (target), how it opens more streams (dialer),
-// what the controllers steer (control), and what it counted (tally) and
-// deleted (deletion) for the summary; each embedded, so that the methods
-// of each concern, in the files of that concern, name their fields
-// directly.
+// what the controllers steer (control), and what it counted (tally) for
+// the summary; each embedded, so that the methods of each concern, in the
+// files of that concern, name their fields directly. --delete keeps its
+// own (del).
 type job struct {
 	flags          Config
 	stdin          io.Reader
@@ -42,6 +43,7 @@ type job struct {
 	m              *metrics.Job      // what the job measures, for -v, --json and the metrics endpoint
 	res            *resume           // the journal; nil without one
 	exitCode       func(Outcome) int // the exit code of an outcome, for --json
+	del            *deletion.Deleter // --delete; nil without
 
 	// What the caller follows the job by: Job.Trace and Job.Watch (nil:
 	// nothing).
@@ -52,7 +54,6 @@ type job struct {
 	dialer
 	control
 	tally
-	deletion
 }
 
 // target is where the job reads and writes, beyond its SRC and DEST
@@ -94,7 +95,7 @@ func (c *control) draining() bool {
 }
 
 // tally is what the job counted, for its summary and exit code; mu
-// guards it and deletion.
+// guards it.
 type tally struct {
 	mu       sync.Mutex
 	files    int64 // regular files installed
@@ -107,14 +108,6 @@ type tally struct {
 	failed   int64 // entries that could not be moved
 	walkErrs int64
 	warnings int64
-}
-
-// deletion is what --delete did (under tally.mu).
-type deletion struct {
-	deleted       int64 // removed from DEST by --delete
-	deleteSkipped bool  // --delete refused: something failed
-	deleteRefused bool  // --delete refused by its guard
-	deleteHeld    int64 // entries --max-delete kept from going
 }
 
 func (j *job) run(ctx context.Context) Outcome {
@@ -263,7 +256,8 @@ func (j *job) run(ctx context.Context) Outcome {
 	pool := &send.Pool{Conns: conns, FinalFiles: j.flags.BatchFiles, OnResult: j.onResult, Counters: j.m.Streams, Limit: j.bw.Bucket(),
 		OnPhase: func(name string) { j.trace("%s", name) }}
 	if j.flags.Delete && plan.rename == "" {
-		pool.BeforeFinal = j.deletePass(plan)
+		j.del = j.deleter(plan)
+		pool.BeforeFinal = j.del.Pass
 	}
 	if j.flags.Compress.Mode == compress.Auto && slices.ContainsFunc(conns, isClient) {
 		pool.Opening = openingCost // the first batches measure the link
@@ -322,14 +316,15 @@ func (j *job) run(ctx context.Context) Outcome {
 	}
 	j.summary(err, interrupted)
 	exit := Done
+	del := j.del.Stats()
 	switch {
 	case interrupted:
 		exit = Interrupted
-	case err != nil || j.deleteRefused:
+	case err != nil || del.Refused:
 		exit = Failed
 	case j.failed > 0 || j.walkErrs > 0:
 		exit = Partial
-	case j.deleteHeld > 0:
+	case del.Held > 0:
 		exit = MaxDeleteHeld
 	}
 	j.end(pool, err, j.code(exit))

@@ -13,19 +13,20 @@ import (
 
 func (j *job) summary(err error, interrupted bool) {
 	el := time.Since(j.start)
+	del := j.del.Stats()
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	rate := float64(j.bytes) / el.Seconds()
 	deleted := ""
 	if j.flags.Delete {
-		deleted = fmt.Sprintf("; %d deleted", j.deleted)
+		deleted = fmt.Sprintf("; %d deleted", del.Deleted)
 		switch {
-		case j.deleteSkipped:
+		case del.Skipped:
 			deleted = "; deletion skipped (errors)"
-		case j.deleteRefused:
+		case del.Refused:
 			deleted = "; deletion refused (the --delete guard)"
-		case j.deleteHeld > 0:
-			deleted += fmt.Sprintf(" (%d more held back by --max-delete)", j.deleteHeld)
+		case del.Held > 0:
+			deleted += fmt.Sprintf(" (%d more held back by --max-delete)", del.Held)
 		}
 	}
 	if j.changed > 0 {

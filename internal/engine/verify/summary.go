@@ -1,4 +1,4 @@
-package engine
+package verify
 
 import (
 	"bufio"
@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/bulkmove/bulkmove/internal/engine/event"
 	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/sharder"
 )
@@ -17,15 +18,15 @@ import (
 // shardReport is what one verify --json report says.
 type shardReport struct {
 	file  string
-	end   *VerifyEvent
-	diffs []ProblemEvent
+	end   *event.VerifyEvent
+	diffs []event.ProblemEvent
 }
 
-// VerifySummary merges the reports of verify --shard i/N --json, files
-// (one a shard), into one: every difference on stdout, sorted by path,
-// then the totals; and checks that they cover the tree. Partial: a
-// difference; Failed: a report missing, repeated, incomplete or failed.
-func VerifySummary(files []string, stdout, stderr io.Writer) Outcome {
+// Summary merges the reports of verify --shard i/N --json, files (one a
+// shard), into one: every difference on stdout, sorted by path, then the
+// totals; and checks that they cover the tree. Differ: a difference;
+// Failed: a report missing, repeated, incomplete or failed.
+func Summary(files []string, stdout, stderr io.Writer) Status {
 	var reps []shardReport
 	for _, name := range files {
 		r, err := readVerifyReport(name)
@@ -36,8 +37,8 @@ func VerifySummary(files []string, stdout, stderr io.Writer) Outcome {
 		reps = append(reps, r)
 	}
 	var problems []string
-	var total VerifyEvent
-	var diffs []ProblemEvent
+	var total event.VerifyEvent
+	var diffs []event.ProblemEvent
 	byShard := map[sharder.Shard]string{}
 	count := 0
 	for _, r := range reps {
@@ -93,7 +94,7 @@ func VerifySummary(files []string, stdout, stderr io.Writer) Outcome {
 	if len(missing) > 0 {
 		problems = append(problems, fmt.Sprintf("no report of shard %s", strings.Join(missing, ", ")))
 	}
-	slices.SortStableFunc(diffs, func(a, b ProblemEvent) int { return cmp.Compare(a.Path, b.Path) })
+	slices.SortStableFunc(diffs, func(a, b event.ProblemEvent) int { return cmp.Compare(a.Path, b.Path) })
 	for _, d := range diffs {
 		switch d.Message {
 		case "missing", "extra":
@@ -111,9 +112,9 @@ func VerifySummary(files []string, stdout, stderr io.Writer) Outcome {
 	case len(problems) > 0:
 		return Failed
 	case total.Differ+total.Missing+total.Extra+total.Errors > 0:
-		return Partial
+		return Differ
 	}
-	return Done
+	return Same
 }
 
 // readVerifyReport reads the events of one verify --json run.
@@ -131,20 +132,20 @@ func readVerifyReport(name string) (shardReport, error) {
 		if len(line) == 0 {
 			continue
 		}
-		var head Head
+		var head event.Head
 		if err := json.Unmarshal(line, &head); err != nil {
 			return r, fmt.Errorf("%s:%d: not a verify --json report: %v", name, n, err)
 		}
 		switch head.Type {
 		case "difference":
-			var d ProblemEvent
+			var d event.ProblemEvent
 			if err := json.Unmarshal(line, &d); err != nil {
 				return r, fmt.Errorf("%s:%d: %v", name, n, err)
 			}
-			d.Path = d.exactPath()
+			d.Path = d.ExactPath()
 			r.diffs = append(r.diffs, d)
 		case "verify":
-			var e VerifyEvent
+			var e event.VerifyEvent
 			if err := json.Unmarshal(line, &e); err != nil {
 				return r, fmt.Errorf("%s:%d: %v", name, n, err)
 			}

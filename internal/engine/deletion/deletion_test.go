@@ -1,4 +1,4 @@
-package engine
+package deletion
 
 import (
 	"context"
@@ -44,9 +44,8 @@ func TestDeleteCeiling(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer recv.Close()
-	j := &job{flags: Config{Rules: new(filter.Rules)}, stdout: io.Discard, stderr: io.Discard, src: src, dst: dst}
 	removed := 0
-	_, err = j.prunePass(context.Background(), []send.Conn{&local.Conn{Recv: recv}}, plan{walkRoot: src, dstRoot: dst},
+	_, err = prunePass(context.Background(), []send.Conn{&local.Conn{Recv: recv}}, Source{Name: src, Root: src, Rules: new(filter.Rules)},
 		pruneMode{ceiling: 100}, func(r *wire.PruneResult) { removed += len(r.Removed) })
 	if !errors.Is(err, errOverCeiling) {
 		t.Fatalf("prune past the ceiling: %v, want errOverCeiling", err)
@@ -115,12 +114,13 @@ func TestDeleteGuardListsOnce(t *testing.T) {
 			}
 			defer recv.Close()
 			var stderr strings.Builder
-			j := &job{flags: Config{Rules: new(filter.Rules)}, stdout: io.Discard, stderr: &stderr, src: src, dst: dst}
+			opt := Options{Source: Source{Name: src, Root: src, Rules: new(filter.Rules)}, Dst: dst, MaxDelete: -1, Stdout: io.Discard, Stderr: &stderr}
 			if maxDelete {
-				j.flags.MaxDelete = Count{set: true, n: 2}
+				opt.MaxDelete = 2
 			}
+			d := New(opt)
 			conn := &listings{Conn: &local.Conn{Recv: recv}, listed: map[string]int{}, named: map[string]int{}}
-			if err := j.deletePass(plan{walkRoot: src, dstRoot: dst})(context.Background(), []send.Conn{conn}); err != nil {
+			if err := d.Pass(context.Background(), []send.Conn{conn}); err != nil {
 				t.Fatal(err)
 			}
 			if len(conn.listed) != dirs+1 {
@@ -138,8 +138,8 @@ func TestDeleteGuardListsOnce(t *testing.T) {
 			if maxDelete {
 				want, held = 2, 1
 			}
-			if j.deleted != want || j.deleteHeld != held || j.failed != 0 {
-				t.Errorf("%d deleted, %d held, %d errors, want %d deleted, %d held, none; stderr: %s", j.deleted, j.deleteHeld, j.failed, want, held, stderr.String())
+			if st := d.Stats(); st.Deleted != want || st.Held != held || st.Errors != 0 {
+				t.Errorf("%d deleted, %d held, %d errors, want %d deleted, %d held, none; stderr: %s", st.Deleted, st.Held, st.Errors, want, held, stderr.String())
 			}
 			left := int64(0)
 			for _, x := range extras {

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/bulkmove/bulkmove/internal/engine/deletion"
+	"github.com/bulkmove/bulkmove/internal/engine/resume"
 	"github.com/bulkmove/bulkmove/internal/engine/throttle"
 	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/internal/units"
@@ -41,7 +42,7 @@ type job struct {
 	start          time.Time
 	ev             *events           // --json; nil otherwise
 	m              *metrics.Job      // what the job measures, for -v, --json and the metrics endpoint
-	res            *resume           // the journal; nil without one
+	res            *resume.Journal   // the journal; nil without one
 	exitCode       func(Outcome) int // the exit code of an outcome, for --json
 	del            *deletion.Deleter // --delete; nil without
 
@@ -190,10 +191,10 @@ func (j *job) run(ctx context.Context) Outcome {
 	// Directories, symlinks and hard links wait for the end; beyond what
 	// memory holds they wait on disk, beside the journal if there is one
 	// (TMPDIR is often a tmpfs: memory again).
-	def := &send.Deferred{Dir: j.res.dir()}
+	def := &send.Deferred{Dir: j.res.Dir()}
 	defer def.Close()
 	opt.Deferred = def.Add
-	opt.SpillDir = j.res.dir() // and so do the names of hard-linked files past LinkMem open sets
+	opt.SpillDir = j.res.Dir() // and so do the names of hard-linked files past LinkMem open sets
 	// Room for the walk to run ahead while the streams connect (about
 	// 100 KiB a batch of 1,000 small files: 13 MiB at most).
 	batches := make(chan *model.Batch, 2*j.flags.Jobs+128)
@@ -225,10 +226,10 @@ func (j *job) run(ctx context.Context) Outcome {
 	})
 	conns, cleanup, err := j.connect(ctx, plan)
 	if err != nil {
-		j.res.unbind()
+		j.res.Unbind()
 		stopWalk()
 		g.Wait()
-		j.res.close(false)
+		j.res.Close(false)
 		termsafe.Errorf(j.stderr, "%v", err)
 		return Failed
 	}
@@ -236,7 +237,7 @@ func (j *job) run(ctx context.Context) Outcome {
 	j.trace("connected %d streams", len(conns))
 	j.warnDenied(conns)
 	slow, destID := destSays(conns)
-	if err := j.bindJournal(destID); err != nil {
+	if err := j.res.Bind(destID, j.dst, j.stderr, j.trace); err != nil {
 		termsafe.Errorf(j.stderr, "warning: %v; this run leaves out nothing the journal holds", err)
 	}
 	if slow {
@@ -248,7 +249,7 @@ func (j *job) run(ctx context.Context) Outcome {
 		// What the walk found while connecting is already too much.
 		stopWalk()
 		g.Wait()
-		j.res.close(false)
+		j.res.Close(false)
 		termsafe.Errorf(j.stderr, "%v", err)
 		return Failed
 	}
@@ -311,7 +312,7 @@ func (j *job) run(ctx context.Context) Outcome {
 		}
 	}
 	interrupted := ctx.Err() != nil || j.draining()
-	if jerr := j.res.close(err == nil && !interrupted && j.failed == 0 && j.walkErrs == 0); jerr != nil {
+	if jerr := j.res.Close(err == nil && !interrupted && j.failed == 0 && j.walkErrs == 0); jerr != nil {
 		termsafe.Errorf(j.stderr, "warning: %v", jerr)
 	}
 	j.summary(err, interrupted)

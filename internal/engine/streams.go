@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/bulkmove/bulkmove/internal/engine/resume"
 	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/internal/units"
 	"github.com/bulkmove/bulkmove/model"
@@ -25,7 +26,7 @@ func (j *job) relay(ctx context.Context, out chan *model.Batch, rename string) c
 			}
 			toMove := b.Bytes
 			for i := range b.Entries {
-				if e := &b.Entries[i]; j.res.named(e) {
+				if e := &b.Entries[i]; j.res.Named(e) {
 					// Most likely in place still: not counted against
 					// DEST's free space, nor as still to move.
 					e.Resumed = true
@@ -54,8 +55,8 @@ func (j *job) relay(ctx context.Context, out chan *model.Batch, rename string) c
 }
 
 func (j *job) onResult(r send.Result) {
-	j.res.record(r)
-	resumed, resent := confirmed(r)
+	j.res.Record(r)
+	resumed, resent := resume.Confirmed(r)
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if r.Ack != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bulkmove/bulkmove/filter"
+	"github.com/bulkmove/bulkmove/internal/engine/autojobs"
 	"github.com/bulkmove/bulkmove/internal/engine/throttle"
 	"github.com/bulkmove/bulkmove/internal/units"
 	"github.com/bulkmove/bulkmove/send/compress"
@@ -138,8 +139,8 @@ func (l *StringList) Set(s string) error { *l = append(*l, s); return nil }
 // default to.
 func DefaultConfig() Config {
 	c := Config{
-		Jobs:             autoStart,
-		Auto:             AutoJobs{On: true, Max: autoMaxStreams},
+		Jobs:             autojobs.Start,
+		Auto:             AutoJobs{On: true, Max: autojobs.MaxStreams},
 		BatchSize:        ByteSize(sharder.DefaultBatchBytes),
 		BatchFiles:       sharder.DefaultBatchFiles,
 		Rules:            new(filter.Rules),

@@ -30,7 +30,6 @@ import (
 
 	"github.com/bulkmove/bulkmove/internal/hostcpu"
 	"github.com/bulkmove/bulkmove/internal/termsafe"
-
 	"github.com/bulkmove/bulkmove/metrics"
 	"github.com/bulkmove/bulkmove/send"
 	"github.com/bulkmove/bulkmove/send/autoj"

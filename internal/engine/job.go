@@ -25,6 +25,7 @@ import (
 	"github.com/bulkmove/bulkmove/send/compress"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/transport"
+	"github.com/bulkmove/bulkmove/transport/accepted"
 	"github.com/bulkmove/bulkmove/transport/sshx"
 )
 
@@ -60,10 +61,10 @@ type job struct {
 // target is where the job reads and writes, beyond its SRC and DEST
 // arguments.
 type target struct {
-	remote    *sshx.Target // DEST's host, nil for a local DEST
-	serveAddr string       // DEST is bulkmove://serveAddr/...
-	hub       []duplex     // send-hub: the streams the receiver opened
-	as        string       // send-hub: the name of a single-file SRC at the receiver
+	remote    *sshx.Target      // DEST's host, nil for a local DEST
+	serveAddr string            // DEST is bulkmove://serveAddr/...
+	hub       []accepted.Stream // send-hub: the streams the receiver opened
+	as        string            // send-hub: the name of a single-file SRC at the receiver
 }
 
 // dialer is the job's transport, chosen once (connect): it opened the K

@@ -219,10 +219,3 @@ func HostID() string {
 	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	return mid + "/" + strings.TrimSpace(string(boot))
 }
-
-// refusal is a job refused by the other end, with its reason.
-type refusal struct {
-	host, why string
-}
-
-func (r *refusal) Error() string { return fmt.Sprintf("%s refused the job: %s", r.host, r.why) }

@@ -1,47 +1,24 @@
 package engine
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
-	"path"
 	"path/filepath"
-	"strings"
-	"time"
 
-	"golang.org/x/sync/errgroup"
-
+	"github.com/bulkmove/bulkmove/internal/engine/pull"
 	"github.com/bulkmove/bulkmove/internal/engine/throttle"
-	"github.com/bulkmove/bulkmove/internal/rundir"
 	"github.com/bulkmove/bulkmove/internal/termsafe"
-	"github.com/bulkmove/bulkmove/receive"
 	"github.com/bulkmove/bulkmove/send/source"
-	"github.com/bulkmove/bulkmove/transport/ssh"
 	"github.com/bulkmove/bulkmove/transport/sshx"
 	"github.com/bulkmove/bulkmove/wire"
 )
 
-// Pulling (SRC on a remote host) turns the roles around: the remote host
-// walks and sends, this host receives. This host still opens the K SSH
-// connections. On the first it starts `bulkmove send-hub`, which listens on
-// a Unix socket in this user's private directory (see rundir.Listen) and
-// prints its path and a job token; the others reach that socket through
-// sshd's forwarding (or, where sshd refuses, a `bulkmove join SOCKET`
-// relay), each proving it holds the token as the hub proves it too (see
-// wire.ProveToHub).
-// The hub then runs the same sender job as a push, with the K streams as
-// its connections, and this host runs an agent on each.
-
-// duplex is one stream handed to the hub.
-type duplex struct {
-	r io.Reader
-	w io.Writer
-	c io.Closer
-}
+// A pull (SRC on a remote host) is package pull: this host receives from
+// a send-hub on the remote one, which runs the same sender job as a push
+// over the streams this host opened (a job whose target is those
+// streams: hub).
 
 func (j *job) resolveHub() (plan, Outcome) {
 	var p plan
@@ -85,42 +62,11 @@ func (h Hub) Run(ctx context.Context) Outcome {
 		return UsageError
 	}
 	f.Gentle.Apply(stderr)
-	ln, sock, err := rundir.Listen("send")
+	streams, err := pull.Accept(f.Jobs, h.Stdin, stdout, stderr)
 	if err != nil {
-		// One line in place of the banner: the puller shows it and stops.
-		fmt.Fprintf(stdout, "%s%v\n", wire.Refused, err)
-		termsafe.Errorf(stderr, "send-hub: %v", err)
+		termsafe.Errorf(stderr, "%v", err)
 		return Failed
 	}
-	defer ln.Close() // removes the socket
-	// Each stream that joins proves it holds the token, and the hub proves
-	// it too (see wire.ProveToHub): the source goes to the puller only.
-	token := wire.NewToken()
-	fmt.Fprintf(stdout, "%s%s job=%s\n", wire.SenderBanner, sock, token)
-	streams := []duplex{{r: h.Stdin, w: stdout}}
-	// The puller starts the joins right after reading the banner.
-	joinBy := time.Now().Add(30 * time.Second)
-	ln.(*net.UnixListener).SetDeadline(joinBy)
-	for len(streams) < f.Jobs {
-		c, err := ln.Accept()
-		if err != nil {
-			termsafe.Errorf(stderr, "warning: send-hub: %d of %d streams joined: %v", len(streams), f.Jobs, err)
-			break
-		}
-		c.SetDeadline(joinBy)
-		br := bufio.NewReaderSize(c, wire.HubMaxLine)
-		if _, _, ok := wire.AcceptHub(c, br, func(verb, id string) (string, string) {
-			if verb != wire.HubJoin || id != wire.JobID(token) {
-				return "", "no such job"
-			}
-			return token, ""
-		}); !ok {
-			continue
-		}
-		c.SetDeadline(time.Time{})
-		streams = append(streams, duplex{r: br, w: c, c: c})
-	}
-	ln.Close()
 	j := &job{flags: f, stdout: io.Discard, stderr: stderr, src: h.Src, dst: "receiver", target: target{hub: streams, as: h.As}}
 	j.asks = h.Limit
 	return j.run(ctx)
@@ -156,7 +102,6 @@ func hubOverlap(src, dstIDs string) error {
 
 // pull receives a remote SRC into a local DEST.
 func (j *job) pull(ctx context.Context, t sshx.Target) Outcome {
-	dest := j.dst
 	if j.flags.DryRun {
 		termsafe.Errorf(j.stderr, "--dry-run of a pull: run it on %s", t.Host)
 		return UsageError
@@ -172,136 +117,39 @@ func (j *job) pull(ctx context.Context, t sshx.Target) Outcome {
 	defer bw.Stop()
 	opt := j.flags.SSH.options(isTerminal(os.Stdin))
 	opt.Stderr = j.stderr
-	clients, errs, err := sshx.DialN(ctx, t, opt, j.flags.Jobs)
-	if err != nil {
-		termsafe.Errorf(j.stderr, "%v", err)
-		return Failed
-	}
-	defer func() {
-		for _, c := range clients {
-			c.Close()
-		}
-	}()
-	for _, e := range errs {
-		termsafe.Errorf(j.stderr, "warning: %v; going on with %d of %d streams", e, len(clients), j.flags.Jobs)
-	}
-	self, err := os.Executable()
-	if err != nil {
-		termsafe.Errorf(j.stderr, "%v", err)
-		return Failed
-	}
-	agent, err := clients[0].EnsureAgent(ctx, j.flags.SSH.RemoteBulkmove, Version, wire.Proto, self)
-	if err != nil {
-		termsafe.Errorf(j.stderr, "%v", err)
-		return Failed
-	}
-	src := t.Path
-	if src == "" {
-		src = "."
-	}
-	// A single-file SRC lands as DEST, or inside DEST if that is a
-	// directory (a symlink to one is followed), with its name there.
-	root, err := ResolveDest(dest)
-	if err != nil {
-		termsafe.Errorf(j.stderr, "destination %s: %v", dest, Unwrap(err))
-		return Failed
-	}
-	as, target, named := "", root, dest
-	isDir, _ := clients[0].Output(ctx, "test -d "+sshx.ShellQuote(src)+" && echo dir")
-	if strings.TrimSpace(string(isDir)) != "dir" {
-		if fi, err := os.Stat(root); err != nil || !fi.IsDir() {
-			root, as = filepath.Dir(root), filepath.Base(root)
-		} else {
-			target, named = filepath.Join(root, path.Base(src)), filepath.Join(dest, path.Base(src))
-		}
-	}
-	// The sender's options, as it takes them: the whole Config, less what
-	// only this host uses (forSender).
-	cfg, err := EncodeSenderConfig(j.flags.forSender(len(clients)))
-	if err != nil {
-		termsafe.Errorf(j.stderr, "%v", err)
-		return Failed
-	}
-	hubArgs := []string{sshx.ShellQuote(agent), "send-hub", "--config", cfg}
-	if as != "" {
-		hubArgs = append(hubArgs, "--as", sshx.ShellQuote(as))
-	}
-	if id := HostID(); id != "" {
-		// Where SRC's host is this one, the send-hub refuses a DEST
-		// that overlaps SRC.
-		if pl, err := PlaceOf(named, target); err == nil {
-			hubArgs = append(hubArgs, "--dst-ids", sshx.ShellQuote(HostPlace{Machine: id, Place: pl}.Encode()))
-		}
-	}
-	hubArgs = append(hubArgs, "--", sshx.ShellQuote(src))
-	hub, err := clients[0].Start(ctx, strings.Join(hubArgs, " "))
-	if err != nil {
-		termsafe.Errorf(j.stderr, "%v", err)
-		return Failed
-	}
-	br := bufio.NewReader(hub)
-	line, err := br.ReadString('\n')
-	if why, ok := strings.CutPrefix(line, wire.Refused); ok {
-		hub.Wait()
-		termsafe.Errorf(j.stderr, "%v", &refusal{host: "ssh " + t.Host, why: strings.TrimSpace(why)})
-		return Failed
-	}
-	if err != nil || !strings.HasPrefix(line, wire.SenderBanner) {
-		werr := hub.Wait()
-		termsafe.Errorf(j.stderr, "%s: the remote sender did not start (%q): %v", t.Host, strings.TrimSpace(line), errors.Join(err, werr))
-		return Failed
-	}
-	sock, token, _ := strings.Cut(strings.TrimSpace(strings.TrimPrefix(line, wire.SenderBanner)), " job=")
-	if token == "" {
-		hub.Close()
-		termsafe.Errorf(j.stderr, "%s: the remote sender is an older bulkmove (its banner %q names no job)", t.Host, strings.TrimSpace(line))
-		return Failed
-	}
-	g, gctx := errgroup.WithContext(ctx)
-	// One receiver for all streams, as at a remote agent. What it keeps is
-	// this command line's to say: the remote sender's Hello asks, within
-	// it (a sender there that asks for more is refused, or for owners
-	// where --no-owner was given, not heeded).
-	recv := &receive.Hub{Root: root, Version: Version, Policy: j.allowed().Policy(pullHint)}
-	g.Go(func() error { return recv.Serve(gctx, bw.Reader(br), hub) })
-	for _, c := range clients[1:] {
-		s, _, err := c.Join(ctx, sock, agent)
-		if err != nil {
-			termsafe.Errorf(j.stderr, "warning: %v", err)
-			continue
-		}
-		g.Go(func() error {
-			defer s.Close()
-			br := bufio.NewReaderSize(s, wire.HubMaxLine)
-			timer := time.AfterFunc(ssh.BannerTimeout, func() { s.Close() })
-			err := wire.ProveToHub(s, br, wire.HubJoin, token)
-			if !timer.Stop() && err == nil {
-				err = errors.New("timed out")
-			}
+	p := &pull.Puller{Target: t, Dest: j.dst, Jobs: j.flags.Jobs, SSH: opt,
+		RemoteBulkmove: j.flags.SSH.RemoteBulkmove, Version: Version,
+		ResolveDest: func(dest string) (string, error) {
+			root, err := ResolveDest(dest)
 			if err != nil {
-				termsafe.Errorf(j.stderr, "warning: %s: the remote sender's socket %s: %v", c.Host(), sock, err)
-				return nil
+				return "", fmt.Errorf("destination %s: %v", dest, Unwrap(err))
 			}
-			return recv.Serve(gctx, bw.Reader(br), s)
-		})
+			return root, nil
+		},
+		// The sender's options, as it takes them: the whole Config, less
+		// what only this host uses (forSender).
+		SenderConfig: func(streams int) (string, error) { return EncodeSenderConfig(j.flags.forSender(streams)) },
+		// Where SRC's host is this one, the send-hub refuses a DEST that
+		// overlaps SRC.
+		DstIDs: func(named, target string) string {
+			if id := HostID(); id != "" {
+				if pl, err := PlaceOf(named, target); err == nil {
+					return HostPlace{Machine: id, Place: pl}.Encode()
+				}
+			}
+			return ""
+		},
+		Policy: j.allowed().Policy(pullHint),
+		Pace:   bw.Reader,
+		Stderr: j.stderr,
 	}
-	serr := g.Wait()
-	werr := hub.Wait()
-	var ee *sshx.ExitError
-	var refused *wire.RefusedError
-	switch {
-	case ctx.Err() != nil:
-		return Interrupted
-	case werr == nil && serr == nil:
+	switch p.Run(ctx) {
+	case pull.Done:
 		return Done
-	case errors.As(serr, &refused):
-		// This side refused the remote sender (it asked for what this
-		// command line did not allow): said here, in this side's words.
-		termsafe.Errorf(j.stderr, "pull from %s: the remote sender is refused: %s", t.Host, refused.Reason)
-		return Failed
-	case errors.As(werr, &ee) && ee.Status > 0:
-		return remoteOutcome(ee.Status)
+	case pull.Interrupted:
+		return Interrupted
+	case pull.Remote:
+		return remoteOutcome(p.Status)
 	}
-	termsafe.Errorf(j.stderr, "pull from %s: %v", t.Host, errors.Join(serr, werr))
 	return Failed
 }

@@ -10,9 +10,5 @@ import (
 func (j *job) hubTransport(p plan) *accepted.Transport {
 	d := j.dialerFor(p)
 	d.Configure = func(c *send.Client) { c.Compress, c.Share = j.flags.Compress.Config, &j.share }
-	t := &accepted.Transport{Dialer: d}
-	for _, s := range j.hub {
-		t.Streams = append(t.Streams, accepted.Stream{R: s.r, W: s.w, C: s.c})
-	}
-	return t
+	return &accepted.Transport{Dialer: d, Streams: j.hub}
 }

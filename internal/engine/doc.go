@@ -25,22 +25,25 @@
 //   - streams.go, check.go, compress.go, faithful.go, ioconc.go, split.go,
 //     scale.go: what goes on the streams and how (the sharder's batches,
 //     the skip rules, compression, metadata, --split-size, shards).
-//   - autoj.go (-j auto) and bwlimit.go (--bwlimit, --max-read-rate, by
-//     package internal/engine/throttle, which also holds --nice): the
+//   - autoj.go (-j auto, by package internal/engine/autojobs over
+//     send/autoj's controller) and bwlimit.go (--bwlimit, --max-read-rate,
+//     by package internal/engine/throttle, which also holds --nice): the
 //     controllers that steer the streams while they run.
-//   - delete.go, verify.go, resume.go, summary.go: the finish: --delete,
+//   - delete.go, verify.go, journal.go, summary.go: the finish: --delete,
 //     the verify subcommand, the resume journal, the summary line and the
-//     --json end event. delete.go and verify.go only hand the job's
-//     options and streams to the packages that do the work:
+//     --json end event. delete.go, verify.go and journal.go only hand the
+//     job's options and streams to the packages that do the work:
 //     internal/engine/deletion (the sending side of --delete: the
-//     listing, the guard, --max-delete) and internal/engine/verify
-//     (verify and verify-summary).
+//     listing, the guard, --max-delete), internal/engine/verify (verify
+//     and verify-summary) and internal/engine/resume (the journal, whose
+//     path journal.go computes).
 //   - transport.go chooses the job's transport once (package transport:
 //     local, --via-agent, SSH and the agent's data plane, bulkmove://, a
 //     pull's send-hub over the streams its puller opened), from the
 //     options in transport_ssh.go, transport_serve.go, transport_hub.go;
 //     the job opens its K streams over it, and redials and adds streams
-//     through it. pull.go starts a pull: send-hub on the remote host.
+//     through it. pull.go starts a pull (package internal/engine/pull: the
+//     puller, and the send-hub on the remote host accepting its streams).
 //   - events.go (the --json schema; the events its packages share are in
 //     internal/engine/event), observe.go (metrics, the /bwlimit
 //     endpoint, the bottleneck verdict): what the job reports while it

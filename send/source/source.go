@@ -14,6 +14,7 @@ import (
 	"github.com/zeebo/xxh3"
 	"golang.org/x/sys/unix"
 
+	"github.com/bulkmove/bulkmove/internal/dirat"
 	"github.com/bulkmove/bulkmove/internal/ioconc"
 	"github.com/bulkmove/bulkmove/internal/ratelimit"
 	"github.com/bulkmove/bulkmove/metrics"
@@ -224,7 +225,16 @@ func (s Source) Open(e *model.Entry) (*File, error) { return s.OpenIn(nil, e) }
 
 // OpenIn opens entry e relative to the directory cached in d (nil: none).
 func (s Source) OpenIn(d *Dirs, e *model.Entry) (*File, error) {
-	f := &File{root: s.Root, path: e.Path}
+	f := new(File)
+	if err := s.openInto(f, d, e); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// openInto is OpenIn into f, which a writer reuses from file to file.
+func (s Source) openInto(f *File, d *Dirs, e *model.Entry) error {
+	*f = File{root: s.Root, path: e.Path}
 	dirfd, name := unix.AT_FDCWD, ""
 	switch {
 	case s.File != "":
@@ -259,28 +269,28 @@ func (s Source) OpenIn(d *Dirs, e *model.Entry) (*File, error) {
 	}
 	start := time.Now()
 	flags := openFlags
-	fd, err := unix.Openat(dirfd, name, flags, 0)
+	fd, err := dirat.Open(dirfd, name, flags, 0)
 	s.IO.Since(start)
 	if err == unix.EPERM { // O_NOATIME needs ownership
 		flags &^= unix.O_NOATIME
-		fd, err = unix.Openat(dirfd, name, flags, 0)
+		fd, err = dirat.Open(dirfd, name, flags, 0)
 	}
 	if err == unix.EAGAIN { // another's lease: wait for its break
-		fd, err = unix.Openat(dirfd, name, flags&^unix.O_NONBLOCK, 0)
+		fd, err = dirat.Open(dirfd, name, flags&^unix.O_NONBLOCK, 0)
 	}
 	if err != nil {
 		if err == unix.ENOENT {
-			return nil, fmt.Errorf("read %s: %w: vanished since the walk", f.Name(), ErrChanged)
+			return fmt.Errorf("read %s: %w: vanished since the walk", f.Name(), ErrChanged)
 		}
 		if err == unix.ELOOP {
-			return nil, fmt.Errorf("read %s: %w: now a symlink", f.Name(), ErrChanged)
+			return fmt.Errorf("read %s: %w: now a symlink", f.Name(), ErrChanged)
 		}
-		return nil, fmt.Errorf("read %s: %w", f.Name(), err)
+		return fmt.Errorf("read %s: %w", f.Name(), err)
 	}
 	// No fstat here: Recheck after the copy catches a file that changed
 	// since the walk as surely, and a changed file is rare.
 	f.fd = fd
-	return f, nil
+	return nil
 }
 
 // Recheck reports whether f changed while being read.
@@ -380,6 +390,15 @@ func (s Source) writeTar(w io.Writer, b *wire.BatchManifest, need []bool, ctr *m
 	defer dirs.Close()
 	ra := s.startReadAhead(b.Entries, need, ctr)
 	defer ra.close()
+	// What each file passes through, the batch's and reused file after
+	// file: a small file costs no allocation of its own.
+	var (
+		fbuf File
+		src  readTracker
+		lim  io.LimitedReader
+		tee  hashTee
+	)
+	src.ctr = ctr
 	for i := range b.Entries {
 		e := &b.Entries[i]
 		if e.Kind != model.KindFile || !need[i] {
@@ -387,7 +406,7 @@ func (s Source) writeTar(w io.Writer, b *wire.BatchManifest, need []bool, ctr *m
 		}
 		f, oerr := ra.open(i)
 		if ra == nil {
-			f, oerr = s.OpenIn(&dirs, e)
+			f, oerr = &fbuf, s.openInto(&fbuf, &dirs, e)
 		}
 		if oerr != nil {
 			failed = append(failed, Error{i, oerr})
@@ -407,7 +426,10 @@ func (s Source) writeTar(w io.Writer, b *wire.BatchManifest, need []bool, ctr *m
 			failed = append(failed, Error{i, xerr})
 		}
 		size := wire.DataSize(e.DataLen(), ext)
-		src := &readTracker{ctr: ctr}
+		src.r, src.err = nil, nil
+		// The limit outside the tracker: the end of the body is no read,
+		// and costs no clock reading.
+		lim.R, lim.N = &src, size
 		var n int64
 		var dw io.Writer
 		var werr error
@@ -419,9 +441,8 @@ func (s Source) writeTar(w io.Writer, b *wire.BatchManifest, need []bool, ctr *m
 			}
 			n, src.err, werr = fs.SendFile(f.fd, size)
 			if src.err == ErrNoSendfile {
-				src.err = nil
-				src.r = io.LimitReader(f, size)
-				n, werr = io.CopyBuffer(dw, src, *bp)
+				src.err, src.r = nil, f
+				n, werr = io.CopyBuffer(dw, &lim, *bp)
 			}
 		} else {
 			if dw, err = ts.beginExtra(e, ext, xs); err != nil {
@@ -432,14 +453,16 @@ func (s Source) writeTar(w io.Writer, b *wire.BatchManifest, need []bool, ctr *m
 			if f.ahead == nil { // (read ahead: paced already)
 				fr = ratelimit.Reader(fr, s.Limit)
 			}
-			src.r = io.LimitReader(fr, size)
-			var in io.Reader = src
+			src.r = fr
+			var in io.Reader = &lim
 			if hash {
 				h.Reset()
 				if ext != nil {
 					wire.HashExtents(h, ext)
 				}
-				in = io.TeeReader(src, h)
+				// Hashed in the same pass that copies it.
+				tee.r, tee.h = &lim, h
+				in = &tee
 			}
 			n, werr = io.CopyBuffer(dw, in, *bp)
 		}
@@ -479,6 +502,21 @@ func (s Source) writeTar(w io.Writer, b *wire.BatchManifest, need []bool, ctr *m
 		}
 	}
 	return discards, failed, sums, ts.close()
+}
+
+// hashTee is io.TeeReader into a hash, which never fails to take a write:
+// one per batch, reused file after file.
+type hashTee struct {
+	r io.Reader
+	h *xxh3.Hasher128
+}
+
+func (t *hashTee) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	if n > 0 {
+		t.h.Write(p[:n])
+	}
+	return n, err
 }
 
 // readTracker remembers a read error, to tell a failure of the source file

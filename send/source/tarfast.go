@@ -3,7 +3,6 @@ package source
 import (
 	"archive/tar"
 	"io"
-	"strconv"
 	"time"
 
 	"github.com/bulkmove/bulkmove/model"
@@ -49,20 +48,22 @@ func fast(e *model.Entry) bool {
 	return true
 }
 
+// octal writes v, which fast has checked fits, zero-padded and
+// NUL-terminated, as archive/tar writes USTAR numbers (digit by digit: no
+// string to allocate).
 func octal(dst []byte, v int64) {
-	// Zero-padded, NUL-terminated, as archive/tar writes USTAR numbers.
-	s := strconv.FormatInt(v, 8)
 	n := len(dst) - 1
-	for i := range n - len(s) {
-		dst[i] = '0'
-	}
-	copy(dst[n-len(s):n], s)
 	dst[n] = 0
+	for i := n - 1; i >= 0; i-- {
+		dst[i] = byte('0' + v&7)
+		v >>= 3
+	}
 }
 
 // begin writes the header of regular file e and returns where its data goes.
 func (t *tarStream) begin(e *model.Entry) (io.Writer, error) {
 	if !fast(e) {
+		t.viaTW = true // end flushes archive/tar's padding
 		return t.tw, t.tw.WriteHeader(plainHeader(e))
 	}
 	b := t.blk[:]
@@ -104,7 +105,7 @@ func (t *tarStream) end(e *model.Entry) error {
 		t.bare = false
 		return t.pad(t.bareLen)
 	}
-	if !fast(e) || t.viaTW {
+	if t.viaTW {
 		t.viaTW = false
 		return t.tw.Flush()
 	}

@@ -40,6 +40,14 @@ func (t *Txn) ExtractTar(id uint64, r io.Reader, need []bool) error {
 	w := t.startWriters()
 	defer w.wait()
 	for {
+		// The name due next, which the header most likely bears.
+		tr.want = ""
+		for j := next; j < len(t.entries); j++ {
+			if t.entries[j].Kind == model.KindFile && need[j] {
+				tr.want = t.entries[j].Path
+				break
+			}
+		}
 		hdr, err := tr.Next()
 		if err == io.EOF {
 			return nil

@@ -36,11 +36,17 @@ type tarReader struct {
 	// nothing of its body was read yet: SpliceTo may take it from here.
 	trSize  int64
 	trFresh bool
+	// hdr is the fast path's header, valid until the next Next; want, if
+	// set, is the name the caller expects next: a header with that name
+	// takes this string rather than a copy of its bytes.
+	hdr  tar.Header
+	want string
 }
 
 func newTarReader(r io.Reader) *tarReader { return &tarReader{r: r} }
 
-// Next advances to the next entry: io.EOF at the end of the archive.
+// Next advances to the next entry: io.EOF at the end of the archive. The
+// header is valid until the next call.
 func (t *tarReader) Next() (*tar.Header, error) {
 	if err := t.skip(); err != nil {
 		return nil, err
@@ -129,10 +135,15 @@ func (t *tarReader) skip() error {
 		}
 	}
 	if t.pad > 0 {
-		n := t.pad
+		// Into the block the next header takes (io.CopyN would allocate
+		// a reader for each entry).
+		n := int(t.pad)
 		t.pad = 0
-		if k, err := io.CopyN(io.Discard, t.r, n); err != nil && k < n {
-			return err // io.EOF if cut short
+		if k, err := io.ReadFull(t.r, t.blk[:n]); err != nil && k < n {
+			if err == io.ErrUnexpectedEOF {
+				err = io.EOF // cut short: as archive/tar says it
+			}
+			return err
 		}
 	}
 	return nil
@@ -163,9 +174,13 @@ func (t *tarReader) fast() (*tar.Header, bool) {
 	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6 && ok7 && ok8) || chk != sum {
 		return nil, false
 	}
-	return &tar.Header{
+	name := b[0:100]
+	if i := bytes.IndexByte(name, 0); i >= 0 {
+		name = name[:i]
+	}
+	t.hdr = tar.Header{
 		Typeflag: tar.TypeReg,
-		Name:     cstring(b[0:100]),
+		Name:     t.nameOf(name),
 		Linkname: cstring(b[157:257]),
 		Size:     size,
 		Mode:     mode,
@@ -178,7 +193,17 @@ func (t *tarReader) fast() (*tar.Header, bool) {
 		Devminor: minor,
 		// (Format, which archive/tar gives from a further scan of the
 		// block, is left out: nothing here reads it.)
-	}, true
+	}
+	return &t.hdr, true
+}
+
+// nameOf is the header name b as a string: want if it is that name (no
+// copy to allocate), else a copy.
+func (t *tarReader) nameOf(b []byte) string {
+	if string(b) == t.want {
+		return t.want
+	}
+	return string(b)
 }
 
 // octal parses a numeric field as archive/tar does one that is not

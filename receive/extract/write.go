@@ -19,6 +19,7 @@ import (
 	"github.com/zeebo/xxh3"
 	"golang.org/x/sys/unix"
 
+	"github.com/bulkmove/bulkmove/internal/dirat"
 	"github.com/bulkmove/bulkmove/internal/ratelimit"
 	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/wire"
@@ -65,7 +66,7 @@ func (t *Txn) WriteThen(i int, src io.Reader, placeNow func() bool) error {
 		fd, tmp = f, base // written under its final name
 	}
 	if fd < 0 && t.r.linking() != linkNone && tmpfilesOpen.Load() < maxTmpfiles {
-		if f, err := unix.Openat(dfd, ".", unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, uint32(e.Mode.Perm())); err == nil {
+		if f, err := dirat.Open(dfd, ".", unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, uint32(e.Mode.Perm())); err == nil {
 			fd = f
 			tmpfilesOpen.Add(1)
 		}
@@ -88,11 +89,11 @@ func (t *Txn) WriteThen(i int, src io.Reader, placeNow func() bool) error {
 			return t.drain(src, want)
 		}
 	}
-	t.r.io.Since(created)
-	discard := func() { t.dropFile(tdir, tmp, fd) }
 	// Write time is the receiver's own work: not the time spent waiting
-	// for the data to arrive.
+	// for the data to arrive. It starts where the create ends.
 	start := time.Now()
+	t.r.io.Observe(start.Sub(created))
+	discard := func() { t.dropFile(tdir, tmp, fd) }
 	in, tr, h := t.hashed(src)
 	defer release(h)
 	n, rerr, werr := t.copyData(fd, in, x, e, h)
@@ -208,7 +209,7 @@ func (r *Receiver) createInPlace(dfd int, p, base string, perm uint32, spread bo
 			r.mu.Unlock()
 		}()
 	}
-	fd, err := unix.Openat(dfd, base, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, perm)
+	fd, err := dirat.Open(dfd, base, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, perm)
 	if err != nil {
 		return -1
 	}
@@ -235,11 +236,12 @@ func (t *Txn) settle(p pendingFile, size int64, placeNow func() bool) {
 		t.placers[p.dir] = sem
 	}
 	t.mu.Unlock()
+	q := p // (only here does the file go to the heap, with the goroutine)
 	t.placing.Go(func() {
 		sem <- struct{}{}
-		t.place(&p)
+		t.place(&q)
 		<-sem
-		t.addPending(p, size)
+		t.addPending(q, size)
 	})
 }
 
@@ -254,8 +256,12 @@ func (t *Txn) addPending(p pendingFile, size int64) {
 	t.mu.Unlock()
 }
 
-// hasherPool holds the hashers of files being written (several at once).
-var hasherPool = sync.Pool{New: func() any { return xxh3.New128() }}
+// hasherPool holds the hashers of files being written (several at once),
+// waitPool their readers.
+var (
+	hasherPool = sync.Pool{New: func() any { return xxh3.New128() }}
+	waitPool   = sync.Pool{New: func() any { return new(waitReader) }}
+)
 
 // hashed wraps src for writing: data from a stream is hashed as it is
 // written, for the sender's hash in the commit to check (end-to-end
@@ -270,10 +276,12 @@ func (t *Txn) hashed(src io.Reader) (in io.Reader, tr *waitReader, h *xxh3.Hashe
 	if t.r.opt.NoSums && canSplice(src) {
 		return src, nil, nil
 	}
-	tr = &waitReader{r: src}
 	h = hasherPool.Get().(*xxh3.Hasher128)
 	h.Reset()
-	return io.TeeReader(tr, h), tr, h
+	// Hashed as it is read, in the same pass that writes it.
+	tr = waitPool.Get().(*waitReader)
+	*tr = waitReader{r: src, h: h}
+	return tr, tr, h
 }
 
 func release(h *xxh3.Hasher128) {
@@ -290,27 +298,34 @@ func sumOf(h *xxh3.Hasher128) wire.Sum {
 }
 
 // wrote counts the time since start, less what tr waited for data, as
-// the batch's write time: the receiver's own work.
+// the batch's write time: the receiver's own work. tr is done with then.
 func (t *Txn) wrote(start time.Time, tr *waitReader) {
 	spent := int64(time.Since(start))
 	if tr != nil {
 		spent -= tr.nanos
+		*tr = waitReader{}
+		waitPool.Put(tr)
 	}
 	t.mu.Lock()
 	t.writeNanos += spent
 	t.mu.Unlock()
 }
 
-// waitReader accounts the time spent waiting for data.
+// waitReader accounts the time spent waiting for data, and hashes the
+// data into h (as io.TeeReader would; a hash takes every write).
 type waitReader struct {
 	r     io.Reader
 	nanos int64
+	h     *xxh3.Hasher128
 }
 
 func (w *waitReader) Read(p []byte) (int, error) {
 	start := time.Now()
 	n, err := w.r.Read(p)
 	w.nanos += int64(time.Since(start))
+	if n > 0 {
+		w.h.Write(p[:n])
+	}
 	return n, err
 }
 

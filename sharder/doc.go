@@ -11,9 +11,11 @@
 // # The walk
 //
 // Run reads many directories at once (Options.Concurrency workers taking
-// directories from a shared stack), each in chunks of 1024 names with
-// (*os.File).ReadDir, and lstats every name relative to the open directory
-// (fstatat). Symlinks are never followed. Each chunk goes as one unit, over a
+// directories from a shared stack), each in chunks of 1024 names read with
+// getdents64 into memory reused from directory to directory (dirReader; on
+// other systems (*os.File).ReadDir), and lstats every name relative to the
+// open directory (fstatat): a file walked costs one allocation, its path.
+// Symlinks are never followed. Each chunk goes as one unit, over a
 // bounded channel, to a single collector goroutine that calls the callbacks
 // and feeds the partitioner, so the files of one directory stay together in a
 // batch: creates in one directory serialise on the receiver, and keeping them

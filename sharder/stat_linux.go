@@ -1,13 +1,18 @@
 package sharder
 
 import (
+	"bytes"
+	"encoding/binary"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/bulkmove/bulkmove/internal/dirat"
 	"github.com/bulkmove/bulkmove/model"
 )
 
@@ -108,7 +113,7 @@ func withDir(f *os.File, dir string, fn func(d dirHandle)) error {
 func (d dirHandle) lstat(name string) (rawStat, error) {
 	var st unix.Stat_t
 	for {
-		err := unix.Fstatat(d.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
+		err := dirat.Lstat(d.fd, name, &st)
 		if err == unix.EINTR {
 			continue
 		}
@@ -202,4 +207,126 @@ func openUnder(root *os.File, rootPath, rel string) (*os.File, error) {
 		return nil, &fs.PathError{Op: "open", Path: full, Err: oerr}
 	}
 	return os.NewFile(uintptr(fd), full), nil
+}
+
+// dirReader reads a directory's names with getdents64 into a buffer of
+// its own, as (*os.File).ReadDir does, but without a DirEntry and a string
+// for each name: the walk makes one string of each name it keeps, its
+// path under SRC.
+type dirReader struct {
+	*dirScratch
+	bufp, nbuf int
+	eof        bool // getdents said the end: no need to ask again
+}
+
+// dirScratch is a dirReader's memory, reused from directory to directory:
+// getdents' buffer, and the entries of a read with their names (buf is
+// refilled before a read has its n names), ends where each name ends.
+type dirScratch struct {
+	buf   []byte
+	ents  []dirent
+	names []byte
+	ends  []int
+}
+
+var dirScratches = sync.Pool{New: func() any { return &dirScratch{buf: make([]byte, 8<<10)} }}
+
+// read returns up to n names of the directory f (not "." and ".."),
+// valid until the next read; io.EOF once there are none left, as
+// (*os.File).ReadDir(n) does.
+func (r *dirReader) read(f *os.File, n int) ([]dirent, error) {
+	if r.dirScratch == nil {
+		r.dirScratch = dirScratches.Get().(*dirScratch)
+	}
+	r.ents, r.names, r.ends = r.ents[:0], r.names[:0], r.ends[:0]
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return nil, &fs.PathError{Op: "readdirent", Path: f.Name(), Err: err}
+	}
+	var rerr error
+	cerr := rc.Control(func(fd uintptr) { rerr = r.fill(int(fd), f.Name(), n) })
+	if cerr != nil {
+		rerr = &fs.PathError{Op: "readdirent", Path: f.Name(), Err: cerr}
+	}
+	start := 0
+	for k, end := range r.ends {
+		r.ents[k].name = r.names[start:end:end]
+		start = end
+	}
+	if rerr == nil && len(r.ents) == 0 {
+		rerr = io.EOF
+	}
+	return r.ents, rerr
+}
+
+// fill appends up to n names of the directory fd (named path) to r.ents.
+func (r *dirReader) fill(fd int, path string, n int) error {
+	for len(r.ends) < n {
+		if r.bufp >= r.nbuf {
+			if r.eof {
+				return nil
+			}
+			r.bufp = 0
+			m, err := unix.Getdents(fd, r.buf)
+			for err == unix.EINTR {
+				m, err = unix.Getdents(fd, r.buf)
+			}
+			if err != nil {
+				r.nbuf = 0
+				return &fs.PathError{Op: "readdirent", Path: path, Err: err}
+			}
+			if r.nbuf = m; m <= 0 {
+				r.eof = true
+				return nil
+			}
+		}
+		// struct linux_dirent64: ino, off, reclen, type, name (NUL-ended).
+		rec := r.buf[r.bufp:r.nbuf]
+		const nameOff = 19
+		if len(rec) < nameOff {
+			r.bufp = r.nbuf
+			return nil
+		}
+		reclen := int(binary.NativeEndian.Uint16(rec[16:18]))
+		if reclen < nameOff || reclen > len(rec) {
+			r.bufp = r.nbuf
+			return nil
+		}
+		rec = rec[:reclen]
+		r.bufp += reclen
+		name := rec[nameOff:]
+		if i := bytes.IndexByte(name, 0); i >= 0 {
+			name = name[:i]
+		}
+		if string(name) == "." || string(name) == ".." {
+			continue
+		}
+		var dir bool
+		switch rec[18] {
+		case unix.DT_DIR:
+			dir = true
+		case unix.DT_UNKNOWN:
+			// A filesystem that does not say (as os.ReadDir, by lstat).
+			var st unix.Stat_t
+			if err := dirat.Lstat(fd, string(name), &st); err == unix.ENOENT {
+				continue // gone since: as if it never was
+			} else if err != nil {
+				return &fs.PathError{Op: "lstat", Path: joinPath(path, string(name)), Err: err}
+			}
+			dir = st.Mode&unix.S_IFMT == unix.S_IFDIR
+		}
+		r.names = append(r.names, name...)
+		r.ends = append(r.ends, len(r.names))
+		r.ents = append(r.ents, dirent{dir: dir})
+	}
+	return nil
+}
+
+// close gives back the memory.
+func (r *dirReader) close() {
+	if r.dirScratch != nil {
+		clear(r.ents) // (no names held while pooled)
+		dirScratches.Put(r.dirScratch)
+		r.dirScratch = nil
+	}
 }

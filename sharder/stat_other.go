@@ -71,3 +71,17 @@ func openDir(name string, follow bool) (*os.File, error) {
 func openUnder(_ *os.File, rootPath, rel string) (*os.File, error) {
 	return os.Open(joinPath(rootPath, filepath.FromSlash(rel)))
 }
+
+// dirReader reads a directory's names through (*os.File).ReadDir.
+type dirReader struct{ ents []dirent }
+
+func (r *dirReader) read(f *os.File, n int) ([]dirent, error) {
+	des, err := f.ReadDir(n)
+	r.ents = r.ents[:0]
+	for _, de := range des {
+		r.ents = append(r.ents, dirent{name: []byte(de.Name()), dir: de.IsDir()})
+	}
+	return r.ents, err
+}
+
+func (r *dirReader) close() {}

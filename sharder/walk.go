@@ -507,6 +507,21 @@ func joinPath(dir, name string) string {
 	return dir + string(filepath.Separator) + name
 }
 
+// dirent is a name read from a directory (valid until the next read of
+// it), and whether it is a directory.
+type dirent struct {
+	name []byte
+	dir  bool
+}
+
+// joinRelBytes is joinRel of a name read from a directory.
+func joinRelBytes(dir string, name []byte) string {
+	if dir == "." {
+		return string(name)
+	}
+	return dir + "/" + string(name)
+}
+
 func joinRel(dir, name string) string {
 	if dir == "." {
 		return name
@@ -535,12 +550,14 @@ func (w *walker) readDir(ctx context.Context, it dirItem) error {
 		}
 	}
 	defer f.Close()
+	var dr dirReader
+	defer dr.close()
 	owned := w.opt.Shard.OwnsDir(it.rel) // the names in it that are not directories
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		var ents []fs.DirEntry
+		var ents []dirent
 		var err error
 		if h := w.opt.hooks.readDir; h != nil {
 			if herr := h(it.rel); herr != nil {
@@ -552,7 +569,7 @@ func (w *walker) readDir(ctx context.Context, it dirItem) error {
 			if w.opt.IO.Slow() {
 				n = slowReadDirChunk
 			}
-			ents, err = f.ReadDir(n)
+			ents, err = dr.read(f, n)
 		}
 		var c chunk
 		var subdirs []string
@@ -587,7 +604,7 @@ func (w *walker) readDir(ctx context.Context, it dirItem) error {
 // On a slow filesystem (Options.IO says so) the lstats of a chunk run from
 // several goroutines at once: a flat directory of a million files is then
 // not a million round trips one after the other.
-func (w *walker) statChunk(f *os.File, rel, full string, ents []fs.DirEntry, owned bool) (chunk, []string) {
+func (w *walker) statChunk(f *os.File, rel, full string, ents []dirent, owned bool) (chunk, []string) {
 	var c chunk
 	if owned {
 		c.files = make([]model.Entry, 0, len(ents))
@@ -603,12 +620,13 @@ func (w *walker) statChunk(f *os.File, rel, full string, ents []fs.DirEntry, own
 	}
 	todo := make([]stated, 0, len(ents))
 	for _, de := range ents {
-		name := de.Name()
-		isDir := de.IsDir()
+		isDir := de.dir
 		if !isDir && !owned {
 			continue
 		}
-		crel := joinRel(rel, name)
+		// One string for the name and its path: the name is the path's end.
+		crel := joinRelBytes(rel, de.name)
+		name := crel[len(crel)-len(de.name):]
 		mine := !isDir || w.opt.Shard.OwnsDir(crel)
 		if w.opt.Filter.Excluded(crel, isDir) {
 			if mine {

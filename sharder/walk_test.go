@@ -1026,3 +1026,36 @@ func BenchmarkWalk(b *testing.B) {
 	}
 	b.ReportMetric(float64(files*runs)/b.Elapsed().Seconds(), "files/s")
 }
+
+// TestWalkAllocsPerFile: the walk allocates once for each file it reports,
+// its path (no DirEntry, no name apart from the path, no C string for the
+// lstat): what a walk costs whatever the tree's size is left out, the
+// difference between a directory of 2n files and one of n.
+func TestWalkAllocsPerFile(t *testing.T) {
+	const n = 500
+	walk := func(k int) float64 {
+		src := testDir(t)
+		for i := range k {
+			check(t, os.WriteFile(filepath.Join(src, fmt.Sprintf("f%05d", i)), nil, 0o644))
+		}
+		out := make(chan *model.Batch, 64)
+		return testing.AllocsPerRun(5, func() {
+			done := make(chan struct{})
+			go func() {
+				for range out {
+				}
+				close(done)
+			}()
+			if _, err := Run(context.Background(), src, Options{}, out); err != nil {
+				t.Fatal(err)
+			}
+			<-done
+			out = make(chan *model.Batch, 64)
+		})
+	}
+	a := (walk(2*n) - walk(n)) / n
+	t.Logf("%.2f allocations per file", a)
+	if a > 1.5 {
+		t.Errorf("%.2f allocations per file walked, want 1", a)
+	}
+}

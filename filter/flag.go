@@ -3,7 +3,6 @@ package filter
 import (
 	"bufio"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -46,18 +45,26 @@ func (r *Rules) AddFrom(rd io.Reader, kind Kind, from0 bool) error {
 	}
 }
 
-// Flag returns a flag.Value that adds each value to r as rsync's --exclude
+// Value is a command-line flag's value: the standard library's flag.Value,
+// with the Type that spf13/pflag's Value adds (a name for help).
+type Value interface {
+	String() string
+	Set(string) error
+	Type() string
+}
+
+// Flag returns a Value that adds each value to r as rsync's --exclude
 // (kind Exclude), --include (Include) or --filter (Filter) does. Give each
 // option its own Flag of the same Rules, and the rules keep the order of the
 // command line, across options.
-func (r *Rules) Flag(kind Kind) flag.Value {
+func (r *Rules) Flag(kind Kind) Value {
 	return &flagValue{r: r, kind: kind}
 }
 
-// FileFlag returns a flag.Value whose values name files to add with AddFrom,
+// FileFlag returns a Value whose values name files to add with AddFrom,
 // as rsync's --exclude-from (kind Exclude) and --include-from (Include) do;
 // "-" is the standard input.
-func (r *Rules) FileFlag(kind Kind) flag.Value {
+func (r *Rules) FileFlag(kind Kind) Value {
 	return &flagValue{r: r, kind: kind, file: true}
 }
 
@@ -68,6 +75,13 @@ type flagValue struct {
 }
 
 func (v *flagValue) String() string { return "" }
+
+func (v *flagValue) Type() string {
+	if v.file {
+		return "FILE"
+	}
+	return "PATTERN"
+}
 
 func (v *flagValue) Set(s string) error {
 	if !v.file {

@@ -3,13 +3,11 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
+
+	"github.com/spf13/pflag"
 
 	"github.com/bulkmove/bulkmove/internal/engine"
 	"github.com/bulkmove/bulkmove/internal/engine/throttle"
@@ -59,12 +57,10 @@ that starts it gives them from its own flags, and a Hello asking for more
 is refused (owners: not heeded).
 `
 
-// runAgent is `bulkmove agent`: its flags into an agentd.Config, and
-// agentd.Run.
-func runAgent(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("bulkmove agent", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, agentUsage) }
+// agentFlags registers the flags of `bulkmove agent` (transport/ssh and
+// internal/engine build its command lines) and returns its run: its
+// flags into an agentd.Config, and agentd.Run.
+func agentFlags(fs *pflag.FlagSet) func(*call) int {
 	metricsAddr := fs.String("metrics-addr", "", "export the receiver's Prometheus metrics on `host:port` (:0 picks a port and prints it)")
 	cfg := agentd.Config{Version: engine.Version, CheckRoot: agentRoot}
 	fs.IntVar(&cfg.Streams, "hub", 0, "serve `K` streams: this one and K-1 joining on a Unix socket")
@@ -74,37 +70,41 @@ func runAgent(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.Linger, "linger", 0, "with --hub: stay `duration` after the last job ends, for later runs to reach through the socket")
 	fs.StringVar(&cfg.SrcIDs, "src-ids", "", "the sender's SRC by device and inode, with its machine (JSON): a ROOT that overlaps it on this machine is refused")
 	var nice throttle.NiceFlags
-	nice.Register(fs)
+	registerNice(fs, &nice)
 	var allow engine.AllowFlags
-	allow.Register(fs)
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	registerAllow(fs, &allow)
+	return func(x *call) int {
+		if len(x.args) != 1 {
+			fs.Usage()
+			return exitUsage
+		}
+		nice.Apply(x.stderr)
+		cfg.Root, cfg.Data, cfg.Nice, cfg.Allow = x.args[0], dataplane.Mode(*data), nice.Text(), wire.Allow(allow)
+		return runAgent(x, cfg, *metricsAddr)
 	}
-	if fs.NArg() != 1 {
-		fs.Usage()
-		return exitUsage
-	}
-	nice.Apply(stderr)
-	cfg.Root, cfg.Data, cfg.Nice, cfg.Allow = fs.Arg(0), dataplane.Mode(*data), nice.Text(), wire.Allow(allow)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
+// runAgent runs the agent of cfg until its jobs end (or a signal).
+func runAgent(x *call, cfg agentd.Config, metricsAddr string) int {
+	ctx, stop := signalContext()
 	defer stop()
 	var m metrics.Receiver
-	if err := serveReceiverMetrics(ctx, &m, *metricsAddr, "agent", stderr); err != nil {
+	if err := serveReceiverMetrics(ctx, &m, metricsAddr, "agent", x.stderr); err != nil {
 		return exitUsage
 	}
 	cfg.Opened = engine.ExportReceiver(&m)
-	err := agentd.Run(ctx, cfg, stdin, stdout)
+	err := agentd.Run(ctx, cfg, x.stdin, x.stdout)
 	var usage *agentd.UsageError
 	switch {
 	case err == nil:
 		return exitOK
 	case errors.As(err, &usage):
-		termsafe.Errorf(stderr, "agent: %v", err)
+		termsafe.Errorf(x.stderr, "agent: %v", err)
 		return exitUsage
 	case !wire.IsRefused(err):
 		// A refused handshake told the sender why, which shows it: not
 		// twice (this stderr is the sender's).
-		termsafe.Errorf(stderr, "%v", err)
+		termsafe.Errorf(x.stderr, "%v", err)
 	}
 	return exitFatal
 }

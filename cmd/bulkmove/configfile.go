@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/spf13/pflag"
 )
 
 // The config file (--config FILE, default ~/.config/bulkmove/config)
@@ -28,10 +30,33 @@ import (
 // override the file's (repeatable flags add up: the file's first), and
 // SRC DEST on the command line replace the profile's src and dst.
 
+// configDefaults is the move's command.defaults: the flags the config
+// file sets, and the profile's SRC and DEST. A key that names none of
+// fs's flags is an error naming the file and line.
+func configDefaults(fs *pflag.FlagSet, line []string) (flags, operands []string, err error) {
+	known := func(key string) string {
+		if f := fs.Lookup(key); f != nil {
+			return f.Name
+		}
+		if len(key) == 1 { // j = 8: the flag -j is --jobs
+			if f := fs.ShorthandLookup(key); f != nil {
+				return f.Name
+			}
+		}
+		return ""
+	}
+	flags, src, dst, err := configArgs(line, known)
+	if err != nil || src == "" || dst == "" {
+		return flags, nil, err
+	}
+	return flags, []string{src, dst}, nil
+}
+
 // configArgs reads the config file for the command line args and returns
 // the flags it sets (defaults, then the profile's) and the profile's SRC
-// and DEST, if any.
-func configArgs(args []string) (flags []string, src, dst string, err error) {
+// and DEST, if any. known gives the long name of the flag a key names,
+// or "" if none.
+func configArgs(args []string, known func(key string) string) (flags []string, src, dst string, err error) {
 	path, explicit := flagValue(args, "config")
 	if path == "" {
 		home, herr := os.UserHomeDir()
@@ -77,7 +102,11 @@ func configArgs(args []string) (flags []string, src, dst string, err error) {
 		case "config", "profile":
 			return nil, "", "", fmt.Errorf("config %s:%d: %s cannot be set in the file", path, n, k)
 		default:
-			flags = append(flags, "--"+k+"="+v)
+			name := known(k)
+			if name == "" {
+				return nil, "", "", fmt.Errorf("config %s:%d: unknown key %q: no flag --%s", path, n, k, k)
+			}
+			flags = append(flags, "--"+name+"="+v)
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -89,15 +118,18 @@ func configArgs(args []string) (flags []string, src, dst string, err error) {
 	return flags, src, dst, nil
 }
 
-// flagValue finds -name V, --name V, -name=V or --name=V among args (up
-// to a "--"); set says whether it was there.
+// flagValue finds --name V or --name=V among args (up to a "--"); set
+// says whether it was there.
 func flagValue(args []string, name string) (v string, set bool) {
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		if a == "--" {
 			break
 		}
-		a = strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-")
+		a, long := strings.CutPrefix(a, "--")
+		if !long {
+			continue
+		}
 		if a == name && i+1 < len(args) {
 			return args[i+1], true
 		}

@@ -1,10 +1,11 @@
 package main
 
 import (
-	"flag"
+	"github.com/spf13/pflag"
 
 	"github.com/bulkmove/bulkmove/filter"
 	"github.com/bulkmove/bulkmove/internal/engine"
+	"github.com/bulkmove/bulkmove/internal/engine/throttle"
 	"github.com/bulkmove/bulkmove/sharder"
 )
 
@@ -16,10 +17,9 @@ import (
 
 // registerCompare registers what moving and comparing share: the streams
 // and how they travel, the walk, what is kept, --json.
-func registerCompare(fs *flag.FlagSet, c *engine.Config) {
+func registerCompare(fs *pflag.FlagSet, c *engine.Config) {
 	v := engine.JobsValue{C: c}
-	fs.Var(v, "j", "number of parallel streams, or `auto`: start with a few and add more while throughput rises, up to --max-streams")
-	fs.Var(v, "jobs", "the same as -j")
+	fs.VarP(v, "jobs", "j", "number of parallel streams, or `auto`: start with a few and add more while throughput rises, up to --max-streams")
 	fs.IntVar(&c.Auto.Max, "max-streams", c.Auto.Max, "with -j auto: streams at most")
 	fs.Var(&c.BatchSize, "batch-size", "close a batch at this cost: bytes plus a per-file overhead (e.g. 64MiB)")
 	fs.IntVar(&c.BatchFiles, "batch-files", c.BatchFiles, "close a batch at this many files")
@@ -29,25 +29,20 @@ func registerCompare(fs *flag.FlagSet, c *engine.Config) {
 	fs.Var(c.Rules.FileFlag(filter.Exclude), "exclude-from", "read --exclude patterns from `FILE`, one a line; - is stdin (repeatable)")
 	fs.Var(c.Rules.FileFlag(filter.Include), "include-from", "read --include patterns from `FILE`, one a line; - is stdin (repeatable)")
 	fs.Var(c.Rules.Flag(filter.Filter), "filter", "add an rsync filter `RULE`: '- PAT', '+ PAT', '!', ... (repeatable)")
-	fs.BoolVar(&c.OneFS, "x", c.OneFS, "do not cross filesystem boundaries: a mount point under SRC is moved as an empty directory")
-	fs.BoolVar(&c.OneFS, "one-file-system", c.OneFS, "do not cross filesystem boundaries (as -x)")
+	fs.BoolVarP(&c.OneFS, "one-file-system", "x", c.OneFS, "do not cross filesystem boundaries: a mount point under SRC is moved as an empty directory")
 	fs.Var(&c.IOConcurrency, "io-concurrency", "file operations at once on each side, independent of -j: `N`, or auto (from the filesystems' measured latency: 1 on a local disk, up to 64 on NFS)")
 	fs.StringVar(&c.Transport, "transport", c.Transport, "how the streams travel to a remote host: ssh (K SSH connections), tls (SSH starts the agent, the streams go over TLS 1.3 straight to it), tcp (the same, unencrypted), auto (tls, else ssh)")
 	fs.StringVar(&c.DataPorts, "data-ports", c.DataPorts, "port `range` the agent listens on for --transport tls/tcp, e.g. 50000-50100 (default: any)")
 	fs.StringVar(&c.DataAddr, "data-addr", c.DataAddr, "the remote host's `address` the agent listens on for --transport tls/tcp, and the streams go to (default: the address SSH reached it on; 0.0.0.0 or :: for all, the streams to the host's name)")
-	fs.BoolVar(&c.Verbose, "v", c.Verbose, "verbose: per-stream statistics and every batch")
+	fs.BoolVarP(&c.Verbose, "verbose", "v", c.Verbose, "verbose: per-stream statistics and every batch")
 	fs.BoolVar(&c.KeepSetid, "keep-setid", c.KeepSetid, "keep setuid and setgid bits (and, with -X, file capabilities)")
 	fs.BoolVar(&c.NoOwner, "no-owner", c.NoOwner, "do not keep owners: files belong to the receiving user, even where it runs as root")
 	fs.BoolVar(&c.JSON, "json", c.JSON, "write newline-delimited JSON events on stdout (start, progress, warning, error, bottleneck, streams, end; see docs/observability.md)")
 	fs.BoolVar(&c.ViaAgent, "via-agent", c.ViaAgent, "run K local `bulkmove agent` processes and talk the wire protocol to them (the SSH path, without SSH)")
-	fs.IntVar(&c.SSH.Port, "p", c.SSH.Port, "SSH port of the remote host")
-	fs.IntVar(&c.SSH.Port, "port", c.SSH.Port, "SSH port of the remote host")
-	fs.Var(&c.SSH.Identities, "i", "SSH identity `file` (repeatable)")
-	fs.Var(&c.SSH.Identities, "identity", "SSH identity `file` (repeatable)")
-	fs.StringVar(&c.SSH.Config, "F", c.SSH.Config, "SSH config `file` instead of ~/.ssh/config")
-	fs.StringVar(&c.SSH.Config, "ssh-config", c.SSH.Config, "SSH config `file` instead of ~/.ssh/config")
-	fs.StringVar(&c.SSH.Jump, "J", c.SSH.Jump, "jump through `[user@]host[:port][,...]` (overrides ProxyJump)")
-	fs.StringVar(&c.SSH.Jump, "jump", c.SSH.Jump, "jump through `[user@]host[:port][,...]` (overrides ProxyJump)")
+	fs.IntVarP(&c.SSH.Port, "port", "p", c.SSH.Port, "SSH port of the remote host")
+	fs.VarP(&c.SSH.Identities, "identity", "i", "SSH identity `file` (repeatable)")
+	fs.StringVarP(&c.SSH.Config, "ssh-config", "F", c.SSH.Config, "SSH config `file` instead of ~/.ssh/config")
+	fs.StringVarP(&c.SSH.Jump, "jump", "J", c.SSH.Jump, "jump through `[user@]host[:port][,...]` (overrides ProxyJump)")
 	fs.BoolVar(&c.SSH.AcceptNew, "accept-new-host-key", c.SSH.AcceptNew, "record the host key of a host not yet in known_hosts (a changed key is always refused)")
 	fs.BoolVar(&c.SSH.PasswordAuth, "password-auth", c.SSH.PasswordAuth, "allow password authentication, asked on the terminal")
 	fs.DurationVar(&c.SSH.Linger, "linger", c.SSH.Linger, "keep the remote agent `duration` after the job, so that the next push to the host starts at once, without a login shell (a later push without --linger uses it and ends it)")
@@ -61,27 +56,22 @@ func registerCompare(fs *flag.FlagSet, c *engine.Config) {
 		return nil
 	})
 	fs.StringVar(&c.Scale.FilesFrom, "files-from", c.Scale.FilesFrom, "move exactly the paths `FILE` lists (relative to SRC, one a line; - is stdin), with their parent directories, without recursing into listed directories (rsync's --files-from)")
-	fs.BoolVar(&c.Scale.From0, "0", c.Scale.From0, "the --files-from list is NUL-separated")
-	fs.BoolVar(&c.Scale.From0, "from0", c.Scale.From0, "the --files-from list is NUL-separated")
-	for _, n := range []string{"X", "xattrs"} {
-		fs.BoolVar(&c.Faithful.Xattrs, n, c.Faithful.Xattrs, "copy extended attributes: user.*, and where the receiver runs as root trusted.* and security.* (SELinux labels, file capabilities)")
-	}
-	for _, n := range []string{"A", "acls"} {
-		fs.BoolVar(&c.Faithful.ACLs, n, c.Faithful.ACLs, "copy POSIX ACLs (access ACLs, and default ACLs of directories)")
-	}
+	fs.BoolVarP(&c.Scale.From0, "from0", "0", c.Scale.From0, "the --files-from list is NUL-separated")
+	fs.BoolVarP(&c.Faithful.Xattrs, "xattrs", "X", c.Faithful.Xattrs, "copy extended attributes: user.*, and where the receiver runs as root trusted.* and security.* (SELinux labels, file capabilities)")
+	fs.BoolVarP(&c.Faithful.ACLs, "acls", "A", c.Faithful.ACLs, "copy POSIX ACLs (access ACLs, and default ACLs of directories)")
 	fs.BoolVar(&c.Faithful.Sparse, "sparse", c.Faithful.Sparse, "send a file's holes as holes (SEEK_DATA/SEEK_HOLE) and recreate them at DEST; --sparse=false sends them as zeros")
 	fs.StringVar(&c.Serve.TokenFile, "token-file", c.Serve.TokenFile, "bulkmove://: present the token in `FILE` to the server")
 	fs.StringVar(&c.Serve.Fingerprint, "fingerprint", c.Serve.Fingerprint, "bulkmove://: the server certificate's `SHA-256` (as bulkmove serve prints it)")
 	fs.StringVar(&c.Serve.CA, "ca", c.Serve.CA, "bulkmove://: verify the server's certificate with the CA in `file` instead")
 	fs.StringVar(&c.Serve.Cert, "tls-cert", c.Serve.Cert, "bulkmove://: client certificate `file` for mutual TLS")
 	fs.StringVar(&c.Serve.Key, "tls-key", c.Serve.Key, "bulkmove://: client key `file` for mutual TLS")
-	c.Gentle.NiceFlags.Register(fs)
+	registerNice(fs, &c.Gentle.NiceFlags)
 }
 
 // registerMove registers every flag of a move: registerCompare's, and
 // what only a move does (--delete, the skip rules, limits, metrics,
 // the journal, ...).
-func registerMove(fs *flag.FlagSet, c *engine.Config) {
+func registerMove(fs *pflag.FlagSet, c *engine.Config) {
 	registerCompare(fs, c)
 	fs.BoolVar(&c.Delete, "delete", c.Delete, "delete from DEST what is not in SRC (after the transfer, and only if nothing failed; excluded paths are kept)")
 	fs.BoolVar(&c.DeleteExcluded, "delete-excluded", c.DeleteExcluded, "with --delete, also delete excluded paths at DEST (implies --delete)")
@@ -97,12 +87,10 @@ func registerMove(fs *flag.FlagSet, c *engine.Config) {
 	fs.BoolVar(&c.RequireSpace, "require-space", c.RequireSpace, "refuse to go on once the walk has found more to move than DEST has free (without it: a warning)")
 	fs.DurationVar(&c.Grace, "grace", c.Grace, "on the first SIGINT or SIGTERM, how long the batches in flight may take to finish")
 	fs.StringVar(&c.Journal, "journal", c.Journal, "resume journal `PATH` (default: under ~/.local/state/bulkmove, keyed by SRC, DEST and options; none: no journal)")
-	fs.BoolVar(&c.DryRun, "n", c.DryRun, "dry run: print what would move and the batch plan, move nothing")
-	fs.BoolVar(&c.DryRun, "dry-run", c.DryRun, "dry run: print what would move and the batch plan, move nothing")
+	fs.BoolVarP(&c.DryRun, "dry-run", "n", c.DryRun, "dry run: print what would move and the batch plan, move nothing")
 	fs.BoolVar(&c.Fsync, "fsync", c.Fsync, "make each batch durable (fsync files and directories) before it is acknowledged")
 	fs.BoolVar(&c.NoQuickCheck, "no-quick-check", c.NoQuickCheck, "send every file, even those already at DEST with the same size and mtime")
-	fs.BoolVar(&c.Checksum, "c", c.Checksum, "same as --checksum")
-	fs.BoolVar(&c.Checksum, "checksum", c.Checksum, "skip files at DEST with the same size and content (XXH3-128, hashed on both sides), whatever their mtime")
+	fs.BoolVarP(&c.Checksum, "checksum", "c", c.Checksum, "skip files at DEST with the same size and content (XXH3-128, hashed on both sides), whatever their mtime")
 	fs.BoolVar(&c.SizeOnly, "size-only", c.SizeOnly, "skip files at DEST with the same size, whatever their mtime")
 	fs.BoolVar(&c.IgnoreExisting, "ignore-existing", c.IgnoreExisting, "skip files (and symlinks) that exist at DEST, whatever their content")
 	fs.StringVar(&c.Progress, "progress", c.Progress, "progress display on a terminal: auto (one line), streams (a line per stream too), none")
@@ -116,4 +104,20 @@ func registerMove(fs *flag.FlagSet, c *engine.Config) {
 	fs.StringVar(&c.Obs.Pushgateway, "pushgateway", c.Obs.Pushgateway, "push the final metrics to this Pushgateway `URL` at exit")
 	fs.StringVar(&c.Obs.JobName, "job-name", c.Obs.JobName, "job label for --pushgateway")
 	fs.Var(&c.Split, "split-size", "cut files larger than `SIZE` into ranges of SIZE that several streams carry, written into one preallocated temporary and renamed when all have landed; auto: the larger of 64MiB and --batch-size; 0 or off: never split")
+}
+
+// registerNice registers the flags that lower a process's claim on the
+// disks and the CPUs: a move's, passed on to the agent, and the agent's.
+func registerNice(fs *pflag.FlagSet, n *throttle.NiceFlags) {
+	fs.BoolVar(&n.IONice, "io-nice", false, "use the idle I/O class (ioprio_set, as ionice -c3) for reading the source and writing the destination, on both hosts")
+	fs.Var(&n.Nice, "nice", "run at CPU nice value `N` (-20 to 19, as nice -n), on both hosts")
+}
+
+// registerAllow registers a receiver's --allow-* flags (serve, agent):
+// what its senders may ask it to keep.
+func registerAllow(fs *pflag.FlagSet, a *engine.AllowFlags) {
+	fs.BoolVar(&a.Owner, "allow-owner", false, "let senders keep their files' numeric owners (where this process can chown: root or CAP_CHOWN)")
+	fs.BoolVar(&a.Setid, "allow-setid", false, "let senders keep setuid/setgid bits (--keep-setid) and, with --allow-xattrs, file capabilities")
+	fs.BoolVar(&a.Xattrs, "allow-xattrs", false, "let senders set extended attributes (-X): user.*, and as root trusted.* and security.*")
+	fs.BoolVar(&a.ACLs, "allow-acls", false, "let senders set POSIX ACLs (-A)")
 }

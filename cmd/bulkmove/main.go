@@ -1,14 +1,27 @@
 // Command bulkmove moves huge trees of small files between directories and
 // hosts over K parallel streams. main parses the command line and maps
 // outcomes to exit codes; the move itself is package internal/engine.
+//
+// Every subcommand is a row of one table (commands.go): its name, a line
+// saying what it does, a function registering its flags on a flag set of
+// its own, its run function, and whether bulkmove starts it itself. Each
+// command parses only its own flags, so a flag of another is refused.
+//
+// The flags are spf13/pflag's, without cobra. pflag gives GNU parsing
+// (--name and --name=V, one-letter shorthands that combine as in -xv and
+// take values as in -j4, flags after the operands, -- to end them) and
+// one flag table that help in sections, generated docs and shell
+// completion, and did-you-mean on a mistyped flag can all be read from.
+// cobra adds a tree of nested commands, help and usage templates and
+// generated completion scripts: bulkmove has ten commands, none nested,
+// three of them internal with command lines that bulkmove builds itself
+// in fixed forms, and its help text is its own; a table of ten rows does
+// not need a framework, and keeps the dispatch, the help and the exit
+// codes in this package.
 package main
 
 import (
 	"context"
-	"errors"
-	"flag"
-	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"runtime/pprof"
@@ -47,30 +60,6 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
-func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if len(args) > 0 {
-		switch args[0] {
-		case "agent":
-			return runAgent(args[1:], stdin, stdout, stderr)
-		case "serve":
-			return runServe(args[1:], stdout, stderr)
-		case "verify":
-			return runVerify(args[1:], stdout, stderr)
-		case "verify-summary":
-			return runVerifySummary(args[1:], stdout, stderr)
-		case "plan":
-			return runPlan(args[1:], stdout, stderr)
-		case "version":
-			return runVersion(args[1:], stdout, stderr)
-		case "send-hub":
-			return runHub(args[1:], stdin, stdout, stderr)
-		case "join", "send-join":
-			return runJoin(args[1:], stdin, stdout, stderr)
-		}
-	}
-	return runMove(args, stdin, stdout, stderr)
-}
-
 // Exit codes, documented in --help and README.md.
 const (
 	exitOK          = 0   // everything moved
@@ -101,29 +90,4 @@ func exitCode(o engine.Outcome) int {
 // signalContext is ctx, cancelled by the first SIGINT or SIGTERM.
 func signalContext() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-}
-
-// newFlagSet is a subcommand's flag set: errors on stderr, and for -h the
-// usage text, the flags, then tail.
-func newFlagSet(name, usage, tail string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, usage)
-		fs.PrintDefaults()
-		fmt.Fprint(stderr, tail)
-	}
-	return fs
-}
-
-// parse parses a subcommand's args; if not ok, the subcommand exits with
-// code: 0 after -h, 1 after a bad flag (the flag package said which).
-func parse(fs *flag.FlagSet, args []string) (code int, ok bool) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK, false
-		}
-		return exitUsage, false
-	}
-	return exitOK, true
 }

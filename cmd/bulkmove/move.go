@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
-	"flag"
-	"io"
+
+	"github.com/spf13/pflag"
 
 	"github.com/bulkmove/bulkmove/internal/engine"
 	"github.com/bulkmove/bulkmove/internal/termsafe"
@@ -44,51 +44,41 @@ Exit codes:
   130  interrupted by a signal
 `
 
-// runMove is bulkmove [flags] SRC DEST: a push, a pull or a local move.
-func runMove(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+// moveFlags registers the flags of bulkmove [flags] SRC DEST (a push, a
+// pull or a local move), and returns its run.
+func moveFlags(fs *pflag.FlagSet) func(*call) int {
 	c := engine.DefaultConfig()
-	fs := newFlagSet("bulkmove", moveUsage, exitCodesHelp, stderr)
 	registerMove(fs, &c)
 	version := fs.Bool("version", false, "print the version and exit")
+	// Read before the flags are parsed (configDefaults); here for --help,
+	// and so that the command line may give them.
 	fs.String("config", "", "read defaults and profiles from `FILE` (default ~/.config/bulkmove/config; see docs/configuration.md)")
 	fs.String("profile", "", "run the job `NAME` of the config file (its src, dst and flags)")
-	cfgFlags, cfgSrc, cfgDst, err := configArgs(args)
-	if err != nil {
-		termsafe.Errorf(stderr, "%v", err)
-		return exitUsage
+	return func(x *call) int {
+		if *version {
+			printVersion(x.stdout, false)
+			return exitOK
+		}
+		if !checkConfig(x, &c) {
+			return exitUsage
+		}
+		// runJob handles SIGINT and SIGTERM itself: the first lets what
+		// is in flight land (--grace).
+		j := engine.Job{Config: c, Src: x.args[0], Dst: x.args[1], Stdin: x.stdin, Stdout: x.stdout, Stderr: x.stderr, ExitCode: exitCode}
+		return runJob(context.Background(), j, x.line)
 	}
-	if err := fs.Parse(cfgFlags); err != nil {
-		termsafe.Errorf(stderr, "config: %v", err)
-		return exitUsage
-	}
-	if code, ok := parse(fs, args); !ok {
-		return code
-	}
-	if fs.NArg() == 0 && cfgSrc != "" && cfgDst != "" {
-		fs.Parse([]string{"--", cfgSrc, cfgDst})
-	}
-	if *version {
-		return runVersion(nil, stdout, stderr)
-	}
-	if !checkConfig(fs, &c, "bulkmove", stderr) {
-		return exitUsage
-	}
-	// runJob handles SIGINT and SIGTERM itself: the first lets what is in
-	// flight land (--grace).
-	j := engine.Job{Config: c, Src: fs.Arg(0), Dst: fs.Arg(1), Stdin: stdin, Stdout: stdout, Stderr: stderr, ExitCode: exitCode}
-	return runJob(context.Background(), j, args)
 }
 
 // checkConfig checks what every command that moves or compares SRC and
 // DEST needs: both, and options that make a job (Config.Check). It
 // reports on stderr.
-func checkConfig(fs *flag.FlagSet, c *engine.Config, cmd string, stderr io.Writer) bool {
+func checkConfig(x *call, c *engine.Config) bool {
 	if err := c.Check(); err != nil {
-		termsafe.Errorf(stderr, "%v", err)
+		termsafe.Errorf(x.stderr, "%v", err)
 		return false
 	}
-	if fs.NArg() != 2 {
-		termsafe.Errorf(stderr, "want SRC and DEST, got %d arguments (see %s -h)", fs.NArg(), cmd)
+	if len(x.args) != 2 {
+		termsafe.Errorf(x.stderr, "want SRC and DEST, got %d arguments (see %s --help)", len(x.args), x.name)
 		return false
 	}
 	return true

@@ -1,14 +1,10 @@
 package main
 
 import (
-	"context"
 	"errors"
-	"flag"
-	"io"
-	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
+
+	"github.com/spf13/pflag"
 
 	"github.com/bulkmove/bulkmove/filter"
 	"github.com/bulkmove/bulkmove/internal/engine"
@@ -29,39 +25,36 @@ and the largest files and directories. See docs/scale-out.md.
 Flags:
 `
 
+// planOptions are bulkmove plan's flags.
+type planOptions struct {
+	parts int
+	out   string
+	nul   bool
+	rules filter.Rules
+}
+
+// planFlags registers bulkmove plan's flags and returns its run.
+func planFlags(fs *pflag.FlagSet) func(*call) int {
+	o := new(planOptions)
+	fs.IntVar(&o.parts, "parts", 0, "number of parts (required)")
+	fs.StringVarP(&o.out, "output", "o", "", "output `DIR` for the part files and summary.txt (required)")
+	fs.BoolVarP(&o.nul, "from0", "0", false, "NUL-separated part files (for names with newlines; use -0 with --files-from too)")
+	fs.Var(o.rules.Flag(filter.Exclude), "exclude", "leave out paths matching `PATTERN` (repeatable; docs/filters.md)")
+	fs.Var(o.rules.Flag(filter.Include), "include", "keep paths matching `PATTERN` that a later rule would leave out (repeatable)")
+	fs.Var(o.rules.FileFlag(filter.Exclude), "exclude-from", "read --exclude patterns from `FILE`")
+	fs.Var(o.rules.FileFlag(filter.Include), "include-from", "read --include patterns from `FILE`")
+	fs.Var(o.rules.Flag(filter.Filter), "filter", "add an rsync filter `RULE` (repeatable)")
+	return func(x *call) int { return runPlan(x, o) }
+}
+
 // runPlan is bulkmove plan: the part files of sharder.Plan.
-func runPlan(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("bulkmove plan", planUsage, "", stderr)
-	parts := fs.Int("parts", 0, "number of parts (required)")
-	out := fs.String("o", "", "output `DIR` for the part files and summary.txt (required)")
-	nul := fs.Bool("0", false, "NUL-separated part files (for names with newlines; use -0 with --files-from too)")
-	fs.BoolVar(nul, "from0", false, "same as -0")
-	rules := new(filter.Rules)
-	fs.Var(rules.Flag(filter.Exclude), "exclude", "leave out paths matching `PATTERN` (repeatable; docs/filters.md)")
-	fs.Var(rules.Flag(filter.Include), "include", "keep paths matching `PATTERN` that a later rule would leave out (repeatable)")
-	fs.Var(rules.FileFlag(filter.Exclude), "exclude-from", "read --exclude patterns from `FILE`")
-	fs.Var(rules.FileFlag(filter.Include), "include-from", "read --include patterns from `FILE`")
-	fs.Var(rules.Flag(filter.Filter), "filter", "add an rsync filter `RULE` (repeatable)")
-	// Flags may come after SRC: bulkmove plan SRC --parts N -o DIR.
-	var pos []string
-	for rest := args; ; {
-		if err := fs.Parse(rest); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return exitOK
-			}
-			return exitUsage
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		pos = append(pos, fs.Arg(0))
-		rest = fs.Args()[1:]
-	}
-	if len(pos) != 1 || *parts < 1 || *out == "" {
-		termsafe.Errorf(stderr, "usage: bulkmove plan SRC --parts N -o DIR (N >= 1; see bulkmove plan -h)")
+func runPlan(x *call, o *planOptions) int {
+	stderr := x.stderr
+	if len(x.args) != 1 || o.parts < 1 || o.out == "" {
+		termsafe.Errorf(stderr, "usage: bulkmove plan SRC --parts N -o DIR (N >= 1; see bulkmove plan --help)")
 		return exitUsage
 	}
-	src := pos[0]
+	src := x.args[0]
 	real, fi, err := engine.ResolveSrc(src) // walked as the move walks it
 	if err == nil && !fi.IsDir() {
 		err = errors.New("not a directory")
@@ -70,13 +63,13 @@ func runPlan(args []string, stdout, stderr io.Writer) int {
 		termsafe.Errorf(stderr, "plan: source %s: %v", src, engine.Unwrap(err))
 		return exitFatal
 	}
-	if inside, err := engine.InSource(real, *out); err == nil && inside {
-		termsafe.Errorf(stderr, "plan: the output directory %s is inside the source %s", *out, src)
+	if inside, err := engine.InSource(real, o.out); err == nil && inside {
+		termsafe.Errorf(stderr, "plan: the output directory %s is inside the source %s", o.out, src)
 		return exitUsage
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signalContext()
 	defer stop()
-	r, err := sharder.Plan(ctx, real, sharder.PlanOptions{Dir: *out, Parts: *parts, NUL: *nul, Filter: rules,
+	r, err := sharder.Plan(ctx, real, sharder.PlanOptions{Dir: o.out, Parts: o.parts, NUL: o.nul, Filter: &o.rules,
 		OnError: func(_ string, err error) { termsafe.Errorf(stderr, "%v", err) },
 		OnWarn: func(path, msg string) {
 			termsafe.Errorf(stderr, "warning: %s: %s", filepath.Join(real, filepath.FromSlash(path)), msg)
@@ -93,7 +86,7 @@ func runPlan(args []string, stdout, stderr io.Writer) int {
 		return exitFatal
 	}
 	termsafe.Errorf(stderr, "plan: %d entries (%d files, %s) in %d parts in %s: the largest part is %+.1f%% of the mean in bytes, %+.1f%% in entries; see %s",
-		r.Entries, r.Stats.Files, units.Size(r.Bytes), *parts, *out, r.ImbalanceBytes, r.ImbalanceEntries, filepath.Join(*out, "summary.txt"))
+		r.Entries, r.Stats.Files, units.Size(r.Bytes), o.parts, o.out, r.ImbalanceBytes, r.ImbalanceEntries, filepath.Join(o.out, "summary.txt"))
 	if r.BadNames > 0 {
 		termsafe.Errorf(stderr, "plan: %d names hold a newline or end in a carriage return and were left out: plan again with -0", r.BadNames)
 		return exitPartial

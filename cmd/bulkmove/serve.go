@@ -2,14 +2,11 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
-	"io"
 	"net"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
+
+	"github.com/spf13/pflag"
 
 	"github.com/bulkmove/bulkmove/internal/engine"
 	"github.com/bulkmove/bulkmove/internal/termsafe"
@@ -54,6 +51,8 @@ Flags:
 type stringMap map[string]string
 
 func (m stringMap) String() string { return fmt.Sprint(map[string]string(m)) }
+func (m stringMap) Type() string   { return "NAME=DIR" }
+
 func (m stringMap) Set(s string) error {
 	k, v, ok := strings.Cut(s, "=")
 	if !ok || k == "" || v == "" || strings.Contains(k, "/") {
@@ -63,31 +62,45 @@ func (m stringMap) Set(s string) error {
 	return nil
 }
 
-// runServe is `bulkmove serve`: its flags into a serve.Config, and a
-// serve.Server on its listener until SIGINT or SIGTERM.
-func runServe(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("bulkmove serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, serveUsage); fs.PrintDefaults() }
-	listen := fs.String("listen", ":7000", "listen on `host:port`")
-	roots := stringMap{}
-	fs.Var(roots, "root", "a destination root, `NAME=DIR` (repeatable)")
-	tokenFile := fs.String("token-file", "", "senders must present the token in `FILE`")
-	certFile := fs.String("tls-cert", "", "TLS certificate `file` (PEM)")
-	keyFile := fs.String("tls-key", "", "TLS key `file` (PEM)")
-	clientCA := fs.String("client-ca", "", "require client certificates signed by the CA in `file` (mutual TLS)")
-	metricsAddr := fs.String("metrics-addr", "", "export the receivers' Prometheus metrics on `host:port`")
-	l := serve.DefaultLimits
+// serveOptions are bulkmove serve's flags.
+type serveOptions struct {
+	listen, tokenFile, certFile, keyFile, clientCA, metricsAddr string
+
+	roots  stringMap
+	limits serve.Limits
+	allow  engine.AllowFlags
+}
+
+// serveFlags registers the flags of `bulkmove serve` and returns its run.
+func serveFlags(fs *pflag.FlagSet) func(*call) int {
+	o := &serveOptions{roots: stringMap{}, limits: serve.DefaultLimits}
+	fs.StringVar(&o.listen, "listen", ":7000", "listen on `host:port`")
+	fs.Var(o.roots, "root", "a destination root, `NAME=DIR` (repeatable)")
+	fs.StringVar(&o.tokenFile, "token-file", "", "senders must present the token in `FILE`")
+	fs.StringVar(&o.certFile, "tls-cert", "", "TLS certificate `file` (PEM)")
+	fs.StringVar(&o.keyFile, "tls-key", "", "TLS key `file` (PEM)")
+	fs.StringVar(&o.clientCA, "client-ca", "", "require client certificates signed by the CA in `file` (mutual TLS)")
+	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "export the receivers' Prometheus metrics on `host:port`")
+	l := &o.limits
 	fs.IntVar(&l.MaxHandshakes, "max-handshakes", l.MaxHandshakes, "connections not yet authenticated at once, `N` in all; more are closed at once")
 	fs.IntVar(&l.MaxPeerHandshakes, "max-peer-handshakes", l.MaxPeerHandshakes, "connections not yet authenticated at once from one address (IPv6: one /64), `N`")
 	fs.IntVar(&l.MaxConns, "max-conns", l.MaxConns, "authenticated streams at once, `N`; more are refused")
 	fs.IntVar(&l.MaxJobs, "max-jobs", l.MaxJobs, "jobs (sender runs) at once, `N`; more are refused")
 	fs.DurationVar(&l.Stall, "stall-timeout", l.Stall, "a stream that sends no byte for `duration` with work in flight (a batch begun), or takes none, is closed")
-	var allow engine.AllowFlags
-	allow.Register(fs)
-	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
-		return exitUsage
+	registerAllow(fs, &o.allow)
+	return func(x *call) int {
+		if len(x.args) != 0 {
+			return exitUsage
+		}
+		return runServe(x, o)
 	}
+}
+
+// runServe is `bulkmove serve`: its flags into a serve.Config, and a
+// serve.Server on its listener until SIGINT or SIGTERM.
+func runServe(x *call, o *serveOptions) int {
+	stderr := x.stderr
+	l, roots := o.limits, o.roots
 	if l.MaxHandshakes < 1 || l.MaxPeerHandshakes < 1 || l.MaxConns < 1 || l.MaxJobs < 1 || l.Stall <= 0 {
 		termsafe.Errorf(stderr, "serve: --max-handshakes, --max-peer-handshakes, --max-conns, --max-jobs and --stall-timeout must be positive")
 		return exitUsage
@@ -96,14 +109,14 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		termsafe.Errorf(stderr, "serve: at least one --root NAME=DIR")
 		return exitUsage
 	}
-	if *tokenFile == "" && *clientCA == "" {
+	if o.tokenFile == "" && o.clientCA == "" {
 		termsafe.Errorf(stderr, "serve: --token-file or --client-ca: the server takes no anonymous senders")
 		return exitUsage
 	}
 	var token string
-	if *tokenFile != "" {
+	if o.tokenFile != "" {
 		var err error
-		if token, err = dataplane.ReadToken(*tokenFile); err != nil {
+		if token, err = dataplane.ReadToken(o.tokenFile); err != nil {
 			termsafe.Errorf(stderr, "serve: %v", err)
 			return exitUsage
 		}
@@ -120,25 +133,25 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 			r.Close()
 		}
 	}()
-	cfg, fp, err := dataplane.ServerConfig(*certFile, *keyFile, *clientCA)
+	cfg, fp, err := dataplane.ServerConfig(o.certFile, o.keyFile, o.clientCA)
 	if err != nil {
 		termsafe.Errorf(stderr, "serve: %v", err)
 		return exitUsage
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signalContext()
 	defer stop()
 	var m metrics.Receiver
-	if err := serveReceiverMetrics(ctx, &m, *metricsAddr, "serve", stderr); err != nil {
+	if err := serveReceiverMetrics(ctx, &m, o.metricsAddr, "serve", stderr); err != nil {
 		return exitUsage
 	}
-	ln, err := net.Listen("tcp", *listen)
+	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		termsafe.Errorf(stderr, "serve: %v", err)
 		return exitFatal
 	}
 	termsafe.Errorf(stderr, "serve: listening on %s, certificate SHA-256 %s", ln.Addr(), fp)
-	s := serve.New(serve.Config{Roots: open, Token: token, TLS: cfg, Mutual: *clientCA != "", Limits: l,
-		Allow: wire.Allow(allow), Version: engine.Version, Opened: engine.ExportReceiver(&m),
+	s := serve.New(serve.Config{Roots: open, Token: token, TLS: cfg, Mutual: o.clientCA != "", Limits: l,
+		Allow: wire.Allow(o.allow), Version: engine.Version, Opened: engine.ExportReceiver(&m),
 		Logf: func(format string, a ...any) { termsafe.Errorf(stderr, format, a...) }})
 	context.AfterFunc(ctx, func() { ln.Close() })
 	s.Serve(ctx, ln)

@@ -1,7 +1,7 @@
 package main
 
 import (
-	"io"
+	"github.com/spf13/pflag"
 
 	"github.com/bulkmove/bulkmove/internal/engine"
 )
@@ -25,21 +25,20 @@ usage error, 3 if the comparison could not be done.
 Flags:
 `
 
-// runVerify is bulkmove verify [flags] SRC DEST: it takes the flags that
-// say where and how to compare (registerCompare's), none of a move's own.
-func runVerify(args []string, stdout, stderr io.Writer) int {
+// verifyFlags registers the flags of bulkmove verify [flags] SRC DEST:
+// those that say where and how to compare (registerCompare's), none of a
+// move's own.
+func verifyFlags(fs *pflag.FlagSet) func(*call) int {
 	c := engine.DefaultConfig()
-	fs := newFlagSet("bulkmove verify", verifyUsage, "", stderr)
 	registerCompare(fs, &c)
 	noContent := fs.Bool("no-content", false, "compare metadata only, not file content")
-	if code, ok := parse(fs, args); !ok {
-		return code
+	return func(x *call) int {
+		if !checkConfig(x, &c) {
+			return exitUsage
+		}
+		ctx, stop := signalContext()
+		defer stop()
+		j := engine.Job{Config: c, Src: x.args[0], Dst: x.args[1], Stdout: x.stdout, Stderr: x.stderr, ExitCode: exitCode}
+		return exitCode(j.Verify(ctx, !*noContent))
 	}
-	if !checkConfig(fs, &c, "bulkmove verify", stderr) {
-		return exitUsage
-	}
-	ctx, stop := signalContext()
-	defer stop()
-	j := engine.Job{Config: c, Src: fs.Arg(0), Dst: fs.Arg(1), Stdout: stdout, Stderr: stderr, ExitCode: exitCode}
-	return exitCode(j.Verify(ctx, !*noContent))
 }

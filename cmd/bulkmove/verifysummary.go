@@ -1,7 +1,7 @@
 package main
 
 import (
-	"io"
+	"github.com/spf13/pflag"
 
 	"github.com/bulkmove/bulkmove/internal/engine"
 )
@@ -25,15 +25,13 @@ difference, 3 if a report is missing, repeated, incomplete or failed, 1 for
 a usage error.
 `
 
-// runVerifySummary is bulkmove verify-summary REPORT...
-func runVerifySummary(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("bulkmove verify-summary", verifySummaryUsage, "", stderr)
-	if code, ok := parse(fs, args); !ok {
-		return code
+// verifySummaryFlags is bulkmove verify-summary REPORT...: no flags.
+func verifySummaryFlags(fs *pflag.FlagSet) func(*call) int {
+	return func(x *call) int {
+		if len(x.args) == 0 {
+			fs.Usage()
+			return exitUsage
+		}
+		return exitCode(engine.VerifySummary(x.args, x.stdout, x.stderr))
 	}
-	if fs.NArg() == 0 {
-		fs.Usage()
-		return exitUsage
-	}
-	return exitCode(engine.VerifySummary(fs.Args(), stdout, stderr))
 }

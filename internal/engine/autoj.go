@@ -30,6 +30,8 @@ func (v JobsValue) String() string {
 	return strconv.Itoa(v.C.Jobs)
 }
 
+func (v JobsValue) Type() string { return "N" }
+
 func (v JobsValue) Set(s string) error {
 	if s == "auto" {
 		v.C.Auto.On = true

@@ -14,6 +14,8 @@ type Compress struct{ compress.Config }
 
 func (c *Compress) String() string { return c.Config.String() }
 
+func (c *Compress) Type() string { return "string" }
+
 func (c *Compress) Set(s string) error {
 	v, err := compress.Parse(s)
 	if err != nil {

@@ -76,6 +76,9 @@ type ByteSize int64
 
 func (b *ByteSize) String() string { return strconv.FormatInt(int64(*b), 10) }
 
+// Type names the value in help (the flag parser asks).
+func (b *ByteSize) Type() string { return "size" }
+
 func (b *ByteSize) Set(s string) error {
 	n, err := parseSize(s)
 	if err != nil {
@@ -110,6 +113,8 @@ func (c *Count) UnmarshalText(b []byte) error {
 	return c.Set(string(b))
 }
 
+func (c *Count) Type() string { return "N" }
+
 func (c *Count) Set(s string) error {
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || n < 0 {
@@ -134,6 +139,8 @@ type StringList []string
 func (l *StringList) String() string { return strings.Join(*l, ",") }
 
 func (l *StringList) Set(s string) error { *l = append(*l, s); return nil }
+
+func (l *StringList) Type() string { return "string" }
 
 // DefaultConfig is the Config of a move given no option: what the flags
 // default to.

@@ -23,6 +23,8 @@ func (f *IOConcurrency) String() string {
 	return strconv.Itoa(int(*f))
 }
 
+func (f *IOConcurrency) Type() string { return "N" }
+
 func (f *IOConcurrency) Set(s string) error {
 	if s == "auto" {
 		*f = 0

@@ -1,8 +1,6 @@
 package engine
 
 import (
-	"flag"
-
 	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/receive/extract"
 	"github.com/bulkmove/bulkmove/send"
@@ -30,13 +28,6 @@ type AllowFlags struct {
 	Setid  bool `json:"setid,omitempty"`
 	Xattrs bool `json:"xattrs,omitempty"`
 	ACLs   bool `json:"acls,omitempty"`
-}
-
-func (a *AllowFlags) Register(fs *flag.FlagSet) {
-	fs.BoolVar(&a.Owner, "allow-owner", false, "let senders keep their files' numeric owners (where this process can chown: root or CAP_CHOWN)")
-	fs.BoolVar(&a.Setid, "allow-setid", false, "let senders keep setuid/setgid bits (--keep-setid) and, with --allow-xattrs, file capabilities")
-	fs.BoolVar(&a.Xattrs, "allow-xattrs", false, "let senders set extended attributes (-X): user.*, and as root trusted.* and security.*")
-	fs.BoolVar(&a.ACLs, "allow-acls", false, "let senders set POSIX ACLs (-A)")
 }
 
 // policy is the receiver's policy, hint naming how each option is allowed

@@ -25,6 +25,8 @@ func (f *SplitSize) String() string {
 	return strconv.FormatInt(f.Size, 10)
 }
 
+func (f *SplitSize) Type() string { return "size" }
+
 func (f *SplitSize) Set(s string) error {
 	switch s {
 	case "auto":

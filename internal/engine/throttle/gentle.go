@@ -1,7 +1,6 @@
 package throttle
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"strconv"
@@ -28,11 +27,6 @@ type Gentle struct {
 type NiceFlags struct {
 	IONice bool      `json:"io_nice,omitempty"` // --io-nice: the idle I/O class
 	Nice   NiceValue `json:"nice"`              // --nice N
-}
-
-func (n *NiceFlags) Register(fs *flag.FlagSet) {
-	fs.BoolVar(&n.IONice, "io-nice", false, "use the idle I/O class (ioprio_set, as ionice -c3) for reading the source and writing the destination, on both hosts")
-	fs.Var(&n.Nice, "nice", "run at CPU nice value `N` (-20 to 19, as nice -n), on both hosts")
 }
 
 // Apply sets them for this process: early, before the work starts, so
@@ -86,6 +80,8 @@ func (v *NiceValue) String() string {
 	return strconv.Itoa(v.N)
 }
 
+func (v *NiceValue) Type() string { return "N" }
+
 func (v *NiceValue) Set(s string) error {
 	n, err := strconv.Atoi(s)
 	if err != nil || n < -20 || n > 19 {
@@ -105,6 +101,8 @@ func (r *Rate) String() string {
 	return rateText(int64(*r))
 }
 
+func (r *Rate) Type() string { return "rate" }
+
 func (r *Rate) Set(s string) error {
 	v, err := units.ParseRate(s)
 	*r = Rate(v)
@@ -123,6 +121,8 @@ func (s *Schedule) String() string {
 	}
 	return s.text
 }
+
+func (s *Schedule) Type() string { return "rate" }
 
 func (s *Schedule) Set(v string) error {
 	sched, err := ratelimit.ParseSchedule(v)

@@ -1,0 +1,205 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/bulkmove/bulkmove/internal/termsafe"
+)
+
+// The subcommand scaffold: every command of bulkmove is a row of commands,
+// run parses its command line with a flag set of its own, so a command
+// accepts its own flags and no other's, and a usage error reads the same
+// in every command.
+
+// A command is one subcommand of bulkmove.
+type command struct {
+	name    string   // what follows "bulkmove"; "" is the move, which has no name
+	aliases []string // other names it answers to
+	summary string   // what it does, in a line (the move's --help lists them)
+	// internal commands are started by bulkmove itself, over SSH or as a
+	// child, with command lines built in fixed forms (transport/ssh,
+	// internal/engine): not by hand, and not listed in the help.
+	internal bool
+	// head and tail are the --help text above and below the flags; with
+	// hideFlags, head says all (agent: its text names its flags).
+	head, tail string
+	hideFlags  bool
+	// setup registers the command's flags on fs and returns the command's
+	// run function, which reads the values they were parsed into.
+	setup func(fs *pflag.FlagSet) func(c *call) int
+	// defaults, if set, gives flags to parse before the command line (a
+	// config file's), and operands to take if the command line gives
+	// none; an error is a usage error.
+	defaults func(fs *pflag.FlagSet, line []string) (flags, operands []string, err error)
+}
+
+// A call is one run of a command.
+type call struct {
+	name   string   // "bulkmove verify": the command as messages name it
+	args   []string // the operands: what the flags left
+	line   []string // the command line after the command's name
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+}
+
+// commands are bulkmove's subcommands, the move (no name) first.
+var commands = []command{
+	{name: "", summary: "move SRC into DEST: here, pushed or pulled over SSH, or to a bulkmove serve",
+		head: moveUsage, tail: exitCodesHelp, setup: moveFlags, defaults: configDefaults},
+	{name: "verify", summary: "compare SRC with DEST as a move would leave it, writing nothing",
+		head: verifyUsage, setup: verifyFlags},
+	{name: "verify-summary", summary: "merge the --json reports of sharded verify runs into one",
+		head: verifySummaryUsage, setup: verifySummaryFlags},
+	{name: "plan", summary: "write N balanced part files of SRC, for --files-from on N hosts",
+		head: planUsage, setup: planFlags},
+	{name: "serve", summary: "run the receiver as a standing TLS daemon",
+		head: serveUsage, setup: serveFlags},
+	{name: "version", summary: "print the version (--proto: the protocol's)",
+		head: "usage: bulkmove version [--proto]\n\nFlags:\n", setup: versionFlags},
+	{name: "agent", internal: true, summary: "the receiving end that a push starts",
+		head: agentUsage, hideFlags: true, setup: agentFlags},
+	{name: "send-hub", internal: true, summary: "the sending end that a pull starts",
+		head: hubUsage, setup: hubFlags},
+	{name: "join", aliases: []string{"send-join"}, internal: true, summary: "relay a stream to a hub's socket",
+		head: joinUsage, setup: joinFlags},
+}
+
+// commandFor finds the command that args name, and the rest of args: the
+// move if args[0] names none.
+func commandFor(args []string) (*command, []string) {
+	if len(args) > 0 {
+		for i := range commands {
+			c := &commands[i]
+			if c.name != "" && (args[0] == c.name || contains(c.aliases, args[0])) {
+				return c, args[1:]
+			}
+		}
+	}
+	return &commands[0], args
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// run runs the command that args name and returns the exit code.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	cmd, line := commandFor(args)
+	name := strings.TrimSpace("bulkmove " + cmd.name)
+	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { cmd.help(stderr, fs) }
+	runCmd := cmd.setup(fs)
+	c := &call{name: name, line: line, stdin: stdin, stdout: stdout, stderr: stderr}
+	var operands []string
+	if cmd.defaults != nil {
+		flags, ops, err := cmd.defaults(fs, line)
+		if err != nil {
+			termsafe.Errorf(stderr, "%v", err)
+			return exitUsage
+		}
+		if err := fs.Parse(flags); err != nil {
+			termsafe.Errorf(stderr, "config: %s", flagError(fs, err))
+			return exitUsage
+		}
+		operands = ops
+	}
+	if err := fs.Parse(line); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return exitOK // the help is printed
+		}
+		// One line: what was wrong and where the help is (termsafe
+		// names bulkmove, and the command is named after it).
+		prefix := ""
+		if cmd.name != "" {
+			prefix = cmd.name + ": "
+		}
+		termsafe.Errorf(stderr, "%s%s (see %s --help)", prefix, flagError(fs, err), name)
+		return exitUsage
+	}
+	c.args = fs.Args()
+	if len(c.args) == 0 {
+		c.args = operands
+	}
+	return runCmd(c)
+}
+
+// help writes the command's --help: its text, its flags, its tail.
+func (cmd *command) help(w io.Writer, fs *pflag.FlagSet) {
+	fmt.Fprint(w, cmd.head)
+	if !cmd.hideFlags {
+		printFlags(w, fs)
+	}
+	fmt.Fprint(w, cmd.tail)
+	if cmd.name == "" {
+		fmt.Fprint(w, "\nCommands (bulkmove COMMAND --help for each):\n")
+		for _, c := range commands {
+			if c.name != "" && !c.internal {
+				fmt.Fprintf(w, "  %-15s %s\n", c.name, c.summary)
+			}
+		}
+	}
+}
+
+// printFlags lists fs's flags in the standard library's layout, a flag
+// and its value's name on one line, what it does on the next, with its
+// shorthand and its long name, and its default when not the zero value.
+func printFlags(w io.Writer, fs *pflag.FlagSet) {
+	fs.VisitAll(func(f *pflag.Flag) {
+		name, usage := pflag.UnquoteUsage(f)
+		var b strings.Builder
+		if f.Shorthand != "" {
+			fmt.Fprintf(&b, "  -%s, --%s", f.Shorthand, f.Name)
+		} else {
+			fmt.Fprintf(&b, "  --%s", f.Name)
+		}
+		if name != "" && f.NoOptDefVal == "" {
+			b.WriteString(" " + name)
+		}
+		b.WriteString("\n    \t" + strings.ReplaceAll(usage, "\n", "\n    \t"))
+		switch d := f.DefValue; {
+		case d == "" || d == "0" || d == "0s" || d == "false" || d == "map[]":
+		case f.Value.Type() == "string":
+			fmt.Fprintf(&b, " (default %q)", d)
+		default:
+			fmt.Fprintf(&b, " (default %s)", d)
+		}
+		fmt.Fprintln(w, b.String())
+	})
+}
+
+// flagError is a flag parsing error in one line, naming the flag as it
+// was typed.
+func flagError(fs *pflag.FlagSet, err error) string {
+	var unknown *pflag.NotExistError
+	var invalid *pflag.InvalidValueError
+	switch {
+	case errors.As(err, &unknown):
+		name, group := unknown.GetSpecifiedName(), unknown.GetSpecifiedShortnames()
+		if group == "" {
+			return "unknown flag --" + name
+		}
+		// -delete: a long flag given one dash, read as -d -e -l ...
+		if long, _, _ := strings.Cut(group, "="); len(long) > 1 && fs.Lookup(long) != nil {
+			return fmt.Sprintf("unknown flag -%s: a long flag takes two dashes, --%s", long, long)
+		}
+		if len(group) > 1 {
+			return fmt.Sprintf("unknown flag -%s in -%s", name, group)
+		}
+		return "unknown flag -" + name
+	case errors.As(err, &invalid):
+		return fmt.Sprintf("invalid value %q for --%s: %v", invalid.GetValue(), invalid.GetFlag().Name, errors.Unwrap(invalid))
+	}
+	return err.Error()
+}

@@ -211,3 +211,43 @@ func waitLanded(t *testing.T, dir string, n int, limit time.Duration) {
 	}
 	t.Fatalf("fewer than %d files landed in %s within %v", n, dir, limit)
 }
+
+// agentsOf returns the process ids of the agents running for DEST dst on
+// this machine (the test's sshd starts them here): `bulkmove agent ...
+// -- dst`.
+func agentsOf(dst string) []int {
+	var pids []int
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
+		if len(args) > 2 && args[1] == "agent" && args[len(args)-1] == dst {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// waitAgentsGone waits until no agent for dst runs, or fails the test
+// after limit.
+func waitAgentsGone(t *testing.T, dst string, limit time.Duration) {
+	t.Helper()
+	start := time.Now()
+	for {
+		pids := agentsOf(dst)
+		if len(pids) == 0 {
+			return
+		}
+		if time.Since(start) > limit {
+			t.Fatalf("the agents %v for %s still run %v after their sender ended", pids, dst, limit)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

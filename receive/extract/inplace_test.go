@@ -1,6 +1,7 @@
 package extract_test
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -127,4 +128,73 @@ func TestNoInPlaceWithFsync(t *testing.T) {
 		t.Errorf("new/a: %q, %v", got, err)
 	}
 	s.check(t)
+}
+
+// TestInPlaceDropSparesReplacement: a file written under its final name
+// that is given up (its batch aborted, its data not the sender's, its
+// stream failing under its write) is removed only while its name still
+// holds it: a copy put in its place meanwhile (a second run's, whose
+// sender found the half-written file, while this receiver, its own sender
+// gone, winds down) stays.
+func TestInPlaceDropSparesReplacement(t *testing.T) {
+	s := newSandbox(t)
+	r := s.open(t, extract.Options{})
+	replace := func(p string) {
+		t.Helper()
+		full := filepath.Join(s.root, p)
+		if err := os.WriteFile(full+".other", []byte("the other run's"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(full+".other", full); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kept := func(p string) {
+		t.Helper()
+		if got, err := os.ReadFile(filepath.Join(s.root, p)); err != nil || string(got) != "the other run's" {
+			t.Errorf("%s: %q, %v; want the copy put in its place", p, got, err)
+		}
+	}
+
+	tx := r.Begin([]model.Entry{fileE("new/aborted", 2)})
+	if err := tx.Write(0, strings.NewReader("zz")); err != nil {
+		t.Fatal(err)
+	}
+	replace("new/aborted")
+	tx.Abort()
+	kept("new/aborted")
+
+	tx = r.Begin([]model.Entry{fileE("new/corrupt", 2)})
+	if err := tx.Write(0, strings.NewReader("xy")); err != nil {
+		t.Fatal(err)
+	}
+	replace("new/corrupt")
+	if ack := tx.CommitSums(1, nil, []wire.IndexedSum{{Index: 0}}); len(ack.Errors) != 1 {
+		t.Fatalf("ack: %+v", ack.Errors)
+	}
+	kept("new/corrupt")
+
+	tx = r.Begin([]model.Entry{fileE("new/cut", 4)})
+	cut := &cutReader{data: "ab", then: func() { replace("new/cut") }}
+	if err := tx.Write(0, cut); err == nil {
+		t.Fatal("a stream cut under the write: no error")
+	}
+	tx.Abort()
+	kept("new/cut")
+}
+
+// cutReader yields data, then calls then and fails.
+type cutReader struct {
+	data string
+	then func()
+}
+
+func (c *cutReader) Read(p []byte) (int, error) {
+	if c.data != "" {
+		n := copy(p, c.data)
+		c.data = c.data[n:]
+		return n, nil
+	}
+	c.then()
+	return 0, io.ErrUnexpectedEOF
 }

@@ -187,6 +187,19 @@ func linkFD(mode, fd, dfd int, name string) error {
 
 func (r *Receiver) link(fd, dfd int, name string) error { return linkFD(r.linking(), fd, dfd, name) }
 
+// unlinkIno removes name from the directory dfd if it is still the file
+// of inode ino: a file written under its final name (see createInPlace)
+// that is given up. Its name may hold another file by then: a second run
+// that found the half-written file and put its own copy in its place (its
+// sender gone, this receiver may still be winding down), or the user's.
+// That one stays.
+func unlinkIno(dfd int, name string, ino uint64) {
+	var st unix.Stat_t
+	if unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Ino == ino {
+		unix.Unlinkat(dfd, name, 0)
+	}
+}
+
 // dropFile abandons a written file: closes an unnamed one, removes a named one.
 func (t *Txn) dropFile(dfd int, tmp string, fd int) {
 	if tmp == "" {

@@ -78,6 +78,9 @@ type pendingFile struct {
 	part string
 	// size is the bytes written: counted once they landed (Commit).
 	size int64
+	// ino, for a file written under its final name (direct), is its
+	// inode: dropped, it is removed only while its name still holds it.
+	ino uint64
 }
 
 // direct reports whether p was written under its final name (see
@@ -286,6 +289,10 @@ func (t *Txn) place(p *pendingFile) {
 
 // drop abandons the pending file p.
 func (t *Txn) drop(p *pendingFile) {
+	if p.direct() && p.ino != 0 {
+		unlinkIno(int(p.dir.Fd()), p.base, p.ino)
+		return
+	}
 	dfd := int(p.dir.Fd())
 	if p.sdir != 0 {
 		unhold(p.held)

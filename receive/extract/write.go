@@ -93,7 +93,15 @@ func (t *Txn) WriteThen(i int, src io.Reader, placeNow func() bool) error {
 	// for the data to arrive. It starts where the create ends.
 	start := time.Now()
 	t.r.io.Observe(start.Sub(created))
-	discard := func() { t.dropFile(tdir, tmp, fd) }
+	discard := func() {
+		var st unix.Stat_t
+		if tmp == base && unix.Fstat(fd, &st) == nil {
+			unix.Close(fd) // written under its name: see unlinkIno
+			unlinkIno(tdir, base, st.Ino)
+			return
+		}
+		t.dropFile(tdir, tmp, fd)
+	}
 	in, tr, h := t.hashed(src)
 	defer release(h)
 	n, rerr, werr := t.copyData(fd, in, x, e, h)
@@ -143,6 +151,12 @@ func (t *Txn) WriteThen(i int, src io.Reader, placeNow func() bool) error {
 	pf := pendingFile{index: i, dir: d, tmp: tmp, fd: -1, base: base, sum: sumOf(h), summed: h != nil, held: -1}
 	if tdir != dfd {
 		pf.sdir, pf.held = tdir, t.r.staging.hold(fd)
+	}
+	if pf.direct() {
+		var st unix.Stat_t
+		if unix.Fstat(fd, &st) == nil {
+			pf.ino = st.Ino
+		}
 	}
 	if err := unix.Close(fd); err != nil {
 		unhold(pf.held)

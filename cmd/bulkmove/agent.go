@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/bulkmove/bulkmove/internal/engine"
+	"github.com/bulkmove/bulkmove/internal/engine/paths"
 	"github.com/bulkmove/bulkmove/internal/engine/throttle"
 	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/metrics"
@@ -110,18 +111,18 @@ func runAgent(x *call, cfg agentd.Config, metricsAddr string) int {
 }
 
 // agentRoot resolves the agent's ROOT (a symlink is followed, as a local
-// DEST is) and, given the sender's SRC (srcIDs, JSON of an engine.HostPlace),
+// DEST is) and, given the sender's SRC (srcIDs, JSON of a paths.HostPlace),
 // refuses a ROOT that overlaps it on this machine: a push over SSH to the
 // host it runs on.
 func agentRoot(root, srcIDs string) (string, error) {
-	dst, err := engine.ResolveDest(root)
+	dst, err := paths.ResolveDest(root)
 	if err != nil {
-		return "", fmt.Errorf("destination %s: %w", root, engine.Unwrap(err))
+		return "", fmt.Errorf("destination %s: %w", root, paths.Unwrap(err))
 	}
 	if srcIDs == "" {
 		return dst, nil
 	}
-	src, err := engine.DecodeHostPlace(srcIDs)
+	src, err := paths.DecodeHostPlace(srcIDs)
 	if err != nil {
 		return "", err
 	}
@@ -132,11 +133,11 @@ func agentRoot(root, srcIDs string) (string, error) {
 	if src.As != "" {
 		target, named = filepath.Join(dst, src.As), filepath.Join(root, src.As)
 	}
-	d, err := engine.PlaceOf(named, target)
+	d, err := paths.PlaceOf(named, target)
 	if err != nil {
-		return "", fmt.Errorf("destination %s: %w", named, engine.Unwrap(err))
+		return "", fmt.Errorf("destination %s: %w", named, paths.Unwrap(err))
 	}
-	if err := engine.Overlap(src.Place, d); err != nil {
+	if err := paths.Overlap(src.Place, d); err != nil {
 		return "", fmt.Errorf("on this host, %w", err)
 	}
 	return dst, nil

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bulkmove/bulkmove/internal/engine"
+	"github.com/bulkmove/bulkmove/internal/engine/paths"
 	"github.com/bulkmove/bulkmove/internal/sshdtest"
 	"github.com/bulkmove/bulkmove/internal/testbin"
 	"github.com/bulkmove/bulkmove/internal/treecmp"
@@ -108,7 +108,7 @@ func TestSSHSrcLink(t *testing.T) {
 // of a push and by the sending end of a pull: exit 3 with the reason,
 // naming both paths; SRC is left as it was.
 func TestSSHOverlapRefused(t *testing.T) {
-	if engine.HostID() == "" {
+	if paths.HostID() == "" {
 		t.Skip("no machine-id here: the remote end cannot tell it is on the same machine")
 	}
 	bin := testbin.Build(t)

@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/bulkmove/bulkmove/internal/engine"
+	"github.com/bulkmove/bulkmove/internal/engine/paths"
 	"github.com/bulkmove/bulkmove/wire"
 )
 
@@ -87,16 +87,16 @@ func TestOverlapBindMount(t *testing.T) {
 // that overlaps it on this machine, in place of its banner, with the
 // reason; a ROOT beside SRC is served. (A push over SSH to the same host.)
 func TestAgentRefusesOverlap(t *testing.T) {
-	if engine.HostID() == "" {
+	if paths.HostID() == "" {
 		t.Skip("no machine-id here: the agent cannot tell the sender's host is its own")
 	}
 	x := overlapTree(t)
 	child := filepath.Join(x, "child")
-	pl, err := engine.PlaceOf(child, child)
+	pl, err := paths.PlaceOf(child, child)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids := engine.HostPlace{Machine: engine.HostID(), Place: pl}.Encode()
+	ids := paths.HostPlace{Machine: paths.HostID(), Place: pl}.Encode()
 	var out, errb bytes.Buffer
 	code := run([]string{"agent", "--src-ids", ids, "--hub", "1", x}, strings.NewReader(""), &out, &errb)
 	want := "on this host, source " + child + " is inside the destination " + x
@@ -105,7 +105,7 @@ func TestAgentRefusesOverlap(t *testing.T) {
 	}
 	untouched(t, x)
 	// Another machine's SRC: device and inode numbers do not compare.
-	other := engine.HostPlace{Machine: "another-machine", Place: pl}.Encode()
+	other := paths.HostPlace{Machine: "another-machine", Place: pl}.Encode()
 	out.Reset()
 	run([]string{"agent", "--src-ids", other, "--hub", "1", x}, strings.NewReader(""), &out, &errb)
 	if !strings.HasPrefix(out.String(), wire.AgentBanner) {

@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/bulkmove/bulkmove/filter"
-	"github.com/bulkmove/bulkmove/internal/engine"
+	"github.com/bulkmove/bulkmove/internal/engine/paths"
 	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/internal/units"
 	"github.com/bulkmove/bulkmove/sharder"
@@ -55,15 +55,15 @@ func runPlan(x *call, o *planOptions) int {
 		return exitUsage
 	}
 	src := x.args[0]
-	real, fi, err := engine.ResolveSrc(src) // walked as the move walks it
+	real, fi, err := paths.ResolveSrc(src) // walked as the move walks it
 	if err == nil && !fi.IsDir() {
 		err = errors.New("not a directory")
 	}
 	if err != nil {
-		termsafe.Errorf(stderr, "plan: source %s: %v", src, engine.Unwrap(err))
+		termsafe.Errorf(stderr, "plan: source %s: %v", src, paths.Unwrap(err))
 		return exitFatal
 	}
-	if inside, err := engine.InSource(real, o.out); err == nil && inside {
+	if inside, err := paths.InSource(real, o.out); err == nil && inside {
 		termsafe.Errorf(stderr, "plan: the output directory %s is inside the source %s", o.out, src)
 		return exitUsage
 	}

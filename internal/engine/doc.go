@@ -20,8 +20,9 @@
 //   - job.go: the job and its run, from resolving SRC and DEST to the exit
 //     code; its state is split into embedded structs by concern.
 //     It reports only through the writers the Job gives.
-//   - resolve.go, paths.go, space.go: where the job reads and writes (the
-//     plan), overlap refusals, free space at DEST.
+//   - resolve.go, space.go: where the job reads and writes (the plan,
+//     with package internal/engine/paths: SRC and DEST resolved, overlap
+//     refusals), free space at DEST.
 //   - streams.go, check.go, compress.go, faithful.go, ioconc.go, split.go,
 //     scale.go: what goes on the streams and how (the sharder's batches,
 //     the skip rules, compression, metadata, --split-size, shards).

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -343,12 +342,4 @@ func (j *job) trace(format string, args ...any) {
 	case j.debug != nil:
 		termsafe.Errorf(j.debug, "%6.3fs "+format, args...)
 	}
-}
-
-func Unwrap(err error) error {
-	var pe *os.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
 }

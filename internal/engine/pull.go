@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/bulkmove/bulkmove/internal/engine/paths"
 	"github.com/bulkmove/bulkmove/internal/engine/pull"
 	"github.com/bulkmove/bulkmove/internal/engine/throttle"
 	"github.com/bulkmove/bulkmove/internal/termsafe"
@@ -22,9 +23,9 @@ import (
 
 func (j *job) resolveHub() (plan, Outcome) {
 	var p plan
-	src, fi, err := ResolveSrc(j.src) // as a push resolves it
+	src, fi, err := paths.ResolveSrc(j.src) // as a push resolves it
 	if err != nil {
-		termsafe.Errorf(j.stderr, "source %s: %v", j.src, Unwrap(err))
+		termsafe.Errorf(j.stderr, "source %s: %v", j.src, paths.Unwrap(err))
 		return p, Failed
 	}
 	p.walkRoot, p.src.Root, p.srcReal = src, src, src
@@ -79,22 +80,22 @@ func hubOverlap(src, dstIDs string) error {
 	if dstIDs == "" {
 		return nil
 	}
-	dst, err := DecodeHostPlace(dstIDs)
+	dst, err := paths.DecodeHostPlace(dstIDs)
 	if err != nil {
 		return err
 	}
 	if !dst.SameHost() {
 		return nil
 	}
-	real, _, err := ResolveSrc(src)
+	real, _, err := paths.ResolveSrc(src)
 	if err != nil {
 		return nil
 	}
-	s, err := PlaceOf(src, real)
+	s, err := paths.PlaceOf(src, real)
 	if err != nil {
 		return nil
 	}
-	if err := Overlap(s, dst.Place); err != nil {
+	if err := paths.Overlap(s, dst.Place); err != nil {
 		return fmt.Errorf("on this host, %w", err)
 	}
 	return nil
@@ -120,9 +121,9 @@ func (j *job) pull(ctx context.Context, t sshx.Target) Outcome {
 	p := &pull.Puller{Target: t, Dest: j.dst, Jobs: j.flags.Jobs, SSH: opt,
 		RemoteBulkmove: j.flags.SSH.RemoteBulkmove, Version: Version,
 		ResolveDest: func(dest string) (string, error) {
-			root, err := ResolveDest(dest)
+			root, err := paths.ResolveDest(dest)
 			if err != nil {
-				return "", fmt.Errorf("destination %s: %v", dest, Unwrap(err))
+				return "", fmt.Errorf("destination %s: %v", dest, paths.Unwrap(err))
 			}
 			return root, nil
 		},
@@ -132,9 +133,9 @@ func (j *job) pull(ctx context.Context, t sshx.Target) Outcome {
 		// Where SRC's host is this one, the send-hub refuses a DEST that
 		// overlaps SRC.
 		DstIDs: func(named, target string) string {
-			if id := HostID(); id != "" {
-				if pl, err := PlaceOf(named, target); err == nil {
-					return HostPlace{Machine: id, Place: pl}.Encode()
+			if id := paths.HostID(); id != "" {
+				if pl, err := paths.PlaceOf(named, target); err == nil {
+					return paths.HostPlace{Machine: id, Place: pl}.Encode()
 				}
 			}
 			return ""

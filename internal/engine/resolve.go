@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/bulkmove/bulkmove/internal/engine/paths"
 	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/send/source"
 	"github.com/bulkmove/bulkmove/transport/sshx"
@@ -37,23 +38,23 @@ func (j *job) resolve(ctx context.Context) (plan, Outcome) {
 	if remote {
 		j.remote = &t
 	}
-	src, fi, err := ResolveSrc(j.src)
+	src, fi, err := paths.ResolveSrc(j.src)
 	if err != nil {
-		termsafe.Errorf(j.stderr, "source %s: %v", j.src, Unwrap(err))
+		termsafe.Errorf(j.stderr, "source %s: %v", j.src, paths.Unwrap(err))
 		return p, Failed
 	}
 	p.srcReal = src
 	dst := ""
 	if j.remote == nil {
-		if dst, err = ResolveDest(j.dst); err != nil {
-			termsafe.Errorf(j.stderr, "destination %s: %v", j.dst, Unwrap(err))
+		if dst, err = paths.ResolveDest(j.dst); err != nil {
+			termsafe.Errorf(j.stderr, "destination %s: %v", j.dst, paths.Unwrap(err))
 			return p, Failed
 		}
 	}
 	if fi.IsDir() {
 		d, err := os.Open(src)
 		if err != nil {
-			termsafe.Errorf(j.stderr, "source %s: %v", j.src, Unwrap(err))
+			termsafe.Errorf(j.stderr, "source %s: %v", j.src, paths.Unwrap(err))
 			return p, Failed
 		}
 		d.Close()
@@ -99,7 +100,7 @@ func (j *job) resolve(ctx context.Context) (plan, Outcome) {
 // refuseOverlap refuses (UsageError) a local job whose SRC (src, resolved)
 // and DEST (dst, resolved; named dstName) Overlap.
 func (j *job) refuseOverlap(src, dst, dstName string) Outcome {
-	refused, err := checkOverlap(j.src, src, dstName, dst)
+	refused, err := paths.CheckOverlap(j.src, src, dstName, dst)
 	if err == nil {
 		return Done
 	}

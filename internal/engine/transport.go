@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"slices"
 
+	"github.com/bulkmove/bulkmove/internal/engine/paths"
 	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/receive/extract"
 	"github.com/bulkmove/bulkmove/send"
@@ -47,7 +48,7 @@ func (j *job) transport(p plan) (transport.Transport, error) {
 		ro := j.receiveOptions()
 		t, err := local.New(p.dstRoot, extract.FromWire(&ro), p.src)
 		if err != nil {
-			return nil, fmt.Errorf("destination %s: %w", j.dst, Unwrap(err))
+			return nil, fmt.Errorf("destination %s: %w", j.dst, paths.Unwrap(err))
 		}
 		return t, nil
 	}

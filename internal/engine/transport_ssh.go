@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bulkmove/bulkmove/internal/engine/paths"
 	"github.com/bulkmove/bulkmove/transport/ssh"
 	"github.com/bulkmove/bulkmove/transport/sshx"
 	"github.com/bulkmove/bulkmove/wire"
@@ -48,11 +49,11 @@ func (j *job) sshTransport(t sshx.Target, p plan) *ssh.Transport {
 // inode, and this machine, for the agent to refuse a ROOT that overlaps
 // it on the same machine. "" if this machine has no machine-id.
 func (j *job) srcIDs(p plan) string {
-	h := HostPlace{Machine: HostID()}
+	h := paths.HostPlace{Machine: paths.HostID()}
 	if h.Machine == "" || p.srcReal == "" {
 		return ""
 	}
-	pl, err := PlaceOf(j.src, p.srcReal)
+	pl, err := paths.PlaceOf(j.src, p.srcReal)
 	if err != nil {
 		return ""
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/bulkmove/bulkmove/internal/engine/paths"
 	"github.com/bulkmove/bulkmove/internal/engine/verify"
 	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/sharder"
@@ -99,7 +100,7 @@ func verifyOutcome(s verify.Status) Outcome {
 
 func orNotDir(err error) error {
 	if err != nil {
-		return Unwrap(err)
+		return paths.Unwrap(err)
 	}
 	return errors.New("not a directory")
 }

@@ -1,4 +1,14 @@
-package engine
+// Package paths is where a job reads and writes: SRC and DEST resolved
+// once (ResolveSrc, ResolveDest), their identity by device and inode
+// (Place, PlaceOf), the refusal of a SRC and DEST that share a tree
+// (Overlap, CheckOverlap, InSource), and the same across two hosts that
+// may be one machine (HostPlace, HostID: a pull's send-hub and an agent
+// refuse an overlap on their side too).
+//
+// It sits below internal/engine and cmd/bulkmove, which both resolve
+// paths with it; it imports nothing of the project, and must not import
+// internal/engine.
+package paths
 
 import (
 	"encoding/json"
@@ -134,10 +144,10 @@ func Overlap(src, dst Place) error {
 	return nil
 }
 
-// checkOverlap identifies SRC and DEST (both resolved) and refuses an
+// CheckOverlap identifies SRC and DEST (both resolved) and refuses an
 // Overlap; err is nil if they are apart, refused tells an Overlap from a
 // failure to look.
-func checkOverlap(srcName, src, dstName, dst string) (refused bool, err error) {
+func CheckOverlap(srcName, src, dstName, dst string) (refused bool, err error) {
 	s, err := PlaceOf(srcName, src)
 	if err != nil {
 		return false, fmt.Errorf("source %s: %w", srcName, Unwrap(err))
@@ -218,4 +228,14 @@ func HostID() string {
 	}
 	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	return mid + "/" + strings.TrimSpace(string(boot))
+}
+
+// Unwrap is err without the operation and path an *os.PathError adds:
+// for messages that name the path themselves.
+func Unwrap(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }

@@ -198,3 +198,47 @@ func (c *cutReader) Read(p []byte) (int, error) {
 	c.then()
 	return 0, io.ErrUnexpectedEOF
 }
+
+// TestInPlaceDescriptorsReleased: a file written under its final name
+// keeps its descriptor only until its batch settles (which spares asking
+// it for its inode): committed, aborted, discarded or failing its hash,
+// none is left open, and none is open before the batch is written either.
+func TestInPlaceDescriptorsReleased(t *testing.T) {
+	s := newSandbox(t)
+	r := s.open(t, extract.Options{})
+	before := openFDs(t)
+	for _, end := range []string{"commit", "abort", "discard and corrupt"} {
+		entries := []model.Entry{fileE("new/"+end+"/a", 2), fileE("new/"+end+"/b", 2), fileE("new/"+end+"/c", 2)}
+		tx := r.Begin(entries)
+		for i := range entries {
+			if err := tx.Write(i, strings.NewReader("xy")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		switch end {
+		case "commit":
+			if ack := tx.Commit(1, nil); ack.Files != 3 || len(ack.Errors) != 0 {
+				t.Fatalf("ack: %d files, %+v", ack.Files, ack.Errors)
+			}
+		case "abort":
+			tx.Abort()
+		default:
+			ack := tx.CommitSums(1, []wire.Discard{{Index: 0, Reason: "the source changed"}}, []wire.IndexedSum{{Index: 1}})
+			if ack.Files != 1 || len(ack.Errors) != 1 {
+				t.Fatalf("ack: %d files, %+v", ack.Files, ack.Errors)
+			}
+		}
+		if n := openFDs(t); n != before {
+			t.Errorf("after %s: %d descriptors open, %d before the batch", end, n, before)
+		}
+	}
+}
+
+func openFDs(t *testing.T) int {
+	t.Helper()
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skip(err)
+	}
+	return len(fds)
+}

@@ -138,7 +138,8 @@ func (t *Txn) tmpName() string {
 // with linkat: no temporary name to create and then rename away (two
 // operations a file, much of the receiver's system time where files are
 // small), and nothing left behind by a crash. Each holds a descriptor until its batch commits,
-// so a process keeps at most maxTmpfiles of them; beyond that, and where the
+// so a process keeps at most maxTmpfiles of them (with the files written
+// under their final names that hold theirs: holdDirect); beyond that, and where the
 // filesystem or the privileges do not allow it, files are written under a
 // temporary name and renamed.
 var (
@@ -198,6 +199,30 @@ func unlinkIno(dfd int, name string, ino uint64) {
 	if unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Ino == ino {
 		unix.Unlinkat(dfd, name, 0)
 	}
+}
+
+// holdDirect says whether a file written under its final name keeps its
+// descriptor until its batch settles (pendingFile.fd), counted against
+// maxTmpfiles, rather than being asked for its inode at once: on a local
+// filesystem, whose close reports no write error to act on at commit
+// (NFS's does: there it is closed, and checked, once written).
+func holdDirect(r *Receiver) bool {
+	if landSlow(r) || tmpfilesOpen.Load() >= maxTmpfiles {
+		return false
+	}
+	tmpfilesOpen.Add(1)
+	return true
+}
+
+// closeHeld closes the descriptor p holds for holdDirect, if any.
+func closeHeld(p *pendingFile) error {
+	if p.fd < 0 {
+		return nil
+	}
+	err := unix.Close(p.fd)
+	p.fd = -1
+	tmpfilesOpen.Add(-1)
+	return err
 }
 
 // dropFile abandons a written file: closes an unnamed one, removes a named one.

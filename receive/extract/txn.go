@@ -80,6 +80,7 @@ type pendingFile struct {
 	size int64
 	// ino, for a file written under its final name (direct), is its
 	// inode: dropped, it is removed only while its name still holds it.
+	// (Or fd holds the file, which tells its inode then: holdDirect.)
 	ino uint64
 }
 
@@ -246,7 +247,13 @@ func (t *Txn) place(p *pendingFile) {
 	p.settled = true
 	start := time.Now()
 	if p.direct() {
-		// Under its name since it was written.
+		// Under its name since it was written; its descriptor, if held,
+		// goes now.
+		if err := closeHeld(p); err != nil {
+			unix.Unlinkat(dfd, p.base, 0)
+			t.failErr(p.index, "close", e.Path, err)
+			return
+		}
 	} else if p.tmp == "" {
 		err := t.r.link(p.fd, dfd, p.base)
 		if err == unix.EEXIST {
@@ -289,6 +296,15 @@ func (t *Txn) place(p *pendingFile) {
 
 // drop abandons the pending file p.
 func (t *Txn) drop(p *pendingFile) {
+	if p.direct() && p.fd >= 0 {
+		var st unix.Stat_t
+		ok := unix.Fstat(p.fd, &st) == nil
+		closeHeld(p)
+		if ok {
+			unlinkIno(int(p.dir.Fd()), p.base, st.Ino)
+			return
+		}
+	}
 	if p.direct() && p.ino != 0 {
 		unlinkIno(int(p.dir.Fd()), p.base, p.ino)
 		return

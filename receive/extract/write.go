@@ -153,6 +153,14 @@ func (t *Txn) WriteThen(i int, src io.Reader, placeNow func() bool) error {
 		pf.sdir, pf.held = tdir, t.r.staging.hold(fd)
 	}
 	if pf.direct() {
+		if holdDirect(t.r) {
+			// Its descriptor is kept until the batch settles: a drop asks
+			// it for the inode then, and a commit closes it, one fstat a
+			// file fewer than asking now.
+			pf.fd = fd
+			t.settle(pf, e.Size, placeNow)
+			return nil
+		}
 		var st unix.Stat_t
 		if unix.Fstat(fd, &st) == nil {
 			pf.ino = st.Ino

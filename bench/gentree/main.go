@@ -4,6 +4,8 @@
 //	gentree -kind small -n 100000 -size 1KiB -dirs 1000 -o DIR  # N files of SIZE in DIRS dirs
 //	gentree -kind small -n 700000 -size 0 -dirs 100000 -links 1 -o DIR  # and a symlink and a hard link in each
 //	gentree -kind mixed -n 20000 -seed 1 -o DIR                 # realistic mixed tree
+//	gentree -kind half -n 20000 -seed 1 -o DIR                  # mixed's layout, files half random, half repeated text (404 MB)
+//	gentree -kind random -n 20000 -seed 1 -o DIR                # mixed's layout and sizes, random bytes
 //	gentree -kind large -n 4 -size 256MiB -o DIR                # N large files
 //	gentree -kind huge -size 4GiB -n 100000 -o DIR              # one SIZE file + N × 1 KiB in DIR/small
 //
@@ -26,16 +28,16 @@ import (
 )
 
 func main() {
-	kind := flag.String("kind", "small", "tree to generate: small, mixed, large, huge or snapshots (two snapshots, s1 and s2, of n empty files, hard-linked)")
-	n := flag.Int("n", 0, "number of files (default: small 100000, mixed 20000, large 4, huge 100000 small files)")
+	kind := flag.String("kind", "small", "tree to generate: small, mixed, half, random, large, huge or snapshots (two snapshots, s1 and s2, of n empty files, hard-linked)")
+	n := flag.Int("n", 0, "number of files (default: small 100000, mixed, half and random 20000, large 4, huge 100000 small files)")
 	sizeFlag := flag.String("size", "", "file size (default: small 1KiB, large 256MiB, huge 4GiB for the big file)")
 	dirs := flag.Int("dirs", -1, "small, huge: number of subdirectories for the small files (default n/100, 0 puts them all in DIR)")
-	seed := flag.Uint64("seed", 1, "mixed: seed of the tree")
+	seed := flag.Uint64("seed", 1, "mixed, half, random: seed of the tree")
 	links := flag.Int("links", 0, "small: add this many symlinks and as many hard links in each subdirectory")
 	out := flag.String("o", "", "output directory (required)")
 	quiet := flag.Bool("q", false, "no summary on stderr")
 	flag.Usage = func() {
-		fmt.Fprintf(os.Stderr, "usage: gentree -kind small|mixed|large|huge|snapshots [-n N] [-size S] [-dirs D] [-seed S] -o DIR\n")
+		fmt.Fprintf(os.Stderr, "usage: gentree -kind small|mixed|half|random|large|huge|snapshots [-n N] [-size S] [-dirs D] [-seed S] -o DIR\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -75,11 +77,12 @@ func main() {
 		if err == nil && *links > 0 {
 			err = gentree.Links(*out, *links)
 		}
-	case "mixed":
+	case "mixed", "half", "random":
 		if *sizeFlag != "" {
-			fatalf("-size does not apply to -kind mixed")
+			fatalf("-size does not apply to -kind %s", *kind)
 		}
-		err = gentree.Mixed(*out, def(n, 20_000), *seed)
+		gen := map[string]func(string, int, uint64) error{"mixed": gentree.Mixed, "half": gentree.Half, "random": gentree.Random}[*kind]
+		err = gen(*out, def(n, 20_000), *seed)
 	case "large":
 		if *sizeFlag == "" {
 			size = 256 << 20
@@ -96,7 +99,7 @@ func main() {
 	case "snapshots":
 		err = gentree.Snapshots(*out, def(n, 100_000))
 	default:
-		fatalf("unknown -kind %q (small, mixed, large, huge, snapshots)", *kind)
+		fatalf("unknown -kind %q (small, mixed, half, random, large, huge, snapshots)", *kind)
 	}
 	if err != nil {
 		fatalf("%v", err)

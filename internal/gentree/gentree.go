@@ -1,6 +1,7 @@
 // Package gentree generates deterministic directory trees for tests and
-// benchmarks: many small files (Small), a realistic mixed tree (Mixed) and a
-// few large files (Large).
+// benchmarks: many small files (Small), a realistic mixed tree (Mixed), the
+// same layout with every file half random and half repeated text (Half) or
+// all random (Random), and a few large files (Large).
 //
 // Everything is a function of the arguments (and the seed, for Mixed): names,
 // sizes, content, permission bits and mtimes (with nanoseconds), so two runs
@@ -98,7 +99,7 @@ func writeFile(spec *fileSpec, buf []byte) error {
 		unix.Close(fd)
 		return &fs.PathError{Op: op, Path: spec.path, Err: err}
 	}
-	src := newFiller(spec.kind, spec.seed)
+	src := newFiller(spec.kind, spec.seed, spec.size)
 	for left := spec.size; left > 0; {
 		n := int(min(left, int64(len(buf))))
 		src.fill(buf[:n])

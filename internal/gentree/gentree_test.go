@@ -330,17 +330,19 @@ func TestLinks(t *testing.T) {
 	}
 }
 
+// flateRatio is b's deflated size (fastest level) over its size.
+func flateRatio(b []byte) float64 {
+	var z bytes.Buffer
+	w, _ := flate.NewWriter(&z, flate.BestSpeed)
+	w.Write(b)
+	w.Close()
+	return float64(z.Len()) / float64(len(b))
+}
+
 // TestMixedContent: a Mixed tree compresses as real trees do, by kind:
 // text, records and code to well under half, media not at all; and a
 // file's bytes do not depend on how the writer chunks them.
 func TestMixedContent(t *testing.T) {
-	ratio := func(b []byte) float64 {
-		var z bytes.Buffer
-		w, _ := flate.NewWriter(&z, flate.BestSpeed)
-		w.Write(b)
-		w.Close()
-		return float64(z.Len()) / float64(len(b))
-	}
 	const size = 300 << 10
 	for _, c := range []struct {
 		name     string
@@ -351,12 +353,12 @@ func TestMixedContent(t *testing.T) {
 		{"photo.jpg", 0.99, 2}, {"blob.bin", 0.99, 2},
 	} {
 		whole := make([]byte, size)
-		newFiller(contentOf(c.name), 7).fill(whole)
-		if r := ratio(whole); r < c.min || r > c.max {
+		newFiller(contentOf(c.name), 7, size).fill(whole)
+		if r := flateRatio(whole); r < c.min || r > c.max {
 			t.Errorf("%s: compresses to %.2f, want %.2f to %.2f", c.name, r, c.min, c.max)
 		}
 		chunked := make([]byte, size)
-		f := newFiller(contentOf(c.name), 7)
+		f := newFiller(contentOf(c.name), 7, size)
 		for b, n := chunked, 1; len(b) > 0; n = n*3 + 1 {
 			k := min(8*n, len(b)) // random content: whole words (TestContentTail)
 			f.fill(b[:k])
@@ -366,7 +368,7 @@ func TestMixedContent(t *testing.T) {
 			t.Errorf("%s: content depends on chunking", c.name)
 		}
 		other := make([]byte, size)
-		newFiller(contentOf(c.name), 8).fill(other)
+		newFiller(contentOf(c.name), 8, size).fill(other)
 		if bytes.Equal(whole[:4096], other[:4096]) {
 			t.Errorf("%s: seeds 7 and 8 make the same content", c.name)
 		}
@@ -384,7 +386,75 @@ func TestMixedContent(t *testing.T) {
 		}
 		return nil
 	})
-	if r := ratio(all); r < 0.25 || r > 0.65 {
+	if r := flateRatio(all); r < 0.25 || r > 0.65 {
 		t.Errorf("the tree compresses to %.2f, want 0.25 to 0.65", r)
+	}
+}
+
+// TestHalfAndRandom: Half and Random keep Mixed's layout; every file of a
+// Half tree is a random first half and a second half that compresses to
+// almost nothing (so the tree to about half), sizes 7/6 of Mixed's; nothing
+// of a Random tree compresses; both are the same for the same seed.
+func TestHalfAndRandom(t *testing.T) {
+	const n = 600
+	root := tempDir(t)
+	mixed, half, half2, random := filepath.Join(root, "m"), filepath.Join(root, "h"), filepath.Join(root, "h2"), filepath.Join(root, "r")
+	for _, g := range []struct {
+		dir string
+		gen func(string, int, uint64) error
+	}{{mixed, Mixed}, {half, Half}, {half2, Half}, {random, Random}} {
+		if err := g.gen(g.dir, n, 3); err != nil {
+			t.Fatal(err)
+		}
+	}
+	treecmp.Equal(t, half, half2, treecmp.Options{SymlinkMtime: true})
+	sm, sh, sr := scan(t, mixed), scan(t, half), scan(t, random)
+	if sh.files != sm.files || sh.dirs != sm.dirs || sh.symlinks != sm.symlinks || sr.files != sm.files || sr.dirs != sm.dirs {
+		t.Errorf("layouts differ: mixed %d files %d dirs %d symlinks, half %d %d %d, random %d %d", sm.files, sm.dirs, sm.symlinks, sh.files, sh.dirs, sh.symlinks, sr.files, sr.dirs)
+	}
+	if sr.bytes != sm.bytes {
+		t.Errorf("random tree has %d bytes, mixed %d: want the same sizes", sr.bytes, sm.bytes)
+	}
+	if r := float64(sh.bytes) / float64(sm.bytes); r < 1.15 || r > 1.18 {
+		t.Errorf("half tree has %.3f× mixed's bytes, want 7/6", r)
+	}
+	contents := func(dir string, each func(b []byte)) []byte {
+		var all []byte
+		filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && d.Type().IsRegular() {
+				b, _ := os.ReadFile(p)
+				if each != nil {
+					each(b)
+				}
+				all = append(all, b...)
+			}
+			return nil
+		})
+		return all
+	}
+	checked := 0
+	all := contents(half, func(b []byte) {
+		if len(b) < 64<<10 {
+			return
+		}
+		checked++
+		h := (len(b) + 1) / 2
+		if r := flateRatio(b[:h]); r < 0.99 {
+			t.Errorf("a %d-byte file's first half compresses to %.2f, want random", len(b), r)
+		}
+		if r := flateRatio(b[h:]); r > 0.05 {
+			t.Errorf("a %d-byte file's second half compresses to %.2f, want almost nothing", len(b), r)
+		}
+	})
+	if checked == 0 {
+		t.Error("no file of 64 KiB or more to check")
+	}
+	// Deflate keeps each file's first line of text and a token per 258
+	// bytes: about 0.56 here (zstd -1: 0.49 of a 20,000-file tree's tar).
+	if r := flateRatio(all); r < 0.45 || r > 0.6 {
+		t.Errorf("the half tree compresses to %.2f, want 0.45 to 0.6", r)
+	}
+	if r := flateRatio(contents(random, nil)); r < 0.99 {
+		t.Errorf("the random tree compresses to %.2f, want nothing", r)
 	}
 }

@@ -20,6 +20,7 @@ const (
 	contentLog            // .log: timestamped lines
 	contentRecords        // .json, .csv: one record a line
 	contentBinary         // .dat: fixed-size binary records
+	contentHalf           // Half's files: half random, half a repeated line (half.go)
 )
 
 // contentOf says how the file named name is filled.
@@ -47,10 +48,13 @@ func contentOf(name string) int {
 // the bytes do not depend on the chunking.
 type filler interface{ fill(b []byte) }
 
-// newFiller returns the content of a file of the given kind and seed.
-func newFiller(kind int, seed uint64) filler {
-	if kind == contentRandom {
+// newFiller returns the content of a file of the given kind, seed and size.
+func newFiller(kind int, seed uint64, size int64) filler {
+	switch kind {
+	case contentRandom:
 		return newContent(seed)
+	case contentHalf:
+		return newHalf(seed, size)
 	}
 	return &textSource{kind: kind, x: seed ^ 0x9e3779b97f4a7c15, t: 1_700_000_000 + int64(seed%50_000_000)}
 }

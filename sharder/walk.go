@@ -640,6 +640,7 @@ func (w *walker) statChunk(f *os.File, rel, full string, ents []dirent, owned bo
 		}
 		todo = append(todo, stated{name: name, rel: crel})
 	}
+	var samp ioconc.Sampler
 	cerr := withDir(f, full, func(d dirHandle) {
 		w.forEachStat(len(todo), func(k int) {
 			st := &todo[k]
@@ -649,9 +650,13 @@ func (w *walker) statChunk(f *os.File, rel, full string, ents []dirent, owned bo
 					return
 				}
 			}
-			start := time.Now()
-			st.rs, st.err = d.lstat(st.name)
-			w.opt.IO.Since(start)
+			if samp.Next(w.opt.IO) > 0 {
+				start := time.Now()
+				st.rs, st.err = d.lstat(st.name)
+				w.opt.IO.Since(start)
+			} else {
+				st.rs, st.err = d.lstat(st.name)
+			}
 			if st.err == nil && st.rs.typ == fs.ModeSymlink {
 				st.target, st.lerr = d.readlink(st.name, st.rs.size)
 			}

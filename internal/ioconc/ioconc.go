@@ -114,6 +114,31 @@ func (g *Gauge) Since(start time.Time) {
 	}
 }
 
+// sampleEvery is how many of a fast filesystem's operations a Sampler
+// stands one timing for: two clock readings per open or stat are a
+// measurable share of the CPU a small file costs, and a filesystem that
+// turns slow still shows within window*sampleEvery operations.
+const sampleEvery = 16
+
+// Sampler says which operations to time: every one while its gauge has no
+// measure yet or says they are slow, one in sampleEvery while they are
+// fast. The zero value is ready; safe for concurrent use.
+type Sampler struct{ n atomic.Uint32 }
+
+// Next reports whether to time the next operation, as the number of
+// operations its timing stands for (0: do not time it): for a caller that
+// adds up time, that timing times the count is the estimate.
+func (s *Sampler) Next(g *Gauge) int {
+	n := s.n.Add(1)
+	if n < sampleEvery {
+		if l := g.Latency(); l > 0 && l < Slow {
+			return 0
+		}
+	}
+	s.n.Store(0)
+	return int(n)
+}
+
 // Latency is the moving average of the operations observed.
 func (g *Gauge) Latency() time.Duration {
 	if g == nil {

@@ -226,14 +226,15 @@ func (s Source) Open(e *model.Entry) (*File, error) { return s.OpenIn(nil, e) }
 // OpenIn opens entry e relative to the directory cached in d (nil: none).
 func (s Source) OpenIn(d *Dirs, e *model.Entry) (*File, error) {
 	f := new(File)
-	if err := s.openInto(f, d, e); err != nil {
+	if err := s.openInto(f, d, e, true); err != nil {
 		return nil, err
 	}
 	return f, nil
 }
 
-// openInto is OpenIn into f, which a writer reuses from file to file.
-func (s Source) openInto(f *File, d *Dirs, e *model.Entry) error {
+// openInto is OpenIn into f, which a writer reuses from file to file;
+// timed says whether to tell s.IO how long the open took.
+func (s Source) openInto(f *File, d *Dirs, e *model.Entry, timed bool) error {
 	*f = File{root: s.Root, path: e.Path}
 	dirfd, name := unix.AT_FDCWD, ""
 	switch {
@@ -267,10 +268,15 @@ func (s Source) openInto(f *File, d *Dirs, e *model.Entry) error {
 	if s.openHook != nil {
 		s.openHook(e.Path)
 	}
-	start := time.Now()
+	var start time.Time
+	if timed {
+		start = time.Now()
+	}
 	flags := openFlags
 	fd, err := dirat.Open(dirfd, name, flags, 0)
-	s.IO.Since(start)
+	if timed {
+		s.IO.Since(start)
+	}
 	if err == unix.EPERM { // O_NOATIME needs ownership
 		flags &^= unix.O_NOATIME
 		fd, err = dirat.Open(dirfd, name, flags, 0)
@@ -397,6 +403,7 @@ func (s Source) writeTar(w io.Writer, b *wire.BatchManifest, need []bool, ctr *m
 		src  readTracker
 		lim  io.LimitedReader
 		tee  hashTee
+		samp ioconc.Sampler // which small files' open and reads are timed
 	)
 	src.ctr = ctr
 	for i := range b.Entries {
@@ -405,8 +412,14 @@ func (s Source) writeTar(w io.Writer, b *wire.BatchManifest, need []bool, ctr *m
 			continue
 		}
 		f, oerr := ra.open(i)
+		// A large file's reads are always timed; a small file's, like its
+		// open, once for several files (see ioconc.Sampler).
+		src.scale = 1
+		if e.DataLen() <= sampledMax {
+			src.scale = samp.Next(s.IO)
+		}
 		if ra == nil {
-			f, oerr = &fbuf, s.openInto(&fbuf, &dirs, e)
+			f, oerr = &fbuf, s.openInto(&fbuf, &dirs, e, src.scale > 0)
 		}
 		if oerr != nil {
 			failed = append(failed, Error{i, oerr})
@@ -525,12 +538,17 @@ type readTracker struct {
 	r   io.Reader
 	err error
 	ctr *metrics.Stream // if set, read time is accounted
+	// scale: the read time stands for that many files' (0: not timed)
+	scale int
 }
 
+// sampledMax is the largest file whose reads are timed only by sample.
+const sampledMax = 64 << 10
+
 func (t *readTracker) Read(p []byte) (int, error) {
-	if t.ctr != nil {
+	if t.ctr != nil && t.scale > 0 {
 		start := time.Now()
-		defer func() { t.ctr.ReadNanos.Add(int64(time.Since(start))) }()
+		defer func() { t.ctr.ReadNanos.Add(int64(time.Since(start)) * int64(t.scale)) }()
 	}
 	n, err := t.r.Read(p)
 	if err != nil && err != io.EOF {

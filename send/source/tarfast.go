@@ -60,28 +60,45 @@ func octal(dst []byte, v int64) {
 	}
 }
 
+// ustarFields is where a fast header's fields of its own end: the name,
+// mode, ids, size and mtime; every byte after them but the checksum is
+// the same in every fast header (ustarBlank).
+const ustarFields = 148
+
+// ustarBlank is a fast header without the fields of an entry (zeros
+// there) and the sum of its bytes, the checksum counting its own field as
+// spaces: a header is this, its fields written in, and the sum of their
+// bytes added (a third of the block to sum, not all of it).
+var ustarBlank, ustarBlankSum = func() ([512]byte, int) {
+	var b [512]byte
+	b[156] = tar.TypeReg
+	copy(b[257:265], "ustar\x0000")
+	octal(b[329:337], 0)
+	octal(b[337:345], 0)
+	copy(b[148:156], "        ")
+	sum := 0
+	for _, c := range b {
+		sum += int(c)
+	}
+	return b, sum
+}()
+
 // begin writes the header of regular file e and returns where its data goes.
 func (t *tarStream) begin(e *model.Entry) (io.Writer, error) {
 	if !fast(e) {
 		t.viaTW = true // end flushes archive/tar's padding
 		return t.tw, t.tw.WriteHeader(plainHeader(e))
 	}
+	t.blk = ustarBlank
 	b := t.blk[:]
-	clear(b)
 	copy(b[0:100], e.Path)
 	octal(b[100:108], int64(e.Mode.Perm()))
 	octal(b[108:116], int64(e.UID))
 	octal(b[116:124], int64(e.GID))
 	octal(b[124:136], e.Size)
 	octal(b[136:148], e.MTime/1e9)
-	b[156] = tar.TypeReg
-	copy(b[257:265], "ustar\x0000")
-	octal(b[329:337], 0)
-	octal(b[337:345], 0)
-	// The checksum counts its own field as spaces.
-	copy(b[148:156], "        ")
-	sum := 0
-	for _, c := range b {
+	sum := ustarBlankSum
+	for _, c := range b[:ustarFields] {
 		sum += int(c)
 	}
 	octal(b[148:155], int64(sum))
@@ -115,8 +132,7 @@ func (t *tarStream) end(e *model.Entry) error {
 // pad writes the padding after a body of size bytes.
 func (t *tarStream) pad(size int64) error {
 	if r := size % 512; r != 0 {
-		clear(t.blk[:512-r])
-		_, err := t.w.Write(t.blk[:512-r])
+		_, err := t.w.Write(zeroBlock[:512-r])
 		return err
 	}
 	return nil
@@ -130,12 +146,14 @@ func (t *tarStream) global(records map[string]string) error {
 	return t.tw.Flush()
 }
 
+// zeroBlock is padding and the end-of-archive marker; never written to.
+var zeroBlock [512]byte
+
 // close writes the end-of-archive marker: two zero blocks.
 func (t *tarStream) close() error {
-	clear(t.blk[:])
-	if _, err := t.w.Write(t.blk[:]); err != nil {
+	if _, err := t.w.Write(zeroBlock[:]); err != nil {
 		return err
 	}
-	_, err := t.w.Write(t.blk[:])
+	_, err := t.w.Write(zeroBlock[:])
 	return err
 }

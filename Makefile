@@ -62,11 +62,13 @@ bench-slowfs: build
 
 # The speed table over the rig (root; it restarts the rig as each regime
 # needs and restores it uncapped): small and large files on the direct link,
-# a 200 Mbit/s link, a 100 ms path, a huge file among small ones; bulkmove
-# over SSH and TLS against tar | ssh, tar | nc, tar | zstd | ssh, rsync,
-# 6 × tar | ssh, fpsync and an mscp-style split, with ratios and PASS/FAIL
-# against the targets. SPEED_SCALE=small tries it in seconds; see
-# bench/speed.sh.
+# a 200 Mbit/s link over three trees (mixed, half random and half text,
+# random), a 100 ms path (measured first with 8 raw TCP streams, the
+# ceiling bulkmove is judged against), a huge file among small ones;
+# bulkmove over SSH and TLS against tar | ssh, tar | nc, tar | zstd | ssh,
+# rsync, 6 × tar | ssh, fpsync and an mscp-style split, with each row's
+# whole-machine CPU-s, ratios and PASS/FAIL against the targets.
+# SPEED_SCALE=small tries it in seconds; see bench/speed.sh.
 bench-speed: build
 	BULKMOVE=$(CURDIR)/$(BIN) bench/speed.sh
 

@@ -233,7 +233,7 @@ func (s *Server) session(ctx context.Context, raw net.Conn, peer string) (err er
 		s.gate.Leave(peer)
 	}()
 	raw.SetDeadline(time.Now().Add(handshakeTimeout)) // lifted by the hub once the Hello is answered
-	c := tls.Server(raw, s.cfg.TLS)
+	c := dataplane.Server(raw, s.cfg.TLS)
 	if err := c.HandshakeContext(ctx); err != nil {
 		return err
 	}

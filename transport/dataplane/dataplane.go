@@ -241,7 +241,7 @@ func (l *Listener) admit(c net.Conn, peer string) error {
 	c.SetDeadline(time.Now().Add(15 * time.Second))
 	conn := c
 	if l.tls != nil {
-		tc := tls.Server(c, l.tls)
+		tc := tlsServer(c, l.tls)
 		if err := tc.Handshake(); err != nil {
 			return err
 		}
@@ -316,7 +316,7 @@ func Dial(ctx context.Context, host string, o Offer, index int) (net.Conn, error
 			c.Close()
 			return nil, err
 		}
-		tc := tls.Client(c, &tls.Config{
+		tc := tlsClient(c, &tls.Config{
 			MinVersion:         tls.VersionTLS13,
 			InsecureSkipVerify: true, // pinned instead, below
 			VerifyConnection:   pinned(want, "not the agent SSH started"),

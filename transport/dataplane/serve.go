@@ -162,7 +162,7 @@ func DialServe(ctx context.Context, addr string, cfg *tls.Config, g Greeting) (n
 	if err != nil {
 		return nil, err
 	}
-	tc := tls.Client(c, cfg)
+	tc := tlsClient(c, cfg)
 	tc.SetDeadline(time.Now().Add(15 * time.Second))
 	if err := tc.HandshakeContext(ctx); err != nil {
 		c.Close()

@@ -149,12 +149,26 @@ func (d dirHandle) readlink(name string, sizeHint int64) (string, error) {
 // openDir opens the directory at name without following a symlink in its
 // last component (the walk never follows symlinks, even one that replaced a
 // directory after it was listed).
+//
+// By open(2) and os.NewFile, not os.OpenFile: os.OpenFile offers the
+// descriptor to the runtime's poller, which refuses a directory only after
+// an epoll_ctl and four fcntl calls, a tenth of the system calls of a
+// directory of ten small files; the walk reads it by getdents64 anyway.
 func openDir(name string, follow bool) (*os.File, error) {
-	flags := os.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC
+	flags := unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC
 	if !follow {
 		flags |= unix.O_NOFOLLOW
 	}
-	return os.OpenFile(name, flags, 0)
+	for {
+		fd, err := unix.Open(name, flags, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+		}
+		return os.NewFile(uintptr(fd), name), nil
+	}
 }
 
 // Restat looks the regular file e (relative to root) up again and returns

@@ -21,12 +21,14 @@
 # sshd, the kernel's network work and anything else running count); and the per-process
 # split from BSD process accounting (accton, package acct, installed with apt-get if
 # missing): the records of the processes that exited during the run, descended from this
-# script or from the rig's sshd, summed by command name into sender (the bulkmove binary
+# script or from the rig's sshd (or from an agent or sshd orphaned to init), summed by command name into sender (the bulkmove binary
 # copied as bm-sender), agent (copied as bm-agent and passed as --remote-bulkmove, so the
 # two ends differ in acct's 16-character command name), sshd, tar, nc, rsync, ssh (the
 # client) and other (shells, mkdir, ...); "rest" is the machine's CPU-s minus those: the
 # kernel's work outside any of them and every other process on the machine (on a quiet
-# machine, small). Acct counts a process's threads together, to 10 ms.
+# machine, small). Acct counts a process's threads together, to 10 ms. Sessions that
+# others open on the rig's sshd during a run count as the run's too (their commands show
+# in the report's list of the biggest "other").
 #
 # Then the report (Markdown, on stdout and in CPU_OUT/report.md): per method the
 # medians of wall s and CPU-s, the CPU ratio to its peer (bm_ssh to tar_ssh, bm_tls and
@@ -51,9 +53,10 @@
 #   CPU_METHODS       which methods, in this order (default "bm_ssh bm_tls bm_tcp tar_ssh
 #                     tar_nc rsync"); ratios and targets need the peers
 #   CPU_WARMUP        1 (default): one untimed run of each method first; 0: none
-#   CPU_DIR           where the trees go (default /mnt/x/bench; must be a tmpfs the rig's
-#                     sshd sees); emptied of this script's names at the end
-#   CPU_OUT           profiles, acct files, logs, report (default /tmp/bench-cpu, emptied first)
+#   CPU_DIR           where the trees go, in CPU_DIR/bench-cpu, removed at the end (default
+#                     /mnt/x/bench; must be on a tmpfs the rig's sshd sees)
+#   CPU_OUT           profiles, acct files, logs, report (default /tmp/bench-cpu; an earlier
+#                     run's files there are removed first)
 #   CPU_PROFILE       1 (default): the pprof run; 0: none
 #   CPU_MILLION       1: the million-file check instead (CPU_MILLION_RUNS, default 10;
 #                     CPU_MILLION_N files, default 1000000, in CPU_MILLION_N/1000 directories)
@@ -72,6 +75,7 @@ RUNS=${CPU_RUNS:-5}
 METHODS=${CPU_METHODS:-bm_ssh bm_tls bm_tcp tar_ssh tar_nc rsync}
 WARMUP=${CPU_WARMUP:-1}
 DIR=${CPU_DIR:-/mnt/x/bench}
+W=$DIR/bench-cpu # everything this script writes there, removed at the end
 OUT=${CPU_OUT:-/tmp/bench-cpu}
 PROFILE=${CPU_PROFILE:-1}
 MILLION=${CPU_MILLION:-0}
@@ -125,19 +129,32 @@ m_bm_tcp() { bm --transport tcp --no-verify-transfer; }
 m_tar_ssh() { tar -C "$SRC" -cf - . | S ssh "$HOST" "mkdir -p $(q "$DST") && tar -C $(q "$DST") -xf -"; }
 m_rsync() { S rsync -a "$SRC/" "$HOST:$DST/"; }
 
+# listening PORT PID: wait (up to 5 s) until a socket listens on PORT in PID's network
+# namespace. Read from /proc/PID/net/tcp{,6} in this shell: an `ip netns exec ... ss` a
+# poll would add its CPU to the method's.
+listening() {
+	local hex i f addr st
+	printf -v hex ':%04X' "$1"
+	for ((i = 0; i < 250; i++)); do
+		for f in "/proc/$2/net/tcp" "/proc/$2/net/tcp6"; do
+			while read -r _ addr _ st _; do
+				[[ $addr == *"$hex" && $st == 0A ]] && return 0
+			done <"$f"
+		done 2>/dev/null
+		sleep 0.02
+	done
+	note "nc did not listen on $1 in bm-dst"
+	return 1
+}
+
 # pre_tar_nc: the listener in bm-dst, started (and listening) before the clock.
 NC_N=0 NC_PID=""
 pre_tar_nc() {
-	local i
 	NC_P=$((NC_PORT + NC_N % 100))
 	NC_N=$((NC_N + 1))
 	ip netns exec bm-dst sh -c 'mkdir -p "$1" && nc -l -p "$2" </dev/null | tar -C "$1" -xf -' _ "$DST" "$NC_P" &
 	NC_PID=$!
-	for ((i = 0; i < 200; i++)); do
-		[[ -n $(ip netns exec bm-dst ss -Hltn "sport = :$NC_P" 2>/dev/null) ]] && return 0
-		sleep 0.02
-	done
-	note "nc did not listen on $NC_P in bm-dst"
+	listening "$NC_P" "$NC_PID" && return 0
 	kill "$NC_PID" 2>/dev/null
 	return 1
 }
@@ -152,7 +169,7 @@ m_tar_nc() {
 # ---------------------------------------------------------------- one measured run
 
 # split_cpu ACCTFILE: the CPU-s of the processes in the acct file that descend from this
-# script or from the rig's sshd, by group: "sender agent sshd tar nc rsync ssh other" on
+# script or from the rig's sshd (or were an agent or an sshd orphaned before it ended), by group: "sender agent sshd tar nc rsync ssh other" on
 # one line, then the biggest of "other" by command name ("bash 0.31, mkdir 0.02"; login
 # shells running root's shell start-up files show here).
 split_cpu() {
@@ -176,6 +193,11 @@ split_cpu() {
 					if (!(par[q] in par) || par[q] == q) break
 					q = par[q]
 				}
+				# An agent or sshd whose parent ended first was handed to init: the
+				# acct record has the parent at exit. Count it, and what descends
+				# from it, as the rig session it was.
+				if (!ours && (comm[q] == "bm-agent" || comm[q] ~ /^sshd/) && par[q] == 1)
+					ours = 1
 				if (!ours) continue
 				g = group(comm[p])
 				s[g] += cpu[p]
@@ -217,7 +239,7 @@ settle() {
 measure() {
 	local m=$1 tag=$2 acct c0 c1 t0 t1 rc=0 nf log
 	shift 2
-	DST=$DIR/dst/$m
+	DST=$W/dst/$m
 	rm -rf "$DST"
 	acct=$OUT/acct/$tag-$m.acct log=$OUT/logs/$tag-$m.log
 	: >"$acct"
@@ -280,14 +302,16 @@ setup() {
 	timeout 20 ip netns exec bm-src ssh -o BatchMode=yes "$HOST" true </dev/null >/dev/null 2>&1 ||
 		die "ip netns exec bm-src ssh $HOST fails: is the rig up?"
 	NC_ADDR=$(S ssh -G "$HOST" 2>/dev/null | awk '$1 == "hostname" { print $2 }')
-	mkdir -p "$DIR" || die "cannot create $DIR"
+	mkdir -p "$W" || die "cannot create $W"
 	[[ $(stat -f -c %T "$DIR") == tmpfs ]] || note "warning: $DIR is not on a tmpfs"
-	case $OUT in "$ROOT"/* | "$DIR"/*) die "CPU_OUT must be outside the repository and CPU_DIR" ;; esac
-	rm -rf "$OUT" && mkdir -p "$OUT/acct" "$OUT/logs" || die "cannot write $OUT"
+	case $OUT in / | "$ROOT" | "$ROOT"/* | "$DIR" | "$DIR"/*) die "CPU_OUT must be outside the repository and CPU_DIR" ;; esac
+	# What an earlier run left there (not the whole directory: CPU_OUT may be /tmp).
+	rm -rf "$OUT"/{acct,logs,million,gentree,report.md,runs.tsv} "$OUT"/*.pprof "$OUT"/*.top.txt
+	mkdir -p "$OUT/acct" "$OUT/logs" || die "cannot write $OUT"
 	# Named copies: acct tells the two ends apart by command name.
-	mkdir -p "$DIR/bin" && cp "$BULKMOVE" "$DIR/bin/bm-sender" && cp "$BULKMOVE" "$DIR/bin/bm-agent" ||
-		die "cannot copy bulkmove into $DIR/bin"
-	SENDER=$DIR/bin/bm-sender AGENT=$DIR/bin/bm-agent
+	mkdir -p "$W/bin" && cp "$BULKMOVE" "$W/bin/bm-sender" && cp "$BULKMOVE" "$W/bin/bm-agent" ||
+		die "cannot copy bulkmove into $W/bin"
+	SENDER=$W/bin/bm-sender AGENT=$W/bin/bm-agent
 	GENTREE=$OUT/gentree
 	(cd "$ROOT" && go build -o "$GENTREE" ./bench/gentree) || die "cannot build bench/gentree"
 	VERSION=$("$BULKMOVE" --version 2>/dev/null | head -n1)
@@ -300,7 +324,7 @@ cleanup() {
 	trap - EXIT INT TERM
 	accton off >/dev/null 2>&1
 	[[ -n $NC_PID ]] && kill "$NC_PID" 2>/dev/null
-	rm -rf "${DIR:?}/src" "${DIR:?}/dst" "${DIR:?}/million" "${DIR:?}/bin" "${DIR:?}/prof"
+	rm -rf "${W:?}"
 	exit "$rc"
 }
 
@@ -310,7 +334,7 @@ gen() {
 	"$GENTREE" -q "$@" -o "$SRC" || die "gentree $* failed"
 	NFILES=$(find "$SRC" -type f | wc -l)
 	# Touch the tmpfs pages the copies will use (untimed), as bench/run.sh does.
-	mkdir -p "$DIR/dst" && cp -a "$SRC" "$DIR/dst/warm" && rm -rf "$DIR/dst/warm"
+	mkdir -p "$W/dst" && cp -a "$SRC" "$W/dst/warm" && rm -rf "$W/dst/warm"
 }
 
 out() { printf '%s\n' "$@" | tee -a "$OUT/report.md"; }
@@ -332,7 +356,7 @@ run_small() {
 	local r i m ms nm
 	read -ra ms <<<"$METHODS"
 	nm=${#ms[@]}
-	SRC=$DIR/src
+	SRC=$W/src
 	gen -kind small -n "$N" -dirs $((N / 100)) -size 1024
 	note "tree: $NFILES files of 1 KiB in $SRC; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 	if ((WARMUP)); then
@@ -359,7 +383,7 @@ med() {
 
 report_small() {
 	local m p w c rc tgt res k i
-	header "$NFILES files of 1 KiB (gentree -kind small) on $(stat -f -c %T "$DIR") at $DIR, over the rig's direct link; $RUNS interleaved rounds (order rotated each round), medians; CPU-s = whole-machine busy CPU-s from /proc/stat"
+	header "$NFILES files of 1 KiB (gentree -kind small) on $(stat -f -c %T "$DIR") at $W, over the rig's direct link; $RUNS interleaved rounds (order rotated each round), medians; CPU-s = whole-machine busy CPU-s from /proc/stat"
 	out "" "| method | wall s | CPU-s | CPU ÷ peer | target | result |" "|---|--:|--:|--:|---|---|"
 	for m in $METHODS; do
 		w=$(med WALL "$m") c=$(med CPU "$m") p=${PEER[$m]:-} rc="–" tgt="–" res="–"
@@ -404,22 +428,22 @@ report_small() {
 # started by sshd, which passes no environment: --remote-bulkmove names a wrapper that
 # sets BULKMOVE_CPUPROFILE and execs the agent (not for `version --proto`, the check).
 profile_run() {
-	local wrap=$DIR/bin/bm-agent-prof p
-	mkdir -p "$DIR/prof"
+	local wrap=$W/bin/bm-agent-prof p
+	mkdir -p "$W/prof"
 	cat >"$wrap" <<-EOF
 		#!/bin/sh
-		[ "\$1" = version ] || export BULKMOVE_CPUPROFILE=$(q "$DIR/prof/agent-%p.pprof")
+		[ "\$1" = version ] || export BULKMOVE_CPUPROFILE=$(q "$W/prof/agent-%p.pprof")
 		exec $(q "$AGENT") "\$@"
 	EOF
 	chmod 0755 "$wrap"
-	DST=$DIR/dst/prof
+	DST=$W/dst/prof
 	rm -rf "$DST"
-	if ! S env BULKMOVE_CPUPROFILE="$DIR/prof/sender.pprof" "$SENDER" --remote-bulkmove "$wrap" "$SRC" "$HOST:$DST" >"$OUT/logs/profile.log" 2>&1; then
+	if ! S env BULKMOVE_CPUPROFILE="$W/prof/sender.pprof" "$SENDER" --remote-bulkmove "$wrap" "$SRC" "$HOST:$DST" >"$OUT/logs/profile.log" 2>&1; then
 		note "the profiled run failed (see $OUT/logs/profile.log)"
 		return 1
 	fi
 	rm -rf "$DST"
-	mv "$DIR"/prof/*.pprof "$OUT/" || return 1
+	mv "$W"/prof/*.pprof "$OUT/" || return 1
 	go tool pprof -top "$SENDER" "$OUT/sender.pprof" >"$OUT/sender.top.txt" 2>&1
 	go tool pprof -top "$AGENT" "$OUT"/agent-*.pprof >"$OUT/agent.top.txt" 2>&1
 	for p in sender agent; do
@@ -433,7 +457,7 @@ m_bm_million() { bm -v; }
 
 run_million() {
 	local r i m order slow med mx
-	SRC=$DIR/million
+	SRC=$W/million
 	local need=$((MN * 2 + MN / 250 + 100)) free
 	free=$(df --output=iavail "$DIR" | tail -n1)
 	((free >= need)) || die "$DIR has $free free inodes, the tree and its copy need about $need"
@@ -450,7 +474,7 @@ run_million() {
 		done
 	done
 	RUNS=$MRUNS
-	header "$((MN / 1000)) directories × 1,000 files of 100 bytes (gentree -kind small -n $MN -dirs $((MN / 1000)) -size 100) at $DIR, over SSH (the rig's direct link); $MRUNS runs of each, interleaved (bulkmove with its defaults and -v); CPU-s = whole-machine busy CPU-s"
+	header "$((MN / 1000)) directories × 1,000 files of 100 bytes (gentree -kind small -n $MN -dirs $((MN / 1000)) -size 100) at $W, over SSH (the rig's direct link); $MRUNS runs of each, interleaved (bulkmove with its defaults and -v); CPU-s = whole-machine busy CPU-s"
 	out "" "| run | bulkmove s | bulkmove CPU-s | bulkmove sender, agent CPU-s | tar \\| ssh s | tar \\| ssh CPU-s |" "|--:|--:|--:|--:|--:|--:|"
 	for ((r = 1; r <= MRUNS; r++)); do
 		out "| $r | ${WALL[bm_million.$r]:-–} | ${CPU[bm_million.$r]:-–} | $(echo "${SPLIT[bm_million.$r]:-– –}" | cut -d' ' -f1-2 | sed 's/ /, /') | ${WALL[tar_ssh.$r]:-–} | ${CPU[tar_ssh.$r]:-–} |"

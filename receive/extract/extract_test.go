@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -803,4 +804,37 @@ func TestTwoReceiversTempNames(t *testing.T) {
 		}
 	}
 	s.check(t)
+}
+
+// TestOwnerAndMode: as root, with owners kept, each file ends with its
+// owner and its exact mode: a setuid or setgid bit, which a chown clears,
+// is set after it; a mode the create already gave stays.
+func TestOwnerAndMode(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to chown")
+	}
+	s := newSandbox(t)
+	r := s.open(t, extract.Options{Owner: true, KeepSetid: true})
+	modes := map[string]fs.FileMode{
+		"plain": 0o644, "private": 0o600, "suid": fs.ModeSetuid | 0o755, "sgid": fs.ModeSetgid | 0o750,
+	}
+	var entries []model.Entry
+	var files []tarFile
+	for _, name := range []string{"plain", "private", "suid", "sgid"} {
+		e := fileE("new/"+name, 3)
+		e.Mode, e.UID, e.GID = modes[name], 1234, 5678
+		entries = append(entries, e)
+		files = append(files, tf("new/"+name, "abc"))
+	}
+	mustReceive(t, r, &wire.BatchManifest{ID: 1, Entries: entries}, tarOf(t, 1, files...))
+	for name, mode := range modes {
+		fi, err := os.Lstat(filepath.Join(s.root, "new", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		if fi.Mode() != mode || st.Uid != 1234 || st.Gid != 5678 {
+			t.Errorf("%s: mode %v owner %d:%d, want %v 1234:5678", name, fi.Mode(), st.Uid, st.Gid, mode)
+		}
+	}
 }

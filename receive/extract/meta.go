@@ -32,14 +32,15 @@ func (o *Options) mode(m fs.FileMode) uint32 {
 // first: chown clears setuid bits.
 // created is the mode the file was created with, or -1 if unknown.
 func (t *Txn) setMeta(fd int, e *model.Entry, created int64) error {
-	chowned := false
 	if t.r.opt.Owner && (int(e.UID) != euid || int(e.GID) != egid || t.setgidDir.Load()) {
 		if err := unix.Fchown(fd, int(e.UID), int(e.GID)); err != nil {
 			return err
 		}
-		chowned = true
 	}
-	if m := t.r.opt.mode(e.Mode); chowned || int64(m) != created {
+	// A chown clears the setuid and setgid bits and no other: a mode the
+	// create gave right (created: permission bits only) stays right,
+	// whose owner was set, and one with those bits is set after it.
+	if m := t.r.opt.mode(e.Mode); int64(m) != created {
 		if err := unix.Fchmod(fd, m); err != nil {
 			return err
 		}

@@ -274,8 +274,25 @@ const placeWidth = 4
 func (t *Txn) addPending(p pendingFile, size int64) {
 	p.size = size
 	t.mu.Lock()
+	if t.pending == nil {
+		// Sized once for the batch: grown by append, a batch of small
+		// files copies its pending files over again at every doubling.
+		t.pending = make([]pendingFile, 0, t.regularFiles())
+	}
 	t.pending = append(t.pending, p)
 	t.mu.Unlock()
+}
+
+// regularFiles counts the batch's regular files (ranges too): at most that
+// many files are pending at once.
+func (t *Txn) regularFiles() int {
+	n := 0
+	for i := range t.entries {
+		if t.entries[i].Kind == model.KindFile {
+			n++
+		}
+	}
+	return n
 }
 
 // hasherPool holds the hashers of files being written (several at once),

@@ -88,6 +88,36 @@ func (t *tarReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// peeker is a buffered stream whose buffer can be read in place:
+// *bufio.Reader, and SocketReader, which embeds one.
+type peeker interface {
+	Buffered() int
+	Peek(n int) ([]byte, error)
+	Discard(n int) (int, error)
+}
+
+// buffered returns the current entry's body, if it is n bytes, all of
+// them unread and already in the buffer of the stream below, without
+// consuming it: valid until the next read, and consumed with take. Else
+// nil.
+func (t *tarReader) buffered(n int64) []byte {
+	p, ok := t.r.(peeker)
+	if !ok || t.tr != nil || t.body != n || int64(p.Buffered()) < n {
+		return nil
+	}
+	b, err := p.Peek(int(n))
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+// take consumes n bytes of the current entry's body that buffered returned.
+func (t *tarReader) take(n int) {
+	m, _ := t.r.(peeker).Discard(n) // (buffered: all of them)
+	t.body -= int64(m)
+}
+
 // SpliceTo moves n bytes of the current entry's body into fd, when the
 // stream below is a Splicer (see canSplice).
 func (t *tarReader) SpliceTo(fd int, n int64) (taken int64, rerr, werr error) {

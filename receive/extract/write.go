@@ -102,10 +102,22 @@ func (t *Txn) WriteThen(i int, src io.Reader, placeNow func() bool) error {
 		}
 		t.dropFile(tdir, tmp, fd)
 	}
-	in, tr, h := t.hashed(src)
+	var (
+		n          int64
+		rerr, werr error
+		h          *xxh3.Hasher128
+	)
+	if b := bufferedBody(src, x, e); b != nil {
+		n, h, werr = t.writeBuffered(fd, b, src.(*tarReader))
+		t.wrote(start, nil) // (nothing waited for)
+	} else {
+		var in io.Reader
+		var tr *waitReader
+		in, tr, h = t.hashed(src)
+		n, rerr, werr = t.copyData(fd, in, x, e, h)
+		t.wrote(start, tr)
+	}
 	defer release(h)
-	n, rerr, werr := t.copyData(fd, in, x, e, h)
-	t.wrote(start, tr)
 	switch {
 	case werr != nil:
 		discard()
@@ -301,6 +313,35 @@ var (
 	hasherPool = sync.Pool{New: func() any { return xxh3.New128() }}
 	waitPool   = sync.Pool{New: func() any { return new(waitReader) }}
 )
+
+// bufferedBody is entry e's whole body when it lies already read in the
+// buffer of the stream below src (tarReader.buffered, a small file's as a
+// rule): written from there, it is neither copied into a buffer of its own
+// nor timed for a wait that cannot happen.
+func bufferedBody(src io.Reader, x *FileData, e *model.Entry) []byte {
+	tr, ok := src.(*tarReader)
+	if !ok || !x.dense() || e.Size <= 0 {
+		return nil
+	}
+	return tr.buffered(e.Size)
+}
+
+// writeBuffered writes the body b of src's current entry into fd, hashes
+// it (unless the sender sends no hashes), and consumes it from src. It
+// returns the bytes taken from src (all of b, even after a write error),
+// the hash (release it) and the write error.
+func (t *Txn) writeBuffered(fd int, b []byte, src *tarReader) (int64, *xxh3.Hasher128, error) {
+	var h *xxh3.Hasher128
+	if !t.r.opt.NoSums {
+		h = hasherPool.Get().(*xxh3.Hasher128)
+		h.Reset()
+		h.Write(b)
+	}
+	t.r.limit.Wait(len(b))
+	err := writeAll(fd, b)
+	src.take(len(b))
+	return int64(len(b)), h, err
+}
 
 // hashed wraps src for writing: data from a stream is hashed as it is
 // written, for the sender's hash in the commit to check (end-to-end

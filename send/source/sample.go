@@ -1,7 +1,6 @@
 package source
 
 import (
-
 	"golang.org/x/sys/unix"
 
 	"github.com/bulkmove/bulkmove/internal/ioconc"
@@ -149,4 +148,3 @@ func preadFull(fd int, p []byte, off int64) int {
 	}
 	return n
 }
-

@@ -22,7 +22,8 @@ type Stream struct {
 	// cache to the socket by sendfile.
 	SendfileBytes atomic.Int64
 	// Compression (--compress): the tar bytes of the batches sent
-	// compressed, and the bytes they took on the wire.
+	// compressed, and the bytes their compressed data took on the wire
+	// (its chunks; not the batches' other frames).
 	CompressIn  atomic.Int64
 	CompressOut atomic.Int64
 	Compressing atomic.Bool // the stream's last batch went compressed

@@ -509,13 +509,16 @@ func (c *Client) sendData(fl *inflight, need []bool) error {
 		return err
 	}
 	tw := c.tarWriter(!c.NoIntegrity)
-	in := &iocount.Writer{}
+	// Compressed, every byte of the batch's tar stream (small files,
+	// large ones, ranges of split ones) goes through the encoder: in
+	// counts it, zout what the encoder made of it, in chunks.
+	in, zout := &iocount.Writer{}, &iocount.Writer{W: c.w}
 	if codec == wire.CodecZstd {
 		enc, err := c.z.Encoder()
 		if err != nil {
 			return err
 		}
-		enc.Reset(wire.ChunkWriter{W: c.w})
+		enc.Reset(wire.ChunkWriter{W: zout})
 		in.W = enc
 		tw = in
 	}
@@ -535,7 +538,7 @@ func (c *Client) sendData(fl *inflight, need []bool) error {
 		if err := in.W.(io.Closer).Close(); err != nil {
 			return err
 		}
-		if err := (wire.ChunkWriter{W: c.w}).End(); err != nil {
+		if err := (wire.ChunkWriter{W: zout}).End(); err != nil {
 			return err
 		}
 	}
@@ -553,13 +556,15 @@ func (c *Client) sendData(fl *inflight, need []bool) error {
 	if codec == wire.CodecNone {
 		in.N = out
 	}
-	c.observe(codec, in.N, out, start, blocked0)
+	c.observe(codec, in.N, zout.N, out, start, blocked0)
 	return nil
 }
 
 // observe accounts a batch's data in the counters and feeds the
-// stream's compression policy with how long it took.
-func (c *Client) observe(codec byte, in, out int64, start time.Time, blocked0 int64) {
+// stream's compression policy with how long it took: in bytes of tar
+// stream went as out bytes on the wire (with the batch's other frames,
+// and any the buffer held before them), zout of them compressed.
+func (c *Client) observe(codec byte, in, zout, out int64, start time.Time, blocked0 int64) {
 	now := time.Now()
 	wall := now.Sub(start)
 	var blocked time.Duration
@@ -569,7 +574,7 @@ func (c *Client) observe(codec byte, in, out int64, start time.Time, blocked0 in
 		ctr.Compressing.Store(codec == wire.CodecZstd)
 		if codec == wire.CodecZstd {
 			ctr.CompressIn.Add(in)
-			ctr.CompressOut.Add(out)
+			ctr.CompressOut.Add(zout)
 		}
 		recvWrite, recvCPU = c.receiverShares(now, ctr.RecvWriteNanos.Load(), ctr.RecvCPUNanos.Load())
 	}

@@ -146,7 +146,8 @@ const (
 	sampleBytes    = 64 << 10 // file data sampled per batch (auto)
 	sampleFiles    = 64       // files opened for it at most
 	incompressible = 0.9      // sample ratio above which a batch goes plain
-	switchMargin   = 1.15     // hysteresis: the other mode must be this much faster
+	switchMargin   = 1.15     // hysteresis: compressing must be this much faster to turn on,
+	offMargin      = 1.5      // and plain this much faster to turn it off (a wide margin: see hold)
 	firstProbe     = 8        // batches before the first plain probe while CPU-bound
 	lastProbe      = 64       // ... and at most between two probes
 	probeBytes     = 8 << 20  // input a probe sends plain before it judges
@@ -200,27 +201,73 @@ func (d *Stream) SetHost(cpuBusy, limited bool) {
 }
 
 // AutoShare is what the streams of one job tell each other under
-// --compress auto: a stream that joins while the others compress because
-// the link holds their writes back (one -j auto adds, one reconnected)
-// starts compressed, as over a far path, rather than measuring the link
-// anew with a plain batch: each would otherwise send a whole first batch
-// plain over a link the others already fill.
+// --compress auto: the job's decision, the last one a stream of it made
+// (compression on, or off). A stream that joins the job (one -j auto
+// adds, one reconnected) takes it over from its first batch: while the
+// others compress it starts compressed, as over a far path, rather than
+// sending a whole first batch plain over a link the others already fill
+// to measure the link anew; and it holds that decision as its own (see
+// hold). Its own measures may change it later, as any stream's.
 type AutoShare struct {
-	linkBound atomic.Int64 // when a stream last sent compressed data that waited on the link (UnixNano)
+	decision atomic.Int32 // shareNone, shareOn or shareOff
 }
 
-// shareFresh is how recent the job's other streams' word must be.
-const shareFresh = 3 * time.Second
+// The job's decisions (AutoShare.decision).
+const (
+	shareNone = iota
+	shareOn
+	shareOff
+)
 
-// compressingOnSlowLink reports whether another stream of the job sent
-// compressed data that waited on the link within shareFresh.
-func (s *AutoShare) compressingOnSlowLink() bool {
+// jobOn reports whether the job's last decision is to compress.
+func (s *AutoShare) jobOn() bool { return s != nil && s.decision.Load() == shareOn }
+
+// decide records a stream's decision as the job's.
+func (s *AutoShare) decide(on bool) {
 	if s == nil {
-		return false
+		return
 	}
-	t := s.linkBound.Load()
-	return t != 0 && time.Since(time.Unix(0, t)) < shareFresh
+	v := int32(shareOff)
+	if on {
+		v = shareOn
+	}
+	s.decision.Store(v)
 }
+
+// hold keeps a decision (compression on or off, a level) once made: it
+// changes again only once the stream has spent dwell of its own time
+// (the wall time of its batches) since, and each change doubles the
+// dwell of the next, so that a stream whose measures sit near a threshold
+// (data that compresses in some batches and not in others, a far path
+// whose buffers take some batches at once) changes its mind a few times
+// in a job, not at every batch: each change costs a batch sent the slower
+// way, and every stream switching levels at once had the CPU use of a
+// whole job double.
+type hold struct {
+	at    time.Duration // the stream's time at the last change
+	dwell time.Duration // how long that change holds
+	flips int           // changes so far
+}
+
+// minDwell is the first change's dwell; maxDwellShift bounds its doubling.
+const (
+	minDwell      = 2 * time.Second
+	maxDwellShift = 6
+)
+
+// held says whether the last change still holds at the stream's time now.
+func (h *hold) held(now time.Duration) bool { return h.flips > 0 && now-h.at < h.dwell }
+
+// change records a change at the stream's time now.
+func (h *hold) change(now time.Duration) {
+	h.flips++
+	h.at = now
+	h.dwell = minDwell << min(h.flips-1, maxDwellShift)
+}
+
+// Flips is how many times the stream turned compression on or off, and
+// changed its level while on (for tests and the log).
+func (d *Stream) Flips() (onOff, levels int) { return d.auto.onOff.flips, d.auto.lv.flips }
 
 // auto's levels (Stream.levels): the first autoSampled are tried on
 // each batch's sample.
@@ -307,31 +354,35 @@ func (d *Stream) Codec(src source.Source, m *wire.BatchManifest, need []bool) by
 		return wire.CodecNone
 	}
 	a := &d.auto
-	// A far stream's first batch, or a late one's while the others compress
-	// on a slow link: see the package comment and AutoShare.
-	joined := !a.seen && !d.far && d.share.compressingOnSlowLink()
-	start := !a.seen && (d.far || joined)
-	if !a.on && !start && (!a.linkBound || a.busyHost()) {
+	// A far stream's first batch, or a late one's while the job's
+	// decision is to compress: see the package comment and AutoShare.
+	joined := !a.seen && !a.on && d.share.jobOn()
+	start := !a.seen && !a.on && (d.far || joined)
+	if !a.on && !start && (!a.linkBound || a.busyHost() || a.onOff.held(a.clock)) {
 		// The link keeps up, or this host's CPUs are busy: compression
 		// could only cost. (Two hosts sharing their cores look like a
 		// slow link whose far end is starved of CPU; compressing there
-		// takes the CPU from it, and the copy runs slower.)
+		// takes the CPU from it, and the copy runs slower.) Or the
+		// stream turned it off a moment ago: hold.
 		return wire.CodecNone
 	}
-	if a.on && (a.probeIn <= 0 || a.probe) {
+	if a.on && (a.probe || a.probeIn <= 0 && !a.onOff.held(a.clock)) {
 		a.probe = true
 		return wire.CodecNone
 	}
 	ratio, nsPerByte, ok := d.trySample(src, m, need)
-	if !ok || ratio > incompressible || start && ratio > farStart {
+	if !ok || ratio > incompressible || start && !joined && ratio > farStart {
 		return wire.CodecNone
 	}
 	if !a.on && start {
 		a.ratio.add(ratio)
 		a.on, a.probeIn, a.probeEvery = true, firstProbe, firstProbe
 		if joined {
-			d.log("compression on: the job's other streams compress, the link holds their writes back; a sample compresses to %.0f%%", 100*ratio)
+			// The job's decision, held as the stream's own (not a change).
+			a.onOff.at, a.onOff.dwell = a.clock, minDwell
+			d.log("compression on: the job's other streams compress; a sample compresses to %.0f%%", 100*ratio)
 		} else {
+			d.share.decide(true)
 			d.log("compression on: a far path, whose buffers hide the link's rate at first; a sample compresses to %.0f%%", 100*ratio)
 		}
 		return wire.CodecZstd
@@ -346,11 +397,24 @@ func (d *Stream) Codec(src source.Source, m *wire.BatchManifest, need []bool) by
 		if tc*switchMargin >= tu {
 			return wire.CodecNone
 		}
-		a.on, a.probeIn, a.probeEvery = true, firstProbe, firstProbe
+		d.turn(true)
+		a.probeIn, a.probeEvery = firstProbe, firstProbe
 		d.log("compression on: writes blocked %.0f%% of the time, the link takes %s; a sample compresses to %.0f%%",
 			100*a.blocked, rateStr(a.link.v), 100*ratio)
 	}
 	return wire.CodecZstd
+}
+
+// turn turns compression on or off, held for a while (hold), and makes
+// that the job's decision.
+func (d *Stream) turn(on bool) {
+	a := &d.auto
+	a.on = on
+	if !on {
+		a.probe = false
+	}
+	a.onOff.change(a.clock)
+	d.share.decide(on)
 }
 
 // trySample compresses a sample of the batch's file data at auto's
@@ -383,7 +447,11 @@ func (d *Stream) trySample(src source.Source, m *wire.BatchManifest, need []bool
 	if level == autoDefault && d.auto.roomForBetter(d.level == autoBetter) {
 		level = autoBetter
 	}
+	if level != d.level && d.auto.on && d.auto.lv.held(d.auto.clock) {
+		level = d.level // the last change holds (see hold)
+	}
 	if level != d.level && d.auto.on {
+		d.auto.lv.change(d.auto.clock)
 		switch {
 		case level == autoBetter:
 			d.log("zstd level better: the link held the writes back %.0f%% of the time", 100*d.auto.waits)
@@ -453,6 +521,7 @@ func (d *Stream) Observe(codec byte, in, out int64, wall, blocked time.Duration,
 	}
 	a := &d.auto
 	a.seen = true
+	a.clock += wall
 	if in < 256<<10 && wall < 20*time.Millisecond {
 		return // too little to measure
 	}
@@ -497,9 +566,6 @@ func (d *Stream) Observe(codec byte, in, out int64, wall, blocked time.Duration,
 	if codec == wire.CodecZstd {
 		a.pc.add(produce)
 		a.ratio.add(float64(out) / float64(in))
-		if a.linkBound && d.share != nil {
-			d.share.linkBound.Store(time.Now().UnixNano())
-		}
 	} else {
 		a.pu.add(produce)
 	}
@@ -516,10 +582,17 @@ func (d *Stream) Observe(codec byte, in, out int64, wall, blocked time.Duration,
 		a.linkBound = linkBound(a.probeBlocked, a.probeWall, recvWrite, recvCPU)
 		a.probeSent, a.probeWall, a.probeBlocked = 0, 0, 0
 	}
+	if codec == wire.CodecNone && !a.probe {
+		// A batch that went plain for its sample (data that does not
+		// compress) tells of that data, not of what compressing gains:
+		// only a probe turns compression off. (Such batches turned it
+		// off, and their successors on again, a dozen times a stream.)
+		return
+	}
 	if codec == wire.CodecNone && !a.linkBound {
 		// Plain data went as fast as the stream made it: compression
 		// cannot beat that.
-		a.on, a.probe = false, false
+		d.turn(false)
 		d.log("compression off: the link takes plain data as fast as the stream makes it (%s)", rateStr(a.pu.v))
 		return
 	}
@@ -534,8 +607,8 @@ func (d *Stream) Observe(codec byte, in, out int64, wall, blocked time.Duration,
 	}
 	// (Over a far path with no measure of the link yet, plain data has
 	// no known cost to weigh compressing against.)
-	if a.pc.ok && (a.link.ok || !d.far) && tu*switchMargin < tc {
-		a.on = false
+	if a.pc.ok && (a.link.ok || !d.far) && tu*offMargin < tc && !a.onOff.held(a.clock) {
+		d.turn(false)
 		d.log("compression off: CPU-bound, compressing takes %s of data, the link takes %s plain",
 			rateStr(a.pc.v), rateStr(a.link.v))
 	}
@@ -589,6 +662,10 @@ type autoPolicy struct {
 	// observe).
 	slowLink bool
 	cpuBusy  bool // this host's CPUs were hostcpu.Busy busy over the last batch
+	// clock is the stream's time: the wall time of the batches it
+	// observed; onOff and lv hold its last decisions on it (see hold).
+	clock     time.Duration
+	onOff, lv hold
 	limited  bool // --bwlimit fixes the wire's rate (see busyHost)
 	// linkMeasured: link holds what batches that waited on the link
 	// took, not a bound from one that did not wait.

@@ -306,10 +306,10 @@ func TestCPUTimed(t *testing.T) {
 	}
 }
 
-// TestAutoPolicyJoins: a stream that joins a job whose other streams
-// compress on a slow link (one -j auto adds) starts compressed; once their
-// word is stale, or in a job whose streams did not compress, it starts
-// plain, to measure the link itself.
+// TestAutoPolicyJoins: a stream that joins a job whose decision is to
+// compress (one -j auto adds) starts compressed, far or near, and holds
+// that decision; in a job that decided nothing yet, or decided to send
+// plain, it starts plain, to measure the link itself.
 func TestAutoPolicyJoins(t *testing.T) {
 	src, m, need := textBatch(t)
 	var share AutoShare
@@ -324,17 +324,11 @@ func TestAutoPolicyJoins(t *testing.T) {
 	if c := newD().Codec(src, m, need); c != wire.CodecNone {
 		t.Fatalf("a stream of a job that sent nothing yet: codec %d, want plain", c)
 	}
-	// The first stream compresses, and its writes wait on the link.
+	// The first stream's writes wait on the link: it compresses.
 	first.Observe(wire.CodecNone, 16*mib, 16*mib, 20*time.Second, 19900*time.Millisecond, 0, 0)
 	if c := first.Codec(src, m, need); c != wire.CodecZstd {
 		t.Fatalf("first stream on a slow link: codec %d", c)
 	}
-	// A compressed batch the link took at once says nothing yet.
-	first.Observe(wire.CodecZstd, 16*mib, 6*mib, 100*time.Millisecond, 0, 0, 0)
-	if c := newD().Codec(src, m, need); c != wire.CodecNone {
-		t.Fatalf("joined a job whose compressed batches did not wait: codec %d, want plain", c)
-	}
-	first.Observe(wire.CodecZstd, 16*mib, 6*mib, time.Second, 900*time.Millisecond, 0, 0)
 	late := newD()
 	if c := late.Codec(src, m, need); c != wire.CodecZstd || !late.auto.on {
 		t.Fatalf("joined a job compressing on a slow link: codec %d, on %v", c, late.auto.on)
@@ -342,9 +336,68 @@ func TestAutoPolicyJoins(t *testing.T) {
 	if !strings.Contains(log.String(), "other streams compress") {
 		t.Errorf("log %q", log.String())
 	}
-	share.linkBound.Store(time.Now().Add(-2 * shareFresh).UnixNano())
+	// It holds: a compressed batch that did not wait turns nothing off.
+	late.Observe(wire.CodecZstd, 16*mib, 6*mib, 100*time.Millisecond, 0, 0, 0)
+	if c := late.Codec(src, m, need); c != wire.CodecZstd {
+		t.Fatalf("a joined stream after one batch the link took at once: codec %d", c)
+	}
+	far := newD()
+	far.far = true
+	if c := far.Codec(src, m, need); c != wire.CodecZstd {
+		t.Fatalf("a far stream joining: codec %d", c)
+	}
+	// The job turns it off (a probe went as fast as the stream made it).
+	first.turn(false)
 	if c := newD().Codec(src, m, need); c != wire.CodecNone {
-		t.Fatalf("joined with the others' word stale: codec %d, want plain", c)
+		t.Fatalf("joined a job that turned compression off: codec %d, want plain", c)
+	}
+}
+
+// TestAutoPolicyHolds: a stream whose measures swing from batch to batch
+// (writes that wait, then batches the buffers take at once; data that
+// compresses, then data that does not) changes its mind a few times, not
+// at every batch; and plain batches of data that does not compress do not
+// turn compression off.
+func TestAutoPolicyHolds(t *testing.T) {
+	dir := t.TempDir()
+	text := strings.Repeat("GET /index.html 200 0.003s user=42 cache=hit\n", 2000)
+	os.WriteFile(filepath.Join(dir, "text"), []byte(text), 0o644)
+	random := xorshift(90000, 1)
+	os.WriteFile(filepath.Join(dir, "random"), random, 0o644)
+	src := source.Source{Root: dir}
+	tm := &wire.BatchManifest{Entries: []model.Entry{{Path: "text", Kind: model.KindFile, Size: int64(len(text))}}}
+	rm := &wire.BatchManifest{Entries: []model.Entry{{Path: "random", Kind: model.KindFile, Size: int64(len(random))}}}
+	need := []bool{true}
+	d := &Stream{cfg: Config{Mode: Auto}}
+	defer d.close()
+	const mib = 1 << 20
+	// 400 batches of 100 ms (40 s of the stream's time): every other one
+	// waits on the link, every third is random data.
+	for i := range 400 {
+		m := tm
+		if i%3 == 2 {
+			m = rm
+		}
+		c := d.Codec(src, m, need)
+		out, blocked := int64(16*mib), time.Duration(0)
+		if c == wire.CodecZstd {
+			out = 6 * mib
+		}
+		if i%2 == 0 {
+			blocked = 95 * time.Millisecond
+		}
+		d.Observe(c, 16*mib, out, 100*time.Millisecond, blocked, 0, 0)
+		if m == rm && c != wire.CodecNone {
+			t.Fatalf("batch %d of random data went compressed", i)
+		}
+	}
+	// Doubling dwells from minDwell: at most log2(40 s / 2 s) + 1 changes.
+	onOff, levels := d.Flips()
+	if onOff > 6 || levels > 6 {
+		t.Errorf("over 40 s: compression turned on or off %d times, its level changed %d times; want at most 6 each", onOff, levels)
+	}
+	if onOff == 0 {
+		t.Errorf("compression never turned on")
 	}
 }
 
@@ -462,6 +515,7 @@ func TestAutoPolicyBetter(t *testing.T) {
 		{"writes waited 95% again", 6 * mib, 0.95, false, autoBetter},
 	}
 	for _, s := range steps {
+		d.auto.lv.at = d.auto.clock - d.auto.lv.dwell // the last change no longer holds (TestAutoPolicyHolds)
 		d.auto.cpuBusy = s.busy
 		d.Observe(wire.CodecZstd, 16*mib, s.out, time.Second, time.Duration(s.blocked*float64(time.Second)), 0, 0)
 		if c := d.Codec(src, m, need); c != wire.CodecZstd || d.level != s.want {
@@ -481,6 +535,7 @@ func TestAutoPolicyBetter(t *testing.T) {
 	// Under --bwlimit a busy host still compresses (the limiter holds the
 	// writes back whatever the CPUs do), but not at the better level.
 	d.auto.cpuBusy, d.auto.limited = true, true
+	d.auto.lv.at = d.auto.clock - d.auto.lv.dwell
 	d.Observe(wire.CodecZstd, 16*mib, 6*mib, time.Second, 950*time.Millisecond, 0, 0)
 	if c := d.Codec(src, m, need); c != wire.CodecZstd || d.level != autoDefault {
 		t.Fatalf("--bwlimit, this host's CPUs busy: codec %d, level %s, want the default level", c, autoLevelNames[d.level])

@@ -666,7 +666,7 @@ type autoPolicy struct {
 	// observed; onOff and lv hold its last decisions on it (see hold).
 	clock     time.Duration
 	onOff, lv hold
-	limited  bool // --bwlimit fixes the wire's rate (see busyHost)
+	limited   bool // --bwlimit fixes the wire's rate (see busyHost)
 	// linkMeasured: link holds what batches that waited on the link
 	// took, not a bound from one that did not wait.
 	linkMeasured bool

@@ -1,7 +1,8 @@
 // Package faultproxy is a TCP proxy for tests that breaks connections on
 // purpose: it cuts a connection after N bytes, resets it, stalls it,
 // slows it, or cuts every connection at once, so that tests can check how
-// the sender and the agent survive a bad network.
+// the sender and the agent survive a bad network. It can also cap the
+// rate of its connections, together, as a slow link does.
 package faultproxy
 
 import (
@@ -11,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/bulkmove/bulkmove/internal/ratelimit"
 )
 
 // Proxy forwards connections from its listener to a target address.
@@ -22,6 +25,8 @@ type Proxy struct {
 	stall    atomic.Bool  // stop forwarding (connections stay open, silent)
 	delay    atomic.Int64 // nanoseconds to sleep before forwarding each chunk
 	reset    atomic.Bool  // cut with a TCP reset instead of a FIN
+	// up and down cap what all connections forward together, each way.
+	up, down *ratelimit.Bucket
 
 	mu     sync.Mutex
 	conns  map[*pair]struct{}
@@ -40,7 +45,8 @@ func Start(target string) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{ln: ln, target: target, conns: map[*pair]struct{}{}}
+	p := &Proxy{ln: ln, target: target, conns: map[*pair]struct{}{},
+		up: ratelimit.NewAdjustable(0), down: ratelimit.NewAdjustable(0)}
 	p.wg.Add(1)
 	go p.accept()
 	return p, nil
@@ -64,6 +70,15 @@ func (p *Proxy) Stall(on bool) { p.stall.Store(on) }
 
 // Slow delays every forwarded chunk by d.
 func (p *Proxy) Slow(d time.Duration) { p.delay.Store(int64(d)) }
+
+// Rate caps what the proxy forwards, all connections together, at
+// bytesPerSec bytes a second each way (a token bucket), as a slow link
+// would: the sender's socket buffers fill, then its writes wait. 0 lifts
+// the cap.
+func (p *Proxy) Rate(bytesPerSec int64) {
+	p.up.SetRate(bytesPerSec)
+	p.down.SetRate(bytesPerSec)
+}
 
 // CutAll breaks every open connection now.
 func (p *Proxy) CutAll() {
@@ -134,8 +149,8 @@ func (p *Proxy) accept() {
 		var both sync.WaitGroup
 		both.Add(2)
 		p.wg.Add(3)
-		go p.pipe(c, a, b, &moved, &both)
-		go p.pipe(c, b, a, &moved, &both)
+		go p.pipe(c, a, b, p.up, &moved, &both)
+		go p.pipe(c, b, a, p.down, &moved, &both)
 		go func() {
 			defer p.wg.Done()
 			both.Wait()
@@ -148,7 +163,7 @@ func (p *Proxy) accept() {
 	}
 }
 
-func (p *Proxy) pipe(c *pair, from, to net.Conn, moved *atomic.Int64, both *sync.WaitGroup) {
+func (p *Proxy) pipe(c *pair, from, to net.Conn, rate *ratelimit.Bucket, moved *atomic.Int64, both *sync.WaitGroup) {
 	defer p.wg.Done()
 	defer both.Done()
 	buf := make([]byte, 32<<10)
@@ -163,6 +178,7 @@ func (p *Proxy) pipe(c *pair, from, to net.Conn, moved *atomic.Int64, both *sync
 		if d := p.delay.Load(); d > 0 && n > 0 {
 			time.Sleep(time.Duration(d))
 		}
+		rate.Wait(n)
 		if n > 0 {
 			chunk := buf[:n]
 			if limit := p.cutAfter.Load(); limit > 0 {

@@ -83,6 +83,9 @@ type Client struct {
 	obsHost hostcpu.Snapshot // the host's CPU time
 }
 
+// readHost reads this host's CPU time (a variable for tests).
+var readHost = hostcpu.Read
+
 // ErrStalled marks a stream closed for moving no bytes while it had work.
 var ErrStalled = errors.New("stalled")
 
@@ -497,7 +500,7 @@ func (c *Client) sendData(fl *inflight, need []bool) error {
 	}
 	ctr := c.ctr.Load()
 	if c.Compress.Mode == compress.Auto && c.obsHost.Total == 0 {
-		c.obsHost, _ = hostcpu.Read() // the first batch's start
+		c.obsHost, _ = readHost() // the first batch's start
 	}
 	codec := c.z.Codec(c.Src, fl.m, need)
 	start, sent0 := time.Now(), c.sent.N
@@ -579,7 +582,7 @@ func (c *Client) observe(codec byte, in, zout, out int64, start time.Time, block
 		recvWrite, recvCPU = c.receiverShares(now, ctr.RecvWriteNanos.Load(), ctr.RecvCPUNanos.Load())
 	}
 	if c.Compress.Mode == compress.Auto {
-		if host, ok := hostcpu.Read(); ok {
+		if host, ok := readHost(); ok {
 			c.z.SetHost(host.BusySince(c.obsHost, hostcpu.Busy), c.limit.Load().Rate() > 0)
 			c.obsHost = host
 		}

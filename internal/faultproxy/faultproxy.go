@@ -71,10 +71,13 @@ func (p *Proxy) Stall(on bool) { p.stall.Store(on) }
 // Slow delays every forwarded chunk by d.
 func (p *Proxy) Slow(d time.Duration) { p.delay.Store(int64(d)) }
 
+// linkBuffer is the socket buffer of a capped link's proxy.
+const linkBuffer = 64 << 10
+
 // Rate caps what the proxy forwards, all connections together, at
 // bytesPerSec bytes a second each way (a token bucket), as a slow link
 // would: the sender's socket buffers fill, then its writes wait. 0 lifts
-// the cap.
+// the cap. Connections made while a cap is set get small buffers.
 func (p *Proxy) Rate(bytesPerSec int64) {
 	p.up.SetRate(bytesPerSec)
 	p.down.SetRate(bytesPerSec)
@@ -134,6 +137,14 @@ func (p *Proxy) accept() {
 		if err != nil {
 			a.Close()
 			continue
+		}
+		if p.up.Rate() > 0 {
+			// A capped link's queue is its bucket: the proxy's own socket
+			// buffers stay small, so that the sender's writes wait on
+			// the cap after a link's worth of buffering, not after
+			// megabytes of a loopback socket's.
+			a.(*net.TCPConn).SetReadBuffer(linkBuffer)
+			b.(*net.TCPConn).SetWriteBuffer(linkBuffer)
 		}
 		c := &pair{a, b}
 		p.mu.Lock()

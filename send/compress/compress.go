@@ -12,7 +12,11 @@ package compress
 // Auto mode decides from the stream's own timing counters, batch by batch.
 // Writing a batch takes wall = produce + blocked: produce is the CPU work
 // (read, tar, hash, compress) and blocked the time writes to the
-// connection waited (metrics.Stream.SendNanos). From these it keeps, per input
+// connection waited (metrics.Stream.SendNanos). (The time the stream
+// waited for the receiver's answers, its window full, is not counted:
+// behind buffers of megabytes a slow link shows there first, but so does
+// a receiver short of CPU on a fast one, and compressing for it only
+// takes more CPU.) From these it keeps, per input
 // byte, the cost of producing plain (pu) and compressed (pc) data, the
 // link's cost per wire byte (when the writes block, wall/wire bytes;
 // otherwise an upper bound), and the compression ratio r. A batch then
@@ -21,8 +25,8 @@ package compress
 // it would be slower by one (hysteresis); a plain batch whose writes did
 // not block turns it off (the link keeps up with plain data). A stream
 // starts plain: its first batch measures the link (the pool cuts the first
-// batches small for that, send.Pool.Opening), unless it joins streams of its
-// job that compress on a slow link (AutoShare). (Starting compressed
+// batches small for that, send.Pool.Opening), unless the job's decision
+// is to compress (AutoShare). (Starting compressed
 // would spare that batch on a slow link, but writes that block while
 // compressing do not tell a slow link from a receiver, or on a small
 // machine an sshd, starved of CPU by the compressing: tried, it kept a
@@ -33,6 +37,14 @@ package compress
 // compressing is still far faster than such a path; a far stream whose
 // first sample compresses to farStart or less starts compressed, and
 // turns it off the same ways.
+// Decisions hold (hold): once a stream turned compression on or off, or
+// changed its level, it changes again only after a dwell of its own time
+// that doubles with each change, and turns compression off only when
+// plain data would be faster by a wide margin (offMargin); a batch that
+// went plain because its data does not compress turns nothing off. The
+// job's last decision (AutoShare) is taken over by streams that have not
+// decided yet: those -j auto adds, and those whose first batches the
+// buffers took before their writes waited.
 // While off on a link that is not the bottleneck nothing is sampled:
 // compression could only cost there.
 // While on and CPU-bound (writes waited linkWaits of the time or less:
@@ -146,8 +158,8 @@ const (
 	sampleBytes    = 64 << 10 // file data sampled per batch (auto)
 	sampleFiles    = 64       // files opened for it at most
 	incompressible = 0.9      // sample ratio above which a batch goes plain
-	switchMargin   = 1.15     // hysteresis: compressing must be this much faster to turn on,
-	offMargin      = 1.5      // and plain this much faster to turn it off (a wide margin: see hold)
+	switchMargin   = 1.15     // compressing must be this much faster to turn on,
+	offMargin      = 1.5      // and plain this much faster to leave the better level (see hold)
 	firstProbe     = 8        // batches before the first plain probe while CPU-bound
 	lastProbe      = 64       // ... and at most between two probes
 	probeBytes     = 8 << 20  // input a probe sends plain before it judges
@@ -256,7 +268,7 @@ const (
 )
 
 // held says whether the last change still holds at the stream's time now.
-func (h *hold) held(now time.Duration) bool { return h.flips > 0 && now-h.at < h.dwell }
+func (h *hold) held(now time.Duration) bool { return now-h.at < h.dwell }
 
 // change records a change at the stream's time now.
 func (h *hold) change(now time.Duration) {
@@ -354,10 +366,12 @@ func (d *Stream) Codec(src source.Source, m *wire.BatchManifest, need []bool) by
 		return wire.CodecNone
 	}
 	a := &d.auto
-	// A far stream's first batch, or a late one's while the job's
-	// decision is to compress: see the package comment and AutoShare.
-	joined := !a.seen && !a.on && d.share.jobOn()
-	start := !a.seen && !a.on && (d.far || joined)
+	// A far stream's first batch, or one of a stream that has not
+	// decided yet (one that joined late, or whose buffers took its
+	// batches so far) while the job's decision is to compress: see the
+	// package comment and AutoShare.
+	joined := !a.on && a.onOff.flips == 0 && d.share.jobOn()
+	start := !a.on && (!a.seen && d.far || joined)
 	if !a.on && !start && (!a.linkBound || a.busyHost() || a.onOff.held(a.clock)) {
 		// The link keeps up, or this host's CPUs are busy: compression
 		// could only cost. (Two hosts sharing their cores look like a
@@ -464,13 +478,18 @@ func (d *Stream) trySample(src source.Source, m *wire.BatchManifest, need []bool
 				autoLevelNames[level], 100*ratios[autoFastest], 100*ratios[autoDefault])
 		}
 	}
+	d.setLevel(level)
+	return ratios[sampled], costs[sampled], true
+}
+
+// setLevel makes level auto's level for the next batch.
+func (d *Stream) setLevel(level int) {
 	if d.level == autoBetter && level != autoBetter && d.levels[autoBetter] != nil {
 		// Its tables and window (about 12 MiB) are held only while in use.
 		d.levels[autoBetter].Close()
 		d.levels[autoBetter] = nil
 	}
 	d.level = level
-	return ratios[sampled], costs[sampled], true
 }
 
 // roomForBetter says whether the stream, compressing, has the CPU to spare
@@ -605,12 +624,20 @@ func (d *Stream) Observe(codec byte, in, out int64, wall, blocked time.Duration,
 		a.probeEvery = min(a.probeEvery*2, lastProbe)
 		a.probeIn = a.probeEvery
 	}
-	// (Over a far path with no measure of the link yet, plain data has
-	// no known cost to weigh compressing against.)
-	if a.pc.ok && (a.link.ok || !d.far) && tu*offMargin < tc && !a.onOff.held(a.clock) {
-		d.turn(false)
-		d.log("compression off: CPU-bound, compressing takes %s of data, the link takes %s plain",
-			rateStr(a.pc.v), rateStr(a.link.v))
+	// (With no measure of the link yet, over a far path or on a stream
+	// that joined compressed, plain data has no known cost to weigh
+	// compressing against.)
+	if a.pc.ok && a.link.ok && tu*offMargin < tc && d.level == autoBetter {
+		// CPU-bound at the better level, which costs twice the default's
+		// CPU: a step down. (Compression itself is turned off only by a
+		// probe, which measures what the link takes plain: estimated
+		// from costs measured at different times, on a host whose load
+		// changed between them, it turned compression off on a link that
+		// plain data then flooded.)
+		d.setLevel(autoDefault)
+		a.pc = ewma{}
+		a.lv.change(a.clock)
+		d.log("zstd level default: CPU-bound at the better level, compressing takes %s of data", rateStr(tc))
 	}
 }
 

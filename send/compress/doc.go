@@ -7,9 +7,10 @@
 // of each batch (Stream.Codec, from a sample of the batch read through
 // package send/source) and learns from how the last batches went
 // (Stream.Observe: the stream's time blocked on the link, the receiver's
-// load, this host's CPUs); AutoShare, what the streams of one job tell
-// each other; FarRTT, the round trip from which a path is far. How auto
-// decides is told at the top of compress.go.
+// load, this host's CPUs), and holds its decisions; AutoShare, the job's
+// decision, which streams that have not decided take over; FarRTT, the
+// round trip from which a path is far. How auto decides is told at the
+// top of compress.go.
 //
 // Where it sits: below package send, whose Client holds one Stream per
 // connection and writes the compressed tar in wire.ChunkWriter chunks. It

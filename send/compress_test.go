@@ -1,7 +1,10 @@
 package send_test
 
 import (
+	"archive/tar"
+	"bufio"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"os"
@@ -10,6 +13,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/klauspost/compress/zstd"
 	"go.uber.org/goleak"
 
 	"github.com/bulkmove/bulkmove/internal/gentree"
@@ -303,5 +307,144 @@ func TestCompressCorruptInTransit(t *testing.T) {
 	}
 	if w := warn.String(); !strings.Contains(w, "bad stream") || !strings.Contains(w, "compressed data corrupt") {
 		t.Errorf("warnings do not tell of the damaged stream:\n%s", w)
+	}
+}
+
+// wireTally reads the stream a client writes (frames, and after each
+// compressed batch's Data frame its chunks) and adds up the compressed
+// data: the bytes of its chunks on the wire (their headers and the
+// terminator too) and what they decompress to.
+type wireTally struct {
+	w        *io.PipeWriter
+	done     chan struct{}
+	in, out  int64
+	batches  int
+	err      error
+	upstream io.Writer
+}
+
+func newWireTally(upstream io.Writer) *wireTally {
+	r, w := io.Pipe()
+	t := &wireTally{w: w, done: make(chan struct{}), upstream: upstream}
+	go func() {
+		defer close(t.done)
+		br := bufio.NewReader(r)
+		dec, _ := zstd.NewReader(nil)
+		defer dec.Close()
+		for {
+			typ, payload, err := wire.ReadFrame(br)
+			if err != nil {
+				if err != io.EOF {
+					t.err = err
+				}
+				io.Copy(io.Discard, r)
+				return
+			}
+			if typ != wire.Data {
+				continue
+			}
+			_, codec, err := wire.DecodeData(payload)
+			if err != nil {
+				t.err = err
+				io.Copy(io.Discard, r)
+				return
+			}
+			if codec == wire.CodecNone {
+				// A batch with no file data (directories' attributes):
+				// a plain tar, read to its end.
+				tr := tar.NewReader(br)
+				for {
+					h, err := tr.Next()
+					if err == io.EOF {
+						break
+					}
+					if err != nil || h.Typeflag == tar.TypeReg && h.Size > 0 {
+						t.err = fmt.Errorf("a plain batch with file data (%v)", err)
+						io.Copy(io.Discard, r)
+						return
+					}
+				}
+				continue
+			}
+			t.batches++
+			var z []byte
+			for {
+				var h [4]byte
+				if _, err := io.ReadFull(br, h[:]); err != nil {
+					t.err = err
+					return
+				}
+				n := binary.BigEndian.Uint32(h[:])
+				t.out += 4 + int64(n)
+				if n == 0 {
+					break
+				}
+				b := make([]byte, n)
+				if _, err := io.ReadFull(br, b); err != nil {
+					t.err = err
+					return
+				}
+				z = append(z, b...)
+			}
+			tar, err := dec.DecodeAll(z, nil)
+			if err != nil {
+				t.err = err
+				return
+			}
+			t.in += int64(len(tar))
+		}
+	}()
+	return t
+}
+
+func (t *wireTally) Write(p []byte) (int, error) {
+	t.w.Write(p)
+	return t.upstream.Write(p)
+}
+
+func (t *wireTally) Close() error {
+	t.w.Close()
+	<-t.done
+	return t.upstream.(io.Closer).Close()
+}
+
+// TestCompressedFigure: the streams' compressed figures (what the summary
+// reports) are exactly the compressed data on the wire, chunk by chunk,
+// and the tar it decompresses to: not the batches' other frames.
+func TestCompressedFigure(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	ctx := context.Background()
+	dir := tmpDir(t)
+	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+	textTree(t, src, 64, 16<<10)
+	var tallies []*wireTally
+	var conns []send.Conn
+	for i := range 2 {
+		c, done := agentVia(t, ctx, fmt.Sprintf("stream %d", i), dst, source.Source{Root: src}, func(w io.Writer) io.Writer {
+			tl := newWireTally(w)
+			tallies = append(tallies, tl)
+			return tl
+		})
+		t.Cleanup(func() { <-done })
+		c.Compress = compress.Config{Mode: compress.Zstd}
+		conns = append(conns, c)
+	}
+	p, col := moveWith(t, ctx, src, conns, sharder.Options{BatchFiles: 8}, nil, nil)
+	if errs := col.errors(); len(errs) > 0 {
+		t.Fatalf("errors: %q", errs)
+	}
+	treecmp.Equal(t, src, dst, treecmp.Options{Owner: os.Geteuid() == 0})
+	for i, tl := range tallies {
+		tl.Close()
+		if tl.err != nil {
+			t.Fatalf("stream %d: reading its wire: %v", i, tl.err)
+		}
+		c := p.Counters[i]
+		t.Logf("stream %d: %d batches, %d bytes of tar compressed to %d on the wire; counted %d -> %d",
+			i, tl.batches, tl.in, tl.out, c.CompressIn.Load(), c.CompressOut.Load())
+		if tl.batches == 0 || c.CompressIn.Load() != tl.in || c.CompressOut.Load() != tl.out {
+			t.Errorf("stream %d counted %d -> %d compressed, the wire carried %d -> %d (%d batches)",
+				i, c.CompressIn.Load(), c.CompressOut.Load(), tl.in, tl.out, tl.batches)
+		}
 	}
 }

@@ -72,6 +72,11 @@ type Pool struct {
 	AddConn func(ctx context.Context, i int) (Conn, error)
 	// MaxConns bounds the streams Grow adds up to (0: no bound).
 	MaxConns int
+	// Join is how many more streams the job opens with AddConn as soon as
+	// Run's streams run, streams the transport was still connecting when
+	// Run began (over a long path the first stream sends meanwhile). They
+	// are the job's own, never retired.
+	Join int
 	// Opening, if positive, is the most a batch may weigh (see cost)
 	// among the first ones handed out (openingBatches): a stream's first
 	// batch is what --compress auto measures the link with, and it goes
@@ -80,9 +85,10 @@ type Pool struct {
 	// comes on.
 	Opening int64
 
-	resize    sync.Mutex    // Grow and Retire, one at a time
-	grow      growable      // phase 1, for Grow (poolgrow.go)
-	running   chan struct{} // closed once Grow may add streams, or never will (Running)
+	joining   sync.WaitGroup // the Join streams being opened
+	resize    sync.Mutex     // Grow and Retire, one at a time
+	grow      growable       // phase 1, for Grow (poolgrow.go)
+	running   chan struct{}  // closed once Grow may add streams, or never will (Running)
 	mu        sync.Mutex
 	stats     []StreamStats
 	owner     *spill.List[owned] // hard-link targets: the stream that wrote or verified each, sorted by path
@@ -123,8 +129,12 @@ func (p *Pool) Run(ctx context.Context, in <-chan *model.Batch, def *Deferred) e
 		p.FinalFiles = 2000
 	}
 	p.stats = make([]StreamStats, len(p.Conns))
-	if len(p.Counters) < max(len(p.Conns), p.MaxConns) { // room for the streams Grow adds
-		p.Counters = make([]*Counters, max(len(p.Conns), p.MaxConns))
+	if p.MaxConns > 0 {
+		p.MaxConns = max(p.MaxConns, len(p.Conns)+p.Join)
+	}
+	most := max(len(p.Conns)+p.Join, p.MaxConns)
+	if len(p.Counters) < most { // room for the streams Grow and Join add
+		p.Counters = make([]*Counters, most)
 		for i := range p.Counters {
 			p.Counters[i] = &Counters{}
 		}
@@ -147,7 +157,10 @@ func (p *Pool) Run(ctx context.Context, in <-chan *model.Batch, def *Deferred) e
 	p.nextSplit = 1 << 61
 	p.started = time.Now()
 	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
+	defer func() {
+		cancel(nil)
+		p.joining.Wait() // ends with ctx
+	}()
 	p.jobCtx = ctx
 
 	if p.Retries <= 0 {
@@ -156,7 +169,7 @@ func (p *Pool) Run(ctx context.Context, in <-chan *model.Batch, def *Deferred) e
 	if p.ReconnectTimeout <= 0 {
 		p.ReconnectTimeout = 5 * time.Minute
 	}
-	p.requeue = make(chan *model.Batch, max(len(p.Conns), p.MaxConns)*(wire.Window+4))
+	p.requeue = make(chan *model.Batch, most*(wire.Window+4))
 	p.settled = make(chan struct{}, 1)
 	p.attempts = map[uint64]int{}
 	p.live = len(p.Conns)
@@ -179,6 +192,13 @@ func (p *Pool) Run(ctx context.Context, in <-chan *model.Batch, def *Deferred) e
 		})
 	}
 	p.openGrowth(g, gctx, queue, cancel)
+	if p.Join > 0 && p.AddConn != nil {
+		p.joining.Go(func() {
+			if _, err := p.growBy(ctx, p.Join, false); err != nil && !errors.Is(err, ErrGrowClosed) && ctx.Err() == nil {
+				p.warn(fmt.Sprintf("opening the job's other streams: %v", err))
+			}
+		})
+	}
 	g.Go(func() error {
 		defer p.closeGrowth()
 		return p.dispatch(gctx, walked, queue)

@@ -89,7 +89,10 @@ func (p *Pool) markRunning() {
 // work; it returns how many it added (fewer if MaxConns bounds them or
 // some could not be opened: the first error then). It serialises with
 // other calls of Grow and Retire.
-func (p *Pool) Grow(ctx context.Context, n int) (int, error) {
+func (p *Pool) Grow(ctx context.Context, n int) (int, error) { return p.growBy(ctx, n, true) }
+
+// growBy is Grow; the streams it adds may be retired if retirable.
+func (p *Pool) growBy(ctx context.Context, n int, retirable bool) (int, error) {
 	p.resize.Lock()
 	defer p.resize.Unlock()
 	p.mu.Lock()
@@ -143,7 +146,9 @@ func (p *Pool) Grow(ctx context.Context, n int) (int, error) {
 			}
 		}
 		stop := make(chan struct{})
-		p.grow.stop[i] = stop
+		if retirable {
+			p.grow.stop[i] = stop
+		}
 		gr := p.grow
 		gr.g.Go(func() error { return p.added(gr, i, stop) })
 	}
@@ -166,9 +171,13 @@ func (p *Pool) added(gr growable, i int, stop chan struct{}) error {
 	<-fed
 	p.mu.Lock()
 	p.stats[i].Done = time.Since(p.started)
-	_, still := p.grow.stop[i]
 	delete(p.grow.stop, i)
-	retired := !still && err == nil && !p.down[i]
+	retired := false
+	select {
+	case <-stop: // Retire closed it
+		retired = err == nil && !p.down[i]
+	default:
+	}
 	var c Conn
 	if retired {
 		c = p.Conns[i]

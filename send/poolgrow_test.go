@@ -178,3 +178,91 @@ func TestPoolRunning(t *testing.T) {
 		t.Errorf("f: %q, %v", b, err)
 	}
 }
+
+// TestPoolJoin: the streams a transport is still connecting (Pool.Join)
+// do not hold the first batch back: it is acknowledged over the stream
+// that is up while they connect; once up they take their share, and they
+// are the job's own (never retired, so Retire finds none).
+func TestPoolJoin(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	ctx := context.Background()
+	tr := transports[1] // wire
+	dir := tmpDir(t)
+	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+	if err := gentree.Mixed(src, 400, 3); err != nil {
+		t.Fatal(err)
+	}
+	source := source.Source{Root: src}
+	col := &collector{}
+	release := make(chan struct{})
+	acked := make(chan struct{})
+	var once atomic.Bool
+	pool := &send.Pool{Conns: tr.open(t, ctx, 1, dst, source), Join: 3, OnResult: func(r send.Result) {
+		col.add(r)
+		if r.Ack != nil && once.CompareAndSwap(false, true) {
+			close(acked)
+		}
+	}}
+	var joined atomic.Int64
+	pool.AddConn = func(ctx context.Context, i int) (send.Conn, error) {
+		select { // a handshake over a long path: until the first batch is in
+		case <-release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		joined.Add(1)
+		return tr.open(t, ctx, 1, dst, source)[0], nil
+	}
+	def := &send.Deferred{}
+	walked := make(chan *model.Batch, 1024)
+	if _, err := sharder.Run(ctx, src, sharder.Options{BatchFiles: 10, Deferred: def.Add}, walked); err != nil {
+		t.Fatal(err)
+	}
+	// The walk hands out one batch, and the rest once the streams joined.
+	batches := make(chan *model.Batch)
+	rest := make(chan struct{})
+	go func() {
+		defer close(batches)
+		batches <- <-walked
+		<-rest
+		for b := range walked {
+			batches <- b
+		}
+	}()
+	ran := make(chan error, 1)
+	go func() { ran <- pool.Run(ctx, batches, def) }()
+	select {
+	case <-acked:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no batch acknowledged while the other streams connect")
+	}
+	if n := joined.Load(); n != 0 {
+		t.Fatalf("%d streams joined before the first acknowledgement", n)
+	}
+	close(release)
+	for deadline := time.Now().Add(20 * time.Second); len(pool.Stats()) < 4; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d streams after the others connected, want 1 + 3 joined", len(pool.Stats()))
+		}
+	}
+	if pool.Retire() >= 0 {
+		t.Error("Retire retired a stream the job joined")
+	}
+	close(rest)
+	if err := <-ran; err != nil {
+		t.Fatal(err)
+	}
+	var busy int
+	for _, s := range pool.Stats()[1:] {
+		if s.Files > 0 {
+			busy++
+		}
+	}
+	if busy == 0 {
+		t.Error("no joined stream carried a file")
+	}
+	if errs := col.errors(); len(errs) > 0 {
+		t.Fatalf("errors: %q", errs)
+	}
+	treecmp.Equal(t, src, dst, treecmp.Options{Owner: os.Geteuid() == 0})
+}

@@ -234,7 +234,12 @@ func (j *job) run(ctx context.Context) Outcome {
 		return Failed
 	}
 	defer cleanup()
-	j.trace("connected %d streams", len(conns))
+	late := j.pending()
+	if late > 0 {
+		j.trace("connected %d streams, %d more joining", len(conns), late)
+	} else {
+		j.trace("connected %d streams", len(conns))
+	}
 	j.warnDenied(conns)
 	slow, destID := destSays(conns)
 	if err := j.res.Bind(destID, j.dst, j.stderr, j.trace); err != nil {
@@ -253,9 +258,12 @@ func (j *job) run(ctx context.Context) Outcome {
 		termsafe.Errorf(j.stderr, "%v", err)
 		return Failed
 	}
-	j.connected(len(conns))
+	j.connected(len(conns) + late)
 	pool := &send.Pool{Conns: conns, FinalFiles: j.flags.BatchFiles, OnResult: j.onResult, Counters: j.m.Streams, Limit: j.bw.Bucket(),
 		OnPhase: func(name string) { j.trace("%s", name) }}
+	if late > 0 {
+		pool.Join, pool.AddConn, pool.MaxConns = late, j.tr.Add, len(conns)+late
+	}
 	if j.flags.Delete && plan.rename == "" {
 		j.del = j.deleter(plan)
 		pool.BeforeFinal = j.del.Pass

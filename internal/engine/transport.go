@@ -33,6 +33,16 @@ func (j *job) connect(ctx context.Context, p plan) ([]send.Conn, func(), error) 
 	return conns, func() { tr.Close() }, nil
 }
 
+// pending is how many of the job's streams the transport was still
+// connecting when it returned the first ones (transport/ssh): the pool
+// adds them as they come, while the first ones send.
+func (j *job) pending() int {
+	if p, ok := j.tr.(interface{ Pending() int }); ok {
+		return p.Pending()
+	}
+	return 0
+}
+
 // transport is the transport DEST asks for: a serve daemon, an SSH host,
 // the streams a puller opened (send-hub), agent processes here
 // (--via-agent), or the receiver in this process.

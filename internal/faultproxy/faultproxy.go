@@ -27,6 +27,8 @@ type Proxy struct {
 	reset    atomic.Bool  // cut with a TCP reset instead of a FIN
 	// up and down cap what all connections forward together, each way.
 	up, down *ratelimit.Bucket
+	hold     atomic.Int64 // connections beyond this many wait before reaching the target; 0: none wait
+	accepted atomic.Int64
 
 	mu     sync.Mutex
 	conns  map[*pair]struct{}
@@ -83,6 +85,11 @@ func (p *Proxy) Rate(bytesPerSec int64) {
 	p.down.SetRate(bytesPerSec)
 }
 
+// HoldAfter makes the connections accepted after the first n (counted
+// from the proxy's start) wait, silent, before the proxy even connects
+// them to the target (a slow handshake); 0 lets those waiting go on.
+func (p *Proxy) HoldAfter(n int) { p.hold.Store(int64(n)) }
+
 // CutAll breaks every open connection now.
 func (p *Proxy) CutAll() {
 	p.mu.Lock()
@@ -133,45 +140,69 @@ func (p *Proxy) accept() {
 		if err != nil {
 			return
 		}
-		b, err := net.Dial("tcp", p.target)
-		if err != nil {
-			a.Close()
+		k := p.accepted.Add(1)
+		if h := p.hold.Load(); h > 0 && k > h {
+			p.wg.Add(1)
+			go func() {
+				defer p.wg.Done()
+				for h := p.hold.Load(); h > 0 && k > h; h = p.hold.Load() {
+					time.Sleep(10 * time.Millisecond)
+					if p.isClosed() {
+						a.Close()
+						return
+					}
+				}
+				p.forward(a)
+			}()
 			continue
 		}
-		if p.up.Rate() > 0 {
-			// A capped link's queue is its bucket: the proxy's own socket
-			// buffers stay small, so that the sender's writes wait on
-			// the cap after a link's worth of buffering, not after
-			// megabytes of a loopback socket's.
-			a.(*net.TCPConn).SetReadBuffer(linkBuffer)
-			b.(*net.TCPConn).SetWriteBuffer(linkBuffer)
-		}
-		c := &pair{a, b}
-		p.mu.Lock()
-		if p.closed {
-			p.mu.Unlock()
-			a.Close()
-			b.Close()
+		if !p.forward(a) {
 			return
 		}
-		p.conns[c] = struct{}{}
-		p.mu.Unlock()
-		var moved atomic.Int64
-		var both sync.WaitGroup
-		both.Add(2)
-		p.wg.Add(3)
-		go p.pipe(c, a, b, p.up, &moved, &both)
-		go p.pipe(c, b, a, p.down, &moved, &both)
-		go func() {
-			defer p.wg.Done()
-			both.Wait()
-			p.mu.Lock()
-			delete(p.conns, c)
-			p.mu.Unlock()
-			a.Close()
-			b.Close()
-		}()
 	}
+}
+
+// forward connects a to the target; false: the proxy is closed.
+func (p *Proxy) forward(a net.Conn) bool {
+	b, err := net.Dial("tcp", p.target)
+	if err != nil {
+		a.Close()
+		return true
+	}
+	if p.up.Rate() > 0 {
+		// A capped link's queue is its bucket: the proxy's own socket
+		// buffers stay small, so that the sender's writes wait on
+		// the cap after a link's worth of buffering, not after
+		// megabytes of a loopback socket's.
+		a.(*net.TCPConn).SetReadBuffer(linkBuffer)
+		b.(*net.TCPConn).SetWriteBuffer(linkBuffer)
+	}
+	c := &pair{a, b}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		a.Close()
+		b.Close()
+		return false
+	}
+	p.conns[c] = struct{}{}
+	p.mu.Unlock()
+	var moved atomic.Int64
+	var both sync.WaitGroup
+	both.Add(2)
+	p.wg.Add(3)
+	go p.pipe(c, a, b, p.up, &moved, &both)
+	go p.pipe(c, b, a, p.down, &moved, &both)
+	go func() {
+		defer p.wg.Done()
+		both.Wait()
+		p.mu.Lock()
+		delete(p.conns, c)
+		p.mu.Unlock()
+		a.Close()
+		b.Close()
+	}()
+	return true
 }
 
 func (p *Proxy) pipe(c *pair, from, to net.Conn, rate *ratelimit.Bucket, moved *atomic.Int64, both *sync.WaitGroup) {

@@ -50,6 +50,7 @@ func (g *growth) add(ctx context.Context, i int) (send.Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("stream %d: %w", i, err)
 	}
+	t.cfg.Dialer.Trace("%s stream %d ready", t.cfg.Target.Host, i)
 	return conn, nil
 }
 
@@ -87,6 +88,20 @@ func (g *growth) prepare(ctx context.Context, n int) (done func()) {
 		})
 	}
 	return g.closeSpares
+}
+
+// late makes n connections on their way (wait returns them) spares for
+// add, as prepare does.
+func (g *growth) late(ctx context.Context, n int, wait func() []*sshx.Client) {
+	g.mu.Lock()
+	g.prepared += n
+	g.mu.Unlock()
+	g.dialing.Go(func() {
+		cs := wait()
+		g.mu.Lock()
+		g.spare = append(g.spare, cs...)
+		g.mu.Unlock()
+	})
 }
 
 // closeSpares closes the connections opened ahead and not taken.

@@ -111,6 +111,9 @@ type Transport struct {
 	rttVal  time.Duration // pathRTT's measure
 
 	grow *growth // -j auto's added streams
+	// pending is how many of the job's streams Open left to Add: they
+	// join once their connections are up (see Pending).
+	pending int
 }
 
 // New is the SSH transport of cfg.
@@ -138,6 +141,13 @@ func (t *Transport) RTT() time.Duration {
 	}
 	return t.pathRTT()
 }
+
+// Pending is how many of the k streams Open was asked for it did not
+// open itself, their SSH connections still on their way: the caller adds
+// them with Add (which waits for those connections) while the first
+// streams already send. Over a long path each handshake takes several
+// round trips; the job need not wait for the slowest.
+func (t *Transport) Pending() int { return t.pending }
 
 // Add implements transport.Transport.
 func (t *Transport) Add(ctx context.Context, i int) (send.Conn, error) {
@@ -183,15 +193,36 @@ func (t *Transport) Open(ctx context.Context, k int) ([]send.Conn, error) {
 		}
 		sumc <- binSum{"", err}
 	}()
-	clients, errs, err := sshx.DialN(ctx, t.cfg.Target, t.cfg.Options, n)
-	if err != nil {
-		return nil, err
-	}
-	d.Trace("%d SSH connections open", len(clients))
-	for _, e := range errs {
-		if e != nil {
-			d.Warn("%v; going on with %d of %d streams", e, len(clients), k)
+	var clients []*sshx.Client
+	if t.data == "" && n > 1 {
+		// SSH streams: the agent starts, and the first stream opens, over
+		// the first connection up; the others join as they connect
+		// (Pending), not after the slowest handshake.
+		first, rest, err := sshx.DialFirst(ctx, t.cfg.Target, t.cfg.Options, n)
+		if err != nil {
+			return nil, err
 		}
+		d.Trace("first of %d SSH connections open", n)
+		clients = []*sshx.Client{first}
+		t.growth().late(ctx, n-1, func() []*sshx.Client {
+			cs, errs := rest()
+			for _, e := range errs {
+				d.Warn("%v; going on with %d of %d streams", e, 1+len(cs), k)
+			}
+			return cs
+		})
+	} else {
+		cs, errs, err := sshx.DialN(ctx, t.cfg.Target, t.cfg.Options, n)
+		if err != nil {
+			return nil, err
+		}
+		d.Trace("%d SSH connections open", len(cs))
+		for _, e := range errs {
+			if e != nil {
+				d.Warn("%v; going on with %d of %d streams", e, len(cs), k)
+			}
+		}
+		clients = cs
 	}
 	if t.cfg.Fit != nil {
 		if f := t.cfg.Fit(clients[0].PathRTT()); f < k {
@@ -204,10 +235,13 @@ func (t *Transport) Open(ctx context.Context, k int) ([]send.Conn, error) {
 			k = f
 		}
 	}
+	if t.data == "" {
+		t.pending = k - len(clients)
+	}
 	t.clients = clients
 	if t.data == "" && t.cfg.Ahead != nil {
 		if more := t.cfg.Ahead(clients[0].PathRTT()); more > 0 {
-			t.growth().prepare(ctx, more)
+			t.growth().prepare(ctx, n-1+more)
 		}
 	}
 	// The round trip, measured now, while the agent starts and nothing
@@ -222,7 +256,7 @@ func (t *Transport) Open(ctx context.Context, k int) ([]send.Conn, error) {
 		check = " --src-ids " + sshx.ShellQuote(t.cfg.SrcIDs)
 	}
 	flags := t.cfg.Nice + t.cfg.AllowFlags
-	args := fmt.Sprintf("agent%s%s --hub %d -- %s", check, flags, len(clients), sshx.ShellQuote(root))
+	args := fmt.Sprintf("agent%s%s --hub %d -- %s", check, flags, k, sshx.ShellQuote(root))
 	if t.data != "" {
 		mode := t.data
 		if mode == "auto" {
@@ -251,7 +285,7 @@ func (t *Transport) Open(ctx context.Context, k int) ([]send.Conn, error) {
 	}
 	if l := t.cfg.Linger; l > 0 {
 		if t.data == "" {
-			args = fmt.Sprintf("agent%s%s --hub %d --linger %s -- %s", check, flags, len(clients), l, sshx.ShellQuote(root))
+			args = fmt.Sprintf("agent%s%s --hub %d --linger %s -- %s", check, flags, k, l, sshx.ShellQuote(root))
 		} else {
 			d.Warn("--linger is for SSH streams; ignored with --transport %s", t.data)
 		}
@@ -301,6 +335,12 @@ func (t *Transport) Open(ctx context.Context, k int) ([]send.Conn, error) {
 // Close implements transport.Transport: it ends the agent's session (the
 // agent sees its input end) and closes the SSH connections.
 func (t *Transport) Close() error {
+	t.mu.Lock()
+	g := t.grow
+	t.mu.Unlock()
+	if g != nil {
+		g.closeSpares() // connections opened ahead and never taken
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.hubSess != nil {

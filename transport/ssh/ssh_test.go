@@ -9,10 +9,16 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/bulkmove/bulkmove/internal/faultproxy"
 	"github.com/bulkmove/bulkmove/internal/sshdtest"
 	"github.com/bulkmove/bulkmove/internal/testbin"
+	"github.com/bulkmove/bulkmove/model"
+	"github.com/bulkmove/bulkmove/send"
+	"github.com/bulkmove/bulkmove/send/source"
+	"github.com/bulkmove/bulkmove/sharder"
+	"github.com/bulkmove/bulkmove/transport"
 	"github.com/bulkmove/bulkmove/transport/dataplane"
 	"github.com/bulkmove/bulkmove/transport/ssh"
 	"github.com/bulkmove/bulkmove/transport/sshx"
@@ -154,5 +160,122 @@ func (d *dataProxy) cutAll() {
 func (d *dataProxy) stall(on bool) {
 	if p := d.proxy(); p != nil {
 		p.Stall(on)
+	}
+}
+
+// TestFirstStreamEarly: over a path where every SSH handshake is slow,
+// the job does not wait for the slowest: Open returns once the first
+// connection is up and its stream ready, the others pending, and the
+// first batch is acknowledged over it while the other connections have
+// not even reached sshd. They join once they are up (Add), and carry
+// their share.
+func TestFirstStreamEarly(t *testing.T) {
+	sshdtest.Require(t, "sshd")
+	bin := testbin.Build(t)
+	home := t.TempDir()
+	srv := sshdtest.Start(t, sshdtest.WithEnv("PATH=/usr/bin:/bin", "HOME="+home))
+	p, err := faultproxy.Start(srv.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	kh, err := os.OpenFile(srv.KnownHostsFile, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(kh, "[127.0.0.1]:%d %s\n", p.Port(), srv.HostKeyLine)
+	kh.Close()
+	dir := t.TempDir()
+	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+	if err := transporttest.Tree(src); err != nil {
+		t.Fatal(err)
+	}
+	target, _, err := sshx.ParseTarget("box2:" + dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &transport.Dialer{Version: "test", Options: wire.ReceiveOptions{Check: wire.CheckQuick}, Src: source.Source{Root: src},
+		Tracef: func(format string, args ...any) { t.Logf(format, args...) }}
+	tr := ssh.New(ssh.Config{Target: target, Dialer: d, Root: dst, RemoteBulkmove: bin,
+		Options: sshx.Options{ConfigFile: srv.WriteSSHConfig("box2"), Batch: true, Stderr: os.Stderr, Port: p.Port()}})
+	defer tr.Close()
+	p.HoldAfter(1) // every handshake but the first waits
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	conns, err := tr.Open(ctx, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(conns) != 1 || tr.Pending() != 3 {
+		t.Fatalf("Open(4) with the other handshakes held: %d streams, %d pending; want 1, 3", len(conns), tr.Pending())
+	}
+	def := &send.Deferred{}
+	defer def.Close()
+	walked := make(chan *model.Batch, 1024)
+	if _, err := sharder.Run(ctx, src, sharder.Options{BatchFiles: 4, Deferred: def.Add}, walked); err != nil {
+		t.Fatal(err)
+	}
+	var acked sync.Once
+	first := make(chan int, 1)
+	var mu sync.Mutex
+	var failed []string
+	pool := &send.Pool{Conns: conns, Join: tr.Pending(), AddConn: tr.Add, OnResult: func(r send.Result) {
+		if r.Ack == nil {
+			return
+		}
+		acked.Do(func() { first <- p.Open() })
+		mu.Lock()
+		for _, e := range r.Ack.Errors {
+			failed = append(failed, e.Msg)
+		}
+		mu.Unlock()
+	}}
+	// One batch first; the rest once the other streams joined, so that
+	// they have work left.
+	batches := make(chan *model.Batch)
+	rest := make(chan struct{})
+	go func() {
+		defer close(batches)
+		batches <- <-walked
+		<-rest
+		for b := range walked {
+			batches <- b
+		}
+	}()
+	ran := make(chan error, 1)
+	go func() { ran <- pool.Run(ctx, batches, def) }()
+	select {
+	case n := <-first:
+		if n != 1 {
+			t.Errorf("%d connections through to sshd at the first acknowledgement, want 1", n)
+		}
+	case err := <-ran:
+		t.Fatalf("the job ended (%v) before its first acknowledgement", err)
+	case <-ctx.Done():
+		t.Fatal("no batch acknowledged while the other handshakes wait")
+	}
+	p.HoldAfter(0)
+	for len(pool.Stats()) < 4 {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%d streams once the handshakes went on, want 4", len(pool.Stats()))
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	close(rest)
+	if err := <-ran; err != nil {
+		t.Fatal(err)
+	}
+	if len(failed) > 0 {
+		t.Fatalf("entries failed: %q", failed)
+	}
+	var busy int
+	for _, s := range pool.Stats()[1:] {
+		if s.Files > 0 {
+			busy++
+		}
+	}
+	if busy == 0 {
+		t.Error("no joined stream carried a file")
 	}
 }

@@ -115,68 +115,142 @@ func dial(ctx context.Context, t Target, o Options, n *notes) (*Client, error) {
 // reason that retrying cannot fix (IsPermanent: host key, authentication);
 // then no connection is returned.
 func DialN(ctx context.Context, t Target, o Options, n int) (clients []*Client, errs []error, err error) {
-	if n < 1 {
-		n = 1
-	}
 	if err := checkNames(t.Host, t.User); err != nil {
 		err = fmt.Errorf("ssh: %w", err)
 		return nil, []error{err}, err
 	}
+	d := startDials(ctx, t, o, n)
+	d.wg.Wait()
+	return d.result(0)
+}
+
+// DialFirst opens n connections to t as DialN does, and returns the first
+// one up as soon as it is, while the others go on connecting: rest waits
+// for them and returns them as DialN would (without first), with the
+// errors of those that failed. err is non-nil when no connection came up,
+// or one failed for a reason that retrying cannot fix; rest is then nil.
+// A caller that gets first must call rest (or the others stay open).
+//
+// Over a long path a handshake takes several round trips, and the slowest
+// of n decides when DialN returns: a job's first stream can start
+// meanwhile.
+func DialFirst(ctx context.Context, t Target, o Options, n int) (first *Client, rest func() ([]*Client, []error), err error) {
+	if err := checkNames(t.Host, t.User); err != nil {
+		return nil, nil, fmt.Errorf("ssh: %w", err)
+	}
+	d := startDials(ctx, t, o, n)
+	done := make(chan struct{})
+	go func() { d.wg.Wait(); close(done) }()
+	var i int
+	select {
+	case i = <-d.up:
+	case <-done:
+		select {
+		case i = <-d.up:
+		default:
+			_, _, err = d.result(0)
+			return nil, nil, err
+		}
+	}
+	d.mu.Lock()
+	first = d.got[i]
+	d.got[i] = nil
+	perm := d.permanent
+	d.mu.Unlock()
+	if perm != nil {
+		first.Close()
+		<-done
+		_, _, err = d.result(0) // closes the others
+		return nil, nil, err
+	}
+	return first, func() ([]*Client, []error) {
+		<-done
+		cs, errs, _ := d.result(1)
+		return cs, errs
+	}, nil
+}
+
+// dials are n handshakes under way (startDials).
+type dials struct {
+	n         int
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	up        chan int // the index of each connection up, as it comes
+	mu        sync.Mutex
+	got       []*Client
+	failed    []error
+	permanent error
+}
+
+// startDials starts n handshakes to t, at most MaxParallelHandshakes at a
+// time; their results are d's once d.wg is done.
+func startDials(ctx context.Context, t Target, o Options, n int) *dials {
+	if n < 1 {
+		n = 1
+	}
+	d := &dials{n: n, up: make(chan int, n), got: make([]*Client, n), failed: make([]error, n)}
 	if o.Stderr == nil {
 		o.Stderr = os.Stderr
 	}
 	shared := newNotes(o.Stderr)
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	d.cancel = cancel
 	sem := make(chan struct{}, MaxParallelHandshakes)
-	got := make([]*Client, n)
-	failed := make([]error, n)
-	var permanent error
-	var permOnce sync.Once
-	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		d.wg.Go(func() {
 			select {
 			case sem <- struct{}{}:
 			case <-ctx.Done():
-				failed[i] = ctx.Err()
+				d.mu.Lock()
+				d.failed[i] = ctx.Err()
+				d.mu.Unlock()
 				return
 			}
 			c, err := dial(ctx, t, o, shared)
 			<-sem
+			d.mu.Lock()
+			defer d.mu.Unlock()
 			if err != nil {
-				failed[i] = err
-				if IsPermanent(err) {
-					permOnce.Do(func() { permanent = err; cancel() })
+				d.failed[i] = err
+				if IsPermanent(err) && d.permanent == nil {
+					d.permanent = err
+					cancel()
 				}
 				return
 			}
-			got[i] = c
-		}()
+			d.got[i] = c
+			d.up <- i
+		})
 	}
-	wg.Wait()
-	for i := 0; i < n; i++ {
-		if got[i] != nil {
-			clients = append(clients, got[i])
-		} else if failed[i] != nil {
-			errs = append(errs, fmt.Errorf("connection %d of %d: %w", i+1, n, failed[i]))
+	return d
+}
+
+// result is what the dials came to, once all ended, leaving out taken
+// connections handed out already (as DialN returns it).
+func (d *dials) result(taken int) (clients []*Client, errs []error, err error) {
+	d.cancel()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for i := 0; i < d.n; i++ {
+		if d.got[i] != nil {
+			clients = append(clients, d.got[i])
+		} else if d.failed[i] != nil {
+			errs = append(errs, fmt.Errorf("connection %d of %d: %w", i+1, d.n, d.failed[i]))
 		}
 	}
-	if permanent != nil {
+	if d.permanent != nil {
 		for _, c := range clients {
 			c.Close()
 		}
-		return nil, errs, permanent
+		return nil, errs, d.permanent
 	}
-	if len(clients) == 0 {
-		for i := range failed {
-			if failed[i] != nil && !errors.Is(failed[i], context.Canceled) {
-				return nil, errs, failed[i]
+	if len(clients) == 0 && taken == 0 {
+		for i := range d.failed {
+			if d.failed[i] != nil && !errors.Is(d.failed[i], context.Canceled) {
+				return nil, errs, d.failed[i]
 			}
 		}
-		return nil, errs, failed[0]
+		return nil, errs, d.failed[0]
 	}
 	return clients, errs, nil
 }

@@ -17,6 +17,9 @@ type growth struct {
 	mu       sync.Mutex
 	spare    []*sshx.Client
 	prepared int // connections prepare opened or is opening
+	// lateDone is closed once the connections late waits for are up
+	// (or failed); nil if there are none.
+	lateDone chan struct{}
 	dialing  sync.WaitGroup
 }
 
@@ -93,15 +96,36 @@ func (g *growth) prepare(ctx context.Context, n int) (done func()) {
 // late makes n connections on their way (wait returns them) spares for
 // add, as prepare does.
 func (g *growth) late(ctx context.Context, n int, wait func() []*sshx.Client) {
+	done := make(chan struct{})
 	g.mu.Lock()
 	g.prepared += n
+	g.lateDone = done
 	g.mu.Unlock()
 	g.dialing.Go(func() {
+		defer close(done)
 		cs := wait()
 		g.mu.Lock()
 		g.spare = append(g.spare, cs...)
 		g.mu.Unlock()
 	})
+}
+
+// idle returns, once the connections late waits for are up, one of them
+// not taken yet (nil if none is left), without taking it.
+func (g *growth) idle() *sshx.Client {
+	g.mu.Lock()
+	done := g.lateDone
+	g.mu.Unlock()
+	if done == nil {
+		return nil
+	}
+	<-done
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if n := len(g.spare); n > 0 {
+		return g.spare[n-1]
+	}
+	return nil
 }
 
 // closeSpares closes the connections opened ahead and not taken.

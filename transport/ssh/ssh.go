@@ -374,8 +374,8 @@ func (t *Transport) pathRTT() time.Duration {
 }
 
 // rtt measures the SSH round trip: the least of rttSamples keepalives,
-// one after the other, over the last of the job's connections, idle while
-// the agent starts on the first. A keepalive waits behind what the
+// one after the other, over the last of the job's connections (or one
+// still to join), idle while the agent starts on the first. A keepalive waits behind what the
 // connection carries, and behind a busy host's CPUs: one sent as a
 // CPU-bound copy begins, or beside the agent's start over the same
 // connection (sshd busy starting it), reads milliseconds over a link of
@@ -390,7 +390,16 @@ func (t *Transport) rtt() time.Duration {
 			c = cl
 		}
 	}
+	g := t.grow
 	t.mu.Unlock()
+	if g != nil {
+		// The job's other connections, still coming when the first
+		// stream opened (Pending): one of them is idle (the agent
+		// starts on the first).
+		if idle := g.idle(); idle != nil {
+			c = idle
+		}
+	}
 	if c == nil {
 		return 0
 	}

@@ -62,6 +62,12 @@ type Verdict struct {
 	Resource        string
 	Why             string
 	MoreStreamsHelp bool
+	// WindowBound says each stream carries about as much as its window
+	// lets it a round trip (an SSH channel's 2 MiB): the streams, not the
+	// link, hold the rate, and each stream more adds its window's worth
+	// until the link is full. A step then doubles the streams, where it
+	// would add half as many again.
+	WindowBound bool
 }
 
 // Decision is one decision of Controller.
@@ -208,7 +214,7 @@ func (p *streamPolicy) next(n int, rate float64, v Verdict) (d Decision, ok bool
 			return d, true
 		}
 		p.baseN, p.base = n, rate
-		d.Action, d.To = "add", growStep(n, p.max)
+		d.Action, d.To = "add", growStep(n, p.max, v.WindowBound)
 		d.Reason = fmt.Sprintf("more streams would help: %s", why)
 		return d, true
 	}
@@ -230,7 +236,7 @@ func (p *streamPolicy) next(n int, rate float64, v Verdict) (d Decision, ok bool
 		p.stop()
 	case gain >= p.margin && help:
 		p.baseN, p.base = n, rate
-		d.Action, d.To = "add", growStep(n, p.max)
+		d.Action, d.To = "add", growStep(n, p.max, v.WindowBound)
 		d.Reason = fmt.Sprintf("throughput %+.0f%%", gain*100)
 	case gain >= p.margin:
 		p.stop()
@@ -252,9 +258,10 @@ func (p *streamPolicy) stop() {
 	p.stopped, p.baseN, p.base, p.held = true, 0, 0, 0
 }
 
-// grow is the next step up from n: doubling while few, then by half.
-func growStep(n, most int) int {
-	if n < 8 {
+// growStep is the next step up from n: doubling while few or while the
+// streams are window-bound, then by half.
+func growStep(n, most int, windowBound bool) int {
+	if n < 8 || windowBound {
 		return min(2*n, most)
 	}
 	return min(n+n/2, most)

@@ -15,6 +15,7 @@ type fakeJob struct {
 	work      float64
 	rate      func(n int) float64
 	help      func(n int) bool
+	bound     bool          // the verdict says the streams are window-bound while more help
 	end       time.Duration // the job ends after this long (ctx cancelled)
 	start     time.Time
 	cancel    context.CancelFunc
@@ -33,7 +34,7 @@ func (f *fakeJob) run(t *testing.T, start, most int) {
 		Work: func() int64 { return int64(f.work) },
 		Verdict: func() Verdict {
 			if f.help(f.n) {
-				return Verdict{Resource: "latency", MoreStreamsHelp: true}
+				return Verdict{Resource: "latency", MoreStreamsHelp: true, WindowBound: f.bound}
 			}
 			return Verdict{Resource: "sender_cpu", Why: "the sender uses 95% of 2 CPUs"}
 		},
@@ -167,5 +168,25 @@ func TestAutoControllerWaitsForFirstAck(t *testing.T) {
 	a.Run(ctx, 2)
 	if verdicts == 0 {
 		t.Error("no window after the first acknowledgement")
+	}
+}
+
+// TestAutoControllerWindowBoundDoubles: streams each held by their window
+// (a long path over SSH) double in one step where they would grow by
+// half from 8 on: the count that fills the path comes a step sooner.
+func TestAutoControllerWindowBoundDoubles(t *testing.T) {
+	// Each stream carries 20 units, the link 300.
+	rate := func(n int) float64 { return min(20*float64(n), 300) }
+	for _, bound := range []bool{false, true} {
+		f := &fakeJob{rate: rate, help: func(n int) bool { return 20*n < 300 }, end: time.Minute}
+		f.bound = bound
+		f.run(t, 8, 16)
+		want := []int{8, 12, 16}
+		if bound {
+			want = []int{8, 16}
+		}
+		if !slices.Equal(f.steps, want) {
+			t.Errorf("window-bound %v: steps %v, want %v", bound, f.steps, want)
+		}
 	}
 }

@@ -170,6 +170,7 @@ func (s Steer) Run(ctx context.Context) (stop func()) {
 			perStream := float64(w-wire) / now.Sub(wireAt).Seconds() / float64(max(m.Active(), 1))
 			wire, wireAt = w, now
 			a := Verdict(v, local || WindowBound(perStream, time.Duration(rtt.Load())))
+			a.WindowBound = a.MoreStreamsHelp && AtWindow(perStream, time.Duration(rtt.Load()))
 			// A busy host over a near path (or to a local destination):
 			// more streams would only share the CPUs. Where both hosts
 			// share the same cores, a plain stream's writes wait on an
@@ -284,6 +285,16 @@ func WindowBound(perStream float64, rtt time.Duration) bool {
 		return false
 	}
 	return rtt >= FarRTT || perStream >= 0.25*sshWindow/rtt.Seconds()
+}
+
+// AtWindow says whether streams sending perStream bytes a second over a
+// round trip of rtt carry about what an SSH channel's window lets them
+// (half of 2 MiB a round trip, or more: the acknowledgements and
+// manifests take round trips too): the streams hold the rate back, not
+// the link, and a step doubles them (autoj.Verdict.WindowBound). Over
+// a far path of 100 ms that is 10 MiB/s a stream.
+func AtWindow(perStream float64, rtt time.Duration) bool {
+	return rtt >= FarRTT && perStream >= 0.5*sshWindow/rtt.Seconds()
 }
 
 // FarRTT is the round trip of a far path: -j auto opens the

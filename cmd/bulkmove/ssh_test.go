@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -117,8 +118,8 @@ func TestSSHPushRelayed(t *testing.T) {
 	if n := strings.Count(out, "relayed by `bulkmove join`"); n != 2 {
 		t.Errorf("%d streams relayed, want 2:\n%s", n, out)
 	}
-	if !strings.Contains(out, "connected 3 streams") {
-		t.Errorf("not all 3 streams connected:\n%s", out)
+	if n := len(regexp.MustCompile(`(?m) stream [0-9]+ ready$`).FindAllString(out, -1)); n != 3 {
+		t.Errorf("%d streams connected, want 3:\n%s", n, out)
 	}
 	treecmp.Equal(t, src, dst, treecmp.Options{Owner: os.Geteuid() == 0})
 	// A pull: its streams join the remote sender's socket relayed too.

@@ -70,7 +70,9 @@ type Pool struct {
 	// AddConn, if set, opens one more stream while the job sends file
 	// data (Grow, for -j auto); i is the index it will likely have.
 	AddConn func(ctx context.Context, i int) (Conn, error)
-	// MaxConns bounds the streams Grow adds up to (0: no bound).
+	// MaxConns bounds the streams Grow adds up to; 0 (or fewer than the
+	// streams Run starts with and Join adds) lets Grow add none: the
+	// streams' counters are sized once, when Run starts.
 	MaxConns int
 	// Join is how many more streams the job opens with AddConn as soon as
 	// Run's streams run, streams the transport was still connecting when
@@ -129,10 +131,8 @@ func (p *Pool) Run(ctx context.Context, in <-chan *model.Batch, def *Deferred) e
 		p.FinalFiles = 2000
 	}
 	p.stats = make([]StreamStats, len(p.Conns))
-	if p.MaxConns > 0 {
-		p.MaxConns = max(p.MaxConns, len(p.Conns)+p.Join)
-	}
-	most := max(len(p.Conns)+p.Join, p.MaxConns)
+	p.MaxConns = max(p.MaxConns, len(p.Conns)+p.Join)
+	most := p.MaxConns
 	if len(p.Counters) < most { // room for the streams Grow and Join add
 		p.Counters = make([]*Counters, most)
 		for i := range p.Counters {

@@ -105,9 +105,7 @@ func (p *Pool) growBy(ctx context.Context, n int, retirable bool) (int, error) {
 		return 0, ErrGrowClosed
 	}
 	base, jobCtx := len(p.Conns), p.jobCtx
-	if p.MaxConns > 0 {
-		n = min(n, p.MaxConns-base)
-	}
+	n = min(n, p.MaxConns-base) // Run made MaxConns at least the streams it has room for
 	p.mu.Unlock()
 	if n <= 0 {
 		return 0, nil

@@ -123,9 +123,17 @@ func TestAutoPoolGrowRetire(t *testing.T) {
 
 // TestPoolRunning: Grow adds no stream before Run has its streams running
 // (-j auto's first step over a far path, taken at once, lost it when it
-// came that early); Running says when it may, and Grow then adds.
+// came that early); Running says when it may, and Grow then adds, up to
+// MaxConns: none where it is not set (it panicked on the streams'
+// counters, sized when Run starts).
 func TestPoolRunning(t *testing.T) {
 	defer goleak.VerifyNone(t)
+	for _, c := range []struct{ max, want int }{{3, 1}, {0, 0}} {
+		t.Run(fmt.Sprintf("MaxConns=%d", c.max), func(t *testing.T) { testPoolRunning(t, c.max, c.want) })
+	}
+}
+
+func testPoolRunning(t *testing.T, maxConns, want int) {
 	ctx := context.Background()
 	tr := transports[0] // local
 	dir := tmpDir(t)
@@ -138,7 +146,7 @@ func TestPoolRunning(t *testing.T) {
 	}
 	source := source.Source{Root: src}
 	col := &collector{}
-	pool := &send.Pool{Conns: tr.open(t, ctx, 1, dst, source), OnResult: col.add, MaxConns: 3}
+	pool := &send.Pool{Conns: tr.open(t, ctx, 1, dst, source), OnResult: col.add, MaxConns: maxConns}
 	pool.AddConn = func(ctx context.Context, i int) (send.Conn, error) {
 		return tr.open(t, ctx, 1, dst, source)[0], nil
 	}
@@ -163,8 +171,8 @@ func TestPoolRunning(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Running not closed once Run runs")
 	}
-	if n, err := pool.Grow(ctx, 1); n != 1 || err != nil {
-		t.Errorf("Grow once running: %d, %v; want 1, nil", n, err)
+	if n, err := pool.Grow(ctx, 1); n != want || err != nil {
+		t.Errorf("Grow once running: %d, %v; want %d, nil", n, err, want)
 	}
 	for b := range walked {
 		batches <- b

@@ -199,3 +199,31 @@ func (r *Receiver) placed(p string) bool {
 	_, ok := r.landed[xxh3.HashString(p)]
 	return ok
 }
+
+// setWriting records (on) or forgets a file written under its final name
+// whose batch has not settled (Receiver.writing).
+func (r *Receiver) setWriting(p string, on bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !on {
+		if r.writing == nil {
+			return
+		}
+		if r.writing[p]--; r.writing[p] <= 0 {
+			delete(r.writing, p)
+		}
+		return
+	}
+	if r.writing == nil {
+		r.writing = map[string]int{}
+	}
+	r.writing[p]++
+}
+
+// isWriting reports whether p is written under its final name by a batch
+// not yet settled.
+func (r *Receiver) isWriting(p string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.writing[p] > 0
+}

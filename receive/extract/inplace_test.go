@@ -242,3 +242,52 @@ func openFDs(t *testing.T) int {
 	}
 	return len(fds)
 }
+
+// TestInPlaceNotUpToDateUntilSettled: a file written under its final name
+// is there, whole, with its size and mtime, before its batch commits; a
+// stream cut or stalled gives that batch up and another stream sends it
+// again. The quick check must not take the first copy for up to date: if
+// it did, the batch sent again would skip the file, and the first batch's
+// abort would then remove the only copy.
+func TestInPlaceNotUpToDateUntilSettled(t *testing.T) {
+	s := newSandbox(t)
+	r := s.open(t, extract.Options{})
+	entries := []model.Entry{fileE("new/a", 5), fileE("new/b", 5)}
+	first := r.Begin(entries)
+	for i, body := range []string{"aaaaa", "bbbbb"} {
+		if err := first.Write(i, strings.NewReader(body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(s.root, "new/a")); err != nil {
+		t.Fatalf("new/a is not under its name before the commit: %v", err)
+	}
+	// The batch again, as another stream sends it: what its check asks
+	// for, it writes.
+	need := r.Need(entries)
+	again := r.Begin(entries)
+	for i, body := range []string{"aaaaa", "bbbbb"} {
+		if !need[i] {
+			again.Skip(i)
+			t.Errorf("%s, written by a batch not yet settled, taken for up to date", entries[i].Path)
+			continue
+		}
+		if err := again.Write(i, strings.NewReader(body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ack := again.Commit(2, nil); len(ack.Errors) != 0 {
+		t.Fatalf("ack: %v", ack.Errors)
+	}
+	first.Abort()
+	for i, want := range []string{"aaaaa", "bbbbb"} {
+		if got, err := os.ReadFile(filepath.Join(s.root, entries[i].Path)); err != nil || string(got) != want {
+			t.Errorf("%s after the first batch was given up: %q, %v", entries[i].Path, got, err)
+		}
+	}
+	// Settled, a file is up to date again.
+	if need := r.Need(entries); need[0] || need[1] {
+		t.Errorf("after the commit, the check asks for %v", need)
+	}
+	s.check(t)
+}

@@ -144,6 +144,9 @@ func (r *Receiver) needRange(entries []model.Entry, idx []int, sums []wire.Sum, 
 		if made && slow && !e.IsRange() && !r.placed(e.Path) {
 			continue
 		}
+		if r.isWriting(e.Path) {
+			continue // there, but given up again if its batch is (Receiver.writing)
+		}
 		if !opened {
 			opened = true
 			if f, err := r.openDir(d, 0); err == nil {

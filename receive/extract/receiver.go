@@ -51,6 +51,14 @@ type Receiver struct {
 	// creating holds the directories a file is being created in under
 	// its final name (createInPlace, on a slow filesystem).
 	creating map[string]bool
+	// writing holds the files written under their final names
+	// (createInPlace) whose batch has not settled: there and whole, with
+	// their size and mtime, yet removed again if that batch is given up
+	// (a stream cut or stalled, whose batches another stream sends again).
+	// Need takes none of them for up to date: the batch sent again writes
+	// its own copy, which the given-up one's removal, by inode, leaves.
+	// (A count: the name may be given up by one batch as another writes it.)
+	writing map[string]int
 
 	linkMode int // how unnamed temporary files are linked; see probeLink and linking
 	linkOnce sync.Once

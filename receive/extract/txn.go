@@ -249,6 +249,7 @@ func (t *Txn) place(p *pendingFile) {
 	if p.direct() {
 		// Under its name since it was written; its descriptor, if held,
 		// goes now.
+		defer t.r.setWriting(e.Path, false)
 		if err := closeHeld(p); err != nil {
 			unix.Unlinkat(dfd, p.base, 0)
 			t.failErr(p.index, "close", e.Path, err)
@@ -296,6 +297,9 @@ func (t *Txn) place(p *pendingFile) {
 
 // drop abandons the pending file p.
 func (t *Txn) drop(p *pendingFile) {
+	if p.direct() {
+		defer t.r.setWriting(t.entries[p.index].Path, false)
+	}
 	if p.direct() && p.fd >= 0 {
 		var st unix.Stat_t
 		ok := unix.Fstat(p.fd, &st) == nil

@@ -64,6 +64,7 @@ func (t *Txn) WriteThen(i int, src io.Reader, placeNow func() bool) error {
 	created := time.Now()
 	if f := t.r.createInPlace(dfd, e.Path, base, uint32(e.Mode.Perm()), t.spread); f >= 0 {
 		fd, tmp = f, base // written under its final name
+		t.r.setWriting(e.Path, true)
 	}
 	if fd < 0 && t.r.linking() != linkNone && tmpfilesOpen.Load() < maxTmpfiles {
 		if f, err := dirat.Open(dfd, ".", unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, uint32(e.Mode.Perm())); err == nil {
@@ -98,6 +99,7 @@ func (t *Txn) WriteThen(i int, src io.Reader, placeNow func() bool) error {
 		if tmp == base && unix.Fstat(fd, &st) == nil {
 			unix.Close(fd) // written under its name: see unlinkIno
 			unlinkIno(tdir, base, st.Ino)
+			t.r.setWriting(e.Path, false)
 			return
 		}
 		t.dropFile(tdir, tmp, fd)

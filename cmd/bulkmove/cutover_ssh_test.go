@@ -181,13 +181,7 @@ func sshdBehindProxy(t *testing.T) (bin, cfg string, px *faultproxy.Proxy) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { px.Close() })
-	// The proxy's port is another known_hosts name for the same host key.
-	kh, err := os.OpenFile(srv.KnownHostsFile, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fmt.Fprintf(kh, "[%s]:%d %s\n", srv.Host, px.Port(), srv.HostKeyLine)
-	kh.Close()
+	srv.TrustPort(t, px.Port()) // another known_hosts name for the same host key
 	return bin, cfg, px
 }
 

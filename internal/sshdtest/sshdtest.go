@@ -392,6 +392,20 @@ func (s *Server) KnownHostsLine() string {
 	return s.KnownHostsName() + " " + s.HostKeyLine
 }
 
+// TrustPort adds to the server's known_hosts file a line naming its host
+// key at [Host]:port as well: the port of a proxy in front of it.
+func (s *Server) TrustPort(tb testing.TB, port int) {
+	tb.Helper()
+	kh, err := os.OpenFile(s.KnownHostsFile, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer kh.Close()
+	if _, err := fmt.Fprintf(kh, "[%s]:%d %s\n", s.Host, port, s.HostKeyLine); err != nil {
+		tb.Fatal(err)
+	}
+}
+
 // WriteSSHConfig writes an ssh_config file with a "Host alias" block that
 // reaches this server (HostName, Port, User, IdentityFile,
 // UserKnownHostsFile, StrictHostKeyChecking yes), followed by the extra lines

@@ -73,13 +73,7 @@ func conformance(t *testing.T, data string) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { p.Close() })
-		// The proxy's address is a name of the server's key too.
-		kh, err := os.OpenFile(srv.KnownHostsFile, os.O_APPEND|os.O_WRONLY, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fmt.Fprintf(kh, "[127.0.0.1]:%d %s\n", p.Port(), srv.HostKeyLine)
-		kh.Close()
+		srv.TrustPort(t, p.Port()) // the proxy's address is a name of the server's key too
 		cfg := srv.WriteSSHConfig("box2")
 		dp := &dataProxy{t: t}
 		mk := func(remote string, proxied bool) *ssh.Transport {
@@ -179,12 +173,7 @@ func TestFirstStreamEarly(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })
-	kh, err := os.OpenFile(srv.KnownHostsFile, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fmt.Fprintf(kh, "[127.0.0.1]:%d %s\n", p.Port(), srv.HostKeyLine)
-	kh.Close()
+	srv.TrustPort(t, p.Port())
 	dir := t.TempDir()
 	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
 	if err := transporttest.Tree(src); err != nil {

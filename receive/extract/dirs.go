@@ -17,6 +17,8 @@ import (
 
 	"github.com/zeebo/xxh3"
 	"golang.org/x/sys/unix"
+
+	"github.com/bulkmove/bulkmove/internal/dirat"
 )
 
 // txnDir is a target directory of a batch, opened (and created) once by
@@ -25,10 +27,19 @@ type txnDir struct {
 	once sync.Once
 	f    *os.File
 	err  error
+	// sys makes the calls on the files created in it: quick on the
+	// receiver's memory filesystem (not on another mounted under it).
+	sys dirat.Calls
 }
 
 // dir opens (and creates) the parent directory of p, once per batch.
 func (t *Txn) dir(p string) (*os.File, string, error) {
+	td, base := t.txnDir(p)
+	return td.f, base, td.err
+}
+
+// txnDir is dir with the Calls for the new files in it.
+func (t *Txn) txnDir(p string) (*txnDir, string) {
 	d, base := splitDir(p)
 	t.mu.Lock()
 	td, ok := t.dirs[d]
@@ -37,11 +48,11 @@ func (t *Txn) dir(p string) (*os.File, string, error) {
 		t.dirs[d] = td
 	}
 	t.mu.Unlock()
-	td.once.Do(func() { td.f, td.err = t.openDir(d) })
-	return td.f, base, td.err
+	td.once.Do(func() { td.f, td.sys, td.err = t.openDir(d) })
+	return td, base
 }
 
-func (t *Txn) openDir(d string) (*os.File, error) {
+func (t *Txn) openDir(d string) (*os.File, dirat.Calls, error) {
 	seen := t.r.seenDir(d)
 	f, err := t.r.makeDir(d)
 	if wayBlocked(err) && !seen {
@@ -50,11 +61,15 @@ func (t *Txn) openDir(d string) (*os.File, error) {
 		f, err = t.r.openWay(d)
 	}
 	if err != nil {
-		return nil, err
+		return nil, dirat.Calls{}, err
 	}
 	var st unix.Stat_t
-	if unix.Fstat(int(f.Fd()), &st) == nil && st.Mode&unix.S_ISGID != 0 {
-		t.setgidDir.Store(true)
+	sys := dirat.Calls{}
+	if unix.Fstat(int(f.Fd()), &st) == nil {
+		if st.Mode&unix.S_ISGID != 0 {
+			t.setgidDir.Store(true)
+		}
+		sys = dirat.Quick(t.r.memRoot && st.Dev == t.r.memDev)
 	}
 	if t.r.linking() == linkNone && !t.r.made(d) {
 		// Named temporaries are only used where O_TMPFILE is not: only
@@ -63,7 +78,7 @@ func (t *Txn) openDir(d string) (*os.File, error) {
 		// those.) A directory this receiver made holds none.
 		t.r.sweep(d, f)
 	}
-	return f, nil
+	return f, sys, nil
 }
 
 // makeDir opens directory d under the root (see openDir), first making it

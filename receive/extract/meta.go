@@ -10,10 +10,10 @@ package extract
 import (
 	"io/fs"
 	"os"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/bulkmove/bulkmove/internal/dirat"
 	"github.com/bulkmove/bulkmove/internal/unixmode"
 	"github.com/bulkmove/bulkmove/model"
 )
@@ -32,8 +32,13 @@ func (o *Options) mode(m fs.FileMode) uint32 {
 // first: chown clears setuid bits.
 // created is the mode the file was created with, or -1 if unknown.
 func (t *Txn) setMeta(fd int, e *model.Entry, created int64) error {
+	return t.setMetaWith(dirat.Calls{}, fd, e, created)
+}
+
+// setMetaWith is setMeta making its calls with sys.
+func (t *Txn) setMetaWith(sys dirat.Calls, fd int, e *model.Entry, created int64) error {
 	if t.r.opt.Owner && (int(e.UID) != euid || int(e.GID) != egid || t.setgidDir.Load()) {
-		if err := unix.Fchown(fd, int(e.UID), int(e.GID)); err != nil {
+		if err := sys.Fchown(fd, int(e.UID), int(e.GID)); err != nil {
 			return err
 		}
 	}
@@ -41,11 +46,11 @@ func (t *Txn) setMeta(fd int, e *model.Entry, created int64) error {
 	// create gave right (created: permission bits only) stays right,
 	// whose owner was set, and one with those bits is set after it.
 	if m := t.r.opt.mode(e.Mode); int64(m) != created {
-		if err := unix.Fchmod(fd, m); err != nil {
+		if err := sys.Fchmod(fd, m); err != nil {
 			return err
 		}
 	}
-	return futimens(fd, e.MTime)
+	return sys.SetMtime(fd, e.MTime)
 }
 
 var (
@@ -56,17 +61,6 @@ var (
 // createMode is the mode a file created with perm(m) gets under the umask:
 // when it is already right, no fchmod is needed.
 func createMode(m fs.FileMode) uint32 { return uint32(m.Perm()) &^ umask }
-
-// futimens sets a descriptor's mtime, leaving atime alone.
-func futimens(fd int, mtime int64) error {
-	ts := [2]unix.Timespec{{Nsec: unix.UTIME_OMIT}, unix.NsecToTimespec(mtime)}
-	// utimensat(fd, NULL, ts, 0) is futimens(3).
-	_, _, errno := unix.Syscall6(unix.SYS_UTIMENSAT, uintptr(fd), 0, uintptr(unsafe.Pointer(&ts[0])), 0, 0, 0)
-	if errno != 0 {
-		return errno
-	}
-	return nil
-}
 
 // dirInPlace reports whether the directory fd already has e's mode, mtime
 // and (when owners are kept) owner: a pass over an unchanged tree then
@@ -105,7 +99,7 @@ func (r *Receiver) refresh(fd int, st *unix.Stat_t, e *model.Entry) error {
 		}
 	}
 	if st.Mtim.Nano() != e.MTime {
-		return futimens(fd, e.MTime)
+		return dirat.SetMtime(fd, e.MTime)
 	}
 	return nil
 }

@@ -62,6 +62,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/bulkmove/bulkmove/internal/dirat"
 	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/wire"
 	"github.com/zeebo/xxh3"
@@ -563,7 +564,7 @@ func (t *Txn) commitRange(p *pendingFile) (placed bool) {
 	// was set, and found it still the partial once done, left it moved:
 	// set again (one that finds it in place sets it itself).
 	if err := unix.Fstat(p.fd, &st); err == nil && st.Mtim.Nano() != e.MTime {
-		if err := futimens(p.fd, e.MTime); err != nil {
+		if err := dirat.SetMtime(p.fd, e.MTime); err != nil {
 			t.failErr(p.index, "set the mtime of", e.Path, err)
 		}
 	}

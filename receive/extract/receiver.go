@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/bulkmove/bulkmove/internal/dirat"
 	"github.com/bulkmove/bulkmove/internal/hashidx"
 	"github.com/bulkmove/bulkmove/internal/ioconc"
 	"github.com/bulkmove/bulkmove/internal/ratelimit"
@@ -31,6 +32,10 @@ type Receiver struct {
 	// rootDir is the root open: every directory is opened beneath it,
 	// with no symlink followed (see openDir).
 	rootDir *os.File
+	// memRoot: rootDir is on a memory filesystem of device memDev, whose
+	// directories' new files get dirat's quick calls (see txnDir.sys).
+	memRoot bool
+	memDev  uint64
 
 	mu sync.Mutex
 	// Hard-link targets written or verified this session, by a 64-bit
@@ -181,6 +186,7 @@ func Open(dir string, opt Options) (*Receiver, error) {
 func newReceiver(rootDir *os.File, dir string, opt Options) (*Receiver, error) {
 	r := &Receiver{rootDir: rootDir, dir: dir, opt: opt, known: hashidx.NewSet("", KnownMem), dirs: map[string]bool{}, landed: map[uint64]struct{}{},
 		limit: ratelimit.New(opt.WriteRate)}
+	r.memRoot, r.memDev = dirat.OnMemory(int(rootDir.Fd()))
 	r.io = ioconc.Auto(0)
 	if opt.IOConcurrency > 0 {
 		r.io = ioconc.Fixed(opt.IOConcurrency)

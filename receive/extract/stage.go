@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/bulkmove/bulkmove/internal/dirat"
 	"github.com/bulkmove/bulkmove/internal/ioconc"
 	"github.com/bulkmove/bulkmove/internal/termsafe"
 )
@@ -200,7 +201,7 @@ func (r *Receiver) closeStage() {
 	s.top.Close()
 	s.top = nil
 	if err == nil {
-		futimens(rfd, st.Mtim.Nano())
+		dirat.SetMtime(rfd, st.Mtim.Nano())
 	}
 }
 

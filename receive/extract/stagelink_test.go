@@ -1,6 +1,8 @@
 package extract
 
 import (
+	"github.com/bulkmove/bulkmove/internal/dirat"
+
 	"fmt"
 	"io/fs"
 	"os"
@@ -319,7 +321,7 @@ func TestCreateInPlaceOneAtATime(t *testing.T) {
 		}
 		dfd := int(d.Fd())
 		r.creating = map[string]bool{"ours": true} // another file's create under way
-		fd := r.createInPlace(dfd, "ours/a", "a", 0o644, false)
+		fd := r.createInPlace(dirat.Calls{}, dfd, "ours/a", "a", 0o644, false)
 		if busy := fd >= 0; busy != (width == 1) {
 			t.Errorf("width %d: created in place beside another create: %v", width, busy)
 		}
@@ -327,13 +329,13 @@ func TestCreateInPlaceOneAtATime(t *testing.T) {
 			unix.Close(fd)
 		}
 		// A spread batch's file is created in place beside the others.
-		if fd := r.createInPlace(dfd, "ours/s", "s", 0o644, true); fd < 0 {
+		if fd := r.createInPlace(dirat.Calls{}, dfd, "ours/s", "s", 0o644, true); fd < 0 {
 			t.Errorf("width %d: a spread batch's file not created in place beside another create", width)
 		} else {
 			unix.Close(fd)
 		}
 		delete(r.creating, "ours")
-		if fd := r.createInPlace(dfd, "ours/b", "b", 0o644, false); fd < 0 {
+		if fd := r.createInPlace(dirat.Calls{}, dfd, "ours/b", "b", 0o644, false); fd < 0 {
 			t.Errorf("width %d: not created in place in the receiver's own directory", width)
 		} else {
 			unix.Close(fd)
@@ -342,7 +344,7 @@ func TestCreateInPlaceOneAtATime(t *testing.T) {
 			t.Errorf("width %d: still marked as creating: %v", width, r.creating)
 		}
 		g, _ := os.Open(filepath.Join(dir, "theirs"))
-		if fd := r.createInPlace(int(g.Fd()), "theirs/c", "c", 0o644, true); fd >= 0 {
+		if fd := r.createInPlace(dirat.Calls{}, int(g.Fd()), "theirs/c", "c", 0o644, true); fd >= 0 {
 			unix.Close(fd)
 			t.Errorf("width %d: created in place in a directory the receiver did not make", width)
 		}

@@ -219,7 +219,7 @@ func closeHeld(p *pendingFile) error {
 	if p.fd < 0 {
 		return nil
 	}
-	err := unix.Close(p.fd)
+	err := p.sys.Close(p.fd)
 	p.fd = -1
 	tmpfilesOpen.Add(-1)
 	return err

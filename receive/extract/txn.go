@@ -21,6 +21,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/bulkmove/bulkmove/internal/dirat"
 	"github.com/bulkmove/bulkmove/internal/ioconc"
 	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/wire"
@@ -82,6 +83,8 @@ type pendingFile struct {
 	// inode: dropped, it is removed only while its name still holds it.
 	// (Or fd holds the file, which tells its inode then: holdDirect.)
 	ino uint64
+	// sys closes fd (see dirat.Calls).
+	sys dirat.Calls
 }
 
 // direct reports whether p was written under its final name (see

@@ -54,16 +54,20 @@ func (t *Txn) WriteThen(i int, src io.Reader, placeNow func() bool) error {
 	if e.IsRange() {
 		return t.writeRange(i, e, src, x)
 	}
-	d, base, err := t.dir(e.Path)
+	td, base := t.txnDir(e.Path)
+	d, err := td.f, td.err
 	if err != nil {
 		t.failErr(i, "create directory for", e.Path, err)
 		return t.drain(src, want)
 	}
 	dfd := int(d.Fd())
 	tmp, fd := "", -1
+	// The calls on this file: quick only for one created under its name
+	// in a directory of the receiver's memory filesystem.
+	sys := dirat.Calls{}
 	created := time.Now()
-	if f := t.r.createInPlace(dfd, e.Path, base, uint32(e.Mode.Perm()), t.spread); f >= 0 {
-		fd, tmp = f, base // written under its final name
+	if f := t.r.createInPlace(td.sys, dfd, e.Path, base, uint32(e.Mode.Perm()), t.spread); f >= 0 {
+		fd, tmp, sys = f, base, td.sys // written under its final name
 		t.r.setWriting(e.Path, true)
 	}
 	if fd < 0 && t.r.linking() != linkNone && tmpfilesOpen.Load() < maxTmpfiles {
@@ -110,7 +114,7 @@ func (t *Txn) WriteThen(i int, src io.Reader, placeNow func() bool) error {
 		h          *xxh3.Hasher128
 	)
 	if b := bufferedBody(src, x, e); b != nil {
-		n, h, werr = t.writeBuffered(fd, b, src.(*tarReader))
+		n, h, werr = t.writeBuffered(sys, fd, b, src.(*tarReader))
 		t.wrote(start, nil) // (nothing waited for)
 	} else {
 		var in io.Reader
@@ -135,7 +139,7 @@ func (t *Txn) WriteThen(i int, src io.Reader, placeNow func() bool) error {
 		t.fail(i, wire.CodeOther, err)
 		return err
 	}
-	if err := t.setMeta(fd, e, int64(createMode(e.Mode))); err != nil {
+	if err := t.setMetaWith(sys, fd, e, int64(createMode(e.Mode))); err != nil {
 		discard()
 		t.failErr(i, "set metadata of", e.Path, err)
 		return nil
@@ -171,7 +175,7 @@ func (t *Txn) WriteThen(i int, src io.Reader, placeNow func() bool) error {
 			// Its descriptor is kept until the batch settles: a drop asks
 			// it for the inode then, and a commit closes it, one fstat a
 			// file fewer than asking now.
-			pf.fd = fd
+			pf.fd, pf.sys = fd, sys
 			t.settle(pf, e.Size, placeNow)
 			return nil
 		}
@@ -221,7 +225,7 @@ func (t *Txn) WriteThen(i int, src io.Reader, placeNow func() bool) error {
 // each directory has only a few of the files in flight at once, a staged
 // file's link would wait on the same lock as a create, and every file is
 // created in place, the fastest of the three ways.
-func (r *Receiver) createInPlace(dfd int, p, base string, perm uint32, spread bool) int {
+func (r *Receiver) createInPlace(sys dirat.Calls, dfd int, p, base string, perm uint32, spread bool) int {
 	dir := path.Dir(p)
 	if r.opt.Fsync || !r.made(dir) {
 		return -1
@@ -245,7 +249,7 @@ func (r *Receiver) createInPlace(dfd int, p, base string, perm uint32, spread bo
 			r.mu.Unlock()
 		}()
 	}
-	fd, err := dirat.Open(dfd, base, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, perm)
+	fd, err := sys.Open(dfd, base, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, perm)
 	if err != nil {
 		return -1
 	}
@@ -332,7 +336,7 @@ func bufferedBody(src io.Reader, x *FileData, e *model.Entry) []byte {
 // it (unless the sender sends no hashes), and consumes it from src. It
 // returns the bytes taken from src (all of b, even after a write error),
 // the hash (release it) and the write error.
-func (t *Txn) writeBuffered(fd int, b []byte, src *tarReader) (int64, *xxh3.Hasher128, error) {
+func (t *Txn) writeBuffered(sys dirat.Calls, fd int, b []byte, src *tarReader) (int64, *xxh3.Hasher128, error) {
 	var h *xxh3.Hasher128
 	if !t.r.opt.NoSums {
 		h = hasherPool.Get().(*xxh3.Hasher128)
@@ -340,7 +344,7 @@ func (t *Txn) writeBuffered(fd int, b []byte, src *tarReader) (int64, *xxh3.Hash
 		h.Write(b)
 	}
 	t.r.limit.Wait(len(b))
-	err := writeAll(fd, b)
+	err := writeAllWith(sys, fd, b)
 	src.take(len(b))
 	return int64(len(b)), h, err
 }
@@ -481,9 +485,11 @@ func copyTo(fd int, src io.Reader, n int64, lim *ratelimit.Bucket) (written int6
 	return written, nil, nil
 }
 
-func writeAll(fd int, b []byte) error {
+func writeAll(fd int, b []byte) error { return writeAllWith(dirat.Calls{}, fd, b) }
+
+func writeAllWith(sys dirat.Calls, fd int, b []byte) error {
 	for len(b) > 0 {
-		m, err := unix.Write(fd, b)
+		m, err := sys.Write(fd, b)
 		if err == unix.EINTR {
 			continue
 		}

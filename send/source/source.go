@@ -59,6 +59,7 @@ func (s Source) WithOpenHook(hook func(path string)) Source {
 type File struct {
 	fd         int
 	root, path string // its name is root/path, joined only for messages
+	sys        dirat.Calls
 
 	// A file read ahead (see readAhead): its content, the read error
 	// after it, and Recheck's verdict, made right after the read.
@@ -83,7 +84,7 @@ func (f *File) Read(p []byte) (int, error) {
 		return n, nil
 	}
 	for {
-		n, err := unix.Read(f.fd, p)
+		n, err := f.sys.Read(f.fd, p)
 		if err == unix.EINTR {
 			continue
 		}
@@ -122,7 +123,7 @@ func (f *File) Close() error {
 		aheadPool.Put(f.ahead)
 		f.ahead, f.pre = nil, nil
 	}
-	return unix.Close(f.fd)
+	return f.sys.Close(f.fd)
 }
 
 // Dirs keeps the directory a batch is reading from open, so that each file
@@ -132,6 +133,7 @@ func (f *File) Close() error {
 type Dirs struct {
 	dir string
 	fd  int
+	mem memDevs
 	// shared, if set, holds the directories instead, for several readers
 	// at once (see SharedDirs).
 	shared *dirCache
@@ -157,14 +159,48 @@ func (d *Dirs) Close() {
 
 // dirCache is the directories of a SharedDirs.
 type dirCache struct {
-	mu sync.Mutex
-	m  map[string]*dirRef
+	mu  sync.Mutex
+	m   map[string]*dirRef
+	mem memDevs
 }
 
 type dirRef struct {
 	once sync.Once
 	fd   int // -1 if it could not be opened
 	refs int
+}
+
+// memDevs remembers which of the source's devices are memory filesystems,
+// whose files are read with dirat's quick calls (see dirat.Calls): asked
+// once per device, of the first directory seen on it, not once per
+// directory opened.
+type memDevs struct {
+	mu sync.Mutex
+	m  map[uint64]bool
+}
+
+// calls returns the Calls for e, a file in the open directory dirfd, by
+// the device the walk saw it on.
+func (c *memDevs) calls(dirfd int, e *model.Entry) dirat.Calls {
+	if e.Dev == 0 {
+		return dirat.Calls{} // not walked: unknown
+	}
+	c.mu.Lock()
+	on, ok := c.m[e.Dev]
+	c.mu.Unlock()
+	if !ok {
+		var dev uint64
+		if on, dev = dirat.OnMemory(dirfd); dev != e.Dev {
+			return dirat.Calls{} // (a mount point of another filesystem)
+		}
+		c.mu.Lock()
+		if c.m == nil {
+			c.m = map[uint64]bool{}
+		}
+		c.m[e.Dev] = on
+		c.mu.Unlock()
+	}
+	return dirat.Quick(on)
 }
 
 // idleDirs is how many directories no reader uses a SharedDirs keeps open.
@@ -246,6 +282,7 @@ func (s Source) openInto(f *File, d *Dirs, e *model.Entry, timed bool) error {
 		defer d.shared.put(dir, r)
 		if r.fd >= 0 {
 			dirfd, name = r.fd, base
+			f.sys = d.shared.mem.calls(r.fd, e)
 		} else {
 			name = f.Name()
 		}
@@ -259,6 +296,7 @@ func (s Source) openInto(f *File, d *Dirs, e *model.Entry, timed bool) error {
 		}
 		if d.fd > 0 {
 			dirfd, name = d.fd, base
+			f.sys = d.mem.calls(d.fd, e)
 		} else {
 			name = f.Name()
 		}
@@ -273,7 +311,7 @@ func (s Source) openInto(f *File, d *Dirs, e *model.Entry, timed bool) error {
 		start = time.Now()
 	}
 	flags := openFlags
-	fd, err := dirat.Open(dirfd, name, flags, 0)
+	fd, err := f.sys.Open(dirfd, name, flags, 0)
 	if timed {
 		s.IO.Since(start)
 	}
@@ -309,7 +347,7 @@ func (s Source) Recheck(f *File, e *model.Entry) error {
 
 func (s Source) same(f *File, e *model.Entry, when string) error {
 	var st unix.Stat_t
-	if err := unix.Fstat(f.fd, &st); err != nil {
+	if err := f.sys.Fstat(f.fd, &st); err != nil {
 		return fmt.Errorf("stat %s: %w", f.Name(), err)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
@@ -326,7 +364,7 @@ func (s Source) same(f *File, e *model.Entry, when string) error {
 // file (a FIFO took its name since the walk), or nil.
 func (f *File) notRegular() error {
 	var st unix.Stat_t
-	if unix.Fstat(f.fd, &st) == nil && st.Mode&unix.S_IFMT != unix.S_IFREG {
+	if f.sys.Fstat(f.fd, &st) == nil && st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return notRegularErr(f)
 	}
 	return nil

@@ -250,44 +250,79 @@ func openFDs(t *testing.T) int {
 // it did, the batch sent again would skip the file, and the first batch's
 // abort would then remove the only copy.
 func TestInPlaceNotUpToDateUntilSettled(t *testing.T) {
+	// The same race between two receivers on one DEST (two agents, two
+	// jobs): the other cannot know what this one has not settled, so a
+	// file written under its final name shows its mtime only once its
+	// batch commits.
+	for _, c := range []struct {
+		name    string
+		another bool
+	}{{"the same receiver", false}, {"another receiver on the same DEST", true}} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newSandbox(t)
+			r := s.open(t, extract.Options{})
+			other := r
+			if c.another {
+				other = s.open(t, extract.Options{})
+			}
+			entries := []model.Entry{fileE("new/a", 5), fileE("new/b", 5)}
+			first := r.Begin(entries)
+			for i, body := range []string{"aaaaa", "bbbbb"} {
+				if err := first.Write(i, strings.NewReader(body)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := os.Lstat(filepath.Join(s.root, "new/a")); err != nil {
+				t.Fatalf("new/a is not under its name before the commit: %v", err)
+			}
+			// The batch again, as another stream (or job) sends it: what
+			// its check asks for, it writes.
+			need := other.Need(entries)
+			again := other.Begin(entries)
+			for i, body := range []string{"aaaaa", "bbbbb"} {
+				if !need[i] {
+					again.Skip(i)
+					t.Errorf("%s, written by a batch not yet settled, taken for up to date", entries[i].Path)
+					continue
+				}
+				if err := again.Write(i, strings.NewReader(body)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if ack := again.Commit(2, nil); len(ack.Errors) != 0 {
+				t.Fatalf("ack: %v", ack.Errors)
+			}
+			first.Abort()
+			for i, want := range []string{"aaaaa", "bbbbb"} {
+				if got, err := os.ReadFile(filepath.Join(s.root, entries[i].Path)); err != nil || string(got) != want {
+					t.Errorf("%s after the first batch was given up: %q, %v", entries[i].Path, got, err)
+				}
+			}
+			// Settled, a file is up to date again.
+			if need := r.Need(entries); need[0] || need[1] {
+				t.Errorf("after the commit, the check asks for %v", need)
+			}
+			s.check(t)
+		})
+	}
+}
+
+// TestInPlaceMtimeAtCommit: a file written under its final name gets its
+// mtime when its batch commits, and keeps it.
+func TestInPlaceMtimeAtCommit(t *testing.T) {
 	s := newSandbox(t)
 	r := s.open(t, extract.Options{})
-	entries := []model.Entry{fileE("new/a", 5), fileE("new/b", 5)}
-	first := r.Begin(entries)
-	for i, body := range []string{"aaaaa", "bbbbb"} {
-		if err := first.Write(i, strings.NewReader(body)); err != nil {
-			t.Fatal(err)
-		}
+	entries := []model.Entry{fileE("new/a", 5)}
+	txn := r.Begin(entries)
+	if err := txn.Write(0, strings.NewReader("aaaaa")); err != nil {
+		t.Fatal(err)
 	}
-	if _, err := os.Lstat(filepath.Join(s.root, "new/a")); err != nil {
-		t.Fatalf("new/a is not under its name before the commit: %v", err)
+	if ack := txn.Commit(1, nil); len(ack.Errors) != 0 || ack.Files != 1 {
+		t.Fatalf("ack: %d files, %v", ack.Files, ack.Errors)
 	}
-	// The batch again, as another stream sends it: what its check asks
-	// for, it writes.
-	need := r.Need(entries)
-	again := r.Begin(entries)
-	for i, body := range []string{"aaaaa", "bbbbb"} {
-		if !need[i] {
-			again.Skip(i)
-			t.Errorf("%s, written by a batch not yet settled, taken for up to date", entries[i].Path)
-			continue
-		}
-		if err := again.Write(i, strings.NewReader(body)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if ack := again.Commit(2, nil); len(ack.Errors) != 0 {
-		t.Fatalf("ack: %v", ack.Errors)
-	}
-	first.Abort()
-	for i, want := range []string{"aaaaa", "bbbbb"} {
-		if got, err := os.ReadFile(filepath.Join(s.root, entries[i].Path)); err != nil || string(got) != want {
-			t.Errorf("%s after the first batch was given up: %q, %v", entries[i].Path, got, err)
-		}
-	}
-	// Settled, a file is up to date again.
-	if need := r.Need(entries); need[0] || need[1] {
-		t.Errorf("after the commit, the check asks for %v", need)
+	st, err := os.Lstat(filepath.Join(s.root, "new/a"))
+	if err != nil || st.ModTime().UnixNano() != entries[0].MTime {
+		t.Fatalf("new/a: mtime %v (%v), want %v", st.ModTime(), err, entries[0].ModTime())
 	}
 	s.check(t)
 }

@@ -32,11 +32,12 @@ func (o *Options) mode(m fs.FileMode) uint32 {
 // first: chown clears setuid bits.
 // created is the mode the file was created with, or -1 if unknown.
 func (t *Txn) setMeta(fd int, e *model.Entry, created int64) error {
-	return t.setMetaWith(dirat.Calls{}, fd, e, created)
+	return t.setMetaWith(dirat.Calls{}, fd, e, created, true)
 }
 
-// setMetaWith is setMeta making its calls with sys.
-func (t *Txn) setMetaWith(sys dirat.Calls, fd int, e *model.Entry, created int64) error {
+// setMetaWith is setMeta making its calls with sys, and leaving the mtime
+// alone unless mtime.
+func (t *Txn) setMetaWith(sys dirat.Calls, fd int, e *model.Entry, created int64, mtime bool) error {
 	if t.r.opt.Owner && (int(e.UID) != euid || int(e.GID) != egid || t.setgidDir.Load()) {
 		if err := sys.Fchown(fd, int(e.UID), int(e.GID)); err != nil {
 			return err
@@ -49,6 +50,9 @@ func (t *Txn) setMetaWith(sys dirat.Calls, fd int, e *model.Entry, created int64
 		if err := sys.Fchmod(fd, m); err != nil {
 			return err
 		}
+	}
+	if !mtime {
+		return nil
 	}
 	return sys.SetMtime(fd, e.MTime)
 }

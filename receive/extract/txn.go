@@ -251,8 +251,16 @@ func (t *Txn) place(p *pendingFile) {
 	start := time.Now()
 	if p.direct() {
 		// Under its name since it was written; its descriptor, if held,
-		// goes now.
+		// gives it its mtime (left till now: see WriteThen) and goes.
 		defer t.r.setWriting(e.Path, false)
+		if p.fd >= 0 {
+			if err := p.sys.SetMtime(p.fd, e.MTime); err != nil {
+				closeHeld(p)
+				unix.Unlinkat(dfd, p.base, 0)
+				t.failErr(p.index, "set metadata of", e.Path, err)
+				return
+			}
+		}
 		if err := closeHeld(p); err != nil {
 			unix.Unlinkat(dfd, p.base, 0)
 			t.failErr(p.index, "close", e.Path, err)

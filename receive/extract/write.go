@@ -139,7 +139,11 @@ func (t *Txn) WriteThen(i int, src io.Reader, placeNow func() bool) error {
 		t.fail(i, wire.CodeOther, err)
 		return err
 	}
-	if err := t.setMetaWith(sys, fd, e, int64(createMode(e.Mode))); err != nil {
+	// A file under its final name gets its mtime once its batch commits
+	// (place), if its descriptor is held till then: until that moment
+	// no quick check, of this receiver or another on the same DEST, takes
+	// it for up to date (see Receiver.writing, and unlinkIno).
+	if err := t.setMetaWith(sys, fd, e, int64(createMode(e.Mode)), tmp != base); err != nil {
 		discard()
 		t.failErr(i, "set metadata of", e.Path, err)
 		return nil
@@ -177,6 +181,11 @@ func (t *Txn) WriteThen(i int, src io.Reader, placeNow func() bool) error {
 			// file fewer than asking now.
 			pf.fd, pf.sys = fd, sys
 			t.settle(pf, e.Size, placeNow)
+			return nil
+		}
+		if err := sys.SetMtime(fd, e.MTime); err != nil {
+			discard()
+			t.failErr(i, "set metadata of", e.Path, err)
 			return nil
 		}
 		var st unix.Stat_t

@@ -244,7 +244,7 @@ func openFDs(t *testing.T) int {
 }
 
 // TestInPlaceNotUpToDateUntilSettled: a file written under its final name
-// is there, whole, with its size and mtime, before its batch commits; a
+// is there, whole, with its size, before its batch commits; a
 // stream cut or stalled gives that batch up and another stream sends it
 // again. The quick check must not take the first copy for up to date: if
 // it did, the batch sent again would skip the file, and the first batch's

@@ -404,7 +404,18 @@ func (t *Transport) rtt() time.Duration {
 		return 0
 	}
 	var least time.Duration
-	for range rttSamples {
+	for k := range rttSamples + rttMoreSamples {
+		if k >= rttSamples {
+			// The first few all read far where the kernel saw a near
+			// path: the sshd's host busy (starting the agent beside a
+			// copy), or a proxy's delay. A busy host lets some through
+			// sooner; a proxy does not: a few more, spaced out.
+			kernel, ok := c.PathRTT()
+			if !ok || least < rttNear || kernel*4 > least {
+				break
+			}
+			time.Sleep(rttSpacing)
+		}
 		start := time.Now()
 		if _, _, err := c.SSH().SendRequest("keepalive@openssh.com", true, nil); err != nil {
 			break
@@ -416,5 +427,12 @@ func (t *Transport) rtt() time.Duration {
 	return least
 }
 
-// rttSamples is how many keepalives rtt times.
-const rttSamples = 3
+const (
+	// rttSamples is how many keepalives rtt times; rttMoreSamples how
+	// many more, rttSpacing apart, when those read at least rttNear and
+	// four times the kernel's round trip.
+	rttSamples     = 3
+	rttMoreSamples = 5
+	rttSpacing     = 5 * time.Millisecond
+	rttNear        = time.Millisecond
+)

@@ -15,6 +15,16 @@
 #            started before the clock: its start-up is left out of the wall time, not out of
 #            the CPU-s)
 #   rsync    rsync -a SRC/ box2:DST/
+#   bm_serve bulkmove --token-file T --fingerprint F SRC bulkmove://box2:PORT/ROOT/DST,
+#            to a `bulkmove serve` in bm-dst started (and listening) before the clock, as
+#            tar | nc's listener is: TLS, its defaults otherwise, no SSH login
+#   floor    bench/floor -copy SRC -to DST: the file system calls the two ends cannot do
+#            without (each file: lstat, open, read, fstat, close; then open to create,
+#            write, set the mtime, close), one after the other on one thread, straight to
+#            the kernel; no network, no archive: the least CPU the files' work takes here
+#   login    ssh box2 true: what one SSH login costs here (the shell's start-up files
+#            included); bm_ssh, bm_tls, bm_tcp and tar_ssh make one each, tar_nc and
+#            bm_serve none. The report gives each method's CPU-s net of its logins too.
 #
 # How, for each run: wall time; whole-machine busy CPU-seconds (the "cpu" line of
 # /proc/stat before and after: user, nice, system, irq, softirq, steal of every CPU, so
@@ -50,8 +60,8 @@
 #   BULKMOVE          bulkmove binary (default ./bin/bulkmove of this repository)
 #   CPU_N             files of the tree (default 100000, 1 KiB each, CPU_N/100 directories)
 #   CPU_RUNS          rounds (default 5)
-#   CPU_METHODS       which methods, in this order (default "bm_ssh bm_tls bm_tcp tar_ssh
-#                     tar_nc rsync"); ratios and targets need the peers
+#   CPU_METHODS       which methods, in this order (default "bm_ssh bm_tls bm_tcp bm_serve
+#                     tar_ssh tar_nc rsync floor login"); ratios and targets need the peers
 #   CPU_WARMUP        1 (default): one untimed run of each method first; 0: none
 #   CPU_DIR           where the trees go, in CPU_DIR/bench-cpu, removed at the end (default
 #                     /mnt/x/bench; must be on a tmpfs the rig's sshd sees)
@@ -72,7 +82,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BULKMOVE=${BULKMOVE:-$ROOT/bin/bulkmove}
 N=${CPU_N:-100000}
 RUNS=${CPU_RUNS:-5}
-METHODS=${CPU_METHODS:-bm_ssh bm_tls bm_tcp tar_ssh tar_nc rsync}
+METHODS=${CPU_METHODS:-bm_ssh bm_tls bm_tcp bm_serve tar_ssh tar_nc rsync floor login}
 WARMUP=${CPU_WARMUP:-1}
 DIR=${CPU_DIR:-/mnt/x/bench}
 W=$DIR/bench-cpu # everything this script writes there, removed at the end
@@ -120,6 +130,9 @@ declare -A LABEL=(
 	[tar_ssh]="tar | ssh box2 tar -x"
 	[tar_nc]="tar | nc → nc -l | tar -x"
 	[rsync]="rsync -a"
+	[bm_serve]="bulkmove to a started serve (TLS)"
+	[login]="ssh box2 true (one login)"
+	[floor]="floor: the files' calls alone"
 )
 
 bm() { S "$SENDER" --remote-bulkmove "$AGENT" "$@" "$SRC" "$HOST:$DST"; }
@@ -128,6 +141,8 @@ m_bm_tls() { bm --transport tls; }
 m_bm_tcp() { bm --transport tcp --no-verify-transfer; }
 m_tar_ssh() { tar -C "$SRC" -cf - . | S ssh "$HOST" "mkdir -p $(q "$DST") && tar -C $(q "$DST") -xf -"; }
 m_rsync() { S rsync -a "$SRC/" "$HOST:$DST/"; }
+m_login() { S ssh "$HOST" true; }
+m_floor() { S "$FLOOR" -copy "$SRC" -to "$DST"; }
 
 # listening PORT PID: wait (up to 5 s) until a socket listens on PORT in PID's network
 # namespace. Read from /proc/PID/net/tcp{,6} in this shell: an `ip netns exec ... ss` a
@@ -163,6 +178,38 @@ m_tar_nc() {
 	tar -C "$SRC" -cf - . | S nc -N "$NC_ADDR" "$NC_P" || rc=$?
 	wait "$NC_PID" || rc=$?
 	NC_PID=""
+	return "$rc"
+}
+
+# pre_bm_serve: `bulkmove serve` (the agent's copy, so acct counts it as the agent) in
+# bm-dst with root b = $W/dst, started and listening before the clock; its certificate's
+# SHA-256 from its first line.
+SERVE_PID="" SERVE_FP="" SERVE_P=""
+pre_bm_serve() {
+	local i
+	SERVE_P=$((NC_PORT + 200 + NC_N % 100))
+	NC_N=$((NC_N + 1))
+	(umask 077 && od -An -N24 -tx1 /dev/urandom | tr -d ' \n' >"$W/token") || return 1
+	mkdir -p "$W/dst" || return 1
+	: >"$W/serve.err"
+	ip netns exec bm-dst "$AGENT" serve --listen "$NC_ADDR:$SERVE_P" --root "b=$W/dst" --token-file "$W/token" 2>"$W/serve.err" &
+	SERVE_PID=$!
+	for ((i = 0; i < 250; i++)); do
+		SERVE_FP=$(sed -n 's/.*listening on .*certificate SHA-256 \([0-9a-f]*\).*/\1/p' "$W/serve.err")
+		[[ -n $SERVE_FP ]] && return 0
+		sleep 0.02
+	done
+	note "bulkmove serve did not listen: $(head -c 300 "$W/serve.err")"
+	kill "$SERVE_PID" 2>/dev/null
+	SERVE_PID=""
+	return 1
+}
+m_bm_serve() {
+	local rc=0
+	S "$SENDER" --token-file "$W/token" --fingerprint "$SERVE_FP" "$SRC" "bulkmove://$NC_ADDR:$SERVE_P/b/${DST##*/}" || rc=$?
+	kill "$SERVE_PID" 2>/dev/null
+	wait "$SERVE_PID" 2>/dev/null
+	SERVE_PID=""
 	return "$rc"
 }
 
@@ -266,7 +313,8 @@ measure() {
 		tail -n 15 "$log" | sed 's/^/    /' >&2
 		return 1
 	fi
-	nf=$(find "$DST" -type f | wc -l)
+	nf=$NFILES
+	[[ $m == login ]] || nf=$(find "$DST" -type f | wc -l)
 	if [[ $nf != "$NFILES" ]]; then
 		note "$tag $m: the copy has $nf files, not $NFILES (see $log)"
 		return 1
@@ -306,7 +354,7 @@ setup() {
 	[[ $(stat -f -c %T "$DIR") == tmpfs ]] || note "warning: $DIR is not on a tmpfs"
 	case $OUT in / | "$ROOT" | "$ROOT"/* | "$DIR" | "$DIR"/*) die "CPU_OUT must be outside the repository and CPU_DIR" ;; esac
 	# What an earlier run left there (not the whole directory: CPU_OUT may be /tmp).
-	rm -rf "$OUT"/{acct,logs,million,gentree,report.md,runs.tsv} "$OUT"/*.pprof "$OUT"/*.top.txt
+	rm -rf "$OUT"/{acct,logs,million,gentree,floor,report.md,runs.tsv} "$OUT"/*.pprof "$OUT"/*.top.txt
 	mkdir -p "$OUT/acct" "$OUT/logs" || die "cannot write $OUT"
 	# Named copies: acct tells the two ends apart by command name.
 	mkdir -p "$W/bin" && cp "$BULKMOVE" "$W/bin/bm-sender" && cp "$BULKMOVE" "$W/bin/bm-agent" ||
@@ -314,6 +362,8 @@ setup() {
 	SENDER=$W/bin/bm-sender AGENT=$W/bin/bm-agent
 	GENTREE=$OUT/gentree
 	(cd "$ROOT" && go build -o "$GENTREE" ./bench/gentree) || die "cannot build bench/gentree"
+	FLOOR=$OUT/floor
+	(cd "$ROOT" && go build -o "$FLOOR" ./bench/floor) || die "cannot build bench/floor"
 	VERSION=$("$BULKMOVE" --version 2>/dev/null | head -n1)
 	REV=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
 	LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -324,6 +374,7 @@ cleanup() {
 	trap - EXIT INT TERM
 	accton off >/dev/null 2>&1
 	[[ -n $NC_PID ]] && kill "$NC_PID" 2>/dev/null
+	[[ -n $SERVE_PID ]] && kill "$SERVE_PID" 2>/dev/null
 	rm -rf "${W:?}"
 	exit "$rc"
 }
@@ -350,7 +401,9 @@ header() {
 
 # ---------------------------------------------------------------- 100,000 small files
 
-declare -A PEER=([bm_ssh]=tar_ssh [bm_tls]=tar_nc [bm_tcp]=tar_nc)
+declare -A PEER=([bm_ssh]=tar_ssh [bm_tls]=tar_nc [bm_tcp]=tar_nc [bm_serve]=tar_nc)
+# LOGINS: the SSH logins each method makes (see login).
+declare -A LOGINS=([bm_ssh]=1 [bm_tls]=1 [bm_tcp]=1 [tar_ssh]=1 [rsync]=1)
 
 run_small() {
 	local r i m ms nm
@@ -381,6 +434,12 @@ med() {
 	for ((r = 1; r <= RUNS; r++)); do [[ -n ${a[$2.$r]:-} ]] && echo "${a[$2.$r]}"; done | median
 }
 
+# net METHOD: its median CPU-s less its logins' (the login method's median).
+net() {
+	awk -v c="$(med CPU "$1")" -v l="$(med CPU login)" -v k="${LOGINS[$1]:-0}" \
+		'BEGIN { if (c == "–" || (k > 0 && l == "–")) print "–"; else printf "%.2f", c - k * l }'
+}
+
 report_small() {
 	local m p w c rc tgt res k i
 	header "$NFILES files of 1 KiB (gentree -kind small) on $(stat -f -c %T "$DIR") at $W, over the rig's direct link; $RUNS interleaved rounds (order rotated each round), medians; CPU-s = whole-machine busy CPU-s from /proc/stat"
@@ -394,6 +453,7 @@ report_small() {
 			case $m in
 			bm_ssh) tgt="CPU ≤ 1.0×" && le "${rc%% *}" 1.0 && res=PASS ;;
 			bm_tls) tgt="CPU ≤ 1.2×" && le "${rc%% *}" 1.2 && res=PASS ;;
+			bm_serve) tgt="CPU ≤ 1.2× (TLS's)" && le "${rc%% *}" 1.2 && res=PASS ;;
 			bm_tcp)
 				local rw
 				rw=$(ratio "$w" "$(med WALL "$p")")
@@ -405,6 +465,16 @@ report_small() {
 		fi
 		out "| \`${LABEL[$m]//|/\\|}\` | $w | $c | $rc | $tgt | $res |"
 	done
+	if [[ " $METHODS " == *" login "* ]]; then
+		out "" "One SSH login (\`ssh box2 true\`, the remote shell's start-up files included) costs $(med CPU login) CPU-s here (median); net of the logins each method makes, and against the floor (the files' calls alone, bench/floor: $(med CPU floor) CPU-s):" ""
+		out "| method | logins | CPU-s net | ÷ peer, net | ÷ floor, net |" "|---|--:|--:|--:|--:|"
+		for m in $METHODS; do
+			[[ $m == login || $m == floor ]] && continue
+			p=${PEER[$m]:-} rc="–"
+			[[ -n $p ]] && rc=$(ratio "$(net "$m")" "$(net "$p")")
+			out "| \`${LABEL[$m]//|/\\|}\` | ${LOGINS[$m]:-0} | $(net "$m") | $rc | $(ratio "$(net "$m")" "$(med CPU floor)") |"
+		done
+	fi
 	out "" "Per-process CPU-s (medians; process accounting: the run's processes by command name; rest = whole machine − these):" ""
 	out "| method | sender | agent | sshd | tar | nc | rsync | ssh client | other | processes | rest |" "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
 	for m in $METHODS; do

@@ -1,0 +1,167 @@
+// Command floor makes the file system calls that copying a tree of small
+// files cannot do without, and nothing else: no network, no archive
+// format, no second thread. bench/cpu.sh runs it as the floor of its
+// small-file rows: the least CPU the two ends' file work takes on this
+// machine, against which a copy's CPU-seconds are read.
+//
+//	floor -read SRC           # each regular file: lstat, open, read, fstat, close
+//	floor -copy SRC -to DST   # the same, and each one made in DST: open (create),
+//	                          # write, set its mtime, close (directories made first)
+//
+// The calls go straight to the kernel (RawSyscall), one file after the
+// other on one locked thread, as a C program would make them. The
+// directories are listed first and not counted: what is timed is the
+// files' calls. The summary line (files, bytes, CPU-seconds of this
+// process, user and system) goes to stderr.
+package main
+
+import (
+	"bytes"
+	"encoding/binary"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+type file struct {
+	dir  int // index into dirs
+	name []byte
+}
+
+func main() {
+	src := flag.String("read", "", "the tree to read")
+	cp := flag.String("copy", "", "the tree to read and copy (with -to)")
+	to := flag.String("to", "", "where -copy makes the copy (a new directory)")
+	flag.Parse()
+	root, write := *src, false
+	if *cp != "" {
+		root, write = *cp, true
+	}
+	if root == "" || write == (*to == "") || flag.NArg() > 0 {
+		fmt.Fprintln(os.Stderr, "usage: floor -read SRC | floor -copy SRC -to DST")
+		os.Exit(2)
+	}
+	runtime.LockOSThread()
+	var dirs []string
+	var files []file
+	if err := list(root, ".", &dirs, &files); err != nil {
+		fail(err)
+	}
+	srcfds := make([]int, len(dirs))
+	dstfds := make([]int, len(dirs))
+	for i, d := range dirs {
+		fd, err := unix.Open(filepath.Join(root, d), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			fail(err)
+		}
+		srcfds[i] = fd
+		if write {
+			p := filepath.Join(*to, d)
+			if err := os.MkdirAll(p, 0o755); err != nil {
+				fail(err)
+			}
+			if dstfds[i], err = unix.Open(p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
+				fail(err)
+			}
+		}
+	}
+	buf := make([]byte, 256<<10)
+	var st unix.Stat_t
+	var total int64
+	var r0 unix.Rusage
+	unix.Getrusage(unix.RUSAGE_SELF, &r0)
+	for _, f := range files {
+		name := unsafe.Pointer(&f.name[0])
+		if _, _, e := unix.RawSyscall6(unix.SYS_NEWFSTATAT, uintptr(srcfds[f.dir]), uintptr(name), uintptr(unsafe.Pointer(&st)), unix.AT_SYMLINK_NOFOLLOW, 0, 0); e != 0 {
+			fail(e)
+		}
+		fd, _, e := unix.RawSyscall6(unix.SYS_OPENAT, uintptr(srcfds[f.dir]), uintptr(name), unix.O_RDONLY|unix.O_NOATIME|unix.O_CLOEXEC, 0, 0, 0)
+		if e != 0 {
+			fail(e)
+		}
+		n, _, e := unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)))
+		if e != 0 {
+			fail(e)
+		}
+		total += int64(n)
+		unix.RawSyscall(unix.SYS_FSTAT, fd, uintptr(unsafe.Pointer(&st)), 0)
+		unix.RawSyscall(unix.SYS_CLOSE, fd, 0, 0)
+		if !write {
+			continue
+		}
+		out, _, e := unix.RawSyscall6(unix.SYS_OPENAT, uintptr(dstfds[f.dir]), uintptr(name), unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644, 0, 0)
+		if e != 0 {
+			fail(e)
+		}
+		if _, _, e := unix.RawSyscall(unix.SYS_WRITE, out, uintptr(unsafe.Pointer(&buf[0])), n); e != 0 {
+			fail(e)
+		}
+		ts := [2]unix.Timespec{{Nsec: unix.UTIME_OMIT}, st.Mtim}
+		unix.RawSyscall6(unix.SYS_UTIMENSAT, out, 0, uintptr(unsafe.Pointer(&ts[0])), 0, 0, 0)
+		unix.RawSyscall(unix.SYS_CLOSE, out, 0, 0)
+	}
+	var r1 unix.Rusage
+	unix.Getrusage(unix.RUSAGE_SELF, &r1)
+	user := time.Duration(r1.Utime.Nano() - r0.Utime.Nano())
+	sys := time.Duration(r1.Stime.Nano() - r0.Stime.Nano())
+	fmt.Fprintf(os.Stderr, "floor: %d files, %d bytes: %.2f CPU-s (user %.2f, system %.2f)\n",
+		len(files), total, (user + sys).Seconds(), user.Seconds(), sys.Seconds())
+}
+
+// list appends the directories under root/rel (rel included) to dirs and
+// their regular files of at most 256 KiB (one read) to files, by
+// getdents64 and the entries' types.
+func list(root, rel string, dirs *[]string, files *[]file) error {
+	d := len(*dirs)
+	*dirs = append(*dirs, rel)
+	fd, err := unix.Open(filepath.Join(root, rel), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	var subdirs []string
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := unix.Getdents(fd, buf)
+		if err != nil {
+			return err
+		}
+		if n <= 0 {
+			break
+		}
+		for b := buf[:n]; len(b) > 19; {
+			reclen := int(binary.NativeEndian.Uint16(b[16:18]))
+			typ, name := b[18], b[19:reclen]
+			name = name[:bytes.IndexByte(name, 0)]
+			b = b[reclen:]
+			switch {
+			case string(name) == "." || string(name) == "..":
+			case typ == unix.DT_DIR:
+				subdirs = append(subdirs, filepath.Join(rel, string(name)))
+			case typ == unix.DT_REG:
+				*files = append(*files, file{dir: d, name: append(bytes.Clone(name), 0)})
+			}
+		}
+	}
+	for _, s := range subdirs {
+		if err := list(root, s, dirs, files); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func fail(err error) {
+	if e, ok := err.(syscall.Errno); ok {
+		err = fmt.Errorf("%v", e.Error())
+	}
+	fmt.Fprintln(os.Stderr, "floor:", err)
+	os.Exit(1)
+}

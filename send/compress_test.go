@@ -211,11 +211,15 @@ func agentVia(t *testing.T, ctx context.Context, name, root string, src source.S
 }
 
 // fastLink is a link that takes every write at once, queueing what the
-// receiver has not read yet.
+// receiver has not read yet. Its copies come from linkBufs, so a write
+// costs a copy and no allocation: while the queue grows behind a receiver
+// short of CPU (a loaded CI), a writer that allocates can pay the garbage
+// collector's assists, which count as time blocked in writes, as on a
+// slow link.
 type fastLink struct {
 	mu     sync.Mutex
 	cond   *sync.Cond
-	queue  [][]byte
+	queue  []*[]byte
 	closed bool
 	w      io.WriteCloser
 }
@@ -234,9 +238,10 @@ func newFastLink(w io.Writer) io.Writer {
 			closed := f.closed
 			f.mu.Unlock()
 			for _, b := range q {
-				if _, err := f.w.Write(b); err != nil {
+				if _, err := f.w.Write(*b); err != nil {
 					return
 				}
+				linkBufs.Put(b)
 			}
 			if closed && len(q) == 0 {
 				f.w.Close()
@@ -247,10 +252,14 @@ func newFastLink(w io.Writer) io.Writer {
 	return f
 }
 
+var linkBufs = sync.Pool{New: func() any { return new([]byte) }}
+
 func (f *fastLink) Write(p []byte) (int, error) {
+	b := linkBufs.Get().(*[]byte)
+	*b = append((*b)[:0], p...)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.queue = append(f.queue, append([]byte(nil), p...))
+	f.queue = append(f.queue, b)
 	f.cond.Signal()
 	return len(p), nil
 }

@@ -25,11 +25,12 @@ test: lint
 # The packages with worker pools, under the race detector, on a memory
 # filesystem where there is one with room (/dev/shm, 2 GiB free): the plain
 # run above keeps its files in TMPDIR (a disk, usually), so both ways a
-# small file's calls are made (internal/dirat) are tested.
+# small file's calls are made (internal/dirat) are tested. Like /tmp, it is
+# 1777: the tests' unprivileged "attacker" users must reach their files.
 race:
 	@if [ "$$(df -Pk /dev/shm 2>/dev/null | awk 'NR == 2 { print $$4 }')" -gt 2097152 ] 2>/dev/null; then \
 		tmp=$$(mktemp -d /dev/shm/bulkmove-race.XXXXXX); else tmp=$$(mktemp -d); fi; \
-	trap 'rm -rf "$$tmp"' EXIT; echo "race: TMPDIR=$$tmp"; \
+	chmod 1777 "$$tmp"; trap 'rm -rf "$$tmp"' EXIT; echo "race: TMPDIR=$$tmp"; \
 	TMPDIR=$$tmp $(GO) test -count=1 -race ./sharder/... ./send/... ./receive/... ./wire/... ./transport/... ./journal/... ./internal/ratelimit/... ./internal/hashidx/... ./internal/spill/...
 
 # The fast tests: -short skips the large trees, the floods and the timed

@@ -72,6 +72,7 @@ func TestScripts(t *testing.T) {
 			"mtime":        cmdMtime,
 			"oddnames":     cmdOddnames,
 			"count":        cmdCount,
+			"waitcount":    cmdWaitcount,
 			"sleep":        cmdSleep,
 			"truncate":     cmdTruncate,
 			"exits":        cmdExits,
@@ -176,6 +177,31 @@ func cmdCount(ts *testscript.TestScript, neg bool, args []string) {
 	if (n == want) == neg {
 		ts.Fatalf("%d regular files, want %d", n, want)
 	}
+}
+
+// waitcount N DIR: wait (20 s at most) until DIR holds at least N regular
+// files: a script interrupts a run once it has got somewhere, however
+// slow a loaded machine makes its start, rather than after a fixed sleep.
+func cmdWaitcount(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: waitcount N DIR")
+	}
+	want, err := strconv.Atoi(args[0])
+	ts.Check(err)
+	n := 0
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		n = 0
+		filepath.Walk(ts.MkAbs(args[1]), func(p string, fi os.FileInfo, err error) error {
+			if err == nil && fi.Mode().IsRegular() {
+				n++
+			}
+			return nil
+		})
+		if n >= want {
+			return
+		}
+	}
+	ts.Fatalf("%s holds %d regular files after 20 s, want at least %d", args[1], n, want)
 }
 
 // truncate PATH SIZE: cut (or extend) a file to SIZE bytes, keeping its

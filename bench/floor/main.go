@@ -16,8 +16,6 @@
 package main
 
 import (
-	"bytes"
-	"encoding/binary"
 	"flag"
 	"fmt"
 	"os"
@@ -116,43 +114,25 @@ func main() {
 }
 
 // list appends the directories under root/rel (rel included) to dirs and
-// their regular files of at most 256 KiB (one read) to files, by
-// getdents64 and the entries' types.
+// their regular files to files (each read with one read of up to 256 KiB:
+// the small-file trees' files fit).
 func list(root, rel string, dirs *[]string, files *[]file) error {
 	d := len(*dirs)
 	*dirs = append(*dirs, rel)
-	fd, err := unix.Open(filepath.Join(root, rel), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	ents, err := os.ReadDir(filepath.Join(root, rel))
 	if err != nil {
 		return err
 	}
-	defer unix.Close(fd)
-	var subdirs []string
-	buf := make([]byte, 64<<10)
-	for {
-		n, err := unix.Getdents(fd, buf)
-		if err != nil {
-			return err
-		}
-		if n <= 0 {
-			break
-		}
-		for b := buf[:n]; len(b) > 19; {
-			reclen := int(binary.NativeEndian.Uint16(b[16:18]))
-			typ, name := b[18], b[19:reclen]
-			name = name[:bytes.IndexByte(name, 0)]
-			b = b[reclen:]
-			switch {
-			case string(name) == "." || string(name) == "..":
-			case typ == unix.DT_DIR:
-				subdirs = append(subdirs, filepath.Join(rel, string(name)))
-			case typ == unix.DT_REG:
-				*files = append(*files, file{dir: d, name: append(bytes.Clone(name), 0)})
-			}
+	for _, e := range ents {
+		if e.Type().IsRegular() {
+			*files = append(*files, file{dir: d, name: append([]byte(e.Name()), 0)})
 		}
 	}
-	for _, s := range subdirs {
-		if err := list(root, s, dirs, files); err != nil {
-			return err
+	for _, e := range ents {
+		if e.IsDir() {
+			if err := list(root, filepath.Join(rel, e.Name()), dirs, files); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -167,16 +167,23 @@ func cmdOddnames(ts *testscript.TestScript, neg bool, args []string) {
 func cmdCount(ts *testscript.TestScript, neg bool, args []string) {
 	want, err := strconv.Atoi(args[0])
 	ts.Check(err)
+	n, err := regularFiles(ts.MkAbs(args[1]))
+	ts.Check(err)
+	if (n == want) == neg {
+		ts.Fatalf("%d regular files, want %d", n, want)
+	}
+}
+
+// regularFiles counts the regular files under dir.
+func regularFiles(dir string) (int, error) {
 	n := 0
-	ts.Check(filepath.Walk(ts.MkAbs(args[1]), func(p string, fi os.FileInfo, err error) error {
+	err := filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
 		if err == nil && fi.Mode().IsRegular() {
 			n++
 		}
 		return err
-	}))
-	if (n == want) == neg {
-		ts.Fatalf("%d regular files, want %d", n, want)
-	}
+	})
+	return n, err
 }
 
 // waitcount N DIR: wait (20 s at most) until DIR holds at least N regular
@@ -190,14 +197,8 @@ func cmdWaitcount(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Check(err)
 	n := 0
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		n = 0
-		filepath.Walk(ts.MkAbs(args[1]), func(p string, fi os.FileInfo, err error) error {
-			if err == nil && fi.Mode().IsRegular() {
-				n++
-			}
-			return nil
-		})
-		if n >= want {
+		// (An error is DIR not made yet, or a file renamed meanwhile.)
+		if n, _ = regularFiles(ts.MkAbs(args[1])); n >= want {
 			return
 		}
 	}

@@ -620,7 +620,7 @@ slow_tree() {
 regime_slow() {
 	slow_tree slow mixed || return 1
 	run slow rsync_z "rsync -az SRC/ box2:DST/" tool_rsync_z
-	run slow bm_none "bulkmove --compress none SRC box2:DST" tool_bulkmove --compress none
+	run slow bm_none "bulkmove --compress=none SRC box2:DST" tool_bulkmove --compress=none
 	fixed_j slow
 	target slow.tar_ssh slow.tar_zstd peer 0 ""
 	target slow.rsync_z slow.tar_zstd peer 0 ""
@@ -679,7 +679,7 @@ regime_slowz() {
 	run slowz tar_zstd "tar -C SRC -cf - . | zstd -1 | ssh box2 'zstd -d | tar -C DST -xf -'" tool_tar_zstd_ssh
 	run slowz rsync_z "rsync -az SRC/ box2:DST/" tool_rsync_z
 	run slowz bm_auto "bulkmove SRC box2:DST  (--compress auto)" tool_bulkmove
-	run slowz bm_none "bulkmove --compress none SRC box2:DST" tool_bulkmove --compress none
+	run slowz bm_none "bulkmove --compress=none SRC box2:DST" tool_bulkmove --compress=none
 	fixed_j slowz
 	target slowz.rsync_z slowz.tar_zstd peer 0 ""
 	target slowz.bm_auto slowz.tar_zstd time 0.9 "≤ 0.9× tar \| zstd -1 \| ssh time"

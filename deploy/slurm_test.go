@@ -106,14 +106,14 @@ func TestSlurmTaskRunsItsShard(t *testing.T) {
 		t.Skip("no bash")
 	}
 	got := runTask(t, 5, 15)
-	want := []string{"--shard 5/16 -j 6 --progress none /lustre/src mover:/dst"}
+	want := []string{"--shard 5/16 -j 6 --progress=none /lustre/src mover:/dst"}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("task 5 of 0-15 ran\n%q\nwant\n%q", got, want)
 	}
 	reports := t.TempDir()
 	got = runTask(t, 0, 6, "VERIFY=1", "REPORTS="+reports, "METRICS_PORT=9100", "EXTRA=--bwlimit 10M --exclude *.tmp")
 	want = []string{
-		"--shard 0/7 -j 6 --progress none --metrics-addr 0.0.0.0:9100 --bwlimit 10M --exclude *.tmp /lustre/src mover:/dst",
+		"--shard 0/7 -j 6 --progress=none --metrics-addr 0.0.0.0:9100 --bwlimit 10M --exclude *.tmp /lustre/src mover:/dst",
 		"verify --shard 0/7 -j 6 --json --bwlimit 10M --exclude *.tmp /lustre/src mover:/dst",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
@@ -125,7 +125,7 @@ func TestSlurmTaskRunsItsShard(t *testing.T) {
 	// The final pass: --delete over the whole tree, then the reports merged.
 	got = runTask(t, 0, 0, "FINAL=1", "REPORTS="+reports)
 	want = []string{
-		"--delete -j 6 --progress none /lustre/src mover:/dst",
+		"--delete -j 6 --progress=none /lustre/src mover:/dst",
 		"verify-summary " + filepath.Join(reports, "verify-0.json"),
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {

@@ -29,7 +29,7 @@ func TestSSHSwappedAgentNotRun(t *testing.T) {
 	if err := gentree.Mixed(src, 100, 3); err != nil {
 		t.Fatal(err)
 	}
-	out, code := runBM(t, nil, "-F", cfg, "-j", "2", src, "box2:"+filepath.Join(dir, "d1"))
+	out, code := runBM(t, nil, "--ssh-config", cfg, "-j", "2", src, "box2:"+filepath.Join(dir, "d1"))
 	if code != 0 {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
@@ -40,7 +40,7 @@ func TestSSHSwappedAgentNotRun(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	out, code = runBM(t, nil, "-F", cfg, "-j", "2", src, "box2:"+filepath.Join(dir, "d2"))
+	out, code = runBM(t, nil, "--ssh-config", cfg, "-j", "2", src, "box2:"+filepath.Join(dir, "d2"))
 	if _, err := os.Stat(marker); err == nil {
 		t.Fatalf("the push ran the swapped agent (exit %d):\n%s", code, out)
 	}
@@ -55,7 +55,7 @@ func TestSSHSwappedAgentNotRun(t *testing.T) {
 
 	verDir := filepath.Dir(cached)
 	os.Chmod(verDir, 0o775)
-	out, code = runBM(t, nil, "-F", cfg, "-j", "2", src, "box2:"+filepath.Join(dir, "d3"))
+	out, code = runBM(t, nil, "--ssh-config", cfg, "-j", "2", src, "box2:"+filepath.Join(dir, "d3"))
 	if code != 0 || !strings.Contains(out, verDir+" was writable by group or others (mode 775): made it 0700") {
 		t.Fatalf("group-writable cache: exit %d, want 0 and a warning:\n%s", code, out)
 	}
@@ -68,7 +68,7 @@ func TestSSHSwappedAgentNotRun(t *testing.T) {
 	dotCache := filepath.Join(home, ".cache")
 	os.Rename(dotCache, filepath.Join(elsewhere, "cache"))
 	os.Symlink(filepath.Join(elsewhere, "cache"), dotCache)
-	out, code = runBM(t, nil, "-F", cfg, "-j", "2", src, "box2:"+filepath.Join(dir, "d4"))
+	out, code = runBM(t, nil, "--ssh-config", cfg, "-j", "2", src, "box2:"+filepath.Join(dir, "d4"))
 	if code != exitFatal || !strings.Contains(out, dotCache+" is a symbolic link: refusing to run or keep bulkmove there") ||
 		strings.Contains(out, "uploading") {
 		t.Fatalf("symlinked ~/.cache: exit %d, want 3 and the refusal:\n%s", code, out)

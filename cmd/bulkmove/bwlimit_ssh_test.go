@@ -30,7 +30,7 @@ func TestSSHBwLimit(t *testing.T) {
 
 	agentSeen := make(chan error, 1)
 	go func() { agentSeen <- watchAgent(regexp.MustCompile(`--io-nice --nice 19 (--allow-\S+ )*--hub 4 -- `)) }()
-	out, code := runBM(t, nil, "-F", cfg, "-v", "-j", "4", "--batch-files", "1", "--bwlimit", "4M", "--io-nice", "--nice", "19", src, "box2:"+filepath.Join(dir, "push"))
+	out, code := runBM(t, nil, "--ssh-config", cfg, "-v", "-j", "4", "--batch-files", "1", "--bwlimit", "4M", "--io-nice", "--nice", "19", src, "box2:"+filepath.Join(dir, "push"))
 	if code != 0 {
 		t.Fatalf("push: exit %d:\n%s", code, out)
 	}
@@ -56,7 +56,7 @@ func TestSSHBwLimit(t *testing.T) {
 	}
 
 	start := time.Now()
-	out, code = runBM(t, nil, "-F", cfg, "-j", "4", "--batch-files", "1", "--bwlimit", "4M", "box2:"+src, filepath.Join(dir, "pull"))
+	out, code = runBM(t, nil, "--ssh-config", cfg, "-j", "4", "--batch-files", "1", "--bwlimit", "4M", "box2:"+src, filepath.Join(dir, "pull"))
 	el := time.Since(start)
 	if code != 0 {
 		t.Fatalf("pull: exit %d:\n%s", code, out)

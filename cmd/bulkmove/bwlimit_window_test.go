@@ -29,7 +29,7 @@ func TestBwLimitWindows(t *testing.T) {
 	for _, streams := range []int{4, 8} {
 		t.Run(fmt.Sprintf("%d streams", streams), func(t *testing.T) {
 			t.Parallel()
-			samples := sampleSent(t, bin, "--journal", "none", "--progress", "none", "--via-agent", "-j", strconv.Itoa(streams),
+			samples := sampleSent(t, bin, "--journal", "none", "--progress=none", "--via-agent", "-j", strconv.Itoa(streams),
 				"--batch-size", "4MiB", "--bwlimit", "20M", "--metrics-addr", "127.0.0.1:0", src, filepath.Join(t.TempDir(), "dst"))
 			last := samples[len(samples)-1].bytes
 			lo, hi, n := 1e9, 0.0, 0

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -36,6 +37,9 @@ type command struct {
 	// config file's), and operands to take if the command line gives
 	// none; an error is a usage error.
 	defaults func(fs *pflag.FlagSet, line []string) (flags, operands []string, err error)
+	// env: the command reads BULKMOVE_<FLAG> variables (envDefaults);
+	// never an internal one.
+	env bool
 }
 
 // A call is one run of a command.
@@ -51,17 +55,17 @@ type call struct {
 // commands are bulkmove's subcommands, the move (no name) first.
 var commands = []command{
 	{name: "", summary: "move SRC into DEST: here, pushed or pulled over SSH, or to a bulkmove serve",
-		head: moveUsage, tail: exitCodesHelp, setup: moveFlags, defaults: configDefaults},
+		head: moveUsage, tail: exitCodesHelp, setup: moveFlags, defaults: configDefaults, env: true},
 	{name: "verify", summary: "compare SRC with DEST as a move would leave it, writing nothing",
-		head: verifyUsage, setup: verifyFlags},
+		head: verifyUsage, setup: verifyFlags, env: true},
 	{name: "verify-summary", summary: "merge the --json reports of sharded verify runs into one",
 		head: verifySummaryUsage, setup: verifySummaryFlags},
 	{name: "plan", summary: "write N balanced part files of SRC, for --files-from on N hosts",
-		head: planUsage, setup: planFlags},
+		head: planUsage, setup: planFlags, env: true},
 	{name: "serve", summary: "run the receiver as a standing TLS daemon",
 		head: serveUsage, setup: serveFlags},
 	{name: "version", summary: "print the version (--proto: the protocol's)",
-		head: "usage: bulkmove version [--proto]\n\nFlags:\n", setup: versionFlags},
+		head: "usage: bulkmove version [--proto]\n", setup: versionFlags},
 	{name: "agent", internal: true, summary: "the receiving end that a push starts",
 		head: agentUsage, hideFlags: true, setup: agentFlags},
 	{name: "send-hub", internal: true, summary: "the sending end that a pull starts",
@@ -97,12 +101,15 @@ func contains(list []string, s string) bool {
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	cmd, line := commandFor(args)
 	name := strings.TrimSpace("bulkmove " + cmd.name)
-	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { cmd.help(stderr, fs) }
-	runCmd := cmd.setup(fs)
+	fs, runCmd, help := cmd.flagSet()
 	c := &call{name: name, line: line, stdin: stdin, stdout: stdout, stderr: stderr}
 	var operands []string
+	if cmd.env && !cmd.internal {
+		if err := envDefaults(fs, os.Environ()); err != nil {
+			termsafe.Errorf(stderr, "%v", err)
+			return exitUsage
+		}
+	}
 	if cmd.defaults != nil {
 		flags, ops, err := cmd.defaults(fs, line)
 		if err != nil {
@@ -116,9 +123,6 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		operands = ops
 	}
 	if err := fs.Parse(line); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return exitOK // the help is printed
-		}
 		// One line: what was wrong and where the help is (termsafe
 		// names bulkmove, and the command is named after it).
 		prefix := ""
@@ -129,54 +133,104 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	c.args = fs.Args()
+	// -h alone is the help, as in rsync, where -h is --human-readable.
+	if *help || len(c.args) == 0 && len(operands) == 0 && fs.Changed("human-readable") {
+		cmd.help(stdout, fs, "")
+		return exitOK
+	}
 	if len(c.args) == 0 {
 		c.args = operands
+	}
+	if hint := detachedValue(fs, line); hint != "" {
+		termsafe.Errorf(stderr, "%s (see %s --help)", hint, name)
+		return exitUsage
 	}
 	return runCmd(c)
 }
 
-// help writes the command's --help: its text, its flags, its tail.
-func (cmd *command) help(w io.Writer, fs *pflag.FlagSet) {
-	fmt.Fprint(w, cmd.head)
+// flagSet makes the command's flag set, with its flags registered (and
+// --help), and returns its run function and where --help is parsed to.
+// The help, the completions and the man page read the same set.
+func (cmd *command) flagSet() (*pflag.FlagSet, func(*call) int, *bool) {
+	fs := pflag.NewFlagSet(strings.TrimSpace("bulkmove "+cmd.name), pflag.ContinueOnError)
+	fs.SortFlags = false     // listed as registered: the common first
+	fs.SetOutput(io.Discard) // every message is this package's own
+	fs.Usage = func() {}
+	runCmd := cmd.setup(fs)
+	return fs, runCmd, addHelp(fs)
+}
+
+// detachedValue catches a value written after a space to a flag whose
+// value is optional (--compress zstd, --progress streams): the flag takes
+// its default, and the word becomes an operand. Where that word is no
+// path here, it was meant as the value, and the returned message says
+// how to write it; "" otherwise.
+func detachedValue(fs *pflag.FlagSet, line []string) string {
+	for i := 0; i+1 < len(line); i++ {
+		if line[i] == "--" {
+			break
+		}
+		name, ok := strings.CutPrefix(line[i], "--")
+		f := fs.Lookup(name)
+		if !ok || f == nil || !optionalValue(f) {
+			continue
+		}
+		word := line[i+1]
+		if strings.HasPrefix(word, "-") || strings.ContainsAny(word, "/.") {
+			continue
+		}
+		if _, err := os.Lstat(word); err == nil {
+			continue // a path: an operand indeed
+		}
+		return fmt.Sprintf("--%s %s: --%s takes its value after '=', as --%s=%s (no path %s here)", name, word, name, name, word, word)
+	}
+	return ""
+}
+
+// addHelp registers --help on fs, with -h where -h is free (where it is
+// rsync's --human-readable, -h alone asks for the help: see run).
+func addHelp(fs *pflag.FlagSet) *bool {
+	short := "h"
+	if fs.ShorthandLookup("h") != nil {
+		short = ""
+	}
+	var help bool
+	section(fs, "common", func() {
+		fs.BoolVarP(&help, "help", short, false, "print this help and exit (bulkmove help TOPIC: one section or command)")
+	})
+	if fs.Lookup("jobs") == nil {
+		fs.SetAnnotation("help", annSection, []string{""}) // a command with no sections
+	}
+	return &help
+}
+
+// help writes the command's --help: its text, its flags (only one
+// section's, if only is not ""), its tail.
+func (cmd *command) help(w io.Writer, fs *pflag.FlagSet, only string) {
+	if only == "" {
+		fmt.Fprint(w, cmd.head)
+	}
 	if !cmd.hideFlags {
-		printFlags(w, fs)
+		printFlags(w, fs, only)
+	}
+	if only != "" {
+		return
 	}
 	fmt.Fprint(w, cmd.tail)
 	if cmd.name == "" {
-		fmt.Fprint(w, "\nCommands (bulkmove COMMAND --help for each):\n")
+		fmt.Fprint(w, "\nCommands (bulkmove COMMAND --help, or bulkmove help COMMAND, for each):\n")
 		for _, c := range commands {
 			if c.name != "" && !c.internal {
-				fmt.Fprintf(w, "  %-15s %s\n", c.name, c.summary)
+				for i, l := range wrap(c.summary, helpWidth-18) {
+					if i == 0 {
+						fmt.Fprintf(w, "  %-15s %s\n", c.name, l)
+					} else {
+						fmt.Fprintf(w, "%18s%s\n", "", l)
+					}
+				}
 			}
 		}
 	}
-}
-
-// printFlags lists fs's flags in the standard library's layout, a flag
-// and its value's name on one line, what it does on the next, with its
-// shorthand and its long name, and its default when not the zero value.
-func printFlags(w io.Writer, fs *pflag.FlagSet) {
-	fs.VisitAll(func(f *pflag.Flag) {
-		name, usage := pflag.UnquoteUsage(f)
-		var b strings.Builder
-		if f.Shorthand != "" {
-			fmt.Fprintf(&b, "  -%s, --%s", f.Shorthand, f.Name)
-		} else {
-			fmt.Fprintf(&b, "  --%s", f.Name)
-		}
-		if name != "" && f.NoOptDefVal == "" {
-			b.WriteString(" " + name)
-		}
-		b.WriteString("\n    \t" + strings.ReplaceAll(usage, "\n", "\n    \t"))
-		switch d := f.DefValue; {
-		case d == "" || d == "0" || d == "0s" || d == "false" || d == "map[]":
-		case f.Value.Type() == "string":
-			fmt.Fprintf(&b, " (default %q)", d)
-		default:
-			fmt.Fprintf(&b, " (default %s)", d)
-		}
-		fmt.Fprintln(w, b.String())
-	})
 }
 
 // flagError is a flag parsing error in one line, naming the flag as it
@@ -188,6 +242,9 @@ func flagError(fs *pflag.FlagSet, err error) string {
 	case errors.As(err, &unknown):
 		name, group := unknown.GetSpecifiedName(), unknown.GetSpecifiedShortnames()
 		if group == "" {
+			if near := suggest(fs, name); len(near) > 0 {
+				return fmt.Sprintf("unknown flag --%s; did you mean %s?", name, orList(near))
+			}
 			return "unknown flag --" + name
 		}
 		// -delete: a long flag given one dash, read as -d -e -l ...

@@ -61,19 +61,19 @@ func TestSSHCompress(t *testing.T) {
 	dir := shmDir(t)
 	src := logTree(t, dir, 64, 64<<10)
 
-	out, code := runBM(t, nil, "-F", cfg, "-j", "2", "--compress", "zstd:3", src, "box2:"+filepath.Join(dir, "zstd"))
+	out, code := runBM(t, nil, "--ssh-config", cfg, "-j", "2", "--compress=zstd:3", src, "box2:"+filepath.Join(dir, "zstd"))
 	if code != 0 || !strings.Contains(out, "; compressed 4.0 MiB to ") {
 		t.Fatalf("--compress zstd:3: exit %d:\n%s", code, out)
 	}
 	treecmp.Equal(t, src, filepath.Join(dir, "zstd"))
 
-	out, code = runBM(t, nil, "-F", cfg, "-j", "2", "--compress", "zstd", "box2:"+src, filepath.Join(dir, "pull"))
+	out, code = runBM(t, nil, "--ssh-config", cfg, "-j", "2", "--compress=zstd", "box2:"+src, filepath.Join(dir, "pull"))
 	if code != 0 {
 		t.Fatalf("pull --compress zstd: exit %d:\n%s", code, out)
 	}
 	treecmp.Equal(t, src, filepath.Join(dir, "pull"))
 
-	out, code = runBM(t, nil, "-F", cfg, "-j", "2", "--json", "-v", "--batch-size", "512KiB", "--bwlimit", "2M", src, "box2:"+filepath.Join(dir, "auto"))
+	out, code = runBM(t, nil, "--ssh-config", cfg, "-j", "2", "--json", "-v", "--batch-size", "512KiB", "--bwlimit", "2M", src, "box2:"+filepath.Join(dir, "auto"))
 	e := endEvent(t, out)
 	t.Logf("auto, logs at 2M: %d bytes of files, %d on the wire; compressed %d to %d", e.Bytes, e.WireBytes, e.CompressedIn, e.CompressedOut)
 	if code != 0 || e.CompressedIn == 0 || e.WireBytes > e.Bytes/2 || !strings.Contains(out, "compression on") {
@@ -82,7 +82,7 @@ func TestSSHCompress(t *testing.T) {
 	treecmp.Equal(t, src, filepath.Join(dir, "auto"))
 
 	rnd := randomTree(t, filepath.Join(dir, "r"), 8, 256<<10)
-	out, code = runBM(t, nil, "-F", cfg, "-j", "2", "--json", "--batch-size", "512KiB", "--bwlimit", "2M", rnd, "box2:"+filepath.Join(dir, "random"))
+	out, code = runBM(t, nil, "--ssh-config", cfg, "-j", "2", "--json", "--batch-size", "512KiB", "--bwlimit", "2M", rnd, "box2:"+filepath.Join(dir, "random"))
 	e = endEvent(t, out)
 	if code != 0 || e.CompressedIn != 0 || e.WireBytes < e.Bytes {
 		t.Fatalf("auto, random data: exit %d, compressed %d bytes, %d on the wire for %d of files:\n%s", code, e.CompressedIn, e.WireBytes, e.Bytes, out)

@@ -139,3 +139,39 @@ func flagValue(args []string, name string) (v string, set bool) {
 	}
 	return "", false
 }
+
+// envPrefix starts the environment variables that set a flag of a
+// command the user runs (move, verify, plan), as rclone's RCLONE_<FLAG>:
+// BULKMOVE_BWLIMIT=50M is --bwlimit=50M. They come first, so that the
+// config file and then the command line override them. The internal
+// commands (agent, send-hub, join) and serve never read them: a
+// receiver's behaviour is set by its sender's wire options or its own
+// command line, not by what the environment of a login carries.
+const envPrefix = "BULKMOVE_"
+
+// envSkipped are the flags no variable sets: they would turn a run into
+// another command, or they are read before the flags (the config file's).
+var envSkipped = map[string]bool{"help": true, "version": true, "config": true, "profile": true}
+
+// envDefaults sets fs's flags from environ's BULKMOVE_<FLAG> variables
+// (the flag's long name in capitals, - as _). A variable that names no
+// flag is left alone: bulkmove's tuning variables (docs/configuration.md)
+// share the prefix.
+func envDefaults(fs *pflag.FlagSet, environ []string) error {
+	for _, kv := range environ {
+		k, v, _ := strings.Cut(kv, "=")
+		rest, ok := strings.CutPrefix(k, envPrefix)
+		if !ok || rest == "" {
+			continue
+		}
+		name := strings.ToLower(strings.ReplaceAll(rest, "_", "-"))
+		f := fs.Lookup(name)
+		if f == nil || envSkipped[name] || len(f.Annotations[annImplied]) > 0 {
+			continue
+		}
+		if err := fs.Set(name, v); err != nil {
+			return fmt.Errorf("environment %s=%q: invalid value for --%s: %v", k, v, name, err)
+		}
+	}
+	return nil
+}

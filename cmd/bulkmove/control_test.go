@@ -35,7 +35,7 @@ func startControlJob(t *testing.T, args ...string) *controlJob {
 	dir := t.TempDir()
 	src := randomTree(t, dir, 4, 1<<20)
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, testbin.Build(t), append(append([]string{"--journal", "none", "--bwlimit", "64K", "--progress", "none"}, args...), src, filepath.Join(dir, "dst"))...)
+	cmd := exec.CommandContext(ctx, testbin.Build(t), append(append([]string{"--journal", "none", "--bwlimit", "64K", "--progress=none"}, args...), src, filepath.Join(dir, "dst"))...)
 	pipe, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -32,7 +32,7 @@ func TestSSHCutover(t *testing.T) {
 		t.Fatal(err)
 	}
 	args := func(extra ...string) []string {
-		return append([]string{"-F", cfg, "-p", strconv.Itoa(px.Port()), "-j", "3", "--batch-files", "100"}, extra...)
+		return append([]string{"--ssh-config", cfg, "--port", strconv.Itoa(px.Port()), "-j", "3", "--batch-files", "100"}, extra...)
 	}
 	push := func(extra ...string) (string, int) { return runBM(t, env, append(args(extra...), src, "box2:"+dst)...) }
 	mustVerify := func() {
@@ -143,7 +143,7 @@ func TestSSHReconnect(t *testing.T) {
 		t.Run(fault.name, func(t *testing.T) {
 			os.RemoveAll(dst)
 			px.Slow(3 * time.Millisecond) // long enough that the fault comes mid-run
-			cmd := exec.Command(bin, "-F", cfg, "-p", strconv.Itoa(px.Port()), "-j", "3", "--batch-files", "100", "--journal", "none", src, "box2:"+dst)
+			cmd := exec.Command(bin, "--ssh-config", cfg, "--port", strconv.Itoa(px.Port()), "-j", "3", "--batch-files", "100", "--journal", "none", src, "box2:"+dst)
 			var out strings.Builder
 			cmd.Stderr = &out
 			if err := cmd.Start(); err != nil {

@@ -29,7 +29,7 @@ func TestSSHDeleteGuard(t *testing.T) {
 		t.Fatal(err)
 	}
 	push := func(args ...string) (string, int) {
-		return runBM(t, nil, append([]string{"-F", cfg, "-j", "3"}, args...)...)
+		return runBM(t, nil, append([]string{"--ssh-config", cfg, "-j", "3"}, args...)...)
 	}
 	if out, code := push(src, "box2:"+dst); code != 0 {
 		t.Fatalf("copy: exit %d:\n%s", code, out)

@@ -48,11 +48,11 @@ func TestSSHFaithful(t *testing.T) {
 	}
 
 	push := filepath.Join(dir, "push")
-	if out, code := runBM(t, nil, "-F", cfg, "-j", "3", "-X", "-A", "--keep-setid", src, "box2:"+push); code != 0 {
+	if out, code := runBM(t, nil, "--ssh-config", cfg, "-j", "3", "-X", "-A", "--keep-setid", src, "box2:"+push); code != 0 {
 		t.Fatalf("push: exit %d:\n%s", code, out)
 	}
 	pull := filepath.Join(dir, "pull")
-	if out, code := runBM(t, nil, "-F", cfg, "-j", "3", "-X", "-A", "--keep-setid", "box2:"+src, pull); code != 0 {
+	if out, code := runBM(t, nil, "--ssh-config", cfg, "-j", "3", "-X", "-A", "--keep-setid", "box2:"+src, pull); code != 0 {
 		t.Fatalf("pull: exit %d:\n%s", code, out)
 	}
 	for _, dst := range []string{push, pull} {

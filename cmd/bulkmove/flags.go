@@ -18,54 +18,86 @@ import (
 // registerCompare registers what moving and comparing share: the streams
 // and how they travel, the walk, what is kept, --json.
 func registerCompare(fs *pflag.FlagSet, c *engine.Config) {
-	v := engine.JobsValue{C: c}
-	fs.VarP(v, "jobs", "j", "number of parallel streams, or `auto`: start with a few and add more while throughput rises, up to --max-streams")
-	fs.IntVar(&c.Auto.Max, "max-streams", c.Auto.Max, "with -j auto: streams at most")
-	fs.Var(&c.BatchSize, "batch-size", "close a batch at this cost: bytes plus a per-file overhead (e.g. 64MiB)")
-	fs.IntVar(&c.BatchFiles, "batch-files", c.BatchFiles, "close a batch at this many files")
-	// The filter flags share one list of rules, in command-line order.
-	fs.Var(c.Rules.Flag(filter.Exclude), "exclude", "leave out paths matching `PATTERN`, an rsync pattern (repeatable; see docs/filters.md)")
-	fs.Var(c.Rules.Flag(filter.Include), "include", "keep paths matching `PATTERN` that a later rule would leave out (repeatable)")
-	fs.Var(c.Rules.FileFlag(filter.Exclude), "exclude-from", "read --exclude patterns from `FILE`, one a line; - is stdin (repeatable)")
-	fs.Var(c.Rules.FileFlag(filter.Include), "include-from", "read --include patterns from `FILE`, one a line; - is stdin (repeatable)")
-	fs.Var(c.Rules.Flag(filter.Filter), "filter", "add an rsync filter `RULE`: '- PAT', '+ PAT', '!', ... (repeatable)")
-	fs.BoolVarP(&c.OneFS, "one-file-system", "x", c.OneFS, "do not cross filesystem boundaries: a mount point under SRC is moved as an empty directory")
-	fs.Var(&c.IOConcurrency, "io-concurrency", "file operations at once on each side, independent of -j: `N`, or auto (from the filesystems' measured latency: 1 on a local disk, up to 64 on NFS)")
-	fs.StringVar(&c.Transport, "transport", c.Transport, "how the streams travel to a remote host: ssh (K SSH connections), tls (SSH starts the agent, the streams go over TLS 1.3 straight to it), tcp (the same, unencrypted), auto (tls, else ssh)")
-	fs.StringVar(&c.DataPorts, "data-ports", c.DataPorts, "port `range` the agent listens on for --transport tls/tcp, e.g. 50000-50100 (default: any)")
-	fs.StringVar(&c.DataAddr, "data-addr", c.DataAddr, "the remote host's `address` the agent listens on for --transport tls/tcp, and the streams go to (default: the address SSH reached it on; 0.0.0.0 or :: for all, the streams to the host's name)")
-	fs.BoolVarP(&c.Verbose, "verbose", "v", c.Verbose, "verbose: per-stream statistics and every batch")
-	fs.BoolVar(&c.KeepSetid, "keep-setid", c.KeepSetid, "keep setuid and setgid bits (and, with -X, file capabilities)")
-	fs.BoolVar(&c.NoOwner, "no-owner", c.NoOwner, "do not keep owners: files belong to the receiving user, even where it runs as root")
-	fs.BoolVar(&c.JSON, "json", c.JSON, "write newline-delimited JSON events on stdout (start, progress, warning, error, bottleneck, streams, end; see docs/observability.md)")
-	fs.BoolVar(&c.ViaAgent, "via-agent", c.ViaAgent, "run K local `bulkmove agent` processes and talk the wire protocol to them (the SSH path, without SSH)")
-	fs.IntVarP(&c.SSH.Port, "port", "p", c.SSH.Port, "SSH port of the remote host")
-	fs.VarP(&c.SSH.Identities, "identity", "i", "SSH identity `file` (repeatable)")
-	fs.StringVarP(&c.SSH.Config, "ssh-config", "F", c.SSH.Config, "SSH config `file` instead of ~/.ssh/config")
-	fs.StringVarP(&c.SSH.Jump, "jump", "J", c.SSH.Jump, "jump through `[user@]host[:port][,...]` (overrides ProxyJump)")
-	fs.BoolVar(&c.SSH.AcceptNew, "accept-new-host-key", c.SSH.AcceptNew, "record the host key of a host not yet in known_hosts (a changed key is always refused)")
-	fs.BoolVar(&c.SSH.PasswordAuth, "password-auth", c.SSH.PasswordAuth, "allow password authentication, asked on the terminal")
-	fs.DurationVar(&c.SSH.Linger, "linger", c.SSH.Linger, "keep the remote agent `duration` after the job, so that the next push to the host starts at once, without a login shell (a later push without --linger uses it and ends it)")
-	fs.StringVar(&c.SSH.RemoteBulkmove, "remote-bulkmove", c.SSH.RemoteBulkmove, "`path` of bulkmove on the remote host (default: bulkmove on its PATH, else upload this binary)")
-	fs.Func("shard", "take the `i/N`-th of N disjoint parts of SRC (0 <= i < N; by a hash of each directory's path), so N processes cover SRC once", func(s string) error {
-		sh, err := sharder.ParseShard(s)
-		if err != nil {
-			return err
-		}
-		c.Scale.Shard = sh
-		return nil
+	section(fs, "common", func() {
+		fs.VarP(engine.JobsValue{C: c}, "jobs", "j", "number of parallel streams, `N|auto`: auto starts with a few and adds more while throughput rises, up to --max-streams")
+		fs.VarPF(&verboseCount{on: &c.Verbose}, "verbose", "v", "per-stream statistics and every batch (-vv: the same)").NoOptDefVal = "+1"
 	})
-	fs.StringVar(&c.Scale.FilesFrom, "files-from", c.Scale.FilesFrom, "move exactly the paths `FILE` lists (relative to SRC, one a line; - is stdin), with their parent directories, without recursing into listed directories (rsync's --files-from)")
-	fs.BoolVarP(&c.Scale.From0, "from0", "0", c.Scale.From0, "the --files-from list is NUL-separated")
-	fs.BoolVarP(&c.Faithful.Xattrs, "xattrs", "X", c.Faithful.Xattrs, "copy extended attributes: user.*, and where the receiver runs as root trusted.* and security.* (SELinux labels, file capabilities)")
-	fs.BoolVarP(&c.Faithful.ACLs, "acls", "A", c.Faithful.ACLs, "copy POSIX ACLs (access ACLs, and default ACLs of directories)")
-	fs.BoolVar(&c.Faithful.Sparse, "sparse", c.Faithful.Sparse, "send a file's holes as holes (SEEK_DATA/SEEK_HOLE) and recreate them at DEST; --sparse=false sends them as zeros")
-	fs.StringVar(&c.Serve.TokenFile, "token-file", c.Serve.TokenFile, "bulkmove://: present the token in `FILE` to the server")
-	fs.StringVar(&c.Serve.Fingerprint, "fingerprint", c.Serve.Fingerprint, "bulkmove://: the server certificate's `SHA-256` (as bulkmove serve prints it)")
-	fs.StringVar(&c.Serve.CA, "ca", c.Serve.CA, "bulkmove://: verify the server's certificate with the CA in `file` instead")
-	fs.StringVar(&c.Serve.Cert, "tls-cert", c.Serve.Cert, "bulkmove://: client certificate `file` for mutual TLS")
-	fs.StringVar(&c.Serve.Key, "tls-key", c.Serve.Key, "bulkmove://: client key `file` for mutual TLS")
-	registerNice(fs, &c.Gentle.NiceFlags)
+	section(fs, "implied", func() { registerRsyncImplied(fs) })
+	section(fs, "filters", func() {
+		// The filter flags share one list of rules, in command-line order.
+		fs.Var(c.Rules.Flag(filter.Exclude), "exclude", "leave out paths matching `PATTERN`, an rsync pattern (repeatable; see docs/filters.md)")
+		fs.Var(c.Rules.Flag(filter.Include), "include", "keep paths matching `PATTERN` that a later rule would leave out (repeatable)")
+		fs.Var(c.Rules.FileFlag(filter.Exclude), "exclude-from", "read --exclude patterns from `FILE`, one a line; - is stdin (repeatable)")
+		fs.Var(c.Rules.FileFlag(filter.Include), "include-from", "read --include patterns from `FILE`, one a line; - is stdin (repeatable)")
+		fs.Var(c.Rules.Flag(filter.Filter), "filter", "add an rsync filter `RULE`: '- PAT', '+ PAT', '!', ... (repeatable)")
+		fs.BoolVarP(&c.OneFS, "one-file-system", "x", c.OneFS, "do not cross filesystem boundaries: a mount point under SRC is moved as an empty directory")
+		fs.StringVar(&c.Scale.FilesFrom, "files-from", c.Scale.FilesFrom, "move exactly the paths `FILE` lists (relative to SRC, one a line; - is stdin), with their parent directories, without recursing into listed directories (rsync's --files-from)")
+		fs.BoolVarP(&c.Scale.From0, "from0", "0", c.Scale.From0, "the --files-from list is NUL-separated")
+		fs.Func("shard", "take the `i/N`-th of N disjoint parts of SRC (0 <= i < N; by a hash of each directory's path), so N processes cover SRC once", func(s string) error {
+			sh, err := sharder.ParseShard(s)
+			if err != nil {
+				return err
+			}
+			c.Scale.Shard = sh
+			return nil
+		})
+	})
+	section(fs, "kept", func() {
+		fs.BoolVar(&c.KeepSetid, "keep-setid", c.KeepSetid, "keep setuid and setgid bits (and, with -X, file capabilities)")
+		fs.BoolVar(&c.NoOwner, "no-owner", c.NoOwner, "do not keep owners: files belong to the receiving user, even where it runs as root")
+		fs.BoolVarP(&c.Faithful.Xattrs, "xattrs", "X", c.Faithful.Xattrs, "copy extended attributes: user.*, and where the receiver runs as root trusted.* and security.* (SELinux labels, file capabilities)")
+		fs.BoolVarP(&c.Faithful.ACLs, "acls", "A", c.Faithful.ACLs, "copy POSIX ACLs (access ACLs, and default ACLs of directories)")
+		fs.BoolVar(&c.Faithful.Sparse, "sparse", c.Faithful.Sparse, "send a file's holes as holes (SEEK_DATA/SEEK_HOLE) and recreate them at DEST; --sparse=false sends them as zeros")
+	})
+	section(fs, "transport", func() {
+		fs.StringVar(&c.Transport, "transport", c.Transport, "how the streams travel to a remote host: ssh (K SSH connections), tls (SSH starts the agent, the streams go over TLS 1.3 straight to it), tcp (the same, unencrypted), auto (tls, else ssh)")
+		fs.StringVar(&c.DataPorts, "data-ports", c.DataPorts, "port `range` the agent listens on for --transport tls/tcp, e.g. 50000-50100 (default: any)")
+		fs.StringVar(&c.DataAddr, "data-addr", c.DataAddr, "the remote host's `address` the agent listens on for --transport tls/tcp, and the streams go to (default: the address SSH reached it on; 0.0.0.0 or :: for all, the streams to the host's name)")
+		fs.IntVar(&c.SSH.Port, "port", c.SSH.Port, "SSH `port` of the remote host (default: the SSH config's, else 22)")
+		fs.Var(&c.SSH.Identities, "identity", "SSH identity `file` (repeatable)")
+		fs.StringVar(&c.SSH.Config, "ssh-config", c.SSH.Config, "SSH config `file` instead of ~/.ssh/config (ssh -F)")
+		fs.StringVarP(&c.SSH.Jump, "jump", "J", c.SSH.Jump, "jump through `[user@]host[:port][,...]` (overrides ProxyJump)")
+		fs.BoolVar(&c.SSH.AcceptNew, "accept-new-host-key", c.SSH.AcceptNew, "record the host key of a host not yet in known_hosts (a changed key is always refused)")
+		fs.BoolVar(&c.SSH.PasswordAuth, "password-auth", c.SSH.PasswordAuth, "allow password authentication, asked on the terminal")
+		fs.DurationVar(&c.SSH.Linger, "linger", c.SSH.Linger, "keep the remote agent `duration` after the job, so that the next push to the host starts at once, without a login shell (a later push without --linger uses it and ends it)")
+		fs.StringVar(&c.SSH.RemoteBulkmove, "remote-bulkmove", c.SSH.RemoteBulkmove, "`path` of bulkmove on the remote host (default: bulkmove on its PATH, else upload this binary)")
+		fs.BoolVar(&c.ViaAgent, "via-agent", c.ViaAgent, "run K local `bulkmove agent` processes and talk the wire protocol to them (the SSH path, without SSH)")
+		fs.StringVar(&c.Serve.TokenFile, "token-file", c.Serve.TokenFile, "bulkmove://: present the token in `FILE` to the server")
+		fs.StringVar(&c.Serve.Fingerprint, "fingerprint", c.Serve.Fingerprint, "bulkmove://: the server certificate's `SHA-256` (as bulkmove serve prints it)")
+		fs.StringVar(&c.Serve.CA, "ca", c.Serve.CA, "bulkmove://: verify the server's certificate with the CA in `file` instead")
+		fs.StringVar(&c.Serve.Cert, "tls-cert", c.Serve.Cert, "bulkmove://: client certificate `file` for mutual TLS")
+		fs.StringVar(&c.Serve.Key, "tls-key", c.Serve.Key, "bulkmove://: client key `file` for mutual TLS")
+	})
+	section(fs, "performance", func() {
+		fs.IntVar(&c.Auto.Max, "max-streams", c.Auto.Max, "with -j auto: streams at most")
+		fs.Var(&c.BatchSize, "batch-size", "close a batch at this cost: bytes plus a per-file overhead (e.g. 64MiB)")
+		fs.IntVar(&c.BatchFiles, "batch-files", c.BatchFiles, "close a batch at this many files")
+		fs.Var(&c.IOConcurrency, "io-concurrency", "file operations at once on each side, independent of -j: `N`, or auto (from the filesystems' measured latency: 1 on a local disk, up to 64 on NFS)")
+		registerNice(fs, &c.Gentle.NiceFlags)
+	})
+	section(fs, "output", func() {
+		fs.BoolVar(&c.JSON, "json", c.JSON, "write newline-delimited JSON events on stdout (start, progress, warning, error, bottleneck, streams, end; see docs/observability.md)")
+	})
+}
+
+// registerRsyncImplied registers rsync's flags for what bulkmove always
+// does, so that the command lines rsync users type run as they expect.
+// They change nothing.
+func registerRsyncImplied(fs *pflag.FlagSet) {
+	for _, f := range []struct{ name, short, usage string }{
+		{"archive", "a", "rsync's -a (-rlptgo): implied, bulkmove always keeps all of it; devices and special files are skipped"},
+		{"recursive", "r", "implied: directories are always moved whole"},
+		{"links", "l", "implied: symlinks are always copied as symlinks"},
+		{"times", "t", "implied: mtimes are always kept (nanoseconds)"},
+		{"perms", "p", "implied: permission bits are always kept"},
+		{"owner", "o", "implied where the receiver runs as root (see --no-owner)"},
+		{"group", "g", "implied where the receiver runs as root (see --no-owner)"},
+		{"hard-links", "H", "implied: hard links are always kept, across the whole tree"},
+		{"human-readable", "h", "implied: sizes are always written for people (-h alone, with no SRC and DEST, prints this help)"},
+	} {
+		fs.BoolP(f.name, f.short, false, f.usage)
+		fs.SetAnnotation(f.name, annImplied, []string{"true"})
+	}
 }
 
 // registerMove registers every flag of a move: registerCompare's, and
@@ -73,37 +105,54 @@ func registerCompare(fs *pflag.FlagSet, c *engine.Config) {
 // the journal, ...).
 func registerMove(fs *pflag.FlagSet, c *engine.Config) {
 	registerCompare(fs, c)
-	fs.BoolVar(&c.Delete, "delete", c.Delete, "delete from DEST what is not in SRC (after the transfer, and only if nothing failed; excluded paths are kept)")
-	fs.BoolVar(&c.DeleteExcluded, "delete-excluded", c.DeleteExcluded, "with --delete, also delete excluded paths at DEST (implies --delete)")
-	fs.BoolVar(&c.NoDeleteGuard, "no-delete-guard", c.NoDeleteGuard, "with --delete, delete even when SRC selected nothing or more than half of DEST's entries (at least 1000) would go")
-	fs.Var(&c.MaxDelete, "max-delete", "with --delete, delete at most `N` entries; past them the job says how many more it left and exits 25")
-	fs.Var(&c.Compress, "compress", "compress the data of remote streams: auto (each stream compresses while its link is slower than compression and the data compresses), zstd[:LEVEL] (always; LEVEL 1-22), none")
-	fs.BoolVar(&c.NoVerifyTransfer, "no-verify-transfer", c.NoVerifyTransfer, "do not check each file's XXH3-128 end to end (the receiver then installs what arrives)")
-	fs.StringVar(&c.LogFile, "log-file", c.LogFile, "append what bulkmove says on stderr to `FILE`, timestamped")
-	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "--log-file detail: info (what stderr shows) or debug (also the -v phases)")
-	fs.IntVar(&c.Retries, "retries", c.Retries, "times a batch may be on a stream that fails before the job gives up")
-	fs.DurationVar(&c.ReconnectTimeout, "reconnect-timeout", c.ReconnectTimeout, "how long a lost stream tries to reconnect (exponential backoff) before the job goes on without it; 0: never")
-	fs.DurationVar(&c.StallTimeout, "stall-timeout", c.StallTimeout, "a stream that moves no byte for this long with work in flight is closed and reconnected")
-	fs.BoolVar(&c.RequireSpace, "require-space", c.RequireSpace, "refuse to go on once the walk has found more to move than DEST has free (without it: a warning)")
-	fs.DurationVar(&c.Grace, "grace", c.Grace, "on the first SIGINT or SIGTERM, how long the batches in flight may take to finish")
-	fs.StringVar(&c.Journal, "journal", c.Journal, "resume journal `PATH` (default: under ~/.local/state/bulkmove, keyed by SRC, DEST and options; none: no journal)")
-	fs.BoolVarP(&c.DryRun, "dry-run", "n", c.DryRun, "dry run: print what would move and the batch plan, move nothing")
-	fs.BoolVar(&c.Fsync, "fsync", c.Fsync, "make each batch durable (fsync files and directories) before it is acknowledged")
-	fs.BoolVar(&c.NoQuickCheck, "no-quick-check", c.NoQuickCheck, "send every file, even those already at DEST with the same size and mtime")
-	fs.BoolVarP(&c.Checksum, "checksum", "c", c.Checksum, "skip files at DEST with the same size and content (XXH3-128, hashed on both sides), whatever their mtime")
-	fs.BoolVar(&c.SizeOnly, "size-only", c.SizeOnly, "skip files at DEST with the same size, whatever their mtime")
-	fs.BoolVar(&c.IgnoreExisting, "ignore-existing", c.IgnoreExisting, "skip files (and symlinks) that exist at DEST, whatever their content")
-	fs.StringVar(&c.Progress, "progress", c.Progress, "progress display on a terminal: auto (one line), streams (a line per stream too), none")
-	fs.Var(&c.Gentle.BwLimit, "bwlimit", "limit the whole job to `RATE` bytes a second (50M, 1.5G, off; a bare number is KiB as in rsync), "+
-		`shared by all streams, or a timetable "08:00,20M 19:00,off"; SIGUSR1 halves it, SIGUSR2 doubles it, PUT /bwlimit on --metrics-addr sets it`)
-	fs.Var(&c.Gentle.MaxReadRate, "max-read-rate", "limit reading the source disk to `RATE` bytes a second, apart from --bwlimit (on the host that reads SRC)")
-	fs.StringVar(&c.Obs.MetricsAddr, "metrics-addr", c.Obs.MetricsAddr, "export Prometheus metrics on `host:port`; without a host on loopback only (:0 picks a port and prints it; 0.0.0.0:PORT for all interfaces)")
-	fs.StringVar(&c.Obs.ControlToken, "control-token", c.Obs.ControlToken, "allow PUT /bwlimit on the --metrics-addr listener to requests with \"Authorization: Bearer TOKEN\", the token in `FILE` (mode 0600 or 0640); off without")
-	fs.StringVar(&c.Obs.Textfile, "metrics-textfile", c.Obs.Textfile, "write the metrics to `file` for node_exporter's textfile collector, atomically, at exit and every --metrics-textfile-interval")
-	fs.DurationVar(&c.Obs.TextfileEvery, "metrics-textfile-interval", c.Obs.TextfileEvery, "how often --metrics-textfile is rewritten while the job runs")
-	fs.StringVar(&c.Obs.Pushgateway, "pushgateway", c.Obs.Pushgateway, "push the final metrics to this Pushgateway `URL` at exit")
-	fs.StringVar(&c.Obs.JobName, "job-name", c.Obs.JobName, "job label for --pushgateway")
-	fs.Var(&c.Split, "split-size", "cut files larger than `SIZE` into ranges of SIZE that several streams carry, written into one preallocated temporary and renamed when all have landed; auto: the larger of 64MiB and --batch-size; 0 or off: never split")
+	section(fs, "common", func() {
+		fs.BoolVarP(&c.DryRun, "dry-run", "n", c.DryRun, "dry run: print what would move and the batch plan, move nothing")
+		fs.BoolVarP(&c.Quiet, "quiet", "q", c.Quiet, "no progress display and no summary when all went well; warnings and errors still print")
+		fs.VarPF(&c.Compress, "compress", "z", "compress the data of remote streams: auto (each stream compresses while its link is slower than compression and the data compresses), zstd[:LEVEL] (always; LEVEL 1-22; -z), none").NoOptDefVal = "zstd"
+		fs.SetAnnotation("compress", annValue, []string{"auto|zstd[:LEVEL]|none"})
+	})
+	section(fs, "comparison", func() {
+		fs.BoolVar(&c.NoQuickCheck, "no-quick-check", c.NoQuickCheck, "send every file, even those already at DEST with the same size and mtime")
+		fs.BoolVarP(&c.Checksum, "checksum", "c", c.Checksum, "skip files at DEST with the same size and content (XXH3-128, hashed on both sides), whatever their mtime")
+		fs.BoolVar(&c.SizeOnly, "size-only", c.SizeOnly, "skip files at DEST with the same size, whatever their mtime")
+		fs.BoolVar(&c.IgnoreExisting, "ignore-existing", c.IgnoreExisting, "skip files (and symlinks) that exist at DEST, whatever their content")
+		fs.BoolVar(&c.NoVerifyTransfer, "no-verify-transfer", c.NoVerifyTransfer, "do not check each file's XXH3-128 end to end (the receiver then installs what arrives)")
+	})
+	section(fs, "deletion", func() {
+		fs.BoolVar(&c.Delete, "delete", c.Delete, "delete from DEST what is not in SRC (after the transfer, and only if nothing failed; excluded paths are kept)")
+		fs.BoolVar(&c.DeleteExcluded, "delete-excluded", c.DeleteExcluded, "with --delete, also delete excluded paths at DEST (implies --delete)")
+		fs.BoolVar(&c.NoDeleteGuard, "no-delete-guard", c.NoDeleteGuard, "with --delete, delete even when SRC selected nothing or more than half of DEST's entries (at least 1000) would go")
+		fs.Var(&c.MaxDelete, "max-delete", "with --delete, delete at most `N` entries; past them the job says how many more it left and exits 25")
+	})
+	section(fs, "performance", func() {
+		fs.Var(&c.Gentle.BwLimit, "bwlimit", "limit the whole job to `RATE` bytes a second (50M, 1.5G, off; a bare number is KiB as in rsync), "+
+			`shared by all streams, or a timetable "08:00,20M 19:00,off"; SIGUSR1 halves it, SIGUSR2 doubles it, PUT /bwlimit on --metrics-addr sets it`)
+		fs.Var(&c.Gentle.MaxReadRate, "max-read-rate", "limit reading the source disk to `RATE` bytes a second, apart from --bwlimit (on the host that reads SRC)")
+		fs.Var(&c.Split, "split-size", "cut files larger than `SIZE` into ranges of SIZE that several streams carry, written into one preallocated temporary and renamed when all have landed; auto: the larger of 64MiB and --batch-size; 0 or off: never split")
+	})
+	section(fs, "output", func() {
+		// -P is rsync's --partial --progress: bulkmove's journal already
+		// resumes an interrupted job where it stopped.
+		fs.VarPF(newChoice(&c.Progress, "auto", "streams", "none"), "progress", "P", "progress display on a terminal: auto (one line), streams (a line per stream too), none; --progress or -P alone: auto").NoOptDefVal = "auto"
+		fs.Var(newInfo(&c.Progress), "info", "rsync's --info: `FLAGS` progress2 or progress1 (--progress), progress0 (--progress=none); others are refused")
+		fs.StringVar(&c.LogFile, "log-file", c.LogFile, "append what bulkmove says on stderr to `FILE`, timestamped")
+		fs.Var(newChoice(&c.LogLevel, "info", "debug"), "log-level", "--log-file detail: info (what stderr shows) or debug (also the -v phases)")
+	})
+	section(fs, "operations", func() {
+		fs.StringVar(&c.Journal, "journal", c.Journal, "resume journal `PATH` (default: under ~/.local/state/bulkmove, keyed by SRC, DEST and options; none: no journal)")
+		fs.IntVar(&c.Retries, "retries", c.Retries, "times a batch may be on a stream that fails before the job gives up")
+		fs.DurationVar(&c.ReconnectTimeout, "reconnect-timeout", c.ReconnectTimeout, "how long a lost stream tries to reconnect (exponential backoff) before the job goes on without it; 0: never")
+		fs.DurationVar(&c.StallTimeout, "stall-timeout", c.StallTimeout, "a stream that moves no byte for this long with work in flight is closed and reconnected")
+		fs.BoolVar(&c.RequireSpace, "require-space", c.RequireSpace, "refuse to go on once the walk has found more to move than DEST has free (without it: a warning)")
+		fs.DurationVar(&c.Grace, "grace", c.Grace, "on the first SIGINT or SIGTERM, how long the batches in flight may take to finish")
+		fs.BoolVar(&c.Fsync, "fsync", c.Fsync, "make each batch durable (fsync files and directories) before it is acknowledged")
+		fs.StringVar(&c.Obs.MetricsAddr, "metrics-addr", c.Obs.MetricsAddr, "export Prometheus metrics on `host:port`; without a host on loopback only (:0 picks a port and prints it; 0.0.0.0:PORT for all interfaces)")
+		fs.StringVar(&c.Obs.ControlToken, "control-token", c.Obs.ControlToken, "allow PUT /bwlimit on the --metrics-addr listener to requests with \"Authorization: Bearer TOKEN\", the token in `FILE` (mode 0600 or 0640); off without")
+		fs.StringVar(&c.Obs.Textfile, "metrics-textfile", c.Obs.Textfile, "write the metrics to `file` for node_exporter's textfile collector, atomically, at exit and every --metrics-textfile-interval")
+		fs.DurationVar(&c.Obs.TextfileEvery, "metrics-textfile-interval", c.Obs.TextfileEvery, "how often --metrics-textfile is rewritten while the job runs")
+		fs.StringVar(&c.Obs.Pushgateway, "pushgateway", c.Obs.Pushgateway, "push the final metrics to this Pushgateway `URL` at exit")
+		fs.StringVar(&c.Obs.JobName, "job-name", c.Obs.JobName, "job label for --pushgateway")
+	})
 }
 
 // registerNice registers the flags that lower a process's claim on the

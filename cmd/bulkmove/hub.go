@@ -14,8 +14,6 @@ const hubUsage = `usage: bulkmove send-hub [flags] SRC (started by a pulling bul
 
 The sending end of a pull: it walks SRC and serves the streams its puller
 opens. It takes no flag of a move: the job's options come whole in --config.
-
-Flags:
 `
 
 // hubFlags registers the flags of bulkmove send-hub --config CONFIG [--as

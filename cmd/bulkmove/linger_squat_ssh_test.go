@@ -89,7 +89,7 @@ func TestSSHLingerSquatted(t *testing.T) {
 	}
 
 	// A push leaves its agent lingering for a second; the agent ends.
-	if out, code := runBM(t, env, "-F", cfg, "-j", "3", "-v", "--linger", "1s", src, "box2:"+dst); code != 0 {
+	if out, code := runBM(t, env, "--ssh-config", cfg, "-j", "3", "-v", "--linger", "1s", src, "box2:"+dst); code != 0 {
 		t.Fatalf("first push: exit %d:\n%s", code, out)
 	}
 	recs, _ := filepath.Glob(filepath.Join(state, "bulkmove", "linger", "*.json"))
@@ -146,7 +146,7 @@ func TestSSHLingerSquatted(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(src, "secret.txt"), []byte(secret), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, code := runBM(t, env, "-F", cfg, "-j", "3", "-v", "--linger", "1s", src, "box2:"+dst)
+	out, code := runBM(t, env, "--ssh-config", cfg, "-j", "3", "-v", "--linger", "1s", src, "box2:"+dst)
 	time.Sleep(500 * time.Millisecond) // what the push sent has reached the squatter
 	stop()
 	received := got.String()
@@ -182,7 +182,7 @@ func TestSSHLingerTokenRotates(t *testing.T) {
 	})
 	push := func() string {
 		t.Helper()
-		out, code := runBM(t, env, "-F", cfg, "-j", "3", "-v", "--linger", "1m", src, "box2:"+dst)
+		out, code := runBM(t, env, "--ssh-config", cfg, "-j", "3", "-v", "--linger", "1m", src, "box2:"+dst)
 		if code != 0 {
 			t.Fatalf("push: exit %d:\n%s", code, out)
 		}

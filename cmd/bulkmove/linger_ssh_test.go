@@ -75,7 +75,7 @@ func TestSSHLinger(t *testing.T) {
 	})
 	push := func(to string, extra ...string) string {
 		t.Helper()
-		out, code := runBM(t, env, append(append([]string{"-F", cfg, "-j", "3", "-v"}, extra...), src, "box2:"+to)...)
+		out, code := runBM(t, env, append(append([]string{"--ssh-config", cfg, "-j", "3", "-v"}, extra...), src, "box2:"+to)...)
 		if code != 0 {
 			t.Fatalf("push %v to %s: exit %d:\n%s", extra, to, code, out)
 		}
@@ -133,7 +133,7 @@ func TestSSHLinger(t *testing.T) {
 	outs, codes := make([]string, len(tos)), make([]int, len(tos))
 	for i, to := range tos {
 		wg.Go(func() {
-			cmd := exec.Command(bin, "-F", cfg, "-j", "3", "-v", "--linger", "1m", src, "box2:"+to)
+			cmd := exec.Command(bin, "--ssh-config", cfg, "-j", "3", "-v", "--linger", "1m", src, "box2:"+to)
 			cmd.Env = append(os.Environ(), env...)
 			b, err := cmd.CombinedOutput()
 			outs[i], codes[i] = string(b), cmd.ProcessState.ExitCode()
@@ -186,7 +186,7 @@ func TestSSHLingerAgentKilled(t *testing.T) {
 	}
 	os.MkdirAll(filepath.Join(dir, "one"), 0o755)
 	os.WriteFile(filepath.Join(dir, "one", "f"), []byte("x"), 0o644)
-	args := []string{"-F", cfg, "-p", strconv.Itoa(px.Port()), "-j", "3", "--linger", "1m", "--journal", "none"}
+	args := []string{"--ssh-config", cfg, "--port", strconv.Itoa(px.Port()), "-j", "3", "--linger", "1m", "--journal", "none"}
 	killAgents := func() { exec.Command("pkill", "-9", "-f", "--", "--hub 3 --linger 1m0s -- "+first).Run() }
 	t.Cleanup(killAgents)
 	t.Cleanup(func() { exec.Command("pkill", "-f", "--", "--hub 3 --linger 1m0s -- "+dst).Run() })

@@ -9,27 +9,34 @@ import (
 	"github.com/bulkmove/bulkmove/internal/termsafe"
 )
 
-const moveUsage = `usage: bulkmove [flags] SRC DEST
-       bulkmove [flags] SRC [user@]host:DEST     (push over K SSH connections)
-       bulkmove [flags] [user@]host:SRC DEST     (pull)
-       bulkmove plan SRC --parts N -o DIR [-0]   (part files for --files-from)
-       bulkmove agent [--metrics-addr ADDR] ROOT
-       bulkmove version [--proto]
+const moveUsage = `bulkmove moves the contents of SRC into DEST over K parallel streams.
 
-Moves the contents of SRC into DEST over K parallel streams, like
-"rsync -a SRC/ DEST/": DEST is created if missing, and SRC/a/b lands as
-DEST/a/b. If SRC is a single file, it is copied to DEST (or into DEST, if
-DEST is a directory). A SRC or DEST that is a symlink is followed;
-symlinks inside SRC stay symlinks; SRC and DEST that Overlap are refused.
+Usage: bulkmove [OPTION]... SRC DEST
+       bulkmove [OPTION]... SRC [USER@]HOST:DEST        push over SSH
+       bulkmove [OPTION]... [USER@]HOST:SRC DEST        pull over SSH
+       bulkmove [OPTION]... SRC bulkmove://HOST:PORT/NAME/PATH  to a serve
+       bulkmove COMMAND [OPTION]...                     (commands at the end)
+
+SRC and SRC/ mean the same: the contents of SRC land in DEST, as with
+rsync's "SRC/ DEST/" (rsync without the slash would make DEST/SRC). One SRC
+is taken. DEST is made if missing; with --delete, what DEST has that SRC
+has not goes. A single file is copied to DEST, or into DEST if a directory.
+
+Examples:
+  bulkmove -j 6 /data box2:/data          6 streams to box2 over SSH
+  bulkmove -aP --delete /data box2:/data  rsync's habits; make DEST a mirror
+  bulkmove -n --delete /data box2:/data   what would move and go, nothing done
+  bulkmove --bwlimit 50M /data box2:/data cap the whole job at 50 MB/s
+  bulkmove box2:/data /restore            pull
+  bulkmove verify /data box2:/data        compare, write nothing
+
+Preserved, always: content, permission bits, mtimes (nanoseconds),
+symlinks, hard links (across the whole tree), empty directories, directory
+mtimes, and numeric owner and group where the receiver runs as root
+(unless --no-owner). Not without their flags: extended attributes (-X),
+ACLs (-A), setuid/setgid bits (--keep-setid). Sockets, devices and FIFOs
+are skipped with a warning (rsync's -a would make devices as root).
 Files already at DEST with the same size and mtime are not sent again.
-
-Preserved: content, permission bits, mtimes (nanoseconds), symlinks, hard
-links (across the whole tree), empty directories, directory mtimes, and
-numeric owner and group when run as root (unless --no-owner). Sockets,
-devices and FIFOs are skipped with a warning; setuid/setgid bits and file
-capabilities are dropped unless --keep-setid.
-
-Flags:
 `
 
 const exitCodesHelp = `

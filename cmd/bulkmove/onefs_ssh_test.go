@@ -17,7 +17,7 @@ func TestSSHPullOneFileSystem(t *testing.T) {
 	srv := sshdtest.Start(t, sshdtest.WithEnv("PATH="+filepath.Dir(bin)+":/usr/bin:/bin", "HOME="+shmDir(t)))
 	cfg := srv.WriteSSHConfig("box2")
 	dst := filepath.Join(dir, "dst")
-	if out, code := runBM(t, nil, "-F", cfg, "--journal", "none", "-x", "box2:"+src, dst); code != 0 {
+	if out, code := runBM(t, nil, "--ssh-config", cfg, "--journal", "none", "-x", "box2:"+src, dst); code != 0 {
 		t.Fatalf("pull -x: exit %d:\n%s", code, out)
 	}
 	checkOneFS(t, "pull -x", dst)

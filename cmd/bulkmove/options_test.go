@@ -51,7 +51,7 @@ func TestOptionsSameEverywhere(t *testing.T) {
 			}},
 		{"pull", func(n string) string { return filepath.Join(dir, n) },
 			func(args []string, src, dst, _ string) (string, int) {
-				return runBM(t, nil, append(append([]string{"-F", cfg}, args...), "box2:"+src, dst)...)
+				return runBM(t, nil, append(append([]string{"--ssh-config", cfg}, args...), "box2:"+src, dst)...)
 			}},
 		{"serve", func(n string) string { return filepath.Join(serveRoot, n) },
 			func(args []string, src, _, name string) (string, int) {

@@ -60,7 +60,7 @@ func TestSSHSrcLink(t *testing.T) {
 			}
 			src = "box2:" + src
 		}
-		args := append([]string{"-F", cfg, "-j", "2", "--journal", "none"}, c.args...)
+		args := append([]string{"--ssh-config", cfg, "-j", "2", "--journal", "none"}, c.args...)
 		out, code := runBM(t, nil, append(args, src, c.dst)...)
 		if code != 0 {
 			t.Fatalf("%s: exit %d:\n%s", c.name, code, out)
@@ -87,7 +87,7 @@ func TestSSHSrcLink(t *testing.T) {
 		{"box2:" + at("f.link"), at("b", "pullname")},
 		{"box2:" + at("f.link"), at("pulled")},
 	} {
-		out, code := runBM(t, nil, "-F", cfg, "--journal", "none", c[0], c[1])
+		out, code := runBM(t, nil, "--ssh-config", cfg, "--journal", "none", c[0], c[1])
 		if code != 0 {
 			t.Fatalf("%s %s: exit %d:\n%s", c[0], c[1], code, out)
 		}
@@ -132,7 +132,7 @@ func TestSSHOverlapRefused(t *testing.T) {
 		{[]string{"--delete", "box2:" + child, x}, "source " + child + " is inside the destination " + x},
 		{[]string{"box2:" + x, filepath.Join(child, "new")}, "destination " + filepath.Join(child, "new") + " is inside the source " + x},
 	} {
-		out, code := runBM(t, nil, append([]string{"-F", cfg, "-j", "2", "--journal", "none"}, c.args...)...)
+		out, code := runBM(t, nil, append([]string{"--ssh-config", cfg, "-j", "2", "--journal", "none"}, c.args...)...)
 		if code != exitFatal || !strings.Contains(out, "box2 refused the job: on this host, ") || !strings.Contains(out, c.want) {
 			t.Errorf("bulkmove %s: exit %d, want %d and %q:\n%s", strings.Join(c.args, " "), code, exitFatal, c.want, out)
 		}
@@ -146,7 +146,7 @@ func TestSSHOverlapRefused(t *testing.T) {
 	apart := filepath.Join(filepath.Dir(x), "apart")
 	env := []string{"XDG_STATE_HOME=" + t.TempDir()}
 	t.Cleanup(func() { exec.Command("pkill", "-f", "--", "--hub 2 --linger 1m0s -- "+apart).Run() })
-	args := []string{"-F", cfg, "-j", "2", "--journal", "none", "--linger", "1m", "-v"}
+	args := []string{"--ssh-config", cfg, "-j", "2", "--journal", "none", "--linger", "1m", "-v"}
 	if out, code := runBM(t, env, append(args, child, "box2:"+apart)...); code != 0 {
 		t.Fatalf("push to leave an agent: exit %d:\n%s", code, out)
 	}

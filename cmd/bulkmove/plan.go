@@ -21,8 +21,6 @@ balanced bytes and entry counts: together they list every entry of SRC
 to SRC a line (NUL-separated with -0), for "bulkmove --files-from PART SRC
 DEST" on N hosts. DIR/summary.txt has the counts, bytes, a size histogram
 and the largest files and directories. See docs/scale-out.md.
-
-Flags:
 `
 
 // planOptions are bulkmove plan's flags.

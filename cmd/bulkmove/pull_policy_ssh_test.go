@@ -69,7 +69,7 @@ exec '`+bin+`' "$@"
 	cfg := srv.WriteSSHConfig("box2")
 	pull := func(sends, dst string, flags ...string) (string, int) {
 		os.WriteFile(extra, []byte(sends), 0o644)
-		return runBM(t, nil, append(append([]string{"-F", cfg, "-j", "2", "--journal", "none", "--remote-bulkmove", wrapper}, flags...), "box2:"+src.Root, filepath.Join(dir, dst))...)
+		return runBM(t, nil, append(append([]string{"--ssh-config", cfg, "-j", "2", "--journal", "none", "--remote-bulkmove", wrapper}, flags...), "box2:"+src.Root, filepath.Join(dir, dst))...)
 	}
 
 	out, code := pull(asks(func(c *engine.Config) { c.KeepSetid, c.Faithful.Xattrs = true, true }), "plain")

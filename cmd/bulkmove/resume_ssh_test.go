@@ -27,7 +27,7 @@ func TestSSHResumeDestChanged(t *testing.T) {
 		t.Fatal(err)
 	}
 	push := func(extra ...string) (string, int) {
-		args := append([]string{"-F", cfg, "-p", strconv.Itoa(px.Port()), "-j", "2", "--batch-files", "100"}, extra...)
+		args := append([]string{"--ssh-config", cfg, "--port", strconv.Itoa(px.Port()), "-j", "2", "--batch-files", "100"}, extra...)
 		return runBM(t, env, append(args, src, "box2:"+dst)...)
 	}
 

@@ -43,8 +43,6 @@ as root or with CAP_CHOWN), setuid/setgid bits and file capabilities
 allowed is refused, saying which flag allows them; one asking for owners
 not allowed goes on, its files owned by the serving user, and its sender
 warns.
-
-Flags:
 `
 
 // stringMap is a repeatable NAME=VALUE flag.

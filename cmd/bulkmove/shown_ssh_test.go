@@ -50,7 +50,7 @@ func TestSSHHostileNames(t *testing.T) {
 	}
 
 	// A pull: the remote sender names the files on its stderr, relayed.
-	out, code := runBM(t, nil, "-F", cfg, "-v", "-j", "2", "box2:"+src, dst)
+	out, code := runBM(t, nil, "--ssh-config", cfg, "-v", "-j", "2", "box2:"+src, dst)
 	if code != exitPartial {
 		t.Fatalf("pull: exit %d, want %d:\n%s", code, exitPartial, out)
 	}
@@ -67,7 +67,7 @@ func TestSSHHostileNames(t *testing.T) {
 	for _, n := range hostileNames {
 		os.MkdirAll(filepath.Join(far, n, "in-the-way"), 0o755)
 	}
-	out, code = runBM(t, nil, "-F", cfg, "-v", "-j", "2", src, "box2:"+far)
+	out, code = runBM(t, nil, "--ssh-config", cfg, "-v", "-j", "2", src, "box2:"+far)
 	if code != exitPartial {
 		t.Fatalf("push: exit %d, want %d:\n%s", code, exitPartial, out)
 	}

@@ -59,7 +59,7 @@ func TestSoak(t *testing.T) {
 				reconnect = "0"
 			}
 			px.Slow(time.Duration(rng.IntN(3)) * time.Millisecond)
-			cmd := exec.Command(bin, "-F", cfg, "-p", strconv.Itoa(px.Port()), "-j", "3", "--batch-files", "100",
+			cmd := exec.Command(bin, "--ssh-config", cfg, "--port", strconv.Itoa(px.Port()), "-j", "3", "--batch-files", "100",
 				"--stall-timeout", "2s", "--reconnect-timeout", reconnect, src, "box2:"+dst)
 			cmd.Env = append(os.Environ(), env...)
 			var out strings.Builder

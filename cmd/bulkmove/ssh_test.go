@@ -54,12 +54,12 @@ func TestSSHPush(t *testing.T) {
 	if err := gentree.Mixed(src, 2000, 3); err != nil {
 		t.Fatal(err)
 	}
-	out, code := runBM(t, nil, "-F", cfg, "-j", "3", src, "box2:"+dst)
+	out, code := runBM(t, nil, "--ssh-config", cfg, "-j", "3", src, "box2:"+dst)
 	if code != 0 {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
 	treecmp.Equal(t, src, dst, treecmp.Options{Owner: os.Geteuid() == 0})
-	out, code = runBM(t, nil, "-F", cfg, "-j", "3", src, "box2:"+dst)
+	out, code = runBM(t, nil, "--ssh-config", cfg, "-j", "3", src, "box2:"+dst)
 	if code != 0 || !strings.Contains(out, "0 files, 0 B") {
 		t.Fatalf("second run, exit %d, want nothing sent:\n%s", code, out)
 	}
@@ -71,7 +71,7 @@ func TestSSHPush(t *testing.T) {
 	os.WriteFile(filepath.Join(src, "blocked"), []byte("new"), 0o644)
 	os.WriteFile(filepath.Join(src, "fine"), []byte("new"), 0o644)
 	os.MkdirAll(filepath.Join(dst, "blocked", "sub"), 0o755)
-	out, code = runBM(t, nil, "-F", cfg, "-j", "3", src, "box2:"+dst)
+	out, code = runBM(t, nil, "--ssh-config", cfg, "-j", "3", src, "box2:"+dst)
 	if code != exitPartial || !strings.Contains(out, "box2:"+dst+": ") || !strings.Contains(out, "blocked: a non-empty directory is in the way of a file; rerun with --delete to replace it") {
 		t.Fatalf("exit %d, want 2 and the remote error:\n%s", code, out)
 	}
@@ -80,7 +80,7 @@ func TestSSHPush(t *testing.T) {
 	}
 	// One stream: the hub serves just the first connection.
 	os.WriteFile(filepath.Join(src, "one"), []byte("1"), 0o644)
-	out, code = runBM(t, nil, "-F", cfg, "-j", "1", src, "box2:"+dst)
+	out, code = runBM(t, nil, "--ssh-config", cfg, "-j", "1", src, "box2:"+dst)
 	if code != exitPartial || !strings.Contains(out, "bulkmove: 1 files, ") {
 		t.Fatalf("-j 1: exit %d, want 2 (blocked is still in the way) and the one new file:\n%s", code, out)
 	}
@@ -89,7 +89,7 @@ func TestSSHPush(t *testing.T) {
 	os.RemoveAll(filepath.Join(dst, "blocked"))
 	os.WriteFile(filepath.Join(dst, "stray"), []byte("x"), 0o644)
 	os.MkdirAll(filepath.Join(dst, "straydir", "sub"), 0o755)
-	out, code = runBM(t, nil, "-F", cfg, "-j", "3", "--delete", src, "box2:"+dst)
+	out, code = runBM(t, nil, "--ssh-config", cfg, "-j", "3", "--delete", src, "box2:"+dst)
 	if code != 0 || !strings.Contains(out, "; 3 deleted; 0 errors") {
 		t.Fatalf("--delete: exit %d, want 0 and 3 deleted (stray, straydir and what it held):\n%s", code, out)
 	}
@@ -111,7 +111,7 @@ func TestSSHPushRelayed(t *testing.T) {
 	if err := gentree.Mixed(src, 1000, 5); err != nil {
 		t.Fatal(err)
 	}
-	out, code := runBM(t, nil, "-v", "-F", cfg, "-j", "3", src, "box2:"+dst)
+	out, code := runBM(t, nil, "-v", "--ssh-config", cfg, "-j", "3", src, "box2:"+dst)
 	if code != 0 {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
@@ -124,7 +124,7 @@ func TestSSHPushRelayed(t *testing.T) {
 	treecmp.Equal(t, src, dst, treecmp.Options{Owner: os.Geteuid() == 0})
 	// A pull: its streams join the remote sender's socket relayed too.
 	back := filepath.Join(dir, "back")
-	if out, code := runBM(t, nil, "-F", cfg, "-j", "3", "box2:"+dst, back); code != 0 || strings.Contains(out, "warning") {
+	if out, code := runBM(t, nil, "--ssh-config", cfg, "-j", "3", "box2:"+dst, back); code != 0 || strings.Contains(out, "warning") {
 		t.Fatalf("pull: exit %d, want 0 and no warning:\n%s", code, out)
 	}
 	treecmp.Equal(t, src, back, treecmp.Options{Owner: os.Geteuid() == 0})
@@ -142,7 +142,7 @@ func TestSSHUploadsAgent(t *testing.T) {
 	if err := gentree.Mixed(src, 300, 4); err != nil {
 		t.Fatal(err)
 	}
-	out, code := runBM(t, nil, "-F", cfg, "-j", "2", src, "box2:"+filepath.Join(dir, "d1"))
+	out, code := runBM(t, nil, "--ssh-config", cfg, "-j", "2", src, "box2:"+filepath.Join(dir, "d1"))
 	if code != 0 {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
@@ -151,7 +151,7 @@ func TestSSHUploadsAgent(t *testing.T) {
 	if err != nil {
 		t.Fatalf("agent not uploaded to %s: %v\n%s", cached, err, out)
 	}
-	out, code = runBM(t, nil, "-F", cfg, "-j", "2", src, "box2:"+filepath.Join(dir, "d2"))
+	out, code = runBM(t, nil, "--ssh-config", cfg, "-j", "2", src, "box2:"+filepath.Join(dir, "d2"))
 	if code != 0 {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
@@ -177,11 +177,11 @@ func TestSSHUnknownHost(t *testing.T) {
 	}
 	os.MkdirAll(filepath.Join(dir, "src"), 0o755)
 	os.WriteFile(filepath.Join(dir, "src/f"), []byte("x"), 0o644)
-	out, code := runBM(t, nil, "-F", cfg, filepath.Join(dir, "src"), "box2:"+filepath.Join(dir, "dst"))
+	out, code := runBM(t, nil, "--ssh-config", cfg, filepath.Join(dir, "src"), "box2:"+filepath.Join(dir, "dst"))
 	if code != exitFatal || !strings.Contains(out, "--accept-new-host-key") {
 		t.Fatalf("exit %d, want 3 and a hint:\n%s", code, out)
 	}
-	out, code = runBM(t, nil, "-F", cfg, "--accept-new-host-key", filepath.Join(dir, "src"), "box2:"+filepath.Join(dir, "dst"))
+	out, code = runBM(t, nil, "--ssh-config", cfg, "--accept-new-host-key", filepath.Join(dir, "src"), "box2:"+filepath.Join(dir, "dst"))
 	if code != 0 {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
@@ -234,7 +234,7 @@ func TestSSHOneConnectionRefused(t *testing.T) {
 	if err := gentree.Mixed(src, 500, 5); err != nil {
 		t.Fatal(err)
 	}
-	out, code := runBM(t, nil, "-F", cfg, "-j", "4", src, "box2:"+dst)
+	out, code := runBM(t, nil, "--ssh-config", cfg, "-j", "4", src, "box2:"+dst)
 	if code != 0 {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
@@ -256,22 +256,22 @@ func TestSSHPull(t *testing.T) {
 	if err := gentree.Mixed(src, 2000, 6); err != nil {
 		t.Fatal(err)
 	}
-	out, code := runBM(t, nil, "-F", cfg, "-j", "3", "box2:"+src, dst)
+	out, code := runBM(t, nil, "--ssh-config", cfg, "-j", "3", "box2:"+src, dst)
 	if code != 0 {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
 	treecmp.Equal(t, src, dst, treecmp.Options{Owner: os.Geteuid() == 0})
-	out, code = runBM(t, nil, "-F", cfg, "-j", "3", "box2:"+src, dst)
+	out, code = runBM(t, nil, "--ssh-config", cfg, "-j", "3", "box2:"+src, dst)
 	if code != 0 || !strings.Contains(out, "0 files, 0 B") {
 		t.Fatalf("second run, exit %d, want nothing sent:\n%s", code, out)
 	}
 	os.WriteFile(filepath.Join(dir, "one"), []byte("one file"), 0o644)
-	out, code = runBM(t, nil, "-F", cfg, "box2:"+filepath.Join(dir, "one"), filepath.Join(dir, "copy"))
+	out, code = runBM(t, nil, "--ssh-config", cfg, "box2:"+filepath.Join(dir, "one"), filepath.Join(dir, "copy"))
 	if b, _ := os.ReadFile(filepath.Join(dir, "copy")); code != 0 || string(b) != "one file" {
 		t.Fatalf("single file pull, exit %d, got %q:\n%s", code, b, out)
 	}
 	// A remote SRC that does not exist: the remote's error, exit 3.
-	out, code = runBM(t, nil, "-F", cfg, "box2:"+filepath.Join(dir, "nosuch"), filepath.Join(dir, "x"))
+	out, code = runBM(t, nil, "--ssh-config", cfg, "box2:"+filepath.Join(dir, "nosuch"), filepath.Join(dir, "x"))
 	if code != exitFatal || !strings.Contains(out, "no such file") {
 		t.Fatalf("missing remote source, exit %d:\n%s", code, out)
 	}
@@ -288,7 +288,7 @@ func TestSSHChattyLoginShell(t *testing.T) {
 	}
 	srv := sshdtest.Start(t, sshdtest.WithEnv("PATH="+filepath.Dir(bin)+":/usr/bin:/bin", "HOME="+home))
 	cfg := srv.WriteSSHConfig("box2")
-	if out, err := exec.Command("ssh", "-F", cfg, "box2", "true").CombinedOutput(); err != nil || !strings.Contains(string(out), "Welcome") {
+	if out, err := exec.Command("ssh", "--ssh-config", cfg, "box2", "true").CombinedOutput(); err != nil || !strings.Contains(string(out), "Welcome") {
 		t.Skipf("the remote login shell does not read ~/.bashrc here (%v: %s)", err, out)
 	}
 	dir := shmDir(t)
@@ -296,7 +296,7 @@ func TestSSHChattyLoginShell(t *testing.T) {
 	if err := gentree.Mixed(src, 500, 8); err != nil {
 		t.Fatal(err)
 	}
-	out, code := runBM(t, nil, "-F", cfg, "-j", "2", src, "box2:"+dst)
+	out, code := runBM(t, nil, "--ssh-config", cfg, "-j", "2", src, "box2:"+dst)
 	if code != 0 || !strings.Contains(out, "Welcome to box2!") {
 		t.Fatalf("exit %d, want 0 and a warning quoting the banner:\n%s", code, out)
 	}
@@ -320,7 +320,7 @@ func TestSSHDataPlane(t *testing.T) {
 		t.Run(tr, func(t *testing.T) {
 			dst := filepath.Join(dir, "dst-"+tr)
 			mode := strings.TrimSuffix(strings.TrimSuffix(tr, "-sendfile"), "-addr")
-			args := []string{"-v", "-F", cfg, "-j", "3", "--transport", mode, "--data-ports", "40000-40100", src, "box2:" + dst}
+			args := []string{"-v", "--ssh-config", cfg, "-j", "3", "--transport", mode, "--data-ports", "40000-40100", src, "box2:" + dst}
 			switch tr {
 			case "tcp-sendfile":
 				// No hashes to make: the larger bodies go by sendfile.
@@ -360,7 +360,7 @@ func TestSSHRemoteBulkmove(t *testing.T) {
 	if err := gentree.Mixed(src, 300, 5); err != nil {
 		t.Fatal(err)
 	}
-	out, code := runBM(t, nil, "-v", "-F", cfg, "-j", "2", "--remote-bulkmove", bin, src, "box2:"+dst)
+	out, code := runBM(t, nil, "-v", "--ssh-config", cfg, "-j", "2", "--remote-bulkmove", bin, src, "box2:"+dst)
 	if code != 0 || !strings.Contains(out, "agent "+bin+" ready on box2") {
 		t.Fatalf("exit %d, want 0 and the named agent:\n%s", code, out)
 	}
@@ -369,7 +369,7 @@ func TestSSHRemoteBulkmove(t *testing.T) {
 		t.Errorf("uploaded although --remote-bulkmove named a binary")
 	}
 	missing := filepath.Join(dir, "no-such-bulkmove")
-	out, code = runBM(t, nil, "-F", cfg, "-j", "2", "--remote-bulkmove", missing, src, "box2:"+filepath.Join(dir, "dst2"))
+	out, code = runBM(t, nil, "--ssh-config", cfg, "-j", "2", "--remote-bulkmove", missing, src, "box2:"+filepath.Join(dir, "dst2"))
 	if code == 0 || !strings.Contains(out, missing) {
 		t.Fatalf("exit %d, want a failure naming %s:\n%s", code, missing, out)
 	}

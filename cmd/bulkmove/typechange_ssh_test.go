@@ -71,14 +71,14 @@ func TestSSHTypeChange(t *testing.T) {
 	dir := shmDir(t)
 	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
 	outside := typeChanged(t, src, dst)
-	out, code := runBM(t, nil, "-F", cfg, "-j", "3", src, "box2:"+dst)
+	out, code := runBM(t, nil, "--ssh-config", cfg, "-j", "3", src, "box2:"+dst)
 	if code != exitPartial || strings.Count(out, "in the way") != 1 ||
 		!strings.Contains(out, "d2f: a non-empty directory is in the way of a file; rerun with --delete to replace it") ||
 		!strings.Contains(out, "s2d: is a symlink, not a directory; nothing written through it; if SRC has a directory there, rerun with --delete") ||
 		!strings.Contains(out, "bulkmove: 2 files, 2 B in") {
 		t.Fatalf("push without --delete: exit %d, want 2, the one directory in the way, the symlink refused, and 2 files of 2 B landed:\n%s", code, out)
 	}
-	out, code = runBM(t, nil, "-F", cfg, "-j", "3", "--delete", src, "box2:"+dst)
+	out, code = runBM(t, nil, "--ssh-config", cfg, "-j", "3", "--delete", src, "box2:"+dst)
 	if code != 0 {
 		t.Fatalf("push with --delete: exit %d:\n%s", code, out)
 	}
@@ -91,7 +91,7 @@ func TestSSHTypeChange(t *testing.T) {
 		dir := shmDir(t)
 		src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
 		outside := typeChanged(t, src, dst)
-		args := []string{"-F", cfg, "-j", "2", "--delete", src, "box2:" + dst}
+		args := []string{"--ssh-config", cfg, "-j", "2", "--delete", src, "box2:" + dst}
 		if pull {
 			args[len(args)-2], args[len(args)-1] = "box2:"+src, dst
 		}

@@ -21,8 +21,6 @@ not. Writes nothing. Each difference is a line on stdout:
 
 Exit status: 0 if the trees are the same, 2 if any difference, 1 for a
 usage error, 3 if the comparison could not be done.
-
-Flags:
 `
 
 // verifyFlags registers the flags of bulkmove verify [flags] SRC DEST:

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/bulkmove/bulkmove/internal/engine"
+	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/wire"
 )
 
@@ -15,6 +16,11 @@ import (
 func versionFlags(fs *pflag.FlagSet) func(*call) int {
 	proto := fs.Bool("proto", false, "print only the protocol version")
 	return func(x *call) int {
+		if len(x.args) > 0 {
+			// The first word names the command, always, as in git.
+			termsafe.Errorf(x.stderr, "version takes no operands; to move a directory named version, write ./version")
+			return exitUsage
+		}
 		printVersion(x.stdout, *proto)
 		return exitOK
 	}

@@ -61,6 +61,7 @@ type Config struct {
 	IgnoreExisting   bool
 	ViaAgent         bool
 	JSON             bool
+	Quiet            bool // -q: no summary when all went well (cmd/bulkmove also draws no progress)
 	Progress         string
 	Obs              Observe
 	Gentle           throttle.Gentle // --bwlimit, --max-read-rate, --io-nice, --nice: package throttle
@@ -74,7 +75,9 @@ type Config struct {
 // ByteSize is a flag of a size with an optional unit: 64MiB, 64m, 1G, 4096.
 type ByteSize int64
 
-func (b *ByteSize) String() string { return strconv.FormatInt(int64(*b), 10) }
+// String writes the size as the flag reads it back, in the largest unit
+// that divides it (16MiB): the help's defaults read as people type them.
+func (b *ByteSize) String() string { return units.Exact(int64(*b)) }
 
 // Type names the value in help (the flag parser asks).
 func (b *ByteSize) Type() string { return "size" }

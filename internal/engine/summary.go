@@ -55,6 +55,8 @@ func (j *job) summary(err error, interrupted bool) {
 				j.dst, units.Size(left), units.Size(j.m.PlannedBytes.Load()))
 		}
 		termsafe.Errorf(j.stderr, "failed: %s", line)
+	case j.flags.Quiet && j.failed+j.walkErrs == 0 && !del.Refused && !del.Skipped && del.Held == 0:
+		// -q: all went well, nothing to say.
 	default:
 		termsafe.Errorf(j.stderr, "%s", line)
 	}

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Flag values of the command line's own: each refuses what it cannot
+// mean, naming what it takes, so that --progress=bogus is a usage error
+// and not a silent default.
+
+// choice is a string flag that takes one of a fixed set of words.
+type choice struct {
+	v     *string
+	words []string
+}
+
+func newChoice(v *string, words ...string) *choice { return &choice{v, words} }
+
+func (c *choice) String() string { return *c.v }
+func (c *choice) Type() string   { return strings.Join(c.words, "|") }
+
+func (c *choice) Set(s string) error {
+	if !slices.Contains(c.words, s) {
+		return fmt.Errorf("want %s", orList(c.words))
+	}
+	*c.v = s
+	return nil
+}
+
+// orList writes words as "a, b or c".
+func orList(words []string) string {
+	if len(words) < 2 {
+		return strings.Join(words, "")
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " or " + words[len(words)-1]
+}
+
+// info is rsync's --info=FLAGS, of which bulkmove has the progress
+// levels: progress2 and progress1 show the progress line (bulkmove's is
+// always rsync's whole-transfer progress2), progress0 none. Any other
+// flag is refused rather than ignored: a script that asks rsync for a
+// report expects it.
+type info struct{ progress *string }
+
+func newInfo(progress *string) *info { return &info{progress} }
+
+func (i *info) String() string { return "" }
+func (i *info) Type() string   { return "FLAGS" }
+
+func (i *info) Set(s string) error {
+	for _, f := range strings.Split(s, ",") {
+		switch strings.ToLower(strings.TrimSpace(f)) {
+		case "progress", "progress1", "progress2":
+			*i.progress = "auto"
+		case "progress0":
+			*i.progress = "none"
+		default:
+			return fmt.Errorf("%q: bulkmove takes progress0, progress1 and progress2 of rsync's --info flags", f)
+		}
+	}
+	return nil
+}
+
+// verboseCount is -v, which repeats as rsync's does (-vv): any count
+// turns on the engine's one verbose level, which already lists every
+// batch.
+type verboseCount struct {
+	on *bool
+	n  int
+}
+
+func (v *verboseCount) String() string { return strconv.Itoa(v.n) }
+func (v *verboseCount) Type() string   { return "count" }
+
+func (v *verboseCount) Set(s string) error {
+	if s == "+1" {
+		v.n++
+	} else {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			return fmt.Errorf("want a count of 0 or more")
+		}
+		v.n = n
+	}
+	*v.on = v.n > 0
+	return nil
+}

@@ -2,7 +2,7 @@
 GO ?= go
 BIN := bin/bulkmove
 
-.PHONY: build vet lint test test-short race fuzz bench bench-cpu bench-cutover bench-scale bench-slowfs bench-speed soak demo clean
+.PHONY: build vet lint test test-short race fuzz bench bench-cpu bench-cutover bench-scale bench-slowfs bench-speed soak demo man clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/bulkmove
@@ -124,6 +124,10 @@ demo: build
 	$(GO) run ./bench/treecmp $(DEMO)/small $(DEMO)/small-copy
 	$(GO) run ./bench/treecmp $(DEMO)/mixed $(DEMO)/mixed-copy
 	@echo "demo: both copies are identical to their sources"
+
+# docs/bulkmove.1 from the flag definitions (TestManPage fails when it is stale).
+man:
+	$(GO) test ./cmd/bulkmove -run '^TestManPage$$' -count=1 -update-man
 
 clean:
 	rm -rf bin

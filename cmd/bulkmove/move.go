@@ -23,12 +23,12 @@ is taken. DEST is made if missing; with --delete, what DEST has that SRC
 has not goes. A single file is copied to DEST, or into DEST if a directory.
 
 Examples:
-  bulkmove -j 6 /data box2:/data          6 streams to box2 over SSH
-  bulkmove -aP --delete /data box2:/data  rsync's habits; make DEST a mirror
-  bulkmove -n --delete /data box2:/data   what would move and go, nothing done
-  bulkmove --bwlimit 50M /data box2:/data cap the whole job at 50 MB/s
-  bulkmove box2:/data /restore            pull
-  bulkmove verify /data box2:/data        compare, write nothing
+  bulkmove -j 6 /data box2:/data           6 streams to box2 over SSH
+  bulkmove -aP --delete /data box2:/data   rsync's habits; DEST a mirror
+  bulkmove -n --delete /data box2:/data    what would move and go
+  bulkmove --bwlimit 50M /data box2:/data  at most 50 MB/s in all
+  bulkmove box2:/data /restore             pull
+  bulkmove verify /data box2:/data         compare, write nothing
 
 Preserved, always: content, permission bits, mtimes (nanoseconds),
 symlinks, hard links (across the whole tree), empty directories, directory

@@ -46,7 +46,7 @@
 # tls ≤ 1.2× tar | nc's, tcp ≤ 0.9× tar | nc's CPU-s and ≤ 0.9× its wall time), then the
 # split (medians per process group). Every run's figures go to CPU_OUT/runs.tsv.
 # After the rounds, one more bulkmove SSH run writes a pprof CPU profile of each end
-# (BULKMOVE_CPUPROFILE; the agent's through a wrapper script given as
+# (BULKMOVE_TUNE_CPUPROFILE; the agent's through a wrapper script given as
 # --remote-bulkmove) and `go tool pprof -top` of each: CPU_OUT/sender.pprof,
 # CPU_OUT/agent-PID.pprof, CPU_OUT/sender.top.txt, CPU_OUT/agent.top.txt.
 #
@@ -496,19 +496,19 @@ report_small() {
 
 # profile_run: one bulkmove SSH run with a pprof CPU profile of each end. The agent is
 # started by sshd, which passes no environment: --remote-bulkmove names a wrapper that
-# sets BULKMOVE_CPUPROFILE and execs the agent (not for `version --proto`, the check).
+# sets BULKMOVE_TUNE_CPUPROFILE and execs the agent (not for `version --proto`, the check).
 profile_run() {
 	local wrap=$W/bin/bm-agent-prof p
 	mkdir -p "$W/prof"
 	cat >"$wrap" <<-EOF
 		#!/bin/sh
-		[ "\$1" = version ] || export BULKMOVE_CPUPROFILE=$(q "$W/prof/agent-%p.pprof")
+		[ "\$1" = version ] || export BULKMOVE_TUNE_CPUPROFILE=$(q "$W/prof/agent-%p.pprof")
 		exec $(q "$AGENT") "\$@"
 	EOF
 	chmod 0755 "$wrap"
 	DST=$W/dst/prof
 	rm -rf "$DST"
-	if ! S env BULKMOVE_CPUPROFILE="$W/prof/sender.pprof" "$SENDER" --remote-bulkmove "$wrap" "$SRC" "$HOST:$DST" >"$OUT/logs/profile.log" 2>&1; then
+	if ! S env BULKMOVE_TUNE_CPUPROFILE="$W/prof/sender.pprof" "$SENDER" --remote-bulkmove "$wrap" "$SRC" "$HOST:$DST" >"$OUT/logs/profile.log" 2>&1; then
 		note "the profiled run failed (see $OUT/logs/profile.log)"
 		return 1
 	fi

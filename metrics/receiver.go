@@ -14,7 +14,7 @@ type Totaler interface {
 	Totals() wire.Totals
 }
 
-// Receiver exports what a receiving daemon (bulkmove agent, bulkmove
+// Receiver exports what a receiving daemon (bulkmove --agent, bulkmove
 // serve) has written at the destination. Set it once the receiver is
 // open; until then it exports zeros.
 //

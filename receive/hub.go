@@ -39,7 +39,7 @@ const DefaultManifestMemory = 256 << 20
 const StreamManifestMemory = 4 << 20
 
 // Serve runs the receiver agent on one connection: r and w are the
-// sender's frames (stdin and stdout of `bulkmove agent`), root the
+// sender's frames (stdin and stdout of `bulkmove --agent`), root the
 // destination. It returns nil after a clean End, an error otherwise; a
 // fatal error is also sent to the sender as a Fail frame.
 func Serve(ctx context.Context, r io.Reader, w io.Writer, root, version string) (err error) {

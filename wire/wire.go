@@ -61,7 +61,20 @@ import (
 // 14: a pull's send-hub takes the job's options whole, as one --config
 // argument (the sender's Config, JSON in base64), not flag by flag; an
 // older send-hub would refuse the argument.
-const Proto = 14
+// 15: the internal commands are started as CmdAgent, CmdSendHub and
+// CmdJoin (flags, not words): an older bulkmove would take them for
+// unknown flags of a move.
+const Proto = 15
+
+// The first words of the internal commands, which one end starts on the
+// other's host (over SSH, or as a local child): written as flags, so that
+// no operand a user gives can start one (bulkmove agent DIR moves ./agent
+// into DIR), and no directory a login starts in changes what they mean.
+const (
+	CmdAgent   = "--agent"    // the receiver of a push: receive/agentd
+	CmdSendHub = "--send-hub" // the sender of a pull: transport/accepted
+	CmdJoin    = "--join"     // a stream's relay to a hub's socket
+)
 
 // Frame types.
 const (

@@ -19,7 +19,7 @@ import (
 	"github.com/bulkmove/bulkmove/wire"
 )
 
-const agentUsage = `usage: bulkmove agent [--metrics-addr host:port] [--hub K] ROOT
+const agentUsage = `usage: bulkmove --agent [--metrics-addr host:port] [--hub K] ROOT
 
 Receives batches on standard input and answers on standard output, writing
 under ROOT (created if missing). The sender starts it, locally or over SSH;
@@ -30,7 +30,7 @@ With --hub K, it first prints "BULKMOVE-HUB2 SOCKET job=JOBTOKEN
 SOCKET, a Unix socket in this user's private directory ($XDG_RUNTIME_DIR/
 bulkmove, else ~/.local/state/bulkmove/run, each checked before use), which the
 sender reaches through its other SSH connections (forwarded, or relayed by
-"bulkmove join SOCKET"). Each connection proves it holds the job's token
+"bulkmove --join SOCKET"). Each connection proves it holds the job's token
 (JOIN2), and the agent proves it too, before anything else is sent. All K
 streams share one receiver. With --data tls (or tcp) it also listens on a
 port of --data-ports for K streams, each presenting the one-time token of
@@ -58,7 +58,7 @@ that starts it gives them from its own flags, and a Hello asking for more
 is refused (owners: not heeded).
 `
 
-// agentFlags registers the flags of `bulkmove agent` (transport/ssh and
+// agentFlags registers the flags of `bulkmove --agent` (transport/ssh and
 // internal/engine build its command lines) and returns its run: its
 // flags into an agentd.Config, and agentd.Run.
 func agentFlags(fs *pflag.FlagSet) func(*call) int {

@@ -24,9 +24,9 @@ func TestAgentStopsOnSignal(t *testing.T) {
 	bin := testbin.Build(t)
 	for _, mode := range []string{"ssh", "tls"} {
 		t.Run(mode, func(t *testing.T) {
-			args := []string{"agent", "--hub", "2", "--", t.TempDir()}
+			args := []string{"--agent", "--hub", "2", "--", t.TempDir()}
 			if mode == "tls" {
-				args = []string{"agent", "--hub", "2", "--data", "tls", "--", t.TempDir()}
+				args = []string{"--agent", "--hub", "2", "--data", "tls", "--", t.TempDir()}
 			}
 			cmd := exec.Command(bin, args...)
 			cmd.Env = append(os.Environ(), "HOME="+t.TempDir(), "XDG_RUNTIME_DIR=")

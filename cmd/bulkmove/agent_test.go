@@ -33,7 +33,7 @@ func TestAgentMetrics(t *testing.T) {
 	errR, errW := io.Pipe()
 	done := make(chan int)
 	go func() {
-		code := run([]string{"agent", "--metrics-addr", "127.0.0.1:0", dst}, toAgentR, fromAgentW, errW)
+		code := run([]string{"--agent", "--metrics-addr", "127.0.0.1:0", dst}, toAgentR, fromAgentW, errW)
 		fromAgentW.Close()
 		errW.Close()
 		done <- code

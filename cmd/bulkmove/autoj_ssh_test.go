@@ -34,7 +34,7 @@ func TestAutoJSSH(t *testing.T) {
 	// A tail of 1 s: by the default of 5 s, a job of this size can look
 	// like its tail in the first window, while buffers fill (and did,
 	// on a loaded machine).
-	out, code := runBM(t, []string{"BULKMOVE_AUTO_TAIL=1"}, "--ssh-config", cfg, "--port", strconv.Itoa(px.Port()), "--json", "-v", "--compress=none",
+	out, code := runBM(t, []string{"BULKMOVE_TUNE_AUTO_TAIL=1"}, "--ssh-config", cfg, "--port", strconv.Itoa(px.Port()), "--json", "-v", "--compress=none",
 		"--journal", "none", "--batch-size", "2MiB", "--max-streams", "12", src, "box2:"+dst)
 	if code != 0 {
 		t.Fatalf("exit %d:\n%s", code, out)

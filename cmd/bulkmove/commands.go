@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/bulkmove/bulkmove/internal/termsafe"
+	"github.com/bulkmove/bulkmove/wire"
 )
 
 // The subcommand scaffold: every command of bulkmove is a row of commands,
@@ -66,11 +67,11 @@ var commands = []command{
 		head: serveUsage, setup: serveFlags},
 	{name: "version", summary: "print the version (--proto: the protocol's)",
 		head: "usage: bulkmove version [--proto]\n", setup: versionFlags},
-	{name: "agent", internal: true, summary: "the receiving end that a push starts",
+	{name: wire.CmdAgent, internal: true, summary: "the receiving end that a push starts",
 		head: agentUsage, hideFlags: true, setup: agentFlags},
-	{name: "send-hub", internal: true, summary: "the sending end that a pull starts",
+	{name: wire.CmdSendHub, internal: true, summary: "the sending end that a pull starts",
 		head: hubUsage, setup: hubFlags},
-	{name: "join", aliases: []string{"send-join"}, internal: true, summary: "relay a stream to a hub's socket",
+	{name: wire.CmdJoin, internal: true, summary: "relay a stream to a hub's socket",
 		head: joinUsage, setup: joinFlags},
 }
 

@@ -25,9 +25,21 @@ func TestCommandTable(t *testing.T) {
 		if c.setup(fs) == nil {
 			t.Errorf("command %q: setup returned no run", c.name)
 		}
-		if fs.Lookup("help") != nil || fs.ShorthandLookup("h") != nil {
-			t.Errorf("command %q: -h and --help are the help's", c.name)
+		// --help is every command's (addHelp), and -h too where it is not
+		// rsync's --human-readable.
+		if fs.Lookup("help") != nil {
+			t.Errorf("command %q: --help is addHelp's", c.name)
 		}
+		if h := fs.ShorthandLookup("h"); h != nil && h.Name != "human-readable" {
+			t.Errorf("command %q: -h is --%s", c.name, h.Name)
+		}
+		// Every flag of the move and of verify is in a help section.
+		full, _, _ := c.flagSet()
+		full.VisitAll(func(f *pflag.Flag) {
+			if c.name == "" && sectionOf(f) == "" {
+				t.Errorf("the move's --%s is in no help section", f.Name)
+			}
+		})
 	}
 	if commands[0].name != "" {
 		t.Errorf("the first command is %q, want the move (no name)", commands[0].name)

@@ -149,19 +149,23 @@ func flagValue(args []string, name string) (v string, set bool) {
 // command line, not by what the environment of a login carries.
 const envPrefix = "BULKMOVE_"
 
+// tunePrefix starts the tuning and debugging variables
+// (BULKMOVE_TUNE_KNOWN_MEM, ...; docs/configuration.md): never a flag.
+const tunePrefix = envPrefix + "TUNE_"
+
 // envSkipped are the flags no variable sets: they would turn a run into
 // another command, or they are read before the flags (the config file's).
 var envSkipped = map[string]bool{"help": true, "version": true, "config": true, "profile": true}
 
 // envDefaults sets fs's flags from environ's BULKMOVE_<FLAG> variables
 // (the flag's long name in capitals, - as _). A variable that names no
-// flag is left alone: bulkmove's tuning variables (docs/configuration.md)
-// share the prefix.
+// flag is left alone, as are an empty one (taken as unset) and the
+// tuning variables (tunePrefix).
 func envDefaults(fs *pflag.FlagSet, environ []string) error {
 	for _, kv := range environ {
 		k, v, _ := strings.Cut(kv, "=")
 		rest, ok := strings.CutPrefix(k, envPrefix)
-		if !ok || rest == "" {
+		if !ok || rest == "" || v == "" || strings.HasPrefix(k, tunePrefix) {
 			continue
 		}
 		name := strings.ToLower(strings.ReplaceAll(rest, "_", "-"))

@@ -222,7 +222,7 @@ func agentsOf(dst string) []int {
 			continue
 		}
 		args := strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
-		if len(args) > 2 && args[1] == "agent" && args[len(args)-1] == dst {
+		if len(args) > 2 && args[1] == "--agent" && args[len(args)-1] == dst {
 			pids = append(pids, pid)
 		}
 	}

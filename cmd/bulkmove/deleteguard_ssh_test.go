@@ -70,7 +70,7 @@ func TestSSHDeleteGuard(t *testing.T) {
 	if n := files(); n != 1200 {
 		t.Fatalf("%d files left at DEST after refusals, want all 1200", n)
 	}
-	if out, code := push("--delete", "--no-delete-guard", src, "box2:"+dst); code != 0 || !strings.Contains(out, "; 1010 deleted; 0 errors") {
+	if out, code := push("--delete", "--no-delete-guard", src, "box2:"+dst); code != 0 || !strings.Contains(out, "; 1,010 deleted; 0 errors") {
 		t.Fatalf("--no-delete-guard: exit %d, want 0 and 1010 deleted:\n%s", code, out)
 	}
 	treecmp.Equal(t, src, dst, treecmp.Options{Owner: os.Geteuid() == 0})

@@ -71,9 +71,9 @@ func TestFileModes(t *testing.T) {
 		mode(filepath.Join(out, f), 0o600)
 	}
 
-	// BULKMOVE_CPUPROFILE.
+	// BULKMOVE_TUNE_CPUPROFILE.
 	profile := filepath.Join(dir, "cpu.pprof")
-	if out, code := runBM(t, []string{"BULKMOVE_CPUPROFILE=" + profile}, "--journal", "none", src, filepath.Join(dir, "dst2")); code != exitOK {
+	if out, code := runBM(t, []string{"BULKMOVE_TUNE_CPUPROFILE=" + profile}, "--journal", "none", src, filepath.Join(dir, "dst2")); code != exitOK {
 		t.Fatalf("exit %d: %s", code, out)
 	}
 	mode(profile, 0o600)

@@ -66,7 +66,7 @@ func TestIONice(t *testing.T) {
 	dir := shmDir(t)
 
 	// The agent alone: it sets them before it reads a byte.
-	agent := exec.Command(bin, "agent", "--io-nice", "--nice", "19", filepath.Join(dir, "agent-dst"))
+	agent := exec.Command(bin, "--agent", "--io-nice", "--nice", "19", filepath.Join(dir, "agent-dst"))
 	stdin, err := agent.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -105,7 +105,7 @@ func TestIONice(t *testing.T) {
 				continue // forked, not yet the agent
 			}
 			agents[k] = strings.Join(args[1:], " ")
-			if strings.HasPrefix(agents[k], "agent ") {
+			if strings.HasPrefix(agents[k], "--agent ") {
 				waitGentle(t, "agent of the sender", k)
 			}
 		}
@@ -115,8 +115,8 @@ func TestIONice(t *testing.T) {
 	}
 	for _, got := range agents {
 		// The --allow-* flags are the receiver's policy (see policy.go).
-		if !regexp.MustCompile(`^agent --io-nice --nice 19 (--allow-\S+ )*-- `).MatchString(got) {
-			t.Errorf("agent started as %q, want agent --io-nice --nice 19 [--allow-...] -- DEST", got)
+		if !regexp.MustCompile(`^--agent --io-nice --nice 19 (--allow-\S+ )*-- `).MatchString(got) {
+			t.Errorf("agent started as %q, want --agent --io-nice --nice 19 [--allow-...] -- DEST", got)
 		}
 	}
 	if err := cmd.Wait(); err != nil {

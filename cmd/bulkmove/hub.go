@@ -8,15 +8,16 @@ import (
 
 	"github.com/bulkmove/bulkmove/internal/engine"
 	"github.com/bulkmove/bulkmove/internal/termsafe"
+	"github.com/bulkmove/bulkmove/wire"
 )
 
-const hubUsage = `usage: bulkmove send-hub [flags] SRC (started by a pulling bulkmove, not by hand)
+const hubUsage = `usage: bulkmove --send-hub [flags] SRC (started by a pulling bulkmove, not by hand)
 
 The sending end of a pull: it walks SRC and serves the streams its puller
 opens. It takes no flag of a move: the job's options come whole in --config.
 `
 
-// hubFlags registers the flags of bulkmove send-hub --config CONFIG [--as
+// hubFlags registers the flags of bulkmove --send-hub --config CONFIG [--as
 // NAME] [--dst-ids IDS] SRC: the sending end of a pull, started by the
 // pulling bulkmove over SSH (engine's pull.go builds its command line),
 // not by hand. It takes no flag of a move: the job's options come whole
@@ -27,7 +28,7 @@ func hubFlags(fs *pflag.FlagSet) func(*call) int {
 	dstIDs := fs.String("dst-ids", "", "the receiver's DEST by device and inode, with its machine (JSON): a SRC that overlaps it on this machine is refused")
 	return func(x *call) int {
 		if len(x.args) != 1 {
-			termsafe.Errorf(x.stderr, "usage: bulkmove send-hub [flags] SRC (started by a pulling bulkmove, not by hand)")
+			termsafe.Errorf(x.stderr, "usage: bulkmove --send-hub [flags] SRC (started by a pulling bulkmove, not by hand)")
 			return exitUsage
 		}
 		c, err := engine.DecodeSenderConfig(*cfg)
@@ -35,7 +36,7 @@ func hubFlags(fs *pflag.FlagSet) func(*call) int {
 			err = c.Check()
 		}
 		if err != nil {
-			termsafe.Errorf(x.stderr, "send-hub: %v", err)
+			termsafe.Errorf(x.stderr, "%s: %v", wire.CmdSendHub, err)
 			return exitUsage
 		}
 		ctx, stop := signalContext()
@@ -47,17 +48,17 @@ func hubFlags(fs *pflag.FlagSet) func(*call) int {
 	}
 }
 
-const joinUsage = `usage: bulkmove join SOCKET (started by a pulling bulkmove, not by hand)
+const joinUsage = `usage: bulkmove --join SOCKET (started by a pulling bulkmove, not by hand)
 
 Relays a stream, standard input and output, to a hub's Unix SOCKET (an
-agent's, or the sending end of a pull). send-join is another name for it.
+agent's, or the sending end of a pull).
 `
 
-// joinFlags is `bulkmove join SOCKET` (or send-join): no flags.
+// joinFlags is `bulkmove --join SOCKET`: no flags.
 func joinFlags(*pflag.FlagSet) func(*call) int {
 	return func(x *call) int {
 		if len(x.args) != 1 {
-			termsafe.Errorf(x.stderr, "usage: bulkmove send-join SOCKET (started by a pulling bulkmove, not by hand)")
+			termsafe.Errorf(x.stderr, "usage: bulkmove --join SOCKET (started by a pulling bulkmove, not by hand)")
 			return exitUsage
 		}
 		return runJoin(x.args[0], x.stdin, x.stdout, x.stderr)
@@ -68,7 +69,7 @@ func joinFlags(*pflag.FlagSet) func(*call) int {
 func runJoin(sock string, stdin io.Reader, stdout, stderr io.Writer) int {
 	c, err := net.Dial("unix", sock)
 	if err != nil {
-		termsafe.Errorf(stderr, "send-join: %v", err)
+		termsafe.Errorf(stderr, "--join: %v", err)
 		return exitFatal
 	}
 	defer c.Close()

@@ -35,18 +35,18 @@ import (
 )
 
 func main() {
-	// BULKMOVE_KNOWN_MEM=N: how many hard-link targets a receiver (this
+	// BULKMOVE_TUNE_KNOWN_MEM=N: how many hard-link targets a receiver (this
 	// process's, or an agent's or server's) keeps in memory before the
 	// rest go to disk (extract.KnownMem).
-	if n, err := engine.EnvCount("BULKMOVE_KNOWN_MEM", "hard-link targets"); err != nil {
+	if n, err := engine.EnvCount("BULKMOVE_TUNE_KNOWN_MEM", "hard-link targets"); err != nil {
 		termsafe.Errorf(os.Stderr, "%v", err)
 		os.Exit(exitUsage)
 	} else if n > 0 {
 		extract.KnownMem = int(n)
 	}
-	// BULKMOVE_CPUPROFILE=FILE writes a pprof CPU profile of the run; %p in
+	// BULKMOVE_TUNE_CPUPROFILE=FILE writes a pprof CPU profile of the run; %p in
 	// FILE is replaced by the pid, so that agents write their own.
-	if p := os.Getenv("BULKMOVE_CPUPROFILE"); p != "" {
+	if p := os.Getenv("BULKMOVE_TUNE_CPUPROFILE"); p != "" {
 		p = strings.ReplaceAll(p, "%p", strconv.Itoa(os.Getpid()))
 		// 0600 like every file bulkmove writes for its user alone.
 		if f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600); err == nil {

@@ -56,11 +56,14 @@ Exit codes:
 func moveFlags(fs *pflag.FlagSet) func(*call) int {
 	c := engine.DefaultConfig()
 	registerMove(fs, &c)
-	version := fs.Bool("version", false, "print the version and exit")
-	// Read before the flags are parsed (configDefaults); here for --help,
-	// and so that the command line may give them.
-	fs.String("config", "", "read defaults and profiles from `FILE` (default ~/.config/bulkmove/config; see docs/configuration.md)")
-	fs.String("profile", "", "run the job `NAME` of the config file (its src, dst and flags)")
+	var version *bool
+	section(fs, "common", func() { version = fs.Bool("version", false, "print the version and exit") })
+	section(fs, "operations", func() {
+		// Read before the flags are parsed (configDefaults); here for
+		// --help, and so that the command line may give them.
+		fs.String("config", "", "read defaults and profiles from `FILE` (default ~/.config/bulkmove/config; see docs/configuration.md)")
+		fs.String("profile", "", "run the job `NAME` of the config file (its src, dst and flags)")
+	})
 	return func(x *call) int {
 		if *version {
 			printVersion(x.stdout, false)

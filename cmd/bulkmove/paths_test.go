@@ -98,7 +98,7 @@ func TestAgentRefusesOverlap(t *testing.T) {
 	}
 	ids := paths.HostPlace{Machine: paths.HostID(), Place: pl}.Encode()
 	var out, errb bytes.Buffer
-	code := run([]string{"agent", "--src-ids", ids, "--hub", "1", x}, strings.NewReader(""), &out, &errb)
+	code := run([]string{"--agent", "--src-ids", ids, "--hub", "1", x}, strings.NewReader(""), &out, &errb)
 	want := "on this host, source " + child + " is inside the destination " + x
 	if code != exitUsage || !strings.HasPrefix(out.String(), wire.Refused) || !strings.Contains(out.String(), want) {
 		t.Fatalf("agent: exit %d, stdout %q, want %d and %q", code, out.String(), exitUsage, want)
@@ -107,13 +107,13 @@ func TestAgentRefusesOverlap(t *testing.T) {
 	// Another machine's SRC: device and inode numbers do not compare.
 	other := paths.HostPlace{Machine: "another-machine", Place: pl}.Encode()
 	out.Reset()
-	run([]string{"agent", "--src-ids", other, "--hub", "1", x}, strings.NewReader(""), &out, &errb)
+	run([]string{"--agent", "--src-ids", other, "--hub", "1", x}, strings.NewReader(""), &out, &errb)
 	if !strings.HasPrefix(out.String(), wire.AgentBanner) {
 		t.Errorf("another machine's SRC refused: %q", out.String())
 	}
 	// A ROOT apart from SRC.
 	out.Reset()
-	run([]string{"agent", "--src-ids", ids, "--hub", "1", filepath.Join(filepath.Dir(x), "apart")}, strings.NewReader(""), &out, &errb)
+	run([]string{"--agent", "--src-ids", ids, "--hub", "1", filepath.Join(filepath.Dir(x), "apart")}, strings.NewReader(""), &out, &errb)
 	if !strings.HasPrefix(out.String(), wire.AgentBanner) {
 		t.Errorf("a ROOT apart from SRC refused: %q", out.String())
 	}

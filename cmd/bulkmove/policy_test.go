@@ -204,7 +204,7 @@ func TestAgentPolicyFromCommandLine(t *testing.T) {
 		setid bool
 	}{{"without --allow-setid", nil, false}, {"with --allow-setid", []string{"--allow-setid"}, true}} {
 		dst := filepath.Join(dir, tc.name)
-		cmd := exec.Command(bin, append(append([]string{"agent"}, tc.flags...), dst)...)
+		cmd := exec.Command(bin, append(append([]string{"--agent"}, tc.flags...), dst)...)
 		w, _ := cmd.StdinPipe()
 		r, _ := cmd.StdoutPipe()
 		if err := cmd.Start(); err != nil {

@@ -132,7 +132,7 @@ func TestServeFloodDataPlane(t *testing.T) {
 	for _, mode := range []dataplane.Mode{dataplane.TLS, dataplane.TCP} {
 		t.Run(string(mode), func(t *testing.T) {
 			dir := shmDir(t)
-			agent := exec.Command(testbin.Build(t), "agent", "--hub", "1", "--data", string(mode), "--data-addr", "127.0.0.1", "--", dir)
+			agent := exec.Command(testbin.Build(t), "--agent", "--hub", "1", "--data", string(mode), "--data-addr", "127.0.0.1", "--", dir)
 			stdin, _ := agent.StdinPipe()
 			stdout, _ := agent.StdoutPipe()
 			if err := agent.Start(); err != nil {

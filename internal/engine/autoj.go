@@ -111,7 +111,7 @@ func (j *job) steer(ctx context.Context, pool *send.Pool, local bool) (stop func
 	if !j.growable() || !j.tr.Caps().Add {
 		return func() {}
 	}
-	tail, err := EnvCount("BULKMOVE_AUTO_TAIL", "seconds")
+	tail, err := EnvCount("BULKMOVE_TUNE_AUTO_TAIL", "seconds")
 	if err != nil {
 		termsafe.Errorf(j.stderr, "warning: %v", err)
 	}

@@ -160,7 +160,7 @@ func (j *job) run(ctx context.Context) Outcome {
 		opt.Name = filepath.Base(j.src) // a symlink's name, if SRC is one
 	}
 	j.flags.Split.apply(&opt, &j.flags)
-	linkMem, err := EnvCount("BULKMOVE_LINK_MEM", "hard-link sets")
+	linkMem, err := EnvCount("BULKMOVE_TUNE_LINK_MEM", "hard-link sets")
 	if err != nil {
 		termsafe.Errorf(j.stderr, "%v", err)
 		return UsageError

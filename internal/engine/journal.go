@@ -38,7 +38,7 @@ func (j *job) openJournal() (*resume.Journal, error) {
 			return nil, fmt.Errorf("journal: %w", err)
 		}
 	}
-	if n, err := EnvCount("BULKMOVE_JOURNAL_MEM", "files"); err != nil {
+	if n, err := EnvCount("BULKMOVE_TUNE_JOURNAL_MEM", "files"); err != nil {
 		return nil, err
 	} else if n > 0 {
 		journal.MemEntries = n

@@ -19,30 +19,32 @@ func (j *job) summary(err error, interrupted bool) {
 	rate := float64(j.bytes) / el.Seconds()
 	deleted := ""
 	if j.flags.Delete {
-		deleted = fmt.Sprintf("; %d deleted", del.Deleted)
+		deleted = "; " + units.Count(int64(del.Deleted)) + " deleted"
 		switch {
 		case del.Skipped:
 			deleted = "; deletion skipped (errors)"
 		case del.Refused:
 			deleted = "; deletion refused (the --delete guard)"
 		case del.Held > 0:
-			deleted += fmt.Sprintf(" (%d more held back by --max-delete)", del.Held)
+			deleted += " (" + units.Count(int64(del.Held)) + " more held back by --max-delete)"
 		}
 	}
 	if j.changed > 0 {
-		deleted += fmt.Sprintf("; %d changed during transfer", j.changed)
+		deleted += "; " + units.Count(int64(j.changed)) + " changed during transfer"
 	}
 	resumed := ""
 	if j.resumed > 0 {
 		// Found in place by the receiver, as the journal said an earlier
 		// run left them.
-		resumed = fmt.Sprintf(" (%d of them named by the resume journal)", j.resumed)
+		resumed = " (" + units.Count(int64(j.resumed)) + " of them named by the resume journal)"
 	}
 	if j.resent > 0 {
 		termsafe.Errorf(j.stderr, "warning: %d files the resume journal named were not in place at %s (deleted or changed there since): sent again", j.resent, j.dst)
 	}
-	line := fmt.Sprintf("%d files, %s in %.2fs (%s/s, %.0f files/s)%s; %d up to date%s%s; %d errors%s",
-		j.files, units.Size(j.bytes), el.Seconds(), units.Size(int64(rate)), float64(j.files)/el.Seconds(), compression(j.m), j.skipped, resumed, deleted, j.failed+j.walkErrs, j.bottleneck())
+	// Counts as the progress line writes them: 20,000.
+	line := fmt.Sprintf("%s files, %s in %.2fs (%s/s, %s files/s)%s; %s up to date%s%s; %s errors%s",
+		units.Count(int64(j.files)), units.Size(j.bytes), el.Seconds(), units.Size(int64(rate)), units.Count(int64(float64(j.files)/el.Seconds())),
+		compression(j.m), units.Count(int64(j.skipped)), resumed, deleted, units.Count(int64(j.failed+j.walkErrs)), j.bottleneck())
 	switch {
 	case interrupted:
 		termsafe.Errorf(j.stderr, "interrupted: %s; run the same command again to finish", line)

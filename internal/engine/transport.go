@@ -14,6 +14,7 @@ import (
 	"github.com/bulkmove/bulkmove/transport"
 	"github.com/bulkmove/bulkmove/transport/local"
 	"github.com/bulkmove/bulkmove/transport/viaagent"
+	"github.com/bulkmove/bulkmove/wire"
 )
 
 // connect chooses the job's transport, once (j.tr), and opens the K
@@ -66,7 +67,7 @@ func (j *job) transport(p plan) (transport.Transport, error) {
 	if err != nil {
 		return nil, err
 	}
-	args := slices.Concat([]string{"agent"}, j.flags.Gentle.NiceFlags.Args(), j.allowed().Args(), []string{"--", p.dstRoot})
+	args := slices.Concat([]string{wire.CmdAgent}, j.flags.Gentle.NiceFlags.Args(), j.allowed().Args(), []string{"--", p.dstRoot})
 	return &viaagent.Transport{Dialer: j.dialerFor(p), Command: func() *exec.Cmd {
 		cmd := exec.Command(self, args...)
 		cmd.Stderr = j.stderr

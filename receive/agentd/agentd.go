@@ -1,5 +1,5 @@
 // Package agentd is the agent: the daemon that receives a push on the
-// destination host (`bulkmove agent ROOT`). The sender starts it over SSH
+// destination host (`bulkmove --agent ROOT`). The sender starts it over SSH
 // (or as a local process) and it serves the job's streams there, each with
 // the receiving hub (package receive) over one shared receiver
 // (receive/extract); with a linger time it stays between jobs, for a later
@@ -151,7 +151,7 @@ func (cfg *Config) root(root, srcIDs string) (string, error) {
 // gives).
 func policy(a wire.Allow) extract.Policy {
 	return extract.Policy{Owner: a.Owner, Setid: a.Setid, Xattrs: a.Xattrs, ACLs: a.ACLs,
-		Hint: func(option string) string { return "agent --allow-" + option }}
+		Hint: func(option string) string { return wire.CmdAgent + " --allow-" + option }}
 }
 
 // DataHost is the address the data plane listens on: the one asked for,

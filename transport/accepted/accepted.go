@@ -1,5 +1,5 @@
 // Package accepted is the transport over streams that are open already
-// when the job starts: the send-hub of a pull (`bulkmove send-hub`, on the
+// when the job starts: the send-hub of a pull (`bulkmove --send-hub`, on the
 // host that holds SRC) serves the K connections its puller opened to it,
 // each with an agent at the other end. The sender speaks first on each,
 // as on any stream.

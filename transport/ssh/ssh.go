@@ -1,10 +1,10 @@
 // Package ssh is the transport of a push to [user@]host:DEST: it starts
-// one `bulkmove agent --hub K` on the remote host over SSH (transport/sshx
+// one `bulkmove --agent --hub K` on the remote host over SSH (transport/sshx
 // opens the connections) and opens the job's K streams to it, over K
 // separate TCP connections, each its own SSH channel window and cipher
 // state. The agent runs on the first connection; the other streams reach
 // its Unix socket through sshd's forwarding (or, where sshd forbids that,
-// a `bulkmove join SOCKET` relay), each proving it holds the job's token
+// a `bulkmove --join SOCKET` relay), each proving it holds the job's token
 // as the agent proves it holds it too (wire's hub handshake).
 //
 // With a data plane (--transport tls, tcp or auto) SSH only starts the
@@ -256,7 +256,7 @@ func (t *Transport) Open(ctx context.Context, k int) ([]send.Conn, error) {
 		check = " --src-ids " + sshx.ShellQuote(t.cfg.SrcIDs)
 	}
 	flags := t.cfg.Nice + t.cfg.AllowFlags
-	args := fmt.Sprintf("agent%s%s --hub %d -- %s", check, flags, k, sshx.ShellQuote(root))
+	args := fmt.Sprintf("%s%s%s --hub %d -- %s", wire.CmdAgent, check, flags, k, sshx.ShellQuote(root))
 	if t.data != "" {
 		mode := t.data
 		if mode == "auto" {
@@ -265,7 +265,7 @@ func (t *Transport) Open(ctx context.Context, k int) ([]send.Conn, error) {
 		if t.cfg.DataAddr != "" {
 			check += " --data-addr " + sshx.ShellQuote(t.cfg.DataAddr)
 		}
-		args = fmt.Sprintf("agent%s%s --hub %d --data %s --data-ports %s -- %s", check, flags, k, mode,
+		args = fmt.Sprintf("%s%s%s --hub %d --data %s --data-ports %s -- %s", wire.CmdAgent, check, flags, k, mode,
 			sshx.ShellQuote(t.cfg.DataPorts), sshx.ShellQuote(root))
 	}
 	agent := t.cfg.RemoteBulkmove
@@ -285,7 +285,7 @@ func (t *Transport) Open(ctx context.Context, k int) ([]send.Conn, error) {
 	}
 	if l := t.cfg.Linger; l > 0 {
 		if t.data == "" {
-			args = fmt.Sprintf("agent%s%s --hub %d --linger %s -- %s", check, flags, k, l, sshx.ShellQuote(root))
+			args = fmt.Sprintf("%s%s%s --hub %d --linger %s -- %s", wire.CmdAgent, check, flags, k, l, sshx.ShellQuote(root))
 		} else {
 			d.Warn("--linger is for SSH streams; ignored with --transport %s", t.data)
 		}

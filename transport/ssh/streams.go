@@ -139,7 +139,7 @@ func (t *Transport) join(ctx context.Context, c *sshx.Client, i int) (send.Conn,
 	}
 	name := fmt.Sprintf("%s stream %d", c.Host(), i)
 	if !fwd {
-		t.cfg.Dialer.Trace("%s: sshd refused to forward to the agent's socket: relayed by `bulkmove join`", name)
+		t.cfg.Dialer.Trace("%s: sshd refused to forward to the agent's socket: relayed by `bulkmove --join`", name)
 	}
 	conn, err := t.dial(ctx, name, rw, rw)
 	if err != nil {
@@ -169,7 +169,7 @@ func (t *Transport) open(ctx context.Context, clients []*sshx.Client, r io.Reade
 					return nil
 				}
 				if !fwd {
-					d.Trace("%s: sshd refused to forward to the agent's socket: relayed by `bulkmove join`", name)
+					d.Trace("%s: sshd refused to forward to the agent's socket: relayed by `bulkmove --join`", name)
 				}
 				rw, r = jc, jc
 			}
@@ -226,7 +226,7 @@ func (t *Transport) open(ctx context.Context, clients []*sshx.Client, r io.Reade
 
 // joinHub opens one more stream of the job to the hub over c: through
 // sshd's forwarding to the hub's socket, else (sshd refuses to forward)
-// relayed by `bulkmove join SOCKET` run with this sender's own choice of
+// relayed by `bulkmove --join SOCKET` run with this sender's own choice of
 // the agent binary. The stream is the job's once the hub proved it holds
 // the job's token (see wire.ProveToHub); before that nothing is sent on
 // it.
@@ -242,7 +242,7 @@ func (t *Transport) joinHub(ctx context.Context, c *sshx.Client) (rw io.ReadWrit
 		}
 		// Quiet: a relay that cannot reach the socket says so on stderr,
 		// which the error then quotes; a working one says nothing.
-		if rw, err = c.StartQuiet(ctx, t.command("join "+sshx.ShellQuote(sock))); err != nil {
+		if rw, err = c.StartQuiet(ctx, t.command(wire.CmdJoin+" "+sshx.ShellQuote(sock))); err != nil {
 			return nil, false, fmt.Errorf("%w (and %v)", err, ferr)
 		}
 	}

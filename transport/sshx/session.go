@@ -14,6 +14,7 @@ import (
 
 	"github.com/bulkmove/bulkmove/internal/shell"
 	"github.com/bulkmove/bulkmove/internal/termsafe"
+	"github.com/bulkmove/bulkmove/wire"
 )
 
 // Session is a remote command started by Client.Start: reading reads its
@@ -93,7 +94,7 @@ func (c *Client) start(ctx context.Context, cmd string, stderr io.Writer) (*Sess
 // channel that sshd connects to it itself (direct-streamlocal, as ssh -L
 // does: no remote process, no login shell), or, where sshd does not allow
 // that (AllowStreamLocalForwarding no), a session running
-// `RELAY join SOCK`, which relays its stdin and stdout to the socket.
+// `RELAY --join SOCK`, which relays its stdin and stdout to the socket.
 // forwarded says which.
 func (c *Client) Join(ctx context.Context, sock, relay string) (rw io.ReadWriteCloser, forwarded bool, err error) {
 	rw, ferr := c.Forward(ctx, sock)
@@ -105,7 +106,7 @@ func (c *Client) Join(ctx context.Context, sock, relay string) (rw io.ReadWriteC
 	}
 	// Quiet: a relay that cannot reach the socket says so on stderr, which
 	// the caller's error then quotes; a working one says nothing.
-	s, err := c.StartQuiet(ctx, ShellQuote(relay)+" join "+ShellQuote(sock))
+	s, err := c.StartQuiet(ctx, ShellQuote(relay)+" "+wire.CmdJoin+" "+ShellQuote(sock))
 	if err != nil {
 		return nil, false, fmt.Errorf("%w (and %v)", err, ferr)
 	}

@@ -23,7 +23,7 @@
 //
 // Cancelling a Session's context closes its channel: sshd does not deliver
 // signals for root logins, so a remote command ends by reading EOF on its
-// stdin (as `bulkmove agent` does), not by a signal.
+// stdin (as `bulkmove --agent` does), not by a signal.
 //
 // Errors that retrying cannot fix (unknown or changed host key, failed
 // authentication, an encrypted key without a terminal) match ErrHostKeyUnknown,

@@ -1,4 +1,4 @@
-// Package viaagent is the transport of --via-agent: K `bulkmove agent`
+// Package viaagent is the transport of --via-agent: K `bulkmove --agent`
 // processes on this host, one a stream, each spoken to over its standard
 // input and output with the wire protocol. It is the SSH path without SSH:
 // what a push sends and an agent receives, on one machine, for tests and

@@ -315,6 +315,6 @@ const CPUBusy = 0.75
 // in a short job's last seconds costs it, and the job is over before the
 // step could be undone.
 //
-// BULKMOVE_AUTO_TAIL=N sets it to N seconds (Steer.Tail; tests use 1, to
+// BULKMOVE_TUNE_AUTO_TAIL=N sets it to N seconds (Steer.Tail; tests use 1, to
 // see steps in jobs of a few seconds).
 const Tail = 5

@@ -183,7 +183,7 @@ func (p *Puller) Run(ctx context.Context) End {
 		termsafe.Errorf(p.Stderr, "%v", err)
 		return Failed
 	}
-	hubArgs := []string{sshx.ShellQuote(agent), "send-hub", "--config", cfg}
+	hubArgs := []string{sshx.ShellQuote(agent), wire.CmdSendHub, "--config", cfg}
 	if as != "" {
 		hubArgs = append(hubArgs, "--as", sshx.ShellQuote(as))
 	}

@@ -1,6 +1,6 @@
 // Package agentbin finds, on the far side of an SSH connection, the
-// bulkmove binary that a push or a pull runs there (`bulkmove agent`,
-// `bulkmove send-hub`), and installs this very binary there when the
+// bulkmove binary that a push or a pull runs there (`bulkmove --agent`,
+// `bulkmove --send-hub`), and installs this very binary there when the
 // remote has none it may run.
 //
 // Where a remote bulkmove comes from, in the order it is looked for:

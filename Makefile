@@ -125,9 +125,10 @@ demo: build
 	$(GO) run ./bench/treecmp $(DEMO)/mixed $(DEMO)/mixed-copy
 	@echo "demo: both copies are identical to their sources"
 
-# docs/bulkmove.1 from the flag definitions (TestManPage fails when it is stale).
+# docs/bulkmove.1 and docs/flags.md from the flag definitions (TestManPage
+# and TestFlagsDoc fail when they are stale).
 man:
-	$(GO) test ./cmd/bulkmove -run '^TestManPage$$' -count=1 -update-man
+	$(GO) test ./cmd/bulkmove -run '^(TestManPage|TestFlagsDoc)$$' -count=1 -update-man
 
 clean:
 	rm -rf bin

@@ -9,9 +9,28 @@ import (
 	"testing"
 )
 
-var updateMan = flag.Bool("update-man", false, "rewrite docs/bulkmove.1 (make man)")
+var updateMan = flag.Bool("update-man", false, "rewrite docs/bulkmove.1 and docs/flags.md (make man)")
 
-const manFile = "../../docs/bulkmove.1"
+const manFile, flagsFile = "../../docs/bulkmove.1", "../../docs/flags.md"
+
+// TestFlagsDoc: docs/flags.md is what the flag definitions make now.
+func TestFlagsDoc(t *testing.T) {
+	var b bytes.Buffer
+	flagsMarkdown(&b)
+	if *updateMan {
+		if err := os.WriteFile(flagsFile, b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if have, err := os.ReadFile(flagsFile); err != nil || !bytes.Equal(have, b.Bytes()) {
+		t.Fatalf("docs/flags.md is stale (%v): run make man and commit it", err)
+	}
+	for _, want := range []string{"| `-j, --jobs=N\\|auto` |", "## Deletion", "(default `16MiB`)"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("docs/flags.md without %s", want)
+		}
+	}
+}
 
 // TestManPage: docs/bulkmove.1 is what the flag definitions make now (make
 // man rewrites it), and man renders it at 80 columns without a warning,

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/bulkmove/bulkmove/internal/engine"
+	"github.com/bulkmove/bulkmove/internal/engine/event"
 	"github.com/bulkmove/bulkmove/internal/termsafe"
 )
 
@@ -25,6 +26,9 @@ func runJob(ctx context.Context, j engine.Job, commandLine []string) int {
 		lf, err := openLog(c.LogFile, c.LogLevel)
 		if err != nil {
 			termsafe.Errorf(j.Stderr, "%v", err)
+			if c.JSON {
+				event.WriteUsageEnd(j.Stdout, err, exitUsage)
+			}
 			return exitUsage
 		}
 		defer lf.Close()

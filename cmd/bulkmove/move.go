@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/spf13/pflag"
 
 	"github.com/bulkmove/bulkmove/internal/engine"
+	"github.com/bulkmove/bulkmove/internal/engine/event"
 	"github.com/bulkmove/bulkmove/internal/termsafe"
 )
 
@@ -69,7 +71,10 @@ func moveFlags(fs *pflag.FlagSet) func(*call) int {
 			printVersion(x.stdout, false)
 			return exitOK
 		}
-		if !checkConfig(x, &c) {
+		if err := checkConfig(x, &c); err != nil {
+			if c.JSON {
+				event.WriteUsageEnd(x.stdout, err, exitUsage)
+			}
 			return exitUsage
 		}
 		// runJob handles SIGINT and SIGTERM itself: the first lets what
@@ -81,15 +86,14 @@ func moveFlags(fs *pflag.FlagSet) func(*call) int {
 
 // checkConfig checks what every command that moves or compares SRC and
 // DEST needs: both, and options that make a job (Config.Check). It
-// reports on stderr.
-func checkConfig(x *call, c *engine.Config) bool {
-	if err := c.Check(); err != nil {
+// reports on stderr, and returns the error for the --json end event.
+func checkConfig(x *call, c *engine.Config) error {
+	err := c.Check()
+	if err == nil && len(x.args) != 2 {
+		err = fmt.Errorf("want SRC and DEST, got %d arguments (see %s --help)", len(x.args), x.name)
+	}
+	if err != nil {
 		termsafe.Errorf(x.stderr, "%v", err)
-		return false
 	}
-	if len(x.args) != 2 {
-		termsafe.Errorf(x.stderr, "want SRC and DEST, got %d arguments (see %s --help)", len(x.args), x.name)
-		return false
-	}
-	return true
+	return err
 }

@@ -31,7 +31,7 @@ func verifyFlags(fs *pflag.FlagSet) func(*call) int {
 	registerCompare(fs, &c)
 	noContent := fs.Bool("no-content", false, "compare metadata only, not file content")
 	return func(x *call) int {
-		if !checkConfig(x, &c) {
+		if checkConfig(x, &c) != nil {
 			return exitUsage
 		}
 		ctx, stop := signalContext()

@@ -5,7 +5,6 @@ import (
 	"os"
 
 	"github.com/bulkmove/bulkmove/internal/engine/deletion"
-	"github.com/bulkmove/bulkmove/internal/termsafe"
 )
 
 // deleteSource is the SRC whose listing --delete (and verify's extras)
@@ -25,7 +24,7 @@ func (j *job) deleter(p plan) *deletion.Deleter {
 	return deletion.New(deletion.Options{
 		Source: j.deleteSource(p), Dst: j.dst,
 		NoGuard: j.flags.NoDeleteGuard, MaxDelete: md, Verbose: j.flags.Verbose,
-		Stdout: j.stdout, Stderr: j.stderr, Trace: j.trace,
+		Stdout: j.listing(), Stderr: j.stderr, Trace: j.trace,
 		Failures: func() int64 {
 			j.mu.Lock()
 			defer j.mu.Unlock()
@@ -51,14 +50,12 @@ func (j *job) dryRunDelete(ctx context.Context, p plan) Outcome {
 	}
 	conns, cleanup, err := j.connect(ctx, p)
 	if err != nil {
-		termsafe.Errorf(j.stderr, "%v", err)
-		return Failed
+		return j.fail(Failed, err)
 	}
 	defer cleanup()
 	j.del = j.deleter(p)
 	if err := j.del.DryRun(ctx, conns); err != nil {
-		termsafe.Errorf(j.stderr, "%v", err)
-		return Failed
+		return j.fail(Failed, err)
 	}
 	if j.del.Stats().Held > 0 {
 		return MaxDeleteHeld

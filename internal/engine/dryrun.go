@@ -2,8 +2,11 @@ package engine
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/internal/units"
@@ -13,13 +16,17 @@ import (
 
 // dryRun walks and partitions SRC, prints each file that would move and the
 // batch plan: how many batches, their sizes, and how evenly K streams
-// pulling from one queue would share them.
+// pulling from one queue would share them. With --json, stdout takes
+// events only: a start, a progress event with what the walk found, and
+// the end (endIfNone), and no listing.
 func (j *job) dryRun(ctx context.Context, p plan, opt sharder.Options) Outcome {
+	j.ev.start(j)
+	list := j.listing()
 	var others int64
 	opt.Deferred = func(e model.Entry) {
 		others++
 		if e.Path != "." {
-			termsafe.Printf(j.stdout, "%s %s\n", e.Kind, e.Path)
+			termsafe.Printf(list, "%s %s\n", e.Kind, e.Path)
 		}
 	}
 	out := make(chan *model.Batch, 16)
@@ -38,7 +45,7 @@ func (j *job) dryRun(ctx context.Context, p plan, opt sharder.Options) Outcome {
 				if p.rename != "" {
 					b.Entries[i].Path = p.rename
 				}
-				termsafe.Printf(j.stdout, "file %s\n", filepath.ToSlash(b.Entries[i].Path))
+				termsafe.Printf(list, "file %s\n", filepath.ToSlash(b.Entries[i].Path))
 			}
 			batches = append(batches, planned{bytes: b.Bytes, files: len(b.Entries)})
 		}
@@ -46,8 +53,7 @@ func (j *job) dryRun(ctx context.Context, p plan, opt sharder.Options) Outcome {
 	st, err := sharder.Run(ctx, p.walkRoot, opt, out)
 	<-done
 	if err != nil {
-		termsafe.Errorf(j.stderr, "walk %s: %v", j.src, err)
-		return Failed
+		return j.fail(Failed, fmt.Errorf("walk %s: %w", j.src, err))
 	}
 	var largest *planned
 	var total int64
@@ -74,6 +80,7 @@ func (j *job) dryRun(ctx context.Context, p plan, opt sharder.Options) Outcome {
 		mean := float64(sum) / float64(len(load))
 		imbalance = (float64(slices.Max(load))/mean - 1) * 100
 	}
+	j.ev.planned(st.Files, total, time.Since(j.start))
 	termsafe.Errorf(j.stderr, "dry run: would move %d files (%s) in %d batches, plus %d directories and links", st.Files, units.Size(total), len(batches), others)
 	if largest != nil {
 		termsafe.Errorf(j.stderr, "dry run: largest batch %d files, %s; imbalance across %d streams %.1f%%", largest.files, units.Size(largest.bytes), j.flags.Jobs, imbalance)
@@ -88,4 +95,13 @@ func (j *job) dryRun(ctx context.Context, p plan, opt sharder.Options) Outcome {
 		return j.dryRunDelete(ctx, p)
 	}
 	return Done
+}
+
+// listing is where a dry run lists what it would do: stdout, but with
+// --json, whose stdout takes events only.
+func (j *job) listing() io.Writer {
+	if j.ev != nil {
+		return io.Discard
+	}
+	return j.stdout
 }

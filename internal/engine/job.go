@@ -41,6 +41,7 @@ type job struct {
 	src, dst       string
 	start          time.Time
 	ev             *events           // --json; nil otherwise
+	failure        error             // why the job stopped before its end event (fail)
 	m              *metrics.Job      // what the job measures, for -v, --json and the metrics endpoint
 	res            *resume.Journal   // the journal; nil without one
 	exitCode       func(Outcome) int // the exit code of an outcome, for --json
@@ -116,13 +117,11 @@ func (j *job) run(ctx context.Context) Outcome {
 	if j.hub == nil {
 		t, remote, err := sshx.ParseTarget(j.src)
 		if err != nil {
-			termsafe.Errorf(j.stderr, "%v", err)
-			return UsageError
+			return j.fail(UsageError, err)
 		}
 		if remote {
 			if _, r, _ := sshx.ParseTarget(j.dst); r {
-				termsafe.Errorf(j.stderr, "both SRC and DEST are remote: run bulkmove on one of the hosts")
-				return UsageError
+				return j.fail(UsageError, errors.New("both SRC and DEST are remote: run bulkmove on one of the hosts"))
 			}
 			return j.pull(ctx, t)
 		}
@@ -162,14 +161,12 @@ func (j *job) run(ctx context.Context) Outcome {
 	j.flags.Split.apply(&opt, &j.flags)
 	linkMem, err := EnvCount("BULKMOVE_TUNE_LINK_MEM", "hard-link sets")
 	if err != nil {
-		termsafe.Errorf(j.stderr, "%v", err)
-		return UsageError
+		return j.fail(UsageError, err)
 	}
 	opt.LinkMem = int(linkMem)
 	closeList, err := j.flags.Scale.apply(&opt, j.stdin)
 	if err != nil {
-		termsafe.Errorf(j.stderr, "%v", err)
-		return Failed
+		return j.fail(Failed, err)
 	}
 	defer closeList()
 	if j.flags.DryRun {
@@ -178,14 +175,10 @@ func (j *job) run(ctx context.Context) Outcome {
 
 	res, jerr := j.openJournal()
 	if jerr != nil {
-		termsafe.Errorf(j.stderr, "%v", jerr)
-		return Failed
+		return j.fail(Failed, jerr)
 	}
 	j.res = res
-	if j.ev != nil {
-		st := &StartEvent{Version: Version, Src: j.src, Dst: j.dst, Streams: j.flags.Jobs}
-		j.ev.emit("start", &st.Head, st)
-	}
+	j.ev.start(j)
 	// The walk starts at once, while the streams connect: on a pass over
 	// an unchanged tree it is most of the work.
 	// Directories, symlinks and hard links wait for the end; beyond what
@@ -230,8 +223,7 @@ func (j *job) run(ctx context.Context) Outcome {
 		stopWalk()
 		g.Wait()
 		j.res.Close(false)
-		termsafe.Errorf(j.stderr, "%v", err)
-		return Failed
+		return j.fail(Failed, err)
 	}
 	defer cleanup()
 	late := j.pending()
@@ -255,8 +247,7 @@ func (j *job) run(ctx context.Context) Outcome {
 		stopWalk()
 		g.Wait()
 		j.res.Close(false)
-		termsafe.Errorf(j.stderr, "%v", err)
-		return Failed
+		return j.fail(Failed, err)
 	}
 	j.connected(len(conns) + late)
 	pool := &send.Pool{Conns: conns, FinalFiles: j.flags.BatchFiles, OnResult: j.onResult, Counters: j.m.Streams, Limit: j.bw.Bucket(),
@@ -287,8 +278,7 @@ func (j *job) run(ctx context.Context) Outcome {
 	stopObs, err := j.observe(ctx, j.remote == nil && j.hub == nil && !j.flags.ViaAgent)
 	if err != nil {
 		stopProgress()
-		termsafe.Errorf(j.stderr, "%v", err)
-		return UsageError
+		return j.fail(UsageError, err)
 	}
 	pool.Drain = j.drain
 	stopAuto := j.steer(gctx, pool, j.remote == nil && j.hub == nil && !j.flags.ViaAgent)

@@ -25,8 +25,7 @@ func (j *job) resolveHub() (plan, Outcome) {
 	var p plan
 	src, fi, err := paths.ResolveSrc(j.src) // as a push resolves it
 	if err != nil {
-		termsafe.Errorf(j.stderr, "source %s: %v", j.src, paths.Unwrap(err))
-		return p, Failed
+		return p, j.fail(Failed, fmt.Errorf("source %s: %w", j.src, paths.Unwrap(err)))
 	}
 	p.walkRoot, p.src.Root, p.srcReal = src, src, src
 	if !fi.IsDir() {
@@ -104,12 +103,10 @@ func hubOverlap(src, dstIDs string) error {
 // pull receives a remote SRC into a local DEST.
 func (j *job) pull(ctx context.Context, t sshx.Target) Outcome {
 	if j.flags.DryRun {
-		termsafe.Errorf(j.stderr, "--dry-run of a pull: run it on %s", t.Host)
-		return UsageError
+		return j.fail(UsageError, fmt.Errorf("--dry-run of a pull: run it on %s", t.Host))
 	}
 	if j.flags.Scale.FilesFrom != "" {
-		termsafe.Errorf(j.stderr, "--files-from with a remote SRC: run it on %s (the list is read where the walk runs)", t.Host)
-		return UsageError
+		return j.fail(UsageError, fmt.Errorf("--files-from with a remote SRC: run it on %s (the list is read where the walk runs)", t.Host))
 	}
 	// --bwlimit paces what this host receives: the remote sender slows
 	// down as the streams fill up.

@@ -2,12 +2,12 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/bulkmove/bulkmove/internal/engine/paths"
-	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/send/source"
 	"github.com/bulkmove/bulkmove/transport/sshx"
 	"github.com/bulkmove/bulkmove/wire"
@@ -32,30 +32,26 @@ func (j *job) resolve(ctx context.Context) (plan, Outcome) {
 		t, remote, err = j.parseServe(j.dst)
 	}
 	if err != nil {
-		termsafe.Errorf(j.stderr, "%v", err)
-		return p, UsageError
+		return p, j.fail(UsageError, err)
 	}
 	if remote {
 		j.remote = &t
 	}
 	src, fi, err := paths.ResolveSrc(j.src)
 	if err != nil {
-		termsafe.Errorf(j.stderr, "source %s: %v", j.src, paths.Unwrap(err))
-		return p, Failed
+		return p, j.fail(Failed, fmt.Errorf("source %s: %w", j.src, paths.Unwrap(err)))
 	}
 	p.srcReal = src
 	dst := ""
 	if j.remote == nil {
 		if dst, err = paths.ResolveDest(j.dst); err != nil {
-			termsafe.Errorf(j.stderr, "destination %s: %v", j.dst, paths.Unwrap(err))
-			return p, Failed
+			return p, j.fail(Failed, fmt.Errorf("destination %s: %w", j.dst, paths.Unwrap(err)))
 		}
 	}
 	if fi.IsDir() {
 		d, err := os.Open(src)
 		if err != nil {
-			termsafe.Errorf(j.stderr, "source %s: %v", j.src, paths.Unwrap(err))
-			return p, Failed
+			return p, j.fail(Failed, fmt.Errorf("source %s: %w", j.src, paths.Unwrap(err)))
 		}
 		d.Close()
 		p.walkRoot, p.src.Root = src, src
@@ -65,14 +61,12 @@ func (j *job) resolve(ctx context.Context) (plan, Outcome) {
 		}
 		p.dstRoot = dst
 		if dfi, err := os.Stat(dst); err == nil && !dfi.IsDir() {
-			termsafe.Errorf(j.stderr, "destination %s is an existing file, but the source %s is a directory", j.dst, j.src)
-			return p, UsageError
+			return p, j.fail(UsageError, fmt.Errorf("destination %s is an existing file, but the source %s is a directory", j.dst, j.src))
 		}
 		return p, j.refuseOverlap(src, dst, j.dst)
 	}
 	if !fi.Mode().IsRegular() {
-		termsafe.Errorf(j.stderr, "source %s is not a regular file or directory", j.src)
-		return p, Failed
+		return p, j.fail(Failed, fmt.Errorf("source %s is not a regular file or directory", j.src))
 	}
 	// A single file: into DEST if DEST is a directory, else as DEST. In a
 	// directory it takes the name it was given (a symlink's, if SRC is
@@ -104,11 +98,10 @@ func (j *job) refuseOverlap(src, dst, dstName string) Outcome {
 	if err == nil {
 		return Done
 	}
-	termsafe.Errorf(j.stderr, "%v", err)
 	if refused {
-		return UsageError
+		return j.fail(UsageError, err)
 	}
-	return Failed
+	return j.fail(Failed, err)
 }
 
 func (j *job) receiveOptions() wire.ReceiveOptions {

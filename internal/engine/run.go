@@ -2,10 +2,14 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"io"
 	"os"
+	"time"
 
+	"github.com/bulkmove/bulkmove/internal/engine/event"
 	"github.com/bulkmove/bulkmove/internal/engine/throttle"
+	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/metrics"
 )
 
@@ -70,7 +74,9 @@ func (j Job) Run(ctx context.Context) Outcome {
 	if j.Config.JSON {
 		jb.ev = newEvents(j.Stdout)
 	}
-	return jb.run(ctx)
+	o := jb.run(ctx)
+	jb.endIfNone(o)
+	return o
 }
 
 // remoteOutcome is the outcome of a remote bulkmove that exited with
@@ -97,4 +103,40 @@ func (j *job) code(o Outcome) int {
 		return j.exitCode(o)
 	}
 	return int(o)
+}
+
+// fail reports err, why the job ends as o before its summary (refused,
+// or stopped before its streams ran), on stderr, and keeps it for the
+// --json end event; it returns o.
+func (j *job) fail(o Outcome, err error) Outcome {
+	termsafe.Errorf(j.stderr, "%v", err)
+	j.failure = err
+	return o
+}
+
+// endIfNone writes, with --json, the end event of a job that ended as o
+// without one (refused before it started; a dry run; a pull, whose
+// counts are the remote sender's): a script reading the events always
+// gets an end event with the exit code, and the error if there was one.
+func (j *job) endIfNone(o Outcome) {
+	if j.ev == nil || j.ev.writer().Ended() {
+		return
+	}
+	err := j.failure
+	if err == nil && o != Done {
+		err = errors.New(outcomeWords[o])
+	}
+	ev := event.Refused(err, j.code(o), time.Since(j.start).Seconds())
+	ev.DryRun = j.flags.DryRun
+	j.ev.emit("end", &ev.Head, ev)
+}
+
+// outcomeWords say how a job ended, for an end event whose error was
+// reported elsewhere (a pull's, by the remote sender, on stderr).
+var outcomeWords = map[Outcome]string{
+	UsageError:    "refused (see stderr)",
+	Partial:       "some entries failed (see stderr)",
+	Failed:        "failed (see stderr)",
+	MaxDeleteHeld: "--max-delete stopped the deletions",
+	Interrupted:   "interrupted",
 }

@@ -24,24 +24,17 @@ func (j *job) relay(ctx context.Context, out chan *model.Batch, rename string) c
 					b.Entries[i].Path = rename
 				}
 			}
-			toMove := b.Bytes
 			for i := range b.Entries {
 				if e := &b.Entries[i]; j.res.Named(e) {
 					// Most likely in place still: not counted against
 					// DEST's free space, nor as still to move.
 					e.Resumed = true
-					toMove -= e.Size
 				}
 			}
-			planned := j.m.PlannedBytes.Add(toMove)
-			files := int64(len(b.Entries))
-			for i := range b.Entries {
-				if b.Entries[i].Off > 0 {
-					files-- // a later range of a split file
-				}
-			}
-			j.m.PlannedFiles.Add(files)
-			if err := j.checkSpace(planned); err != nil {
+			w := planned(b)
+			total := j.m.PlannedBytes.Add(w.bytes)
+			j.m.PlannedFiles.Add(w.files)
+			if err := j.checkSpace(total); err != nil {
 				j.stopWalk(err)
 				return
 			}
@@ -65,6 +58,7 @@ func (j *job) onResult(r send.Result) {
 		} else {
 			j.files += r.Ack.Files
 			j.m.DoneFiles.Add(r.Ack.Files)
+			j.ev.settle(r.Batch)
 		}
 		j.m.DoneBytes.Add(r.Ack.Bytes)
 		j.m.Skipped.Add(r.Ack.Skipped)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/bulkmove/bulkmove/internal/engine/event"
 	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/internal/units"
 	"github.com/bulkmove/bulkmove/metrics"
@@ -73,7 +74,7 @@ func (j *job) end(pool *send.Pool, err error, code int) {
 	el := time.Since(j.start).Seconds()
 	j.mu.Lock()
 	e := &EndEvent{Files: j.files, Bytes: j.bytes, Links: j.links, Skipped: j.skipped, Resumed: j.resumed, Errors: j.failed + j.walkErrs,
-		Elapsed: el, BytesRate: float64(j.bytes) / el, FilesRate: float64(j.files) / el, ExitCode: code,
+		Elapsed: el, BytesRate: event.Rate(j.bytes, el), FilesRate: event.Rate(j.files, el), ExitCode: code,
 		Streams: streamTotals(pool.Stats()), Bottleneck: metrics.Idle}
 	j.mu.Unlock()
 	if v := j.m.Verdict(); v != nil {

@@ -3,13 +3,13 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 
 	"github.com/bulkmove/bulkmove/internal/engine/paths"
 	"github.com/bulkmove/bulkmove/internal/engine/verify"
-	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/transport/sshx"
 )
@@ -22,15 +22,37 @@ func (j Job) Verify(ctx context.Context, content bool) Outcome {
 	if j.Config.JSON {
 		jb.ev = newEvents(j.Stdout)
 	}
-	if _, remote, _ := sshx.ParseTarget(jb.src); remote {
-		termsafe.Errorf(j.Stderr, "verify: SRC must be local (run bulkmove verify on the source host)")
-		return UsageError
+	o := jb.verifyJob(ctx, content)
+	jb.verifyEndIfNone(o, content)
+	return o
+}
+
+func (j *job) verifyJob(ctx context.Context, content bool) Outcome {
+	if _, remote, _ := sshx.ParseTarget(j.src); remote {
+		return j.fail(UsageError, errors.New("verify: SRC must be local (run bulkmove verify on the source host)"))
 	}
-	p, code := jb.resolve(ctx)
+	p, code := j.resolve(ctx)
 	if code != Done {
 		return code
 	}
-	return jb.verify(ctx, p, content)
+	return j.verify(ctx, p, content)
+}
+
+// verifyEndIfNone writes, with --json, the verify event of a verify
+// that ended as o before it compared (as endIfNone a job's end event):
+// verify-summary then names its error.
+func (j *job) verifyEndIfNone(o Outcome, content bool) {
+	if j.ev == nil || j.ev.writer().Ended() {
+		return
+	}
+	ev := &VerifyEvent{Src: j.src, Dst: j.dst, Content: content, ExitCode: j.code(o), Error: outcomeWords[o]}
+	if j.failure != nil {
+		ev.Error = j.failure.Error()
+	}
+	if sh := j.flags.Scale.Shard; !sh.All() {
+		ev.Shard = sh.String()
+	}
+	j.ev.emit("verify", &ev.Head, ev)
 }
 
 // VerifySummary merges the reports of verify --shard i/N --json, files
@@ -45,14 +67,12 @@ func VerifySummary(files []string, stdout, stderr io.Writer) Outcome {
 func (j *job) verify(ctx context.Context, p plan, content bool) Outcome {
 	if j.remote == nil {
 		if fi, err := os.Stat(p.dstRoot); err != nil || !fi.IsDir() {
-			termsafe.Errorf(j.stderr, "verify: destination %s: %v", j.dst, orNotDir(err))
-			return Failed
+			return j.fail(Failed, fmt.Errorf("verify: destination %s: %w", j.dst, orNotDir(err)))
 		}
 	}
 	conns, cleanup, err := j.connect(ctx, p)
 	if err != nil {
-		termsafe.Errorf(j.stderr, "%v", err)
-		return Failed
+		return j.fail(Failed, err)
 	}
 	defer cleanup()
 	opt := verify.Options{
@@ -72,8 +92,7 @@ func (j *job) verify(ctx context.Context, p plan, content bool) Outcome {
 	// --shard i/N and --files-from: the part this process moved.
 	closeList, err := j.flags.Scale.apply(&opt.Walk, j.stdin)
 	if err != nil {
-		termsafe.Errorf(j.stderr, "%v", err)
-		return UsageError
+		return j.fail(UsageError, err)
 	}
 	defer closeList()
 	if p.rename == "" && j.flags.Scale.FilesFrom == "" {

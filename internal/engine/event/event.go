@@ -2,29 +2,40 @@
 // engine writes or reads, and the writer of them all: Head, which starts
 // every event; ProblemEvent, a warning, error or difference about one
 // path; VerifyEvent, the end of a verify run; and Writer, which puts one
-// event per line on stdout.
+// event per line on stdout; EndEvent, the last event of a job, and
+// WriteUsageEnd, which writes one for a command line that made no job.
 //
 // The engine writes its events through a Writer, and so do the packages
 // below it (internal/engine/verify, whose bulkmove verify-summary also
-// reads them back). The rest of the schema (start, progress, end, ...)
-// is in internal/engine's events.go, which names these types too;
-// docs/observability.md documents them all. It imports nothing of the
-// project: it is a leaf that the engine and its packages share.
+// reads them back); cmd/bulkmove writes the end event of a command line
+// it refuses. The rest of the schema (start, progress, ...) is in
+// internal/engine's events.go, which names these types too;
+// docs/observability.md documents them all and docs/events.schema.json
+// is their JSON Schema. It imports nothing of the project: it is a leaf
+// that the engine and its packages share.
 package event
 
 import (
 	"encoding/base64"
 	"encoding/json"
 	"io"
+	"math"
 	"sync"
 	"time"
 	"unicode/utf8"
 )
 
+// Schema is the version of the events' format, in every event: it
+// changes when a field changes meaning, type or goes away (a new field
+// or event type keeps it), so that a script can refuse a format it was
+// not written for. docs/events.schema.json describes this version.
+const Schema = 1
+
 // Head starts every event.
 type Head struct {
-	Type string  `json:"type"` // start, progress, warning, error, bottleneck, streams, end
-	Time float64 `json:"time"` // Unix seconds
+	Type   string  `json:"type"`   // start, progress, warning, error, bottleneck, streams, end
+	Schema int     `json:"schema"` // Schema
+	Time   float64 `json:"time"`   // Unix seconds
 }
 
 // ProblemEvent is a warning or an error about one path. JSON strings are
@@ -65,11 +76,82 @@ type VerifyEvent struct {
 	ExitCode int    `json:"exit_code"`
 }
 
+// EndEvent is the last event of a job: its summary, and its exit code.
+// Every job with --json ends with one, also one refused before it
+// started (then with its error, and zero counts).
+type EndEvent struct {
+	Head
+	Files      int64   `json:"files"`
+	Bytes      int64   `json:"bytes"`
+	Links      int64   `json:"links"`
+	Skipped    int64   `json:"skipped"`
+	Resumed    int64   `json:"resumed"` // of Skipped, those the resume journal named (found in place at DEST)
+	Errors     int64   `json:"errors"`
+	Elapsed    float64 `json:"elapsed_seconds"`
+	BytesRate  float64 `json:"bytes_per_second"`
+	FilesRate  float64 `json:"files_per_second"`
+	Bottleneck string  `json:"bottleneck"`
+	// What went on the wire: all the streams wrote (frames, tar and
+	// compressed data), and the tar of compressed batches before and
+	// after compression.
+	WireBytes     int64         `json:"wire_bytes"`
+	CompressedIn  int64         `json:"compressed_in_bytes"`
+	CompressedOut int64         `json:"compressed_out_bytes"`
+	Streams       []StreamTotal `json:"streams"`
+	ExitCode      int           `json:"exit_code"`
+	Error         string        `json:"error,omitempty"`
+	DryRun        bool          `json:"dry_run,omitempty"` // --dry-run: nothing moved
+}
+
+// StreamTotal is one stream's share in the summary.
+type StreamTotal struct {
+	Stream  int     `json:"stream"`
+	Batches int64   `json:"batches"`
+	Files   int64   `json:"files"`
+	Bytes   int64   `json:"bytes"`
+	Busy    float64 `json:"busy_seconds"`
+}
+
+// NoBottleneck is an end event's bottleneck when nothing was measured
+// (metrics.Idle's value: this package imports nothing of the project).
+const NoBottleneck = "none"
+
+// Refused is the end event of a job that did not start (or of a command
+// line that made none): err, its exit code, and elapsed seconds since
+// it was begun; every count zero.
+func Refused(err error, code int, elapsed float64) *EndEvent {
+	e := &EndEvent{Elapsed: elapsed, Bottleneck: NoBottleneck, Streams: []StreamTotal{}, ExitCode: code}
+	if err != nil {
+		e.Error = err.Error()
+	}
+	return e
+}
+
+// Rate is n a second over seconds, 0 when no time went by (JSON has no
+// infinity).
+func Rate(n int64, seconds float64) float64 {
+	r := float64(n) / seconds
+	if math.IsNaN(r) || math.IsInf(r, 0) {
+		return 0
+	}
+	return r
+}
+
+// WriteUsageEnd writes on w (stdout, with --json) the end event of a
+// command line refused before a job was made, a usage error (bad flags,
+// a missing operand) whose exit code is code, with err's message: so
+// that a script reading the events always gets an end event.
+func WriteUsageEnd(w io.Writer, err error, code int) {
+	ev := Refused(err, code, 0)
+	NewWriter(w).Emit("end", &ev.Head, ev)
+}
+
 // Writer writes events, one JSON object a line; a nil *Writer writes
 // nothing, so that code without --json calls it all the same.
 type Writer struct {
-	mu  sync.Mutex
-	enc *json.Encoder
+	mu    sync.Mutex
+	enc   *json.Encoder
+	ended bool // an end (or verify) event went out
 }
 
 // NewWriter returns a Writer of events on w.
@@ -81,10 +163,22 @@ func (w *Writer) Emit(typ string, h *Head, ev any) {
 	if w == nil {
 		return
 	}
-	h.Type, h.Time = typ, float64(time.Now().UnixNano())/1e9
+	h.Type, h.Schema, h.Time = typ, Schema, float64(time.Now().UnixNano())/1e9
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.enc.Encode(ev)
+	w.ended = w.ended || typ == "end" || typ == "verify"
+}
+
+// Ended says whether the last event of a job (end, or verify's) was
+// written: the engine writes one for a job that stopped before its own.
+func (w *Writer) Ended() bool {
+	if w == nil {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.ended
 }
 
 // Problem writes a ProblemEvent of type typ (warning, error, difference)

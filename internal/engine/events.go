@@ -13,7 +13,8 @@ import (
 )
 
 // Events of --json: one JSON object per line on stdout. docs/observability.md documents
-// the schema; TestJSONEvents validates every event of a run against these
+// the schema and docs/events.schema.json is its JSON Schema; TestJSONEvents
+// and TestJSONEventsSchema validate every event of real runs against these
 // types. Those that the packages below the engine write or read too are
 // in package event, and named here as well.
 

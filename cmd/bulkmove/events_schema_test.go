@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -259,5 +260,43 @@ func TestEventsSchemaStrict(t *testing.T) {
 		if sch.Validate(v) == nil {
 			t.Errorf("the schema takes a progress event with %s", bad.what)
 		}
+	}
+}
+
+// TestJSONProgressRate runs a move slowed by --bwlimit to 1 MiB/s for
+// about 3 s: its progress events, valid, carry a rate near the limit
+// (over the last 5 s: no event shows the rate of one batch's burst) and,
+// once the walk is done, an ETA that counts down to 0.
+func TestJSONProgressRate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 3 s run")
+	}
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src")
+	os.MkdirAll(src, 0o755)
+	for i := range 48 {
+		os.WriteFile(filepath.Join(src, fmt.Sprintf("f%02d", i)), bytes.Repeat([]byte{byte(i)}, 64<<10), 0o644)
+	}
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"--json", "--journal", "none", "-j", "2", "--batch-files", "2", "--bwlimit", "1M", src, filepath.Join(dir, "dst")}, nil, &stdout, &stderr)
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s", code, stderr.String())
+	}
+	var etas []float64
+	for _, ev := range schemaEvents(t, stdout.Bytes()) {
+		if ev["type"] != "progress" {
+			continue
+		}
+		if r := ev["bytes_per_second"].(float64); r > 2.5*(1<<20) {
+			t.Errorf("progress at %.1fs: %.0f bytes/s under a 1 MiB/s limit", ev["elapsed_seconds"], r)
+		}
+		if eta, ok := ev["eta_seconds"].(float64); ok {
+			etas = append(etas, eta)
+		} else if ev["walk_done"] == true && ev["elapsed_seconds"].(float64) > 1 {
+			t.Errorf("progress at %.1fs, the walk done: no ETA", ev["elapsed_seconds"])
+		}
+	}
+	if len(etas) < 2 || etas[0] < 1 || etas[len(etas)-1] != 0 {
+		t.Errorf("ETAs %v: want several, from seconds down to 0", etas)
 	}
 }

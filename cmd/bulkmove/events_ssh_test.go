@@ -43,13 +43,7 @@ func TestSSHJSONEvents(t *testing.T) {
 			var stdout, stderr bytes.Buffer
 			cmd := exec.Command(bin, append([]string{"-F", cfg, "-j", "2", "--json"}, c.args...)...)
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			err := cmd.Run()
-			code := 0
-			if ee, ok := err.(*exec.ExitError); ok {
-				code = ee.ExitCode()
-			} else if err != nil {
-				t.Fatal(err)
-			}
+			code := exitOf(t, cmd.Run())
 			if code != c.code {
 				t.Fatalf("exit %d, want %d\n%s", code, c.code, stderr.String())
 			}

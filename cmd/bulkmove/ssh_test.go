@@ -33,13 +33,18 @@ func runBM(t *testing.T, env []string, args ...string) (string, int) {
 	cmd := exec.Command(testbin.Build(t), args...)
 	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.CombinedOutput()
-	code := 0
+	return string(out), exitOf(t, err)
+}
+
+// exitOf is the exit code of a command that ran with err.
+func exitOf(t *testing.T, err error) int {
+	t.Helper()
 	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
+		return ee.ExitCode()
 	} else if err != nil {
 		t.Fatal(err)
 	}
-	return string(out), code
+	return 0
 }
 
 // TestSSHPush: bulkmove -j 3 SRC box2:DEST against a real sshd, with

@@ -41,7 +41,7 @@ func TestSSHJSONEvents(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			cmd := exec.Command(bin, append([]string{"-F", cfg, "-j", "2", "--json"}, c.args...)...)
+			cmd := exec.Command(bin, append([]string{"--ssh-config", cfg, "-j", "2", "--json"}, c.args...)...)
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
 			code := exitOf(t, cmd.Run())
 			if code != c.code {

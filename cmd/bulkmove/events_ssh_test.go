@@ -37,7 +37,7 @@ func TestSSHJSONEvents(t *testing.T) {
 	}{
 		{"push", []string{src, "box2:" + filepath.Join(dir, "pushed")}, exitOK, "start", ""},
 		{"pull", []string{"box2:" + src, filepath.Join(dir, "pulled")}, exitOK, "end", ""},
-		{"pull of a missing SRC", []string{"box2:" + filepath.Join(dir, "nowhere"), filepath.Join(dir, "p2")}, exitFatal, "end", "failed"},
+		{"pull of a missing SRC", []string{"box2:" + filepath.Join(dir, "nowhere"), filepath.Join(dir, "p2")}, exitFatal, "end", "pull from box2: the remote sender exited with status 3"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer

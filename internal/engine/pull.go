@@ -147,7 +147,13 @@ func (j *job) pull(ctx context.Context, t sshx.Target) Outcome {
 	case pull.Interrupted:
 		return Interrupted
 	case pull.Remote:
-		return remoteOutcome(p.Status)
+		o := remoteOutcome(p.Status)
+		if o != Done {
+			// Its messages came on stderr; the --json end event says
+			// where to look.
+			j.failure = fmt.Errorf("pull from %s: the remote sender exited with status %d (its messages are on stderr)", t.Host, p.Status)
+		}
+		return o
 	}
 	return Failed
 }

@@ -127,10 +127,11 @@ func TestCheckModes(t *testing.T) {
 					t.Errorf("%s %s: not needed", m.Entries[i].Kind, m.Entries[i].Path)
 				}
 			}
-			// Size-only and checksum give an up-to-date file the entry's
-			// mtime and mode, without its data; quick and ignore-existing
-			// leave it alone; content is never touched by Need.
-			fixes := mode == wire.CheckSize || mode == wire.CheckSum
+			// Quick, size-only and checksum give an up-to-date file the
+			// entry's mtime and mode (quick: the mode, its mtime agrees),
+			// without its data, as rsync -a does; ignore-existing leaves
+			// it alone; content is never touched by Need.
+			fixes := mode == wire.CheckQuick || mode == wire.CheckSize || mode == wire.CheckSum
 			for _, c := range cases {
 				if c.link != "" || c.dir || c.missing {
 					continue

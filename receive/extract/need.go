@@ -32,9 +32,10 @@ import (
 //   - none: never, but for a file the sender's resume journal names
 //     (Entry.Resumed): as quick.
 //
-// In size and checksum modes, a file that is up to date but has another
-// mtime, mode or (as root) owner than the entry gets the entry's, without
-// its data being sent; where that fails the file is needed.
+// In quick, size and checksum modes, a file that is up to date but has
+// another mtime (size and checksum), mode or (as root) owner than the
+// entry gets the entry's, without its data being sent; where that fails
+// the file is needed.
 func (r *Receiver) Need(entries []model.Entry) []bool { return r.NeedSums(entries, nil) }
 
 // NeedSums is Need given the manifest's content hashes (checksum mode):
@@ -179,7 +180,9 @@ func (r *Receiver) needRange(entries []model.Entry, idx []int, sums []wire.Sum, 
 		}
 		switch m {
 		case wire.CheckQuick:
-			if st.Size != e.Size || st.Mtim.Nano() != e.MTime {
+			// Up to date in content: its mode and owner are made the
+			// entry's as rsync -a makes them (no call where they agree).
+			if st.Size != e.Size || st.Mtim.Nano() != e.MTime || !r.refreshAt(int(cur.Fd()), base, &st, e) {
 				continue
 			}
 		case wire.CheckSize:

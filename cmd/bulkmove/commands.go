@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/bulkmove/bulkmove/internal/engine/event"
 	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/wire"
 )
@@ -104,22 +105,28 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	name := strings.TrimSpace("bulkmove " + cmd.name)
 	fs, runCmd, help := cmd.flagSet()
 	c := &call{name: name, line: line, stdin: stdin, stdout: stdout, stderr: stderr}
+	// A usage error: one line on stderr, and for a move with --json the
+	// end event a script waits for.
+	refuse := func(err error) int {
+		termsafe.Errorf(stderr, "%v", err)
+		if cmd.name == "" && wantsJSON(fs, line) {
+			event.WriteUsageEnd(stdout, err, exitUsage)
+		}
+		return exitUsage
+	}
 	var operands []string
 	if cmd.env && !cmd.internal {
 		if err := envDefaults(fs, os.Environ()); err != nil {
-			termsafe.Errorf(stderr, "%v", err)
-			return exitUsage
+			return refuse(err)
 		}
 	}
 	if cmd.defaults != nil {
 		flags, ops, err := cmd.defaults(fs, line)
 		if err != nil {
-			termsafe.Errorf(stderr, "%v", err)
-			return exitUsage
+			return refuse(err)
 		}
 		if err := fs.Parse(flags); err != nil {
-			termsafe.Errorf(stderr, "config: %s", flagError(fs, err))
-			return exitUsage
+			return refuse(fmt.Errorf("config: %s", flagError(fs, err)))
 		}
 		operands = ops
 	}
@@ -130,8 +137,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		if cmd.name != "" {
 			prefix = cmd.name + ": "
 		}
-		termsafe.Errorf(stderr, "%s%s (see %s --help)", prefix, flagError(fs, err), name)
-		return exitUsage
+		return refuse(fmt.Errorf("%s%s (see %s --help)", prefix, flagError(fs, err), name))
 	}
 	c.args = fs.Args()
 	// -h alone is the help, as in rsync, where -h is --human-readable.
@@ -143,10 +149,29 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		c.args = operands
 	}
 	if hint := detachedValue(fs, line); hint != "" {
-		termsafe.Errorf(stderr, "%s (see %s --help)", hint, name)
-		return exitUsage
+		return refuse(fmt.Errorf("%s (see %s --help)", hint, name))
 	}
 	return runCmd(c)
+}
+
+// wantsJSON says whether --json was asked for: parsed already (from the
+// environment, the config file, or the line before a bad flag), or on
+// the line, where a bad flag stopped the parsing first.
+func wantsJSON(fs *pflag.FlagSet, line []string) bool {
+	if f := fs.Lookup("json"); f == nil {
+		return false
+	} else if f.Value.String() == "true" {
+		return true
+	}
+	for _, a := range line {
+		if a == "--" {
+			break
+		}
+		if v, ok := strings.CutPrefix(a, "--json"); ok && (v == "" || v == "=true" || v == "=1") {
+			return true
+		}
+	}
+	return false
 }
 
 // flagSet makes the command's flag set, with its flags registered (and

@@ -116,6 +116,10 @@ func TestJSONEventsSchema(t *testing.T) {
 					t.Errorf("the dry run made DEST")
 				}
 			}},
+		{name: "unknown flag", args: []string{"--delte", src, filepath.Join(dir, "d4")}, code: exitUsage, types: "end",
+			error: "unknown flag --delte; did you mean --delete?"},
+		{name: "bad value", args: []string{"--progress=bogus", src, filepath.Join(dir, "d4")}, code: exitUsage, types: "end",
+			error: `invalid value "bogus" for --progress`},
 		{name: "dry run, missing SRC", args: []string{"--dry-run", filepath.Join(dir, "nowhere"), filepath.Join(dir, "d3")}, code: exitFatal,
 			types: "end", error: "no such file"},
 	}

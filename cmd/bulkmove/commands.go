@@ -196,11 +196,16 @@ func detachedValue(fs *pflag.FlagSet, line []string) string {
 		if line[i] == "--" {
 			break
 		}
-		name, ok := strings.CutPrefix(line[i], "--")
-		f := fs.Lookup(name)
-		if !ok || f == nil || !optionalValue(f) {
+		var f *pflag.Flag
+		if name, ok := strings.CutPrefix(line[i], "--"); ok {
+			f = fs.Lookup(name)
+		} else if len(line[i]) == 2 && line[i][0] == '-' { // -z zstd
+			f = fs.ShorthandLookup(line[i][1:])
+		}
+		if f == nil || !optionalValue(f) {
 			continue
 		}
+		name := f.Name
 		word := line[i+1]
 		if strings.HasPrefix(word, "-") || strings.ContainsAny(word, "/.") {
 			continue
@@ -208,7 +213,7 @@ func detachedValue(fs *pflag.FlagSet, line []string) string {
 		if _, err := os.Lstat(word); err == nil {
 			continue // a path: an operand indeed
 		}
-		return fmt.Sprintf("--%s %s: --%s takes its value after '=', as --%s=%s (no path %s here)", name, word, name, name, word, word)
+		return fmt.Sprintf("%s %s: --%s takes its value after '=', as --%s=%s (no path %s here)", line[i], word, name, name, word, word)
 	}
 	return ""
 }

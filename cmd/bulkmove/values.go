@@ -76,12 +76,18 @@ func (v *verboseCount) String() string { return strconv.Itoa(v.n) }
 func (v *verboseCount) Type() string   { return "count" }
 
 func (v *verboseCount) Set(s string) error {
-	if s == "+1" {
+	switch b, berr := strconv.ParseBool(s); {
+	case s == "+1":
 		v.n++
-	} else {
+	case berr == nil: // verbose = true in the config file, BULKMOVE_VERBOSE=1
+		v.n = 0
+		if b {
+			v.n = 1
+		}
+	default:
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 0 {
-			return fmt.Errorf("want a count of 0 or more")
+			return fmt.Errorf("want true, false or a count of 0 or more")
 		}
 		v.n = n
 	}

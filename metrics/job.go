@@ -47,12 +47,19 @@ func NewJob(k int) *Job {
 	return j
 }
 
+// Work is the job's work done and found so far, in bytes plus a per-file
+// allowance: what the ETA and the progress bar measure.
+func (j *Job) Work() (done, planned float64) {
+	done = float64(j.DoneBytes.Load() + (j.DoneFiles.Load()+j.Skipped.Load()+j.Failed.Load())*fileWeight)
+	planned = float64(j.PlannedBytes.Load() + j.PlannedFiles.Load()*fileWeight)
+	return done, planned
+}
+
 // ETA estimates the seconds left from the average rate so far and the
 // bytes (plus a per-file allowance) still planned; -1 if unknown.
 func (j *Job) ETA() float64 {
 	el := time.Since(j.Start).Seconds()
-	done := float64(j.DoneBytes.Load() + (j.DoneFiles.Load()+j.Skipped.Load()+j.Failed.Load())*fileWeight)
-	plan := float64(j.PlannedBytes.Load() + j.PlannedFiles.Load()*fileWeight)
+	done, plan := j.Work()
 	if done <= 0 || el <= 0 {
 		return -1
 	}

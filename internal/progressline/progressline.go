@@ -112,7 +112,7 @@ func Line(j Job, width int) string {
 	if s, ok := fit(short, " ", width-1, j.Fraction); ok {
 		return s
 	}
-	return truncate(short[2].text, width-1)
+	return Truncate(short[2].text, width-1)
 }
 
 // StreamLine lays out the line of stream i for a terminal width columns
@@ -133,7 +133,7 @@ func StreamLine(i int, s Stream, width int) string {
 	if !ok {
 		s2 = join(fs[:2], " ", 0, 0)
 	}
-	return truncate(strings.TrimSuffix(s2, ","), width-1)
+	return Truncate(strings.TrimSuffix(s2, ","), width-1)
 }
 
 // fit keeps the fields that fit in room columns, by priority, and widens
@@ -281,8 +281,8 @@ func compact(n int64) string {
 	return fmt.Sprintf("%.0f%s", v, unit)
 }
 
-// truncate cuts s to at most n runes.
-func truncate(s string, n int) string {
+// Truncate cuts s to at most n runes.
+func Truncate(s string, n int) string {
 	if n <= 0 {
 		return ""
 	}

@@ -24,10 +24,9 @@ import (
 // first clears the line, and the next redraw puts it back, so messages and
 // the progress line never mix.
 type ttyWriter struct {
-	mu     sync.Mutex
-	w      io.Writer
-	active bool
-	shown  []string // the progress block on screen; the cursor ends its last line
+	mu    sync.Mutex
+	w     io.Writer
+	shown []string // the progress block on screen; the cursor ends its last line
 	// crOnly: NO_COLOR or TERM=dumb, so no escape sequence is written: the
 	// line is redrawn after a carriage return, the old one blanked with
 	// spaces, and there is no per-stream line (that would need the cursor
@@ -56,60 +55,64 @@ func (t *ttyWriter) dims() (cols, rows int) {
 func (t *ttyWriter) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.active {
-		t.clear()
+	if e := t.erase(); e != "" {
+		// One write: a terminal never shows the block erased and the
+		// message not yet there.
+		if _, err := io.WriteString(t.w, e+string(p)); err != nil {
+			return 0, err
+		}
+		return len(p), nil
 	}
 	return t.w.Write(p)
 }
 
-// clear erases the progress block; t.mu is held.
+// erase is what erases the progress block, which is then taken as
+// gone; t.mu is held.
 //
 // Each line was drawn narrower than the terminal, so it took one row; but
 // a terminal narrowed since rewraps it (tmux, VTE, iTerm2, kitty and
 // Windows Terminal do) into as many rows as the new width needs, and all
 // of them are erased. (A terminal that cuts lines short instead, such as
 // xterm, then loses as many rows above the block.)
-func (t *ttyWriter) clear() {
+func (t *ttyWriter) erase() string {
 	if len(t.shown) == 0 {
-		return
+		return ""
 	}
+	defer func() { t.shown = nil }()
 	if t.crOnly {
-		io.WriteString(t.w, "\r"+strings.Repeat(" ", utf8.RuneCountInString(t.shown[0]))+"\r")
-		t.shown = nil
-		return
+		return "\r" + strings.Repeat(" ", utf8.RuneCountInString(t.shown[0])) + "\r"
 	}
 	cols, _ := t.dims()
 	rows := 0
 	for _, l := range t.shown {
 		rows += max(1, (utf8.RuneCountInString(l)+cols-1)/cols)
 	}
-	s := "\r"
-	if rows > 1 {
-		s += fmt.Sprintf("\x1b[%dA", rows-1) // up to the block's first row
-	}
-	io.WriteString(t.w, s+"\x1b[J") // and erase to the end of the screen
-	t.shown = nil
+	// Row by row (erase in line), up to the block's first: erasing the
+	// screen from its top-left corner instead would have tmux (its
+	// scroll-on-clear) keep the old lines in the scrollback.
+	return "\r" + clearRow + strings.Repeat("\x1b[1A"+clearRow, rows-1)
 }
+
+const clearRow = "\x1b[K"
 
 // draw replaces the progress block with lines.
 func (t *ttyWriter) draw(lines []string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.clear()
 	if t.crOnly {
 		lines = lines[:1]
 	}
-	io.WriteString(t.w, strings.Join(lines, "\n"))
+	// One write, so that a terminal shows the old block or the new one,
+	// never none.
+	io.WriteString(t.w, t.erase()+strings.Join(lines, "\n"))
 	t.shown = lines
-	t.active = true
 }
 
 // stop erases the block for good.
 func (t *ttyWriter) stop() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.clear()
-	t.active = false
+	io.WriteString(t.w, t.erase())
 }
 
 // isTerminalWriter says whether w is a terminal (a character device, as

@@ -45,7 +45,7 @@ func TestProgressOnTerminal(t *testing.T) {
 		t.Errorf("%d redraws in %v: more than 10 a second", redraws, elapsed)
 	}
 	// The summary comes last, on a line of its own after the block is cleared.
-	if !regexp.MustCompile("\r(\x1b\\[\\d+A)?\x1b\\[Jbulkmove: 40,000 files, .* 0 errors[^\n]*\r?\n$").MatchString(screen) {
+	if !regexp.MustCompile("\r\x1b\\[K(\x1b\\[1A\x1b\\[K)*bulkmove: 40,000 files, .* 0 errors[^\n]*\r?\n$").MatchString(screen) {
 		t.Errorf("the summary is not on a clean last line:\n%q", screen[max(0, len(screen)-300):])
 	}
 

@@ -85,7 +85,7 @@ func TestTTYWriterClears(t *testing.T) {
 	}
 	out.Reset()
 	tw.draw([]string{"one"})
-	if got := out.String(); got != "\r\x1b[1A\x1b[Jone" {
+	if got := out.String(); got != "\r\x1b[K\x1b[1A\x1b[Kone" {
 		t.Errorf("redraw of a 2-line block: %q", got)
 	}
 	out.Reset()
@@ -93,13 +93,13 @@ func TestTTYWriterClears(t *testing.T) {
 	cols = 40 // the 79 columns now take 2 rows
 	out.Reset()
 	tw.Write([]byte("bulkmove: a message\n"))
-	if got := out.String(); got != "\r\x1b[2A\x1b[Jbulkmove: a message\n" {
+	if got := out.String(); got != "\r\x1b[K\x1b[1A\x1b[K\x1b[1A\x1b[Kbulkmove: a message\n" {
 		t.Errorf("message after a narrowing: %q", got)
 	}
 	out.Reset()
 	tw.draw([]string{"three"})
 	tw.stop()
-	if got := out.String(); got != "three\r\x1b[J" {
+	if got := out.String(); got != "three\r\x1b[K" {
 		t.Errorf("draw after the message, then stop: %q", got)
 	}
 }

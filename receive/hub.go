@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/bulkmove/bulkmove/internal/batchname"
 	"github.com/bulkmove/bulkmove/internal/units"
 	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/receive/extract"
@@ -437,7 +438,7 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 				return fail(err)
 			}
 			cost := wire.ManifestCost(m) + int64(len(m.Entries))
-			if err := mem.take(cost, fmt.Sprintf("batch %d's manifest of %d entries", m.ID, len(m.Entries))); err != nil {
+			if err := mem.take(cost, fmt.Sprintf("batch %s's manifest of %d entries", batchname.Name(m.ID), len(m.Entries))); err != nil {
 				return fail(err)
 			}
 			mem.give(frameMem)
@@ -482,7 +483,7 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 				return fail(err)
 			}
 			if txn != nil || len(queue) == 0 || queue[0].m.ID != id {
-				return fail(fmt.Errorf("%w: data for batch %d out of order", wire.ErrProtocol, id))
+				return fail(fmt.Errorf("%w: data for batch %s out of order", wire.ErrProtocol, batchname.Name(id)))
 			}
 			pd := queue[0]
 			queue = queue[1:]
@@ -511,7 +512,7 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 				return fail(err)
 			}
 			if txn == nil || id != txnID {
-				return fail(fmt.Errorf("%w: commit of batch %d, which has no data", wire.ErrProtocol, id))
+				return fail(fmt.Errorf("%w: commit of batch %s, which has no data", wire.ErrProtocol, batchname.Name(id)))
 			}
 			t, tm := txn, txnMem
 			txn, txnMem = nil, 0

@@ -331,7 +331,7 @@ func TestServeOutOfOrder(t *testing.T) {
 		a.handshake()
 		a.send(wire.Data, wire.EncodeID(5))
 		err := a.failed()
-		if !errors.Is(err, wire.ErrProtocol) || !strings.Contains(err.Error(), "batch 5") {
+		if !errors.Is(err, wire.ErrProtocol) || !strings.Contains(err.Error(), "batch #5") {
 			t.Errorf("Serve: %v, want a protocol error naming batch 5", err)
 		}
 	})
@@ -341,7 +341,7 @@ func TestServeOutOfOrder(t *testing.T) {
 		a.manifest(&wire.BatchManifest{ID: 1, Entries: []model.Entry{fileEntry("a", 1)}})
 		a.manifest(&wire.BatchManifest{ID: 2, Entries: []model.Entry{fileEntry("b", 1)}})
 		a.send(wire.Data, wire.EncodeID(2))
-		if err := a.failed(); !errors.Is(err, wire.ErrProtocol) || !strings.Contains(err.Error(), "batch 2") {
+		if err := a.failed(); !errors.Is(err, wire.ErrProtocol) || !strings.Contains(err.Error(), "batch #2") {
 			t.Errorf("Serve: %v, want a protocol error naming batch 2", err)
 		}
 	})

@@ -7,6 +7,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/bulkmove/bulkmove/internal/batchname"
 	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/wire"
 )
@@ -84,11 +85,11 @@ func (z *inflater) finish(id uint64, err error) error {
 	case err == nil:
 		return nil
 	case z.cr.Err() != nil:
-		return fmt.Errorf("batch %d: %w", id, z.cr.Err())
+		return fmt.Errorf("batch %s: %w", batchname.Name(id), z.cr.Err())
 	case z.over:
-		return fmt.Errorf("batch %d: %w", id, z.err)
+		return fmt.Errorf("batch %s: %w", batchname.Name(id), z.err)
 	case z.err != nil:
-		return fmt.Errorf("batch %d: %w: %v", id, wire.ErrCorrupt, z.err)
+		return fmt.Errorf("batch %s: %w: %v", batchname.Name(id), wire.ErrCorrupt, z.err)
 	}
 	return err
 }

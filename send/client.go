@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/bulkmove/bulkmove/internal/batchname"
 	"github.com/bulkmove/bulkmove/internal/hostcpu"
 	"github.com/bulkmove/bulkmove/internal/iocount"
 	"github.com/bulkmove/bulkmove/internal/ratelimit"
@@ -408,7 +409,7 @@ func (c *Client) run(ctx context.Context, in <-chan *model.Batch, flags uint64, 
 				}
 				fl := firstUnsent(queue)
 				if fl == nil || fl.b.ID != id || len(need) != len(fl.b.Entries) {
-					return nil, fmt.Errorf("%w: need list for batch %d, which is not the next batch awaiting one", wire.ErrProtocol, id)
+					return nil, fmt.Errorf("%w: need list for batch %s, which is not the next batch awaiting one", wire.ErrProtocol, batchname.Name(id))
 				}
 				fl.need = need
 				if err := c.sendData(fl, need); err != nil {
@@ -425,7 +426,7 @@ func (c *Client) run(ctx context.Context, in <-chan *model.Batch, flags uint64, 
 				}
 				fl := firstUnsent(queue)
 				if fl == nil || fl.b.ID != id || fl != queue[0] {
-					return nil, fmt.Errorf("%w: batch %d reported in place out of turn", wire.ErrProtocol, id)
+					return nil, fmt.Errorf("%w: batch %s reported in place out of turn", wire.ErrProtocol, batchname.Name(id))
 				}
 				fl.sent = true
 				fl.need = make([]bool, len(fl.b.Entries))
@@ -437,12 +438,12 @@ func (c *Client) run(ctx context.Context, in <-chan *model.Batch, flags uint64, 
 					return nil, err
 				}
 				if len(queue) == 0 || !queue[0].sent || queue[0].b.ID != a.ID {
-					return nil, fmt.Errorf("%w: acknowledgement for batch %d, which is not the oldest batch in flight", wire.ErrProtocol, a.ID)
+					return nil, fmt.Errorf("%w: acknowledgement for batch %s, which is not the oldest batch in flight", wire.ErrProtocol, batchname.Name(a.ID))
 				}
 				fl := queue[0]
 				for _, e := range a.Errors {
 					if e.Index < 0 || e.Index >= len(fl.b.Entries) {
-						return nil, fmt.Errorf("%w: acknowledgement of batch %d names entry %d of %d", wire.ErrProtocol, a.ID, e.Index, len(fl.b.Entries))
+						return nil, fmt.Errorf("%w: acknowledgement of batch %s names entry %d of %d", wire.ErrProtocol, batchname.Name(a.ID), e.Index, len(fl.b.Entries))
 					}
 				}
 				queue = queue[1:]

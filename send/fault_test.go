@@ -185,8 +185,8 @@ func TestPoisonBatch(t *testing.T) {
 		return &flaky{Conn: fc.local(), after: 1 << 30, poison: poison}, nil
 	}}
 	err := pool.Run(context.Background(), batches, def)
-	if err == nil || !strings.Contains(err.Error(), "batch 3") || !errors.Is(err, io.ErrUnexpectedEOF) {
-		t.Fatalf("Run: %v, want batch 3 named with the cause", err)
+	if err == nil || !strings.Contains(err.Error(), "batch #3") || !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("Run: %v, want batch #3 named with the cause", err)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/bulkmove/bulkmove/internal/batchname"
 	"github.com/bulkmove/bulkmove/internal/ratelimit"
 	"github.com/bulkmove/bulkmove/internal/spill"
 	"github.com/bulkmove/bulkmove/model"
@@ -721,7 +722,7 @@ func (p *Pool) giveBack(unacked []*model.Batch, cause error) error {
 		p.attempts[b.ID]++
 		if n := p.attempts[b.ID]; n > p.Retries {
 			p.mu.Unlock()
-			return fmt.Errorf("batch %d (%d files) failed on %d streams, the last time: %w", b.ID, len(b.Entries), n, cause)
+			return fmt.Errorf("batch %s (%d files) failed on %d streams, the last time: %w", batchname.Name(b.ID), len(b.Entries), n, cause)
 		}
 		back = append(back, b)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/bulkmove/bulkmove/internal/batchname"
 	"github.com/bulkmove/bulkmove/internal/engine/resume"
 	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/internal/units"
@@ -85,6 +86,6 @@ func (j *job) onResult(r send.Result) {
 		j.ev.progress(j.m, false)
 	}
 	if j.flags.Verbose && !r.Final && r.Ack != nil {
-		termsafe.Errorf(j.stderr, "batch %d on stream %d: %d files, %s", r.Batch.ID, r.Stream, r.Ack.Files, units.Size(r.Ack.Bytes))
+		termsafe.Errorf(j.stderr, "batch %s on stream %d: %d files, %s", batchname.Name(r.Batch.ID), r.Stream, r.Ack.Files, units.Size(r.Ack.Bytes))
 	}
 }

@@ -141,7 +141,7 @@ func hostileCases(t testing.TB) []hostile {
 			want: "fifo", streamErr: true, absent: []string{"fifo"}},
 		{name: "data of another batch", batches: func(*sandbox) []batch {
 			return []batch{{entries: []model.Entry{fileE("a", 3)}, raw: tarOf(t, 99, tf("a", "abc"))}}
-		}, want: "batch 99", streamErr: true, absent: []string{"a"}},
+		}, want: "batch #99", streamErr: true, absent: []string{"a"}},
 		{name: "file data in a final batch", batches: func(s *sandbox) []batch {
 			return []batch{{final: true, entries: []model.Entry{symE("evil", s.outside), fileE("evil/x", 3)}, files: []tarFile{tf("evil/x", "abc")}}}
 		}, want: "evil/x", absent: []string{"evil/x"}},

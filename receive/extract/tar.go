@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/bulkmove/bulkmove/internal/batchname"
 	"github.com/bulkmove/bulkmove/internal/ioconc"
 	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/wire"
@@ -64,11 +65,15 @@ func (t *Txn) ExtractTar(id uint64, r io.Reader, need []bool) error {
 					break
 				}
 			}
-			return fmt.Errorf("%w: batch %d: reading a tar header %s: %v", ErrStream, id, where, err)
+			return fmt.Errorf("%w: batch %s: reading a tar header %s: %v", ErrStream, batchname.Name(id), where, err)
 		}
 		if hdr.Typeflag == tar.TypeXGlobalHeader {
 			if v, ok := hdr.PAXRecords[wire.PAXBatch]; ok && v != strconv.FormatUint(id, 10) {
-				return fmt.Errorf("%w: data of batch %s sent as batch %d", ErrStream, v, id)
+				got := v
+				if n, err := strconv.ParseUint(v, 10, 64); err == nil {
+					got = batchname.Name(n)
+				}
+				return fmt.Errorf("%w: data of batch %s sent as batch %s", ErrStream, got, batchname.Name(id))
 			}
 			continue
 		}
@@ -77,33 +82,33 @@ func (t *Txn) ExtractTar(id uint64, r io.Reader, need []bool) error {
 			j++
 		}
 		if j == len(t.entries) {
-			return fmt.Errorf("%w: batch %d: tar entry %q is not a needed file of the manifest (or out of order)", ErrStream, id, hdr.Name)
+			return fmt.Errorf("%w: batch %s: tar entry %q is not a needed file of the manifest (or out of order)", ErrStream, batchname.Name(id), hdr.Name)
 		}
 		e := &t.entries[j]
 		if hdr.Typeflag != tar.TypeReg {
-			return fmt.Errorf("%w: batch %d: tar entry %q has type %q, want a regular file", ErrStream, id, hdr.Name, hdr.Typeflag)
+			return fmt.Errorf("%w: batch %s: tar entry %q has type %q, want a regular file", ErrStream, batchname.Name(id), hdr.Name, hdr.Typeflag)
 		}
 		// A sparse entry declares more bytes than it carries (the reader
 		// fills holes with zeros): a few bytes on the wire could fill the
 		// disk. The sender never writes them.
 		for k := range hdr.PAXRecords {
 			if strings.HasPrefix(k, "GNU.sparse.") {
-				return fmt.Errorf("%w: batch %d: tar entry %q is a sparse file", ErrStream, id, hdr.Name)
+				return fmt.Errorf("%w: batch %s: tar entry %q is a sparse file", ErrStream, batchname.Name(id), hdr.Name)
 			}
 		}
 		// A range of a split file names itself, and only a range may.
 		if v, ok := hdr.PAXRecords[wire.PAXRange]; ok != e.IsRange() || ok && v != wire.FormatRange(e) {
 			if !e.IsRange() {
-				return fmt.Errorf("%w: batch %d: tar entry %q carries a range (%s) of a file the manifest does not announce as split", ErrStream, id, hdr.Name, v)
+				return fmt.Errorf("%w: batch %s: tar entry %q carries a range (%s) of a file the manifest does not announce as split", ErrStream, batchname.Name(id), hdr.Name, v)
 			}
-			return fmt.Errorf("%w: batch %d: tar entry %q carries range %q, the manifest's is %q", ErrStream, id, hdr.Name, v, wire.FormatRange(e))
+			return fmt.Errorf("%w: batch %s: tar entry %q carries range %q, the manifest's is %q", ErrStream, batchname.Name(id), hdr.Name, v, wire.FormatRange(e))
 		}
 		x, err := t.r.opt.tarExtra(hdr, e) // extended attributes, a sparse map
 		if err != nil {
-			return fmt.Errorf("%w: batch %d: tar entry %q: %v", ErrStream, id, hdr.Name, err)
+			return fmt.Errorf("%w: batch %s: tar entry %q: %v", ErrStream, batchname.Name(id), hdr.Name, err)
 		}
 		if x.dense() && hdr.Size != e.DataLen() {
-			return fmt.Errorf("%w: batch %d: tar entry %q declares %d bytes, the manifest %d", ErrStream, id, hdr.Name, hdr.Size, e.DataLen())
+			return fmt.Errorf("%w: batch %s: tar entry %q declares %d bytes, the manifest %d", ErrStream, batchname.Name(id), hdr.Name, hdr.Size, e.DataLen())
 		}
 		if x == nil && w.write(j, e.DataLen(), tr) {
 			next, last = j+1, hdr.Name
@@ -114,7 +119,7 @@ func (t *Txn) ExtractTar(id uint64, r io.Reader, need []bool) error {
 			x.R, src = tr, x
 		}
 		if err := t.Write(j, src); err != nil {
-			return fmt.Errorf("%w: batch %d: entry %q: %v", ErrStream, id, hdr.Name, err)
+			return fmt.Errorf("%w: batch %s: entry %q: %v", ErrStream, batchname.Name(id), hdr.Name, err)
 		}
 		next = j + 1
 		last = hdr.Name
@@ -223,7 +228,7 @@ func independentLinks(entries []model.Entry, i int) int {
 func (r *Receiver) Receive(m *wire.BatchManifest, need []bool, data io.Reader) (*Txn, error) {
 	t := r.Begin(m.Entries)
 	if err := t.SetXattrs(m.Xattrs); err != nil {
-		return nil, fmt.Errorf("%w: batch %d: %v", ErrStream, m.ID, err)
+		return nil, fmt.Errorf("%w: batch %s: %v", ErrStream, batchname.Name(m.ID), err)
 	}
 	if m.Flags&wire.FlagFinal != 0 {
 		t.ApplyFinal()

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -29,7 +31,8 @@ var (
 // stream), no stale or wrapped one, every line narrower than the
 // terminal. Mid-run the window is narrowed, and the line follows the new
 // width, leaving nothing of the wider one; after the run the summary
-// (which may wrap, as any message) stands alone.
+// (which may wrap, as any message) stands alone. With NO_COLOR the same
+// holds of the carriage-return display, at one width.
 func TestProgressInTmux(t *testing.T) {
 	if _, err := exec.LookPath("tmux"); err != nil {
 		t.Skip("needs tmux")
@@ -42,9 +45,14 @@ func TestProgressInTmux(t *testing.T) {
 		cols, to    int
 		args        []string
 		streamLines int
+		env         string
 	}{
-		{"80 columns", 80, 50, nil, 0},
-		{"200 columns with streams", 200, 100, []string{"--progress=streams"}, 2},
+		{"80 columns", 80, 50, nil, 0, "env -u NO_COLOR"},
+		{"200 columns with streams", 200, 100, []string{"--progress=streams"}, 2, "env -u NO_COLOR"},
+		// With NO_COLOR the line is redrawn after a carriage return alone
+		// (no stream lines); a narrowed terminal's rewrapped rows are out
+		// of its reach, so the width stays.
+		{"NO_COLOR, carriage returns", 80, 0, []string{"--progress=streams"}, 0, "env NO_COLOR=1"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			sock := filepath.Join(dir, fmt.Sprintf("tmux%d", i))
@@ -56,18 +64,20 @@ func TestProgressInTmux(t *testing.T) {
 				}
 				return string(out)
 			}
-			// NO_COLOR, if the test's environment has it, would make the
-			// display carriage-return only. A line stands before the
-			// move's output, as a command line does: a terminal narrowed
-			// with the cursor on its top row puts the rewrapped rows above
-			// it in the scrollback, out of a redraw's reach.
-			script := fmt.Sprintf("tmux -S %s wait-for go; echo START; env -u NO_COLOR %s --journal none --batch-files 1 -j 2 --bwlimit 2M %s %s %s; echo DONE; sleep 60",
-				sock, bin, strings.Join(c.args, " "), src, filepath.Join(dir, fmt.Sprintf("dst%d", i)))
+			// c.env: NO_COLOR, if the test's environment has it, would
+			// make the display carriage-return only. A line stands before
+			// the move's output, as a command line does: a terminal
+			// narrowed with the cursor on its top row puts the rewrapped
+			// rows above it in the scrollback, out of a redraw's reach.
+			script := fmt.Sprintf("tmux -S %s wait-for go; echo START; %s %s --journal none --batch-files 1 -j 2 --bwlimit 2M %s %s %s; echo DONE; sleep 60",
+				sock, c.env, bin, strings.Join(c.args, " "), src, filepath.Join(dir, fmt.Sprintf("dst%d", i)))
 			tmux("new-session", "-d", "-x", strconv.Itoa(c.cols), "-y", "40", "-s", "bm", "sh", "-c", script)
 			t.Cleanup(func() { exec.Command("tmux", "-S", sock, "kill-server").Run() })
 			if w := strings.TrimSpace(tmux("display-message", "-p", "-t", "bm", "#{pane_width}")); w != strconv.Itoa(c.cols) {
 				t.Fatalf("pane %s columns wide, want %d", w, c.cols)
 			}
+			raw := filepath.Join(dir, fmt.Sprintf("raw%d", i)) // what the pane was sent
+			tmux("pipe-pane", "-t", "bm", "-o", "cat > "+raw)
 			tmux("wait-for", "-S", "go")
 
 			// screen reads the pane and its scrollback: the progress
@@ -135,16 +145,25 @@ func TestProgressInTmux(t *testing.T) {
 				}
 			}
 			watch(c.cols, 6*time.Second)
-			tmux("resize-window", "-t", "bm", "-x", strconv.Itoa(c.to))
-			watch(c.to, 2*time.Second)
+			width := c.cols
+			if c.to > 0 {
+				width = c.to
+				tmux("resize-window", "-t", "bm", "-x", strconv.Itoa(width))
+				watch(width, 2*time.Second)
+			}
 
 			deadline := time.Now().Add(30 * time.Second)
 			for {
-				s := capture(c.to)
+				s := capture(width)
 				if s.done {
 					if !s.summary || s.progress != 0 || s.streams != 0 || len(s.bad) != 0 {
 						t.Errorf("after the run, want the summary alone, got %d progress lines, %d stream lines, %q:\n%s",
 							s.progress, s.streams, s.bad, s.text)
+					}
+					if sent, err := os.ReadFile(raw); err != nil {
+						t.Error(err)
+					} else if esc := bytes.Count(sent, []byte("\x1b")); (esc == 0) != strings.Contains(c.env, "NO_COLOR=1") {
+						t.Errorf("%d escape sequences sent with %s", esc, c.env)
 					}
 					break
 				}

@@ -56,14 +56,7 @@ func TestProgressInTmux(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			sock := filepath.Join(dir, fmt.Sprintf("tmux%d", i))
-			tmux := func(args ...string) string {
-				t.Helper()
-				out, err := exec.Command("tmux", append([]string{"-S", sock, "-f", "/dev/null"}, args...)...).CombinedOutput()
-				if err != nil {
-					t.Fatalf("tmux %s: %v\n%s", strings.Join(args, " "), err, out)
-				}
-				return string(out)
-			}
+			tmux := tmuxServer(t, sock)
 			// c.env: NO_COLOR, if the test's environment has it, would
 			// make the display carriage-return only. A line stands before
 			// the move's output, as a command line does: a terminal

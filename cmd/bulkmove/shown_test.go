@@ -126,14 +126,7 @@ func TestTerminalHostileNames(t *testing.T) {
 		os.MkdirAll(filepath.Join(dst, n, "in-the-way"), 0o755) // an error naming it
 	}
 	sock := filepath.Join(dir, "tmux.sock")
-	tmux := func(args ...string) string {
-		t.Helper()
-		out, err := exec.Command("tmux", append([]string{"-S", sock, "-f", "/dev/null"}, args...)...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("tmux %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return string(out)
-	}
+	tmux := tmuxServer(t, sock)
 	// bulkmove starts once the pane has its title.
 	script := fmt.Sprintf("tmux -S %s wait-for go; %s --dry-run %s %s; %s --journal none %s %s; echo DONE; sleep 60", sock, bin, src, dst, bin, src, dst)
 	tmux("new-session", "-d", "-x", "200", "-y", "60", "-s", "bm", "sh", "-c", script)
@@ -262,5 +255,18 @@ func TestNoRawPrints(t *testing.T) {
 			t.Errorf("%s: fmt.%s to %s: print with printf or termsafe.Errorf, which escape names", fset.Position(call.Pos()), sel.Sel.Name, w.String())
 			return true
 		})
+	}
+}
+
+// tmuxServer returns how to run a tmux command against the server on
+// socket sock (no user config read), failing t if tmux fails.
+func tmuxServer(t *testing.T, sock string) func(args ...string) string {
+	return func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command("tmux", append([]string{"-S", sock, "-f", "/dev/null"}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("tmux %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
 	}
 }

@@ -37,7 +37,7 @@ func TestSSHPullHostileSender(t *testing.T) {
 	// The hostile sender runs with the options it chooses: the --config
 	// in extra (if any) in place of the one the puller gave.
 	os.WriteFile(wrapper, []byte(`#!/bin/sh
-if [ "$1" = send-hub ]; then
+if [ "$1" = --send-hub ]; then
 	shift
 	sub=$(cat '`+extra+`')
 	args=""
@@ -50,7 +50,7 @@ if [ "$1" = send-hub ]; then
 		args="$args '$1'"
 		shift
 	done
-	eval exec "'`+bin+`'" send-hub $args
+	eval exec "'`+bin+`'" --send-hub $args
 fi
 exec '`+bin+`' "$@"
 `), 0o755)

@@ -103,7 +103,7 @@ func TestSSHPush(t *testing.T) {
 
 // TestSSHPushRelayed: where sshd does not forward to Unix sockets
 // (AllowStreamLocalForwarding no), the streams after the first reach the
-// agent through a `bulkmove join` process instead, and the job completes;
+// agent through a `bulkmove --join` process instead, and the job completes;
 // a pull's streams reach the remote sender's socket the same way.
 func TestSSHPushRelayed(t *testing.T) {
 	bin := testbin.Build(t)
@@ -120,7 +120,7 @@ func TestSSHPushRelayed(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
-	if n := strings.Count(out, "relayed by `bulkmove join`"); n != 2 {
+	if n := strings.Count(out, "relayed by `bulkmove --join`"); n != 2 {
 		t.Errorf("%d streams relayed, want 2:\n%s", n, out)
 	}
 	if n := len(regexp.MustCompile(`(?m) stream [0-9]+ ready$`).FindAllString(out, -1)); n != 3 {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"strings"
 
 	"github.com/bulkmove/bulkmove/internal/engine"
@@ -17,7 +18,7 @@ import (
 func runJob(ctx context.Context, j engine.Job, commandLine []string) int {
 	c := j.Config
 	var tw *ttyWriter
-	if isTerminalWriter(j.Stderr) && c.Progress != "none" {
+	if progressShown(c, j.Stderr) {
 		// Every message first clears the progress display, if it is on.
 		tw = &ttyWriter{w: j.Stderr}
 		j.Stderr = tw
@@ -45,4 +46,10 @@ func runJob(ctx context.Context, j engine.Job, commandLine []string) int {
 	defer stopLimit()
 	j.Drain, j.Limit = drain, limit
 	return exitCode(j.Run(ctx))
+}
+
+// progressShown says whether a move draws its progress display on stderr:
+// a terminal, not --progress=none, not -q (rsync's -q: nothing but errors).
+func progressShown(c engine.Config, stderr io.Writer) bool {
+	return isTerminalWriter(stderr) && c.Progress != "none" && !c.Quiet
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -8,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bulkmove/bulkmove/internal/engine"
 	"github.com/bulkmove/bulkmove/internal/gentree"
 	"github.com/bulkmove/bulkmove/internal/testbin"
 )
@@ -56,5 +59,39 @@ func TestProgressOnTerminal(t *testing.T) {
 	}
 	if strings.ContainsAny(string(plain), "\r\x1b") || strings.Count(string(plain), "\n") != 1 {
 		t.Errorf("without a terminal, want just the summary line, got %q", plain)
+	}
+}
+
+// TestProgressShown: the display is drawn on a terminal only, and neither
+// with --progress=none nor with -q. (/dev/null is a character device, as
+// a terminal is.)
+func TestProgressShown(t *testing.T) {
+	tty, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tty.Close()
+	file, err := os.Create(filepath.Join(t.TempDir(), "log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	for _, c := range []struct {
+		name  string
+		set   func(*engine.Config)
+		to    io.Writer
+		shown bool
+	}{
+		{"terminal", func(*engine.Config) {}, tty, true},
+		{"a file", func(*engine.Config) {}, file, false},
+		{"--progress=none", func(c *engine.Config) { c.Progress = "none" }, tty, false},
+		{"-q", func(c *engine.Config) { c.Quiet = true }, tty, false},
+		{"-q -P", func(c *engine.Config) { c.Quiet, c.Progress = true, "auto" }, tty, false},
+	} {
+		cfg := engine.DefaultConfig()
+		c.set(&cfg)
+		if got := progressShown(cfg, c.to); got != c.shown {
+			t.Errorf("%s: shown %v, want %v", c.name, got, c.shown)
+		}
 	}
 }

@@ -350,9 +350,10 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 	}
 
 	type pending struct {
-		m    *wire.BatchManifest
-		need []bool
-		mem  int64 // the job's manifest memory it holds
+		m     *wire.BatchManifest
+		need  []bool
+		mem   int64    // the job's manifest memory it holds
+		items []uint16 // with Itemize: what the quick check found (Txn.SetItems)
 	}
 	var queue []pending // manifests answered, data not yet received
 	// Manifests hold the job's memory from their frame's header to their
@@ -454,14 +455,15 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 			if m.Flags&wire.FlagFinal != 0 {
 				// Deferred entries: all applied, no need list (the
 				// sender does not wait for one).
-				queue = append(queue, pending{m, slices.Repeat([]bool{true}, len(m.Entries)), cost})
+				queue = append(queue, pending{m, slices.Repeat([]bool{true}, len(m.Entries)), cost, nil})
 				continue
 			}
-			need := recv.NeedSums(m.Entries, m.Sums)
+			need, items := recv.NeedItems(m.Entries, m.Sums)
 			if len(queue) == 0 && txn == nil && c.idle() && nothingToSend(m.Entries, need) {
 				// A batch already in place (a pass over an unchanged
 				// tree): committed now, no data to wait for.
 				t := recv.Begin(m.Entries)
+				t.SetItems(items)
 				for i := range m.Entries {
 					t.Skip(i)
 				}
@@ -473,7 +475,7 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 				}
 				continue
 			}
-			queue = append(queue, pending{m, need, cost})
+			queue = append(queue, pending{m, need, cost, items})
 			if err := o.send(outFrame{wire.Need, wire.EncodeNeed(m.ID, need)}); err != nil {
 				return err
 			}
@@ -494,6 +496,9 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 				}
 			}
 			t, err := recv.Receive(pd.m, pd.need, data)
+			if t != nil {
+				t.SetItems(pd.items)
+			}
 			if codec == wire.CodecZstd {
 				if err = z.finish(id, err); err != nil && t != nil {
 					t.Abort()

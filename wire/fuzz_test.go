@@ -85,6 +85,7 @@ func FuzzDecodeAck(f *testing.F) {
 		{},
 		{ID: 7, Files: 3, Bytes: 1 << 40, Skipped: 2},
 		{ID: 9, Errors: []wire.EntryError{{Index: 0, Code: wire.CodeNoSpace, Msg: "write a: no space left on device"}, {Index: 1 << 20, Code: 255, Msg: ""}}},
+		{ID: 11, Items: []wire.Item{{Index: 0, Flags: wire.ItemNew | wire.ItemSent}, {Index: 5, Flags: wire.ItemPerms}}},
 	} {
 		f.Add(wire.EncodeAck(a))
 	}
@@ -195,5 +196,22 @@ func TestManifestMinimalEntries(t *testing.T) {
 	p[2] = 100
 	if _, err := wire.DecodeManifest(p); err == nil {
 		t.Fatal("100 entries declared in the bytes of 20 decoded")
+	}
+}
+
+// TestAckItems: the items of an ack arrive as sent; a count past the
+// payload, an index past the entries a batch may have, and flags no
+// receiver sends are refused.
+func TestAckItems(t *testing.T) {
+	a := &wire.BatchAck{ID: 3, Files: 1, Items: []wire.Item{{Index: 2, Flags: wire.ItemNew | wire.ItemSent}, {Index: 9, Flags: wire.ItemTime | wire.ItemPerms}}}
+	got, err := wire.DecodeAck(wire.EncodeAck(a))
+	if err != nil || len(got.Items) != 2 || got.Items[0] != a.Items[0] || got.Items[1] != a.Items[1] {
+		t.Fatalf("DecodeAck = %+v, %v; want the items %+v", got, err, a.Items)
+	}
+	for _, bad := range []wire.Item{{Index: wire.MaxEntries + 1, Flags: wire.ItemNew}, {Index: 1, Flags: 0}, {Index: 1, Flags: 1 << 15}} {
+		p := wire.EncodeAck(&wire.BatchAck{ID: 3, Items: []wire.Item{bad}})
+		if _, err := wire.DecodeAck(p); err == nil {
+			t.Errorf("an ack with item %+v decoded", bad)
+		}
 	}
 }

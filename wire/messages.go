@@ -71,6 +71,9 @@ type ReceiveOptions struct {
 	// the receiver replaces a non-empty directory in the way of a file or
 	// a symlink; without it such a directory stays and the entry fails.
 	Delete bool `json:"delete,omitempty"`
+	// Itemize: the receiver's acks say what changed of each entry
+	// (BatchAck.Items), for the sender's -i.
+	Itemize bool `json:"itemize,omitempty"`
 }
 
 // Check modes: how the receiver decides that a regular file at the
@@ -544,6 +547,27 @@ type EntryError struct {
 	Msg   string
 }
 
+// An Item says what the receiver found changed of one entry of a batch
+// (ReceiveOptions.Itemize): the ItemNew... bits, as rsync's -i reports
+// them. An entry found in place as it is has none.
+type Item struct {
+	Index int
+	Flags uint16
+}
+
+// Item flags.
+const (
+	ItemNew     = 1 << iota // not at DEST before
+	ItemSize                // its size differed
+	ItemTime                // its mtime differed
+	ItemPerms               // its permission bits differed
+	ItemOwner               // its owner differed (as root)
+	ItemGroup               // its group differed (as root)
+	ItemContent             // its content differed (by hash), or a symlink's target
+	ItemSent                // a file whose data was sent (else only its attributes were set)
+	itemAll     = 1<<iota - 1
+)
+
 // BatchAck is the Ack payload.
 type BatchAck struct {
 	ID      uint64
@@ -551,6 +575,7 @@ type BatchAck struct {
 	Bytes   int64 // bytes written
 	Skipped int64 // files already up to date
 	Errors  []EntryError
+	Items   []Item // with ReceiveOptions.Itemize: the entries found changed
 
 	// Where the receiver's time went, for the bottleneck verdict.
 	WriteNanos int64 // writing file data (and creating, renaming)
@@ -578,6 +603,11 @@ func EncodeAck(a *BatchAck) []byte {
 		e.uvarint(uint64(x.Code))
 		e.bytes(truncate(x.Msg))
 	}
+	e.uvarint(uint64(len(a.Items)))
+	for _, x := range a.Items {
+		e.uvarint(uint64(x.Index))
+		e.uvarint(uint64(x.Flags))
+	}
 	return e.b
 }
 
@@ -599,6 +629,18 @@ func DecodeAck(p []byte) (*BatchAck, error) {
 			return nil, protoErr("ack error index %d code %d out of range", idx, code)
 		}
 		a.Errors = append(a.Errors, EntryError{Index: int(idx), Code: int(code), Msg: msg})
+	}
+	n = d.uvarint("ack item count")
+	if d.err == nil && n > uint64(len(d.b)) {
+		return nil, protoErr("ack declares %d items in %d bytes", n, len(d.b))
+	}
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		idx := d.uvarint("ack item index")
+		flags := d.uvarint("ack item flags")
+		if idx > MaxEntries || flags == 0 || flags > itemAll {
+			return nil, protoErr("ack item index %d flags %#x out of range", idx, flags)
+		}
+		a.Items = append(a.Items, Item{Index: int(idx), Flags: uint16(flags)})
 	}
 	if err := d.done("ack"); err != nil {
 		return nil, err

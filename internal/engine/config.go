@@ -62,6 +62,7 @@ type Config struct {
 	ViaAgent         bool
 	JSON             bool
 	Quiet            bool // -q: no summary when all went well (cmd/bulkmove also draws no progress)
+	Itemize          bool // -i: a line on stdout for each entry changed (internal/itemize)
 	Progress         string
 	Obs              Observe
 	Gentle           throttle.Gentle // --bwlimit, --max-read-rate, --io-nice, --nice: package throttle
@@ -181,6 +182,9 @@ func (c *Config) Check() error {
 	}
 	if err := c.Scale.check(c); err != nil {
 		return err
+	}
+	if c.Itemize && c.JSON {
+		return errors.New("-i (--itemize-changes) and --json: the JSON events do not list files yet; take one")
 	}
 	if (c.MaxDelete.set || c.NoDeleteGuard) && !c.Delete {
 		return errors.New("--max-delete and --no-delete-guard go with --delete")

@@ -23,7 +23,7 @@ func (j *job) deleter(p plan) *deletion.Deleter {
 	}
 	return deletion.New(deletion.Options{
 		Source: j.deleteSource(p), Dst: j.dst,
-		NoGuard: j.flags.NoDeleteGuard, MaxDelete: md, Verbose: j.flags.Verbose,
+		NoGuard: j.flags.NoDeleteGuard, MaxDelete: md, Verbose: j.flags.Verbose, Itemize: j.flags.Itemize && !j.flags.JSON,
 		Stdout: j.listing(), Stderr: j.stderr, Trace: j.trace,
 		Failures: func() int64 {
 			j.mu.Lock()

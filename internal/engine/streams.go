@@ -6,6 +6,7 @@ import (
 
 	"github.com/bulkmove/bulkmove/internal/batchname"
 	"github.com/bulkmove/bulkmove/internal/engine/resume"
+	"github.com/bulkmove/bulkmove/internal/itemize"
 	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/internal/units"
 	"github.com/bulkmove/bulkmove/model"
@@ -84,6 +85,17 @@ func (j *job) onResult(r send.Result) {
 	}
 	if j.ev != nil {
 		j.ev.progress(j.m, false)
+	}
+	if j.flags.Itemize && !j.flags.JSON && r.Ack != nil {
+		pushed := j.remote != nil || j.serveAddr != ""
+		for _, it := range r.Ack.Items {
+			if it.Index < len(r.Batch.Entries) {
+				e := &r.Batch.Entries[it.Index]
+				if code := itemize.Code(e.Kind, it.Flags, pushed); code != "" {
+					termsafe.Printf(j.stdout, "%s %s\n", code, itemize.Name(e))
+				}
+			}
+		}
 	}
 	if j.flags.Verbose && !r.Final && r.Ack != nil {
 		termsafe.Errorf(j.stderr, "batch %s on stream %d: %d files, %s", batchname.Name(r.Batch.ID), r.Stream, r.Ack.Files, units.Size(r.Ack.Bytes))

@@ -62,6 +62,9 @@ func (t *Txn) openDirEntry(i int, e *model.Entry) *os.File {
 // setDirMeta gives directory entry i, e, open as f, its owner, mode,
 // mtime and extended attributes.
 func (t *Txn) setDirMeta(i int, e *model.Entry, f *os.File) {
+	if t.items != nil {
+		t.item(i, t.r.dirItems(e, int(f.Fd()))) // before it is set right
+	}
 	// One this receiver made is not in place (it has the mode and time of
 	// its making): no need to look.
 	if e.Path != "." && t.r.made(e.Path) || !t.dirInPlace(int(f.Fd()), e) {
@@ -95,6 +98,20 @@ func (t *Txn) applySymlink(i int, e *model.Entry) {
 	if err == nil && t.r.opt.check() == wire.CheckExisting {
 		t.count(0, 0, 1) // --ignore-existing: a symlink there stays as it is
 		return
+	}
+	switch {
+	case err != nil:
+		t.item(i, wire.ItemNew)
+	case t.items != nil:
+		// Another target, or the same with another mtime (which
+		// setLinkMeta sets).
+		var st unix.Stat_t
+		if unix.Fstatat(int(d.Fd()), base, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mtim.Nano() != e.MTime {
+			t.item(i, wire.ItemTime)
+		}
+		if cur != e.Link {
+			t.item(i, wire.ItemContent)
+		}
 	}
 	if err == nil && cur == e.Link {
 		t.setLinkMeta(i, d, base, e)

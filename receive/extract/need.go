@@ -42,7 +42,18 @@ func (r *Receiver) Need(entries []model.Entry) []bool { return r.NeedSums(entrie
 // each file of the right size is read and hashed, by up to hashWorkers at
 // once.
 func (r *Receiver) NeedSums(entries []model.Entry, sums []wire.Sum) []bool {
-	need := make([]bool, len(entries))
+	need, _ := r.NeedItems(entries, sums)
+	return need
+}
+
+// NeedItems is NeedSums, and when itemizing (Options.Itemize) the item
+// flags of the batch's files (for Txn.SetItems): new, or what differed.
+// A file whose data is to be sent has ItemSent.
+func (r *Receiver) NeedItems(entries []model.Entry, sums []wire.Sum) (need []bool, items []uint16) {
+	need = make([]bool, len(entries))
+	if r.opt.Itemize {
+		items = make([]uint16, len(entries))
+	}
 	var hashOnce sync.Once
 	var hash *sumPool // started at the first file to hash
 	toHash := func(j sumJob) {
@@ -57,7 +68,7 @@ func (r *Receiver) NeedSums(entries []model.Entry, sums []wire.Sum) []bool {
 	order := byDir(entries)
 	parts := min(r.io.Width(), (len(entries)+15)/16)
 	ioconc.ForEach(parts, parts, func(_, k int) {
-		r.needRange(entries, order[k*len(order)/parts:(k+1)*len(order)/parts], sums, need, toHash)
+		r.needRange(entries, order[k*len(order)/parts:(k+1)*len(order)/parts], sums, need, items, toHash)
 	})
 	if hash != nil {
 		hash.wait()
@@ -67,8 +78,19 @@ func (r *Receiver) NeedSums(entries []model.Entry, sums []wire.Sum) []bool {
 		if need[i] && entries[i].Kind == model.KindFile && entries[i].IsRange() && r.rangeLanded(&entries[i]) {
 			need[i] = false
 		}
+		if items == nil || entries[i].Kind != model.KindFile {
+			continue
+		}
+		switch {
+		case need[i]:
+			items[i] |= wire.ItemSent
+		case items[i]&wire.ItemContent != 0:
+			// Hashed and found the same (checksum mode): only its
+			// attributes, which the hashing set right.
+			items[i] &^= wire.ItemContent
+		}
 	}
-	return need
+	return need, items
 }
 
 // byDir returns the indexes of entries with each directory's together, the
@@ -107,7 +129,12 @@ func byDir(entries []model.Entry) []int {
 }
 
 // needRange is NeedSums for the entries at the indexes idx.
-func (r *Receiver) needRange(entries []model.Entry, idx []int, sums []wire.Sum, need []bool, toHash func(sumJob)) {
+func (r *Receiver) needRange(entries []model.Entry, idx []int, sums []wire.Sum, need []bool, items []uint16, toHash func(sumJob)) {
+	item := func(i int, f uint16) {
+		if items != nil {
+			items[i] |= f
+		}
+	}
 	mode := r.opt.check()
 	var cur *os.File // the directory of the previous entry, nil if missing
 	curDir := "\x00"
@@ -143,9 +170,11 @@ func (r *Receiver) needRange(entries []model.Entry, idx []int, sums []wire.Sum, 
 		// directory's lock that the commits of other batches hold to link
 		// theirs in).
 		if made && slow && !e.IsRange() && !r.placed(e.Path) {
+			item(i, wire.ItemNew)
 			continue
 		}
 		if r.isWriting(e.Path) {
+			item(i, wire.ItemNew)
 			continue // there, but given up again if its batch is (Receiver.writing)
 		}
 		if !opened {
@@ -156,6 +185,7 @@ func (r *Receiver) needRange(entries []model.Entry, idx []int, sums []wire.Sum, 
 			}
 		}
 		if cur == nil {
+			item(i, wire.ItemNew) // its directory is not there
 			continue
 		}
 		var st unix.Stat_t
@@ -170,13 +200,26 @@ func (r *Receiver) needRange(entries []model.Entry, idx []int, sums []wire.Sum, 
 			start = time.Now()
 		}
 		if err := unix.Fstatat(int(cur.Fd()), base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			item(i, wire.ItemNew)
 			continue
 		}
 		if timed {
 			r.io.Since(start)
 		}
 		if st.Mode&unix.S_IFMT != unix.S_IFREG {
+			item(i, wire.ItemNew) // another kind in its place
 			continue
+		}
+		if items != nil && m != wire.CheckExisting {
+			// What differs (for a file up to date, what its refresh
+			// below sets right); its size, and (checksum) its content,
+			// if they decide it is sent.
+			items[i] |= r.attrItems(&st, e)
+			if st.Size != e.Size {
+				items[i] |= wire.ItemSize
+			} else if m == wire.CheckSum {
+				items[i] |= wire.ItemContent
+			}
 		}
 		switch m {
 		case wire.CheckQuick:

@@ -7,7 +7,9 @@ package extract
 // txn.go.
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strconv"
 	"sync"
@@ -64,6 +66,11 @@ type Receiver struct {
 	// its own copy, which the given-up one's removal, by inode, leaves.
 	// (A count: the name may be given up by one batch as another writes it.)
 	writing map[string]int
+	// orig holds, when itemizing, the attributes of the directories this
+	// job has written into, as they were before (see itemize.go).
+	orig map[string]dirAttrs
+	// rootMade: DEST did not exist before this receiver made it.
+	rootMade bool
 
 	linkMode int // how unnamed temporary files are linked; see probeLink and linking
 	linkOnce sync.Once
@@ -129,6 +136,9 @@ type Options struct {
 	// non-empty directory in the way of a file or a symlink is removed
 	// with all it holds (see inway.go).
 	Delete bool
+	// Itemize: each batch's ack says what was found changed of its
+	// entries (see itemize.go).
+	Itemize bool
 }
 
 // FromWire converts the handshake's options as they are, for a receiver
@@ -141,7 +151,7 @@ func FromWire(o *wire.ReceiveOptions) Options {
 	// Owners can only be given away with CAP_CHOWN (root): elsewhere files
 	// belong to the receiving user, as with rsync run by an ordinary user.
 	return Options{Fsync: o.Fsync, Owner: o.Owner && canChown, KeepSetid: o.KeepSetid, NoCheck: o.Check == wire.CheckNone,
-		Check: o.Check, WriteRate: o.WriteRate, IOConcurrency: o.IOConcurrency, Xattrs: o.Xattrs, ACLs: o.ACLs, Sparse: o.Sparse, NoSums: o.NoSums, Delete: o.Delete}
+		Check: o.Check, WriteRate: o.WriteRate, IOConcurrency: o.IOConcurrency, Xattrs: o.Xattrs, ACLs: o.ACLs, Sparse: o.Sparse, NoSums: o.NoSums, Delete: o.Delete, Itemize: o.Itemize}
 }
 
 // check is the check mode in force.
@@ -171,6 +181,7 @@ func Open(dir string, opt Options) (*Receiver, error) {
 	if err := opt.valid(); err != nil {
 		return nil, err
 	}
+	_, statErr := os.Lstat(dir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create destination: %w", err)
 	}
@@ -178,7 +189,11 @@ func Open(dir string, opt Options) (*Receiver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open destination: %w", err)
 	}
-	return newReceiver(d, dir, opt)
+	r, err := newReceiver(d, dir, opt)
+	if err == nil && errors.Is(statErr, fs.ErrNotExist) {
+		r.rootMade = true
+	}
+	return r, err
 }
 
 // newReceiver is a receiver working beneath the directory rootDir (which
@@ -187,6 +202,9 @@ func newReceiver(rootDir *os.File, dir string, opt Options) (*Receiver, error) {
 	r := &Receiver{rootDir: rootDir, dir: dir, opt: opt, known: hashidx.NewSet("", KnownMem), dirs: map[string]bool{}, landed: map[uint64]struct{}{},
 		limit: ratelimit.New(opt.WriteRate)}
 	r.memRoot, r.memDev = dirat.OnMemory(int(rootDir.Fd()))
+	// The root as it was, before this receiver made anything in it (a
+	// staging directory, say).
+	r.origDir(".", int(rootDir.Fd()))
 	r.io = ioconc.Auto(0)
 	if opt.IOConcurrency > 0 {
 		r.io = ioconc.Fixed(opt.IOConcurrency)

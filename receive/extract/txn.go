@@ -58,6 +58,8 @@ type Txn struct {
 	// spread: the batch's files come from many directories, a few each
 	// (see createInPlace).
 	spread bool
+	// items are the entries' item flags, when itemizing (itemize.go).
+	items []uint16
 }
 
 type pendingFile struct {
@@ -95,7 +97,11 @@ func (p *pendingFile) direct() bool { return p.tmp != "" && p.tmp == p.base }
 
 // Begin starts a batch over entries.
 func (r *Receiver) Begin(entries []model.Entry) *Txn {
-	return &Txn{r: r, entries: entries, dirs: map[string]*txnDir{}, spread: landSlow(r) && spread(entries)}
+	t := &Txn{r: r, entries: entries, dirs: map[string]*txnDir{}, spread: landSlow(r) && spread(entries)}
+	if r.opt.Itemize {
+		t.items = make([]uint16, len(entries))
+	}
+	return t
 }
 
 // spread reports whether the regular files of entries take their
@@ -231,7 +237,7 @@ func (t *Txn) CommitSums(id uint64, discards []wire.Discard, sums []wire.Indexed
 		t.fsyncNanos += int64(time.Since(start))
 	}
 	t.close()
-	a := &wire.BatchAck{ID: id, Files: t.files, Bytes: t.bytes, Skipped: t.skipped, Errors: t.errs,
+	a := &wire.BatchAck{ID: id, Files: t.files, Bytes: t.bytes, Skipped: t.skipped, Errors: t.errs, Items: t.ackItems(),
 		WriteNanos: t.writeNanos + int64(time.Since(commitStart)), FsyncNanos: t.fsyncNanos, LatencyNanos: int64(t.r.io.Latency())}
 	t.r.files.Add(t.files)
 	t.r.bytes.Add(t.bytes)

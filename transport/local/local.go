@@ -155,7 +155,8 @@ func (l *Conn) write(b *model.Batch, final bool) (send.Result, func() *wire.Batc
 	if l.Recv.Checksums() {
 		sums = l.Src.Sums(b.Entries)
 	}
-	need := l.Recv.NeedSums(b.Entries, sums)
+	need, items := l.Recv.NeedItems(b.Entries, sums)
+	t.SetItems(items)
 	res.Need = need
 	var files []int
 	for i := range b.Entries {

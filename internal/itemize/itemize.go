@@ -1,0 +1,95 @@
+// Package itemize writes what a move changed of each entry as rsync's
+// -i (--itemize-changes) does: an 11-character code, YXcstpoguax, and
+// the path.
+//
+//	>f+++++++++ new.txt          a new file, its data sent (< when pushed)
+//	>f.st...... changed.txt      data sent: its size and mtime differed
+//	.f...p..... mode.txt         only its permission bits were set
+//	cd+++++++++ newdir/          a directory made
+//	.d..t...... ./               a directory's mtime set
+//	cL+++++++++ link -> target   a symlink made
+//	*deleting   gone.txt         removed by --delete
+//
+// Y is what happened: '>' data received (the move's DEST, local or
+// pulled), '<' data sent (a push), 'c' made or changed in place (a
+// directory, a symlink), '.' only attributes set. X the kind: f, d, L.
+// Then c (content, by hash, or a symlink's target), s (size), t (mtime),
+// p (permission bits), o (owner), g (group), and u, a, x, which bulkmove
+// does not report: '.' where unchanged, '+' throughout for a new entry.
+package itemize
+
+import (
+	"github.com/bulkmove/bulkmove/model"
+	"github.com/bulkmove/bulkmove/wire"
+)
+
+// Code is the 11-character code of an entry of kind k whose receiver
+// reported flags (wire.Item*); pushed: the data went to a remote host.
+// "" where there is nothing to report.
+func Code(k model.Kind, flags uint16, pushed bool) string {
+	if flags == 0 {
+		return ""
+	}
+	var x byte
+	switch k {
+	case model.KindFile, model.KindHardlink:
+		x = 'f'
+	case model.KindDir:
+		x = 'd'
+	case model.KindSymlink:
+		x = 'L'
+	default:
+		return ""
+	}
+	y := byte('.')
+	switch {
+	case x == 'f' && flags&wire.ItemSent != 0 && pushed:
+		y = '<'
+	case x == 'f' && flags&wire.ItemSent != 0:
+		y = '>'
+	case x != 'f' && flags&(wire.ItemNew|wire.ItemContent) != 0:
+		y = 'c'
+	}
+	if k == model.KindHardlink && flags&wire.ItemNew != 0 {
+		y = 'h'
+	}
+	if flags&wire.ItemNew != 0 {
+		return string([]byte{y, x}) + "+++++++++"
+	}
+	b := []byte{y, x, '.', '.', '.', '.', '.', '.', '.', '.', '.'}
+	for _, f := range []struct {
+		flag uint16
+		at   int
+		c    byte
+	}{
+		{wire.ItemContent, 2, 'c'}, {wire.ItemSize, 3, 's'}, {wire.ItemTime, 4, 't'},
+		{wire.ItemPerms, 5, 'p'}, {wire.ItemOwner, 6, 'o'}, {wire.ItemGroup, 7, 'g'},
+	} {
+		if flags&f.flag != 0 {
+			b[f.at] = f.c
+		}
+	}
+	return string(b)
+}
+
+// Name is how an entry's path is shown after its code: a directory with
+// a trailing slash (the top one as ./), a symlink with its target, a
+// hard link with the file it links to.
+func Name(e *model.Entry) string {
+	switch e.Kind {
+	case model.KindDir:
+		if e.Path == "." {
+			return "./"
+		}
+		return e.Path + "/"
+	case model.KindSymlink:
+		return e.Path + " -> " + e.Link
+	case model.KindHardlink:
+		return e.Path + " => " + e.Link
+	}
+	return e.Path
+}
+
+// Deleting is the line of an entry --delete removed, named as Name names
+// it.
+func Deleting(name string) string { return "*deleting   " + name }

@@ -63,7 +63,7 @@ func (t *Txn) openDir(d string) (*os.File, dirat.Calls, error) {
 	if err != nil {
 		return nil, dirat.Calls{}, err
 	}
-	if !t.r.made(d) {
+	if t.r.opt.Itemize && !t.r.made(d) {
 		t.r.origDir(d, int(f.Fd())) // before this job writes into it
 	}
 	var st unix.Stat_t
@@ -112,7 +112,7 @@ func (r *Receiver) makeDir(d string) (*os.File, error) {
 	pfd := int(pf.Fd())
 	// Directories are created owner-writable while the job runs; their
 	// real mode is applied by a final batch, after their contents.
-	if !r.made(parent) {
+	if r.opt.Itemize && !r.made(parent) {
 		r.origDir(parent, pfd) // before a directory made in it changes it
 	}
 	err = unix.Mkdirat(pfd, base, 0o700)

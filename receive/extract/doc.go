@@ -68,7 +68,8 @@
 //
 // What to send, and checking what landed:
 //
-//	need.go      Need, NeedSums: the check modes (quick, size, existing, checksum, none), the hash pool
+//	need.go      Need, NeedSums, NeedItems: the check modes (quick, size, existing, checksum, none), the hash pool
+//	itemize.go   what was found changed of each entry, for the sender's -i (BatchAck.Items)
 //	verify.go    Verify: entries compared with the destination, nothing written
 //
 // Writing files:

@@ -304,3 +304,50 @@ func TestJSONProgressRate(t *testing.T) {
 		t.Errorf("ETAs %v: want several, from seconds down to 0", etas)
 	}
 }
+
+// TestJSONItemEvents: with -i and --json, each entry changed is an item
+// event (the schema's), with rsync's code, and a deletion too; stdout
+// holds events only.
+func TestJSONItemEvents(t *testing.T) {
+	dir := t.TempDir()
+	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+	os.MkdirAll(filepath.Join(src, "sub"), 0o755)
+	os.WriteFile(filepath.Join(src, "a"), []byte("a"), 0o644)
+	os.WriteFile(filepath.Join(src, "sub", "b"), []byte("b"), 0o644)
+	os.Symlink("a", filepath.Join(src, "link"))
+	items := func(args ...string) map[string]map[string]any {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		if code := run(append([]string{"--json", "-i", "--journal", "none"}, args...), nil, &stdout, &stderr); code != exitOK {
+			t.Fatalf("exit %d\n%s", code, stderr.String())
+		}
+		got := map[string]map[string]any{}
+		for _, ev := range schemaEvents(t, stdout.Bytes()) {
+			if ev["type"] == "item" {
+				got[ev["path"].(string)] = ev
+			}
+		}
+		return got
+	}
+	got := items(src, dst)
+	for path, want := range map[string]string{".": "cd+++++++++", "a": ">f+++++++++", "sub": "cd+++++++++", "sub/b": ">f+++++++++", "link": "cL+++++++++"} {
+		if ev := got[path]; ev == nil || ev["item"] != want {
+			t.Errorf("%s: item event %v, want %s", path, ev, want)
+		}
+	}
+	if ev := got["link"]; ev == nil || ev["link"] != "a" {
+		t.Errorf("link: item event %v, want its target a", ev)
+	}
+	if len(got) != 5 {
+		t.Errorf("%d item events, want 5: %v", len(got), got)
+	}
+	os.Remove(filepath.Join(src, "sub", "b"))
+	os.WriteFile(filepath.Join(dst, "sub", "stray"), []byte("x"), 0o644)
+	if st, err := os.Stat(filepath.Join(src, "sub")); err == nil { // only the deletions show
+		os.Chtimes(filepath.Join(dst, "sub"), st.ModTime(), st.ModTime())
+	}
+	got = items("--delete", src, dst)
+	if ev := got["sub/stray"]; ev == nil || ev["item"] != "*deleting" || got["sub/b"] == nil || got["sub/b"]["item"] != "*deleting" {
+		t.Errorf("after --delete: %v, want sub/b and sub/stray *deleting", got)
+	}
+}

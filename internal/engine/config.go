@@ -183,9 +183,6 @@ func (c *Config) Check() error {
 	if err := c.Scale.check(c); err != nil {
 		return err
 	}
-	if c.Itemize && c.JSON {
-		return errors.New("-i (--itemize-changes) and --json: the JSON events do not list files yet; take one")
-	}
 	if (c.MaxDelete.set || c.NoDeleteGuard) && !c.Delete {
 		return errors.New("--max-delete and --no-delete-guard go with --delete")
 	}

@@ -21,10 +21,14 @@ func (j *job) deleter(p plan) *deletion.Deleter {
 	if j.flags.MaxDelete.set {
 		md = j.flags.MaxDelete.n
 	}
+	var deleted func(string)
+	if j.flags.Itemize {
+		deleted = j.itemizeDeleted
+	}
 	return deletion.New(deletion.Options{
 		Source: j.deleteSource(p), Dst: j.dst,
-		NoGuard: j.flags.NoDeleteGuard, MaxDelete: md, Verbose: j.flags.Verbose, Itemize: j.flags.Itemize && !j.flags.JSON,
-		Stdout: j.listing(), Stderr: j.stderr, Trace: j.trace,
+		NoGuard: j.flags.NoDeleteGuard, MaxDelete: md, Verbose: j.flags.Verbose,
+		Stdout: j.listing(), Stderr: j.stderr, Trace: j.trace, Deleted: deleted,
 		Failures: func() int64 {
 			j.mu.Lock()
 			defer j.mu.Unlock()

@@ -212,6 +212,8 @@ func (e *events) planned(files, bytes int64, elapsed time.Duration) {
 
 func (e *events) problem(typ, path, msg string) { e.writer().Problem(typ, path, msg) }
 
+func (e *events) item(path, item, link string) { e.writer().Item(path, item, link) }
+
 func (e *events) bottleneck(v *metrics.Verdict) {
 	ev := &BottleneckEvent{Resource: v.Resource, MoreStreamsHelp: v.MoreStreamsHelp, Why: v.Why, Share: v.Shares[v.Resource]}
 	e.emit("bottleneck", &ev.Head, ev)

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"github.com/bulkmove/bulkmove/internal/batchname"
 	"github.com/bulkmove/bulkmove/internal/engine/resume"
@@ -86,18 +87,44 @@ func (j *job) onResult(r send.Result) {
 	if j.ev != nil {
 		j.ev.progress(j.m, false)
 	}
-	if j.flags.Itemize && !j.flags.JSON && r.Ack != nil {
-		pushed := j.remote != nil || j.serveAddr != ""
-		for _, it := range r.Ack.Items {
-			if it.Index < len(r.Batch.Entries) {
-				e := &r.Batch.Entries[it.Index]
-				if code := itemize.Code(e.Kind, it.Flags, pushed); code != "" {
-					termsafe.Printf(j.stdout, "%s %s\n", code, itemize.Name(e))
-				}
-			}
-		}
+	if j.flags.Itemize && r.Ack != nil {
+		j.itemize(r)
 	}
 	if j.flags.Verbose && !r.Final && r.Ack != nil {
 		termsafe.Errorf(j.stderr, "batch %s on stream %d: %d files, %s", batchname.Name(r.Batch.ID), r.Stream, r.Ack.Files, units.Size(r.Ack.Bytes))
 	}
+}
+
+// itemize reports, for -i, what the receiver found changed of each entry
+// of r's batch: a line on stdout as rsync's, or with --json an item event.
+func (j *job) itemize(r send.Result) {
+	pushed := j.remote != nil || j.serveAddr != ""
+	for _, it := range r.Ack.Items {
+		if it.Index >= len(r.Batch.Entries) {
+			continue
+		}
+		e := &r.Batch.Entries[it.Index]
+		code := itemize.Code(e.Kind, it.Flags, pushed)
+		switch {
+		case code == "":
+		case j.ev != nil:
+			link := ""
+			if e.Kind == model.KindSymlink || e.Kind == model.KindHardlink {
+				link = e.Link
+			}
+			j.ev.item(e.Path, code, link)
+		default:
+			termsafe.Printf(j.stdout, "%s %s\n", code, itemize.Name(e))
+		}
+	}
+}
+
+// itemizeDeleted reports, for -i, an entry --delete removed (name as
+// deletion.PrunedName gives it: a directory with its slash).
+func (j *job) itemizeDeleted(name string) {
+	if j.ev != nil {
+		j.ev.item(strings.TrimSuffix(name, "/"), itemize.Deleted, "")
+		return
+	}
+	termsafe.Printf(j.stdout, "%s\n", itemize.Deleting(name))
 }

@@ -90,6 +90,9 @@ func Name(e *model.Entry) string {
 	return e.Path
 }
 
+// Deleted is the code of an entry --delete removed.
+const Deleted = "*deleting"
+
 // Deleting is the line of an entry --delete removed, named as Name names
 // it.
-func Deleting(name string) string { return "*deleting   " + name }
+func Deleting(name string) string { return Deleted + "   " + name }

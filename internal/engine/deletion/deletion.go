@@ -9,7 +9,6 @@ import (
 	"sync"
 
 	"github.com/bulkmove/bulkmove/filter"
-	"github.com/bulkmove/bulkmove/internal/itemize"
 	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/send"
 	"github.com/bulkmove/bulkmove/sharder"
@@ -32,7 +31,9 @@ type Options struct {
 	NoGuard   bool   // --no-delete-guard
 	MaxDelete int64  // --max-delete N; below 0 without a limit
 	Verbose   bool   // -v: name each entry deleted
-	Itemize   bool   // -i: a "*deleting" line on Stdout for each entry deleted
+	// Deleted, if set, is told each entry deleted (-i), by its name as
+	// PrunedName gives it.
+	Deleted func(name string)
 	// Stdout takes the listing of a dry run; Stderr messages for people.
 	Stdout, Stderr io.Writer
 	// Trace reports a phase, with -v; nil: not at all.
@@ -261,8 +262,8 @@ func (d *Deleter) onPruned(r *wire.PruneResult, dryRun bool) {
 		switch {
 		case dryRun:
 			termsafe.Printf(d.opt.Stdout, "delete %s\n", name)
-		case d.opt.Itemize:
-			termsafe.Printf(d.opt.Stdout, "%s\n", itemize.Deleting(name))
+		case d.opt.Deleted != nil:
+			d.opt.Deleted(name)
 		case d.opt.Verbose:
 			termsafe.Errorf(d.opt.Stderr, "deleted %s", name)
 		}

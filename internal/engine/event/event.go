@@ -48,6 +48,16 @@ type ProblemEvent struct {
 	Message string `json:"message"`
 }
 
+// ItemEvent is one entry a move changed, with -i (--itemize-changes):
+// rsync's code for it (">f.st......", "cd+++++++++", "*deleting").
+type ItemEvent struct {
+	Head
+	Path    string `json:"path"`
+	PathB64 string `json:"path_b64,omitempty"` // the path's exact bytes, only when they are not valid UTF-8
+	Item    string `json:"item"`
+	Link    string `json:"link,omitempty"` // a symlink's target, or the file a hard link links to
+}
+
 // ExactPath is the path's bytes: PathB64's if it is set.
 func (e *ProblemEvent) ExactPath() string {
 	if e.PathB64 != "" {
@@ -155,7 +165,13 @@ type Writer struct {
 }
 
 // NewWriter returns a Writer of events on w.
-func NewWriter(w io.Writer) *Writer { return &Writer{enc: json.NewEncoder(w)} }
+func NewWriter(w io.Writer) *Writer {
+	enc := json.NewEncoder(w)
+	// Not for a web page: <, > and & as they are (-i's ">f+++++++++",
+	// paths), not as \u003e.
+	enc.SetEscapeHTML(false)
+	return &Writer{enc: enc}
+}
 
 // Emit writes an event; h points at its Head, whose Type is set and Time
 // filled in here.
@@ -179,6 +195,19 @@ func (w *Writer) Ended() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.ended
+}
+
+// Item writes an ItemEvent: entry path changed as rsync's code item says
+// (-i); link is a symlink's target or a hard link's file, or "".
+func (w *Writer) Item(path, item, link string) {
+	if w == nil {
+		return
+	}
+	ev := &ItemEvent{Path: path, Item: item, Link: link}
+	if !utf8.ValidString(path) {
+		ev.PathB64 = base64.StdEncoding.EncodeToString([]byte(path))
+	}
+	w.Emit("item", &ev.Head, ev)
 }
 
 // Problem writes a ProblemEvent of type typ (warning, error, difference)

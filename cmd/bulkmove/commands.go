@@ -104,6 +104,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	cmd, line := commandFor(args)
 	name := strings.TrimSpace("bulkmove " + cmd.name)
 	fs, runCmd, help := cmd.flagSet()
+	fs.Usage = func() { cmd.help(stderr, fs, "") } // a command's own "wrong operands"
 	c := &call{name: name, line: line, stdin: stdin, stdout: stdout, stderr: stderr}
 	// A usage error: one line on stderr, and for a move with --json the
 	// end event a script waits for.

@@ -70,14 +70,12 @@ func completedCommands() []completed {
 }
 
 // words are the values a flag takes, where they are a fixed set
-// (--transport, --progress, --compress): the help's value name split at |.
+// (--transport, --progress, --compress): the help's value name split at |,
+// its lower-case words.
 func words(f *pflag.Flag) []string {
 	v := valueName(f)
-	if !strings.Contains(v, "|") && f.Name != "transport" {
+	if !strings.Contains(v, "|") {
 		return nil
-	}
-	if f.Name == "transport" {
-		return []string{"ssh", "tls", "tcp", "auto"}
 	}
 	var w []string
 	for _, s := range strings.Split(v, "|") {

@@ -78,10 +78,7 @@ func (t *Txn) dirInPlace(fd int, e *model.Entry) bool {
 }
 
 // stale reports whether an up-to-date file's metadata differ from e's.
-func (r *Receiver) stale(st *unix.Stat_t, e *model.Entry) bool {
-	return st.Mtim.Nano() != e.MTime || st.Mode&0o7777 != r.opt.mode(e.Mode) ||
-		r.opt.Owner && (st.Uid != e.UID || st.Gid != e.GID)
-}
+func (r *Receiver) stale(st *unix.Stat_t, e *model.Entry) bool { return r.attrItems(st, e) != 0 }
 
 // refresh gives the open file fd, whose content is up to date, e's owner
 // (as root), mode and mtime where they differ.

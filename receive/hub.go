@@ -86,6 +86,13 @@ type Hub struct {
 	// options are requests, granted within it (extract.Policy.Grant). The
 	// zero Policy allows none of them.
 	Policy extract.Policy
+	// Items, if set, makes the receiver itemize (as the sender's -i
+	// would) and is told, for each batch committed, its entries and the
+	// items of its ack: a pull's -i, printed where the pull was typed.
+	// Pruned is told each result of a prune that removed entries.
+	// Both may be called from several sessions at once.
+	Items  func(entries []model.Entry, items []wire.Item)
+	Pruned func(*wire.PruneResult)
 
 	mu     sync.Mutex
 	held   int64 // manifest memory the job's streams hold (under mu)
@@ -116,6 +123,9 @@ func (h *Hub) acquire(opt *wire.ReceiveOptions) (recv *extract.Receiver, denied 
 	granted, denied, err := h.Policy.Grant(opt)
 	if err != nil {
 		return nil, nil, err // before anything is opened or written
+	}
+	if h.Items != nil {
+		granted.Itemize = true
 	}
 	open := h.Open
 	if open == nil {
@@ -379,6 +389,7 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 		return nil
 	}
 	var txnMem int64 // the open batch's manifest memory
+	var txnEntries []model.Entry
 	o := &framer{bw: bw}
 	fail = func(e error) error {
 		o.send(outFrame{wire.Fail, []byte(e.Error())})
@@ -469,6 +480,7 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 				}
 				ack := t.Commit(m.ID, nil)
 				ack.CPUNanos = h.cpu()
+				h.items(m.Entries, ack)
 				mem.give(cost)
 				if err := o.send(outFrame{wire.Skipped, wire.EncodeID(m.ID)}, outFrame{wire.Ack, wire.EncodeAck(ack)}); err != nil {
 					return err
@@ -510,7 +522,7 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 				}
 				return fail(err)
 			}
-			txn, txnID, txnMem = t, id, pd.mem
+			txn, txnID, txnMem, txnEntries = t, id, pd.mem, pd.m.Entries
 		case wire.Commit:
 			id, discards, sums, err := wire.DecodeCommitSums(p)
 			if err != nil {
@@ -519,14 +531,15 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 			if txn == nil || id != txnID {
 				return fail(fmt.Errorf("%w: commit of batch %s, which has no data", wire.ErrProtocol, batchname.Name(id)))
 			}
-			t, tm := txn, txnMem
-			txn, txnMem = nil, 0
+			t, tm, te := txn, txnMem, txnEntries
+			txn, txnMem, txnEntries = nil, 0, nil
 			// On a slow destination the renames of this batch go on while
 			// the next one's data arrives (most often into other
 			// directories, whose locks are free); the acks keep their order.
 			if err := c.commit(recv.IOWidth() > 1, func() *wire.BatchAck {
 				ack := t.CommitSums(id, discards, sums)
 				ack.CPUNanos = h.cpu()
+				h.items(te, ack)
 				mem.give(tm)
 				return ack
 			}); err != nil {
@@ -543,12 +556,19 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 			if err := c.wait(); err != nil {
 				return err
 			}
+			pruned := func(r *wire.PruneResult) {
+				if h.Pruned != nil && !req.DryRun && !req.CountOnly && len(r.Removed) > 0 {
+					h.Pruned(r)
+				}
+			}
 			res, err := ApplyPrune(recv, &pruning, req, func(r *wire.PruneResult) error {
+				pruned(r)
 				return o.send(outFrame{wire.Pruned, wire.EncodePruned(r)})
 			})
 			if err != nil {
 				return fail(err)
 			}
+			pruned(res)
 			if err := o.send(outFrame{wire.Pruned, wire.EncodePruned(res)}); err != nil {
 				return err
 			}
@@ -563,6 +583,13 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 		default:
 			return fail(fmt.Errorf("%w: unexpected frame %q", wire.ErrProtocol, typ))
 		}
+	}
+}
+
+// items tells Items what a batch's ack says changed, if anything.
+func (h *Hub) items(entries []model.Entry, ack *wire.BatchAck) {
+	if h.Items != nil && len(ack.Items) > 0 {
+		h.Items(entries, ack.Items)
 	}
 }
 

@@ -12,7 +12,8 @@ import (
 
 // TestSSHItemize: a push's -i lines over SSH, as rsync prints a push's:
 // files sent with '<', the directories and symlinks made, a mode set
-// without the data, a deletion; a pull's -i is refused, saying why.
+// without the data, a deletion; and a pull's, printed by the puller as
+// rsync prints a pull's: files received with '>'.
 func TestSSHItemize(t *testing.T) {
 	bin := testbin.Build(t)
 	srv := sshdtest.Start(t, sshdtest.WithEnv("PATH="+filepath.Dir(bin)+":/usr/bin:/bin", "HOME="+shmDir(t)))
@@ -30,19 +31,21 @@ func TestSSHItemize(t *testing.T) {
 		}
 		return m
 	}
-	push := func(want []string, flags ...string) {
+	// move runs -i from SRC to DEST and checks its lines, in any order.
+	move := func(from, to string, want []string, flags ...string) {
 		t.Helper()
-		out, code := runBM(t, nil, append(append([]string{"--ssh-config", cfg, "-j", "2", "-q", "-i", "--journal", "none"}, flags...), src, "box2:"+dst)...)
+		out, code := runBM(t, nil, append(append([]string{"--ssh-config", cfg, "-j", "2", "-q", "-i", "--journal", "none"}, flags...), from, to)...)
 		got := lines(out)
 		if code != 0 || len(got) != len(want) {
-			t.Fatalf("exit %d, %d lines, want 0 and %d (%q):\n%s", code, len(got), len(want), want, out)
+			t.Fatalf("%s to %s: exit %d, %d lines, want 0 and %d (%q):\n%s", from, to, code, len(got), len(want), want, out)
 		}
 		for _, w := range want {
 			if !got[w] {
-				t.Errorf("no line %q:\n%s", w, out)
+				t.Errorf("%s to %s: no line %q:\n%s", from, to, w, out)
 			}
 		}
 	}
+	push := func(want []string, flags ...string) { t.Helper(); move(src, "box2:"+dst, want, flags...) }
 	push([]string{"cd+++++++++ ./", "<f+++++++++ a", "cd+++++++++ sub/", "<f+++++++++ sub/b", "cL+++++++++ link -> a"})
 	// A mode changed at the source, a stray file at DEST; the directories'
 	// mtimes made alike, so that only those show.
@@ -55,8 +58,14 @@ func TestSSHItemize(t *testing.T) {
 	os.Chtimes(dst, st.ModTime(), st.ModTime())
 	push([]string{".f...p..... a", "*deleting   stray"}, "--delete")
 
-	out, code := runBM(t, nil, "--ssh-config", cfg, "-i", "--journal", "none", "box2:"+src, filepath.Join(dir, "pulled"))
-	if code != exitUsage || !strings.Contains(out, "-i (--itemize-changes) is not supported for a pull yet") {
-		t.Errorf("a pull with -i: exit %d, want 1 and why:\n%s", code, out)
+	pulled := filepath.Join(dir, "pulled")
+	pull := func(want []string, flags ...string) { t.Helper(); move("box2:"+src, pulled, want, flags...) }
+	pull([]string{"cd+++++++++ ./", ">f+++++++++ a", "cd+++++++++ sub/", ">f+++++++++ sub/b", "cL+++++++++ link -> a"})
+	os.Chmod(filepath.Join(src, "a"), 0o640)
+	os.WriteFile(filepath.Join(pulled, "stray"), []byte("x"), 0o644)
+	os.Chtimes(pulled, st.ModTime(), st.ModTime())
+	pull([]string{".f...p..... a", "*deleting   stray"}, "--delete")
+	if _, err := os.Lstat(filepath.Join(pulled, "stray")); !os.IsNotExist(err) {
+		t.Errorf("pull --delete left stray: %v", err)
 	}
 }

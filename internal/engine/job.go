@@ -123,11 +123,6 @@ func (j *job) run(ctx context.Context) Outcome {
 			if _, r, _ := sshx.ParseTarget(j.dst); r {
 				return j.fail(UsageError, errors.New("both SRC and DEST are remote: run bulkmove on one of the hosts"))
 			}
-			if j.flags.Itemize {
-				// The puller is the receiving end: the acks, and what
-				// they say was changed, go to the remote sender.
-				return j.fail(UsageError, errors.New("-i (--itemize-changes) is not supported for a pull yet: run bulkmove on the host that has SRC"))
-			}
 			return j.pull(ctx, t)
 		}
 	}

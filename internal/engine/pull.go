@@ -7,10 +7,13 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/bulkmove/bulkmove/internal/engine/deletion"
 	"github.com/bulkmove/bulkmove/internal/engine/paths"
 	"github.com/bulkmove/bulkmove/internal/engine/pull"
 	"github.com/bulkmove/bulkmove/internal/engine/throttle"
 	"github.com/bulkmove/bulkmove/internal/termsafe"
+	"github.com/bulkmove/bulkmove/model"
+	"github.com/bulkmove/bulkmove/send"
 	"github.com/bulkmove/bulkmove/send/source"
 	"github.com/bulkmove/bulkmove/transport/sshx"
 	"github.com/bulkmove/bulkmove/wire"
@@ -140,6 +143,22 @@ func (j *job) pull(ctx context.Context, t sshx.Target) Outcome {
 		Policy: j.allowed().Policy(pullHint),
 		Pace:   bw.Reader,
 		Stderr: j.stderr,
+	}
+	if j.flags.Itemize {
+		// This host is the receiving end: its receiver itemizes, and
+		// the lines are printed here, as rsync prints a pull's.
+		p.Items = func(entries []model.Entry, items []wire.Item) {
+			j.mu.Lock()
+			defer j.mu.Unlock()
+			j.itemize(send.Result{Batch: &model.Batch{Entries: entries}, Ack: &wire.BatchAck{Items: items}})
+		}
+		p.Pruned = func(r *wire.PruneResult) {
+			j.mu.Lock()
+			defer j.mu.Unlock()
+			for _, e := range r.Removed {
+				j.itemizeDeleted(deletion.PrunedName(e))
+			}
+		}
 	}
 	switch p.Run(ctx) {
 	case pull.Done:

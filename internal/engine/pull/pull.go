@@ -37,6 +37,7 @@ import (
 
 	"github.com/bulkmove/bulkmove/internal/rundir"
 	"github.com/bulkmove/bulkmove/internal/termsafe"
+	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/receive"
 	"github.com/bulkmove/bulkmove/receive/extract"
 	"github.com/bulkmove/bulkmove/transport/accepted"
@@ -125,7 +126,11 @@ type Puller struct {
 	Policy extract.Policy
 	// Pace wraps what each stream receives (--bwlimit): the remote sender
 	// slows down as the streams fill up.
-	Pace   func(io.Reader) io.Reader
+	Pace func(io.Reader) io.Reader
+	// Items and Pruned, if set, are told what the receiver changed and
+	// removed (-i): receive.Hub's.
+	Items  func(entries []model.Entry, items []wire.Item)
+	Pruned func(*wire.PruneResult)
 	Stderr io.Writer
 	// Status is the remote sender's exit status, when Run returns Remote.
 	Status int
@@ -219,7 +224,7 @@ func (p *Puller) Run(ctx context.Context) End {
 	// this command line's to say: the remote sender's Hello asks, within
 	// it (a sender there that asks for more is refused, or for owners
 	// where --no-owner was given, not heeded).
-	recv := &receive.Hub{Root: root, Version: p.Version, Policy: p.Policy}
+	recv := &receive.Hub{Root: root, Version: p.Version, Policy: p.Policy, Items: p.Items, Pruned: p.Pruned}
 	g.Go(func() error { return recv.Serve(gctx, p.Pace(br), hub) })
 	for _, c := range clients[1:] {
 		s, _, err := c.Join(ctx, sock, agent)

@@ -135,7 +135,7 @@ func registerMove(fs *pflag.FlagSet, c *engine.Config) {
 		// -P is rsync's --partial --progress: bulkmove's journal already
 		// resumes an interrupted job where it stopped.
 		fs.VarPF(newChoice(&c.Progress, "auto", "streams", "none"), "progress", "P", "progress display on a terminal: auto (one line), streams (a line per stream too), none; --progress or -P alone: auto").NoOptDefVal = "auto"
-		fs.BoolVarP(&c.Itemize, "itemize-changes", "i", c.Itemize, "a line on stdout for each entry changed, as rsync's -i: >f+++++++++ new, >f.st...... sent (size, mtime differed), .f...p..... mode set, cd+++++++++ dir made, *deleting (see docs/rsync.md); with --json, item events; not for a pull or --dry-run")
+		fs.BoolVarP(&c.Itemize, "itemize-changes", "i", c.Itemize, "a line on stdout for each entry changed, as rsync's -i: >f+++++++++ new, >f.st...... sent (size, mtime differed), .f...p..... mode set, cd+++++++++ dir made, *deleting (see docs/rsync.md); with --json, item events; not with --dry-run")
 		fs.Var(newInfo(&c.Progress), "info", "rsync's --info: `FLAGS` progress2 or progress1 (--progress), progress0 (--progress=none); others are refused")
 		fs.StringVar(&c.LogFile, "log-file", c.LogFile, "append what bulkmove says on stderr to `FILE`, timestamped")
 		fs.Var(newChoice(&c.LogLevel, "info", "debug"), "log-level", "--log-file detail: info (what stderr shows) or debug (also the -v phases)")

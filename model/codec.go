@@ -37,6 +37,7 @@ func AppendEntry(b []byte, e *Entry) []byte {
 	b = binary.AppendUvarint(b, uint64(e.Nlink))
 	b = binary.AppendUvarint(b, e.Dev)
 	b = binary.AppendUvarint(b, e.Ino)
+	b = binary.AppendUvarint(b, e.Rdev)
 	return b
 }
 
@@ -62,6 +63,7 @@ func ReadEntry(b []byte) (Entry, []byte, error) {
 	e.Nlink = uint32(r.uvarint())
 	e.Dev = r.uvarint()
 	e.Ino = r.uvarint()
+	e.Rdev = r.uvarint()
 	if r.bad {
 		return e, nil, errShort
 	}

@@ -13,7 +13,20 @@ const (
 	KindDir      Kind = 2 // directory
 	KindSymlink  Kind = 3 // symbolic link; Link is its target, verbatim
 	KindHardlink Kind = 4 // another name of a regular file; Link is the first name's Path
+	// Devices and special files, moved only when asked for (-D): no
+	// content, a device its number (Rdev).
+	KindCharDevice  Kind = 5
+	KindBlockDevice Kind = 6
+	KindFIFO        Kind = 7
+	KindSocket      Kind = 8
 )
+
+// IsDevice reports whether k is a character or block device.
+func (k Kind) IsDevice() bool { return k == KindCharDevice || k == KindBlockDevice }
+
+// IsSpecial reports whether k is a FIFO or a socket (rsync's special
+// files).
+func (k Kind) IsSpecial() bool { return k == KindFIFO || k == KindSocket }
 
 func (k Kind) String() string {
 	switch k {
@@ -25,6 +38,14 @@ func (k Kind) String() string {
 		return "symlink"
 	case KindHardlink:
 		return "hardlink"
+	case KindCharDevice:
+		return "character device"
+	case KindBlockDevice:
+		return "block device"
+	case KindFIFO:
+		return "FIFO"
+	case KindSocket:
+		return "socket"
 	}
 	return "unknown"
 }
@@ -49,6 +70,10 @@ type Entry struct {
 	GID   uint32
 	Link  string // symlink target, or the Path of a hard link's first name
 	Nlink uint32 // number of names of a regular file at the source (>1: a hard-link target)
+	// Rdev is a device's number (KindCharDevice, KindBlockDevice), its
+	// major and minor as Mkdev puts them: the same on every system,
+	// whatever its own dev_t.
+	Rdev uint64
 
 	// Dev and Ino identify the source file; they do not travel on the wire.
 	Dev, Ino uint64
@@ -59,6 +84,13 @@ type Entry struct {
 	// range names the same version of the file.
 	Off, Len int64
 }
+
+// Mkdev is the Rdev of device major, minor.
+func Mkdev(major, minor uint32) uint64 { return uint64(major)<<32 | uint64(minor) }
+
+// Major and Minor are the parts of a device's Rdev.
+func (e *Entry) Major() uint32 { return uint32(e.Rdev >> 32) }
+func (e *Entry) Minor() uint32 { return uint32(e.Rdev) }
 
 // IsRange reports whether e is one range of a split file.
 func (e *Entry) IsRange() bool { return e.Len > 0 }

@@ -11,7 +11,8 @@ import (
 )
 
 // Deferred collects the entries created after all file data: directories
-// (metadata applied last, deepest first), symlinks and hard links. Add is
+// (metadata applied last, deepest first), symlinks (with devices and
+// special files, -D) and hard links. Add is
 // called from the sharder's single partitioning goroutine. The zero value
 // is ready to use.
 //
@@ -59,8 +60,8 @@ func (d *Deferred) Add(e model.Entry) {
 	switch e.Kind {
 	case model.KindDir:
 		err = d.dirs.Add(e)
-	case model.KindSymlink:
-		err = d.symlinks.Add(e)
+	case model.KindSymlink, model.KindCharDevice, model.KindBlockDevice, model.KindFIFO, model.KindSocket:
+		err = d.symlinks.Add(e) // made as symlinks are: nothing inside them
 	case model.KindHardlink:
 		err = d.hardlinks.Add(e)
 	}

@@ -27,6 +27,7 @@ type rawStat struct {
 	mtime int64 // Unix nanoseconds
 	dev   uint64
 	ino   uint64
+	rdev  uint64 // a device's number, as model.Mkdev puts it
 	// blocks is the space allocated, in 512-byte units: less than the
 	// size, the file has holes.
 	blocks int64
@@ -45,6 +46,7 @@ func fromUnix(st *unix.Stat_t) rawStat {
 		mtime: st.Mtim.Nano(),
 		dev:   uint64(st.Dev),
 		ino:   uint64(st.Ino),
+		rdev:  model.Mkdev(unix.Major(uint64(st.Rdev)), unix.Minor(uint64(st.Rdev))),
 
 		blocks: st.Blocks,
 	}

@@ -22,6 +22,7 @@ type rawStat struct {
 	mtime int64
 	dev   uint64
 	ino   uint64
+	rdev  uint64 // a device's number (model.Mkdev): unknown here, 0
 }
 
 // sparse reports whether the file has holes: unknown here, so never.

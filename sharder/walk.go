@@ -119,7 +119,8 @@ type Options struct {
 	Name string
 
 	// Deferred receives every directory (the root included, as "."),
-	// symlink and second or later name of a hard-linked file.
+	// symlink, device or special file asked for (Devices, Specials) and
+	// second or later name of a hard-linked file.
 	Deferred func(model.Entry)
 	// OnError receives an error that did not stop the walk: a directory that
 	// cannot be opened or read, a name that cannot be lstat'ed, a symlink
@@ -127,10 +128,16 @@ type Options struct {
 	// Entry.Path; err is an *fs.PathError naming the operation and the full
 	// path on disk.
 	OnError func(path string, err error)
-	// OnWarn receives the names skipped because of their type: sockets,
-	// devices and FIFOs. msg is "skipping socket", "skipping device" or
-	// "skipping FIFO".
+	// OnWarn receives the names skipped because of their type: devices
+	// without Devices, sockets and FIFOs without Specials. msg says what
+	// was skipped and the flag that would copy it: "skipping device (use
+	// -D to copy devices)".
 	OnWarn func(path string, msg string)
+	// Devices (rsync's --devices) and Specials (--specials; -D is both)
+	// report character and block devices, and FIFOs and sockets, as
+	// Deferred entries of their kinds (model.KindCharDevice, ...; a
+	// device with its number, Entry.Rdev), rather than skip them.
+	Devices, Specials bool
 
 	hooks *testHooks
 }
@@ -180,7 +187,8 @@ type Stats struct {
 	Dirs      int64 // directories, the root included
 	Symlinks  int64
 	Hardlinks int64 // second and later names of hard-linked files
-	Skipped   int64 // sockets, devices, FIFOs
+	Specials  int64 // devices, FIFOs and sockets reported (Options.Devices, Specials)
+	Skipped   int64 // devices, FIFOs and sockets not asked for
 	Errors    int64 // calls of OnError
 	Excluded  int64 // names Filter excludes (what is under an excluded directory is not counted)
 	Bytes     int64 // sum of the sizes of Files
@@ -786,15 +794,34 @@ func (w *walker) entryInto(c *chunk, rel string, rs rawStat, target string, lerr
 		e := rs.entry(rel, model.KindSymlink)
 		e.Link = target
 		c.deferred = append(c.deferred, e)
-	case fs.ModeSocket:
-		c.notes = append(c.notes, note{path: rel, warn: "skipping socket"})
-	case fs.ModeNamedPipe:
-		c.notes = append(c.notes, note{path: rel, warn: "skipping FIFO"})
-	case fs.ModeDevice, fs.ModeDevice | fs.ModeCharDevice:
-		c.notes = append(c.notes, note{path: rel, warn: "skipping device"})
+	case fs.ModeSocket, fs.ModeNamedPipe, fs.ModeDevice, fs.ModeDevice | fs.ModeCharDevice:
+		k, asked, skip := specialKind(rs.typ, w.opt)
+		if !asked {
+			c.notes = append(c.notes, note{path: rel, warn: skip})
+			return
+		}
+		e := rs.entry(rel, k)
+		if k.IsDevice() {
+			e.Rdev = rs.rdev
+		}
+		c.deferred = append(c.deferred, e)
 	default:
 		c.notes = append(c.notes, note{path: rel, warn: "skipping file of unknown type"})
 	}
+}
+
+// specialKind is the kind of a device or special file of type typ,
+// whether o asks for it, and the warning that skips it otherwise.
+func specialKind(typ fs.FileMode, o *Options) (k model.Kind, asked bool, skip string) {
+	switch typ {
+	case fs.ModeSocket:
+		return model.KindSocket, o.Specials, "skipping socket (use -D to copy special files)"
+	case fs.ModeNamedPipe:
+		return model.KindFIFO, o.Specials, "skipping FIFO (use -D to copy special files)"
+	case fs.ModeDevice | fs.ModeCharDevice:
+		return model.KindCharDevice, o.Devices, "skipping device (use -D to copy devices)"
+	}
+	return model.KindBlockDevice, o.Devices, "skipping device (use -D to copy devices)"
 }
 
 // lateLink sets aside e, a name of a hard-linked file whose inode has no
@@ -950,6 +977,8 @@ func (w *walker) collect(ctx context.Context, p *partitioner, st *Stats) error {
 				st.Symlinks++
 			case model.KindHardlink:
 				st.Hardlinks++
+			case model.KindCharDevice, model.KindBlockDevice, model.KindFIFO, model.KindSocket:
+				st.Specials++
 			}
 			if o.Deferred != nil {
 				o.Deferred(e)

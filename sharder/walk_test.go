@@ -127,22 +127,24 @@ func run(t *testing.T, src string, opt Options) *result {
 	}
 	if r.err == nil {
 		st := r.stats
-		var dirs, links, hard int64
+		var dirs, links, hard, specials int64
 		for _, e := range r.deferred {
-			switch e.Kind {
-			case model.KindDir:
+			switch {
+			case e.Kind == model.KindDir:
 				dirs++
-			case model.KindSymlink:
+			case e.Kind == model.KindSymlink:
 				links++
-			case model.KindHardlink:
+			case e.Kind == model.KindHardlink:
 				hard++
+			case e.Kind.IsDevice() || e.Kind.IsSpecial():
+				specials++
 			}
 		}
 		var bytes int64
 		for _, e := range r.files() {
 			bytes += e.Size
 		}
-		got := Stats{Files: int64(len(r.files())), Dirs: dirs, Symlinks: links, Hardlinks: hard,
+		got := Stats{Files: int64(len(r.files())), Dirs: dirs, Symlinks: links, Hardlinks: hard, Specials: specials,
 			Skipped: int64(len(r.warns)), Errors: int64(len(r.errs)), Excluded: st.Excluded,
 			Bytes: bytes, Batches: int64(len(r.batches))}
 		if got != st {
@@ -713,37 +715,74 @@ func TestWalkInjectedErrors(t *testing.T) {
 	}
 }
 
-func TestWalkSkipsSpecialFiles(t *testing.T) {
+// Devices, FIFOs and sockets are skipped with a warning naming the flag
+// that copies them; asked for (Devices, Specials: -D), each is a deferred
+// entry of its kind, a device with its number, and skipped if its own
+// flag is not given.
+func TestWalkSpecialFiles(t *testing.T) {
 	src := testDir(t)
 	mkfile(t, filepath.Join(src, "d/regular"), 1)
-	check(t, unix.Mkfifo(filepath.Join(src, "d/fifo"), 0o644))
-	wantWarn := map[string]string{"d/fifo": "skipping FIFO"}
+	check(t, unix.Mkfifo(filepath.Join(src, "d/fifo"), 0o640))
+	const specials, devices = "(use -D to copy special files)", "(use -D to copy devices)"
+	wantWarn := map[string]string{"d/fifo": "skipping FIFO " + specials}
+	wantKind := map[string]model.Kind{"d/fifo": model.KindFIFO}
 	// A Unix socket path must be short: listen from inside the directory.
 	sockDir := filepath.Join(src, "d")
 	if len(sockDir) < 100 {
 		l, err := net.Listen("unix", filepath.Join(sockDir, "sock"))
 		check(t, err)
 		defer l.Close()
-		wantWarn["d/sock"] = "skipping socket"
+		wantWarn["d/sock"] = "skipping socket " + specials
+		wantKind["d/sock"] = model.KindSocket
 	}
 	if os.Geteuid() == 0 {
-		if err := unix.Mknod(filepath.Join(src, "d/null"), unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3))); err == nil {
-			wantWarn["d/null"] = "skipping device"
-		}
+		check(t, unix.Mknod(filepath.Join(src, "d/null"), unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3))))
+		check(t, unix.Mknod(filepath.Join(src, "d/loop"), unix.S_IFBLK|0o660, int(unix.Mkdev(7, 1000))))
+		wantWarn["d/null"] = "skipping device " + devices
+		wantWarn["d/loop"] = "skipping device " + devices
+		wantKind["d/null"], wantKind["d/loop"] = model.KindCharDevice, model.KindBlockDevice
 	}
-	r := run(t, src, Options{})
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	if fmt.Sprint(r.warns) != fmt.Sprint(wantWarn) {
-		t.Errorf("warnings %v, want %v", r.warns, wantWarn)
-	}
-	if r.stats.Skipped != int64(len(wantWarn)) {
-		t.Errorf("Skipped = %d", r.stats.Skipped)
-	}
-	m := r.byPath(t)
-	if len(m) != 3 { // . d d/regular
-		t.Errorf("entries %v", m)
+	wantRdev := map[string]uint64{"d/null": model.Mkdev(1, 3), "d/loop": model.Mkdev(7, 1000)}
+	for _, tc := range []struct {
+		name              string
+		devices, specials bool
+	}{{"neither", false, false}, {"devices", true, false}, {"specials", false, true}, {"both", true, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := run(t, src, Options{Devices: tc.devices, Specials: tc.specials})
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			m := r.byPath(t)
+			warns := map[string]string{}
+			for p, k := range wantKind {
+				e, ok := m[p]
+				if asked := k.IsDevice() && tc.devices || k.IsSpecial() && tc.specials; !asked {
+					warns[p] = wantWarn[p]
+					if ok {
+						t.Errorf("%s reported as a %s, not asked for", p, e.Kind)
+					}
+					continue
+				}
+				fi, err := os.Lstat(filepath.Join(src, p))
+				check(t, err)
+				switch {
+				case !ok:
+					t.Errorf("%s not reported", p)
+				case e.Kind != k || e.Rdev != wantRdev[p] || e.Mode != fi.Mode().Perm() || e.MTime != fi.ModTime().UnixNano():
+					t.Errorf("%s: %s %d:%d mode %v mtime %d, want %s %d:%d %v %d", p, e.Kind, e.Major(), e.Minor(), e.Mode, e.MTime,
+						k, wantRdev[p]>>32, uint32(wantRdev[p]), fi.Mode().Perm(), fi.ModTime().UnixNano())
+				}
+			}
+			if fmt.Sprint(r.warns) != fmt.Sprint(warns) {
+				t.Errorf("warnings %v, want %v", r.warns, warns)
+			}
+			if r.stats.Skipped != int64(len(warns)) || r.stats.Specials != int64(len(wantKind)-len(warns)) {
+				t.Errorf("Skipped = %d, Specials = %d; want %d, %d", r.stats.Skipped, r.stats.Specials, len(warns), len(wantKind)-len(warns))
+			}
+			if len(m) != 3+len(wantKind)-len(warns) { // . d d/regular
+				t.Errorf("entries %v", m)
+			}
+		})
 	}
 }
 

@@ -284,4 +284,7 @@ type Allow struct {
 	Setid  bool `json:"setid,omitempty"`
 	Xattrs bool `json:"xattrs,omitempty"`
 	ACLs   bool `json:"acls,omitempty"`
+	// Devices: character and block devices may be made (-D), where the
+	// receiver may (root, CAP_MKNOD). FIFOs and sockets need no leave.
+	Devices bool `json:"devices,omitempty"`
 }

@@ -74,6 +74,13 @@ type ReceiveOptions struct {
 	// Itemize: the receiver's acks say what changed of each entry
 	// (BatchAck.Items), for the sender's -i.
 	Itemize bool `json:"itemize,omitempty"`
+	// Devices (--devices, -D) and Specials (--specials, -D): the final
+	// batches may hold character and block devices, and FIFOs and
+	// sockets, which the receiver makes (devices only where its policy
+	// allows them and it may: root, CAP_MKNOD); an entry of a kind not
+	// asked for is refused.
+	Devices  bool `json:"devices,omitempty"`
+	Specials bool `json:"specials,omitempty"`
 }
 
 // Check modes: how the receiver decides that a regular file at the
@@ -169,6 +176,10 @@ func EncodeManifest(m *BatchManifest) []byte {
 		e.uvarint(uint64(x.GID))
 		e.uvarint(uint64(x.Nlink))
 		e.bytes(x.Link)
+		if x.Kind.IsDevice() {
+			e.uvarint(uint64(x.Major()))
+			e.uvarint(uint64(x.Minor()))
+		}
 		if hasSum {
 			e.b = append(e.b, m.Sums[i][:]...)
 		}
@@ -274,9 +285,21 @@ func DecodeManifestMax(p []byte, max int64) (*BatchManifest, error) {
 			return nil, over()
 		}
 		switch x.Kind {
-		case model.KindFile, model.KindDir, model.KindSymlink, model.KindHardlink:
+		case model.KindFile, model.KindDir, model.KindSymlink, model.KindHardlink, model.KindFIFO, model.KindSocket:
+		case model.KindCharDevice, model.KindBlockDevice:
+			major, minor := d.uvarint("device major"), d.uvarint("device minor")
+			if d.err != nil {
+				break
+			}
+			if major > uint64(^uint32(0)) || minor > uint64(^uint32(0)) {
+				return nil, protoErr("entry %q has an out-of-range device number %d:%d", x.Path, major, minor)
+			}
+			x.Rdev = model.Mkdev(uint32(major), uint32(minor))
 		default:
 			return nil, protoErr("entry %d (%q) has unknown kind %d", i, x.Path, kind)
+		}
+		if d.err != nil {
+			break
 		}
 		if kind&kindHasSum != 0 {
 			if x.Kind != model.KindFile {

@@ -64,7 +64,10 @@ import (
 // 15: the internal commands are started as CmdAgent, CmdSendHub and
 // CmdJoin (flags, not words): an older bulkmove would take them for
 // unknown flags of a move.
-const Proto = 15
+// 16: manifests may hold devices, FIFOs and sockets (-D), a device with
+// its major and minor after its link, and an agent takes --allow-devices;
+// an older agent would refuse the entries' kinds, and the flag.
+const Proto = 16
 
 // The first words of the internal commands, which one end starts on the
 // other's host (over SSH, or as a local child): written as flags, so that

@@ -52,10 +52,10 @@ a ROOT that overlaps SRC on this same machine is refused: the agent prints
 --io-nice (the idle I/O class) and --nice N lower its claim on the disks
 and the CPUs, as the sender's flags of the same names ask.
 
---allow-owner, --allow-setid, --allow-xattrs and --allow-acls are what its
-senders may ask it to keep (as for serve; all off by default): the sender
-that starts it gives them from its own flags, and a Hello asking for more
-is refused (owners: not heeded).
+--allow-owner, --allow-setid, --allow-xattrs, --allow-acls and
+--allow-devices are what its senders may ask it to keep (as for serve;
+all off by default): the sender that starts it gives them from its own
+flags, and a Hello asking for more is refused (owners: not heeded).
 `
 
 // agentFlags registers the flags of `bulkmove --agent` (transport/ssh and

@@ -48,6 +48,9 @@ func registerCompare(fs *pflag.FlagSet, c *engine.Config) {
 		fs.BoolVarP(&c.Faithful.Xattrs, "xattrs", "X", c.Faithful.Xattrs, "copy extended attributes: user.*, and where the receiver runs as root trusted.* and security.* (SELinux labels, file capabilities)")
 		fs.BoolVarP(&c.Faithful.ACLs, "acls", "A", c.Faithful.ACLs, "copy POSIX ACLs (access ACLs, and default ACLs of directories)")
 		fs.BoolVar(&c.Faithful.Sparse, "sparse", c.Faithful.Sparse, "send a file's holes as holes (SEEK_DATA/SEEK_HOLE) and recreate them at DEST; --sparse=false sends them as zeros")
+		fs.VarPF(bothFlags{&c.Faithful.Devices, &c.Faithful.Specials}, "devices-and-specials", "D", "rsync's -D: --devices and --specials").NoOptDefVal = "true"
+		fs.BoolVar(&c.Faithful.Devices, "devices", c.Faithful.Devices, "copy character and block devices, with their numbers: made where the receiver runs as root (a serve: with --allow-devices), refused by name elsewhere; without it they are skipped with a warning")
+		fs.BoolVar(&c.Faithful.Specials, "specials", c.Faithful.Specials, "copy FIFOs and sockets; without it they are skipped with a warning")
 	})
 	section(fs, "transport", func() {
 		fs.StringVar(&c.Transport, "transport", c.Transport, "how the streams travel to a remote host: ssh (K SSH connections), tls (SSH starts the agent, the streams go over TLS 1.3 straight to it), tcp (the same, unencrypted), auto (tls, else ssh)")
@@ -86,7 +89,7 @@ func registerCompare(fs *pflag.FlagSet, c *engine.Config) {
 // They change nothing.
 func registerRsyncImplied(fs *pflag.FlagSet) {
 	for _, f := range []struct{ name, short, usage string }{
-		{"archive", "a", "rsync's -a (-rlptgo): implied, bulkmove always keeps all of it; devices and special files are skipped"},
+		{"archive", "a", "rsync's -a (-rlptgoD): implied, bulkmove always keeps all of it but devices and special files, which it skips unless -D is given"},
 		{"recursive", "r", "implied: directories are always moved whole"},
 		{"links", "l", "implied: symlinks are always copied as symlinks"},
 		{"times", "t", "implied: mtimes are always kept (nanoseconds)"},
@@ -171,4 +174,5 @@ func registerAllow(fs *pflag.FlagSet, a *engine.AllowFlags) {
 	fs.BoolVar(&a.Setid, "allow-setid", false, "let senders keep setuid/setgid bits (--keep-setid) and, with --allow-xattrs, file capabilities")
 	fs.BoolVar(&a.Xattrs, "allow-xattrs", false, "let senders set extended attributes (-X): user.*, and as root trusted.* and security.*")
 	fs.BoolVar(&a.ACLs, "allow-acls", false, "let senders set POSIX ACLs (-A)")
+	fs.BoolVar(&a.Devices, "allow-devices", false, "let senders make character and block devices (-D; where this process can: root or CAP_MKNOD)")
 }

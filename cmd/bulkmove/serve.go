@@ -38,11 +38,12 @@ limits below bound what strangers and senders can hold (docs/serve.md).
 What a sender may ask the receiver to keep beyond data, names, modes and
 times is this side's to allow, each off by default: owners (--allow-owner;
 as root or with CAP_CHOWN), setuid/setgid bits and file capabilities
-(--allow-setid), extended attributes (--allow-xattrs) and ACLs
-(--allow-acls). A job that asks for setid bits, attributes or ACLs not
-allowed is refused, saying which flag allows them; one asking for owners
-not allowed goes on, its files owned by the serving user, and its sender
-warns.
+(--allow-setid), extended attributes (--allow-xattrs), ACLs
+(--allow-acls) and devices (--allow-devices, -D; as root). A job that
+asks for setid bits, attributes, ACLs or devices not allowed is refused,
+saying which flag allows them; one asking for owners not allowed goes
+on, its files owned by the serving user, and its sender warns. FIFOs and
+sockets (-D) any serve makes.
 `
 
 // stringMap is a repeatable NAME=VALUE flag.

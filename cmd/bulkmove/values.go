@@ -67,6 +67,25 @@ func (i *info) Set(s string) error {
 // verboseCount is -v, which repeats as rsync's does (-vv): any count
 // turns on the engine's one verbose level, which already lists every
 // batch.
+// bothFlags is a boolean flag that sets two others: -D, rsync's
+// --devices --specials.
+type bothFlags struct{ a, b *bool }
+
+func (v bothFlags) String() string {
+	return strconv.FormatBool(v.a != nil && *v.a && *v.b)
+}
+func (v bothFlags) Type() string     { return "bool" }
+func (v bothFlags) IsBoolFlag() bool { return true }
+
+func (v bothFlags) Set(s string) error {
+	on, err := strconv.ParseBool(s)
+	if err != nil {
+		return fmt.Errorf("want true or false")
+	}
+	*v.a, *v.b = on, on
+	return nil
+}
+
 type verboseCount struct {
 	on *bool
 	n  int

@@ -158,6 +158,7 @@ func (j *job) run(ctx context.Context) Outcome {
 	if plan.src.File != "" {
 		opt.Name = filepath.Base(j.src) // a symlink's name, if SRC is one
 	}
+	j.flags.Faithful.walk(&opt)
 	j.flags.Split.apply(&opt, &j.flags)
 	linkMem, err := EnvCount("BULKMOVE_TUNE_LINK_MEM", "hard-link sets")
 	if err != nil {

@@ -8,13 +8,13 @@ import (
 
 // A receiver's policy: what its sender may ask it to keep beyond data,
 // names, modes and times (owners, setuid/setgid bits and file
-// capabilities, extended attributes, ACLs). The sender's Hello only
+// capabilities, extended attributes, ACLs, devices). The sender's Hello only
 // requests them; the receiving side's own command line allows them:
 //
 //   - serve: --allow-owner, --allow-setid, --allow-xattrs, --allow-acls,
-//     all off by default;
-//   - a pull: the puller's own flags (--keep-setid, -X, -A, and owners
-//     unless --no-owner), whatever the remote sender asks for;
+//     --allow-devices, all off by default;
+//   - a pull: the puller's own flags (--keep-setid, -X, -A, -D, and
+//     owners unless --no-owner), whatever the remote sender asks for;
 //   - an agent: the same --allow-* flags, which the pushing bulkmove
 //     derives from its own flags when it starts it (AllowFlags), or, for a
 //     lingering agent's new job, in the job's request.
@@ -28,12 +28,15 @@ type AllowFlags struct {
 	Setid  bool `json:"setid,omitempty"`
 	Xattrs bool `json:"xattrs,omitempty"`
 	ACLs   bool `json:"acls,omitempty"`
+	// Devices: character and block devices may be made (-D), where the
+	// receiver may (root, CAP_MKNOD). FIFOs and sockets need no leave.
+	Devices bool `json:"devices,omitempty"`
 }
 
 // policy is the receiver's policy, hint naming how each option is allowed
 // on this side (for refusals and notes); nil: not said.
 func (a AllowFlags) Policy(hint func(option string) string) extract.Policy {
-	return extract.Policy{Owner: a.Owner, Setid: a.Setid, Xattrs: a.Xattrs, ACLs: a.ACLs, Hint: hint}
+	return extract.Policy{Owner: a.Owner, Setid: a.Setid, Xattrs: a.Xattrs, ACLs: a.ACLs, Devices: a.Devices, Hint: hint}
 }
 
 // args are the flags that give a.
@@ -42,7 +45,7 @@ func (a AllowFlags) Args() []string {
 	for _, f := range []struct {
 		on   bool
 		name string
-	}{{a.Owner, "--allow-owner"}, {a.Setid, "--allow-setid"}, {a.Xattrs, "--allow-xattrs"}, {a.ACLs, "--allow-acls"}} {
+	}{{a.Owner, "--allow-owner"}, {a.Setid, "--allow-setid"}, {a.Xattrs, "--allow-xattrs"}, {a.ACLs, "--allow-acls"}, {a.Devices, "--allow-devices"}} {
 		if f.on {
 			s = append(s, f.name)
 		}
@@ -62,7 +65,8 @@ func (a AllowFlags) Text() string {
 // allowed is what this job's own flags ask the receiver to keep: the
 // policy of the agent it starts (a push) or of its own receiver (a pull).
 func (j *job) allowed() AllowFlags {
-	return AllowFlags{Owner: !j.flags.NoOwner, Setid: j.flags.KeepSetid, Xattrs: j.flags.Faithful.Xattrs, ACLs: j.flags.Faithful.ACLs}
+	return AllowFlags{Owner: !j.flags.NoOwner, Setid: j.flags.KeepSetid, Xattrs: j.flags.Faithful.Xattrs, ACLs: j.flags.Faithful.ACLs,
+		Devices: j.flags.Faithful.Devices}
 }
 
 // pullHint names the puller's flag that allows option.
@@ -76,6 +80,8 @@ func pullHint(option string) string {
 		return "a pull with -X"
 	case "acls":
 		return "a pull with -A"
+	case "devices":
+		return "a pull with -D"
 	}
 	return option
 }

@@ -89,6 +89,7 @@ func (j *job) verify(ctx context.Context, p plan, content bool) Outcome {
 	if p.src.File != "" {
 		opt.Walk.Name = filepath.Base(j.src) // a symlink's name, if SRC is one
 	}
+	j.flags.Faithful.walk(&opt.Walk)
 	// --shard i/N and --files-from: the part this process moved.
 	closeList, err := j.flags.Scale.apply(&opt.Walk, j.stdin)
 	if err != nil {

@@ -8,12 +8,15 @@
 //	cd+++++++++ newdir/          a directory made
 //	.d..t...... ./               a directory's mtime set
 //	cL+++++++++ link -> target   a symlink made
+//	cD+++++++++ null             a device made (-D); cS: a FIFO or socket
+//	cDc........ disk             a device made again: its number changed
 //	*deleting   gone.txt         removed by --delete
 //
 // Y is what happened: '>' data received (the move's DEST, local or
 // pulled), '<' data sent (a push), 'c' made or changed in place (a
-// directory, a symlink), '.' only attributes set. X the kind: f, d, L.
-// Then c (content, by hash, or a symlink's target), s (size), t (mtime),
+// directory, a symlink, a device), '.' only attributes set. X the kind:
+// f, d, L, D (a device), S (a FIFO or socket). Then c (content, by hash,
+// a symlink's target, or a device's number), s (size), t (mtime),
 // p (permission bits), o (owner), g (group), and u, a, x, which bulkmove
 // does not report: '.' where unchanged, '+' throughout for a new entry.
 package itemize
@@ -38,6 +41,10 @@ func Code(k model.Kind, flags uint16, pushed bool) string {
 		x = 'd'
 	case model.KindSymlink:
 		x = 'L'
+	case model.KindCharDevice, model.KindBlockDevice:
+		x = 'D'
+	case model.KindFIFO, model.KindSocket:
+		x = 'S'
 	default:
 		return ""
 	}

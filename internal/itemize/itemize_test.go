@@ -28,6 +28,11 @@ func TestCode(t *testing.T) {
 		{model.KindSymlink, wire.ItemContent | wire.ItemTime, false, "cLc.t......"},
 		{model.KindSymlink, wire.ItemTime, false, ".L..t......"},
 		{model.KindHardlink, wire.ItemNew, false, "hf+++++++++"},
+		{model.KindCharDevice, wire.ItemNew, false, "cD+++++++++"},
+		{model.KindBlockDevice, wire.ItemContent, false, "cDc........"},
+		{model.KindCharDevice, wire.ItemTime | wire.ItemPerms, true, ".D..tp....."},
+		{model.KindFIFO, wire.ItemNew, false, "cS+++++++++"},
+		{model.KindSocket, wire.ItemNew, true, "cS+++++++++"},
 	} {
 		if got := Code(c.kind, c.flags, c.pushed); got != c.want {
 			t.Errorf("Code(%v, %#x, %v) = %q, want %q", c.kind, c.flags, c.pushed, got, c.want)

@@ -150,7 +150,7 @@ func (cfg *Config) root(root, srcIDs string) (string, error) {
 // flag of the same name (which the sender's flag of the same meaning
 // gives).
 func policy(a wire.Allow) extract.Policy {
-	return extract.Policy{Owner: a.Owner, Setid: a.Setid, Xattrs: a.Xattrs, ACLs: a.ACLs,
+	return extract.Policy{Owner: a.Owner, Setid: a.Setid, Xattrs: a.Xattrs, ACLs: a.ACLs, Devices: a.Devices,
 		Hint: func(option string) string { return wire.CmdAgent + " --allow-" + option }}
 }
 

@@ -2,7 +2,7 @@ package extract
 
 // Entries of final batches (Apply): directories (made if missing, then
 // owner, mode, mtime and attributes, after everything inside them),
-// symlinks and hard links. A link is made under a temporary name and
+// symlinks, hard links, and devices and special files (special.go). A link is made under a temporary name and
 // renamed over what is there; a hard link only to a regular file this
 // receiver wrote or verified in this session, and checked to be the file
 // that was looked at.
@@ -17,7 +17,8 @@ import (
 )
 
 // Apply installs entry i of a final batch: a directory (created, then
-// owner, mode and mtime applied), a symlink or a hard link. The sender
+// owner, mode and mtime applied), a symlink, a hard link, or a device or
+// special file. The sender
 // sends symlinks before directories and directories deepest first, so a
 // directory's mtime is set after everything inside it.
 func (t *Txn) Apply(i int) {
@@ -32,6 +33,8 @@ func (t *Txn) Apply(i int) {
 		t.applySymlink(i, e)
 	case model.KindHardlink:
 		t.applyHardlink(i, e)
+	case model.KindCharDevice, model.KindBlockDevice, model.KindFIFO, model.KindSocket:
+		t.applySpecial(i, e) // see special.go
 	default:
 		t.fail(i, wire.CodeInvalid, fmt.Errorf("entry %q: a %s in a final batch", e.Path, e.Kind))
 	}

@@ -70,8 +70,14 @@ func (r *Receiver) clearDir(dfd int, base, p string, fdir int, from string) erro
 	}
 	if !r.opt.Delete {
 		what := "file"
-		if unix.Fstatat(fdir, from, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
-			what = "symlink"
+		if unix.Fstatat(fdir, from, &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
+			switch st.Mode & unix.S_IFMT {
+			case unix.S_IFREG:
+			case unix.S_IFLNK:
+				what = "symlink"
+			default:
+				what = "device or special file"
+			}
 		}
 		return fmt.Errorf("%w of a %s; rerun with --delete to replace it", errInWay, what)
 	}

@@ -35,15 +35,19 @@ type Policy struct {
 	// ACLs: POSIX ACLs may be applied (system.posix_acl_access, and
 	// system.posix_acl_default on directories).
 	ACLs bool
+	// Devices: character and block devices may be made (-D); only where
+	// this process may (root, or CAP_MKNOD), else each fails, naming it.
+	// FIFOs and sockets any receiver makes when asked: they grant nothing.
+	Devices bool
 	// Hint, if set, names the way to allow one of the options ("setid",
-	// "xattrs", "acls") on this receiver, for its refusals: "serve
-	// --allow-setid".
+	// "xattrs", "acls", "devices") on this receiver, for its refusals:
+	// "serve --allow-setid".
 	Hint func(option string) string
 }
 
 // AllowAll is the policy of a receiver whose sender is its own user's
 // trusted command line (a local copy): whatever it asks for.
-var AllowAll = Policy{Owner: true, Setid: true, Xattrs: true, ACLs: true}
+var AllowAll = Policy{Owner: true, Setid: true, Xattrs: true, ACLs: true, Devices: true}
 
 // PolicyError is a request the policy refuses: the job is refused at its
 // handshake with this reason, before anything is written.
@@ -61,8 +65,8 @@ func (e *PolicyError) Error() string {
 }
 
 // Grant returns the options a receiver applies for the request o: what o
-// asks for, within p. Setuid/setgid bits, extended attributes and ACLs
-// asked for and not allowed refuse the job (a *PolicyError): a copy
+// asks for, within p. Setuid/setgid bits, extended attributes, ACLs and
+// devices asked for and not allowed refuse the job (a *PolicyError): a copy
 // without them is not the copy asked for, and a refusal cannot be missed
 // as a warning can. Owners not allowed are not kept, the job goes on
 // (every sender asks for them, to be kept where the receiver can), and
@@ -89,6 +93,9 @@ func (p Policy) Grant(o *wire.ReceiveOptions) (opt Options, denied []string, err
 	if o.ACLs && !p.ACLs {
 		refuse("-A (ACLs)", "acls")
 	}
+	if o.Devices && !p.Devices {
+		refuse("-D (devices)", "devices")
+	}
 	if len(pe.Asked) > 0 {
 		return Options{}, nil, &pe
 	}
@@ -102,11 +109,19 @@ func (p Policy) Grant(o *wire.ReceiveOptions) (opt Options, denied []string, err
 // canChown reports whether this process may give files away: root, or
 // rather CAP_CHOWN in its effective set: a root whose capabilities were
 // dropped cannot, a service given the capability alone can.
-var canChown = func() bool {
+var canChown = hasCap(unix.CAP_CHOWN)
+
+// canMknod reports whether this process may make devices: CAP_MKNOD, as
+// canChown.
+var canMknod = hasCap(unix.CAP_MKNOD)
+
+// hasCap reports whether capability c is in this process's effective
+// set (where it cannot be asked: whether it runs as root).
+func hasCap(c int) bool {
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var data [2]unix.CapUserData
 	if unix.Capget(&hdr, &data[0]) != nil {
 		return os.Geteuid() == 0
 	}
-	return data[0].Effective&(1<<unix.CAP_CHOWN) != 0
-}()
+	return data[c/32].Effective&(1<<(c%32)) != 0
+}

@@ -139,6 +139,9 @@ type Options struct {
 	// Itemize: each batch's ack says what was found changed of its
 	// entries (see itemize.go).
 	Itemize bool
+	// Devices and Specials: devices, and FIFOs and sockets, are made
+	// (see special.go); an entry of either kind not granted is refused.
+	Devices, Specials bool
 }
 
 // FromWire converts the handshake's options as they are, for a receiver
@@ -151,7 +154,8 @@ func FromWire(o *wire.ReceiveOptions) Options {
 	// Owners can only be given away with CAP_CHOWN (root): elsewhere files
 	// belong to the receiving user, as with rsync run by an ordinary user.
 	return Options{Fsync: o.Fsync, Owner: o.Owner && canChown, KeepSetid: o.KeepSetid, NoCheck: o.Check == wire.CheckNone,
-		Check: o.Check, WriteRate: o.WriteRate, IOConcurrency: o.IOConcurrency, Xattrs: o.Xattrs, ACLs: o.ACLs, Sparse: o.Sparse, NoSums: o.NoSums, Delete: o.Delete, Itemize: o.Itemize}
+		Check: o.Check, WriteRate: o.WriteRate, IOConcurrency: o.IOConcurrency, Xattrs: o.Xattrs, ACLs: o.ACLs, Sparse: o.Sparse, NoSums: o.NoSums, Delete: o.Delete, Itemize: o.Itemize,
+		Devices: o.Devices, Specials: o.Specials}
 }
 
 // check is the check mode in force.

@@ -128,8 +128,8 @@ func (t *Txn) ExtractTar(id uint64, r io.Reader, need []bool) error {
 
 // ApplyFinal applies every entry of a final batch in order; on a slow
 // filesystem, runs of entries that do not depend on each other at once:
-// symlinks (nothing is created inside them), and the directories (see
-// applyDirs).
+// symlinks, devices and special files (nothing is created inside them),
+// and the directories (see applyDirs).
 func (t *Txn) ApplyFinal() {
 	// All data is in: the staging directories go, while the rest of the
 	// batch is applied (on a slow filesystem, an rmdir each under one
@@ -156,7 +156,7 @@ func (t *Txn) ApplyFinal() {
 		if width > 1 && t.entries[i].Kind == model.KindHardlink {
 			j = independentLinks(t.entries, i)
 		}
-		for j < len(t.entries) && width > 1 && t.entries[i].Kind == model.KindSymlink && t.entries[j].Kind == model.KindSymlink {
+		for j < len(t.entries) && width > 1 && leaf(t.entries[i].Kind) && leaf(t.entries[j].Kind) {
 			j++
 		}
 		if t.entries[i].Path == "." {
@@ -166,6 +166,10 @@ func (t *Txn) ApplyFinal() {
 		i = j
 	}
 }
+
+// leaf reports whether entries of kind k may be made in any order: nothing
+// is made inside a symlink, a device or a special file.
+func leaf(k model.Kind) bool { return k == model.KindSymlink || k.IsDevice() || k.IsSpecial() }
 
 // isDirBelow reports whether e is a directory other than the root.
 func isDirBelow(e *model.Entry) bool { return e.Kind == model.KindDir && e.Path != "." }

@@ -16,11 +16,12 @@ import (
 
 // Verify compares entries with what the destination holds, writing
 // nothing: type, size, mtime (files, symlinks are not compared by mtime,
-// directories are), permission bits, owner (when the receiver keeps
-// owners), symlink targets, hard links (the same inode as their target)
-// and, where sums are given, file content. It returns one
-// wire.EntryError (code wire.CodeDiffer) per entry that differs, naming
-// every difference. Up to hashWorkers entries are examined at once.
+// directories, devices and special files are), permission bits, owner
+// (when the receiver keeps owners), symlink targets, device numbers, hard
+// links (the same inode as their target) and, where sums are given, file
+// content. It returns one wire.EntryError (code wire.CodeDiffer) per
+// entry that differs, naming every difference. Up to hashWorkers entries
+// are examined at once.
 func (r *Receiver) Verify(entries []model.Entry, sums []wire.Sum) []wire.EntryError {
 	// Each directory of the batch is opened once (see openDir), and
 	// its entries examined relative to it: a path walk per directory, not
@@ -90,7 +91,7 @@ func (r *Receiver) Verify(entries []model.Entry, sums []wire.Sum) []wire.EntryEr
 
 var kindNames = map[uint32]string{
 	unix.S_IFREG: "file", unix.S_IFDIR: "directory", unix.S_IFLNK: "symlink",
-	unix.S_IFIFO: "fifo", unix.S_IFSOCK: "socket", unix.S_IFCHR: "device", unix.S_IFBLK: "device",
+	unix.S_IFIFO: "fifo", unix.S_IFSOCK: "socket", unix.S_IFCHR: "character device", unix.S_IFBLK: "block device",
 }
 
 // verifyOne returns what differs between e and the destination ("" if
@@ -111,6 +112,9 @@ func (r *Receiver) verifyOne(e *model.Entry, dfd int, base string, sum wire.Sum,
 	}
 	want := map[model.Kind]uint32{model.KindFile: unix.S_IFREG, model.KindHardlink: unix.S_IFREG,
 		model.KindDir: unix.S_IFDIR, model.KindSymlink: unix.S_IFLNK}[e.Kind]
+	if want == 0 {
+		want = nodeType(e.Kind) // a device or special file
+	}
 	if got := st.Mode & unix.S_IFMT; got != want {
 		return fmt.Sprintf("type: source %s, destination %s", kindNames[want], kindNames[got])
 	}
@@ -130,6 +134,9 @@ func (r *Receiver) verifyOne(e *model.Entry, dfd int, base string, sum wire.Sum,
 			add("hard link: not linked to %s", e.Link)
 		}
 		return strings.Join(diffs, "; ")
+	}
+	if e.Kind.IsDevice() && rdevOf(&st) != e.Rdev {
+		add("device number: source %d:%d, destination %d:%d", e.Major(), e.Minor(), unix.Major(uint64(st.Rdev)), unix.Minor(uint64(st.Rdev)))
 	}
 	if e.Kind == model.KindFile && st.Size != e.Size {
 		add("size: source %d, destination %d", e.Size, st.Size)

@@ -155,7 +155,7 @@ const manifestMemory = 1 << 30
 func New(cfg Config) *Server {
 	l := cfg.Limits
 	s := &Server{cfg: cfg, jobs: map[string]*job{},
-		policy: extract.Policy{Owner: cfg.Allow.Owner, Setid: cfg.Allow.Setid, Xattrs: cfg.Allow.Xattrs, ACLs: cfg.Allow.ACLs,
+		policy: extract.Policy{Owner: cfg.Allow.Owner, Setid: cfg.Allow.Setid, Xattrs: cfg.Allow.Xattrs, ACLs: cfg.Allow.ACLs, Devices: cfg.Allow.Devices,
 			Hint: func(option string) string { return "serve --allow-" + option }},
 		gate: dataplane.NewGate(l.MaxHandshakes, l.MaxPeerHandshakes), maxConns: l.MaxConns, maxJobs: l.MaxJobs, stall: l.Stall,
 		manifests: &receive.MemoryBudget{Limit: manifestMemory}}

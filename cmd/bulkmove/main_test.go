@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
+	"golang.org/x/sys/unix"
 
 	"github.com/bulkmove/bulkmove/internal/gentree"
 	"github.com/bulkmove/bulkmove/internal/testbin"
@@ -69,6 +70,7 @@ func TestScripts(t *testing.T) {
 			"gentree":      cmdGentree,
 			"hardlink":     cmdHardlink,
 			"mkfifo":       cmdMkfifo,
+			"mknod":        cmdMknod,
 			"mtime":        cmdMtime,
 			"oddnames":     cmdOddnames,
 			"count":        cmdCount,
@@ -135,6 +137,22 @@ func cmdHardlink(ts *testscript.TestScript, neg bool, args []string) {
 // mkfifo PATH
 func cmdMkfifo(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Check(syscall.Mkfifo(ts.MkAbs(args[0]), 0o644))
+}
+
+// mknod PATH c|b MAJOR MINOR: a character or block device (as root).
+func cmdMknod(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 4 || args[1] != "c" && args[1] != "b" {
+		ts.Fatalf("usage: mknod PATH c|b MAJOR MINOR")
+	}
+	major, err := strconv.ParseUint(args[2], 10, 32)
+	ts.Check(err)
+	minor, err := strconv.ParseUint(args[3], 10, 32)
+	ts.Check(err)
+	typ := uint32(unix.S_IFCHR)
+	if args[1] == "b" {
+		typ = unix.S_IFBLK
+	}
+	ts.Check(unix.Mknod(ts.MkAbs(args[0]), typ|0o644, int(unix.Mkdev(uint32(major), uint32(minor)))))
 }
 
 // mtime PATH RFC3339NANO: set a modification time.

@@ -1,7 +1,8 @@
 // Package treecmp compares two directory trees name by name and reports every
 // difference that matters to a move: the set of names, their types, file
 // content, permission bits, modification times (nanoseconds), symlink
-// targets, hard links, empty directories and, when asked, numeric owners.
+// targets, device numbers, hard links, empty directories and, when asked,
+// numeric owners.
 //
 // It is the oracle of every end-to-end test (Equal) and of the benchmark's
 // verification step (bench/treecmp). Both trees are read with Lstat, so
@@ -29,6 +30,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Kinds of difference, the values of Diff.What.
@@ -39,6 +42,7 @@ const (
 	Size     = "size"     // regular files of different sizes
 	Content  = "content"  // same size, different bytes
 	Mode     = "mode"     // permission bits (mode & 07777 & Options.ModeMask)
+	Rdev     = "rdev"     // a device's major and minor
 	Mtime    = "mtime"    // modification time
 	Link     = "link"     // symlink target
 	Hardlink = "hardlink" // hard-link groups differ
@@ -87,7 +91,7 @@ type Options struct {
 // Diff is one difference between the trees.
 type Diff struct {
 	Path   string // slash-separated, relative to the roots; "." is the root
-	What   string // one of Missing, Extra, Type, Size, Content, Mode, Mtime, Link, Hardlink, Owner
+	What   string // one of Missing, Extra, Type, Size, Content, Mode, Rdev, Mtime, Link, Hardlink, Owner
 	Detail string // human-readable: the two values, src first
 }
 
@@ -108,6 +112,7 @@ type node struct {
 	uid, gid uint32
 	dev, ino uint64
 	nlink    uint64
+	rdev     uint64 // a device's number
 }
 
 func newNode(fi fs.FileInfo) node {
@@ -119,7 +124,7 @@ func newNode(fi fs.FileInfo) node {
 	}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		n.uid, n.gid = st.Uid, st.Gid
-		n.dev, n.ino, n.nlink = uint64(st.Dev), uint64(st.Ino), uint64(st.Nlink)
+		n.dev, n.ino, n.nlink, n.rdev = uint64(st.Dev), uint64(st.Ino), uint64(st.Nlink), uint64(st.Rdev)
 	}
 	return n
 }
@@ -320,6 +325,8 @@ func (c *comparer) compareNode(p string, s, d node) {
 		}
 	case s.mode&fs.ModeDir != 0:
 		c.compareDir(p)
+	case s.mode&fs.ModeDevice != 0 && s.rdev != d.rdev:
+		c.add(p, Rdev, "src %d:%d, dst %d:%d", unix.Major(s.rdev), unix.Minor(s.rdev), unix.Major(d.rdev), unix.Minor(d.rdev))
 	}
 }
 

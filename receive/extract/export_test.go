@@ -39,3 +39,12 @@ func SetStaleStageFound(f func(name string)) (restore func()) {
 	staleStageFound = f
 	return func() { staleStageFound = old }
 }
+
+// SetCanMknod sets whether receivers may make devices, as a process
+// without CAP_MKNOD may not (for tests run as root), and returns a
+// function that restores it.
+func SetCanMknod(ok bool) (restore func()) {
+	old := canMknod
+	canMknod = ok
+	return func() { canMknod = old }
+}

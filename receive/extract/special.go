@@ -65,6 +65,10 @@ func (o *Options) mayMake(e *model.Entry) (code int, err error) {
 		return wire.CodeInvalid, fmt.Errorf("refusing %s %q: special files were not asked for (-D)", e.Kind, e.Path)
 	case e.Kind.IsDevice() && !canMknod:
 		return wire.CodePerm, fmt.Errorf("create %s %s: not root: only root (CAP_MKNOD) may make devices", e.Kind, e.Path)
+	case e.Kind.IsDevice() && (e.Major() >= 1<<12 || e.Minor() >= 1<<20):
+		// Linux's own device numbers: 12 bits of major, 20 of minor;
+		// mknod would make another device.
+		return wire.CodeOther, fmt.Errorf("create %s %s: device %d:%d: numbers beyond %d:%d cannot be made here", e.Kind, e.Path, e.Major(), e.Minor(), 1<<12-1, 1<<20-1)
 	}
 	return 0, nil
 }

@@ -1,6 +1,6 @@
 // Package model is the data model every other package of bulkmove shares:
 // an Entry (one name of the tree being moved: its path, Kind, mode, size,
-// times, owner, link target), the Kind of an entry, and a Batch (the regular
+// times, owner, link target, a device's number), the Kind of an entry, and a Batch (the regular
 // files sent together and acknowledged together).
 //
 // It also holds the entries' own binary codec (AppendEntry, ReadEntry,

@@ -102,7 +102,7 @@ type tally struct {
 	mu       sync.Mutex
 	files    int64 // regular files installed
 	bytes    int64
-	links    int64 // symlinks, hard links and directories applied
+	links    int64 // symlinks, hard links, directories, devices and special files applied
 	skipped  int64 // up to date already
 	resumed  int64 // of those, named by the resume journal
 	resent   int64 // files the resume journal named that DEST did not hold as sent

@@ -348,7 +348,7 @@ func TestDecodeManifestRefuses(t *testing.T) {
 		e    model.Entry
 	}{
 		{"unknown kind 0", model.Entry{Path: "k0", Kind: 0}},
-		{"unknown kind 5", model.Entry{Path: "k5", Kind: 5}},
+		{"unknown kind 9", model.Entry{Path: "k9", Kind: 9}},
 		{"unknown kind 255", model.Entry{Path: "k255", Kind: 255}},
 		{"device", model.Entry{Path: "sda", Kind: model.KindFile, Mode: fs.ModeDevice | 0o660}},
 		{"char device", model.Entry{Path: "null", Kind: model.KindFile, Mode: fs.ModeDevice | fs.ModeCharDevice | 0o666}},

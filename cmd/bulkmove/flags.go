@@ -57,6 +57,7 @@ func registerCompare(fs *pflag.FlagSet, c *engine.Config) {
 		fs.SetAnnotation("transport", annValue, []string{"ssh|tls|tcp|auto"})
 		fs.StringVar(&c.DataPorts, "data-ports", c.DataPorts, "port `range` the agent listens on for --transport tls/tcp, e.g. 50000-50100 (default: any)")
 		fs.StringVar(&c.DataAddr, "data-addr", c.DataAddr, "the remote host's `address` the agent listens on for --transport tls/tcp, and the streams go to (default: the address SSH reached it on; 0.0.0.0 or :: for all, the streams to the host's name)")
+		fs.StringVarP(&c.SSH.Rsh, "rsh", "e", c.SSH.Rsh, "run the remote commands with `COMMAND` (the system's OpenSSH, as rsync's -e: \"ssh -F CONFIG\"), one process per stream, in place of the built-in SSH client: for what only OpenSSH does (Kerberos, FIDO or PKCS#11 keys, a ProxyCommand, a ControlMaster); a passphrase is asked once")
 		fs.IntVar(&c.SSH.Port, "port", c.SSH.Port, "SSH `port` of the remote host (default: the SSH config's, else 22)")
 		fs.Var(&c.SSH.Identities, "identity", "SSH identity `file` (repeatable)")
 		fs.StringVar(&c.SSH.Config, "ssh-config", c.SSH.Config, "SSH config `file` instead of ~/.ssh/config (ssh -F)")

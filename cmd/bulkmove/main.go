@@ -32,9 +32,15 @@ import (
 	"github.com/bulkmove/bulkmove/internal/engine"
 	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/receive/extract"
+	"github.com/bulkmove/bulkmove/transport/sshx"
 )
 
 func main() {
+	// Run by an ssh process of -e as its SSH_ASKPASS: ask the bulkmove
+	// that started it (sshx.Askpass), nothing else.
+	if code, ok := sshx.AskpassMain(os.Args[1:]); ok {
+		os.Exit(code)
+	}
 	// BULKMOVE_TUNE_KNOWN_MEM=N: how many hard-link targets a receiver (this
 	// process's, or an agent's or server's) keeps in memory before the
 	// rest go to disk (extract.KnownMem).

@@ -118,7 +118,16 @@ func (j *job) pull(ctx context.Context, t sshx.Target) Outcome {
 	defer bw.Stop()
 	opt := j.flags.SSH.options(isTerminal(os.Stdin))
 	opt.Stderr = j.stderr
-	p := &pull.Puller{Target: t, Dest: j.dst, Jobs: j.flags.Jobs, SSH: opt,
+	rsh, err := j.openSSH(t, opt)
+	if err != nil {
+		return j.fail(UsageError, err)
+	}
+	var linker sshx.Linker
+	if rsh != nil {
+		defer rsh.Close()
+		linker = rsh
+	}
+	p := &pull.Puller{Target: t, Dest: j.dst, Jobs: j.flags.Jobs, SSH: opt, Linker: linker,
 		RemoteBulkmove: j.flags.SSH.RemoteBulkmove, Version: Version,
 		ResolveDest: func(dest string) (string, error) {
 			root, err := paths.ResolveDest(dest)

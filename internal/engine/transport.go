@@ -52,7 +52,7 @@ func (j *job) transport(p plan) (transport.Transport, error) {
 	case j.serveAddr != "":
 		return j.serveTransport(p)
 	case j.remote != nil:
-		return j.sshTransport(*j.remote, p), nil
+		return j.sshTransport(*j.remote, p)
 	case j.hub != nil:
 		return j.hubTransport(p), nil
 	case !j.flags.ViaAgent:

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/bulkmove/bulkmove/internal/engine/paths"
+	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/transport/ssh"
 	"github.com/bulkmove/bulkmove/transport/sshx"
 	"github.com/bulkmove/bulkmove/wire"
@@ -23,6 +24,9 @@ type SSHConfig struct {
 	PasswordAuth   bool
 	RemoteBulkmove string
 	Linger         time.Duration
+	// Rsh is -e: the command (the system's OpenSSH, with options) that
+	// runs the remote commands, in place of the built-in client.
+	Rsh string
 }
 
 func (s *SSHConfig) options(stderrIsTerminal bool) sshx.Options {
@@ -35,14 +39,37 @@ func (s *SSHConfig) options(stderrIsTerminal bool) sshx.Options {
 // sshTransport is the transport of a push to host t: the agent it starts
 // there, how its streams travel (--transport), and -j auto's start
 // (nearStart, farAhead) once the first connection's round trip is known.
-func (j *job) sshTransport(t sshx.Target, p plan) *ssh.Transport {
+func (j *job) sshTransport(t sshx.Target, p plan) (*ssh.Transport, error) {
 	opt := j.flags.SSH.options(isTerminal(os.Stdin))
 	opt.Stderr = j.stderr
-	return ssh.New(ssh.Config{Target: t, Options: opt, Dialer: j.dialerFor(p), Root: p.dstRoot, SrcIDs: j.srcIDs(p),
+	rsh, err := j.openSSH(t, opt)
+	if err != nil {
+		return nil, err
+	}
+	linger := j.flags.SSH.Linger
+	if rsh != nil && linger > 0 {
+		// A lingering agent is joined through the built-in client's
+		// forwarding, which a COMMAND does not offer.
+		termsafe.Errorf(j.stderr, "warning: --linger is for the built-in SSH client; ignored with -e")
+		linger = 0
+	}
+	return ssh.New(ssh.Config{Target: t, Options: opt, OpenSSH: rsh, Dialer: j.dialerFor(p), Root: p.dstRoot, SrcIDs: j.srcIDs(p),
 		Nice: j.flags.Gentle.NiceFlags.Text(), AllowFlags: j.allowed().Text(), Allow: wire.Allow(j.allowed()),
 		Data: j.flags.Transport, DataAddr: j.flags.DataAddr, DataPorts: j.flags.DataPorts,
-		Linger: j.flags.SSH.Linger, RemoteBulkmove: j.flags.SSH.RemoteBulkmove,
-		Fit: j.nearStart, Ahead: j.farAhead})
+		Linger: linger, RemoteBulkmove: j.flags.SSH.RemoteBulkmove,
+		Fit: j.nearStart, Ahead: j.farAhead}), nil
+}
+
+// openSSH is the system's OpenSSH client -e names for host t, or nil
+// without -e. Its Close ends what it holds (the prompts' answers).
+func (j *job) openSSH(t sshx.Target, opt sshx.Options) (*sshx.OpenSSH, error) {
+	if j.flags.SSH.Rsh == "" {
+		return nil, nil
+	}
+	if j.flags.SSH.PasswordAuth {
+		termsafe.Errorf(j.stderr, "warning: --password-auth is for the built-in SSH client; with -e, ssh's configuration decides")
+	}
+	return sshx.NewOpenSSH(j.flags.SSH.Rsh, t, opt)
 }
 
 // srcIDs is the --src-ids an agent is started with: SRC by device and

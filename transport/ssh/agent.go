@@ -59,7 +59,7 @@ const BannerTimeout = 30 * time.Second
 // start starts the agent hub on clients[0] and opens the job's k streams
 // to it: one over every client, or k over its data plane. banner says
 // whether the hub started.
-func (t *Transport) start(ctx context.Context, clients []*sshx.Client, k int) (conns []send.Conn, banner bool, err error) {
+func (t *Transport) start(ctx context.Context, clients []sshx.Link, k int) (conns []send.Conn, banner bool, err error) {
 	d := t.cfg.Dialer
 	host := clients[0].Host()
 	sess, err := clients[0].StartQuiet(ctx, t.cmd)
@@ -144,7 +144,7 @@ func (t *Transport) banner(host, line string) (wire.AgentBannerFields, error) {
 // wire.ProveToHub). The job gets the agent's next token, saved in place of
 // the one used, which works no more. With --linger the agent stays again
 // after this job, without it this job is its last.
-func (t *Transport) startLingering(ctx context.Context, clients []*sshx.Client, binary, root string) (conns []send.Conn, ok bool) {
+func (t *Transport) startLingering(ctx context.Context, clients []sshx.Link, binary, root string) (conns []send.Conn, ok bool) {
 	d := t.cfg.Dialer
 	at, err := linger.Path(clients[0].Endpoint(), binary)
 	if err != nil {

@@ -15,7 +15,7 @@ import (
 type growth struct {
 	t        *Transport
 	mu       sync.Mutex
-	spare    []*sshx.Client
+	spare    []sshx.Link
 	prepared int // connections prepare opened or is opening
 	// lateDone is closed once the connections late waits for are up
 	// (or failed); nil if there are none.
@@ -58,7 +58,7 @@ func (g *growth) add(ctx context.Context, i int) (send.Conn, error) {
 }
 
 // take returns a connection opened ahead, or nil.
-func (g *growth) take() *sshx.Client {
+func (g *growth) take() sshx.Link {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	n := len(g.spare)
@@ -81,7 +81,7 @@ func (g *growth) prepare(ctx context.Context, n int) (done func()) {
 	g.mu.Unlock()
 	if n > 0 {
 		g.dialing.Go(func() {
-			cs, _, err := sshx.DialN(ctx, g.t.cfg.Target, g.t.cfg.Options, n)
+			cs, _, err := g.t.links.DialN(ctx, n)
 			if err != nil {
 				return
 			}
@@ -95,7 +95,7 @@ func (g *growth) prepare(ctx context.Context, n int) (done func()) {
 
 // late makes n connections on their way (wait returns them) spares for
 // add, as prepare does.
-func (g *growth) late(ctx context.Context, n int, wait func() []*sshx.Client) {
+func (g *growth) late(ctx context.Context, n int, wait func() []sshx.Link) {
 	done := make(chan struct{})
 	g.mu.Lock()
 	g.prepared += n
@@ -112,7 +112,7 @@ func (g *growth) late(ctx context.Context, n int, wait func() []*sshx.Client) {
 
 // idle returns, once the connections late waits for are up, one of them
 // not taken yet (nil if none is left), without taking it.
-func (g *growth) idle() *sshx.Client {
+func (g *growth) idle() sshx.Link {
 	g.mu.Lock()
 	done := g.lateDone
 	g.mu.Unlock()

@@ -49,6 +49,9 @@ import (
 type Config struct {
 	Target  sshx.Target
 	Options sshx.Options // how to log in (Stderr: where the remote's errors go)
+	// OpenSSH, if set, is the system's OpenSSH client (-e): the links
+	// are its processes, not the built-in client's connections.
+	OpenSSH *sshx.OpenSSH
 	Dialer  *transport.Dialer
 	// Root is the receiver's root on the remote host ("": the home
 	// directory).
@@ -87,15 +90,16 @@ type Config struct {
 
 // Transport is the SSH transport of one push.
 type Transport struct {
-	cfg  Config
-	data string // "tls", "tcp" or "auto" asks for a data plane; "": none
-	cmd  string // starts the agent hub
+	cfg   Config
+	links sshx.Linker // the built-in client's, or OpenSSH's
+	data  string      // "tls", "tcp" or "auto" asks for a data plane; "": none
+	cmd   string      // starts the agent hub
 	// lingerAt is where the record of a lingering agent is kept; set
 	// when this push asks one to linger
 	lingerAt string
 
 	mu      sync.Mutex
-	clients []*sshx.Client
+	clients []sshx.Link
 	// agent is the remote bulkmove this sender chose (--remote-bulkmove, or
 	// what EnsureAgent found), or "" for AgentCommand's choice of the
 	// cached upload whose hash is sum: it starts the agent, and relays a
@@ -105,7 +109,7 @@ type Transport struct {
 
 	restart sync.Mutex // one stream at a time starts a new hub
 
-	hubSess *sshx.Session // with a data plane: the agent's session, held open until the end
+	hubSess sshx.Proc // with a data plane: the agent's session, held open until the end
 
 	rttOnce sync.Once
 	rttVal  time.Duration // pathRTT's measure
@@ -118,7 +122,10 @@ type Transport struct {
 
 // New is the SSH transport of cfg.
 func New(cfg Config) *Transport {
-	t := &Transport{cfg: cfg}
+	t := &Transport{cfg: cfg, links: sshx.Builtin(cfg.Target, cfg.Options)}
+	if cfg.OpenSSH != nil {
+		t.links = cfg.OpenSSH
+	}
 	if d := cfg.Data; d != "" && d != "ssh" {
 		t.data = d
 	}
@@ -193,18 +200,18 @@ func (t *Transport) Open(ctx context.Context, k int) ([]send.Conn, error) {
 		}
 		sumc <- binSum{"", err}
 	}()
-	var clients []*sshx.Client
+	var clients []sshx.Link
 	if t.data == "" && n > 1 {
 		// SSH streams: the agent starts, and the first stream opens, over
 		// the first connection up; the others join as they connect
 		// (Pending), not after the slowest handshake.
-		first, rest, err := sshx.DialFirst(ctx, t.cfg.Target, t.cfg.Options, n)
+		first, rest, err := t.links.DialFirst(ctx, n)
 		if err != nil {
 			return nil, err
 		}
 		d.Trace("first of %d SSH connections open", n)
-		clients = []*sshx.Client{first}
-		t.growth().late(ctx, n-1, func() []*sshx.Client {
+		clients = []sshx.Link{first}
+		t.growth().late(ctx, n-1, func() []sshx.Link {
 			cs, errs := rest()
 			for _, e := range errs {
 				d.Warn("%v; going on with %d of %d streams", e, 1+len(cs), k)
@@ -212,7 +219,7 @@ func (t *Transport) Open(ctx context.Context, k int) ([]send.Conn, error) {
 			return cs
 		})
 	} else {
-		cs, errs, err := sshx.DialN(ctx, t.cfg.Target, t.cfg.Options, n)
+		cs, errs, err := t.links.DialN(ctx, n)
 		if err != nil {
 			return nil, err
 		}
@@ -352,6 +359,9 @@ func (t *Transport) Close() error {
 		}
 	}
 	t.hubSess, t.clients = nil, nil
+	if t.cfg.OpenSSH != nil {
+		t.cfg.OpenSSH.Close()
+	}
 	return nil
 }
 
@@ -384,7 +394,7 @@ func (t *Transport) pathRTT() time.Duration {
 // not see a path whose TCP ends at a proxy: the SSH round trip does.)
 func (t *Transport) rtt() time.Duration {
 	t.mu.Lock()
-	var c *sshx.Client
+	var c sshx.Link
 	for _, cl := range t.clients {
 		if cl != nil {
 			c = cl
@@ -417,7 +427,7 @@ func (t *Transport) rtt() time.Duration {
 			time.Sleep(rttSpacing)
 		}
 		start := time.Now()
-		if _, _, err := c.SSH().SendRequest("keepalive@openssh.com", true, nil); err != nil {
+		if err := c.Keepalive(); err != nil {
 			break
 		}
 		if d := time.Since(start); least == 0 || d < least {

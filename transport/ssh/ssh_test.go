@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -48,7 +49,17 @@ func script(t *testing.T, body string) string {
 // transport redials each. The refused handshakes: an agent of another
 // protocol version, and one that refuses the job.
 func TestConformance(t *testing.T) {
-	conformance(t, "")
+	conformance(t, "", false)
+}
+
+// TestConformanceOpenSSH runs the suite against a push whose connections
+// are the system's ssh processes (-e "ssh -F CONFIG"), through the same
+// proxy: each stream its own ssh, the agent and the relays the same.
+func TestConformanceOpenSSH(t *testing.T) {
+	if _, err := exec.LookPath("ssh"); err != nil {
+		t.Skip("no ssh (apt-get install openssh-client)")
+	}
+	conformance(t, "", true)
 }
 
 // TestConformanceDataPlane runs the suite against a push whose streams go
@@ -58,11 +69,11 @@ func TestConformance(t *testing.T) {
 // it with the SSH connections.
 func TestConformanceDataPlane(t *testing.T) {
 	for _, mode := range []string{"tls", "tcp"} {
-		t.Run(mode, func(t *testing.T) { conformance(t, mode) })
+		t.Run(mode, func(t *testing.T) { conformance(t, mode, false) })
 	}
 }
 
-func conformance(t *testing.T, data string) {
+func conformance(t *testing.T, data string, openSSH bool) {
 	sshdtest.Require(t, "sshd")
 	bin := testbin.Build(t)
 	transporttest.Run(t, func(t *testing.T, env transporttest.Env) transporttest.Setup {
@@ -85,7 +96,13 @@ func conformance(t *testing.T, data string) {
 			if proxied {
 				opt.Port = p.Port()
 			}
-			return ssh.New(ssh.Config{Target: target, Options: opt, Dialer: env.Dialer, Root: env.Dst, RemoteBulkmove: remote, Data: data,
+			var rsh *sshx.OpenSSH
+			if openSSH {
+				if rsh, err = sshx.NewOpenSSH("ssh -F "+cfg, target, opt); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return ssh.New(ssh.Config{Target: target, Options: opt, OpenSSH: rsh, Dialer: env.Dialer, Root: env.Dst, RemoteBulkmove: remote, Data: data,
 				DialData: dp.dial})
 		}
 		s := transporttest.Setup{

@@ -43,7 +43,7 @@ func (t *Transport) dial(ctx context.Context, name string, r io.Reader, rw io.Re
 // TCP straight to the agent, see package direct). If none can be opened
 // (a firewall) and the transport is auto, they go over SSH instead, each
 // joining the hub's socket through a connection of its own.
-func (t *Transport) startData(ctx context.Context, c *sshx.Client, sess *sshx.Session, offer dataplane.Offer, k int) ([]send.Conn, error) {
+func (t *Transport) startData(ctx context.Context, c sshx.Link, sess sshx.Proc, offer dataplane.Offer, k int) ([]send.Conn, error) {
 	d := t.cfg.Dialer
 	host := c.HostName()
 	if ip := net.ParseIP(strings.Trim(t.cfg.DataAddr, "[]")); ip != nil && !ip.IsUnspecified() {
@@ -53,7 +53,7 @@ func (t *Transport) startData(ctx context.Context, c *sshx.Client, sess *sshx.Se
 	up, err := dt.Open(ctx, k)
 	t.mu.Lock()
 	t.hubSess = sess
-	t.clients = make([]*sshx.Client, k) // SSH connections for redial, opened when needed
+	t.clients = make([]sshx.Link, k) // SSH connections for redial, opened when needed
 	t.clients[0] = c
 	t.mu.Unlock()
 	if err == nil {
@@ -102,7 +102,7 @@ func (t *Transport) Redial(ctx context.Context, i int) (send.Conn, error) {
 		}
 		c.Close()
 	}
-	cs, _, err := sshx.DialN(ctx, t.cfg.Target, t.cfg.Options, 1)
+	cs, _, err := t.links.DialN(ctx, 1)
 	if err != nil {
 		if sshx.IsPermanent(err) {
 			return nil, send.Permanent(err)
@@ -123,7 +123,7 @@ func (t *Transport) Redial(ctx context.Context, i int) (send.Conn, error) {
 	if conn, err := t.join(ctx, c, i); err == nil {
 		return conn, nil
 	}
-	conns, _, err := t.start(ctx, []*sshx.Client{c}, 1)
+	conns, _, err := t.start(ctx, []sshx.Link{c}, 1)
 	if err != nil {
 		return nil, err
 	}
@@ -132,14 +132,14 @@ func (t *Transport) Redial(ctx context.Context, i int) (send.Conn, error) {
 }
 
 // join opens stream i to the hub over c.
-func (t *Transport) join(ctx context.Context, c *sshx.Client, i int) (send.Conn, error) {
+func (t *Transport) join(ctx context.Context, c sshx.Link, i int) (send.Conn, error) {
 	rw, fwd, err := t.joinHub(ctx, c)
 	if err != nil {
 		return nil, err
 	}
 	name := fmt.Sprintf("%s stream %d", c.Host(), i)
 	if !fwd {
-		t.cfg.Dialer.Trace("%s: sshd refused to forward to the agent's socket: relayed by `bulkmove --join`", name)
+		t.cfg.Dialer.Trace("%s: no forwarding to the agent's socket (sshd refused it, or -e): relayed by `bulkmove --join`", name)
 	}
 	conn, err := t.dial(ctx, name, rw, rw)
 	if err != nil {
@@ -151,7 +151,7 @@ func (t *Transport) join(ctx context.Context, c *sshx.Client, i int) (send.Conn,
 
 // open opens the job's streams to the hub: the first on first (read
 // through r), then one joining over each of the other clients.
-func (t *Transport) open(ctx context.Context, clients []*sshx.Client, r io.Reader, first io.ReadWriteCloser) (conns []send.Conn, err error) {
+func (t *Transport) open(ctx context.Context, clients []sshx.Link, r io.Reader, first io.ReadWriteCloser) (conns []send.Conn, err error) {
 	d := t.cfg.Dialer
 	host := clients[0].Host()
 	conns = make([]send.Conn, len(clients))
@@ -169,7 +169,7 @@ func (t *Transport) open(ctx context.Context, clients []*sshx.Client, r io.Reade
 					return nil
 				}
 				if !fwd {
-					d.Trace("%s: sshd refused to forward to the agent's socket: relayed by `bulkmove --join`", name)
+					d.Trace("%s: no forwarding to the agent's socket (sshd refused it, or -e): relayed by `bulkmove --join`", name)
 				}
 				rw, r = jc, jc
 			}
@@ -207,7 +207,7 @@ func (t *Transport) open(ctx context.Context, clients []*sshx.Client, r io.Reade
 	var up []send.Conn
 	t.mu.Lock()
 	if len(clients) == len(t.clients) {
-		var kept []*sshx.Client
+		var kept []sshx.Link
 		for i, c := range conns {
 			if c != nil {
 				up = append(up, c)
@@ -230,7 +230,7 @@ func (t *Transport) open(ctx context.Context, clients []*sshx.Client, r io.Reade
 // the agent binary. The stream is the job's once the hub proved it holds
 // the job's token (see wire.ProveToHub); before that nothing is sent on
 // it.
-func (t *Transport) joinHub(ctx context.Context, c *sshx.Client) (rw io.ReadWriteCloser, forwarded bool, err error) {
+func (t *Transport) joinHub(ctx context.Context, c sshx.Link) (rw io.ReadWriteCloser, forwarded bool, err error) {
 	t.mu.Lock()
 	sock, job := t.sock, t.job
 	t.mu.Unlock()

@@ -249,7 +249,12 @@ func (e *ExitError) Error() string {
 	return b.String()
 }
 
-func (e *ExitError) Unwrap() error { return e.Err }
+func (e *ExitError) Unwrap() error {
+	if e.Err == nil { // an ssh process's exit (OpenSSH)
+		return nil
+	}
+	return e.Err
+}
 
 func (c *Client) commandError(cmd string, err error, stderr string) error {
 	if err == nil {

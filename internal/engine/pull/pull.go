@@ -109,6 +109,9 @@ type Puller struct {
 	Dest   string // DEST as the command line named it
 	Jobs   int    // the streams to open
 	SSH    sshx.Options
+	// Linker, if set, opens the connections (-e: the system's OpenSSH);
+	// else the built-in client does, with SSH.
+	Linker sshx.Linker
 	// RemoteBulkmove and Version are what EnsureAgent takes: the remote
 	// binary to run, and the version it must be.
 	RemoteBulkmove, Version string
@@ -139,7 +142,11 @@ type Puller struct {
 // Run receives the remote SRC into the local DEST.
 func (p *Puller) Run(ctx context.Context) End {
 	t := p.Target
-	clients, errs, err := sshx.DialN(ctx, t, p.SSH, p.Jobs)
+	linker := p.Linker
+	if linker == nil {
+		linker = sshx.Builtin(t, p.SSH)
+	}
+	clients, errs, err := linker.DialN(ctx, p.Jobs)
 	if err != nil {
 		termsafe.Errorf(p.Stderr, "%v", err)
 		return Failed

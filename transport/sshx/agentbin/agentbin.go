@@ -256,7 +256,11 @@ func upload(ctx context.Context, r Remote, local, tmp string) error {
 		return err
 	}
 	defer f.Close()
-	sc, err := sftp.NewClient(r.SSH(), sftp.UseConcurrentWrites(true))
+	conn := r.SSH()
+	if conn == nil {
+		return uploadCat(ctx, r, f, tmp)
+	}
+	sc, err := sftp.NewClient(conn, sftp.UseConcurrentWrites(true))
 	if err != nil {
 		// No sftp subsystem: stream it through cat.
 		return uploadCat(ctx, r, f, tmp)

@@ -24,7 +24,8 @@ type Remote interface {
 	// Start starts cmd and returns its stdin, for an upload through cat
 	// where the server has no SFTP.
 	Start(ctx context.Context, cmd string) (Stdin, error)
-	// SSH is the connection itself, for an SFTP session.
+	// SSH is the connection itself, for an SFTP session; nil where there
+	// is none to be had (the upload then goes through cat).
 	SSH() *ssh.Client
 	// Note prints a notice for the user, and Warn a warning (each once
 	// for the connections of one dial).

@@ -15,6 +15,7 @@ import (
 	"github.com/bulkmove/bulkmove/send/compress"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/transport/dataplane"
+	"github.com/bulkmove/bulkmove/transport/sshx"
 	"github.com/bulkmove/bulkmove/wire"
 )
 
@@ -202,6 +203,11 @@ func (c *Config) Check() error {
 	}
 	if c.DataAddr != "" && net.ParseIP(strings.Trim(c.DataAddr, "[]")) == nil {
 		return fmt.Errorf("--data-addr %q: want an IP address of the remote host (0.0.0.0 or :: for all)", c.DataAddr)
+	}
+	if c.SSH.Rsh != "" {
+		if _, err := sshx.RshCommand(c.SSH.Rsh); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -57,15 +57,9 @@ type OpenSSH struct {
 // If this process has a terminal (and o.Batch is not set), the processes'
 // prompts come to it through an Askpass, which Close stops.
 func NewOpenSSH(command string, t Target, o Options) (*OpenSSH, error) {
-	argv, err := splitArgs(command)
+	argv, err := RshCommand(command)
 	if err != nil {
-		return nil, fmt.Errorf("-e %q: %w", command, err)
-	}
-	if len(argv) == 0 {
-		return nil, fmt.Errorf("-e %q: no command", command)
-	}
-	if _, err := exec.LookPath(argv[0]); err != nil {
-		return nil, fmt.Errorf("-e %q: %w", command, err)
+		return nil, err
 	}
 	if err := checkNames(t.Host, t.User); err != nil {
 		return nil, fmt.Errorf("ssh: %w", err)
@@ -84,6 +78,22 @@ func NewOpenSSH(command string, t Target, o Options) (*OpenSSH, error) {
 
 // Close stops answering the processes' prompts, and forgets the answers.
 func (s *OpenSSH) Close() error { return s.ask.Close() }
+
+// RshCommand splits -e's command into words, as ssh splits a
+// ProxyCommand, and finds its program: an error names -e and the cause.
+func RshCommand(command string) ([]string, error) {
+	argv, err := splitArgs(command)
+	if err != nil {
+		return nil, fmt.Errorf("-e %q: %w", command, err)
+	}
+	if len(argv) == 0 {
+		return nil, fmt.Errorf("-e %q: no command", command)
+	}
+	if _, err := exec.LookPath(argv[0]); err != nil {
+		return nil, fmt.Errorf("-e %q: %w", command, err)
+	}
+	return argv, nil
+}
 
 // Command is the command line that runs cmd on the remote host.
 func (s *OpenSSH) Command(cmd string) []string {
@@ -240,9 +250,9 @@ func (l *OpenSSHLink) start(ctx context.Context, cmd string, stderr io.Writer) (
 	if err != nil {
 		return nil, fmt.Errorf("ssh %s: %w", s.target.Host, err)
 	}
-	// Its own process group: a ^C at the terminal reaches bulkmove, which
-	// ends the job in order, not every ssh at once.
-	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// In bulkmove's process group, as rsync leaves its ssh: an ssh that
+	// prompts on the terminal itself (no askpass, or an OpenSSH older than
+	// SSH_ASKPASS_REQUIRE) would stop on SIGTTIN in a group of its own.
 	if err := c.Start(); err != nil {
 		return nil, fmt.Errorf("ssh %s: starting %s: %w", s.target.Host, s.argv[0], err)
 	}
@@ -314,10 +324,11 @@ type ExecSession struct {
 	stderr *stderrSink
 	stop   func() bool
 
-	done    chan struct{} // closed once the process was reaped
-	waitErr error
-	once    sync.Once
-	err     error
+	done      chan struct{} // closed once the process was reaped
+	waitErr   error
+	once      sync.Once
+	err       error
+	closeOnce sync.Once
 }
 
 func (e *ExecSession) Read(p []byte) (int, error) {
@@ -334,7 +345,7 @@ func (e *ExecSession) Write(p []byte) (int, error) {
 // connection's where the pipe was closed (Close, or the job's end), so
 // that the stream counts as lost, not failed: it is opened again.
 func (e *ExecSession) pipeErr(err error) error {
-	if errors.Is(err, os.ErrClosed) {
+	if errors.Is(err, os.ErrClosed) || errors.Is(err, os.ErrDeadlineExceeded) {
 		return fmt.Errorf("ssh %s: %w", e.l.s.target.Host, io.ErrClosedPipe)
 	}
 	return err
@@ -350,14 +361,31 @@ func (e *ExecSession) ShowStderr() {
 	e.stderr.mu.Unlock()
 }
 
-// Close ends the process without waiting for the remote command (which
-// sshd then hangs up on, as when an ssh is killed).
+// Close ends the session without waiting for the remote command: its
+// stdin reads EOF after what was written to it (ssh still carries that:
+// killing ssh at once could drop the last bytes, a stream's summary), and
+// reads end at once. An ssh still running closeGrace later is ended
+// (kill).
 func (e *ExecSession) Close() error {
-	e.stop()
-	e.stdin.Close()
-	e.kill()
+	e.closeOnce.Do(func() {
+		e.stdin.Close()
+		if f, ok := e.stdout.(*os.File); ok {
+			f.SetReadDeadline(time.Unix(1, 0))
+		}
+		go func() {
+			select {
+			case <-e.done:
+			case <-time.After(closeGrace):
+				e.kill()
+			}
+		}()
+	})
 	return nil
 }
+
+// closeGrace is how long a closed session's ssh has to deliver what was
+// written and end.
+const closeGrace = 10 * time.Second
 
 // kill ends the ssh process: SIGTERM (ssh then closes its connection, and
 // sshd hangs up on the command), SIGKILL if that has not ended it soon.

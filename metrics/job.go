@@ -114,3 +114,11 @@ func (j *Job) WireBytes() (n int64) {
 	}
 	return n
 }
+
+// WireRead is what the streams read from their connections.
+func (j *Job) WireRead() (n int64) {
+	for _, c := range j.Streams {
+		n += c.WireRead.Load()
+	}
+	return n
+}

@@ -18,6 +18,7 @@ type Stream struct {
 	IdleNanos atomic.Int64 // nothing to send: waiting for the walk
 
 	WireBytes atomic.Int64 // everything written to the connection: frames, tar, compressed data
+	WireRead  atomic.Int64 // everything read from it: the receiver's frames (acks, sums)
 	// SendfileBytes is the file data of WireBytes that went from the page
 	// cache to the socket by sendfile.
 	SendfileBytes atomic.Int64

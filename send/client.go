@@ -114,7 +114,7 @@ func Dial(ctx context.Context, name string, r io.Reader, w io.Writer, closer io.
 		c.shut()
 		return nil, fmt.Errorf("%s: send handshake: %w", name, err)
 	}
-	go c.read(bufio.NewReaderSize(r, 64<<10))
+	go c.read(bufio.NewReaderSize(&readCounter{r: r, ctr: &c.ctr}, 64<<10))
 	f, err := c.next(ctx)
 	if err != nil {
 		c.shut()

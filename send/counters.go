@@ -87,3 +87,19 @@ func (t *timedWriter) Write(p []byte) (int, error) {
 	}
 	return n, nil
 }
+
+// readCounter counts what a stream reads from its connection (the
+// receiver's frames), for --stats' bytes received; the handshake, read
+// before the pool sets the counters, is not counted.
+type readCounter struct {
+	r   io.Reader
+	ctr *atomic.Pointer[Counters]
+}
+
+func (c *readCounter) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if ctr := c.ctr.Load(); ctr != nil && n > 0 {
+		ctr.WireRead.Add(int64(n))
+	}
+	return n, err
+}

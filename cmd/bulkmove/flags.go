@@ -23,6 +23,9 @@ func registerCompare(fs *pflag.FlagSet, c *engine.Config) {
 		fs.VarPF(&verboseCount{on: &c.Verbose}, "verbose", "v", "per-stream statistics and every batch (-vv: the same)").NoOptDefVal = "+1"
 	})
 	section(fs, "implied", func() { registerRsyncImplied(fs) })
+	section(fs, "output", func() {
+		fs.VarPF(&verboseCount{count: &c.Human}, "human-readable", "h", "--stats' numbers in units (588.91K), as rsync's -h; -hh in units of 1024; sizes elsewhere are always written for people (-h alone, with no SRC and DEST, prints this help)").NoOptDefVal = "+1"
+	})
 	section(fs, "filters", func() {
 		// The filter flags share one list of rules, in command-line order.
 		fs.Var(c.Rules.Flag(filter.Exclude), "exclude", "leave out paths matching `PATTERN`, an rsync pattern (repeatable; see docs/filters.md)")
@@ -98,7 +101,6 @@ func registerRsyncImplied(fs *pflag.FlagSet) {
 		{"owner", "o", "implied where the receiver runs as root (see --no-owner)"},
 		{"group", "g", "implied where the receiver runs as root (see --no-owner)"},
 		{"hard-links", "H", "implied: hard links are always kept, across the whole tree"},
-		{"human-readable", "h", "implied: sizes are always written for people (-h alone, with no SRC and DEST, prints this help)"},
 	} {
 		fs.BoolP(f.name, f.short, false, f.usage)
 		fs.SetAnnotation(f.name, annImplied, []string{"true"})
@@ -140,9 +142,12 @@ func registerMove(fs *pflag.FlagSet, c *engine.Config) {
 		// resumes an interrupted job where it stopped.
 		fs.VarPF(newChoice(&c.Progress, "auto", "streams", "none"), "progress", "P", "progress display on a terminal: auto (one line), streams (a line per stream too), none; --progress or -P alone: auto").NoOptDefVal = "auto"
 		fs.BoolVarP(&c.Itemize, "itemize-changes", "i", c.Itemize, "a line on stdout for each entry changed, as rsync's -i: >f+++++++++ new, >f.st...... sent (size, mtime differed), .f...p..... mode set, cd+++++++++ dir made, *deleting (see docs/rsync.md); with --json, item events; not with --dry-run")
+		fs.StringVar(&c.OutFormat, "out-format", c.OutFormat, "the line -i writes for each entry changed, in rsync's `FORMAT`: %n name, %L symlink target, %i item code, %o operation, %l length, %b bytes sent, %f full path, %M mtime, %B permissions, %U %G owner and group, %t time, %p pid, %% (width as in %-10n; see docs/rsync.md); implies -i, which is --out-format='%i %n%L'")
+		fs.BoolVar(&c.Stats, "stats", c.Stats, "after the run, rsync's summary block on stdout: files, created, deleted, transferred, sizes, bytes sent and received, speedup (see docs/rsync.md); with --json, a stats object in the end event")
 		fs.Var(newInfo(&c.Progress), "info", "rsync's --info: `FLAGS` progress2 or progress1 (--progress), progress0 (--progress=none); others are refused")
 		fs.StringVar(&c.LogFile, "log-file", c.LogFile, "append what bulkmove says on stderr to `FILE`, timestamped")
 		fs.Var(newChoice(&c.LogLevel, "info", "debug"), "log-level", "--log-file detail: info (what stderr shows) or debug (also the -v phases)")
+		fs.StringVar(&c.LogFileFormat, "log-file-format", c.LogFileFormat, "also a line in --log-file for each entry changed, in `FORMAT` as --out-format's (e.g. '%o %n %l')")
 	})
 	section(fs, "operations", func() {
 		fs.StringVar(&c.Journal, "journal", c.Journal, "resume journal `PATH` (default: under ~/.local/state/bulkmove, keyed by SRC, DEST and options; none: no journal)")

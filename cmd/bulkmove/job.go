@@ -34,6 +34,7 @@ func runJob(ctx context.Context, j engine.Job, commandLine []string) int {
 		}
 		defer lf.Close()
 		j.Stderr = teeLog(j.Stderr, lf)
+		j.Log = lf
 		termsafe.Errorf(lf, "start: bulkmove %s", strings.Join(commandLine, " "))
 		if lf.debug {
 			j.Trace = lf

@@ -64,7 +64,8 @@ func (i *info) Set(s string) error {
 	return nil
 }
 
-// verboseCount is -v, which repeats as rsync's does (-vv): any count
+// verboseCount is -v (and, with count, -h), which repeat as rsync's do
+// (-vv, -hh): for -v any count
 // turns on the engine's one verbose level, which already lists every
 // batch.
 // bothFlags is a boolean flag that sets two others: -D, rsync's
@@ -87,8 +88,9 @@ func (v bothFlags) Set(s string) error {
 }
 
 type verboseCount struct {
-	on *bool
-	n  int
+	on    *bool
+	count *int // if set, takes the count (-hh)
+	n     int
 }
 
 func (v *verboseCount) String() string { return strconv.Itoa(v.n) }
@@ -110,6 +112,11 @@ func (v *verboseCount) Set(s string) error {
 		}
 		v.n = n
 	}
-	*v.on = v.n > 0
+	if v.on != nil {
+		*v.on = v.n > 0
+	}
+	if v.count != nil {
+		*v.count = v.n
+	}
 	return nil
 }

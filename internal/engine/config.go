@@ -11,6 +11,7 @@ import (
 	"github.com/bulkmove/bulkmove/filter"
 	"github.com/bulkmove/bulkmove/internal/engine/autojobs"
 	"github.com/bulkmove/bulkmove/internal/engine/throttle"
+	"github.com/bulkmove/bulkmove/internal/itemize"
 	"github.com/bulkmove/bulkmove/internal/units"
 	"github.com/bulkmove/bulkmove/send/compress"
 	"github.com/bulkmove/bulkmove/sharder"
@@ -62,8 +63,12 @@ type Config struct {
 	IgnoreExisting   bool
 	ViaAgent         bool
 	JSON             bool
-	Quiet            bool // -q: no summary when all went well (cmd/bulkmove also draws no progress)
-	Itemize          bool // -i: a line on stdout for each entry changed (internal/itemize)
+	Quiet            bool   // -q: no summary when all went well (cmd/bulkmove also draws no progress)
+	Itemize          bool   // -i: a line on stdout for each entry changed (internal/itemize); --out-format sets it
+	OutFormat        string // --out-format: how those lines read (itemize.Format; "": -i's)
+	LogFileFormat    string // --log-file-format: a line in --log-file for each entry changed, so written
+	Stats            bool   // --stats: rsync's summary block on stdout (stats.go)
+	Human            int    // -h: rsync's --human-readable level (-h 1, -hh 2): --stats in units
 	Progress         string
 	Obs              Observe
 	Gentle           throttle.Gentle // --bwlimit, --max-read-rate, --io-nice, --nice: package throttle
@@ -190,6 +195,9 @@ func (c *Config) Check() error {
 	if err := c.checkCounts(); err != nil {
 		return err
 	}
+	if err := c.checkFormats(); err != nil {
+		return err
+	}
 	if err := c.Obs.check(); err != nil {
 		return err
 	}
@@ -210,6 +218,42 @@ func (c *Config) Check() error {
 		}
 	}
 	return nil
+}
+
+// checkFormats reads --out-format and --log-file-format; --out-format
+// is -i written another way (rsync's -i is --out-format='%i %n%L').
+func (c *Config) checkFormats() error {
+	if c.OutFormat != "" {
+		if _, err := itemize.ParseFormat(c.OutFormat); err != nil {
+			return fmt.Errorf("--out-format %w", err)
+		}
+		c.Itemize = true
+	}
+	if c.LogFileFormat != "" {
+		if _, err := itemize.ParseFormat(c.LogFileFormat); err != nil {
+			return fmt.Errorf("--log-file-format %w", err)
+		}
+		if c.LogFile == "" {
+			return errors.New("--log-file-format goes with --log-file")
+		}
+	}
+	return nil
+}
+
+// formats are the job's --out-format (nil without -i) and
+// --log-file-format (nil without), as checkFormats read them.
+func (c *Config) formats() (out, log *itemize.Format) {
+	if c.Itemize {
+		f := c.OutFormat
+		if f == "" {
+			f = itemize.Default
+		}
+		out, _ = itemize.ParseFormat(f)
+	}
+	if c.LogFileFormat != "" {
+		log, _ = itemize.ParseFormat(c.LogFileFormat)
+	}
+	return out, log
 }
 
 // checkCounts refuses a count, or a duration, outside its range, naming

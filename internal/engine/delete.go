@@ -22,7 +22,7 @@ func (j *job) deleter(p plan) *deletion.Deleter {
 		md = j.flags.MaxDelete.n
 	}
 	var deleted func(string)
-	if j.flags.Itemize {
+	if j.out != nil || j.logFmt != nil {
 		deleted = j.itemizeDeleted
 	}
 	return deletion.New(deletion.Options{

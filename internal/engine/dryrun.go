@@ -25,6 +25,7 @@ func (j *job) dryRun(ctx context.Context, p plan, opt sharder.Options) Outcome {
 	var others int64
 	opt.Deferred = func(e model.Entry) {
 		others++
+		j.countLink(&e)
 		if e.Path != "." {
 			termsafe.Printf(list, "%s %s\n", e.Kind, e.Path)
 		}
@@ -52,6 +53,7 @@ func (j *job) dryRun(ctx context.Context, p plan, opt sharder.Options) Outcome {
 	}()
 	st, err := sharder.Run(ctx, p.walkRoot, opt, out)
 	<-done
+	j.walked.Store(&st)
 	if err != nil {
 		return j.fail(Failed, fmt.Errorf("walk %s: %w", j.src, err))
 	}

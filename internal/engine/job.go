@@ -16,6 +16,7 @@ import (
 	"github.com/bulkmove/bulkmove/internal/engine/deletion"
 	"github.com/bulkmove/bulkmove/internal/engine/resume"
 	"github.com/bulkmove/bulkmove/internal/engine/throttle"
+	"github.com/bulkmove/bulkmove/internal/itemize"
 	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/internal/units"
 	"github.com/bulkmove/bulkmove/metrics"
@@ -40,12 +41,17 @@ type job struct {
 	stdout, stderr io.Writer
 	src, dst       string
 	start          time.Time
-	ev             *events           // --json; nil otherwise
-	failure        error             // why the job stopped before its end event (fail)
-	m              *metrics.Job      // what the job measures, for -v, --json and the metrics endpoint
-	res            *resume.Journal   // the journal; nil without one
-	exitCode       func(Outcome) int // the exit code of an outcome, for --json
-	del            *deletion.Deleter // --delete; nil without
+	ev             *events                       // --json; nil otherwise
+	failure        error                         // why the job stopped before its end event (fail)
+	m              *metrics.Job                  // what the job measures, for -v, --json and the metrics endpoint
+	res            *resume.Journal               // the journal; nil without one
+	exitCode       func(Outcome) int             // the exit code of an outcome, for --json
+	del            *deletion.Deleter             // --delete; nil without
+	out, logFmt    *itemize.Format               // -i (--out-format) and --log-file-format; nil without
+	log            io.Writer                     // where --log-file-format's lines go (Job.Log)
+	statsOut       io.Writer                     // where --stats' block goes: stdout, a pull's sender's stderr
+	srcFile        bool                          // SRC is a single file: %f is SRC itself
+	walked         atomic.Pointer[sharder.Stats] // what the walk found, once it is over (--stats)
 
 	// What the caller follows the job by: Job.Trace and Job.Watch (nil:
 	// nothing).
@@ -110,6 +116,7 @@ type tally struct {
 	failed   int64 // entries that could not be moved
 	walkErrs int64
 	warnings int64
+	rs       rsyncTally // --stats (stats.go)
 }
 
 func (j *job) run(ctx context.Context) Outcome {
@@ -157,6 +164,7 @@ func (j *job) run(ctx context.Context) Outcome {
 	}
 	if plan.src.File != "" {
 		opt.Name = filepath.Base(j.src) // a symlink's name, if SRC is one
+		j.srcFile = true
 	}
 	j.flags.Faithful.walk(&opt)
 	j.flags.Split.apply(&opt, &j.flags)
@@ -174,7 +182,9 @@ func (j *job) run(ctx context.Context) Outcome {
 		if j.flags.Itemize {
 			termsafe.Errorf(j.stderr, "warning: -i with --dry-run: a dry run lists what it would move (file PATH, ...), not rsync's item codes")
 		}
-		return j.dryRun(ctx, plan, opt)
+		o := j.dryRun(ctx, plan, opt)
+		j.printStats()
+		return o
 	}
 
 	res, jerr := j.openJournal()
@@ -211,7 +221,8 @@ func (j *job) run(ctx context.Context) Outcome {
 	j.stopWalk = stopWalkCause
 	g, gctx := errgroup.WithContext(wctx)
 	g.Go(func() error {
-		_, err := sharder.Run(gctx, plan.walkRoot, opt, j.relay(gctx, batches, plan.rename))
+		st, err := sharder.Run(gctx, plan.walkRoot, opt, j.relay(gctx, batches, plan.rename))
+		j.walked.Store(&st)
 		j.m.WalkDone.Store(true)
 		if cause := context.Cause(gctx); cause != nil && !errors.Is(cause, context.Canceled) {
 			return cause // the walk was stopped for a reason (--require-space)
@@ -318,6 +329,7 @@ func (j *job) run(ctx context.Context) Outcome {
 		termsafe.Errorf(j.stderr, "warning: %v", jerr)
 	}
 	j.summary(err, interrupted)
+	j.printStats()
 	exit := Done
 	del := j.del.Stats()
 	switch {

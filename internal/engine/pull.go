@@ -70,7 +70,9 @@ func (h Hub) Run(ctx context.Context) Outcome {
 		termsafe.Errorf(stderr, "%v", err)
 		return Failed
 	}
-	j := &job{flags: f, stdout: io.Discard, stderr: stderr, src: h.Src, dst: "receiver", target: target{hub: streams, as: h.As}}
+	// Its stdout is the first stream: --stats goes to stderr, which the
+	// puller shows.
+	j := &job{flags: f, stdout: io.Discard, stderr: stderr, statsOut: stderr, src: h.Src, dst: "receiver", target: target{hub: streams, as: h.As}}
 	j.asks = h.Limit
 	return j.run(ctx)
 }

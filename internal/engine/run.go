@@ -52,6 +52,7 @@ type Job struct {
 	Limit          <-chan throttle.Request
 	Watch          func(*metrics.Job) (stop func())
 	Trace          io.Writer
+	Log            io.Writer // --log-file-format's lines: --log-file
 }
 
 // newJob is the job's state for j, reporting to stderr.
@@ -61,7 +62,8 @@ func (j Job) newJob(stderr io.Writer) *job {
 		stdin = os.Stdin
 	}
 	jb := &job{flags: j.Config, stdin: stdin, stdout: j.Stdout, stderr: stderr, src: j.Src, dst: j.Dst, exitCode: j.ExitCode,
-		debug: j.Trace, watch: j.Watch}
+		debug: j.Trace, watch: j.Watch, log: j.Log, statsOut: j.Stdout}
+	jb.out, jb.logFmt = j.Config.formats()
 	jb.drain, jb.asks = j.Drain, j.Limit
 	return jb
 }
@@ -128,6 +130,9 @@ func (j *job) endIfNone(o Outcome) {
 	}
 	ev := event.Refused(err, j.code(o), time.Since(j.start).Seconds())
 	ev.DryRun = j.flags.DryRun
+	if j.flags.DryRun {
+		ev.Stats = j.rsyncStats()
+	}
 	j.ev.emit("end", &ev.Head, ev)
 }
 

@@ -33,6 +33,7 @@ func (c Config) forSender(streams int) Config {
 	s.LogFile, s.LogLevel = "", DefaultConfig().LogLevel
 	s.Obs = DefaultConfig().Obs
 	s.Progress, s.JSON, s.Verbose, s.Itemize = "none", false, false, false
+	s.OutFormat, s.LogFileFormat = "", ""
 	s.SSH, s.Serve = SSHConfig{}, ServeClient{}
 	s.Transport, s.DataPorts, s.DataAddr, s.ViaAgent = DefaultConfig().Transport, "", "", false
 	s.Gentle.BwLimit = throttle.Schedule{}

@@ -3,7 +3,9 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"time"
 
 	"github.com/bulkmove/bulkmove/internal/batchname"
 	"github.com/bulkmove/bulkmove/internal/engine/resume"
@@ -13,6 +15,7 @@ import (
 	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/send"
 	"github.com/bulkmove/bulkmove/send/source"
+	"github.com/bulkmove/bulkmove/wire"
 )
 
 // relay forwards batches to the pool, counting what the walk plans and
@@ -87,7 +90,8 @@ func (j *job) onResult(r send.Result) {
 	if j.ev != nil {
 		j.ev.progress(j.m, false)
 	}
-	if j.flags.Itemize && r.Ack != nil {
+	if r.Ack != nil {
+		j.countList(r)
 		j.itemize(r)
 	}
 	if j.flags.Verbose && !r.Final && r.Ack != nil {
@@ -95,8 +99,10 @@ func (j *job) onResult(r send.Result) {
 	}
 }
 
-// itemize reports, for -i, what the receiver found changed of each entry
-// of r's batch: a line on stdout as rsync's, or with --json an item event.
+// itemize reports what the receiver found changed of each entry of r's
+// batch (its items, with -i, --log-file-format or --stats): counted for
+// --stats, a line on stdout (-i, --out-format) and in the log
+// (--log-file-format), or with --json an item event. Under j.mu.
 func (j *job) itemize(r send.Result) {
 	pushed := j.remote != nil || j.serveAddr != ""
 	for _, it := range r.Ack.Items {
@@ -105,26 +111,59 @@ func (j *job) itemize(r send.Result) {
 		}
 		e := &r.Batch.Entries[it.Index]
 		code := itemize.Code(e.Kind, it.Flags, pushed)
-		switch {
-		case code == "":
-		case j.ev != nil:
-			link := ""
-			if e.Kind == model.KindSymlink || e.Kind == model.KindHardlink {
-				link = e.Link
-			}
-			j.ev.item(e.Path, code, link)
-		default:
-			termsafe.Printf(j.stdout, "%s %s\n", code, itemize.Name(e))
+		if code == "" {
+			continue
 		}
+		if it.Flags&wire.ItemNew != 0 {
+			j.countCreated(e)
+		}
+		rec := &itemize.Record{Entry: e, Code: code, Op: "send"}
+		if it.Flags&wire.ItemSent != 0 {
+			rec.Sent = e.DataLen()
+		}
+		j.showItem(rec)
 	}
 }
 
-// itemizeDeleted reports, for -i, an entry --delete removed (name as
-// deletion.PrunedName gives it: a directory with its slash).
-func (j *job) itemizeDeleted(name string) {
-	if j.ev != nil {
-		j.ev.item(strings.TrimSuffix(name, "/"), itemize.Deleted, "")
+// showItem writes an item's line: on stdout as -i's format says, or an
+// item event with --json; in the log as --log-file-format's says.
+func (j *job) showItem(rec *itemize.Record) {
+	if j.out == nil && j.logFmt == nil {
 		return
 	}
-	termsafe.Printf(j.stdout, "%s\n", itemize.Deleting(name))
+	rec.Time = time.Now()
+	e := rec.Entry
+	switch {
+	case rec.Code == itemize.Deleted:
+		rec.Full = strings.TrimSuffix(j.dst, "/") + "/" + e.Path
+	case j.srcFile:
+		rec.Full = j.src
+	default:
+		rec.Full = strings.TrimSuffix(j.src, "/") + "/" + e.Path
+	}
+	switch {
+	case j.out == nil:
+	case j.ev != nil:
+		link := ""
+		if e.Kind == model.KindSymlink || e.Kind == model.KindHardlink {
+			link = e.Link
+		}
+		j.ev.item(e.Path, rec.Code, link)
+	case j.out.Shows(rec):
+		fmt.Fprintln(j.stdout, j.out.Line(rec))
+	}
+	if j.logFmt != nil && j.logFmt.Shows(rec) {
+		fmt.Fprintln(j.log, j.logFmt.Line(rec))
+	}
+}
+
+// itemizeDeleted reports an entry --delete removed (name as
+// deletion.PrunedName gives it: a directory with its slash) as showItem
+// does.
+func (j *job) itemizeDeleted(name string) {
+	e := &model.Entry{Path: name, Kind: model.KindFile}
+	if p, ok := strings.CutSuffix(name, "/"); ok {
+		e.Path, e.Kind = p, model.KindDir
+	}
+	j.showItem(&itemize.Record{Entry: e, Code: itemize.Deleted, Op: "del."})
 }

@@ -82,6 +82,7 @@ func (j *job) end(pool *send.Pool, err error, code int) {
 	}
 	e.WireBytes = j.m.WireBytes()
 	e.CompressedIn, e.CompressedOut = j.m.Compressed()
+	e.Stats = j.rsyncStats()
 	if err != nil {
 		e.Error = err.Error()
 	}

@@ -19,6 +19,8 @@
 // a symlink's target, or a device's number), s (size), t (mtime),
 // p (permission bits), o (owner), g (group), and u, a, x, which bulkmove
 // does not report: '.' where unchanged, '+' throughout for a new entry.
+//
+// The line is rsync's --out-format (Format), '%i %n%L' for -i.
 package itemize
 
 import (
@@ -79,27 +81,5 @@ func Code(k model.Kind, flags uint16, pushed bool) string {
 	return string(b)
 }
 
-// Name is how an entry's path is shown after its code: a directory with
-// a trailing slash (the top one as ./), a symlink with its target, a
-// hard link with the file it links to.
-func Name(e *model.Entry) string {
-	switch e.Kind {
-	case model.KindDir:
-		if e.Path == "." {
-			return "./"
-		}
-		return e.Path + "/"
-	case model.KindSymlink:
-		return e.Path + " -> " + e.Link
-	case model.KindHardlink:
-		return e.Path + " => " + e.Link
-	}
-	return e.Path
-}
-
 // Deleted is the code of an entry --delete removed.
 const Deleted = "*deleting"
-
-// Deleting is the line of an entry --delete removed, named as Name names
-// it.
-func Deleting(name string) string { return Deleted + "   " + name }

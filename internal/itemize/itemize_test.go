@@ -40,22 +40,29 @@ func TestCode(t *testing.T) {
 	}
 }
 
-func TestName(t *testing.T) {
+// TestDefaultFormat: -i's line, '%i %n%L', names each kind as rsync's -i
+// does: a directory with a slash, a symlink with its target, a hard link
+// with its first name, a deletion's code 11 wide.
+func TestDefaultFormat(t *testing.T) {
+	f, err := ParseFormat(Default)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		e    model.Entry
+		code string
 		want string
 	}{
-		{model.Entry{Path: ".", Kind: model.KindDir}, "./"},
-		{model.Entry{Path: "a/b", Kind: model.KindDir}, "a/b/"},
-		{model.Entry{Path: "l", Kind: model.KindSymlink, Link: "../t"}, "l -> ../t"},
-		{model.Entry{Path: "h", Kind: model.KindHardlink, Link: "f"}, "h => f"},
-		{model.Entry{Path: "f", Kind: model.KindFile}, "f"},
+		{model.Entry{Path: ".", Kind: model.KindDir}, "cd+++++++++", "cd+++++++++ ./"},
+		{model.Entry{Path: "a/b", Kind: model.KindDir}, ".d..t......", ".d..t...... a/b/"},
+		{model.Entry{Path: "l", Kind: model.KindSymlink, Link: "../t"}, "cL+++++++++", "cL+++++++++ l -> ../t"},
+		{model.Entry{Path: "h", Kind: model.KindHardlink, Link: "f"}, "hf+++++++++", "hf+++++++++ h => f"},
+		{model.Entry{Path: "f", Kind: model.KindFile}, ">f.st......", ">f.st...... f"},
+		{model.Entry{Path: "gone", Kind: model.KindDir}, Deleted, "*deleting   gone/"},
+		{model.Entry{Path: "bad\x1b[2Jname", Kind: model.KindFile}, ">f+++++++++", `>f+++++++++ bad\x1b[2Jname`}, // escaped, not raw
 	} {
-		if got := Name(&c.e); got != c.want {
-			t.Errorf("Name(%+v) = %q, want %q", c.e, got, c.want)
+		if got := f.Line(&Record{Entry: &c.e, Code: c.code}); got != c.want {
+			t.Errorf("%+v, %s: %q, want %q", c.e, c.code, got, c.want)
 		}
-	}
-	if got := Deleting("gone/"); got != "*deleting   gone/" {
-		t.Errorf("Deleting = %q", got)
 	}
 }

@@ -78,3 +78,32 @@ func TestRoundTrip(t *testing.T) {
 		roundTrip(t, n)
 	}
 }
+
+// TestBigNum: numbers as rsync 3.2 writes them in --stats and in
+// --out-format's %'l, at each level of -h.
+func TestBigNum(t *testing.T) {
+	for _, c := range []struct {
+		n     int64
+		human int
+		want  string
+	}{
+		{588905, 0, "588905"}, {588905, 1, "588,905"}, {588907, 2, "588.91K"}, {4096, 3, "4.00K"},
+		{87, 2, "87"}, {999, 2, "999"}, {1000, 2, "1.00K"}, {1023, 3, "1,023"},
+		{1178828, 2, "1.18M"}, {5 << 30, 3, "5.00G"}, {1234567, 1, "1,234,567"},
+	} {
+		if got := BigNum(c.n, c.human); got != c.want {
+			t.Errorf("BigNum(%d, %d) = %q, want %q", c.n, c.human, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		x     float64
+		human int
+		want  string
+	}{
+		{1178828, 1, "1,178,828.00"}, {1178828, 2, "1.18M"}, {494, 2, "494.00"}, {2384.2449, 1, "2,384.24"}, {1, 1, "1.00"},
+	} {
+		if got := BigDNum(c.x, c.human, 2); got != c.want {
+			t.Errorf("BigDNum(%v, %d, 2) = %q, want %q", c.x, c.human, got, c.want)
+		}
+	}
+}

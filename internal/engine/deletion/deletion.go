@@ -49,6 +49,7 @@ type Options struct {
 // Stats is what a --delete did, for the job's summary and exit code.
 type Stats struct {
 	Deleted int64 // entries removed (or, in a dry run, that would be)
+	Dirs    int64 // of them, directories
 	Held    int64 // entries --max-delete kept from going
 	Errors  int64 // entries that could not be removed
 	Skipped bool  // nothing deleted: the job had errors
@@ -258,6 +259,9 @@ func (d *Deleter) onPruned(r *wire.PruneResult, dryRun bool) {
 	d.mu.Lock()
 	for _, e := range r.Removed {
 		d.st.Deleted++
+		if e.IsDir {
+			d.st.Dirs++
+		}
 		name := PrunedName(e)
 		switch {
 		case dryRun:

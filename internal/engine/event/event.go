@@ -111,6 +111,34 @@ type EndEvent struct {
 	ExitCode      int           `json:"exit_code"`
 	Error         string        `json:"error,omitempty"`
 	DryRun        bool          `json:"dry_run,omitempty"` // --dry-run: nothing moved
+	Stats         *Stats        `json:"stats,omitempty"`   // --stats
+}
+
+// Stats is rsync's --stats, with --json: its figures that bulkmove has
+// (docs/rsync.md). A dry run knows what SRC holds and what --delete would
+// remove, not what would be made or sent: those are left out.
+type Stats struct {
+	Files           Kinds    `json:"files"`                       // Number of files
+	Created         *Kinds   `json:"created,omitempty"`           // Number of created files
+	Deleted         Kinds    `json:"deleted"`                     // Number of deleted files
+	Transferred     *int64   `json:"transferred_files,omitempty"` // Number of regular files transferred
+	TotalSize       int64    `json:"total_size"`                  // Total file size
+	TransferredSize *int64   `json:"transferred_size,omitempty"`  // Total transferred file size
+	LiteralData     *int64   `json:"literal_data,omitempty"`      // Literal data
+	MatchedData     *int64   `json:"matched_data,omitempty"`      // Matched data: always 0, bulkmove sends whole files
+	BytesSent       *int64   `json:"bytes_sent,omitempty"`        // Total bytes sent
+	BytesReceived   *int64   `json:"bytes_received,omitempty"`    // Total bytes received
+	BytesPerSecond  *float64 `json:"bytes_per_second,omitempty"`  // (sent + received) a second
+	Speedup         *float64 `json:"speedup,omitempty"`           // total size / (sent + received); none when nothing went
+}
+
+// Kinds counts entries by kind, as rsync's "N (reg: R, dir: D, link: L)":
+// Reg, Dir and Link add up to Total.
+type Kinds struct {
+	Total int64 `json:"total"`
+	Reg   int64 `json:"reg"`
+	Dir   int64 `json:"dir"`
+	Link  int64 `json:"link"`
 }
 
 // StreamTotal is one stream's share in the summary.

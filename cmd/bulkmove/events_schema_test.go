@@ -94,6 +94,24 @@ func TestJSONEventsSchema(t *testing.T) {
 					t.Errorf("last progress event %v: want the 3 files planned, the walk done, 0 s left", last)
 				}
 			}},
+		{name: "stats", args: []string{"--stats", "--delete", src, filepath.Join(dir, "st")}, code: exitOK, types: "start end",
+			verify: func(t *testing.T, end map[string]any, _ []map[string]any) {
+				st, _ := end["stats"].(map[string]any)
+				files, _ := st["files"].(map[string]any)
+				created, _ := st["created"].(map[string]any)
+				// SRC: ., sub, a, sub/b, blocked.
+				if files["total"] != 5.0 || files["reg"] != 3.0 || files["dir"] != 2.0 || created["total"] != 5.0 ||
+					st["transferred_files"] != 3.0 || st["total_size"] != 3000.0 || st["literal_data"] != 3000.0 {
+					t.Errorf("end event's stats %v: want 5 files (3 regular, 2 directories), all created, 3 transferred, 3000 bytes", st)
+				}
+			}},
+		{name: "stats, dry run", args: []string{"--stats", "-n", src, filepath.Join(dir, "st2")}, code: exitOK, types: "start end",
+			verify: func(t *testing.T, end map[string]any, _ []map[string]any) {
+				st, _ := end["stats"].(map[string]any)
+				if st["total_size"] != 3000.0 || st["created"] != nil {
+					t.Errorf("a dry run's stats %v: want the total size, nothing on what would be made", st)
+				}
+			}},
 		{name: "partial", args: []string{"-j", "2", src, blocked}, code: exitPartial, types: "start error end",
 			verify: func(t *testing.T, end map[string]any, _ []map[string]any) {
 				if end["errors"] != 1.0 {

@@ -64,10 +64,6 @@ func (i *info) Set(s string) error {
 	return nil
 }
 
-// verboseCount is -v (and, with count, -h), which repeat as rsync's do
-// (-vv, -hh): for -v any count
-// turns on the engine's one verbose level, which already lists every
-// batch.
 // bothFlags is a boolean flag that sets two others: -D, rsync's
 // --devices --specials.
 type bothFlags struct{ a, b *bool }
@@ -87,6 +83,9 @@ func (v bothFlags) Set(s string) error {
 	return nil
 }
 
+// verboseCount is -v, and with count -h, which repeat as rsync's do
+// (-vv, -hh): for -v any count turns on the engine's one verbose level,
+// which already lists every batch; -h's count is rsync's level.
 type verboseCount struct {
 	on    *bool
 	count *int // if set, takes the count (-hh)

@@ -16,7 +16,7 @@ import (
 // TestSSHStats: --stats over SSH. A push counts what it made and the
 // bytes its streams wrote and read; a pull's block comes from the remote
 // sender, on stderr (its lines headed by the host, as all the sender
-// says); a pull's --out-format is refused, as its -i.
+// says); a pull's --out-format lines are the puller's, as received.
 func TestSSHStats(t *testing.T) {
 	bin := testbin.Build(t)
 	srv := sshdtest.Start(t, sshdtest.WithEnv("PATH="+filepath.Dir(bin)+":/usr/bin:/bin", "HOME="+shmDir(t)))
@@ -58,8 +58,11 @@ func TestSSHStats(t *testing.T) {
 	}
 	check("pull's stderr", stderr.String())
 
-	out, code = runBM(t, nil, "--ssh-config", cfg, "--out-format", "%n", "--journal", "none", "box2:"+src, filepath.Join(dir, "pulled2"))
-	if code != exitUsage || !strings.Contains(out, "is not supported for a pull yet") {
-		t.Errorf("a pull with --out-format: exit %d, want 1 and why:\n%s", code, out)
+	// A pull's --out-format: its lines where the pull was typed, as
+	// received.
+	pulled := filepath.Join(dir, "pulled2")
+	out, code = runBM(t, nil, "--ssh-config", cfg, "-q", "--out-format", "%o %n %l %f", "--journal", "none", "box2:"+src, pulled)
+	if line := "recv a 5000 " + pulled + "/a"; code != 0 || !strings.Contains(out, line+"\n") {
+		t.Errorf("a pull with --out-format: exit %d, want 0 and %q:\n%s", code, line, out)
 	}
 }

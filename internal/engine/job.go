@@ -51,6 +51,7 @@ type job struct {
 	log            io.Writer                     // where --log-file-format's lines go (Job.Log)
 	statsOut       io.Writer                     // where --stats' block goes: stdout, a pull's sender's stderr
 	srcFile        bool                          // SRC is a single file: %f is SRC itself
+	pulling        bool                          // a pull: items are received (%o recv), %f names DEST's
 	walked         atomic.Pointer[sharder.Stats] // what the walk found, once it is over (--stats)
 
 	// What the caller follows the job by: Job.Trace and Job.Watch (nil:

@@ -155,7 +155,8 @@ func (j *job) pull(ctx context.Context, t sshx.Target) Outcome {
 		Pace:   bw.Reader,
 		Stderr: j.stderr,
 	}
-	if j.flags.Itemize {
+	j.pulling = true
+	if j.out != nil || j.logFmt != nil {
 		// This host is the receiving end: its receiver itemizes, and
 		// the lines are printed here, as rsync prints a pull's.
 		p.Items = func(entries []model.Entry, items []wire.Item) {

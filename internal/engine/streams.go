@@ -118,6 +118,9 @@ func (j *job) itemize(r send.Result) {
 			j.countCreated(e)
 		}
 		rec := &itemize.Record{Entry: e, Code: code, Op: "send"}
+		if j.pulling {
+			rec.Op = "recv"
+		}
 		if it.Flags&wire.ItemSent != 0 {
 			rec.Sent = e.DataLen()
 		}
@@ -134,7 +137,7 @@ func (j *job) showItem(rec *itemize.Record) {
 	rec.Time = time.Now()
 	e := rec.Entry
 	switch {
-	case rec.Code == itemize.Deleted:
+	case rec.Code == itemize.Deleted || j.pulling:
 		rec.Full = strings.TrimSuffix(j.dst, "/") + "/" + e.Path
 	case j.srcFile:
 		rec.Full = j.src

@@ -21,26 +21,38 @@ import (
 type rsyncTally struct {
 	created   event.Kinds
 	linkBytes int64 // the symlinks' targets' lengths, which rsync's total size counts
+	devs      int64 // devices (-D): the walk counts them with the special files
+	specials  int64
 }
 
-// countList counts, for --stats, what the walk's total size leaves out:
-// the symlinks of an acknowledged batch. Under j.mu.
+// countList counts, for --stats, what the walk's figures leave out: the
+// symlinks' lengths, devices apart from special files. They come in the
+// final batches. Under j.mu.
 func (j *job) countList(r send.Result) {
 	if !j.flags.Stats || !r.Final {
 		return
 	}
 	for i := range r.Batch.Entries {
-		if e := &r.Batch.Entries[i]; e.Kind == model.KindSymlink {
-			j.rs.linkBytes += int64(len(e.Link))
-		}
+		j.countDeferred(&r.Batch.Entries[i])
+	}
+}
+
+func (j *job) countDeferred(e *model.Entry) {
+	switch {
+	case e.Kind == model.KindSymlink:
+		j.rs.linkBytes += int64(len(e.Link))
+	case e.Kind.IsDevice():
+		j.rs.devs++
+	case e.Kind.IsSpecial():
+		j.rs.specials++
 	}
 }
 
 // countLink is countList for one entry of a dry run's walk.
 func (j *job) countLink(e *model.Entry) {
-	if j.flags.Stats && e.Kind == model.KindSymlink {
+	if j.flags.Stats {
 		j.mu.Lock()
-		j.rs.linkBytes += int64(len(e.Link))
+		j.countDeferred(e)
 		j.mu.Unlock()
 	}
 }
@@ -61,6 +73,10 @@ func addKind(k *event.Kinds, kind model.Kind) {
 		k.Dir++
 	case model.KindSymlink:
 		k.Link++
+	case model.KindCharDevice, model.KindBlockDevice:
+		k.Dev++
+	case model.KindFIFO, model.KindSocket:
+		k.Special++
 	default:
 		return
 	}
@@ -85,7 +101,8 @@ func (j *job) rsyncStats() *event.Stats {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	s := &event.Stats{
-		Files:     event.Kinds{Total: w.Files + w.Hardlinks + w.Dirs + w.Symlinks, Reg: w.Files + w.Hardlinks, Dir: w.Dirs, Link: w.Symlinks},
+		Files: event.Kinds{Total: w.Files + w.Hardlinks + w.Dirs + w.Symlinks + j.rs.devs + j.rs.specials,
+			Reg: w.Files + w.Hardlinks, Dir: w.Dirs, Link: w.Symlinks, Dev: j.rs.devs, Special: j.rs.specials},
 		Deleted:   event.Kinds{Total: del.Deleted, Reg: del.Deleted - del.Dirs, Dir: del.Dirs},
 		TotalSize: w.Bytes + j.rs.linkBytes,
 	}
@@ -144,7 +161,7 @@ func formatStats(s *event.Stats, human int, dryRun bool) string {
 		for _, p := range []struct {
 			label string
 			n     int64
-		}{{"reg", k.Reg}, {"dir", k.Dir}, {"link", k.Link}} {
+		}{{"reg", k.Reg}, {"dir", k.Dir}, {"link", k.Link}, {"dev", k.Dev}, {"special", k.Special}} {
 			if p.n > 0 {
 				parts = append(parts, p.label+": "+units.Count(p.n))
 			}

@@ -132,13 +132,16 @@ type Stats struct {
 	Speedup         *float64 `json:"speedup,omitempty"`           // total size / (sent + received); none when nothing went
 }
 
-// Kinds counts entries by kind, as rsync's "N (reg: R, dir: D, link: L)":
-// Reg, Dir and Link add up to Total.
+// Kinds counts entries by kind, as rsync's "N (reg: R, dir: D, link: L,
+// dev: V, special: S)": regular files and hard links, directories,
+// symlinks, devices, FIFOs and sockets (-D), adding up to Total.
 type Kinds struct {
-	Total int64 `json:"total"`
-	Reg   int64 `json:"reg"`
-	Dir   int64 `json:"dir"`
-	Link  int64 `json:"link"`
+	Total   int64 `json:"total"`
+	Reg     int64 `json:"reg"`
+	Dir     int64 `json:"dir"`
+	Link    int64 `json:"link"`
+	Dev     int64 `json:"dev"`
+	Special int64 `json:"special"`
 }
 
 // StreamTotal is one stream's share in the summary.

@@ -56,6 +56,10 @@ func NewAskpass() (*Askpass, error) {
 	if err != nil {
 		return nil, err
 	}
+	return newAskpass(exe, openTerminal)
+}
+
+func newAskpass(exe string, open func() (terminal, error)) (*Askpass, error) {
 	dir, err := os.MkdirTemp("", "bulkmove-askpass-")
 	if err != nil {
 		return nil, err
@@ -65,7 +69,7 @@ func NewAskpass() (*Askpass, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	a := &Askpass{dir: dir, ln: ln, exe: exe, open: openTerminal, answers: map[string]string{}, asked: map[string]map[int]bool{}}
+	a := &Askpass{dir: dir, ln: ln, exe: exe, open: open, answers: map[string]string{}, asked: map[string]map[int]bool{}}
 	a.wg.Go(a.serve)
 	return a, nil
 }
@@ -223,22 +227,34 @@ func AskpassMain(args []string) (code int, ok bool) {
 	if sock == "" || len(args) != 1 {
 		return 0, false
 	}
-	c, err := net.Dial("unix", sock)
+	req := askpassRequest{Prompt: args[0], Kind: os.Getenv("SSH_ASKPASS_PROMPT"), SSH: os.Getppid()}
+	ans, err := ask(sock, req)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "bulkmove askpass: %v\n", err)
 		return 1, true
 	}
-	defer c.Close()
-	req := askpassRequest{Prompt: args[0], Kind: os.Getenv("SSH_ASKPASS_PROMPT"), SSH: os.Getppid()}
-	if err := json.NewEncoder(c).Encode(req); err != nil {
-		return 1, true
-	}
-	var rep askpassReply
-	if err := json.NewDecoder(c).Decode(&rep); err != nil || !rep.OK {
-		return 1, true
-	}
 	if req.Kind != "none" {
-		fmt.Println(rep.Answer)
+		fmt.Println(ans)
 	}
 	return 0, true
+}
+
+// ask asks req of the Askpass listening on sock.
+func ask(sock string, req askpassRequest) (string, error) {
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	if err := json.NewEncoder(c).Encode(req); err != nil {
+		return "", err
+	}
+	var rep askpassReply
+	if err := json.NewDecoder(c).Decode(&rep); err != nil {
+		return "", err
+	}
+	if !rep.OK {
+		return "", errors.New("not answered")
+	}
+	return rep.Answer, nil
 }

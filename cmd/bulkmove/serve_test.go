@@ -39,9 +39,11 @@ func TestServe(t *testing.T) {
 		t.Fatalf("push: exit %d:\n%s", code, out)
 	}
 	treecmp.Equal(t, src, filepath.Join(root, "site/a"), treecmp.Options{Owner: os.Geteuid() == 0})
-	// A second run: all up to date.
-	if out, code := runBM(t, nil, "-j", "2", "--token-file", tok, "--fingerprint", fp, src, url); code != 0 || !strings.Contains(out, "0 files, 0 B") {
-		t.Errorf("second push: exit %d, want nothing sent:\n%s", code, out)
+	// A second run: all up to date; --stats says so, and counts the
+	// bytes the streams wrote and read.
+	if out, code := runBM(t, nil, "-j", "2", "--stats", "--token-file", tok, "--fingerprint", fp, src, url); code != 0 || !strings.Contains(out, "0 files, 0 B") ||
+		!regexp.MustCompile(`(?m)^Number of created files: 0\nNumber of deleted files: 0\nNumber of regular files transferred: 0\n(.*\n){4}Total bytes sent: [1-9][0-9,]*\nTotal bytes received: [1-9][0-9,]*\n`).MatchString(out) {
+		t.Errorf("second push: exit %d, want nothing sent, and --stats' block to say so:\n%s", code, out)
 	}
 	for _, tc := range []struct {
 		name string

@@ -455,8 +455,13 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 			}
 			mem.give(frameMem)
 			frameMem = 0
-			if m.Flags&wire.FlagVerify != 0 {
-				ack := &wire.BatchAck{ID: m.ID, Errors: recv.Verify(m.Entries, m.Sums)}
+			if m.Flags&(wire.FlagVerify|wire.FlagItemize) != 0 {
+				ack := &wire.BatchAck{ID: m.ID}
+				if m.Flags&wire.FlagVerify != 0 {
+					ack.Errors = recv.Verify(m.Entries, m.Sums)
+				} else {
+					ack.Items = recv.Would(m.Entries, m.Sums)
+				}
 				mem.give(cost)
 				if err := o.send(outFrame{wire.Ack, wire.EncodeAck(ack)}); err != nil {
 					return err

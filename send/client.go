@@ -380,7 +380,7 @@ func (c *Client) run(ctx context.Context, in <-chan *model.Batch, flags uint64, 
 				}
 				continue
 			}
-			if flags&wire.FlagVerify != 0 {
+			if flags&(wire.FlagVerify|wire.FlagItemize) != 0 {
 				fl.sent = true // the receiver answers with the ack alone
 				continue
 			}

@@ -107,6 +107,10 @@ const (
 	// holds and answer with an Ack listing the differences (CodeDiffer),
 	// writing nothing: no need list, no data.
 	FlagVerify
+	// FlagItemize asks the receiver what a move of the entries would
+	// change (-i with --dry-run) and to answer with an Ack whose Items
+	// say it, writing nothing: no need list, no data.
+	FlagItemize
 )
 
 // BatchManifest is the Manifest payload.

@@ -67,7 +67,9 @@ import (
 // 16: manifests may hold devices, FIFOs and sockets (-D), a device with
 // its major and minor after its link, and an agent takes --allow-devices;
 // an older agent would refuse the entries' kinds, and the flag.
-const Proto = 16
+// 17: a manifest may ask what a move would change, writing nothing
+// (FlagItemize); an older agent would move the batch.
+const Proto = 17
 
 // The first words of the internal commands, which one end starts on the
 // other's host (over SSH, or as a local child): written as flags, so that

@@ -5,6 +5,7 @@ import (
 	"os"
 
 	"github.com/bulkmove/bulkmove/internal/engine/deletion"
+	"github.com/bulkmove/bulkmove/send"
 )
 
 // deleteSource is the SRC whose listing --delete (and verify's extras)
@@ -57,6 +58,12 @@ func (j *job) dryRunDelete(ctx context.Context, p plan) Outcome {
 		return j.fail(Failed, err)
 	}
 	defer cleanup()
+	return j.dryRunDeleteOver(ctx, p, conns)
+}
+
+// dryRunDeleteOver is dryRunDelete over streams open already, which it
+// closes.
+func (j *job) dryRunDeleteOver(ctx context.Context, p plan, conns []send.Conn) Outcome {
 	j.del = j.deleter(p)
 	if err := j.del.DryRun(ctx, conns); err != nil {
 		return j.fail(Failed, err)

@@ -22,11 +22,27 @@ import (
 func (j *job) dryRun(ctx context.Context, p plan, opt sharder.Options) Outcome {
 	j.ev.start(j)
 	list := j.listing()
+	var items *dryItems // -i: the move's lines in place of the listing
+	walkCtx := ctx
+	if j.flags.Itemize {
+		var err error
+		if items, err = j.dryItemize(ctx, p); err != nil {
+			return j.fail(Failed, err)
+		}
+		defer items.close()
+		walkCtx = items.ctx
+	}
 	var others int64
 	opt.Deferred = func(e model.Entry) {
 		others++
 		j.countLink(&e)
-		if e.Path != "." {
+		switch {
+		case items != nil:
+			if p.rename != "" {
+				e.Path = p.rename
+			}
+			items.deferred(e)
+		case e.Path != ".":
 			termsafe.Printf(list, "%s %s\n", e.Kind, e.Path)
 		}
 	}
@@ -46,14 +62,24 @@ func (j *job) dryRun(ctx context.Context, p plan, opt sharder.Options) Outcome {
 				if p.rename != "" {
 					b.Entries[i].Path = p.rename
 				}
-				termsafe.Printf(list, "file %s\n", filepath.ToSlash(b.Entries[i].Path))
+				if items == nil {
+					termsafe.Printf(list, "file %s\n", filepath.ToSlash(b.Entries[i].Path))
+				}
 			}
 			batches = append(batches, planned{bytes: b.Bytes, files: len(b.Entries)})
+			if items != nil {
+				items.batch(b)
+			}
 		}
 	}()
-	st, err := sharder.Run(ctx, p.walkRoot, opt, out)
+	st, err := sharder.Run(walkCtx, p.walkRoot, opt, out)
 	<-done
 	j.walked.Store(&st)
+	if items != nil {
+		if ierr := items.wait(); ierr != nil {
+			return j.fail(Failed, ierr)
+		}
+	}
 	if err != nil {
 		return j.fail(Failed, fmt.Errorf("walk %s: %w", j.src, err))
 	}
@@ -94,6 +120,11 @@ func (j *job) dryRun(ctx context.Context, p plan, opt sharder.Options) Outcome {
 		return Partial
 	}
 	if j.flags.Delete && p.rename == "" {
+		if items != nil && items.conns != nil {
+			conns := items.conns
+			items.conns = nil // DryRun closes them
+			return j.dryRunDeleteOver(ctx, p, conns)
+		}
 		return j.dryRunDelete(ctx, p)
 	}
 	return Done

@@ -180,9 +180,6 @@ func (j *job) run(ctx context.Context) Outcome {
 	}
 	defer closeList()
 	if j.flags.DryRun {
-		if j.flags.Itemize {
-			termsafe.Errorf(j.stderr, "warning: -i with --dry-run: a dry run lists what it would move (file PATH, ...), not rsync's item codes")
-		}
 		o := j.dryRun(ctx, plan, opt)
 		j.printStats()
 		return o

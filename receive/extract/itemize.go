@@ -108,12 +108,109 @@ func (t *Txn) SetItems(items []uint16) {
 }
 
 // ackItems lists the batch's items for its ack.
-func (t *Txn) ackItems() []wire.Item {
+func (t *Txn) ackItems() []wire.Item { return itemList(t.items) }
+
+// itemList lists the entries of items that are not 0.
+func itemList(items []uint16) []wire.Item {
 	var out []wire.Item
-	for i, f := range t.items {
+	for i, f := range items {
 		if f != 0 {
 			out = append(out, wire.Item{Index: i, Flags: f})
 		}
 	}
 	return out
+}
+
+// Would is what a move of entries would change at the destination, as
+// its acks' items would say (-i with --dry-run), writing nothing: for a
+// file the quick check's comparison, without setting right the
+// attributes of one up to date; for a directory or a symlink what its
+// applying would find. Hard links are not itemized, as in a move.
+func (r *Receiver) Would(entries []model.Entry, sums []wire.Sum) []wire.Item {
+	items := make([]uint16, len(entries))
+	r.examine(entries, sums, func(i, dfd int, base string, sum wire.Sum, buf []byte) {
+		items[i] = r.wouldOne(&entries[i], dfd, base, sum, buf)
+	})
+	return itemList(items)
+}
+
+// NewItem is the item of an entry of kind k not at the destination: a
+// file's data is sent. Hard links are not itemized.
+func NewItem(k model.Kind) uint16 {
+	switch k {
+	case model.KindFile:
+		return wire.ItemNew | wire.ItemSent
+	case model.KindHardlink:
+		return 0
+	}
+	return wire.ItemNew
+}
+
+// wouldOne is Would for entry e, in the directory dfd (-1: not there)
+// as base.
+func (r *Receiver) wouldOne(e *model.Entry, dfd int, base string, sum wire.Sum, buf []byte) uint16 {
+	if CheckName(e.Path, e.Kind) != nil || e.Kind == model.KindHardlink {
+		return 0 // a move refuses it, or does not itemize it
+	}
+	var st unix.Stat_t
+	if dfd < 0 || e.Path == "." && r.rootMade || unix.Fstatat(dfd, base, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+		return NewItem(e.Kind)
+	}
+	mode := r.opt.check()
+	if mode == wire.CheckNone && e.Resumed {
+		mode = wire.CheckQuick // as Need takes it
+	}
+	typ := st.Mode & unix.S_IFMT
+	switch e.Kind {
+	case model.KindDir:
+		if typ != unix.S_IFDIR {
+			return wire.ItemNew
+		}
+		return r.attrItems(&st, e)
+	case model.KindSymlink:
+		switch {
+		case typ != unix.S_IFLNK:
+			return wire.ItemNew
+		case mode == wire.CheckExisting:
+			return 0
+		}
+		var f uint16
+		if st.Mtim.Nano() != e.MTime {
+			f |= wire.ItemTime
+		}
+		if cur, err := readlinkat(dfd, base); err != nil || cur != e.Link {
+			f |= wire.ItemContent
+		}
+		return f
+	case model.KindFile:
+		switch {
+		case typ != unix.S_IFREG:
+			return NewItem(e.Kind)
+		case mode == wire.CheckExisting:
+			return 0
+		case mode == wire.CheckNone:
+			return wire.ItemSent
+		}
+		f := r.attrItems(&st, e)
+		sent := st.Size != e.Size
+		if sent {
+			f |= wire.ItemSize
+		}
+		switch mode {
+		case wire.CheckQuick:
+			sent = sent || st.Mtim.Nano() != e.MTime
+		case wire.CheckSum:
+			if !sent {
+				got, err := sumAt(dfd, base, buf)
+				if sent = err != nil || sum == (wire.Sum{}) || got != sum; sent {
+					f |= wire.ItemContent
+				}
+			}
+		}
+		if sent {
+			f |= wire.ItemSent
+		}
+		return f
+	}
+	return 0
 }

@@ -23,6 +23,23 @@ import (
 // entry that differs, naming every difference. Up to hashWorkers entries
 // are examined at once.
 func (r *Receiver) Verify(entries []model.Entry, sums []wire.Sum) []wire.EntryError {
+	var mu sync.Mutex
+	var out []wire.EntryError
+	r.examine(entries, sums, func(i, dfd int, base string, sum wire.Sum, buf []byte) {
+		if msg := r.verifyOne(&entries[i], dfd, base, sum, buf); msg != "" {
+			mu.Lock()
+			out = append(out, wire.EntryError{Index: i, Code: wire.CodeDiffer, Msg: msg})
+			mu.Unlock()
+		}
+	})
+	return out
+}
+
+// examine calls fn for each entry, up to hashWorkers at once, with the
+// entry's directory at the destination open as dfd (-1 if it is not
+// there, or the name is bad), its base name there, its sum if given, and
+// a buffer to hash with. It writes nothing.
+func (r *Receiver) examine(entries []model.Entry, sums []wire.Sum, fn func(i, dfd int, base string, sum wire.Sum, buf []byte)) {
 	// Each directory of the batch is opened once (see openDir), and
 	// its entries examined relative to it: a path walk per directory, not
 	// per file and per operation.
@@ -55,8 +72,6 @@ func (r *Receiver) Verify(entries []model.Entry, sums []wire.Sum) []wire.EntryEr
 		base   string
 	}
 	var (
-		mu   sync.Mutex
-		out  []wire.EntryError
 		wg   sync.WaitGroup
 		jobs = make(chan job)
 	)
@@ -69,11 +84,7 @@ func (r *Receiver) Verify(entries []model.Entry, sums []wire.Sum) []wire.EntryEr
 				if j.i < len(sums) {
 					sum = sums[j.i]
 				}
-				if msg := r.verifyOne(&entries[j.i], j.dfd, j.base, sum, *bp); msg != "" {
-					mu.Lock()
-					out = append(out, wire.EntryError{Index: j.i, Code: wire.CodeDiffer, Msg: msg})
-					mu.Unlock()
-				}
+				fn(j.i, j.dfd, j.base, sum, *bp)
 			}
 		})
 	}
@@ -86,7 +97,6 @@ func (r *Receiver) Verify(entries []model.Entry, sums []wire.Sum) []wire.EntryEr
 	}
 	close(jobs)
 	wg.Wait()
-	return out
 }
 
 var kindNames = map[uint32]string{
@@ -151,21 +161,25 @@ func (r *Receiver) verifyOne(e *model.Entry, dfd int, base string, sum wire.Sum,
 		add("owner: source %d:%d, destination %d:%d", e.UID, e.GID, st.Uid, st.Gid)
 	}
 	if e.Kind == model.KindFile && st.Size == e.Size && sum != (wire.Sum{}) {
-		fd, err := unix.Openat(dfd, base, readFlags, 0)
-		if err != nil {
+		switch got, err := sumAt(dfd, base, buf); {
+		case err != nil:
 			add("content: cannot read: %v", err)
-		} else {
-			got, _, err := wire.HashReader(fdReader(fd), buf)
-			unix.Close(fd)
-			switch {
-			case err != nil:
-				add("content: cannot read: %v", err)
-			case got != sum:
-				add("content: differs (XXH3-128)")
-			}
+		case got != sum:
+			add("content: differs (XXH3-128)")
 		}
 	}
 	return strings.Join(diffs, "; ")
+}
+
+// sumAt is the content hash of the file base in the directory dfd.
+func sumAt(dfd int, base string, buf []byte) (wire.Sum, error) {
+	fd, err := unix.Openat(dfd, base, readFlags, 0)
+	if err != nil {
+		return wire.Sum{}, err
+	}
+	defer unix.Close(fd)
+	got, _, err := wire.HashReader(fdReader(fd), buf)
+	return got, err
 }
 
 // lstat stats p under the root without following a symlink (see openDir).

@@ -270,6 +270,14 @@ func (l *Conn) Prune(ctx context.Context, req *wire.PruneRequest, done func(*wir
 
 // Verify implements send.Verifier.
 func (l *Conn) Verify(ctx context.Context, in <-chan *model.Batch, content bool, done func(send.Result)) error {
+	return l.each(ctx, in, content, func(b *model.Batch, s []wire.Sum) *wire.BatchAck {
+		return &wire.BatchAck{ID: b.ID, Errors: l.Recv.Verify(b.Entries, s)}
+	}, done)
+}
+
+// each answers the batches from in with ack, given their files' content
+// hashes if sums is set, until in is closed.
+func (l *Conn) each(ctx context.Context, in <-chan *model.Batch, sums bool, ack func(*model.Batch, []wire.Sum) *wire.BatchAck, done func(send.Result)) error {
 	for {
 		select {
 		case <-ctx.Done():
@@ -278,11 +286,18 @@ func (l *Conn) Verify(ctx context.Context, in <-chan *model.Batch, content bool,
 			if !ok {
 				return nil
 			}
-			var sums []wire.Sum
-			if content {
-				sums = l.Src.Sums(b.Entries)
+			var s []wire.Sum
+			if sums {
+				s = l.Src.Sums(b.Entries)
 			}
-			done(send.Result{Batch: b, Ack: &wire.BatchAck{ID: b.ID, Errors: l.Recv.Verify(b.Entries, sums)}})
+			done(send.Result{Batch: b, Ack: ack(b, s)})
 		}
 	}
+}
+
+// Would implements send.Itemizer.
+func (l *Conn) Would(ctx context.Context, in <-chan *model.Batch, sums bool, done func(send.Result)) error {
+	return l.each(ctx, in, sums, func(b *model.Batch, s []wire.Sum) *wire.BatchAck {
+		return &wire.BatchAck{ID: b.ID, Items: l.Recv.Would(b.Entries, s)}
+	}, done)
 }

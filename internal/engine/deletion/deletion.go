@@ -31,7 +31,8 @@ type Options struct {
 	NoGuard   bool   // --no-delete-guard
 	MaxDelete int64  // --max-delete N; below 0 without a limit
 	Verbose   bool   // -v: name each entry deleted
-	// Deleted, if set, is told each entry deleted (-i), by its name as
+	// Deleted, if set, is told each entry deleted (-i), or in a dry run
+	// each that would be, in place of its listing, by its name as
 	// PrunedName gives it.
 	Deleted func(name string)
 	// Stdout takes the listing of a dry run; Stderr messages for people.
@@ -264,10 +265,10 @@ func (d *Deleter) onPruned(r *wire.PruneResult, dryRun bool) {
 		}
 		name := PrunedName(e)
 		switch {
+		case d.opt.Deleted != nil:
+			d.opt.Deleted(name) // -i, in a dry run too: the line a move prints
 		case dryRun:
 			termsafe.Printf(d.opt.Stdout, "delete %s\n", name)
-		case d.opt.Deleted != nil:
-			d.opt.Deleted(name)
 		case d.opt.Verbose:
 			termsafe.Errorf(d.opt.Stderr, "deleted %s", name)
 		}

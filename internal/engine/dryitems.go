@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
-	
+
 	"golang.org/x/sync/errgroup"
 
 	"github.com/bulkmove/bulkmove/model"

@@ -335,6 +335,8 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 		return fail(err)
 	}
 	me.Denied = denied
+	// A dry run's streams only ask: what would write is refused.
+	dry := hello.Options != nil && hello.Options.DryRun
 	var plain io.Reader = br // a plain batch's tar stream
 	if tc, ok := r.(*net.TCPConn); ok && hello.Options != nil && hello.Options.NoSums {
 		// Its bodies can go from the socket to the files by splice.
@@ -468,6 +470,9 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 				}
 				continue
 			}
+			if dry {
+				return fail(fmt.Errorf("%w: batch %s to move in a dry run", wire.ErrProtocol, batchname.Name(m.ID)))
+			}
 			if m.Flags&wire.FlagFinal != 0 {
 				// Deferred entries: all applied, no need list (the
 				// sender does not wait for one).
@@ -557,6 +562,9 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 			}
 			if txn != nil || len(queue) != 0 {
 				return fail(fmt.Errorf("%w: prune with batches still open", wire.ErrProtocol))
+			}
+			if dry && !req.DryRun && !req.CountOnly {
+				return fail(fmt.Errorf("%w: a prune that removes, in a dry run", wire.ErrProtocol))
 			}
 			if err := c.wait(); err != nil {
 				return err

@@ -81,6 +81,9 @@ type ReceiveOptions struct {
 	// asked for is refused.
 	Devices  bool `json:"devices,omitempty"`
 	Specials bool `json:"specials,omitempty"`
+	// DryRun: the job only asks (--dry-run): a DEST not there is not
+	// made, and a batch to move or a prune that removes is refused.
+	DryRun bool `json:"dry_run,omitempty"`
 }
 
 // Check modes: how the receiver decides that a regular file at the

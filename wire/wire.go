@@ -68,7 +68,8 @@ import (
 // its major and minor after its link, and an agent takes --allow-devices;
 // an older agent would refuse the entries' kinds, and the flag.
 // 17: a manifest may ask what a move would change, writing nothing
-// (FlagItemize); an older agent would move the batch.
+// (FlagItemize), and a dry run says so in its receive options (DryRun);
+// an older agent would move the batch, and make a DEST not there.
 const Proto = 17
 
 // The first words of the internal commands, which one end starts on the

@@ -113,7 +113,7 @@ func registerRsyncImplied(fs *pflag.FlagSet) {
 func registerMove(fs *pflag.FlagSet, c *engine.Config) {
 	registerCompare(fs, c)
 	section(fs, "common", func() {
-		fs.BoolVarP(&c.DryRun, "dry-run", "n", c.DryRun, "dry run: print what would move and the batch plan, move nothing")
+		fs.BoolVarP(&c.DryRun, "dry-run", "n", c.DryRun, "dry run: print what would move and the batch plan, move nothing (with -i, the lines the move would print)")
 		fs.BoolVarP(&c.Quiet, "quiet", "q", c.Quiet, "no progress display and no summary when all went well; warnings and errors still print")
 		fs.VarPF(&c.Compress, "compress", "z", "compress the data of remote streams: auto (each stream compresses while its link is slower than compression and the data compresses), zstd[:LEVEL] (always; LEVEL 1-22; -z), none").NoOptDefVal = "zstd"
 		fs.SetAnnotation("compress", annValue, []string{"auto|zstd[:LEVEL]|none"})
@@ -141,7 +141,7 @@ func registerMove(fs *pflag.FlagSet, c *engine.Config) {
 		// -P is rsync's --partial --progress: bulkmove's journal already
 		// resumes an interrupted job where it stopped.
 		fs.VarPF(newChoice(&c.Progress, "auto", "streams", "none"), "progress", "P", "progress display on a terminal: auto (one line), streams (a line per stream too), none; --progress or -P alone: auto").NoOptDefVal = "auto"
-		fs.BoolVarP(&c.Itemize, "itemize-changes", "i", c.Itemize, "a line on stdout for each entry changed, as rsync's -i: >f+++++++++ new, >f.st...... sent (size, mtime differed), .f...p..... mode set, cd+++++++++ dir made, *deleting (see docs/rsync.md); with --json, item events; not with --dry-run")
+		fs.BoolVarP(&c.Itemize, "itemize-changes", "i", c.Itemize, "a line on stdout for each entry changed, as rsync's -i: >f+++++++++ new, >f.st...... sent (size, mtime differed), .f...p..... mode set, cd+++++++++ dir made, *deleting (see docs/rsync.md); with -n, what a move would change; with --json, item events")
 		fs.StringVar(&c.OutFormat, "out-format", c.OutFormat, "the line -i writes for each entry changed, in rsync's `FORMAT`: %n name, %L symlink target, %i item code, %o operation, %l length, %b bytes sent, %f full path, %M mtime, %B permissions, %U %G owner and group, %t time, %p pid, %% (width as in %-10n; see docs/rsync.md); implies -i, which is --out-format='%i %n%L'")
 		fs.BoolVar(&c.Stats, "stats", c.Stats, "after the run, rsync's summary block on stdout: files, created, deleted, transferred, sizes, bytes sent and received, speedup (see docs/rsync.md); with --json, a stats object in the end event")
 		fs.Var(newInfo(&c.Progress), "info", "rsync's --info: `FLAGS` progress2 or progress1 (--progress), progress0 (--progress=none); others are refused")

@@ -13,7 +13,8 @@ import (
 // TestSSHItemize: a push's -i lines over SSH, as rsync prints a push's:
 // files sent with '<', the directories and symlinks made, a mode set
 // without the data, a deletion; and a pull's, printed by the puller as
-// rsync prints a pull's: files received with '>'.
+// rsync prints a pull's: files received with '>'; a push's dry run,
+// which changes nothing.
 func TestSSHItemize(t *testing.T) {
 	bin := testbin.Build(t)
 	srv := sshdtest.Start(t, sshdtest.WithEnv("PATH="+filepath.Dir(bin)+":/usr/bin:/bin", "HOME="+shmDir(t)))
@@ -24,10 +25,14 @@ func TestSSHItemize(t *testing.T) {
 	os.WriteFile(filepath.Join(src, "a"), []byte("a\n"), 0o644)
 	os.WriteFile(filepath.Join(src, "sub", "b"), []byte("bb\n"), 0o644)
 	os.Symlink("a", filepath.Join(src, "link"))
+	// The item lines of the output (runBM's holds stderr too: a dry
+	// run's plan).
 	lines := func(out string) map[string]bool {
 		m := map[string]bool{}
 		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
-			m[l] = true
+			if !strings.HasPrefix(l, "bulkmove: dry run: ") {
+				m[l] = true
+			}
 		}
 		return m
 	}
@@ -57,6 +62,27 @@ func TestSSHItemize(t *testing.T) {
 	}
 	os.Chtimes(dst, st.ModTime(), st.ModTime())
 	push([]string{".f...p..... a", "*deleting   stray"}, "--delete")
+
+	// A dry run lists what a push would change, and changes nothing: a
+	// new file, a stray to delete; a DEST not there is not made.
+	os.WriteFile(filepath.Join(src, "new"), []byte("n\n"), 0o644)
+	os.WriteFile(filepath.Join(dst, "stray2"), []byte("x"), 0o644)
+	os.Chtimes(src, st.ModTime(), st.ModTime())
+	os.Chtimes(dst, st.ModTime(), st.ModTime())
+	push([]string{"<f+++++++++ new", "*deleting   stray2"}, "-n", "--delete")
+	for _, p := range []string{filepath.Join(dst, "stray2"), filepath.Join(dst, "new")} {
+		if _, err := os.Lstat(p); (err == nil) != strings.HasSuffix(p, "stray2") {
+			t.Errorf("the dry run changed %s: %v", p, err)
+		}
+	}
+	fresh := filepath.Join(dir, "fresh")
+	move(src, "box2:"+fresh, []string{"cd+++++++++ ./", "<f+++++++++ a", "<f+++++++++ new", "cd+++++++++ sub/", "<f+++++++++ sub/b", "cL+++++++++ link -> a"}, "-n")
+	if _, err := os.Lstat(fresh); !os.IsNotExist(err) {
+		t.Errorf("a dry run made DEST %s: %v", fresh, err)
+	}
+	os.Remove(filepath.Join(src, "new"))
+	os.Remove(filepath.Join(dst, "stray2"))
+	os.Chtimes(src, st.ModTime(), st.ModTime())
 
 	pulled := filepath.Join(dir, "pulled")
 	pull := func(want []string, flags ...string) { t.Helper(); move("box2:"+src, pulled, want, flags...) }

@@ -3,12 +3,10 @@ package engine
 import (
 	"context"
 	"errors"
-	"os"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/bulkmove/bulkmove/model"
-	"github.com/bulkmove/bulkmove/receive/extract"
 	"github.com/bulkmove/bulkmove/send"
 	"github.com/bulkmove/bulkmove/wire"
 )
@@ -23,39 +21,21 @@ type dryItems struct {
 	ctx   context.Context // ends the walk too if a question fails
 	g     *errgroup.Group
 	in    chan *model.Batch
-	conns []send.Conn // nil where DEST is not there yet
+	conns []send.Conn // nil once handed on
 	shut  func()      // closes the transport
 	chunk []model.Entry
 	id    uint64 // the ids of the batches of deferred entries
 }
 
-// dryItemize starts asking, over new streams to DEST. Where a local DEST
-// is not there yet, nothing is asked (a receiver would make it): every
-// entry would be new.
+// dryItemize starts asking, over new streams to DEST. A DEST not there
+// is not made: its receivers take it as empty (wire.ReceiveOptions.DryRun).
 func (j *job) dryItemize(ctx context.Context, p plan) (*dryItems, error) {
-	d := &dryItems{j: j, in: make(chan *model.Batch, 2*j.flags.Jobs), id: 1 << 62, shut: func() {}}
+	d := &dryItems{j: j, in: make(chan *model.Batch, 2*j.flags.Jobs), id: 1 << 62}
 	d.g, d.ctx = errgroup.WithContext(ctx)
 	done := func(r send.Result) {
 		j.mu.Lock()
 		defer j.mu.Unlock()
 		j.itemize(r)
-	}
-	if j.remote == nil && j.serveAddr == "" && j.hub == nil {
-		if _, err := os.Stat(p.dstRoot); err != nil {
-			d.g.Go(func() error {
-				for b := range d.in {
-					ack := &wire.BatchAck{ID: b.ID}
-					for i := range b.Entries {
-						if f := extract.NewItem(b.Entries[i].Kind); f != 0 {
-							ack.Items = append(ack.Items, wire.Item{Index: i, Flags: f})
-						}
-					}
-					done(send.Result{Batch: b, Ack: ack})
-				}
-				return nil
-			})
-			return d, nil
-		}
 	}
 	conns, cleanup, err := j.connect(ctx, p)
 	if err != nil {

@@ -120,7 +120,7 @@ func (j *job) dryRun(ctx context.Context, p plan, opt sharder.Options) Outcome {
 		return Partial
 	}
 	if j.flags.Delete && p.rename == "" {
-		if items != nil && items.conns != nil {
+		if items != nil {
 			conns := items.conns
 			items.conns = nil // DryRun closes them
 			return j.dryRunDeleteOver(ctx, p, conns)

@@ -134,9 +134,9 @@ func (r *Receiver) Would(entries []model.Entry, sums []wire.Sum) []wire.Item {
 	return itemList(items)
 }
 
-// NewItem is the item of an entry of kind k not at the destination: a
+// newItem is the item of an entry of kind k not at the destination: a
 // file's data is sent. Hard links are not itemized.
-func NewItem(k model.Kind) uint16 {
+func newItem(k model.Kind) uint16 {
 	switch k {
 	case model.KindFile:
 		return wire.ItemNew | wire.ItemSent
@@ -154,7 +154,7 @@ func (r *Receiver) wouldOne(e *model.Entry, dfd int, base string, sum wire.Sum, 
 	}
 	var st unix.Stat_t
 	if dfd < 0 || e.Path == "." && r.rootMade || unix.Fstatat(dfd, base, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
-		return NewItem(e.Kind)
+		return newItem(e.Kind)
 	}
 	mode := r.opt.check()
 	if mode == wire.CheckNone && e.Resumed {
@@ -185,7 +185,7 @@ func (r *Receiver) wouldOne(e *model.Entry, dfd int, base string, sum wire.Sum, 
 	case model.KindFile:
 		switch {
 		case typ != unix.S_IFREG:
-			return NewItem(e.Kind)
+			return newItem(e.Kind)
 		case mode == wire.CheckExisting:
 			return 0
 		case mode == wire.CheckNone:

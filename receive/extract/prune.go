@@ -218,6 +218,9 @@ type Candidate struct {
 // no symlink followed: nil and no error if there is none to prune in
 // (gone, or no longer a directory).
 func (r *Receiver) openPruned(dir string) (*os.File, error) {
+	if r.missing {
+		return nil, nil // a dry run's DEST that is not there
+	}
 	d, err := r.openNoLinks(dir)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) || r.typeChanged(dir, err) {

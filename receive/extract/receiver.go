@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -71,6 +72,9 @@ type Receiver struct {
 	orig map[string]dirAttrs
 	// rootMade: DEST did not exist before this receiver made it.
 	rootMade bool
+	// missing: a dry run's DEST that is not there (openMissing): nothing
+	// is looked up in rootDir, which is a directory above it.
+	missing bool
 
 	linkMode int // how unnamed temporary files are linked; see probeLink and linking
 	linkOnce sync.Once
@@ -142,6 +146,10 @@ type Options struct {
 	// Devices and Specials: devices, and FIFOs and sockets, are made
 	// (see special.go); an entry of either kind not granted is refused.
 	Devices, Specials bool
+	// DryRun: the receiver only answers questions (Would, Verify, a
+	// prune that removes nothing), and Open does not make a DEST that is
+	// not there: it is then taken as empty.
+	DryRun bool
 }
 
 // FromWire converts the handshake's options as they are, for a receiver
@@ -155,7 +163,7 @@ func FromWire(o *wire.ReceiveOptions) Options {
 	// belong to the receiving user, as with rsync run by an ordinary user.
 	return Options{Fsync: o.Fsync, Owner: o.Owner && canChown, KeepSetid: o.KeepSetid, NoCheck: o.Check == wire.CheckNone,
 		Check: o.Check, WriteRate: o.WriteRate, IOConcurrency: o.IOConcurrency, Xattrs: o.Xattrs, ACLs: o.ACLs, Sparse: o.Sparse, NoSums: o.NoSums, Delete: o.Delete, Itemize: o.Itemize,
-		Devices: o.Devices, Specials: o.Specials}
+		Devices: o.Devices, Specials: o.Specials, DryRun: o.DryRun}
 }
 
 // check is the check mode in force.
@@ -186,6 +194,9 @@ func Open(dir string, opt Options) (*Receiver, error) {
 		return nil, err
 	}
 	_, statErr := os.Lstat(dir)
+	if opt.DryRun && errors.Is(statErr, fs.ErrNotExist) {
+		return openMissing(dir, opt)
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create destination: %w", err)
 	}
@@ -196,6 +207,32 @@ func Open(dir string, opt Options) (*Receiver, error) {
 	r, err := newReceiver(d, dir, opt)
 	if err == nil && errors.Is(statErr, fs.ErrNotExist) {
 		r.rootMade = true
+	}
+	return r, err
+}
+
+// openMissing is Open of a dry run's DEST that is not there: a receiver
+// that finds nothing in it (missing), on the nearest directory above it
+// that is, for its free space.
+func openMissing(dir string, opt Options) (*Receiver, error) {
+	up := filepath.Dir(filepath.Clean(dir))
+	for {
+		if fi, err := os.Stat(up); err == nil && fi.IsDir() {
+			break
+		}
+		if next := filepath.Dir(up); next != up {
+			up = next
+			continue
+		}
+		return nil, fmt.Errorf("open destination: no directory above %s", dir)
+	}
+	d, err := os.OpenFile(up, os.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open destination: %w", err)
+	}
+	r, err := newReceiver(d, dir, opt)
+	if err == nil {
+		r.rootMade, r.missing = true, true
 	}
 	return r, err
 }

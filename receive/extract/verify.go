@@ -90,7 +90,7 @@ func (r *Receiver) examine(entries []model.Entry, sums []wire.Sum, fn func(i, df
 	}
 	for i := range entries {
 		j := job{i: i, dfd: -1}
-		if CheckName(entries[i].Path, entries[i].Kind) == nil {
+		if !r.missing && CheckName(entries[i].Path, entries[i].Kind) == nil {
 			j.dfd, j.base = dirOf(entries[i].Path)
 		}
 		jobs <- j

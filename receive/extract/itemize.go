@@ -152,6 +152,11 @@ func (r *Receiver) wouldOne(e *model.Entry, dfd int, base string, sum wire.Sum, 
 	if CheckName(e.Path, e.Kind) != nil || e.Kind == model.KindHardlink {
 		return 0 // a move refuses it, or does not itemize it
 	}
+	if e.Kind.IsDevice() || e.Kind.IsSpecial() {
+		if _, err := r.opt.mayMake(e); err != nil {
+			return 0 // a move refuses it
+		}
+	}
 	var st unix.Stat_t
 	if dfd < 0 || e.Path == "." && r.rootMade || unix.Fstatat(dfd, base, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
 		return newItem(e.Kind)
@@ -211,6 +216,17 @@ func (r *Receiver) wouldOne(e *model.Entry, dfd int, base string, sum wire.Sum, 
 			f |= wire.ItemSent
 		}
 		return f
+	case model.KindCharDevice, model.KindBlockDevice, model.KindFIFO, model.KindSocket:
+		// As applySpecial finds it.
+		switch {
+		case typ != nodeType(e.Kind):
+			return wire.ItemNew
+		case mode == wire.CheckExisting:
+			return 0
+		case sameNode(&st, e):
+			return r.attrItems(&st, e)
+		}
+		return wire.ItemContent | r.attrItems(&st, e) // a device of another number
 	}
 	return 0
 }

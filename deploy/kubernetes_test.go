@@ -212,6 +212,23 @@ func loadManifests(t *testing.T) []kobj {
 	return objs
 }
 
+var createSecret = regexp.MustCompile(`kubectl create secret (?:generic|tls) ([a-z0-9-]+)`)
+
+// readmeSecrets returns the names of the Secrets kubernetes/README.md
+// makes with kubectl create secret.
+func readmeSecrets(t *testing.T) map[string]bool {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(kubeDir, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	made := map[string]bool{}
+	for _, m := range createSecret.FindAllStringSubmatch(string(b), -1) {
+		made[m[1]] = true
+	}
+	return made
+}
+
 var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 
 // TestKubernetesManifests checks the manifests in kubernetes/ offline.
@@ -244,7 +261,11 @@ func TestKubernetesManifests(t *testing.T) {
 		}
 		byKind[o.Kind] = append(byKind[o.Kind], o)
 	}
-	for _, k := range []string{"Secret", "Service", "Job", "StatefulSet", "ServiceMonitor", "Kustomization"} {
+	if len(byKind["Secret"]) > 0 {
+		t.Errorf("%s: a Secret in a file: the Secrets are made with kubectl create secret (README.md), and applying a file would replace them", byKind["Secret"][0].file)
+	}
+	made := readmeSecrets(t)
+	for _, k := range []string{"Service", "Job", "StatefulSet", "ServiceMonitor", "Kustomization"} {
 		if len(byKind[k]) == 0 {
 			t.Errorf("no %s in %s", k, kubeDir)
 		}
@@ -285,8 +306,8 @@ func TestKubernetesManifests(t *testing.T) {
 		vols := map[string]bool{}
 		for _, v := range spec.Volumes {
 			vols[v.Name] = true
-			if v.Secret != nil && !names["Secret/"+v.Secret.SecretName] {
-				t.Errorf("%s: volume %s names Secret %q, which is not defined here", tp.owner, v.Name, v.Secret.SecretName)
+			if v.Secret != nil && !made[v.Secret.SecretName] {
+				t.Errorf("%s: volume %s names Secret %q, which README.md's kubectl create secret lines do not make", tp.owner, v.Name, v.Secret.SecretName)
 			}
 		}
 		for _, c := range spec.Containers {

@@ -45,7 +45,7 @@ func ReadToken(path string) (string, error) {
 }
 
 // placeholders are words that mark a token as one shipped to be replaced
-// (deploy/kubernetes ships CHANGE-ME-...), compared in lower case with
+// (an example's CHANGE-ME-...), compared in lower case with
 // anything but letters and digits removed.
 var placeholders = []string{"changeme", "changethis", "placeholder", "replaceme", "replacethis",
 	"example", "yourtoken", "yoursecret", "tokenhere", "secrethere", "dummy", "fixme"}

@@ -99,8 +99,9 @@ type Pool struct {
 	epoch     []int              // per stream: reconnections so far
 	jobCtx    context.Context    // what reconnected streams live in
 	fatal     error
-	nextID    uint64 // ids of final batches
-	nextSplit uint64 // ids of the second halves of split batches
+	nextID    uint64            // ids of final batches
+	parts     map[uint64]uint64 // per batch of the walk split: its parts so far (batchname.Part)
+	nextSplit uint64            // ids of parts whose own do not fit (batchname.SplitOther)
 	retries   []model.Entry
 	requeue   chan *model.Batch // batches of a failed stream, for the others
 	settled   chan struct{}     // an outstanding batch was acknowledged or requeued
@@ -155,7 +156,7 @@ func (p *Pool) Run(ctx context.Context, in <-chan *model.Batch, def *Deferred) e
 	defer p.owner.Close()
 	p.epoch = make([]int, len(p.Conns))
 	p.nextID = 1 << 62
-	p.nextSplit = 1 << 61
+	p.nextSplit = batchname.SplitOther
 	p.started = time.Now()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer func() {
@@ -882,8 +883,18 @@ func (p *Pool) dispatch(ctx context.Context, in <-chan *model.Batch, out chan<- 
 func (p *Pool) split(b *model.Batch) (*model.Batch, *model.Batch) {
 	mid := len(b.Entries) / 2
 	p.mu.Lock()
-	p.nextSplit++
-	id := p.nextSplit
+	// Named after the walk's batch it is part of (#17.2, #17.3, ...).
+	root := batchname.Root(b.ID)
+	if p.parts == nil {
+		p.parts = map[uint64]uint64{}
+	}
+	n := max(p.parts[root], 1) + 1
+	p.parts[root] = n
+	id, ok := batchname.Part(root, n)
+	if !ok {
+		p.nextSplit++
+		id = p.nextSplit
+	}
 	p.mu.Unlock()
 	first := &model.Batch{ID: b.ID, Entries: b.Entries[:mid:mid]}
 	second := &model.Batch{ID: id, Entries: b.Entries[mid:]}

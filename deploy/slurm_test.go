@@ -74,13 +74,14 @@ func TestSlurmDirectives(t *testing.T) {
 	}
 }
 
-// runTask runs the script as array task id of 0-max would run, with
-// stand-ins for srun and bulkmove, and returns the bulkmove commands run
-// (one a line, arguments separated by spaces).
-func runTask(t *testing.T, id, max int, env ...string) []string {
+// runScript runs the script as array task id of 0-max would run (env
+// may override any variable, SLURM_ARRAY_TASK_MIN too), with stand-ins
+// for srun and bulkmove that append their commands to the file log, and
+// returns its output.
+func runScript(t *testing.T, id, max int, env ...string) (out, log string, err error) {
 	t.Helper()
 	bin := t.TempDir()
-	log := filepath.Join(bin, "log")
+	log = filepath.Join(bin, "log")
 	os.WriteFile(filepath.Join(bin, "srun"), []byte("#!/bin/sh\n# srun --ntasks=1 CMD...\nshift\nexec \"$@\"\n"), 0o755)
 	os.WriteFile(filepath.Join(bin, "bulkmove"), []byte("#!/bin/sh\necho \"$*\" >>"+log+"\n[ \"$1\" = verify ] && echo '{\"event\":\"verify\"}'\nexit 0\n"), 0o755)
 	script, err := filepath.Abs(sbatchFile)
@@ -94,7 +95,17 @@ func runTask(t *testing.T, id, max int, env ...string) []string {
 		"SRC=/lustre/src", "DEST=mover:/dst")
 	cmd.Env = append(cmd.Env, env...)
 	cmd.Dir = t.TempDir()
-	if out, err := cmd.CombinedOutput(); err != nil {
+	b, err := cmd.CombinedOutput()
+	return string(b), log, err
+}
+
+// runTask runs the script as runScript does, fails the test if it fails,
+// and returns the bulkmove commands run (one a line, arguments separated
+// by spaces).
+func runTask(t *testing.T, id, max int, env ...string) []string {
+	t.Helper()
+	out, log, err := runScript(t, id, max, env...)
+	if err != nil {
 		t.Fatalf("the script failed: %v\n%s", err, out)
 	}
 	b, _ := os.ReadFile(log)
@@ -110,10 +121,17 @@ func TestSlurmTaskRunsItsShard(t *testing.T) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("task 5 of 0-15 ran\n%q\nwant\n%q", got, want)
 	}
+	// A rerun of task 2 alone is an array of one index: SHARDS says N.
+	got = runTask(t, 2, 2, "SLURM_ARRAY_TASK_MIN=2", "SHARDS=4")
+	want = []string{"--shard 2/4 -j 6 --progress=none /lustre/src mover:/dst"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("task 2 of 2-2 with SHARDS=4 ran\n%q\nwant\n%q", got, want)
+	}
+	// With VERIFY=1 the array checks its shards (after the final pass) and
+	// moves nothing.
 	reports := t.TempDir()
 	got = runTask(t, 0, 6, "VERIFY=1", "REPORTS="+reports, "METRICS_PORT=9100", "EXTRA=--bwlimit 10M --exclude *.tmp")
 	want = []string{
-		"--shard 0/7 -j 6 --progress=none --metrics-addr 0.0.0.0:9100 --bwlimit 10M --exclude *.tmp /lustre/src mover:/dst",
 		"verify --shard 0/7 -j 6 --json --bwlimit 10M --exclude *.tmp /lustre/src mover:/dst",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
@@ -122,13 +140,36 @@ func TestSlurmTaskRunsItsShard(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(reports, "verify-0.json")); err != nil {
 		t.Errorf("no verify report: %v", err)
 	}
-	// The final pass: --delete over the whole tree, then the reports merged.
+	// The final pass: --delete over the whole tree; with VERIFY=1, the
+	// reports merged.
 	got = runTask(t, 0, 0, "FINAL=1", "REPORTS="+reports)
-	want = []string{
-		"--delete -j 6 --progress=none /lustre/src mover:/dst",
-		"verify-summary " + filepath.Join(reports, "verify-0.json"),
-	}
+	want = []string{"--delete -j 6 --progress=none /lustre/src mover:/dst"}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("the final pass ran\n%q\nwant\n%q", got, want)
+	}
+	got = runTask(t, 0, 0, "FINAL=1", "VERIFY=1", "REPORTS="+reports)
+	want = []string{"verify-summary " + filepath.Join(reports, "verify-0.json")}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("the verify summary ran\n%q\nwant\n%q", got, want)
+	}
+}
+
+// TestSlurmRerunNeedsShards: a rerun of some tasks (an array not starting
+// at 0) without SHARDS cannot know N, and says how to give it.
+func TestSlurmRerunNeedsShards(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash")
+	}
+	for _, c := range []struct {
+		env  []string
+		want string
+	}{
+		{[]string{"SLURM_ARRAY_TASK_MIN=2"}, "SHARDS=N"},
+		{[]string{"SLURM_ARRAY_TASK_MIN=2", "SHARDS=2"}, "SHARDS=2: want the number of shards"},
+	} {
+		out, _, err := runScript(t, 2, 2, c.env...)
+		if err == nil || !strings.Contains(out, c.want) {
+			t.Errorf("task 2 of 2-2 with %q: %v, output\n%s\nwant a failure saying %q", c.env, err, out, c.want)
+		}
 	}
 }

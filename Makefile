@@ -2,7 +2,7 @@
 GO ?= go
 BIN := bin/bulkmove
 
-.PHONY: build vet lint test test-short race fuzz bench bench-cpu bench-cutover bench-scale bench-slowfs bench-speed soak demo man clean
+.PHONY: build vet lint test test-slurm test-short race fuzz bench bench-cpu bench-cutover bench-scale bench-slowfs bench-speed soak demo man clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/bulkmove
@@ -36,6 +36,14 @@ race:
 		tmp=$$(mktemp -d /dev/shm/bulkmove-race.XXXXXX); else tmp=$$(mktemp -d); fi; \
 	chmod 1777 "$$tmp"; trap 'rm -rf "$$tmp"' EXIT; echo "race: TMPDIR=$$tmp"; \
 	TMPDIR=$$tmp $(GO) test -count=1 -race ./sharder/... ./send/... ./receive/... ./wire/... ./transport/... ./journal/... ./internal/ratelimit/... ./internal/hashidx/... ./internal/spill/...
+
+# The Slurm job array of deploy/slurm on a one-node cluster the test starts
+# (root; Debian's munge, slurmctld, slurmd and slurm-client): an array of
+# 4, its final pass and verify, a failed task rerun alone, scancel of a
+# running task. About a minute; .ci/run runs it after `make test`. See
+# deploy/README.md.
+test-slurm:
+	BULKMOVE_SLURM=1 $(GO) test -count=1 -run '^TestSlurmCluster$$' -v ./deploy/
 
 # The fast tests: -short skips the large trees, the floods and the timed
 # runs.

@@ -486,7 +486,7 @@ func TestSlurmCluster(t *testing.T) {
 		if log := j.log(t, sum, 0); !strings.Contains(log, "verify-summary: 4 of 4 shards") || !strings.Contains(log, " 0 differ, 0 missing, 0 extra") {
 			t.Errorf("the merged verify report: want 4 of 4 shards and no difference:\n%s", log)
 		}
-		treecmp.Equal(t, src, dst)
+		treecmp.Equal(t, src, dst, treecmp.Options{Owner: true})
 		t.Logf("array of 4, a failed task rerun, the final pass and the verify: %.1fs", time.Since(start).Seconds())
 	})
 
@@ -560,7 +560,7 @@ func TestSlurmCluster(t *testing.T) {
 		}
 		final := j.sbatch(t, "--array=0", "--export=ALL,FINAL=1,EXTRA=")
 		j.wantDone(t, final, j.wait(t, final, 1))
-		treecmp.Equal(t, src, dst)
+		treecmp.Equal(t, src, dst, treecmp.Options{Owner: true})
 		t.Logf("scancel of a running task and its rerun: %.1fs", time.Since(start).Seconds())
 	})
 }

@@ -40,7 +40,7 @@ race:
 # The Slurm job array of deploy/slurm on a one-node cluster the test starts
 # (root; Debian's munge, slurmctld, slurmd and slurm-client): an array of
 # 4, its final pass and verify, a failed task rerun alone, scancel of a
-# running task. About a minute; .ci/run runs it after `make test`. See
+# running task. About two minutes; .ci/run runs it after `make test`. See
 # deploy/README.md.
 test-slurm:
 	BULKMOVE_SLURM=1 $(GO) test -count=1 -run '^TestSlurmCluster$$' -v ./deploy/

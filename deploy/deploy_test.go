@@ -733,17 +733,14 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-func startPrometheus(t *testing.T, bin, cfg, tsdb string) *promServer {
+// startDaemon starts cmd, stopped (SIGTERM, SIGKILL 10 s later) when the
+// test ends; done is closed when it has exited.
+func startDaemon(t *testing.T, cmd *exec.Cmd) (done chan struct{}) {
 	t.Helper()
-	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	p := &promServer{base: "http://" + listen, out: &syncBuffer{}}
-	cmd := exec.Command(bin, "--config.file="+cfg, "--storage.tsdb.path="+tsdb,
-		"--web.listen-address="+listen, "--log.level=warn")
-	cmd.Stdout, cmd.Stderr = p.out, p.out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
+	done = make(chan struct{})
 	go func() { cmd.Wait(); close(done) }()
 	t.Cleanup(func() {
 		cmd.Process.Signal(syscall.SIGTERM)
@@ -754,6 +751,17 @@ func startPrometheus(t *testing.T, bin, cfg, tsdb string) *promServer {
 			<-done
 		}
 	})
+	return done
+}
+
+func startPrometheus(t *testing.T, bin, cfg, tsdb string) *promServer {
+	t.Helper()
+	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	p := &promServer{base: "http://" + listen, out: &syncBuffer{}}
+	cmd := exec.Command(bin, "--config.file="+cfg, "--storage.tsdb.path="+tsdb,
+		"--web.listen-address="+listen, "--log.level=warn")
+	cmd.Stdout, cmd.Stderr = p.out, p.out
+	done := startDaemon(t, cmd)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		select {

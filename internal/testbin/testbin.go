@@ -24,6 +24,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -64,7 +65,14 @@ func build() {
 	}
 	dir = d
 	bin = filepath.Join(d, "bulkmove")
-	if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
+	cmd := exec.Command("go", "build", "-o", bin, pkg)
+	// From bulkmove's own module, with its go.mod and go.sum, also for the
+	// tests of a module of their own (deploy/k8stest) that replaces
+	// bulkmove by this tree.
+	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) { // not under -trimpath
+		cmd.Dir = filepath.Join(filepath.Dir(file), "..", "..")
+	}
+	if out, err := cmd.CombinedOutput(); err != nil {
 		failure = fmt.Sprintf("testbin: go build %s: %v\n%s", pkg, err, out)
 	}
 }

@@ -2,10 +2,35 @@
 GO ?= go
 BIN := bin/bulkmove
 
-.PHONY: build vet lint test test-slurm test-short race fuzz bench bench-cpu bench-cutover bench-scale bench-slowfs bench-speed soak demo man clean
+.PHONY: build install cross vet lint test test-slurm test-short race fuzz bench bench-cpu bench-cutover bench-scale bench-slowfs bench-speed soak demo man clean
+
+# The source revision, for `bulkmove version` and bulkmove_build_info,
+# given by -X where the go command does not stamp one itself (a git
+# worktree, GOFLAGS=-buildvcs=false); "-dirty" when the checkout has
+# changes. Packagers may set VERSION (and REVISION) the same way.
+REVISION ?= $(shell r=$$(git rev-parse --short=12 HEAD 2>/dev/null) && { git diff --quiet HEAD 2>/dev/null || r=$$r-dirty; echo $$r; })
+VERSION ?=
+BUILDINFO := github.com/bulkmove/bulkmove/internal/buildinfo
+LDFLAGS := $(if $(REVISION),-X $(BUILDINFO).revision=$(REVISION)) $(if $(VERSION),-X $(BUILDINFO).version=$(VERSION))
 
 build:
-	$(GO) build -o $(BIN) ./cmd/bulkmove
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/bulkmove
+
+# The binary, the man page and the bash, zsh and fish completions, under
+# $(DESTDIR)$(PREFIX).
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+MANDIR ?= $(PREFIX)/share/man
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
+ZSHCOMPDIR ?= $(PREFIX)/share/zsh/site-functions
+FISHCOMPDIR ?= $(PREFIX)/share/fish/vendor_completions.d
+install: build
+	install -d '$(DESTDIR)$(BINDIR)' '$(DESTDIR)$(MANDIR)/man1' '$(DESTDIR)$(BASHCOMPDIR)' '$(DESTDIR)$(ZSHCOMPDIR)' '$(DESTDIR)$(FISHCOMPDIR)'
+	install -m 0755 $(BIN) '$(DESTDIR)$(BINDIR)/bulkmove'
+	install -m 0644 docs/bulkmove.1 '$(DESTDIR)$(MANDIR)/man1/bulkmove.1'
+	$(BIN) completion bash > '$(DESTDIR)$(BASHCOMPDIR)/bulkmove'
+	$(BIN) completion zsh > '$(DESTDIR)$(ZSHCOMPDIR)/_bulkmove'
+	$(BIN) completion fish > '$(DESTDIR)$(FISHCOMPDIR)/bulkmove.fish'
 
 # deploy/k8stest is a module of its own (the Kubernetes libraries stay out
 # of bulkmove's go.mod): ./... leaves it out, so it is named here.

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"time"
 
@@ -148,9 +147,7 @@ func newRegistry(version string, labels prometheus.Labels, ours ...prometheus.Co
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	wrapped := prometheus.WrapRegistererWith(labels, reg)
 	wrapped.MustRegister(ours...)
-	bi := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "bulkmove_build_info", Help: "Version of bulkmove and of Go; always 1."}, []string{"version", "goversion"})
-	bi.WithLabelValues(version, runtime.Version()).Set(1)
-	wrapped.MustRegister(bi)
+	wrapped.MustRegister(buildInfo(version))
 	return reg
 }
 

@@ -3,10 +3,10 @@ package main
 import (
 	"fmt"
 	"io"
-	"runtime"
 
 	"github.com/spf13/pflag"
 
+	"github.com/bulkmove/bulkmove/internal/buildinfo"
 	"github.com/bulkmove/bulkmove/internal/engine"
 	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/wire"
@@ -26,12 +26,16 @@ func versionFlags(fs *pflag.FlagSet) func(*call) int {
 	}
 }
 
-// printVersion writes the version line, or with proto the protocol's
+// printVersion writes the version line (version, protocol, revision, Go
+// version, platform), or with proto the protocol's
 // version alone.
 func printVersion(w io.Writer, proto bool) {
 	if proto {
 		fmt.Fprintln(w, wire.Proto)
 		return
 	}
-	fmt.Fprintf(w, "bulkmove %s (protocol %d, %s, %s/%s)\n", engine.Version, wire.Proto, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	// "bulkmove VERSION (protocol N," first: agentbin finds a remote
+	// bulkmove of this version by that prefix.
+	in := buildinfo.Get()
+	fmt.Fprintf(w, "bulkmove %s (protocol %d, revision %s, %s, %s)\n", engine.Version, wire.Proto, in.Revision, in.GoVersion, in.Platform)
 }

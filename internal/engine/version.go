@@ -1,5 +1,7 @@
 package engine
 
-// Version is this build's version; the agent cache on remote hosts is
-// keyed by it, and every Hello carries it.
-var Version = "0.1.0-dev"
+import "github.com/bulkmove/bulkmove/internal/buildinfo"
+
+// Version is this build's version (see package buildinfo); the agent
+// cache on remote hosts is keyed by it, and every Hello carries it.
+var Version = buildinfo.Get().Version

@@ -11,6 +11,7 @@ package local
 
 import (
 	"context"
+	"io"
 	"sync"
 
 	"github.com/bulkmove/bulkmove/internal/ioconc"
@@ -93,8 +94,11 @@ func (l *Conn) Run(ctx context.Context, in <-chan *model.Batch, done func(send.R
 			b = bb
 		}
 		if l.Recv.IOWidth() <= 1 && prev == nil {
-			r, commit := l.write(b, false)
+			r, commit, err := l.write(ctx, b, false)
 			<-writing
+			if err != nil {
+				return nil, err
+			}
 			finish(r, commit, nil)
 			continue
 		}
@@ -102,8 +106,11 @@ func (l *Conn) Run(ctx context.Context, in <-chan *model.Batch, done func(send.R
 		prev = next
 		go func() {
 			defer close(next)
-			r, commit := l.write(b, false)
+			r, commit, err := l.write(ctx, b, false)
 			<-writing
+			if err != nil {
+				return // the job stops (ctx): the loop above returns its error
+			}
 			finish(r, commit, before)
 		}()
 	}
@@ -124,7 +131,9 @@ func (l *Conn) Final(ctx context.Context, bs []*model.Batch, done func(send.Resu
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		done(l.apply(b, true))
+		res, commit, _ := l.write(ctx, b, true)
+		res.Ack = commit()
+		done(res)
 	}
 	return nil
 }
@@ -135,21 +144,15 @@ func (l *Conn) Close(context.Context) (wire.Totals, error) {
 	return l.Recv.Totals(), nil
 }
 
-func (l *Conn) apply(b *model.Batch, final bool) send.Result {
-	res, commit := l.write(b, final)
-	res.Ack = commit()
-	return res
-}
-
 // write writes batch b's files (or applies a final batch's entries) and
 // returns what commits them.
-func (l *Conn) write(b *model.Batch, final bool) (send.Result, func() *wire.BatchAck) {
+func (l *Conn) write(ctx context.Context, b *model.Batch, final bool) (send.Result, func() *wire.BatchAck, error) {
 	res := send.Result{Batch: b, Final: final}
 	t := l.Recv.Begin(b.Entries)
 	if final {
 		t.SetXattrs(l.Src.EntryXattrs(b.Entries, func(e source.Error) { res.SrcErrors = append(res.SrcErrors, e) }))
 		t.ApplyFinal()
-		return res, func() *wire.BatchAck { return t.Commit(b.ID, nil) }
+		return res, func() *wire.BatchAck { return t.Commit(b.ID, nil) }, nil
 	}
 	var sums []wire.Sum
 	if l.Recv.Checksums() {
@@ -210,7 +213,9 @@ func (l *Conn) write(b *model.Batch, final bool) (send.Result, func() *wire.Batc
 			res.SrcErrors = append(res.SrcErrors, source.Error{Index: i, Err: xerr})
 			mu.Unlock()
 		}
-		r := ratelimit.Reader(source.DataReader(f, ext), l.Src.Limit)
+		// The job's end (--grace over, a second ^C) stops the file
+		// between two reads, as a lost connection stops a remote one.
+		r := ratelimit.Reader(ctxReader{ctx, source.DataReader(f, ext)}, l.Src.Limit)
 		if l.Limit.Rate() > 0 {
 			r = ratelimit.Reader(r, l.Limit)
 		}
@@ -249,7 +254,27 @@ func (l *Conn) write(b *model.Batch, final bool) (send.Result, func() *wire.Batc
 		}
 		mu.Unlock()
 	})
-	return res, func() *wire.BatchAck { return t.Commit(b.ID, discards) }
+	if err := ctx.Err(); err != nil {
+		// Not acknowledged, so not in the journal: the files not in
+		// place yet go (none stays half-written under its name), and
+		// the batch goes again on the next run.
+		t.Abort()
+		return res, nil, err
+	}
+	return res, func() *wire.BatchAck { return t.Commit(b.ID, discards) }, nil
+}
+
+// ctxReader reads r until ctx ends.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }
 
 // Prune implements send.Pruner.

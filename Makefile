@@ -47,7 +47,9 @@ lint: vet
 # (skipped with a message when sshd is missing outside CI), and the race
 # detector on the packages with worker pools.
 test: lint
-	$(GO) test -count=1 ./...
+	# -timeout: the CLI package's real sshd, tmux and Slurm-free end-to-end
+	# tests run for minutes on two cores, near go test's default 10.
+	$(GO) test -count=1 -timeout 25m ./...
 	cd deploy/k8stest && $(GO) test -count=1 ./...
 	$(MAKE) race
 
@@ -60,7 +62,7 @@ race:
 	@if [ "$$(df -Pk /dev/shm 2>/dev/null | awk 'NR == 2 { print $$4 }')" -gt 2097152 ] 2>/dev/null; then \
 		tmp=$$(mktemp -d /dev/shm/bulkmove-race.XXXXXX); else tmp=$$(mktemp -d); fi; \
 	chmod 1777 "$$tmp"; trap 'rm -rf "$$tmp"' EXIT; echo "race: TMPDIR=$$tmp"; \
-	TMPDIR=$$tmp $(GO) test -count=1 -race ./sharder/... ./send/... ./receive/... ./wire/... ./transport/... ./journal/... ./internal/ratelimit/... ./internal/hashidx/... ./internal/spill/...
+	TMPDIR=$$tmp $(GO) test -count=1 -timeout 25m -race ./sharder/... ./send/... ./receive/... ./wire/... ./transport/... ./journal/... ./internal/ratelimit/... ./internal/hashidx/... ./internal/spill/...
 
 # The Slurm job array of deploy/slurm on a one-node cluster the test starts
 # (root; Debian's munge, slurmctld, slurmd and slurm-client): an array of

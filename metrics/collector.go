@@ -16,16 +16,18 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/client_golang/prometheus/push"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 )
 
 type desc struct {
 	d    *prometheus.Desc
 	kind prometheus.ValueType
+	name string
 }
 
 func newDesc(name, help string, kind prometheus.ValueType, labels ...string) desc {
-	return desc{prometheus.NewDesc("bulkmove_"+name, help, labels, nil), kind}
+	return desc{prometheus.NewDesc("bulkmove_"+name, help, labels, nil), kind, "bulkmove_" + name}
 }
 
 var (
@@ -45,7 +47,7 @@ var (
 	dRecvFiles   = newDesc("receiver_written_files_total", "Entries the receiver of each stream installed.", prometheus.CounterValue, "stream")
 	dRecvWrite   = newDesc("receiver_write_seconds_total", "Time the receiver of each stream spent writing.", prometheus.CounterValue, "stream")
 	dRecvFsync   = newDesc("receiver_fsync_seconds_total", "Time the receiver of each stream spent in fsync.", prometheus.CounterValue, "stream")
-	dRecvCPU     = newDesc("receiver_cpu_seconds_total", "CPU time of the receiving process of each stream (streams served by one agent process show the same value).", prometheus.CounterValue, "stream")
+	dRecvCPU     = newDesc("receiver_cpu_seconds_total", "CPU time of each receiving process (an agent or a serve session), once per process whatever the streams it serves: the label receiver names it.", prometheus.CounterValue, "receiver")
 
 	dPlannedBytes = newDesc("job_planned_bytes", "Bytes found by the walk so far (grows until the walk is done).", prometheus.GaugeValue)
 	dPlannedFiles = newDesc("job_planned_files", "Files found by the walk so far (grows until the walk is done).", prometheus.GaugeValue)
@@ -67,6 +69,8 @@ var allDescs = []desc{dSentBytes, dSentFiles, dBatches, dRetries, dRead, dSendBl
 	dRecvBytes, dRecvFiles, dRecvWrite, dRecvFsync, dRecvCPU, dPlannedBytes, dPlannedFiles, dWalkDone,
 	dDoneBytes, dDoneFiles, dSkipped, dFailed, dActive, dStart, dETA, dBottleneck, dMoreStreams, dBwLimit,
 	dStreamsTarget, dAutoDecisions}
+
+func init() { allDescs = append(allDescs, outcomeDescs...) }
 
 // Describe implements prometheus.Collector.
 func (j *Job) Describe(ch chan<- *prometheus.Desc) {
@@ -100,7 +104,9 @@ func (j *Job) Collect(ch chan<- prometheus.Metric) {
 		m(dRecvFiles, float64(c.RecvFiles.Load()), s)
 		m(dRecvWrite, secs(c.RecvWriteNanos.Load()), s)
 		m(dRecvFsync, secs(c.RecvFsyncNanos.Load()), s)
-		m(dRecvCPU, secs(c.RecvCPUNanos.Load()), s)
+	}
+	for name, cpu := range j.receiverCPU() {
+		m(dRecvCPU, secs(cpu), name)
 	}
 	m(dPlannedBytes, float64(j.PlannedBytes.Load()))
 	m(dPlannedFiles, float64(j.PlannedFiles.Load()))
@@ -119,6 +125,27 @@ func (j *Job) Collect(ch chan<- prometheus.Metric) {
 	m(dMoreStreams, b2f(v != nil && v.MoreStreamsHelp))
 	m(dBwLimit, float64(j.Limit.Rate()))
 	j.collectAuto(m)
+	j.collectOutcome(m)
+}
+
+// receiverCPU is the CPU time of each receiving process by its name: the
+// streams one process serves report the same figure, counted once. A
+// stream whose receiver did not name itself is a process of its own,
+// named after the stream. A receiver in this process (a local copy)
+// reports none: its CPU is the process's own.
+func (j *Job) receiverCPU() map[string]int64 {
+	cpu := map[string]int64{}
+	for i, c := range j.StreamsInUse() {
+		n := c.RecvCPUNanos.Load()
+		name := "stream " + strconv.Itoa(i)
+		if p := c.RecvProcess.Load(); p != nil && *p != "" {
+			name = *p
+		} else if n == 0 {
+			continue
+		}
+		cpu[name] = max(cpu[name], n) // the latest figure: a gauge that only grows
+	}
+	return cpu
 }
 
 func b2f(b bool) float64 {
@@ -129,22 +156,36 @@ func b2f(b bool) float64 {
 }
 
 // Registry returns a registry with the job's metrics, build information
-// and the standard Go and process collectors.
+// and the standard Go and process collectors: what --metrics-addr serves.
 // With Shard set, the job's series and bulkmove_build_info carry a shard
 // label.
 func (j *Job) Registry(version string) *prometheus.Registry {
-	var labels prometheus.Labels
-	if j.Shard != "" {
-		labels = prometheus.Labels{"shard": j.Shard}
+	return newRegistry(version, j.labels(), true, j)
+}
+
+// FileRegistry is Registry without the Go and process collectors: what
+// the textfile and the Pushgateway get. node_exporter exports its own
+// go_* and process_* families, and refuses a textfile that repeats them
+// (duplicate metrics); a Pushgateway keeps them after the process is gone,
+// where they only mislead.
+func (j *Job) FileRegistry(version string) *prometheus.Registry {
+	return newRegistry(version, j.labels(), false, j)
+}
+
+func (j *Job) labels() prometheus.Labels {
+	if j.Shard == "" {
+		return nil
 	}
-	return newRegistry(version, labels, j)
+	return prometheus.Labels{"shard": j.Shard}
 }
 
 // newRegistry is a registry with ours (each labelled with labels), build
-// information and the standard Go and process collectors.
-func newRegistry(version string, labels prometheus.Labels, ours ...prometheus.Collector) *prometheus.Registry {
+// information and, with runtime, the standard Go and process collectors.
+func newRegistry(version string, labels prometheus.Labels, runtime bool, ours ...prometheus.Collector) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if runtime {
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
 	wrapped := prometheus.WrapRegistererWith(labels, reg)
 	wrapped.MustRegister(ours...)
 	wrapped.MustRegister(buildInfo(version))
@@ -228,13 +269,43 @@ func WriteTextfile(path string, reg *prometheus.Registry) error {
 }
 
 // Push sends reg to a Pushgateway under job, grouped by the given labels.
-func Push(url, job string, grouping map[string]string, reg *prometheus.Registry) error {
+//
+// After a success (kept false) the group is replaced whole (PUT), the last
+// success time with it. After a failure (kept true) the group's families
+// are replaced one by one (POST) except bulkmove_job_last_success_
+// timestamp_seconds, which is left out of the push: the Pushgateway keeps
+// the one the group's last successful run pushed.
+func Push(url, job string, grouping map[string]string, reg *prometheus.Registry, kept bool) error {
 	if url == "" {
 		return errors.New("no pushgateway URL")
 	}
-	p := push.New(url, job).Gatherer(reg)
+	var g prometheus.Gatherer = reg
+	if kept {
+		g = without{reg, dLastSuccess.name}
+	}
+	p := push.New(url, job).Gatherer(g)
 	for k, v := range grouping {
 		p = p.Grouping(k, v)
 	}
+	if kept {
+		return p.Add()
+	}
 	return p.Push()
+}
+
+// without gathers all but the family named name.
+type without struct {
+	prometheus.Gatherer
+	name string
+}
+
+func (w without) Gather() ([]*dto.MetricFamily, error) {
+	mfs, err := w.Gatherer.Gather()
+	out := mfs[:0]
+	for _, mf := range mfs {
+		if mf.GetName() != w.name {
+			out = append(out, mf)
+		}
+	}
+	return out, err
 }

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -33,8 +34,10 @@ func job() map[string]prometheus.Collector {
 	for _, s := range j.Streams {
 		s.BytesSent.Add(1)
 		s.RecvBytes.Add(1)
+		s.RecvCPUNanos.Store(1)
 		s.Active.Store(true)
 	}
+	j.SetPrevious(&Outcome{LastSuccess: time.Unix(1, 0)})
 	var r Receiver
 	r.Set(fixedTotals{Files: 1, Bytes: 1, Skipped: 1, Errors: 1, WriteNanos: 1, FsyncNanos: 1})
 	return map[string]prometheus.Collector{"Job": j, "Receiver": &r}
@@ -95,7 +98,7 @@ func TestEachMetricDeclaredOnce(t *testing.T) {
 				t.Fatalf("the collectors of one job do not register together: %v", p)
 			}
 		}()
-		reg = newRegistry("test", nil, all...)
+		reg = newRegistry("test", nil, true, all...)
 	}()
 	mfs, err := reg.Gather()
 	if err != nil {

@@ -36,6 +36,7 @@ type Job struct {
 	AutoJ AutoJ
 
 	verdict atomic.Pointer[Verdict]
+	outcome outcome
 }
 
 // NewJob starts the clock of a job over k streams.

@@ -135,3 +135,111 @@ func TestShardLabel(t *testing.T) {
 		t.Fatalf("only %d bulkmove_ series", ours)
 	}
 }
+
+// TestReceiverCPUOncePerProcess: streams served by one agent report its
+// CPU time once, under the process's name, not once per stream (summed,
+// K times too much); streams of two agents give two series.
+func TestReceiverCPUOncePerProcess(t *testing.T) {
+	j := NewJob(3)
+	a, b := "agent-a", "agent-b"
+	for i, p := range []*string{&a, &a, &b} {
+		j.Streams[i].RecvProcess.Store(p)
+	}
+	j.Streams[0].RecvCPUNanos.Store(2e9)
+	j.Streams[1].RecvCPUNanos.Store(3e9) // a later ack of the same process
+	j.Streams[2].RecvCPUNanos.Store(1e9)
+	want := `
+# HELP bulkmove_receiver_cpu_seconds_total CPU time of each receiving process (an agent or a serve session), once per process whatever the streams it serves: the label receiver names it.
+# TYPE bulkmove_receiver_cpu_seconds_total counter
+bulkmove_receiver_cpu_seconds_total{receiver="agent-a"} 3
+bulkmove_receiver_cpu_seconds_total{receiver="agent-b"} 1
+`
+	if err := testutil.GatherAndCompare(j.Registry("test"), strings.NewReader(want), "bulkmove_receiver_cpu_seconds_total"); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestDecideBwLimit: a job that moves at its bandwidth limit is limited
+// by it, whatever its streams wait on (the bucket's wait counts as
+// blocked sending), and more streams would not help; below the limit the
+// resources are judged as without one.
+func TestDecideBwLimit(t *testing.T) {
+	s := time.Second.Nanoseconds()
+	t0 := time.Unix(0, 0)
+	a := sample{at: t0, active: 4, limit: 1 << 20}
+	at := func(wire, copied int64) sample {
+		return sample{at: t0.Add(time.Second), active: 4, send: 4 * s * 7 / 10, cpu: s / 10, limit: 1 << 20, wire: wire, copied: copied}
+	}
+	for _, c := range []struct {
+		name string
+		b    sample
+		want string
+		more bool
+	}{
+		{"at the limit", at(1<<20-1000, 0), BwLimit, false},
+		{"local copy at the limit", at(0, 1<<20), BwLimit, false},
+		{"under the limit", at(1<<18, 0), Network, true},
+	} {
+		v := decide(a, c.b, 2, false)
+		if v.Resource != c.want || v.MoreStreamsHelp != c.more {
+			t.Errorf("%s: got %s (more streams help: %v), want %s (%v); %s", c.name, v.Resource, v.MoreStreamsHelp, c.want, c.more, v.Why)
+		}
+	}
+}
+
+// TestOutcome: while the job runs it exports running 1 and the run
+// before it (read back from its textfile); at its end its own outcome,
+// keeping the last success of the run before if it failed.
+func TestOutcome(t *testing.T) {
+	dir := t.TempDir()
+	path := dir + "/job.prom"
+	j := NewJob(1)
+	j.Start = time.Unix(1000, 0)
+	j.Failed.Store(2)
+	j.End(0, time.Unix(1060, 0))
+	if err := WriteTextfile(path, j.FileRegistry("test")); err != nil {
+		t.Fatal(err)
+	}
+	prev, err := ReadOutcome(path, "")
+	if err != nil || prev == nil {
+		t.Fatalf("ReadOutcome: %v, %v", prev, err)
+	}
+	if prev.ExitCode != 0 || prev.Duration != time.Minute || prev.FilesFailed != 2 || !prev.LastSuccess.Equal(time.Unix(1060, 0)) {
+		t.Errorf("read back %+v", *prev)
+	}
+	k := NewJob(1)
+	k.SetPrevious(prev)
+	want := `
+# HELP bulkmove_job_running 1 while the job runs; 0 in what it writes at its end (--metrics-textfile, --pushgateway).
+# TYPE bulkmove_job_running gauge
+bulkmove_job_running 1
+# HELP bulkmove_job_last_exit_code The exit code of the job's last finished run (while a run goes on: the one before it, from the previous --metrics-textfile).
+# TYPE bulkmove_job_last_exit_code gauge
+bulkmove_job_last_exit_code 0
+`
+	if err := testutil.GatherAndCompare(k.Registry("test"), strings.NewReader(want), "bulkmove_job_running", "bulkmove_job_last_exit_code"); err != nil {
+		t.Error(err)
+	}
+	k.End(3, time.Now())
+	want = `
+# HELP bulkmove_job_running 1 while the job runs; 0 in what it writes at its end (--metrics-textfile, --pushgateway).
+# TYPE bulkmove_job_running gauge
+bulkmove_job_running 0
+# HELP bulkmove_job_last_exit_code The exit code of the job's last finished run (while a run goes on: the one before it, from the previous --metrics-textfile).
+# TYPE bulkmove_job_last_exit_code gauge
+bulkmove_job_last_exit_code 3
+# HELP bulkmove_job_last_success_timestamp_seconds When a run of the job last ended with exit code 0, Unix time (kept across runs: read back from the previous --metrics-textfile).
+# TYPE bulkmove_job_last_success_timestamp_seconds gauge
+bulkmove_job_last_success_timestamp_seconds 1060
+`
+	if err := testutil.GatherAndCompare(k.FileRegistry("test"), strings.NewReader(want), "bulkmove_job_running", "bulkmove_job_last_exit_code", "bulkmove_job_last_success_timestamp_seconds"); err != nil {
+		t.Error(err)
+	}
+	// Another shard's series are not this job's.
+	if o, err := ReadOutcome(path, "1/2"); o != nil || err != nil {
+		t.Errorf("ReadOutcome for another shard: %+v, %v", o, err)
+	}
+	if o, err := ReadOutcome(dir+"/none.prom", ""); o != nil || err != nil {
+		t.Errorf("ReadOutcome of no file: %+v, %v", o, err)
+	}
+}

@@ -66,5 +66,5 @@ func (r *Receiver) Collect(ch chan<- prometheus.Metric) {
 // Registry returns a registry with the receiver's metrics, build
 // information and the standard Go and process collectors.
 func (r *Receiver) Registry(version string) *prometheus.Registry {
-	return newRegistry(version, nil, r)
+	return newRegistry(version, nil, true, r)
 }

@@ -23,11 +23,14 @@ const (
 	// (--io-concurrency) help, not more streams.
 	SourceLatency = "source_fs_latency"
 	DestLatency   = "destination_fs_latency"
-	Idle          = "none" // nothing measured yet, or nothing running
+	// The bandwidth limit (--bwlimit, its timetable, PUT /bwlimit): the
+	// job moves at it, so neither more streams nor anything else helps.
+	BwLimit = "bwlimit"
+	Idle    = "none" // nothing measured yet, or nothing running
 )
 
 // Resources lists every resource, for the gauge with a resource label.
-var Resources = []string{SourceRead, Network, ReceiverWrite, SenderCPU, ReceiverCPU, Latency, SourceLatency, DestLatency, Idle}
+var Resources = []string{SourceRead, Network, ReceiverWrite, SenderCPU, ReceiverCPU, Latency, SourceLatency, DestLatency, BwLimit, Idle}
 
 // Verdict says what limits the job over the last window.
 type Verdict struct {
@@ -50,10 +53,14 @@ type sample struct {
 	active    int
 	// the filesystems' latency per operation, now
 	srcLat, dstLat time.Duration
+	// what the limit paces: bytes written to the connections, or, in a
+	// local copy (none written), the file data copied
+	wire, copied int64
+	limit        int64 // the bandwidth limit now, bytes a second; 0: none
 }
 
 func (j *Job) snapshot() sample {
-	s := sample{at: time.Now(), cpu: processCPU(), active: j.Active()}
+	s := sample{at: time.Now(), cpu: processCPU(), active: j.Active(), limit: j.Limit.Rate()}
 	if j.SourceLatency != nil {
 		s.srcLat = j.SourceLatency()
 	}
@@ -63,6 +70,8 @@ func (j *Job) snapshot() sample {
 		s.send += c.SendNanos.Load()
 		s.wait += c.WaitNanos.Load()
 		s.idle += c.IdleNanos.Load()
+		s.wire += c.WireBytes.Load()
+		s.copied += c.BytesSent.Load()
 		s.recvWrite += c.RecvWriteNanos.Load() + c.RecvFsyncNanos.Load()
 		s.dstLat = max(s.dstLat, time.Duration(c.RecvLatency.Load()))
 		if p := c.RecvProcess.Load(); p == nil || !procs[*p] {
@@ -87,6 +96,10 @@ func processCPU() int64 {
 const (
 	cpuSaturated = 0.85 // of all cores
 	busy         = 0.5  // of a stream's time
+	// The job moves at this fraction of its bandwidth limit or more: the
+	// limit is the cap (its bucket lets bursts through, a window's rate
+	// sits a little under it).
+	atLimit = 0.8
 )
 
 // decide computes a verdict from two samples. cores is the number of CPUs
@@ -111,10 +124,20 @@ func decide(a, b sample, cores int, local bool) *Verdict {
 	if !local {
 		sh[ReceiverCPU] = float64(b.recvCPU-a.recvCPU) / dt / float64(cores)
 	}
+	moved := b.wire - a.wire
+	if moved == 0 {
+		moved = b.copied - a.copied
+	}
+	rate := float64(moved) / (dt / float64(time.Second))
+	if b.limit > 0 {
+		sh[BwLimit] = rate / float64(b.limit)
+	}
 	v := &Verdict{Shares: sh}
 	switch {
 	case b.active == 0:
 		v.Resource, v.Why = Idle, "no stream is active"
+	case b.limit > 0 && sh[BwLimit] >= atLimit:
+		v.Resource, v.Why = BwLimit, fmt.Sprintf("the job moves %.0f%% of its bandwidth limit (--bwlimit %d bytes/s): raise the limit (PUT /bwlimit, SIGUSR2) to go faster, not -j", sh[BwLimit]*100, b.limit)
 	case sh[SenderCPU] >= cpuSaturated:
 		v.Resource, v.Why = SenderCPU, fmt.Sprintf("the sender uses %.0f%% of %d CPUs", sh[SenderCPU]*100, cores)
 	case sh[ReceiverCPU] >= cpuSaturated:
@@ -149,7 +172,7 @@ func decide(a, b sample, cores int, local bool) *Verdict {
 	// directly and a link or a disk shows as every stream blocked on it.
 	cpuFree := sh[SenderCPU] < 0.6 && sh[ReceiverCPU] < 0.6
 	switch v.Resource {
-	case SenderCPU, ReceiverCPU, Idle, SourceLatency, DestLatency:
+	case SenderCPU, ReceiverCPU, Idle, SourceLatency, DestLatency, BwLimit:
 		v.MoreStreamsHelp = false
 	case Latency:
 		v.MoreStreamsHelp = cpuFree || sh[SenderCPU] < cpuSaturated

@@ -69,6 +69,7 @@ func ExportReceiver(m *metrics.Receiver) func(*extract.Receiver) {
 // returned function stops them and writes the final textfile and push.
 func (j *job) observe(ctx context.Context, local bool) (stop func(), err error) {
 	o := j.flags.Obs
+	j.previous(j.m)
 	reg := j.m.Registry(Version)
 	ctx, cancel := context.WithCancel(ctx)
 	if o.MetricsAddr != "" {
@@ -93,6 +94,7 @@ func (j *job) observe(ctx context.Context, local bool) (stop func(), err error) 
 		})
 	}()
 	if o.Textfile != "" && o.TextfileEvery > 0 {
+		fileReg := j.m.FileRegistry(Version)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -103,7 +105,7 @@ func (j *job) observe(ctx context.Context, local bool) (stop func(), err error) 
 				case <-ctx.Done():
 					return
 				case <-t.C:
-					if err := metrics.WriteTextfile(o.Textfile, reg); err != nil {
+					if err := metrics.WriteTextfile(o.Textfile, fileReg); err != nil {
 						termsafe.Errorf(j.stderr, "warning: %v", err)
 					}
 				}
@@ -114,22 +116,62 @@ func (j *job) observe(ctx context.Context, local bool) (stop func(), err error) 
 		cancel()
 		j.bw.Stop()
 		wg.Wait()
-		if o.Textfile != "" {
-			if err := metrics.WriteTextfile(o.Textfile, reg); err != nil {
-				termsafe.Errorf(j.stderr, "warning: metrics textfile: %v", err)
-			}
-		}
-		if o.Pushgateway != "" {
-			host, _ := os.Hostname()
-			group := map[string]string{"instance": host}
-			if j.m.Shard != "" {
-				group["shard"] = j.m.Shard // N shards on one host: N groups, not one overwritten
-			}
-			if err := metrics.Push(o.Pushgateway, o.JobName, group, reg); err != nil {
-				termsafe.Errorf(j.stderr, "warning: pushgateway %s: %v", o.Pushgateway, err)
-			}
-		}
 	}, nil
+}
+
+// previous reads back, into m, how the last run that wrote
+// --metrics-textfile ended, so that its exit code and last success stay
+// in the file (and on --metrics-addr) until this run ends.
+func (j *job) previous(m *metrics.Job) {
+	o := j.flags.Obs
+	if o.Textfile == "" {
+		return
+	}
+	prev, err := metrics.ReadOutcome(o.Textfile, m.Shard)
+	if err != nil {
+		termsafe.Errorf(j.stderr, "warning: %v; the last success time starts anew", err)
+		return
+	}
+	m.SetPrevious(prev)
+}
+
+// writeOutcome writes, at the end of a run that ended as o (whatever it
+// was: refused, failed, interrupted, done), the job's metrics with its
+// outcome to --metrics-textfile and --pushgateway.
+func (j *job) writeOutcome(o Outcome) {
+	obs := j.flags.Obs
+	if obs.Textfile == "" && obs.Pushgateway == "" || j.flags.DryRun {
+		return // a dry run is no run of the job: it leaves its outcome alone
+	}
+	m := j.m
+	if m == nil { // ended before it measured anything
+		m = metrics.NewJob(0)
+		if !j.start.IsZero() {
+			m.Start = j.start
+		}
+		if sh := j.flags.Scale.Shard; !sh.All() {
+			m.Shard = sh.String()
+		}
+		j.previous(m)
+	}
+	code := j.code(o)
+	m.End(code, time.Now())
+	reg := m.FileRegistry(Version)
+	if obs.Textfile != "" {
+		if err := metrics.WriteTextfile(obs.Textfile, reg); err != nil {
+			termsafe.Errorf(j.stderr, "warning: %v", err)
+		}
+	}
+	if obs.Pushgateway != "" {
+		host, _ := os.Hostname()
+		group := map[string]string{"instance": host}
+		if m.Shard != "" {
+			group["shard"] = m.Shard // N shards on one host: N groups, not one overwritten
+		}
+		if err := metrics.Push(obs.Pushgateway, obs.JobName, group, reg, code != 0); err != nil {
+			termsafe.Errorf(j.stderr, "warning: pushgateway %s: %v", obs.Pushgateway, err)
+		}
+	}
 }
 
 // bottleneck is the verdict for the summary line.

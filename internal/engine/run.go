@@ -78,6 +78,7 @@ func (j Job) Run(ctx context.Context) Outcome {
 	}
 	o := jb.run(ctx)
 	jb.endIfNone(o)
+	jb.writeOutcome(o)
 	return o
 }
 

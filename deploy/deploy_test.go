@@ -43,6 +43,7 @@ import (
 const (
 	dashboardFile = "grafana/bulkmove-dashboard.json"
 	rulesFile     = "prometheus/rules.yml"
+	rulesTestFile = "prometheus/rules_test.yml"
 	scrapeFile    = "prometheus/scrape.yml"
 
 	treeFiles = 30000 // files of 1 KiB in the transferred tree
@@ -84,6 +85,40 @@ func TestPromtoolCheck(t *testing.T) {
 		out, err := exec.Command(promtool, args...).CombinedOutput()
 		if err != nil {
 			t.Errorf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+}
+
+// TestPromtoolTestRules: the unit tests of the alert rules
+// (prometheus/rules_test.yml) pass under promtool test rules, and every
+// alert of rules.yml is tested there firing at least once.
+func TestPromtoolTestRules(t *testing.T) {
+	_, promtool := tools(t)
+	out, err := exec.Command(promtool, "test", "rules", rulesTestFile).CombinedOutput()
+	if err != nil {
+		t.Errorf("promtool test rules %s: %v\n%s", rulesTestFile, err, out)
+	}
+	rules, err := os.ReadFile(rulesFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests, err := os.ReadFile(rulesTestFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An alert tested firing: its name, then exp_alerts with an entry.
+	fires := regexp.MustCompile(`alertname: (\w+)\s+exp_alerts:\s+- `)
+	tested := map[string]bool{}
+	for _, m := range fires.FindAllStringSubmatch(string(tests), -1) {
+		tested[m[1]] = true
+	}
+	alerts := regexp.MustCompile(`(?m)^\s*- alert: (\w+)`).FindAllStringSubmatch(string(rules), -1)
+	if len(alerts) < 7 {
+		t.Errorf("%s has %d alerts, want at least 7", rulesFile, len(alerts))
+	}
+	for _, m := range alerts {
+		if !tested[m[1]] {
+			t.Errorf("alert %s: no test in %s that expects it to fire", m[1], rulesTestFile)
 		}
 	}
 }

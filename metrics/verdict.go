@@ -123,6 +123,11 @@ func decide(a, b sample, cores int, local bool) *Verdict {
 	}
 	if !local {
 		sh[ReceiverCPU] = float64(b.recvCPU-a.recvCPU) / dt / float64(cores)
+	} else {
+		// A local stream's window is full while the destination writes
+		// its batches: no round trip, the writing is the wait.
+		sh[ReceiverWrite] = max(sh[ReceiverWrite], sh[Latency])
+		delete(sh, Latency)
 	}
 	moved := b.wire - a.wire
 	if moved == 0 {

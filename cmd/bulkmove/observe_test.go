@@ -172,3 +172,43 @@ func oneFileTree(t *testing.T) (dir, src string) {
 	os.WriteFile(filepath.Join(src, "f"), []byte("data"), 0o644)
 	return dir, src
 }
+
+// TestLocalTimeAccounted: a local copy accounts its streams' time as a
+// remote one does: waiting for batches (idle), and under --bwlimit reading
+// the source and waiting for the limit (blocked sending); the dashboard's
+// time shares are not all "other".
+func TestLocalTimeAccounted(t *testing.T) {
+	dir, src := oneFileTree(t)
+	if err := os.WriteFile(filepath.Join(src, "big"), bytes.Repeat([]byte("x"), 768<<10), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	prom := filepath.Join(dir, "bulkmove.prom")
+	var stderr bytes.Buffer
+	if code := run([]string{"-j", "2", "--bwlimit", "1M", "--metrics-textfile", prom, src, filepath.Join(dir, "dst")}, nil, io.Discard, &stderr); code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	b, err := os.ReadFile(prom)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := map[string]float64{}
+	for _, line := range strings.Split(string(b), "\n") {
+		name, rest, _ := strings.Cut(line, "{")
+		_, v, ok := strings.Cut(rest, "} ")
+		if !ok {
+			continue
+		}
+		f, _ := strconv.ParseFloat(v, 64)
+		sum[name] += f
+	}
+	for _, name := range []string{"bulkmove_stream_idle_seconds_total", "bulkmove_stream_read_seconds_total", "bulkmove_stream_send_blocked_seconds_total"} {
+		if sum[name] <= 0 {
+			t.Errorf("%s: %v over the streams of a local copy, want some time", name, sum[name])
+		}
+	}
+	// 768 KiB at 1 MiB/s, less the bucket's first burst: most of the
+	// time is the limit's.
+	if sum["bulkmove_stream_send_blocked_seconds_total"] < 0.2 {
+		t.Errorf("blocked sending (the limit) %.3fs, want most of the run", sum["bulkmove_stream_send_blocked_seconds_total"])
+	}
+}

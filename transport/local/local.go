@@ -13,6 +13,8 @@ import (
 	"context"
 	"io"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/bulkmove/bulkmove/internal/ioconc"
 	"github.com/bulkmove/bulkmove/internal/ratelimit"
@@ -42,8 +44,37 @@ type Conn struct {
 }
 
 // SetCounters implements send.Counted. Locally, reading and writing are one
-// copy_file_range: their time is the receiver's write time.
+// copy_file_range: their time is the receiver's write time. The stream's
+// own time is accounted as a remote stream's is: idle while it waits for
+// a batch (the walk), ack wait while the batches it writes at once
+// (localOverlap) fill its window; under a limit, where files are read and
+// written rather than copied in the kernel, reading the source and
+// waiting for the limit's bucket (blocked sending, as a remote stream's
+// turn in the bucket counts).
 func (l *Conn) SetCounters(c *send.Counters) { l.ctr = c }
+
+// since adds the time since start to counter n, if the stream is counted.
+func (l *Conn) since(n func(*send.Counters) *atomic.Int64, start time.Time) {
+	if l.ctr != nil {
+		n(l.ctr).Add(int64(time.Since(start)))
+	}
+}
+
+func idleNanos(c *send.Counters) *atomic.Int64 { return &c.IdleNanos }
+func waitNanos(c *send.Counters) *atomic.Int64 { return &c.WaitNanos }
+
+// timedReader adds the time spent in its Reads to a counter.
+type timedReader struct {
+	r io.Reader
+	n *atomic.Int64
+}
+
+func (t timedReader) Read(p []byte) (int, error) {
+	start := time.Now()
+	n, err := t.r.Read(p)
+	t.n.Add(int64(time.Since(start)))
+	return n, err
+}
 
 // SetLimit implements send.Limited.
 func (l *Conn) SetLimit(b *ratelimit.Bucket) { l.Limit = b }
@@ -78,11 +109,14 @@ func (l *Conn) Run(ctx context.Context, in <-chan *model.Batch, done func(send.R
 	for {
 		// A place to write in before a batch is taken: a batch waiting
 		// here could have gone to another stream.
+		start := time.Now()
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case writing <- struct{}{}:
 		}
+		l.since(waitNanos, start)
+		start = time.Now()
 		var b *model.Batch
 		select {
 		case <-ctx.Done():
@@ -93,6 +127,7 @@ func (l *Conn) Run(ctx context.Context, in <-chan *model.Batch, done func(send.R
 			}
 			b = bb
 		}
+		l.since(idleNanos, start)
 		if l.Recv.IOWidth() <= 1 && prev == nil {
 			r, commit, err := l.write(ctx, b, false)
 			<-writing
@@ -217,7 +252,7 @@ func (l *Conn) write(ctx context.Context, b *model.Batch, final bool) (send.Resu
 		// between two reads, as a lost connection stops a remote one.
 		r := ratelimit.Reader(ctxReader{ctx, source.DataReader(f, ext)}, l.Src.Limit)
 		if l.Limit.Rate() > 0 {
-			r = ratelimit.Reader(r, l.Limit)
+			r = l.paced(r)
 		}
 		if ext != nil || xs != nil {
 			r = &extract.FileData{R: r, Extents: ext, Xattrs: xs}
@@ -275,6 +310,32 @@ func (c ctxReader) Read(p []byte) (int, error) {
 		return 0, err
 	}
 	return c.r.Read(p)
+}
+
+// paced is r paced by the job's limit, its reads accounted as reading the
+// source and its waits for the bucket as blocked sending.
+func (l *Conn) paced(r io.Reader) io.Reader {
+	if l.ctr == nil {
+		return ratelimit.Reader(r, l.Limit)
+	}
+	var read atomic.Int64
+	return &pacedReader{r: ratelimit.Reader(timedReader{r, &read}, l.Limit), read: &read, ctr: l.ctr}
+}
+
+type pacedReader struct {
+	r    io.Reader
+	read *atomic.Int64 // the source's share of the time in r
+	ctr  *send.Counters
+}
+
+func (p *pacedReader) Read(b []byte) (int, error) {
+	start := time.Now()
+	read0 := p.read.Load()
+	n, err := p.r.Read(b)
+	read := p.read.Load() - read0
+	p.ctr.ReadNanos.Add(read)
+	p.ctr.SendNanos.Add(max(int64(time.Since(start))-read, 0))
+	return n, err
 }
 
 // Prune implements send.Pruner.

@@ -14,7 +14,8 @@ package deploy_test
 import (
 	"bufio"
 	"bytes"
-	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,7 +32,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -123,16 +123,18 @@ func TestPromtoolTestRules(t *testing.T) {
 	}
 }
 
-// TestQueriesReturnData runs a bulkmove transfer (-j 2 --via-agent) with
-// --metrics-addr, has a Prometheus on loopback scrape it every second (the
-// target comes from a file_sd file written once bulkmove prints its
-// address; the server also loads rules.yml), waits for two successful
-// scrapes, and then evaluates at one instant T, while the transfer runs:
+// TestQueriesReturnData runs a bulkmove transfer (-j 2 --via-agent,
+// compressed, slowed by --bwlimit) with --metrics-addr, has a Prometheus
+// on loopback scrape it every second (the target comes from a file_sd file
+// written once bulkmove prints its address; the server also loads
+// rules.yml), waits for two successful scrapes, and then evaluates at one
+// instant T, while the transfer runs:
 //
 //   - every "expr" of the dashboard, with the variables substituted ($job,
 //     $instance: the scrape target's labels; $stream: "0";
 //     $__rate_interval: 5s): each must return at least one sample that is
-//     not NaN (so a ratio that divides by a rate of zero does not count);
+//     not NaN (so a ratio that divides by a rate of zero does not count),
+//     and every metric it names must be in the scrape;
 //   - the metric selector of every label_values() variable query: it must
 //     return series carrying the label;
 //   - every rule of rules.yml, as Prometheus loaded it (/api/v1/rules). The
@@ -141,20 +143,23 @@ func TestPromtoolTestRules(t *testing.T) {
 //     cut into its measurements (see measurements: the operands of its
 //     top-level "or", "and"/"unless" and comparison operators, recursively,
 //     with number literals such as thresholds dropped), each of which must
-//     return data like a dashboard expression.
+//     return data like a dashboard expression, every metric named in the
+//     scrape.
+//
+// The outcome of the run before (bulkmove_job_last_exit_code, the last
+// success) is what a job exports from the textfile that run left: a first,
+// small run writes it, and the transfer reads it back.
 //
 // If some expression has no data at T, T moves on by a second, up to a
 // deadline, while the transfer still runs: the first scrapes of a job can
-// miss a rate window.
+// miss a rate window. At T the verdict must be bwlimit (the limit is what
+// holds the transfer back) with no advice to add streams.
 //
-// A transfer of 30,000 small files takes a second or two here, too short
-// to be scraped reliably; so the test throttles the receiving agents (the
-// children of bulkmove) with SIGSTOP/SIGCONT, letting them run 5 ms out of
-// every 100 ms. The transfer moves at a twentieth of its speed, all its
-// counters keep moving, and it still runs when the expressions are
-// evaluated; then the agents run freely, and the job must finish with exit
-// code 0, no alert firing and every rule evaluated by Prometheus in health
-// "ok".
+// Then the limit is lifted through the control endpoint (PUT /bwlimit with
+// the --control-token), and the job must finish with exit code 0, no alert
+// firing, every rule evaluated by Prometheus in health "ok", and a
+// textfile that promtool check metrics accepts, without the Go and process
+// families.
 func TestQueriesReturnData(t *testing.T) {
 	promBin, _ := tools(t)
 	if testing.Short() {
@@ -208,12 +213,23 @@ scrape_configs:
 	prom := startPrometheus(t, promBin, cfgPath, filepath.Join(tmp, "tsdb"))
 	t.Logf("Prometheus ready after %.1fs", time.Since(start).Seconds())
 
+	// The run before: it leaves its outcome in the textfile.
+	textfile := filepath.Join(tmp, "bulkmove.prom")
+	small := filepath.Join(treeDir, "small")
+	if err := gentree.Small(small, 10, 1, 1024); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(bin, "--metrics-textfile", textfile, small, filepath.Join(treeDir, "small-dst")).CombinedOutput(); err != nil {
+		t.Fatalf("the run before: %v\n%s", err, out)
+	}
+	token := filepath.Join(tmp, "control-token")
+	if err := os.WriteFile(token, []byte(randomHex(t)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
 	// The transfer.
-	job := startJob(t, bin, src, dst)
+	job := startJob(t, bin, src, dst, textfile, token)
 	addr := job.waitAddr(t)
-	// The streams are connected (bulkmove serves metrics once they are):
-	// hold the transfer until Prometheus has found it and scraped it once.
-	job.hold.Store(true)
 	t.Logf("bulkmove exports metrics on %s; Prometheus on %s", addr, prom.base)
 	if err := writeAtomic(filepath.Join(sdDir, "bulkmove.json"),
 		fmt.Sprintf(`[{"targets": [%q]}]`, addr)); err != nil {
@@ -225,10 +241,6 @@ scrape_configs:
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		res, err := prom.query(upQuery, time.Now())
-		if err == nil && res.max() >= 1 && job.hold.Load() {
-			job.hold.Store(false)
-			t.Logf("first scrape after %.1fs", time.Since(start).Seconds())
-		}
 		if err == nil && res.max() >= 2 {
 			break
 		}
@@ -263,7 +275,7 @@ scrape_configs:
 			t.Errorf("%s: %v", e.where, err)
 			continue
 		}
-		checks = append(checks, check{where: e.where, query: q, want: hasData})
+		checks = append(checks, check{where: e.where, query: q, want: hasData, names: metricNames(q)})
 	}
 	for _, v := range varQueries {
 		q, err := substitute(v.expr, vars)
@@ -287,7 +299,7 @@ scrape_configs:
 			checks = append(checks, check{where: "recording rule " + r.Name, query: r.Query, want: hasData})
 			continue
 		}
-		checks = append(checks, check{where: "alert " + r.Name, query: r.Query, want: isEmpty})
+		checks = append(checks, check{where: "alert " + r.Name, query: r.Query, want: isEmpty, names: metricNames(r.Query)})
 		parts := measurements(r.Query)
 		if len(parts) == 0 {
 			t.Errorf("alert %s: no measurement found in %q", r.Name, r.Query)
@@ -312,7 +324,14 @@ scrape_configs:
 		}
 		at = time.Now()
 		failures = failures[:0]
+		scraped, err := prom.names(addr, at)
+		if err != nil {
+			t.Fatal(err)
+		}
 		for _, c := range checks {
+			if missing := without(c.names, scraped); len(missing) > 0 {
+				failures = append(failures, fmt.Sprintf("%s:\n\t%s\n\tnames %v, not in the scrape of bulkmove", c.where, c.query, missing))
+			}
 			res, err := prom.query(c.query, at)
 			if err == nil {
 				err = c.want(res)
@@ -336,8 +355,21 @@ scrape_configs:
 		t.Errorf("the transfer was not running at T by its metrics (walk done and everything done): %v %v", res, err)
 	}
 
-	// Let it finish.
-	code := job.release(t, 30*time.Second)
+	// The limit holds the transfer back, and the verdict says so.
+	for q, want := range map[string]float64{
+		fmt.Sprintf(`bulkmove_bottleneck{instance=%q, resource="bwlimit"}`, addr):    1,
+		fmt.Sprintf(`bulkmove_more_streams_would_help{instance=%q}`, addr):           0,
+		fmt.Sprintf(`bulkmove_job_running{instance=%q}`, addr):                       1,
+		fmt.Sprintf(`count(bulkmove_receiver_cpu_seconds_total{instance=%q})`, addr): 2, // two agents: one series each
+	} {
+		if res, err := prom.query(q, at); err != nil || len(res.samples) != 1 || res.samples[0].value != want {
+			t.Errorf("%s at T: %v %v, want %v", q, res, err, want)
+		}
+	}
+
+	// Lift the limit, and let it finish.
+	job.lift(t, addr, token)
+	code := job.release(t, 60*time.Second)
 	if code != 0 {
 		t.Fatalf("bulkmove exited with %d:\n%s", code, job.log())
 	}
@@ -362,6 +394,27 @@ scrape_configs:
 	}
 	for _, a := range alerts.Data.Alerts {
 		t.Errorf("alert %s is %s during a healthy transfer: %v", a.Labels["alertname"], a.State, a.Labels)
+	}
+
+	// What the job left for node_exporter passes promtool's checks, holds
+	// its outcome, and no Go or process family.
+	_, promtool := tools(t)
+	b, err := os.ReadFile(textfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := exec.Command(promtool, "check", "metrics")
+	check.Stdin = bytes.NewReader(b)
+	if out, err := check.CombinedOutput(); err != nil {
+		t.Errorf("promtool check metrics < %s: %v\n%s", textfile, err, out)
+	}
+	for _, want := range []string{"\nbulkmove_job_last_exit_code 0\n", "\nbulkmove_job_running 0\n", "\nbulkmove_job_last_success_timestamp_seconds "} {
+		if !bytes.Contains(b, []byte(want)) {
+			t.Errorf("the textfile lacks %q", strings.TrimSpace(want))
+		}
+	}
+	if m := regexp.MustCompile(`(?m)^(go|process)_\w+`).Find(b); m != nil {
+		t.Errorf("the textfile holds %s: node_exporter exports the Go and process families itself", m)
 	}
 	t.Logf("runtime %.1fs", time.Since(start).Seconds())
 }
@@ -716,6 +769,35 @@ func (r result) String() string {
 type check struct {
 	where, query string
 	want         func(result) error
+	names        []string // the metrics the query names
+}
+
+// metricNameRE matches the metric names of the dashboard's and the rules'
+// queries: bulkmove's own, and the process's (process_cpu_seconds_total).
+var metricNameRE = regexp.MustCompile(`\b(?:bulkmove|process|go)_[a-z0-9_]+\b`)
+
+// metricNames lists the metric names q names.
+func metricNames(q string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, n := range metricNameRE.FindAllString(q, -1) {
+		if !seen[n] {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// without lists the names not in set.
+func without(names []string, set map[string]bool) []string {
+	var out []string
+	for _, n := range names {
+		if !set[n] {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 func hasData(r result) error {
@@ -890,6 +972,20 @@ func (p *promServer) query(q string, at time.Time) (result, error) {
 	return res, nil
 }
 
+// names returns the metric names of the series scraped from the target
+// instance, at at.
+func (p *promServer) names(instance string, at time.Time) (map[string]bool, error) {
+	res, err := p.query(fmt.Sprintf(`count by (__name__) ({instance=%q, __name__=~".+"})`, instance), at)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for _, s := range res.samples {
+		out[s.labels["__name__"]] = true
+	}
+	return out, nil
+}
+
 type rule struct {
 	Name      string `json:"name"`
 	Query     string `json:"query"`
@@ -929,27 +1025,25 @@ type transfer struct {
 	stderr *syncBuffer
 	addr   chan string
 	done   chan struct{}
-	stop   context.CancelFunc // ends the throttling
-	idle   chan struct{}      // closed when the throttling has ended
-	hold   atomic.Bool        // keep the agents stopped
 }
 
-func startJob(t *testing.T, bin, src, dst string) *transfer {
+// startJob starts a transfer slowed by a bandwidth limit that the control
+// endpoint (with the token in the file token) lifts, writing textfile as
+// it goes.
+func startJob(t *testing.T, bin, src, dst, textfile, token string) *transfer {
 	t.Helper()
-	cmd := exec.Command(bin, "-j", "2", "--via-agent", "--batch-files", "50", "--fsync",
-		"--metrics-addr", "127.0.0.1:0", src, dst)
+	cmd := exec.Command(bin, "-j", "2", "--via-agent", "--compress=zstd", "--batch-files", "50", "--fsync",
+		"--bwlimit", jobLimit, "--metrics-addr", "127.0.0.1:0", "--control-token", token,
+		"--metrics-textfile", textfile, "--metrics-textfile-interval", "1s", src, dst)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	j := &transfer{cmd: cmd, stderr: &syncBuffer{}, addr: make(chan string, 1), done: make(chan struct{}), idle: make(chan struct{})}
+	j := &transfer{cmd: cmd, stderr: &syncBuffer{}, addr: make(chan string, 1), done: make(chan struct{})}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	j.stop = cancel
-	go j.throttle(ctx)
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
@@ -957,7 +1051,7 @@ func startJob(t *testing.T, bin, src, dst string) *transfer {
 			j.stderr.Write([]byte(line + "\n"))
 			if _, rest, ok := strings.Cut(line, "metrics on http://"); ok {
 				select {
-				case j.addr <- strings.TrimSuffix(rest, "/metrics"):
+				case j.addr <- strings.TrimSuffix(strings.Fields(rest)[0], "/metrics"):
 				default:
 				}
 			}
@@ -967,8 +1061,6 @@ func startJob(t *testing.T, bin, src, dst string) *transfer {
 		close(j.done)
 	}()
 	t.Cleanup(func() {
-		j.stop()
-		<-j.idle
 		if !j.exited() {
 			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		}
@@ -976,6 +1068,10 @@ func startJob(t *testing.T, bin, src, dst string) *transfer {
 	})
 	return j
 }
+
+// jobLimit holds the transfer's 30,000 files to a minute or more, however
+// well they compress, until the test lifts it.
+const jobLimit = "64K"
 
 func (j *transfer) waitAddr(t *testing.T) string {
 	t.Helper()
@@ -1001,74 +1097,46 @@ func (j *transfer) exited() bool {
 
 func (j *transfer) log() string { return j.stderr.String() }
 
-// release ends the throttling and waits for the job's exit code.
+// lift turns the job's bandwidth limit off through its control endpoint.
+func (j *transfer) lift(t *testing.T, addr, tokenFile string) {
+	t.Helper()
+	tok, err := os.ReadFile(tokenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequest(http.MethodPut, "http://"+addr+"/bwlimit", strings.NewReader("off"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("PUT /bwlimit: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		t.Fatalf("PUT /bwlimit off: %s: %s", resp.Status, body)
+	}
+}
+
+// release waits for the job's exit code.
 func (j *transfer) release(t *testing.T, timeout time.Duration) int {
 	t.Helper()
-	j.stop()
-	<-j.idle
 	select {
 	case <-j.done:
 	case <-time.After(timeout):
-		t.Fatalf("bulkmove still running %v after the throttling ended:\n%s", timeout, j.log())
+		t.Fatalf("bulkmove still running %v after its limit was lifted:\n%s", timeout, j.log())
 	}
 	return j.cmd.ProcessState.ExitCode()
 }
 
-// throttle lets the children of the job (its agents) run 5 ms out of every
-// 100 ms (none while j.hold is set) until ctx ends, then lets them run.
-func (j *transfer) throttle(ctx context.Context) {
-	defer close(j.idle)
-	const period, run = 100 * time.Millisecond, 5 * time.Millisecond
-	var kids []int
-	signal := func(sig syscall.Signal) {
-		for _, pid := range kids {
-			syscall.Kill(pid, sig)
-		}
+func randomHex(t *testing.T) string {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
 	}
-	defer func() { signal(syscall.SIGCONT) }()
-	for {
-		kids = children(j.cmd.Process.Pid)
-		if !j.hold.Load() {
-			signal(syscall.SIGCONT)
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(run):
-			}
-		}
-		signal(syscall.SIGSTOP)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(period - run):
-		}
-	}
-}
-
-// children lists the processes whose parent is pid, from /proc.
-func children(pid int) []int {
-	ents, _ := os.ReadDir("/proc")
-	var out []int
-	for _, e := range ents {
-		n, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
-			out = append(out, n)
-		}
-	}
-	return out
+	return hex.EncodeToString(b)
 }
 
 // ---------------------------------------------------------------- helpers

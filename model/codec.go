@@ -6,7 +6,7 @@ import (
 	"io/fs"
 )
 
-// EntryCodec encodes a Entry, every field of it (Dev and Ino too).
+// EntryCodec encodes a Entry, every field of it (Dev, Ino and CTime too).
 type EntryCodec struct{}
 
 // Append appends e's encoding to b.
@@ -38,6 +38,7 @@ func AppendEntry(b []byte, e *Entry) []byte {
 	b = binary.AppendUvarint(b, e.Dev)
 	b = binary.AppendUvarint(b, e.Ino)
 	b = binary.AppendUvarint(b, e.Rdev)
+	b = binary.AppendVarint(b, e.CTime)
 	return b
 }
 
@@ -64,6 +65,7 @@ func ReadEntry(b []byte) (Entry, []byte, error) {
 	e.Dev = r.uvarint()
 	e.Ino = r.uvarint()
 	e.Rdev = r.uvarint()
+	e.CTime = r.varint()
 	if r.bad {
 		return e, nil, errShort
 	}

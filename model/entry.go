@@ -77,6 +77,10 @@ type Entry struct {
 
 	// Dev and Ino identify the source file; they do not travel on the wire.
 	Dev, Ino uint64
+	// CTime is the source file's inode change time as the walk saw it
+	// (Unix nanoseconds), kept at the source only: --remove-source-files
+	// removes a name only while its inode is unchanged since then.
+	CTime int64
 
 	// Off and Len, when Len > 0, make a KindFile entry one range of a
 	// large file split across batches (Options.SplitSize): its bytes

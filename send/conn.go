@@ -24,6 +24,25 @@ type Result struct {
 	Need []bool
 }
 
+// Failed returns the indexes of r's entries that are not in place at
+// DEST: the receiver failed them (a corrupted one too), the sender could
+// not read them, or they go once more (Again).
+func (r Result) Failed() map[int]bool {
+	bad := map[int]bool{}
+	if r.Ack != nil {
+		for _, e := range r.Ack.Errors {
+			bad[e.Index] = true
+		}
+	}
+	for _, e := range r.SrcErrors {
+		bad[e.Index] = true
+	}
+	for _, i := range r.Again {
+		bad[i] = true
+	}
+	return bad
+}
+
 // Conn is one stream to a receiver.
 type Conn interface {
 	// Run sends batches from in until in is closed, calling done for each

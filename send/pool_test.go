@@ -228,16 +228,7 @@ func (c *collector) done() map[string]int {
 		if r.Final || r.Ack == nil {
 			continue
 		}
-		bad := map[int]bool{}
-		for _, e := range r.Ack.Errors {
-			bad[e.Index] = true
-		}
-		for _, e := range r.SrcErrors {
-			bad[e.Index] = true
-		}
-		for _, i := range r.Again {
-			bad[i] = true
-		}
+		bad := r.Failed()
 		for i, e := range r.Batch.Entries {
 			if e.Kind == model.KindFile && !bad[i] {
 				out[e.Path]++

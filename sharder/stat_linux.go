@@ -25,6 +25,7 @@ type rawStat struct {
 	gid   uint32
 	size  int64
 	mtime int64 // Unix nanoseconds
+	ctime int64 // Unix nanoseconds
 	dev   uint64
 	ino   uint64
 	rdev  uint64 // a device's number, as model.Mkdev puts it
@@ -44,6 +45,7 @@ func fromUnix(st *unix.Stat_t) rawStat {
 		gid:   st.Gid,
 		size:  st.Size,
 		mtime: st.Mtim.Nano(),
+		ctime: st.Ctim.Nano(),
 		dev:   uint64(st.Dev),
 		ino:   uint64(st.Ino),
 		rdev:  model.Mkdev(unix.Major(uint64(st.Rdev)), unix.Minor(uint64(st.Rdev))),
@@ -182,6 +184,7 @@ func Restat(root string, e model.Entry) (model.Entry, bool) {
 		return e, false
 	}
 	e.Size, e.MTime, e.Mode, e.UID, e.GID, e.Nlink = st.size, st.mtime, st.perm, st.uid, st.gid, uint32(st.nlink)
+	e.Dev, e.Ino, e.CTime = st.dev, st.ino, st.ctime
 	return e, true
 }
 

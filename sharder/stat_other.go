@@ -20,6 +20,7 @@ type rawStat struct {
 	gid   uint32
 	size  int64
 	mtime int64
+	ctime int64 // unknown here, 0
 	dev   uint64
 	ino   uint64
 	rdev  uint64 // a device's number (model.Mkdev): unknown here, 0

@@ -916,6 +916,7 @@ func (rs *rawStat) entry(rel string, k model.Kind) model.Entry {
 		GID:   rs.gid,
 		Dev:   rs.dev,
 		Ino:   rs.ino,
+		CTime: rs.ctime,
 	}
 	if k == model.KindFile {
 		e.Size = rs.size

@@ -84,6 +84,12 @@ type ReceiveOptions struct {
 	// DryRun: the job only asks (--dry-run): a DEST not there is not
 	// made, and a batch to move or a prune that removes is refused.
 	DryRun bool `json:"dry_run,omitempty"`
+	// SyncInPlace: the sender removes each source file once its batch is
+	// acknowledged (--remove-source-files, which sets Fsync too), so a
+	// file found already in place is made durable (fsynced, with its
+	// directory) before the ack as a file written is; one that cannot be
+	// fails, and stays at the source.
+	SyncInPlace bool `json:"sync_in_place,omitempty"`
 }
 
 // Check modes: how the receiver decides that a regular file at the

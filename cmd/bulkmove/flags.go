@@ -130,6 +130,8 @@ func registerMove(fs *pflag.FlagSet, c *engine.Config) {
 		fs.BoolVar(&c.DeleteExcluded, "delete-excluded", c.DeleteExcluded, "with --delete, also delete excluded paths at DEST (implies --delete)")
 		fs.BoolVar(&c.NoDeleteGuard, "no-delete-guard", c.NoDeleteGuard, "with --delete, delete even when SRC selected nothing or more than half of DEST's entries (at least 1000) would go")
 		fs.Var(&c.MaxDelete, "max-delete", "with --delete, delete at most `N` entries; past them the job says how many more it left and exits 25")
+		fs.BoolVar(&c.RemoveSourceFiles, "remove-source-files", c.RemoveSourceFiles, "remove from SRC each file (not directory) once DEST acknowledged it durable (implies --fsync) and its hash matched, if it did not change since it was read; files found up to date at DEST too")
+		fs.BoolVar(&c.RemoveSourceDirs, "remove-source-dirs", c.RemoveSourceDirs, "with --remove-source-files, after a pass without errors remove SRC's directories left empty, deepest first (never SRC itself)")
 	})
 	section(fs, "performance", func() {
 		fs.Var(&c.Gentle.BwLimit, "bwlimit", "limit the whole job to `RATE` bytes a second (50M, 1.5G, off; a bare number is KiB as in rsync), "+

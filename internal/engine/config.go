@@ -77,6 +77,10 @@ type Config struct {
 	Faithful         Faithful  // -X, -A, --sparse: see faithful.go
 	Auto             AutoJobs  // -j auto, --max-streams: see autoj.go
 	Split            SplitSize // --split-size: see split.go
+
+	// --remove-source-files and --remove-source-dirs: see removesrc.go.
+	RemoveSourceFiles bool
+	RemoveSourceDirs  bool
 }
 
 // ByteSize is a flag of a size with an optional unit: 64MiB, 64m, 1G, 4096.
@@ -191,6 +195,9 @@ func (c *Config) Check() error {
 	}
 	if (c.MaxDelete.set || c.NoDeleteGuard) && !c.Delete {
 		return errors.New("--max-delete and --no-delete-guard go with --delete")
+	}
+	if err := c.checkRemoveSource(); err != nil {
+		return err
 	}
 	if err := c.checkCounts(); err != nil {
 		return err

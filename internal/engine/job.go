@@ -47,6 +47,7 @@ type job struct {
 	res            *resume.Journal               // the journal; nil without one
 	exitCode       func(Outcome) int             // the exit code of an outcome, for --json
 	del            *deletion.Deleter             // --delete; nil without
+	rm             *srcRemover                   // --remove-source-files; nil without
 	out, logFmt    *itemize.Format               // -i (--out-format) and --log-file-format; nil without
 	log            io.Writer                     // where --log-file-format's lines go (Job.Log)
 	statsOut       io.Writer                     // where --stats' block goes: stdout, a pull's sender's stderr
@@ -280,6 +281,9 @@ func (j *job) run(ctx context.Context) Outcome {
 		pool.Redial = j.tr.Redial
 	}
 	pool.OnWarn = func(msg string) { termsafe.Errorf(j.stderr, "warning: %s", msg) }
+	if j.flags.RemoveSourceFiles {
+		j.rm = j.newRemover(plan)
+	}
 	if plan.src.File == "" {
 		root := plan.src.Root
 		pool.Restat = func(e model.Entry) (model.Entry, bool) { return sharder.Restat(root, e) }
@@ -323,6 +327,7 @@ func (j *job) run(ctx context.Context) Outcome {
 		}
 	}
 	interrupted := ctx.Err() != nil || j.draining()
+	j.finishRemove(err == nil && !interrupted && j.failed == 0 && j.walkErrs == 0)
 	if jerr := j.res.Close(err == nil && !interrupted && j.failed == 0 && j.walkErrs == 0); jerr != nil {
 		termsafe.Errorf(j.stderr, "warning: %v", jerr)
 	}

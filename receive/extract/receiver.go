@@ -150,6 +150,9 @@ type Options struct {
 	// prune that removes nothing), and Open does not make a DEST that is
 	// not there: it is then taken as empty.
 	DryRun bool
+	// SyncInPlace: files found up to date are fsynced, with their
+	// directories, before the ack (see syncInPlace).
+	SyncInPlace bool
 }
 
 // FromWire converts the handshake's options as they are, for a receiver
@@ -163,7 +166,7 @@ func FromWire(o *wire.ReceiveOptions) Options {
 	// belong to the receiving user, as with rsync run by an ordinary user.
 	return Options{Fsync: o.Fsync, Owner: o.Owner && canChown, KeepSetid: o.KeepSetid, NoCheck: o.Check == wire.CheckNone,
 		Check: o.Check, WriteRate: o.WriteRate, IOConcurrency: o.IOConcurrency, Xattrs: o.Xattrs, ACLs: o.ACLs, Sparse: o.Sparse, NoSums: o.NoSums, Delete: o.Delete, Itemize: o.Itemize,
-		Devices: o.Devices, Specials: o.Specials, DryRun: o.DryRun}
+		Devices: o.Devices, Specials: o.Specials, DryRun: o.DryRun, SyncInPlace: o.SyncInPlace}
 }
 
 // check is the check mode in force.

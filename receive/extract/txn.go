@@ -60,6 +60,9 @@ type Txn struct {
 	spread bool
 	// items are the entries' item flags, when itemizing (itemize.go).
 	items []uint16
+	// inPlace are the regular files found up to date (Skip), for
+	// syncInPlace.
+	inPlace []int
 }
 
 type pendingFile struct {
@@ -135,6 +138,77 @@ func (t *Txn) Skip(i int) {
 	if i >= len(t.entries) || t.entries[i].Off == 0 {
 		t.count(0, 0, 1)
 	}
+	if t.r.opt.SyncInPlace && i < len(t.entries) && t.entries[i].Kind == model.KindFile {
+		t.mu.Lock()
+		t.inPlace = append(t.inPlace, i)
+		t.mu.Unlock()
+	}
+}
+
+// syncInPlace makes the files found up to date durable, each and its
+// directory, as Commit makes those it writes with Fsync: the sender
+// removes its copy once the ack says so (--remove-source-files), and an
+// up-to-date file a run without --fsync wrote a moment ago may be in the
+// page cache alone. A file no longer there as the check found it fails.
+// A range of a split file whose file is not complete yet is in its
+// partial, synced when the last range completes it (partial.go).
+func (t *Txn) syncInPlace() {
+	if len(t.inPlace) == 0 {
+		return
+	}
+	start := time.Now()
+	dirs := map[string]*os.File{}
+	defer func() {
+		for _, d := range dirs {
+			if d != nil {
+				d.Close()
+			}
+		}
+	}()
+	synced := map[string]bool{}
+	for _, i := range t.inPlace {
+		e := &t.entries[i]
+		d, base := splitDir(e.Path)
+		dir, ok := dirs[d]
+		if !ok {
+			dir, _ = t.r.openDir(d, 0)
+			dirs[d] = dir
+		}
+		err := errors.New("not in place")
+		if dir != nil {
+			err = syncFileAt(int(dir.Fd()), base, e)
+		}
+		if err == unix.ENOENT && e.IsRange() {
+			continue
+		}
+		if err == nil && !synced[d] {
+			if err = dir.Sync(); err == nil {
+				synced[d] = true
+			}
+		}
+		if err != nil {
+			t.failErr(i, "fsync", e.Path, err)
+		}
+	}
+	t.fsyncNanos += int64(time.Since(start))
+}
+
+// syncFileAt fsyncs the regular file name in the directory dfd if it is
+// still e's size and, where e has one, mtime.
+func syncFileAt(dfd int, name string, e *model.Entry) error {
+	fd, err := unix.Openat(dfd, name, readFlags, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size != e.Size {
+		return errors.New("changed at the destination since it was checked")
+	}
+	return unix.Fsync(fd)
 }
 
 // count adds to the batch's totals.
@@ -215,6 +289,7 @@ func (t *Txn) CommitSums(id uint64, discards []wire.Discard, sums []wire.Indexed
 			t.bytes += p.size
 		}
 	}
+	t.syncInPlace()
 	if t.r.opt.Fsync && len(t.pending) > 0 {
 		start := time.Now()
 		for name, d := range t.dirs {

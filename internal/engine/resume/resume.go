@@ -161,16 +161,7 @@ func (r *Journal) Record(res send.Result) {
 	if r == nil || res.Final || res.Ack == nil {
 		return
 	}
-	bad := map[int]bool{}
-	for _, e := range res.Ack.Errors {
-		bad[e.Index] = true
-	}
-	for _, e := range res.SrcErrors {
-		bad[e.Index] = true
-	}
-	for _, i := range res.Again {
-		bad[i] = true // not in place yet: it goes once more
-	}
+	bad := res.Failed() // (Again: not in place yet, it goes once more)
 	var es []journal.Entry
 	for i := range res.Batch.Entries {
 		e := &res.Batch.Entries[i]

@@ -51,8 +51,10 @@ type srcRemover struct {
 	file   string // a single-file SRC: the one name every entry stands for
 	stderr io.Writer
 	// inPlace: a file the receiver found up to date (not sent) is at DEST
-	// as sent ones are: the check compared size and mtime, or the content
-	// hash. Not with --size-only or --ignore-existing.
+	// as sent ones are, as its check says (size and mtime, size alone, or
+	// the content hash), as rsync has it; not with --ignore-existing,
+	// where anything of that name will do (rsync keeps those too): then
+	// only the files sent go, no symlink or hard link.
 	inPlace bool
 	// parts sums, per split file, the lengths of its ranges acknowledged:
 	// it goes once all of them are.
@@ -79,7 +81,7 @@ var testRemoveHook func(name string)
 func (j *job) newRemover(p plan) *srcRemover {
 	mode, _ := j.flags.checkMode()
 	r := &srcRemover{root: p.src.Root, file: p.src.File, stderr: j.stderr, dirFd: -1,
-		inPlace:  mode != wire.CheckSize && mode != wire.CheckExisting,
+		inPlace:  mode != wire.CheckExisting,
 		parts:    map[string]int64{},
 		relinked: map[[2]uint64]int64{},
 		onRemove: testRemoveHook,
@@ -104,7 +106,9 @@ func (s *srcRemover) done(r send.Result) {
 			}
 			continue
 		}
-		if e.Kind == model.KindFile && r.Need != nil && i < len(r.Need) && !r.Need[i] && !s.inPlace {
+		if !s.inPlace && (r.Final || r.Need != nil && i < len(r.Need) && !r.Need[i]) {
+			// (A final batch's ack does not say which of its entries
+			// --ignore-existing left as they were.)
 			continue
 		}
 		if e.IsRange() {

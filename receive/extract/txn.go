@@ -220,6 +220,11 @@ func (t *Txn) count(files, bytes, skipped int64) {
 	t.mu.Unlock()
 }
 
+// BeforeAck, if set, is called with each batch's id and entries once its
+// files are in place (durable, with Fsync), before its ack is made: how
+// tests hold an ack back.
+var BeforeAck func(id uint64, entries []model.Entry)
+
 // Commit renames the batch's files into place, except those discarded by
 // the sender, syncs directories with Fsync, and returns the batch's ack.
 func (t *Txn) Commit(id uint64, discards []wire.Discard) *wire.BatchAck {
@@ -312,6 +317,9 @@ func (t *Txn) CommitSums(id uint64, discards []wire.Discard, sums []wire.Indexed
 		t.fsyncNanos += int64(time.Since(start))
 	}
 	t.close()
+	if BeforeAck != nil {
+		BeforeAck(id, t.entries)
+	}
 	a := &wire.BatchAck{ID: id, Files: t.files, Bytes: t.bytes, Skipped: t.skipped, Errors: t.errs, Items: t.ackItems(),
 		WriteNanos: t.writeNanos + int64(time.Since(commitStart)), FsyncNanos: t.fsyncNanos, LatencyNanos: int64(t.r.io.Latency())}
 	t.r.files.Add(t.files)

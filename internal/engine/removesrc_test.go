@@ -1,0 +1,122 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bulkmove/bulkmove/model"
+	"github.com/bulkmove/bulkmove/receive/extract"
+)
+
+// TestRemoveSourceAfterDurableAck: a receiver that holds each durable
+// batch's ack back a while finds every file of the batch still at SRC all
+// that while (killing processes cannot show this: only an ack delayed
+// past the point where the data is durable can); afterwards each file is
+// at DEST and gone from SRC, but for those changed after they were read
+// (content, or only their inode, as chmod does), which stay with a
+// warning naming them while DEST holds what was read.
+func TestRemoveSourceAfterDurableAck(t *testing.T) {
+	root := shmDir(t)
+	src, dst := filepath.Join(root, "src"), filepath.Join(root, "dst")
+	var names []string
+	for d := range 4 {
+		for f := range 30 {
+			name := fmt.Sprintf("d%d/f%02d", d, f)
+			names = append(names, name)
+			writeFile(t, filepath.Join(src, name), name)
+		}
+	}
+	writeFile(t, filepath.Join(dst, "d0/f01"), "d0/f01") // up to date at DEST: removed too
+	mt := time.Unix(1e9, 0)
+	for _, p := range []string{filepath.Join(src, "d0/f01"), filepath.Join(dst, "d0/f01")} {
+		if err := os.Chtimes(p, mt, mt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const rewritten, chmodded = "d1/f05", "d2/f07"
+
+	var mu sync.Mutex
+	var early []string
+	acked := map[string]bool{}
+	extract.BeforeAck = func(id uint64, entries []model.Entry) {
+		time.Sleep(20 * time.Millisecond) // the ack held back
+		mu.Lock()
+		defer mu.Unlock()
+		for _, e := range entries {
+			if e.Kind == model.KindDir {
+				continue
+			}
+			if _, err := os.Lstat(filepath.Join(src, e.Path)); err != nil {
+				early = append(early, e.Path)
+			}
+			switch e.Path {
+			case rewritten:
+				writeFile(t, filepath.Join(src, e.Path), "written after it was read")
+			case chmodded:
+				if err := os.Chmod(filepath.Join(src, e.Path), 0o600); err != nil {
+					t.Error(err)
+				}
+			}
+			acked[e.Path] = true
+		}
+	}
+	var notAcked []string
+	testRemoveHook = func(name string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !acked[name] {
+			notAcked = append(notAcked, name)
+		}
+	}
+	t.Cleanup(func() { extract.BeforeAck, testRemoveHook = nil, nil })
+
+	c := DefaultConfig()
+	c.RemoveSourceFiles, c.Journal, c.BatchFiles, c.Jobs = true, "none", 10, 2
+	if err := c.Check(); err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	o := Job{Config: c, Src: src + "/", Dst: dst, Stdout: &bytes.Buffer{}, Stderr: &stderr}.Run(context.Background())
+	if o != Done {
+		t.Fatalf("outcome %v, want done; stderr:\n%s", o, stderr.String())
+	}
+	if len(early) > 0 || len(notAcked) > 0 {
+		t.Errorf("removed from SRC before their batch's durable ack: %v; removed unacknowledged: %v", early, notAcked)
+	}
+	for _, name := range names {
+		got, err := os.ReadFile(filepath.Join(dst, name))
+		if err != nil || string(got) != name {
+			t.Errorf("DEST %s: %q, %v; want what was read, %q", name, got, err, name)
+		}
+		_, err = os.Lstat(filepath.Join(src, name))
+		kept := name == rewritten || name == chmodded
+		if kept != (err == nil) {
+			t.Errorf("SRC %s: still there %v, want %v", name, err == nil, kept)
+		}
+	}
+	for _, name := range []string{rewritten, chmodded} {
+		if !strings.Contains(stderr.String(), filepath.Join(src, name)+" not removed from the source: changed since it was read") {
+			t.Errorf("no warning naming %s; stderr:\n%s", name, stderr.String())
+		}
+	}
+	if want := fmt.Sprintf("%d source files removed; 2 kept", len(names)-2); !strings.Contains(stderr.String(), want) {
+		t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+	}
+}
+
+func writeFile(t *testing.T, name, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(name, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

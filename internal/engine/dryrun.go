@@ -113,6 +113,9 @@ func (j *job) dryRun(ctx context.Context, p plan, opt sharder.Options) Outcome {
 	if largest != nil {
 		termsafe.Errorf(j.stderr, "dry run: largest batch %d files, %s; imbalance across %d streams %.1f%%", largest.files, units.Size(largest.bytes), j.flags.Jobs, imbalance)
 	}
+	if j.flags.RemoveSourceFiles {
+		termsafe.Errorf(j.stderr, "dry run: --remove-source-files would remove from SRC each file and link listed, once it landed at DEST (removing nothing now)")
+	}
 	if st.Errors > 0 {
 		if j.flags.Delete {
 			termsafe.Errorf(j.stderr, "dry run: --delete would delete nothing: the walk had errors")

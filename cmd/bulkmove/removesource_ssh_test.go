@@ -1,0 +1,68 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/bulkmove/bulkmove/internal/gentree"
+	"github.com/bulkmove/bulkmove/internal/treecmp"
+)
+
+// TestSSHRemoveSource: --remove-source-files over SSH against a real sshd,
+// a push (this host removes) and a pull (the remote send-hub removes):
+// DEST is SRC as it was, SRC keeps only its directories, or with
+// --remove-source-dirs only its root.
+func TestSSHRemoveSource(t *testing.T) {
+	_, cfg, px := sshdBehindProxy(t)
+	env := []string{"XDG_STATE_HOME=" + t.TempDir()}
+	dir := shmDir(t)
+	args := []string{"--ssh-config", cfg, "--port", strconv.Itoa(px.Port()), "-j", "2", "--batch-files", "50", "--remove-source-files"}
+	for _, c := range []struct {
+		name string
+		dirs bool
+		run  func(src, dst string, extra ...string) (string, int)
+	}{
+		{"push", false, func(src, dst string, extra ...string) (string, int) {
+			return runBM(t, env, append(append(args, extra...), src+"/", "box2:"+dst)...)
+		}},
+		{"pull", true, func(src, dst string, extra ...string) (string, int) {
+			return runBM(t, env, append(append(args, extra...), "box2:"+src+"/", dst)...)
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			src, ref, dst := filepath.Join(dir, c.name, "src"), filepath.Join(dir, c.name, "ref"), filepath.Join(dir, c.name, "dst")
+			if err := gentree.Mixed(src, 500, 7); err != nil {
+				t.Fatal(err)
+			}
+			if out, err := exec.Command("cp", "-a", src, ref).CombinedOutput(); err != nil {
+				t.Fatalf("cp: %v: %s", err, out)
+			}
+			var extra []string
+			if c.dirs {
+				extra = []string{"--remove-source-dirs"}
+			}
+			out, code := c.run(src, dst, extra...)
+			if code != 0 || !strings.Contains(out, "source files removed") {
+				t.Fatalf("exit %d, want 0 and a count of files removed:\n%s", code, out)
+			}
+			diffs, err := treecmp.Compare(ref, dst, treecmp.Options{Owner: os.Geteuid() == 0})
+			if err != nil || len(diffs) > 0 {
+				t.Fatalf("DEST differs from SRC as it was (%v):\n%s", err, treecmp.Format(diffs, 10))
+			}
+			var left []string
+			filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
+				if err == nil && p != src && (!d.IsDir() || c.dirs) {
+					left = append(left, p)
+				}
+				return nil
+			})
+			if len(left) > 0 {
+				t.Errorf("left at SRC (%d), e.g. %q\n%s", len(left), left[:min(5, len(left))], out)
+			}
+		})
+	}
+}

@@ -66,3 +66,39 @@ func TestSSHRemoveSource(t *testing.T) {
 		})
 	}
 }
+
+// TestServeRemoveSource: a push to a `serve` daemon with
+// --remove-source-files leaves DEST as SRC was and SRC empty of files;
+// half the tree already at DEST (found up to date) goes too.
+func TestServeRemoveSource(t *testing.T) {
+	dir := shmDir(t)
+	root := filepath.Join(dir, "root")
+	addr, fp, tok := startServeBin(t, dir, "data="+root)
+	src, ref := filepath.Join(dir, "src"), filepath.Join(dir, "ref")
+	if err := gentree.Mixed(src, 600, 5); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("cp", "-a", src, ref).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v: %s", err, out)
+	}
+	url := "bulkmove://" + addr + "/data/a"
+	if out, code := runBM(t, nil, "--token-file", tok, "--fingerprint", fp, src+"/", url); code != 0 {
+		t.Fatalf("first push: exit %d:\n%s", code, out)
+	}
+	if err := gentree.Mixed(filepath.Join(src, "more"), 300, 6); err != nil {
+		t.Fatal(err)
+	}
+	os.RemoveAll(ref)
+	if out, err := exec.Command("cp", "-a", src, ref).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v: %s", err, out)
+	}
+	out, code := runBM(t, nil, "-j", "2", "--token-file", tok, "--fingerprint", fp, "--remove-source-files", "--remove-source-dirs", src+"/", url)
+	if code != 0 || !strings.Contains(out, "source files removed") {
+		t.Fatalf("push: exit %d, want 0 and a count of files removed:\n%s", code, out)
+	}
+	treecmp.Equal(t, ref, filepath.Join(root, "a"), treecmp.Options{Owner: os.Geteuid() == 0})
+	names, _ := os.ReadDir(src)
+	if len(names) > 0 {
+		t.Errorf("SRC still holds %d names, e.g. %s:\n%s", len(names), names[0].Name(), out)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -118,5 +119,41 @@ func writeFile(t *testing.T, name, content string) {
 	}
 	if err := os.WriteFile(name, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRemoveSourceParentSwapped: a directory of SRC swapped for a symlink
+// to another directory after the walk (by a hostile local user) is not
+// followed: the file of the same inode behind the link stays, the entry
+// is kept with a warning naming it.
+func TestRemoveSourceParentSwapped(t *testing.T) {
+	root := shmDir(t)
+	src, outside := filepath.Join(root, "src"), filepath.Join(root, "outside")
+	writeFile(t, filepath.Join(src, "d/x"), "x")
+	var st syscall.Stat_t
+	if err := syscall.Lstat(filepath.Join(src, "d/x"), &st); err != nil {
+		t.Fatal(err)
+	}
+	e := model.Entry{Path: "d/x", Kind: model.KindFile, Size: st.Size, MTime: st.Mtim.Nano(), CTime: st.Ctim.Nano(), Dev: st.Dev, Ino: st.Ino}
+	// The same inode, moved out of SRC, and d now a symlink to where it is.
+	if err := os.Rename(filepath.Join(src, "d"), outside); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(src, "d")); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Lstat(filepath.Join(outside, "x"), &st); err != nil {
+		t.Fatal(err)
+	}
+	e.CTime = st.Ctim.Nano() // (a rename may change it: only the link is in the way)
+	var stderr bytes.Buffer
+	s := &srcRemover{root: src, stderr: &stderr, dirFd: -1, parts: map[string]int64{}, relinked: map[[2]uint64]int64{}}
+	defer s.close()
+	s.remove(&e)
+	if _, err := os.Lstat(filepath.Join(outside, "x")); err != nil {
+		t.Errorf("removed through the symlink: %v", err)
+	}
+	if s.removed != 0 || s.kept != 1 || !strings.Contains(stderr.String(), filepath.Join(src, "d/x")+" not removed from the source") {
+		t.Errorf("removed %d, kept %d, stderr %q; want 0, 1 and a warning naming it", s.removed, s.kept, stderr.String())
 	}
 }

@@ -14,6 +14,8 @@ import (
 
 	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/receive/extract"
+	"github.com/bulkmove/bulkmove/send"
+	"github.com/bulkmove/bulkmove/wire"
 )
 
 // TestRemoveSourceAfterDurableAck: a receiver that holds each durable
@@ -155,5 +157,41 @@ func TestRemoveSourceParentSwapped(t *testing.T) {
 	}
 	if s.removed != 0 || s.kept != 1 || !strings.Contains(stderr.String(), filepath.Join(src, "d/x")+" not removed from the source") {
 		t.Errorf("removed %d, kept %d, stderr %q; want 0, 1 and a warning naming it", s.removed, s.kept, stderr.String())
+	}
+}
+
+// TestRemoveSourceSplitFile: a file split into ranges goes only once every
+// range is acknowledged; one whose range failed at DEST stays.
+func TestRemoveSourceSplitFile(t *testing.T) {
+	src := shmDir(t)
+	entry := func(name string) model.Entry {
+		writeFile(t, filepath.Join(src, name), "0123456789")
+		var st syscall.Stat_t
+		if err := syscall.Lstat(filepath.Join(src, name), &st); err != nil {
+			t.Fatal(err)
+		}
+		return model.Entry{Path: name, Kind: model.KindFile, Size: st.Size, MTime: st.Mtim.Nano(), CTime: st.Ctim.Nano(), Dev: st.Dev, Ino: st.Ino}
+	}
+	rng := func(e model.Entry, off, n int64) model.Entry { e.Off, e.Len = off, n; return e }
+	whole, broken := entry("whole"), entry("broken")
+	var stderr bytes.Buffer
+	s := &srcRemover{root: src, stderr: &stderr, dirFd: -1, inPlace: true, parts: map[string]int64{}, relinked: map[[2]uint64]int64{}}
+	defer s.close()
+	ack := func(errs ...int) *wire.BatchAck {
+		a := &wire.BatchAck{}
+		for _, i := range errs {
+			a.Errors = append(a.Errors, wire.EntryError{Index: i, Msg: "failed"})
+		}
+		return a
+	}
+	there := func(name string) bool { _, err := os.Lstat(filepath.Join(src, name)); return err == nil }
+	s.done(send.Result{Batch: &model.Batch{Entries: []model.Entry{rng(whole, 0, 4), rng(broken, 0, 4)}}, Ack: ack()})
+	s.done(send.Result{Batch: &model.Batch{Entries: []model.Entry{rng(whole, 4, 4), rng(broken, 4, 4)}}, Ack: ack(1)})
+	if !there("whole") || !there("broken") {
+		t.Fatalf("removed before its last range was acknowledged")
+	}
+	s.done(send.Result{Batch: &model.Batch{Entries: []model.Entry{rng(whole, 8, 2), rng(broken, 8, 2)}}, Ack: ack()})
+	if there("whole") || !there("broken") {
+		t.Errorf("whole: there %v, want gone; broken (a range failed): there %v, want there", there("whole"), there("broken"))
 	}
 }

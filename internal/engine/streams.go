@@ -3,7 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
-	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -156,10 +156,12 @@ func (j *job) showItem(rec *itemize.Record) {
 		}
 		j.ev.item(e.Path, rec.Code, link)
 	case j.out.Shows(rec):
-		fmt.Fprintln(j.stdout, j.out.Line(rec))
+		// Line escaped the names in it already (termsafe.Escape): as it is,
+		// not escaped twice.
+		io.WriteString(j.stdout, j.out.Line(rec)+"\n")
 	}
 	if j.logFmt != nil && j.logFmt.Shows(rec) {
-		fmt.Fprintln(j.log, j.logFmt.Line(rec))
+		io.WriteString(j.log, j.logFmt.Line(rec)+"\n")
 	}
 }
 

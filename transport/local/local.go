@@ -217,6 +217,9 @@ func (l *Conn) write(ctx context.Context, b *model.Batch, final bool) (send.Resu
 	var mu sync.Mutex
 	var discards []wire.Discard
 	ioconc.ForEach(len(files), width, func(_, k int) {
+		if ctx.Err() != nil {
+			return // the batch is aborted below
+		}
 		i := files[k]
 		e := &b.Entries[i]
 		if width > 1 { // the job's streams together stay within the limit
@@ -248,9 +251,16 @@ func (l *Conn) write(ctx context.Context, b *model.Batch, final bool) (send.Resu
 			res.SrcErrors = append(res.SrcErrors, source.Error{Index: i, Err: xerr})
 			mu.Unlock()
 		}
-		// The job's end (--grace over, a second ^C) stops the file
-		// between two reads, as a lost connection stops a remote one.
-		r := ratelimit.Reader(ctxReader{ctx, source.DataReader(f, ext)}, l.Src.Limit)
+		r := source.DataReader(f, ext)
+		if l.Src.Limit != nil || l.Limit.Rate() > 0 {
+			// Paced, a batch may take long: the job's end (--grace over,
+			// a second ^C) stops the file between two reads, as a lost
+			// connection stops a remote one. Unpaced, the file goes by
+			// copy_file_range, which a wrapper would hide, and the end is
+			// seen between files.
+			r = ctxReader{ctx, r}
+		}
+		r = ratelimit.Reader(r, l.Src.Limit)
 		if l.Limit.Rate() > 0 {
 			r = l.paced(r)
 		}

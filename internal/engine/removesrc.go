@@ -276,15 +276,19 @@ func (s *srcRemover) removeDirs() (removed int) {
 	return removed
 }
 
-// finish closes what the remover holds, removes the empty directories
-// with --remove-source-dirs after a pass without errors, and says what
-// it removed.
+// finishRemove closes what the remover holds, removes the empty
+// directories with --remove-source-dirs after a pass without errors, and
+// says what it removed.
 func (j *job) finishRemove(ok bool) {
 	s := j.rm
 	if s == nil {
 		return
 	}
 	s.close()
+	// A file kept for having changed is an error, as in rsync (its exit
+	// 23): the move is not complete. Counted once the pass is over, so
+	// that it holds no --delete back (DEST is as it should be).
+	j.failed += s.kept
 	dirs := 0
 	if ok && j.flags.RemoveSourceDirs {
 		dirs = s.removeDirs()

@@ -175,19 +175,6 @@ func openDir(name string, follow bool) (*os.File, error) {
 	}
 }
 
-// Restat looks the regular file e (relative to root) up again and returns
-// it with its current size, mtime, mode and owner; ok is false if it is
-// gone or no longer a regular file.
-func Restat(root string, e model.Entry) (model.Entry, bool) {
-	st, err := lstatPath(filepath.Join(root, filepath.FromSlash(e.Path)))
-	if err != nil || st.typ != 0 {
-		return e, false
-	}
-	e.Size, e.MTime, e.Mode, e.UID, e.GID, e.Nlink = st.size, st.mtime, st.perm, st.uid, st.gid, uint32(st.nlink)
-	e.Dev, e.Ino, e.CTime = st.dev, st.ino, st.ctime
-	return e, true
-}
-
 // openUnder opens the directory rel (slash-separated, not ".") under the
 // open directory root, whose path is rootPath, one component at a time
 // without following a symlink in any of them.

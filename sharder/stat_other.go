@@ -6,12 +6,13 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 )
 
 // rawStat is what the walk needs from lstat.
 //
-// This portable fallback fills what os.FileInfo offers; uid, gid, device,
-// inode and link count stay zero, so hard links are not detected.
+// This portable fallback fills what os.FileInfo offers, and the owners,
+// device, inode and link count where it is a syscall.Stat_t.
 type rawStat struct {
 	typ   fs.FileMode
 	perm  fs.FileMode
@@ -31,13 +32,20 @@ func (r *rawStat) sparse() bool { return false }
 
 func fromFileInfo(fi fs.FileInfo) rawStat {
 	m := fi.Mode()
-	return rawStat{
+	r := rawStat{
 		typ:   m.Type(),
 		perm:  m & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky),
 		nlink: 1,
 		size:  fi.Size(),
 		mtime: fi.ModTime().UnixNano(),
 	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		// The BSDs' stat: owners, and the device and inode that find
+		// hard links.
+		r.nlink, r.uid, r.gid = uint64(st.Nlink), st.Uid, st.Gid
+		r.dev, r.ino = uint64(st.Dev), uint64(st.Ino)
+	}
+	return r
 }
 
 func lstatPath(name string) (rawStat, error) {

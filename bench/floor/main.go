@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command floor makes the file system calls that copying a tree of small
 // files cannot do without, and nothing else: no network, no archive
 // format, no second thread. bench/cpu.sh runs it as the floor of its

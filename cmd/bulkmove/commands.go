@@ -152,6 +152,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if hint := detachedValue(fs, line); hint != "" {
 		return refuse(fmt.Errorf("%s (see %s --help)", hint, name))
 	}
+	if err := needsLinux(cmd.name, c.args); err != nil {
+		termsafe.Errorf(stderr, "%v", err)
+		return exitNeedsLinux
+	}
 	return runCmd(c)
 }
 

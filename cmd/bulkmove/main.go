@@ -72,6 +72,7 @@ const (
 	exitUsage       = 1   // bad command line
 	exitPartial     = 2   // some entries failed; they were listed on stderr
 	exitFatal       = 3   // the job could not be attempted or not completed
+	exitNeedsLinux  = 4   // this would receive, on a system other than Linux
 	exitMaxDelete   = 25  // --max-delete stopped the deletions (as rsync's)
 	exitInterrupted = 130 // stopped by a signal
 )

@@ -49,6 +49,7 @@ Exit codes:
   3    fatal: the job could not be attempted or completed (SRC unreadable,
        DEST unwritable, destination full, a stream lost, --delete refused
        by its guard)
+  4    this system cannot receive: DEST here, serve and the agent need Linux
   25   --max-delete stopped the deletions
   130  interrupted by a signal
 `

@@ -146,7 +146,7 @@ var errChanged = errors.New("changed since it was read")
 // unlink removes base in the directory dfd if it is e's inode, unchanged.
 func (s *srcRemover) unlink(e *model.Entry, dfd int, base string) error {
 	var st unix.Stat_t
-	fd, err := unix.Openat(dfd, base, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	fd, err := unix.Openat(dfd, base, oPathFlag|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return err
 	}
@@ -173,7 +173,7 @@ func (s *srcRemover) unlink(e *model.Entry, dfd int, base string) error {
 
 // same reports whether st is e as the walk saw it.
 func (s *srcRemover) same(e *model.Entry, st *unix.Stat_t) error {
-	typ := st.Mode & unix.S_IFMT
+	typ := uint32(st.Mode) & unix.S_IFMT
 	want := map[model.Kind]uint32{model.KindFile: unix.S_IFREG, model.KindHardlink: unix.S_IFREG, model.KindSymlink: unix.S_IFLNK,
 		model.KindCharDevice: unix.S_IFCHR, model.KindBlockDevice: unix.S_IFBLK, model.KindFIFO: unix.S_IFIFO, model.KindSocket: unix.S_IFSOCK}[e.Kind]
 	if typ != want || uint64(st.Dev) != e.Dev || st.Ino != e.Ino {

@@ -61,7 +61,7 @@ func (t Target) Remove(name string) error {
 	} else {
 		err = unix.Lremovexattr(t.Path, name)
 	}
-	if err == unix.ENODATA {
+	if err == ErrNoAttr {
 		return nil
 	}
 	return err

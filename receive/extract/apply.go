@@ -142,7 +142,7 @@ func (t *Txn) setLinkMeta(i int, d *os.File, base string, e *model.Entry) {
 			return
 		}
 	}
-	ts := []unix.Timespec{{Nsec: unix.UTIME_OMIT}, unix.NsecToTimespec(e.MTime)}
+	ts := []unix.Timespec{{Nsec: utimeOmit}, unix.NsecToTimespec(e.MTime)}
 	if err := unix.UtimesNanoAt(int(d.Fd()), base, ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		t.failErr(i, "set time of symlink", e.Path, err)
 	}

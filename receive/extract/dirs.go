@@ -72,7 +72,7 @@ func (t *Txn) openDir(d string) (*os.File, dirat.Calls, error) {
 		if st.Mode&unix.S_ISGID != 0 {
 			t.setgidDir.Store(true)
 		}
-		sys = dirat.Quick(t.r.memRoot && st.Dev == t.r.memDev)
+		sys = dirat.Quick(t.r.memRoot && uint64(st.Dev) == t.r.memDev)
 	}
 	if t.r.linking() == linkNone && !t.r.made(d) {
 		// Named temporaries are only used where O_TMPFILE is not: only

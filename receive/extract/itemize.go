@@ -26,7 +26,7 @@ type dirAttrs struct {
 // it, and e: mtime, permission bits, and (where owners are kept) owner
 // and group.
 func (r *Receiver) attrItems(st *unix.Stat_t, e *model.Entry) uint16 {
-	return r.attrItemsOf(dirAttrs{st.Mtim.Nano(), st.Mode & 0o7777, st.Uid, st.Gid}, e)
+	return r.attrItemsOf(dirAttrs{st.Mtim.Nano(), uint32(st.Mode) & 0o7777, st.Uid, st.Gid}, e)
 }
 
 func (r *Receiver) attrItemsOf(a dirAttrs, e *model.Entry) uint16 {
@@ -67,7 +67,7 @@ func (r *Receiver) origDir(d string, fd int) {
 		if r.orig == nil {
 			r.orig = map[string]dirAttrs{}
 		}
-		r.orig[d] = dirAttrs{st.Mtim.Nano(), st.Mode & 0o7777, st.Uid, st.Gid}
+		r.orig[d] = dirAttrs{st.Mtim.Nano(), uint32(st.Mode) & 0o7777, st.Uid, st.Gid}
 	}
 	r.mu.Unlock()
 }
@@ -165,7 +165,7 @@ func (r *Receiver) wouldOne(e *model.Entry, dfd int, base string, sum wire.Sum, 
 	if mode == wire.CheckNone && e.Resumed {
 		mode = wire.CheckQuick // as Need takes it
 	}
-	typ := st.Mode & unix.S_IFMT
+	typ := uint32(st.Mode) & unix.S_IFMT
 	switch e.Kind {
 	case model.KindDir:
 		if typ != unix.S_IFDIR {

@@ -71,7 +71,7 @@ func createMode(m fs.FileMode) uint32 { return uint32(m.Perm()) &^ umask }
 // writes nothing (on NFS, two round trips less a directory).
 func (t *Txn) dirInPlace(fd int, e *model.Entry) bool {
 	var st unix.Stat_t
-	if unix.Fstat(fd, &st) != nil || st.Mode&0o7777 != t.r.opt.mode(e.Mode)&0o7777 || st.Mtim.Nano() != e.MTime {
+	if unix.Fstat(fd, &st) != nil || uint32(st.Mode)&0o7777 != t.r.opt.mode(e.Mode)&0o7777 || st.Mtim.Nano() != e.MTime {
 		return false
 	}
 	return !t.r.opt.Owner || int(st.Uid) == int(e.UID) && int(st.Gid) == int(e.GID)
@@ -94,7 +94,7 @@ func (r *Receiver) refresh(fd int, st *unix.Stat_t, e *model.Entry) error {
 			return err
 		}
 	}
-	if chown || st.Mode&0o7777 != want {
+	if chown || uint32(st.Mode)&0o7777 != want {
 		if err := unix.Fchmod(fd, want); err != nil {
 			return err
 		}

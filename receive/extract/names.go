@@ -93,9 +93,7 @@ var noOpenat2 atomic.Bool
 // refuses the path, walkDir says which component is not a directory.
 func (r *Receiver) openDir(p string, flags int) (*os.File, error) {
 	if !noOpenat2.Load() {
-		how := unix.OpenHow{Flags: uint64(unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC | flags),
-			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS}
-		fd, err := unix.Openat2(int(r.rootDir.Fd()), p, &how)
+		fd, err := openBeneath(int(r.rootDir.Fd()), p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC|flags)
 		switch err {
 		case nil:
 			return os.NewFile(uintptr(fd), p), nil

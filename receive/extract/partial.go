@@ -440,7 +440,7 @@ func (t *Txn) writeRange(i int, e *model.Entry, src io.Reader, x *FileData) erro
 	}
 	if werr == nil && rerr == nil && n == e.Len && t.r.opt.Fsync {
 		fs := time.Now()
-		werr = unix.Fdatasync(fd)
+		werr = fdatasync(fd)
 		t.mu.Lock()
 		t.fsyncNanos += int64(time.Since(fs))
 		t.mu.Unlock()
@@ -528,7 +528,7 @@ func (t *Txn) commitRange(p *pendingFile) (placed bool) {
 			return false
 		}
 		if t.r.opt.Fsync {
-			if err := unix.Fdatasync(p.fd); err != nil {
+			if err := fdatasync(p.fd); err != nil {
 				t.failErr(p.index, "fsync", e.Path, err)
 				return false
 			}

@@ -6,10 +6,7 @@ package extract
 
 import (
 	"fmt"
-	"os"
 	"strings"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/bulkmove/bulkmove/wire"
 )
@@ -109,19 +106,8 @@ func (p Policy) Grant(o *wire.ReceiveOptions) (opt Options, denied []string, err
 // canChown reports whether this process may give files away: root, or
 // rather CAP_CHOWN in its effective set: a root whose capabilities were
 // dropped cannot, a service given the capability alone can.
-var canChown = hasCap(unix.CAP_CHOWN)
+var canChown = hasCap(capChown)
 
 // canMknod reports whether this process may make devices: CAP_MKNOD, as
 // canChown.
-var canMknod = hasCap(unix.CAP_MKNOD)
-
-// hasCap reports whether capability c is in this process's effective
-// set (where it cannot be asked: whether it runs as root).
-func hasCap(c int) bool {
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	var data [2]unix.CapUserData
-	if unix.Capget(&hdr, &data[0]) != nil {
-		return os.Geteuid() == 0
-	}
-	return data[c/32].Effective&(1<<(c%32)) != 0
-}
+var canMknod = hasCap(capMknod)

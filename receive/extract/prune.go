@@ -267,7 +267,7 @@ func (r *Receiver) PruneNames(dir string, names []Candidate, o PruneOptions, rep
 			}
 			continue
 		}
-		typ := statType(st.Mode)
+		typ := statType(uint32(st.Mode))
 		if !sameKind(typ, c.Type) {
 			continue // not what was counted: left alone
 		}

@@ -16,7 +16,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -193,6 +192,9 @@ func (o *Options) valid() error {
 
 // Open creates dir if needed and opens it as the receiver's root.
 func Open(dir string, opt Options) (*Receiver, error) {
+	if err := Supported(); err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
 	if err := opt.valid(); err != nil {
 		return nil, err
 	}
@@ -302,25 +304,8 @@ func (r *Receiver) Dir() string { return r.dir }
 // sender's resume journal is bound to it: journal.Destination). "" if it
 // cannot be read.
 func (r *Receiver) Identity() string {
-	fd := int(r.rootDir.Fd())
-	var st unix.Statx_t
-	if unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_INO|unix.STATX_BTIME, &st) != nil || st.Mask&unix.STATX_INO == 0 {
-		return ""
-	}
-	id := fmt.Sprintf("dev=%d:%d ino=%d", st.Dev_major, st.Dev_minor, st.Ino)
-	if st.Mask&unix.STATX_BTIME != 0 && st.Btime.Sec != 0 {
-		id += fmt.Sprintf(" born=%d.%09d", st.Btime.Sec, st.Btime.Nsec)
-	}
-	if gen, err := unix.IoctlGetUint32(fd, fsIocGetVersion); err == nil {
-		id += fmt.Sprintf(" gen=%d", gen)
-	}
-	return id
+	return identity(int(r.rootDir.Fd()))
 }
-
-// fsIocGetVersion is FS_IOC_GETVERSION, _IOR('v', 1, long), which
-// golang.org/x/sys/unix does not define: the kernel answers with the
-// inode's generation, an int.
-const fsIocGetVersion = 2<<30 | uint(unsafe.Sizeof(uintptr(0)))<<16 | 'v'<<8 | 1
 
 // Totals reports what this receiver installed so far.
 func (r *Receiver) Totals() wire.Totals {

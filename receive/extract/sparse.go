@@ -43,7 +43,7 @@ const preallocAhead = 8 << 20
 func copyAllocated(fd int, src io.Reader, off, n int64, lim *ratelimit.Bucket) (written int64, rerr, werr error) {
 	for written < n {
 		step := min(preallocAhead, n-written)
-		if err := unix.Fallocate(fd, 0, off+written, step); err != nil {
+		if err := fallocate(fd, off+written, step); err != nil {
 			if err == unix.EOPNOTSUPP || err == unix.ENOSYS || err == unix.EINVAL {
 				m, rerr, werr := copyTo(fd, src, n-written, lim) // not here: written as it comes
 				return written + m, rerr, werr

@@ -50,7 +50,7 @@ func rdevOf(st *unix.Stat_t) uint64 {
 // sameNode reports whether st is a node e describes: its type, and a
 // device's number.
 func sameNode(st *unix.Stat_t, e *model.Entry) bool {
-	return st.Mode&unix.S_IFMT == nodeType(e.Kind) && (!e.Kind.IsDevice() || rdevOf(st) == e.Rdev)
+	return uint32(st.Mode)&unix.S_IFMT == nodeType(e.Kind) && (!e.Kind.IsDevice() || rdevOf(st) == e.Rdev)
 }
 
 // mayMake says why entry e, a device or special file, may not be made
@@ -88,7 +88,7 @@ func (t *Txn) applySpecial(i int, e *model.Entry) {
 	dfd := int(d.Fd())
 	var st unix.Stat_t
 	switch err := unix.Fstatat(dfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); {
-	case err == nil && st.Mode&unix.S_IFMT == nodeType(e.Kind) && t.r.opt.check() == wire.CheckExisting:
+	case err == nil && uint32(st.Mode)&unix.S_IFMT == nodeType(e.Kind) && t.r.opt.check() == wire.CheckExisting:
 		t.count(0, 0, 1) // --ignore-existing: one of its type there stays as it is
 		return
 	case err == nil && sameNode(&st, e):
@@ -99,7 +99,7 @@ func (t *Txn) applySpecial(i int, e *model.Entry) {
 		}
 		t.count(0, 0, 1)
 		return
-	case err == nil && st.Mode&unix.S_IFMT == nodeType(e.Kind):
+	case err == nil && uint32(st.Mode)&unix.S_IFMT == nodeType(e.Kind):
 		t.item(i, wire.ItemContent|t.r.attrItems(&st, e)) // a device of another number
 	case err == nil || err == unix.ENOENT:
 		t.item(i, wire.ItemNew)
@@ -110,7 +110,7 @@ func (t *Txn) applySpecial(i int, e *model.Entry) {
 	tmp := t.tmpName()
 	// No permission bits until its owner and mode are set: nobody opens
 	// it meanwhile.
-	if err := unix.Mknodat(dfd, tmp, nodeType(e.Kind), int(unix.Mkdev(e.Major(), e.Minor()))); err != nil {
+	if err := mknodat(dfd, tmp, nodeType(e.Kind), e.Major(), e.Minor()); err != nil {
 		t.failErr(i, "create "+e.Kind.String(), e.Path, err)
 		return
 	}
@@ -131,7 +131,7 @@ func (t *Txn) applySpecial(i int, e *model.Entry) {
 // descriptor of it: no symlink followed, no driver reached. A node that
 // is not what e describes (swapped meanwhile) fails.
 func (t *Txn) nodeMeta(dfd int, name string, e *model.Entry) error {
-	fd, err := unix.Openat(dfd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	fd, err := unix.Openat(dfd, name, oPath|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return err
 	}
@@ -148,17 +148,17 @@ func (t *Txn) nodeMeta(dfd int, name string, e *model.Entry) error {
 	self := "/proc/self/fd/" + strconv.Itoa(fd)
 	chown := t.r.opt.Owner && (st.Uid != e.UID || st.Gid != e.GID)
 	if chown {
-		if err := unix.Fchownat(fd, "", int(e.UID), int(e.GID), unix.AT_EMPTY_PATH); err != nil {
+		if err := unix.Fchownat(fd, "", int(e.UID), int(e.GID), atEmptyPath); err != nil {
 			return err
 		}
 	}
-	if want := t.r.opt.mode(e.Mode); chown || st.Mode&0o7777 != want {
+	if want := t.r.opt.mode(e.Mode); chown || uint32(st.Mode)&0o7777 != want {
 		if err := unix.Fchmodat(unix.AT_FDCWD, self, want, 0); err != nil {
 			return err
 		}
 	}
 	if st.Mtim.Nano() != e.MTime {
-		ts := []unix.Timespec{{Nsec: unix.UTIME_OMIT}, unix.NsecToTimespec(e.MTime)}
+		ts := []unix.Timespec{{Nsec: utimeOmit}, unix.NsecToTimespec(e.MTime)}
 		return unix.UtimesNanoAt(unix.AT_FDCWD, self, ts, 0)
 	}
 	return nil

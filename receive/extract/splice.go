@@ -43,10 +43,9 @@ type SocketReader struct {
 // pipes are the pipes bodies are spliced through, one per body at a time.
 var pipes = sync.Pool{New: func() any {
 	var p [2]int
-	if err := unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
+	if err := pipe2(&p); err != nil {
 		return nil
 	}
-	unix.FcntlInt(uintptr(p[1]), unix.F_SETPIPE_SZ, 1<<20) // best effort
 	return &p
 }}
 
@@ -81,7 +80,7 @@ func (s SocketReader) SpliceTo(fd int, n int64) (taken int64, rerr, werr error) 
 		var m int64
 		var serr error
 		err := s.Raw.Read(func(sock uintptr) bool {
-			m, serr = unix.Splice(int(sock), nil, pp[1], nil, int(min(n-taken, 1<<20)), unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+			m, serr = splice(int(sock), pp[1], int(min(n-taken, 1<<20)), true)
 			return serr != unix.EAGAIN
 		})
 		switch {
@@ -98,7 +97,7 @@ func (s SocketReader) SpliceTo(fd int, n int64) (taken int64, rerr, werr error) 
 		}
 		taken += m
 		for m > 0 {
-			k, err := unix.Splice(pp[0], nil, fd, nil, int(m), unix.SPLICE_F_MOVE)
+			k, err := splice(pp[0], fd, int(m), false)
 			if err == unix.EINTR || err == unix.EAGAIN {
 				continue
 			}
@@ -159,6 +158,9 @@ func (s SocketReader) copyRest(fd int, n, taken int64) (int64, error, error) {
 // canSplice says whether src's next bytes can be spliced: a Splicer, and
 // for a tar entry one whose body lies bare in the stream.
 func canSplice(src io.Reader) bool {
+	if !spliceOK {
+		return false
+	}
 	if t, ok := src.(*tarReader); ok {
 		return t.splices()
 	}

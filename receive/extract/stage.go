@@ -104,7 +104,7 @@ func (r *Receiver) stageFor(dir string, d *os.File) *os.File {
 // eligible reports whether files of the target directory d may be staged.
 func (s *stage) eligible(d *os.File) bool {
 	var st unix.Stat_t
-	if unix.Fstat(int(d.Fd()), &st) != nil || st.Dev != s.dev || st.Mode&unix.S_ISGID != 0 {
+	if unix.Fstat(int(d.Fd()), &st) != nil || uint64(st.Dev) != s.dev || st.Mode&unix.S_ISGID != 0 {
 		return false
 	}
 	_, err := unix.Fgetxattr(int(d.Fd()), "system.posix_acl_default", nil)
@@ -137,7 +137,7 @@ func (r *Receiver) makeStage() {
 		unix.Unlinkat(rfd, s.name, unix.AT_REMOVEDIR)
 		return
 	}
-	s.top, s.dev = f, st.Dev
+	s.top, s.dev = f, uint64(st.Dev)
 	if s.dirs[0] = s.makeDir(0); s.dirs[0] == nil {
 		s.top = nil
 		f.Close()
@@ -316,7 +316,7 @@ func (s *stage) hold(fd int) int {
 	if s.fdLink.Load() == noFDLink || tmpfilesOpen.Load() >= maxTmpfiles {
 		return -1
 	}
-	p, err := unix.Open("/proc/self/fd/"+strconv.Itoa(fd), unix.O_PATH|unix.O_CLOEXEC, 0)
+	p, err := unix.Open("/proc/self/fd/"+strconv.Itoa(fd), oPath|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return -1
 	}

@@ -165,7 +165,7 @@ func probeLink(dir *os.File) int {
 	dfd := int(dir.Fd())
 	name := TempPrefix + tmpTag + ".probe"
 	for _, mode := range []int{linkEmptyPath, linkProc} {
-		fd, err := unix.Openat(dfd, ".", unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, 0o600)
+		fd, err := unix.Openat(dfd, ".", oTmpfile|unix.O_WRONLY|unix.O_CLOEXEC, 0o600)
 		if err != nil {
 			return linkNone
 		}
@@ -181,7 +181,7 @@ func probeLink(dir *os.File) int {
 
 func linkFD(mode, fd, dfd int, name string) error {
 	if mode == linkEmptyPath {
-		return unix.Linkat(fd, "", dfd, name, unix.AT_EMPTY_PATH)
+		return unix.Linkat(fd, "", dfd, name, atEmptyPath)
 	}
 	return unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), dfd, name, unix.AT_SYMLINK_FOLLOW)
 }

@@ -125,7 +125,7 @@ func (r *Receiver) verifyOne(e *model.Entry, dfd int, base string, sum wire.Sum,
 	if want == 0 {
 		want = nodeType(e.Kind) // a device or special file
 	}
-	if got := st.Mode & unix.S_IFMT; got != want {
+	if got := uint32(st.Mode) & unix.S_IFMT; got != want {
 		return fmt.Sprintf("type: source %s, destination %s", kindNames[want], kindNames[got])
 	}
 	var diffs []string
@@ -154,7 +154,7 @@ func (r *Receiver) verifyOne(e *model.Entry, dfd int, base string, sum wire.Sum,
 	if st.Mtim.Nano() != e.MTime {
 		add("mtime: source %s, destination %s", stamp(e.MTime), stamp(st.Mtim.Nano()))
 	}
-	if wantMode := r.opt.mode(e.Mode); st.Mode&0o7777 != wantMode {
+	if wantMode := r.opt.mode(e.Mode); uint32(st.Mode)&0o7777 != wantMode {
 		add("mode: source %04o, destination %04o", wantMode, st.Mode&0o7777)
 	}
 	if r.opt.Owner && canChown && (st.Uid != e.UID || st.Gid != e.GID) {

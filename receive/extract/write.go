@@ -71,7 +71,7 @@ func (t *Txn) WriteThen(i int, src io.Reader, placeNow func() bool) error {
 		t.r.setWriting(e.Path, true)
 	}
 	if fd < 0 && t.r.linking() != linkNone && tmpfilesOpen.Load() < maxTmpfiles {
-		if f, err := dirat.Open(dfd, ".", unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, uint32(e.Mode.Perm())); err == nil {
+		if f, err := dirat.Open(dfd, ".", oTmpfile|unix.O_WRONLY|unix.O_CLOEXEC, uint32(e.Mode.Perm())); err == nil {
 			fd = f
 			tmpfilesOpen.Add(1)
 		}
@@ -448,7 +448,7 @@ func copyTo(fd int, src io.Reader, n int64, lim *ratelimit.Bucket) (written int6
 	if fs, ok := src.(fdSource); ok && n >= copyRangeMin {
 		sfd := int(fs.Fd())
 		for written < n {
-			m, err := unix.CopyFileRange(sfd, nil, fd, nil, int(min(n-written, 1<<30)), 0)
+			m, err := copyFileRange(sfd, fd, int(min(n-written, 1<<30)))
 			if err == unix.EINTR {
 				continue
 			}

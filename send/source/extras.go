@@ -60,7 +60,7 @@ func (s Source) readXattrs(t xattrs.Target, name string, k model.Kind) ([]wire.X
 			continue
 		}
 		v, err := t.Get(n)
-		if err == unix.ENODATA {
+		if err == xattrs.ErrNoAttr {
 			continue // removed since the listing
 		}
 		if err != nil {

@@ -253,7 +253,7 @@ func (c *dirCache) close() {
 // so opened, it reads as empty and Recheck reports it changed. On a
 // regular file O_NONBLOCK changes nothing but the wait for another's
 // lease (a Samba oplock), for which OpenIn opens again without it.
-const openFlags = unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_CLOEXEC | unix.O_NOATIME | unix.O_NONBLOCK
+const openFlags = unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_CLOEXEC | oNoatime | unix.O_NONBLOCK
 
 // Open opens entry e for reading. Whether it is still the file the walk
 // saw is for Recheck to say, after the data is read.
@@ -316,7 +316,7 @@ func (s Source) openInto(f *File, d *Dirs, e *model.Entry, timed bool) error {
 		s.IO.Since(start)
 	}
 	if err == unix.EPERM { // O_NOATIME needs ownership
-		flags &^= unix.O_NOATIME
+		flags &^= oNoatime
 		fd, err = dirat.Open(dirfd, name, flags, 0)
 	}
 	if err == unix.EAGAIN { // another's lease: wait for its break

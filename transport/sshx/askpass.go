@@ -10,8 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-
-	"golang.org/x/sys/unix"
 )
 
 // AskpassEnv names the socket an ssh process started by OpenSSH asks its
@@ -141,9 +139,9 @@ func sameUser(c *net.UnixConn) bool {
 	if err != nil {
 		return false
 	}
-	var cred *unix.Ucred
-	raw.Control(func(fd uintptr) { cred, err = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) })
-	return err == nil && cred != nil && int(cred.Uid) == os.Getuid()
+	var uid uint32
+	raw.Control(func(fd uintptr) { uid, err = peerUID(int(fd)) })
+	return err == nil && int(uid) == os.Getuid()
 }
 
 // answer asks the user req's question, unless it was answered already

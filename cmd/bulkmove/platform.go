@@ -15,19 +15,25 @@ import (
 // FreeBSD, the receiving side on Linux only. Receiving is serve, the
 // agent, and a move or verify whose DEST is on this host.
 func needsLinux(command string, args []string) error {
-	if extract.Supported() == nil {
+	return refuseReceiving(extract.Supported(), command, args)
+}
+
+// refuseReceiving is needsLinux where the receiver's Supported said
+// unsupported (nil: it is).
+func refuseReceiving(unsupported error, command string, args []string) error {
+	if unsupported == nil {
 		return nil
 	}
 	switch command {
 	case "serve", wire.CmdAgent:
-		return fmt.Errorf("%s: %w", command, extract.ErrNeedsLinux)
+		return fmt.Errorf("%s: %w", command, unsupported)
 	case "", "verify":
 		if len(args) < 2 {
 			return nil // the command says what is missing
 		}
 		dst := args[len(args)-1]
 		if _, remote, err := sshx.ParseTarget(dst); err == nil && !remote && !strings.HasPrefix(dst, "bulkmove://") {
-			return fmt.Errorf("destination %s is on this host: %w (push to a Linux host over SSH or to its bulkmove serve)", dst, extract.ErrNeedsLinux)
+			return fmt.Errorf("destination %s is on this host: %w (push to a Linux host over SSH or to its bulkmove serve)", dst, unsupported)
 		}
 	}
 	return nil

@@ -40,7 +40,7 @@ type Askpass struct {
 	mu      sync.Mutex
 	answers map[string]string
 	asked   map[string]map[int]bool // prompt -> the ssh processes answered
-	wg      sync.WaitGroup
+	wg      sync.WaitGroup          // the accepting loop
 }
 
 // NewAskpass starts answering prompts, if this process has a terminal to
@@ -117,7 +117,9 @@ func (a *Askpass) serve() {
 		if err != nil {
 			return
 		}
-		a.wg.Go(func() {
+		// Not waited for by Close: one may be waiting for the user to type
+		// at the terminal, and the job must be able to end meanwhile.
+		go func() {
 			defer c.Close()
 			if !sameUser(c) {
 				return
@@ -128,7 +130,7 @@ func (a *Askpass) serve() {
 			}
 			ans, err := a.answer(req)
 			json.NewEncoder(c).Encode(askpassReply{OK: err == nil, Answer: ans})
-		})
+		}()
 	}
 }
 
@@ -185,6 +187,10 @@ func (a *Askpass) answer(req askpassRequest) (string, error) {
 		return "", err
 	}
 	a.mu.Lock()
+	if a.answers == nil { // closed while the user typed
+		a.mu.Unlock()
+		return "", errors.New("closed")
+	}
 	a.answers[req.Prompt] = ans
 	a.asked[req.Prompt] = map[int]bool{} // a new answer: every process may have it
 	a.mu.Unlock()
@@ -195,6 +201,9 @@ func (a *Askpass) answer(req askpassRequest) (string, error) {
 func (a *Askpass) served(req askpassRequest) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.asked == nil {
+		return
+	}
 	if a.asked[req.Prompt] == nil {
 		a.asked[req.Prompt] = map[int]bool{}
 	}

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // scriptTerm is a terminal that answers from a list, and records what it
@@ -93,5 +94,48 @@ func TestAskpass(t *testing.T) {
 	a.Close()
 	if _, err := ask(sock, askpassRequest{Prompt: pp, SSH: 108}); err == nil {
 		t.Error("answered after Close")
+	}
+}
+
+// blockTerm is a terminal whose user has not typed yet.
+type blockTerm struct {
+	asked   chan<- struct{}
+	release <-chan struct{}
+}
+
+func (b blockTerm) ReadPassword(string) ([]byte, error) {
+	b.asked <- struct{}{}
+	<-b.release
+	return []byte("late"), nil
+}
+func (b blockTerm) ReadLine(string) (string, error) { return "", nil }
+func (b blockTerm) Println(string)                  {}
+func (b blockTerm) Close() error                    { return nil }
+
+// TestAskpassCloseWhileAsking: the job can end (^C at the prompt, the
+// ssh gone) while the user has not answered: Close does not wait for the
+// terminal, and the answer typed after it is given to no one.
+func TestAskpassCloseWhileAsking(t *testing.T) {
+	asked, release := make(chan struct{}), make(chan struct{})
+	a, err := newAskpass("/bin/false", func() (terminal, error) { return blockTerm{asked, release}, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		_, err := ask(a.ln.Addr().String(), askpassRequest{Prompt: "Password: ", SSH: 1})
+		got <- err
+	}()
+	<-asked
+	closed := make(chan struct{})
+	go func() { a.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close waited for the user to type")
+	}
+	close(release)
+	if err := <-got; err == nil {
+		t.Error("an answer typed after Close was given")
 	}
 }

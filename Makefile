@@ -45,10 +45,10 @@ lint: vet
 
 # The test suite CI runs: unit tests, CLI scripts, the real-sshd tests
 # (skipped with a message when sshd is missing outside CI), and the race
-# detector on the packages with worker pools.
+# detector on the packages with worker pools. -timeout: the CLI package's
+# real sshd and tmux end-to-end tests run for minutes on two cores, near go
+# test's default 10.
 test: lint cross
-	# -timeout: the CLI package's real sshd, tmux and Slurm-free end-to-end
-	# tests run for minutes on two cores, near go test's default 10.
 	$(GO) test -count=1 -timeout 25m ./...
 	cd deploy/k8stest && $(GO) test -count=1 ./...
 	$(MAKE) race

@@ -53,7 +53,7 @@ var Get = sync.OnceValue(func() Info {
 	return from(bi, version, revision)
 })
 
-// pseudo matches a pseudo-version (v0.0.0-20261202134957-60950d5125e7,
+// pseudo matches a pseudo-version (v0.0.0-20261202134957-0123456789ab,
 // v1.2.4-0.2026..., v1.3.0-rc.1.0.2026...), capturing its revision.
 var pseudo = regexp.MustCompile(`^v\d+\.\d+\.\d+-(?:.*\.)?\d{14}-([0-9a-f]{12})(?:\+.*)?$`)
 

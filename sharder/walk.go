@@ -138,6 +138,14 @@ type Options struct {
 	// Deferred entries of their kinds (model.KindCharDevice, ...; a
 	// device with its number, Entry.Rdev), rather than skip them.
 	Devices, Specials bool
+	// MinSize and MaxSize (rsync's --min-size, --max-size) leave out the
+	// regular files of fewer than MinSize bytes, and with HasMaxSize
+	// those of more than MaxSize (MaxSize 0: all but empty files), every
+	// name of a hard-linked one. They are not counted as Excluded: the
+	// filter's rules are what --delete-excluded deletes, and these are
+	// not rules.
+	MinSize, MaxSize int64
+	HasMaxSize       bool
 
 	hooks *testHooks
 }
@@ -743,6 +751,9 @@ const maxRanges = 1 << 16
 func (w *walker) entryInto(c *chunk, rel string, rs rawStat, target string, lerr error) {
 	switch rs.typ {
 	case 0:
+		if rs.size < w.opt.MinSize || (w.opt.HasMaxSize && rs.size > w.opt.MaxSize) {
+			return
+		}
 		e := rs.entry(rel, model.KindFile)
 		e.Nlink = uint32(min(rs.nlink, 1<<32-1))
 		if rs.nlink > 1 {

@@ -123,6 +123,8 @@ func registerMove(fs *pflag.FlagSet, c *engine.Config) {
 		fs.BoolVarP(&c.Checksum, "checksum", "c", c.Checksum, "skip files at DEST with the same size and content (XXH3-128, hashed on both sides), whatever their mtime")
 		fs.BoolVar(&c.SizeOnly, "size-only", c.SizeOnly, "skip files at DEST with the same size, whatever their mtime")
 		fs.BoolVar(&c.IgnoreExisting, "ignore-existing", c.IgnoreExisting, "skip files (and symlinks) that exist at DEST, whatever their content")
+		fs.Var(&c.Select.MinSize, "min-size", "do not send regular files smaller than `SIZE` (rsync's: 1.5M, 10MB, 2G-1, bare bytes); they are not deleted at DEST either")
+		fs.Var(&c.Select.MaxSize, "max-size", "do not send regular files larger than `SIZE` (as --min-size; 0: empty files only)")
 		fs.BoolVar(&c.NoVerifyTransfer, "no-verify-transfer", c.NoVerifyTransfer, "do not check each file's XXH3-128 end to end (the receiver then installs what arrives)")
 	})
 	section(fs, "deletion", func() {

@@ -77,6 +77,7 @@ type Config struct {
 	Faithful         Faithful  // -X, -A, --sparse: see faithful.go
 	Auto             AutoJobs  // -j auto, --max-streams: see autoj.go
 	Split            SplitSize // --split-size: see split.go
+	Select           Select    // --min-size, --max-size, --ignore-errors, ...: see selections.go
 
 	// --remove-source-files and --remove-source-dirs: see removesrc.go.
 	RemoveSourceFiles bool

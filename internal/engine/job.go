@@ -169,6 +169,7 @@ func (j *job) run(ctx context.Context) Outcome {
 		j.srcFile = true
 	}
 	j.flags.Faithful.walk(&opt)
+	j.flags.Select.walk(&opt)
 	j.flags.Split.apply(&opt, &j.flags)
 	linkMem, err := EnvCount("BULKMOVE_TUNE_LINK_MEM", "hard-link sets")
 	if err != nil {

@@ -1,0 +1,51 @@
+package engine
+
+import (
+	"github.com/bulkmove/bulkmove/internal/units"
+	"github.com/bulkmove/bulkmove/sharder"
+)
+
+// Select is what a move leaves out beyond the filter rules, as rsync's
+// transfer rules: what is left out is neither sent nor, with --delete,
+// deleted at DEST (it is still in SRC).
+type Select struct {
+	// MinSize and MaxSize (--min-size, --max-size): regular files smaller
+	// or larger are not sent.
+	MinSize, MaxSize SizeLimit
+}
+
+// SizeLimit is --min-size or --max-size: a size as rsync reads one
+// (units.ParseSize: 1.5M, 10MB, 2G-1, bare bytes), 0 included; unset, no
+// limit.
+type SizeLimit struct {
+	N   int64
+	On  bool
+}
+
+func (s *SizeLimit) String() string {
+	if s == nil || !s.On {
+		return ""
+	}
+	return units.Exact(s.N)
+}
+
+func (s *SizeLimit) Type() string { return "SIZE" }
+
+func (s *SizeLimit) Set(v string) error {
+	n, err := units.ParseSize(v, units.BareBytes)
+	if err != nil {
+		return err
+	}
+	s.N, s.On = n, true
+	return nil
+}
+
+// walk tells the walk which regular files to leave out.
+func (s *Select) walk(o *sharder.Options) {
+	if s.MinSize.On {
+		o.MinSize = s.MinSize.N
+	}
+	if s.MaxSize.On {
+		o.MaxSize, o.HasMaxSize = s.MaxSize.N, true
+	}
+}

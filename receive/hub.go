@@ -87,11 +87,11 @@ type Hub struct {
 	// zero Policy allows none of them.
 	Policy extract.Policy
 	// Items, if set, makes the receiver itemize (as the sender's -i
-	// would) and is told, for each batch committed, its entries and the
-	// items of its ack: a pull's -i, printed where the pull was typed.
-	// Pruned is told each result of a prune that removed entries.
-	// Both may be called from several sessions at once.
-	Items  func(entries []model.Entry, items []wire.Item)
+	// would) and is told, for each batch committed with items or errors,
+	// its entries and its ack: a pull's -i and --log-file, written where
+	// the pull was typed. Pruned is told each result of a prune that
+	// removed entries. Both may be called from several sessions at once.
+	Items  func(entries []model.Entry, ack *wire.BatchAck)
 	Pruned func(*wire.PruneResult)
 
 	mu     sync.Mutex
@@ -599,10 +599,11 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 	}
 }
 
-// items tells Items what a batch's ack says changed, if anything.
+// items tells Items what a batch's ack says changed or failed, if
+// anything.
 func (h *Hub) items(entries []model.Entry, ack *wire.BatchAck) {
-	if h.Items != nil && len(ack.Items) > 0 {
-		h.Items(entries, ack.Items)
+	if h.Items != nil && (len(ack.Items) > 0 || len(ack.Errors) > 0) {
+		h.Items(entries, ack)
 	}
 }
 

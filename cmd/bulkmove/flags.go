@@ -149,9 +149,9 @@ func registerMove(fs *pflag.FlagSet, c *engine.Config) {
 		fs.StringVar(&c.OutFormat, "out-format", c.OutFormat, "the line -i writes for each entry changed, in rsync's `FORMAT`: %n name, %L symlink target, %i item code, %o operation, %l length, %b bytes sent, %f full path, %M mtime, %B permissions, %U %G owner and group, %t time, %p pid, %% (width as in %-10n; see docs/rsync.md); implies -i, which is --out-format='%i %n%L'")
 		fs.BoolVar(&c.Stats, "stats", c.Stats, "after the run, rsync's summary block on stdout: files, created, deleted, transferred, sizes, bytes sent and received, speedup (see docs/rsync.md); with --json, a stats object in the end event")
 		fs.Var(newInfo(&c.Progress), "info", "rsync's --info: `FLAGS` progress2 or progress1 (--progress), progress0 (--progress=none); others are refused")
-		fs.StringVar(&c.LogFile, "log-file", c.LogFile, "append what bulkmove says on stderr to `FILE`, timestamped")
+		fs.StringVar(&c.LogFile, "log-file", c.LogFile, "append a record of each pass to `FILE` (docs/cutover.md): the command line, a line per entry created, changed, deleted or failed (-i's codes), what stderr shows, the exit code")
 		fs.Var(newChoice(&c.LogLevel, "info", "debug"), "log-level", "--log-file detail: info (what stderr shows) or debug (also the -v phases)")
-		fs.StringVar(&c.LogFileFormat, "log-file-format", c.LogFileFormat, "also a line in --log-file for each entry changed, in `FORMAT` as --out-format's (e.g. '%o %n %l')")
+		fs.StringVar(&c.LogFileFormat, "log-file-format", c.LogFileFormat, "write --log-file's line for each entry changed in `FORMAT` as --out-format's (default '%i %n%L', as rsync's)")
 	})
 	section(fs, "operations", func() {
 		fs.StringVar(&c.Journal, "journal", c.Journal, "resume journal `PATH` (default: under ~/.local/state/bulkmove, keyed by SRC, DEST and options; none: no journal)")

@@ -3,7 +3,7 @@ package main
 import (
 	"context"
 	"io"
-	"strings"
+	"time"
 
 	"github.com/bulkmove/bulkmove/internal/engine"
 	"github.com/bulkmove/bulkmove/internal/engine/event"
@@ -14,8 +14,8 @@ import (
 // progress display on a terminal (--progress), --log-file, and the
 // signals (SIGINT and SIGTERM stop it gracefully within --grace, SIGUSR1
 // and SIGUSR2 halve and double the bandwidth limit). commandLine heads
-// the log.
-func runJob(ctx context.Context, j engine.Job, commandLine []string) int {
+// the pass in the log; its footer has the exit code.
+func runJob(ctx context.Context, j engine.Job, commandLine []string) (code int) {
 	c := j.Config
 	var tw *ttyWriter
 	if progressShown(c, j.Stderr) {
@@ -33,9 +33,11 @@ func runJob(ctx context.Context, j engine.Job, commandLine []string) int {
 			return exitUsage
 		}
 		defer lf.Close()
+		start := time.Now()
+		lf.header(start, &j, commandLine)
 		j.Stderr = teeLog(j.Stderr, lf)
-		j.Log = lf
-		termsafe.Errorf(lf, "start: bulkmove %s", strings.Join(commandLine, " "))
+		j.Log, j.Logged = lf, &engine.Logged{}
+		defer func() { lf.footer(start, c.DryRun, code, j.Logged) }()
 		if lf.debug {
 			j.Trace = lf
 		}

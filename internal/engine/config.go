@@ -248,8 +248,9 @@ func (c *Config) checkFormats() error {
 	return nil
 }
 
-// formats are the job's --out-format (nil without -i) and
-// --log-file-format (nil without), as checkFormats read them.
+// formats are the job's --out-format (nil without -i) and the format of
+// --log-file's item lines (nil without --log-file): --log-file-format,
+// by default rsync's '%i %n%L'.
 func (c *Config) formats() (out, log *itemize.Format) {
 	if c.Itemize {
 		f := c.OutFormat
@@ -258,8 +259,12 @@ func (c *Config) formats() (out, log *itemize.Format) {
 		}
 		out, _ = itemize.ParseFormat(f)
 	}
-	if c.LogFileFormat != "" {
-		log, _ = itemize.ParseFormat(c.LogFileFormat)
+	if c.LogFile != "" {
+		f := c.LogFileFormat
+		if f == "" {
+			f = itemize.Default
+		}
+		log, _ = itemize.ParseFormat(f)
 	}
 	return out, log
 }

@@ -22,9 +22,11 @@ import (
 func (j *job) dryRun(ctx context.Context, p plan, opt sharder.Options) Outcome {
 	j.ev.start(j)
 	list := j.listing()
-	var items *dryItems // -i: the move's lines in place of the listing
+	// -i: the move's lines in place of the listing; --log-file: those
+	// lines in the log, the listing on stdout as without it.
+	var items *dryItems
 	walkCtx := ctx
-	if j.flags.Itemize {
+	if j.flags.Itemize || j.logFmt != nil {
 		var err error
 		if items, err = j.dryItemize(ctx, p); err != nil {
 			return j.fail(Failed, err)
@@ -36,14 +38,14 @@ func (j *job) dryRun(ctx context.Context, p plan, opt sharder.Options) Outcome {
 	opt.Deferred = func(e model.Entry) {
 		others++
 		j.countLink(&e)
-		switch {
-		case items != nil:
+		if !j.flags.Itemize && e.Path != "." {
+			termsafe.Printf(list, "%s %s\n", e.Kind, e.Path)
+		}
+		if items != nil {
 			if p.rename != "" {
 				e.Path = p.rename
 			}
 			items.deferred(e)
-		case e.Path != ".":
-			termsafe.Printf(list, "%s %s\n", e.Kind, e.Path)
 		}
 	}
 	out := make(chan *model.Batch, 16)
@@ -62,7 +64,7 @@ func (j *job) dryRun(ctx context.Context, p plan, opt sharder.Options) Outcome {
 				if p.rename != "" {
 					b.Entries[i].Path = p.rename
 				}
-				if items == nil {
+				if !j.flags.Itemize {
 					termsafe.Printf(list, "file %s\n", filepath.ToSlash(b.Entries[i].Path))
 				}
 			}

@@ -49,7 +49,8 @@ type job struct {
 	del            *deletion.Deleter             // --delete; nil without
 	rm             *srcRemover                   // --remove-source-files; nil without
 	out, logFmt    *itemize.Format               // -i (--out-format) and --log-file-format; nil without
-	log            io.Writer                     // where --log-file-format's lines go (Job.Log)
+	log            io.Writer                     // where --log-file's item lines go (Job.Log)
+	logged         *Logged                       // what they counted (Job.Logged); nil: not counted
 	statsOut       io.Writer                     // where --stats' block goes: stdout, a pull's sender's stderr
 	srcFile        bool                          // SRC is a single file: %f is SRC itself
 	pulling        bool                          // a pull: items are received (%o recv), %f names DEST's
@@ -154,6 +155,7 @@ func (j *job) run(ctx context.Context) Outcome {
 			j.walkErrs++
 			j.mu.Unlock()
 			termsafe.Errorf(j.stderr, "%v", err)
+			j.logFailed(p, err)
 			j.ev.problem("error", p, err.Error())
 		},
 		OnWarn: func(p, msg string) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"sync"
 	"time"
@@ -169,7 +170,12 @@ func (j *job) writeOutcome(o Outcome) {
 			group["shard"] = m.Shard // N shards on one host: N groups, not one overwritten
 		}
 		if err := metrics.Push(obs.Pushgateway, obs.JobName, group, reg, code != 0); err != nil {
-			termsafe.Errorf(j.stderr, "warning: pushgateway %s: %v", obs.Pushgateway, err)
+			// The URL without its password: stderr goes to --log-file.
+			name := obs.Pushgateway
+			if u, perr := url.Parse(name); perr == nil {
+				name = u.Redacted()
+			}
+			termsafe.Errorf(j.stderr, "warning: pushgateway %s: %v", name, err)
 		}
 	}
 }

@@ -159,10 +159,17 @@ func (j *job) pull(ctx context.Context, t sshx.Target) Outcome {
 	if j.out != nil || j.logFmt != nil {
 		// This host is the receiving end: its receiver itemizes, and
 		// the lines are printed here, as rsync prints a pull's.
-		p.Items = func(entries []model.Entry, items []wire.Item) {
+		p.Items = func(entries []model.Entry, ack *wire.BatchAck) {
 			j.mu.Lock()
 			defer j.mu.Unlock()
-			j.itemize(send.Result{Batch: &model.Batch{Entries: entries}, Ack: &wire.BatchAck{Items: items}})
+			j.itemize(send.Result{Batch: &model.Batch{Entries: entries}, Ack: ack})
+			// The remote sender says so on stderr too; the log names
+			// them as a push's does.
+			for _, e := range ack.Errors {
+				if e.Index < len(entries) {
+					j.logFailedMsg(entries[e.Index].Path, e.Msg)
+				}
+			}
 		}
 		p.Pruned = func(r *wire.PruneResult) {
 			j.mu.Lock()

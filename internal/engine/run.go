@@ -52,7 +52,12 @@ type Job struct {
 	Limit          <-chan throttle.Request
 	Watch          func(*metrics.Job) (stop func())
 	Trace          io.Writer
-	Log            io.Writer // --log-file-format's lines: --log-file
+	// Log takes the lines of --log-file about entries: one per entry
+	// created, changed, deleted, backed up or failed, each in one Write
+	// ('%i %n%L', rsync's default, or --log-file-format's); Logged, if
+	// set, counts them, for the pass's footer.
+	Log    io.Writer
+	Logged *Logged
 }
 
 // newJob is the job's state for j, reporting to stderr.
@@ -62,8 +67,11 @@ func (j Job) newJob(stderr io.Writer) *job {
 		stdin = os.Stdin
 	}
 	jb := &job{flags: j.Config, stdin: stdin, stdout: j.Stdout, stderr: stderr, src: j.Src, dst: j.Dst, exitCode: j.ExitCode,
-		debug: j.Trace, watch: j.Watch, log: j.Log, statsOut: j.Stdout}
+		debug: j.Trace, watch: j.Watch, log: j.Log, logged: j.Logged, statsOut: j.Stdout}
 	jb.out, jb.logFmt = j.Config.formats()
+	if j.Log == nil {
+		jb.logFmt = nil
+	}
 	jb.drain, jb.asks = j.Drain, j.Limit
 	return jb
 }

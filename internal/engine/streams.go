@@ -77,6 +77,7 @@ func (j *job) onResult(r send.Result) {
 			j.failed++
 			termsafe.Errorf(j.stderr, "%s: %s", j.dst, e.Msg)
 			j.ev.problem("error", r.Batch.Entries[e.Index].Path, e.Msg)
+			j.logFailedMsg(r.Batch.Entries[e.Index].Path, e.Msg)
 		}
 	}
 	for _, e := range r.SrcErrors {
@@ -86,6 +87,7 @@ func (j *job) onResult(r send.Result) {
 		}
 		termsafe.Errorf(j.stderr, "%v", e.Err)
 		j.ev.problem("error", r.Batch.Entries[e.Index].Path, e.Err.Error())
+		j.logFailed(r.Batch.Entries[e.Index].Path, e.Err)
 	}
 	if j.ev != nil {
 		j.ev.progress(j.m, false)
@@ -108,8 +110,14 @@ func (j *job) onResult(r send.Result) {
 // (--log-file-format), or with --json an item event. Under j.mu.
 func (j *job) itemize(r send.Result) {
 	pushed := j.remote != nil || j.serveAddr != ""
+	var failed map[int]bool
+	if len(r.Ack.Errors) > 0 || len(r.SrcErrors) > 0 || len(r.Again) > 0 {
+		failed = r.Failed()
+	}
 	for _, it := range r.Ack.Items {
-		if it.Index >= len(r.Batch.Entries) {
+		if it.Index >= len(r.Batch.Entries) || failed[it.Index] {
+			// Not in place at DEST: its line is its failure's, as
+			// rsync's (or it goes again, and is itemized then).
 			continue
 		}
 		e := &r.Batch.Entries[it.Index]
@@ -132,7 +140,7 @@ func (j *job) itemize(r send.Result) {
 }
 
 // showItem writes an item's line: on stdout as -i's format says, or an
-// item event with --json; in the log as --log-file-format's says.
+// item event with --json; in --log-file's log as its format says.
 func (j *job) showItem(rec *itemize.Record) {
 	if j.out == nil && j.logFmt == nil {
 		return
@@ -160,8 +168,11 @@ func (j *job) showItem(rec *itemize.Record) {
 		// not escaped twice.
 		io.WriteString(j.stdout, j.out.Line(rec)+"\n")
 	}
-	if j.logFmt != nil && j.logFmt.Shows(rec) {
-		io.WriteString(j.log, j.logFmt.Line(rec)+"\n")
+	if j.logFmt != nil {
+		j.logItem(rec)
+		if j.logFmt.Shows(rec) {
+			io.WriteString(j.log, j.logFmt.Line(rec)+"\n")
+		}
 	}
 }
 

@@ -132,7 +132,7 @@ type Puller struct {
 	Pace func(io.Reader) io.Reader
 	// Items and Pruned, if set, are told what the receiver changed and
 	// removed (-i): receive.Hub's.
-	Items  func(entries []model.Entry, items []wire.Item)
+	Items  func(entries []model.Entry, ack *wire.BatchAck)
 	Pruned func(*wire.PruneResult)
 	Stderr io.Writer
 	// Status is the remote sender's exit status, when Run returns Remote.

@@ -9,7 +9,6 @@ import (
 
 	"github.com/bulkmove/bulkmove/internal/itemize"
 	"github.com/bulkmove/bulkmove/internal/termsafe"
-	"github.com/bulkmove/bulkmove/model"
 )
 
 // The cutover log (--log-file): what cmd/bulkmove heads and ends with the
@@ -88,17 +87,17 @@ func (j *job) logFailedMsg(path, msg string) {
 	j.logFailed(path, errors.New(msg))
 }
 
-// logBackedUp is the hook for the entries a pass moved aside before
-// overwriting or deleting them (--backup, --backup-dir): name is the
-// entry's path under DEST, to where it went, as the receiver reports it
-// (a relative --backup-dir's under DEST, an absolute one as given). It
-// writes rsync's line for it, "backed up NAME to TO", and counts it.
-func (j *job) logBackedUp(e *model.Entry, to string) {
+// logBackedUp is the hook for an entry a pass moved aside before
+// replacing or deleting it (--backup, --backup-dir): name is its path
+// under DEST, to where it went as the receiver names it (a relative
+// --backup-dir's under DEST, an absolute one as given). It writes
+// rsync's line for it, "backed up NAME to TO", and counts it.
+func (j *job) logBackedUp(name, to string) {
 	if j.logFmt == nil {
 		return
 	}
 	j.logged.add(func(l *Logged) { l.BackedUp++ })
-	io.WriteString(j.log, "backed up "+termsafe.Escape(e.Path)+" to "+termsafe.Escape(to)+"\n")
+	io.WriteString(j.log, "backed up "+termsafe.Escape(name)+" to "+termsafe.Escape(to)+"\n")
 }
 
 // withoutPath takes out of msg the word naming the entry path (SRC's or

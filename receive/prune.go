@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
+	"slices"
 
 	"github.com/bulkmove/bulkmove/filter"
 	"github.com/bulkmove/bulkmove/receive/extract"
@@ -49,9 +50,13 @@ func (p *Pruning) Close() error {
 // all its directories together; the rest it counts as held.
 func ApplyPrune(recv *extract.Receiver, p *Pruning, req *wire.PruneRequest, send func(*wire.PruneResult) error) (*wire.PruneResult, error) {
 	opt := extract.PruneOptions{DryRun: req.DryRun || req.CountOnly}
-	if len(req.Rules) > 0 {
+	ruleList := req.Rules
+	if r := recv.BackupRule(req.DeleteExcluded); r != "" {
+		ruleList = append(slices.Clip(ruleList), r) // after the sender's, as rsync adds it
+	}
+	if len(ruleList) > 0 {
 		rules := new(filter.Rules)
-		for _, r := range req.Rules {
+		for _, r := range ruleList {
 			if err := rules.Add(r); err != nil {
 				p.Close()
 				return nil, fmt.Errorf("%w: %v", wire.ErrProtocol, err)
@@ -96,7 +101,7 @@ func ApplyPrune(recv *extract.Receiver, p *Pruning, req *wire.PruneRequest, send
 				if req.CountOnly && (!req.Candidates || !r.Top) {
 					return nil
 				}
-				e := wire.PrunedEntry{Path: r.Path, IsDir: r.IsDir}
+				e := wire.PrunedEntry{Path: r.Path, IsDir: r.IsDir, Backup: r.Backup}
 				if req.Candidates {
 					e.Kind = kindOf(r.Type)
 				}

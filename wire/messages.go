@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"math"
 	"slices"
+	"strings"
 	"unsafe"
 
 	"github.com/bulkmove/bulkmove/model"
@@ -90,6 +91,17 @@ type ReceiveOptions struct {
 	// directory) before the ack as a file written is; one that cannot be
 	// fails, and stays at the source.
 	SyncInPlace bool `json:"sync_in_place,omitempty"`
+	// Backup (--backup, -b): what a pass replaces or deletes is moved
+	// aside on the receiving side, as rsync's --backup does: renamed to
+	// its name plus Suffix in its directory, or, with BackupDir, moved to
+	// BackupDir/its path plus Suffix. BackupDir relative is beneath DEST
+	// (it may not leave it); absolute, it is on the receiving host, where
+	// the receiver's policy allows one (extract.Policy.AbsBackupDir).
+	// The sender resolves Suffix's default (rsync's: "~" without
+	// BackupDir, "" with it).
+	Backup    bool   `json:"backup,omitempty"`
+	BackupDir string `json:"backup_dir,omitempty"`
+	Suffix    string `json:"suffix,omitempty"`
 }
 
 // Check modes: how the receiver decides that a regular file at the
@@ -612,6 +624,12 @@ type BatchAck struct {
 	Skipped int64 // files already up to date
 	Errors  []EntryError
 	Items   []Item // with ReceiveOptions.Itemize: the entries found changed
+	// Backups, with ReceiveOptions.Backup, are the paths (under DEST) of
+	// what the batch replaced and moved aside, the files of a directory
+	// in the way included, up to MaxAckBackups; where each went follows
+	// from the options (ReceiveOptions.BackupPath). BackedUp counts them all.
+	Backups  []string
+	BackedUp int64
 
 	// Where the receiver's time went, for the bottleneck verdict.
 	WriteNanos int64 // writing file data (and creating, renaming)
@@ -644,7 +662,26 @@ func EncodeAck(a *BatchAck) []byte {
 		e.uvarint(uint64(x.Index))
 		e.uvarint(uint64(x.Flags))
 	}
+	e.varint(a.BackedUp)
+	e.uvarint(uint64(len(a.Backups)))
+	for _, x := range a.Backups {
+		e.bytes(x)
+	}
 	return e.b
+}
+
+// MaxAckBackups is the most backed-up paths one ack names
+// (BatchAck.Backups); BackedUp counts the rest.
+const MaxAckBackups = 4096
+
+// BackupPath is where the backup of p (a path under DEST) goes, as the
+// receiver names it to the user: p plus the suffix beside it, or under
+// the backup directory.
+func (o *ReceiveOptions) BackupPath(p string) string {
+	if o.BackupDir == "" {
+		return p + o.Suffix
+	}
+	return strings.TrimSuffix(o.BackupDir, "/") + "/" + p + o.Suffix
 }
 
 // DecodeAck decodes an Ack payload.
@@ -678,10 +715,15 @@ func DecodeAck(p []byte) (*BatchAck, error) {
 		}
 		a.Items = append(a.Items, Item{Index: int(idx), Flags: uint16(flags)})
 	}
+	a.BackedUp = d.varint("ack backed-up count")
+	n = d.count("ack backup count", MaxAckBackups)
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		a.Backups = append(a.Backups, d.str("ack backup path", MaxPath))
+	}
 	if err := d.done("ack"); err != nil {
 		return nil, err
 	}
-	if a.Files < 0 || a.Bytes < 0 || a.Skipped < 0 || a.WriteNanos < 0 || a.FsyncNanos < 0 || a.CPUNanos < 0 || a.LatencyNanos < 0 {
+	if a.Files < 0 || a.Bytes < 0 || a.Skipped < 0 || a.WriteNanos < 0 || a.FsyncNanos < 0 || a.CPUNanos < 0 || a.LatencyNanos < 0 || a.BackedUp < int64(len(a.Backups)) {
 		return nil, protoErr("ack with negative counts")
 	}
 	return a, nil

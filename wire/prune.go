@@ -79,7 +79,12 @@ type PrunedEntry struct {
 	Path  string
 	IsDir bool
 	Kind  EntryKind
+	// Backup: moved aside (ReceiveOptions.Backup), not deleted.
+	Backup bool
 }
+
+// prunedBackup, set in a removed entry's kind byte, is its Backup.
+const prunedBackup = 0x80
 
 // Limits of a prune request.
 const (
@@ -220,6 +225,9 @@ func EncodePruned(r *PruneResult) []byte {
 		if x.IsDir {
 			k = KindDir
 		}
+		if x.Backup {
+			k |= prunedBackup
+		}
 		e.b = append(e.b, k)
 		e.bytes(x.Path)
 	}
@@ -241,10 +249,12 @@ func DecodePruned(p []byte) (*PruneResult, error) {
 	n := d.count("removed count", MaxFrame/2)
 	for range n {
 		k := d.byte1("removed kind")
+		bak := k&prunedBackup != 0
+		k &^= prunedBackup
 		if k > KindOther && d.err == nil {
 			d.err = protoErr("removed entry kind %d: unknown", k)
 		}
-		r.Removed = append(r.Removed, PrunedEntry{IsDir: k == KindDir, Kind: k, Path: d.str("removed path", MaxPath)})
+		r.Removed = append(r.Removed, PrunedEntry{IsDir: k == KindDir, Kind: k, Path: d.str("removed path", MaxPath), Backup: bak})
 	}
 	ne := d.count("error count", MaxFrame/2)
 	for range ne {

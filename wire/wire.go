@@ -70,7 +70,11 @@ import (
 // 17: a manifest may ask what a move would change, writing nothing
 // (FlagItemize), and a dry run says so in its receive options (DryRun);
 // an older agent would move the batch, and make a DEST not there.
-const Proto = 17
+// 18: the receive options may ask that what a pass replaces or deletes be
+// moved aside (Backup, BackupDir, Suffix), acks name what was
+// (BatchAck.Backups, PrunedEntry.Backup); an older agent would overwrite
+// and delete.
+const Proto = 18
 
 // The first words of the internal commands, which one end starts on the
 // other's host (over SSH, or as a local child): written as flags, so that

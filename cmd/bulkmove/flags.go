@@ -134,6 +134,15 @@ func registerMove(fs *pflag.FlagSet, c *engine.Config) {
 		fs.Var(&c.MaxDelete, "max-delete", "with --delete, delete at most `N` entries; past them the job says how many more it left and exits 25")
 		fs.BoolVar(&c.RemoveSourceFiles, "remove-source-files", c.RemoveSourceFiles, "remove from SRC each file (not directory) once DEST acknowledged it durable (implies --fsync) and its hash matched, if it did not change since it was read; files found up to date at DEST too")
 		fs.BoolVar(&c.RemoveSourceDirs, "remove-source-dirs", c.RemoveSourceDirs, "with --remove-source-files, after a pass without errors remove SRC's directories left empty, deepest first (never SRC itself)")
+		fs.BoolVarP(&c.Backup.On, "backup", "b", c.Backup.On, "move aside at DEST what a pass replaces or deletes, as rsync's -b: renamed to its name plus --suffix (~) beside it, or moved under --backup-dir")
+		fs.StringVar(&c.Backup.Dir, "backup-dir", c.Backup.Dir, "move what is replaced or deleted to `DIR`/its path plus --suffix (implies --backup): relative, beneath DEST; absolute, on the receiving host (not through a symlink; not to serve); never deleted by --delete")
+		fs.Var(&suffixFlag{&c.Backup.Suffix}, "suffix", "the `SUFFIX` of backups (default ~ without --backup-dir, none with it)")
+		for _, f := range []struct {
+			v    *bool
+			name string
+		}{{&c.DeleteWhen.During, "del"}, {&c.DeleteWhen.Before, "delete-before"}, {&c.DeleteWhen.During, "delete-during"}, {&c.DeleteWhen.Delay, "delete-delay"}, {&c.DeleteWhen.After, "delete-after"}} {
+			fs.BoolVar(f.v, f.name, *f.v, "rsync's; --delete (bulkmove always deletes after the transfer)")
+		}
 	})
 	section(fs, "performance", func() {
 		fs.Var(&c.Gentle.BwLimit, "bwlimit", "limit the whole job to `RATE` bytes a second (50M, 1.5G, off; a bare number is KiB as in rsync), "+

@@ -84,17 +84,25 @@ func TestScripts(t *testing.T) {
 	})
 }
 
-// treecmp [-extra] SRC DST: the trees are equal in content, modes,
-// mtimes, symlinks, hard links and empty directories.
+// treecmp [-extra] [-nodirtimes] SRC DST: the trees are equal in
+// content, modes, mtimes (of directories too unless -nodirtimes),
+// symlinks, hard links and empty directories.
 func cmdTreecmp(ts *testscript.TestScript, neg bool, args []string) {
 	var opt treecmp.Options
-	if len(args) > 0 && args[0] == "-extra" {
-		opt.AllowExtra = true
+	for len(args) > 0 && strings.HasPrefix(args[0], "-") {
+		switch args[0] {
+		case "-extra":
+			opt.AllowExtra = true
+		case "-nodirtimes":
+			opt.IgnoreDirMtime = true
+		default:
+			ts.Fatalf("treecmp: unknown flag %s", args[0])
+		}
 		args = args[1:]
 	}
 	opt.Owner = os.Geteuid() == 0
 	if len(args) != 2 {
-		ts.Fatalf("usage: treecmp [-extra] SRC DST")
+		ts.Fatalf("usage: treecmp [-extra] [-nodirtimes] SRC DST")
 	}
 	diffs, err := treecmp.Compare(ts.MkAbs(args[0]), ts.MkAbs(args[1]), opt)
 	ts.Check(err)

@@ -119,3 +119,22 @@ func (v *verboseCount) Set(s string) error {
 	}
 	return nil
 }
+
+// suffixFlag is --suffix: a string that may be set to "", told apart
+// from one not given (nil: rsync's default, which depends on
+// --backup-dir).
+type suffixFlag struct{ v **string }
+
+func (s *suffixFlag) String() string {
+	if s.v == nil || *s.v == nil {
+		return ""
+	}
+	return **s.v
+}
+
+func (s *suffixFlag) Type() string { return "string" }
+
+func (s *suffixFlag) Set(v string) error {
+	*s.v = &v
+	return nil
+}

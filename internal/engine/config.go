@@ -82,6 +82,11 @@ type Config struct {
 	// --remove-source-files and --remove-source-dirs: see removesrc.go.
 	RemoveSourceFiles bool
 	RemoveSourceDirs  bool
+
+	// --backup, --backup-dir, --suffix, and rsync's --delete-WHEN: see
+	// backup.go.
+	Backup     Backup
+	DeleteWhen DeleteWhen
 }
 
 // ByteSize is a flag of a size with an optional unit: 64MiB, 64m, 1G, 4096.
@@ -187,6 +192,12 @@ func DefaultConfig() Config {
 func (c *Config) Check() error {
 	if c.DeleteExcluded {
 		c.Delete = true
+	}
+	if err := c.DeleteWhen.check(c); err != nil {
+		return err
+	}
+	if err := c.Backup.check(); err != nil {
+		return err
 	}
 	if _, err := c.checkMode(); err != nil {
 		return err

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"path/filepath"
+
 	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/receive/extract"
 	"github.com/bulkmove/bulkmove/send"
@@ -67,6 +69,17 @@ func (a AllowFlags) Text() string {
 func (j *job) allowed() AllowFlags {
 	return AllowFlags{Owner: !j.flags.NoOwner, Setid: j.flags.KeepSetid, Xattrs: j.flags.Faithful.Xattrs, ACLs: j.flags.Faithful.ACLs,
 		Devices: j.flags.Faithful.Devices}
+}
+
+// pullPolicy is a pull's receiver's policy: the puller's own flags, and
+// of absolute backup directories its own --backup-dir alone (a remote
+// sender may not have DEST's files moved elsewhere on this host).
+func (j *job) pullPolicy() extract.Policy {
+	p := j.allowed().Policy(pullHint)
+	if j.flags.Backup.On && filepath.IsAbs(j.flags.Backup.Dir) {
+		p.AbsBackupDir = j.flags.Backup.Dir
+	}
+	return p
 }
 
 // pullHint names the puller's flag that allows option.

@@ -151,7 +151,7 @@ func (j *job) pull(ctx context.Context, t sshx.Target) Outcome {
 			}
 			return ""
 		},
-		Policy: j.allowed().Policy(pullHint),
+		Policy: j.pullPolicy(),
 		Pace:   bw.Reader,
 		Stderr: j.stderr,
 	}

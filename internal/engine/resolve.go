@@ -113,5 +113,6 @@ func (j *job) receiveOptions() wire.ReceiveOptions {
 		o.Check = mode
 	}
 	j.flags.Faithful.receive(&o)
+	j.flags.Backup.receive(&o)
 	return o
 }

@@ -150,7 +150,9 @@ func (cfg *Config) root(root, srcIDs string) (string, error) {
 // flag of the same name (which the sender's flag of the same meaning
 // gives).
 func policy(a wire.Allow) extract.Policy {
-	return extract.Policy{Owner: a.Owner, Setid: a.Setid, Xattrs: a.Xattrs, ACLs: a.ACLs, Devices: a.Devices,
+	// An absolute --backup-dir anywhere the agent's user may write: its
+	// sender logged in as that user.
+	return extract.Policy{Owner: a.Owner, Setid: a.Setid, Xattrs: a.Xattrs, ACLs: a.ACLs, Devices: a.Devices, AbsBackupDir: extract.AnyBackupDir,
 		Hint: func(option string) string { return wire.CmdAgent + " --allow-" + option }}
 }
 

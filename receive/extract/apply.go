@@ -53,7 +53,7 @@ func (t *Txn) openDirEntry(i int, e *model.Entry) *os.File {
 	seen := t.r.seenDir(e.Path)
 	f, err := t.r.makeDir(e.Path)
 	if wayBlocked(err) && !seen {
-		f, err = t.r.openWay(e.Path) // see inway.go
+		f, err = t.r.openWay(e.Path, t.aside) // see inway.go
 	}
 	if err != nil {
 		t.failErr(i, "create directory", e.Path, err)
@@ -163,7 +163,7 @@ func readlinkat(dirfd int, name string) (string, error) {
 // replace renames tmp over base in directory d, the entry p, clearing a
 // directory in the way first as far as the options allow (see clearDir).
 func (t *Txn) replace(d *os.File, tmp, base, p string) error {
-	return t.r.renameOver(int(d.Fd()), tmp, int(d.Fd()), base, p)
+	return t.r.renameOver(int(d.Fd()), tmp, int(d.Fd()), base, p, t.aside)
 }
 
 func (t *Txn) applyHardlink(i int, e *model.Entry) {

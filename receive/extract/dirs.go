@@ -58,7 +58,7 @@ func (t *Txn) openDir(d string) (*os.File, dirat.Calls, error) {
 	if wayBlocked(err) && !seen {
 		// Not a directory there, or not one reached without a symlink
 		// (see inway.go).
-		f, err = t.r.openWay(d)
+		f, err = t.r.openWay(d, t.aside)
 	}
 	if err != nil {
 		return nil, dirat.Calls{}, err

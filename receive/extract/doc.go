@@ -47,7 +47,9 @@
 //     never by a second path lookup that a symlink could redirect.
 //   - Removal (--delete, an entry whose type changed) is by name in an
 //     open directory descriptor and never follows a symlink; a non-empty
-//     directory in the way of a file goes only with --delete.
+//     directory in the way of a file goes only with --delete. With
+//     --backup, what goes is moved aside into a backup directory opened
+//     the same way, beneath the root or the host's root (backup.go).
 //
 // # Files
 //
@@ -91,4 +93,5 @@
 // Deleting:
 //
 //	prune.go     Prune, PruneDir, PruneNames: --delete in bounded memory, no symlink followed
+//	backup.go    --backup, --backup-dir, --suffix: what is replaced or deleted moved aside, no symlink followed
 package extract

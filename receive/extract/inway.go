@@ -49,7 +49,7 @@ func isDirInWay(err error) bool {
 // renamed over it): at once if it is empty; with all it holds only with
 // --delete, else it fails with errInWay. nil: base is free, or no longer a
 // directory (the rename replaces whatever it now is).
-func (r *Receiver) clearDir(dfd int, base, p string, fdir int, from string) error {
+func (r *Receiver) clearDir(dfd int, base, p string, fdir int, from string, a *aside) error {
 	var st unix.Stat_t
 	if err := unix.Fstatat(dfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		if err == unix.ENOENT {
@@ -80,6 +80,13 @@ func (r *Receiver) clearDir(dfd int, base, p string, fdir int, from string) erro
 			}
 		}
 		return fmt.Errorf("%w of a %s; rerun with --delete to replace it", errInWay, what)
+	}
+	if r.backingUp() {
+		gone, err := r.backupTree(dfd, base, p, a)
+		if err == nil && !gone {
+			err = fmt.Errorf("%w, and its files were backed up beside them (--backup without --backup-dir), so it stays", errInWay)
+		}
+		return err
 	}
 	return removeAllAt(dfd, base)
 }
@@ -154,13 +161,19 @@ func (r *Receiver) typeChanged(d string, err error) bool {
 }
 
 // renameOver renames from (in fdir) to base in dfd, the entry p, clearing
-// a directory in the way first (see clearDir).
-func (r *Receiver) renameOver(fdir int, from string, dfd int, base, p string) error {
+// a directory in the way first (see clearDir). With --backup, what it
+// replaces is moved aside first (see backup.go), noted in a.
+func (r *Receiver) renameOver(fdir int, from string, dfd int, base, p string, a *aside) error {
+	if r.backingUp() {
+		if _, err := r.backupAt(dfd, base, p, true, a); err != nil {
+			return err
+		}
+	}
 	err := unix.Renameat(fdir, from, dfd, base)
 	if !isDirInWay(err) {
 		return err
 	}
-	if err := r.clearDir(dfd, base, p, fdir, from); err != nil {
+	if err := r.clearDir(dfd, base, p, fdir, from, a); err != nil {
 		return err
 	}
 	return unix.Renameat(fdir, from, dfd, base)
@@ -178,7 +191,7 @@ func wayBlocked(err error) bool {
 // that is missing is made, and one that is something else is replaced by
 // a new one as far as the rules above allow. The slow way, for when
 // makeDir failed on something in the way.
-func (r *Receiver) openWay(d string) (*os.File, error) {
+func (r *Receiver) openWay(d string, a *aside) (*os.File, error) {
 	fd, err := unix.Openat(int(r.rootDir.Fd()), ".", dirFlags, 0)
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: r.dir, Err: err}
@@ -189,7 +202,7 @@ func (r *Receiver) openWay(d string) (*os.File, error) {
 	comps := strings.Split(d, "/")
 	for k, c := range comps {
 		p := strings.Join(comps[:k+1], "/")
-		nfd, made, err := r.openWayAt(fd, c, p)
+		nfd, made, err := r.openWayAt(fd, c, p, a)
 		unix.Close(fd)
 		if err != nil {
 			return nil, err
@@ -205,7 +218,7 @@ func (r *Receiver) openWay(d string) (*os.File, error) {
 // openWayAt opens the directory name in dfd (p under the root), never
 // through a symlink, first making it, in place of what is there if that
 // may be replaced (see above).
-func (r *Receiver) openWayAt(dfd int, name, p string) (fd int, made bool, err error) {
+func (r *Receiver) openWayAt(dfd int, name, p string, a *aside) (fd int, made bool, err error) {
 	// A few rounds: another writer may be making the same directory.
 	for range 3 {
 		fd, err := unix.Openat(dfd, name, dirFlags, 0)
@@ -232,6 +245,11 @@ func (r *Receiver) openWayAt(dfd int, name, p string) (fd int, made bool, err er
 			}
 			if nd.Is == "a symlink" && !r.opt.Delete {
 				return -1, false, fmt.Errorf("%w; if SRC has a directory there, rerun with --delete to replace it", nd)
+			}
+			if r.backingUp() {
+				if _, err := r.backupAt(dfd, name, p, false, a); err != nil {
+					return -1, false, err
+				}
 			}
 			// Without AT_REMOVEDIR unlinkat never removes a directory,
 			// whatever took the name meanwhile.

@@ -95,7 +95,7 @@ func TestOpenWayFollowsNoSymlink(t *testing.T) {
 	}
 	mkdirIn := func(r *Receiver, p string) {
 		t.Helper()
-		f, err := r.openWay(p)
+		f, err := r.openWay(p, nil)
 		if err != nil {
 			t.Fatalf("openWay(%s): %v", p, err)
 		}
@@ -113,7 +113,7 @@ func TestOpenWayFollowsNoSymlink(t *testing.T) {
 	mkdirIn(r, "file/a")
 	for _, p := range []string{"out/a/b", "in/a"} {
 		link := strings.Split(p, "/")[0]
-		if _, err := r.openWay(p); err == nil || !strings.Contains(err.Error(), link+": is a symlink") || !strings.Contains(err.Error(), "--delete") {
+		if _, err := r.openWay(p, nil); err == nil || !strings.Contains(err.Error(), link+": is a symlink") || !strings.Contains(err.Error(), "--delete") {
 			t.Errorf("openWay(%s) without Delete: %v; want the symlink refused, naming it and --delete", p, err)
 		}
 		if fi, err := os.Lstat(filepath.Join(root, link)); err != nil || fi.Mode()&os.ModeSymlink == 0 {

@@ -39,6 +39,12 @@ func OpenAt(parent *os.File, rel string, opt Options) (*Receiver, error) {
 // that says so. rel must be local ("" or "." is parent itself, opened
 // anew).
 func OpenBeneath(parent *os.File, rel string) (*os.File, error) {
+	return openDirBeneath(parent, rel, true)
+}
+
+// openDirBeneath is OpenBeneath, making missing components only if create
+// (else one missing fails with an error that wraps ENOENT).
+func openDirBeneath(parent *os.File, rel string, create bool) (*os.File, error) {
 	if rel == "" {
 		rel = "."
 	}
@@ -55,7 +61,7 @@ func OpenBeneath(parent *os.File, rel string) (*os.File, error) {
 	if rel != "." {
 		names := strings.Split(rel, "/")
 		for i, name := range names {
-			next, err := stepBeneath(fd, name, strings.Join(names[:i+1], "/"))
+			next, err := stepBeneath(fd, name, strings.Join(names[:i+1], "/"), create)
 			unix.Close(fd)
 			if err != nil {
 				return nil, err
@@ -67,11 +73,11 @@ func OpenBeneath(parent *os.File, rel string) (*os.File, error) {
 }
 
 // stepBeneath opens the directory name in dfd with no symlink followed,
-// making it if it is missing; at is its path beneath the first parent,
-// for messages.
-func stepBeneath(dfd int, name, at string) (int, error) {
+// making it if it is missing and create; at is its path beneath the
+// first parent, for messages.
+func stepBeneath(dfd int, name, at string, create bool) (int, error) {
 	fd, err := unix.Openat(dfd, name, dirFlags, 0)
-	if err == unix.ENOENT {
+	if err == unix.ENOENT && create {
 		if err = unix.Mkdirat(dfd, name, 0o755); err == nil || err == unix.EEXIST {
 			fd, err = unix.Openat(dfd, name, dirFlags, 0)
 		}
@@ -79,6 +85,8 @@ func stepBeneath(dfd int, name, at string) (int, error) {
 	switch {
 	case err == nil:
 		return fd, nil
+	case err == unix.ENOENT:
+		return -1, &os.PathError{Op: "open", Path: at, Err: err}
 	case err == unix.ELOOP:
 		return -1, fmt.Errorf("%s: %w", at, ErrSymlinkBeneath)
 	case err == unix.ENOTDIR:

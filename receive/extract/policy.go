@@ -6,6 +6,7 @@ package extract
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	"github.com/bulkmove/bulkmove/wire"
@@ -36,6 +37,13 @@ type Policy struct {
 	// this process may (root, or CAP_MKNOD), else each fails, naming it.
 	// FIFOs and sockets any receiver makes when asked: they grant nothing.
 	Devices bool
+	// AbsBackupDir is the absolute --backup-dir a sender may ask for: ""
+	// none, only a relative one, beneath DEST (serve's, as an rsync
+	// daemon keeps backups within its module); AnyBackupDir any the
+	// receiving user may write (an agent, whose sender logged in as that
+	// user; a local copy); else that directory alone (a pull: the
+	// puller's own --backup-dir, whatever the remote sender asks).
+	AbsBackupDir string
 	// Hint, if set, names the way to allow one of the options ("setid",
 	// "xattrs", "acls", "devices") on this receiver, for its refusals:
 	// "serve --allow-setid".
@@ -44,7 +52,19 @@ type Policy struct {
 
 // AllowAll is the policy of a receiver whose sender is its own user's
 // trusted command line (a local copy): whatever it asks for.
-var AllowAll = Policy{Owner: true, Setid: true, Xattrs: true, ACLs: true, Devices: true}
+var AllowAll = Policy{Owner: true, Setid: true, Xattrs: true, ACLs: true, Devices: true, AbsBackupDir: AnyBackupDir}
+
+// AnyBackupDir is Policy.AbsBackupDir allowing any absolute backup
+// directory.
+const AnyBackupDir = "*"
+
+// allowsBackupDir reports whether p allows the backup directory dir.
+func (p Policy) allowsBackupDir(dir string) bool {
+	if dir == "" || !filepath.IsAbs(dir) {
+		return true // beneath DEST (checked when it opens: Options.valid)
+	}
+	return p.AbsBackupDir == AnyBackupDir || p.AbsBackupDir != "" && filepath.Clean(p.AbsBackupDir) == filepath.Clean(dir)
+}
 
 // PolicyError is a request the policy refuses: the job is refused at its
 // handshake with this reason, before anything is written.
@@ -92,6 +112,10 @@ func (p Policy) Grant(o *wire.ReceiveOptions) (opt Options, denied []string, err
 	}
 	if o.Devices && !p.Devices {
 		refuse("-D (devices)", "devices")
+	}
+	if o.Backup && !p.allowsBackupDir(o.BackupDir) {
+		pe.Asked = append(pe.Asked, "--backup-dir "+o.BackupDir+" (an absolute backup directory)")
+		pe.Hints = append(pe.Hints, "a relative --backup-dir is beneath DEST")
 	}
 	if len(pe.Asked) > 0 {
 		return Options{}, nil, &pe

@@ -30,6 +30,8 @@ type Removed struct {
 	IsDir bool
 	Top   bool
 	Type  fs.FileMode
+	// Backup: moved aside (Options.Backup, see backup.go), not deleted.
+	Backup bool
 }
 
 // PruneFunc decides whether an extra entry at the destination is kept
@@ -140,7 +142,7 @@ type PruneCount struct {
 // prune runs fails with an error naming it, and nothing is deleted
 // through the link.
 func (r *Receiver) PruneDir(dir string, keep *Keep, o PruneOptions, report func(Removed) error) (PruneCount, error) {
-	pr := &pruning{protect: o.Protect, dryRun: o.DryRun, limit: o.Limit, report: report}
+	pr := r.pruning(o, report)
 	if err := CheckName(dir, model.KindDir); err != nil {
 		return pr.n, fmt.Errorf("delete in %q: %w", dir, err)
 	}
@@ -152,6 +154,9 @@ func (r *Receiver) PruneDir(dir string, keep *Keep, o PruneOptions, report func(
 		return pr.n, err
 	}
 	defer d.Close()
+	if r.inBackupDir(dir, int(d.Fd())) {
+		return pr.n, nil // the backups are not SRC's to prune
+	}
 	names, err := list(d, true)
 	if err != nil {
 		return pr.n, fmt.Errorf("delete in %s: %w", dir, err)
@@ -241,7 +246,7 @@ func (r *Receiver) openPruned(dir string) (*os.File, error) {
 // protect keeps stays; the rest goes as PruneDir removes it, a directory
 // with what it now holds. Counts and errors are as PruneDir's.
 func (r *Receiver) PruneNames(dir string, names []Candidate, o PruneOptions, report func(Removed) error) (PruneCount, error) {
-	pr := &pruning{protect: o.Protect, dryRun: o.DryRun, limit: o.Limit, report: report}
+	pr := r.pruning(o, report)
 	if err := CheckName(dir, model.KindDir); err != nil {
 		return pr.n, fmt.Errorf("delete in %q: %w", dir, err)
 	}
@@ -250,6 +255,9 @@ func (r *Receiver) PruneNames(dir string, names []Candidate, o PruneOptions, rep
 		return pr.n, err
 	}
 	defer d.Close()
+	if r.inBackupDir(dir, int(d.Fd())) {
+		return pr.n, nil // the backups are not SRC's to prune
+	}
 	var first error
 	for _, c := range names {
 		p := join(dir, c.Name)
@@ -316,8 +324,19 @@ func statType(m uint32) fs.FileMode {
 	}
 }
 
+// pruning is a PruneDir (or PruneNames) of r with o, reporting to
+// report. With backups, the backup directory, if there, is opened first:
+// the prune keeps it (isBackupDir).
+func (r *Receiver) pruning(o PruneOptions, report func(Removed) error) *pruning {
+	if r.opt.Backup && !r.besides() {
+		r.backupRoot(false) // (one it cannot open is kept by path alone, if relative)
+	}
+	return &pruning{r: r, protect: o.Protect, dryRun: o.DryRun, limit: o.Limit, report: report}
+}
+
 // pruning is one PruneDir under way.
 type pruning struct {
+	r       *Receiver
 	protect PruneFunc
 	dryRun  bool
 	limit   int64
@@ -350,7 +369,7 @@ func (pr *pruning) held() bool {
 // gone says whether the entry itself went.
 func (pr *pruning) entry(d *os.File, p, name string, typ fs.FileMode) (gone bool, err error) {
 	isDir := typ&fs.ModeDir != 0
-	if pr.stopped != nil || (pr.protect != nil && pr.protect(p, isDir)) {
+	if pr.stopped != nil || (pr.protect != nil && pr.protect(p, isDir)) || isDir && pr.r.isBackupDir(p, -1) {
 		return false, nil
 	}
 	pr.n.Examined++
@@ -358,7 +377,16 @@ func (pr *pruning) entry(d *os.File, p, name string, typ fs.FileMode) (gone bool
 		if pr.held() {
 			return false, nil
 		}
-		if !pr.dryRun {
+		// With --backup the file is moved aside (backup.go); one beside
+		// its files keeps its directory. A name that is a backup already
+		// (of its suffix, beside its file) goes, as rsync's does.
+		r := pr.r
+		backup := !pr.dryRun && r.backingUp() && !(r.besides() && strings.HasSuffix(name, r.opt.Suffix))
+		if backup {
+			if _, err := r.backupAt(int(d.Fd()), name, p, false, nil); err != nil {
+				return false, err
+			}
+		} else if !pr.dryRun {
 			if err := unix.Unlinkat(int(d.Fd()), name, 0); err != nil && err != unix.ENOENT {
 				if err == unix.EISDIR {
 					return false, fmt.Errorf("delete %s: became a directory while being deleted", p)
@@ -366,8 +394,8 @@ func (pr *pruning) entry(d *os.File, p, name string, typ fs.FileMode) (gone bool
 				return false, fmt.Errorf("delete %s: %w", p, err)
 			}
 		}
-		pr.removed(Removed{Path: p, Top: pr.depth == 0, Type: typ.Type()})
-		return true, nil
+		pr.removed(Removed{Path: p, Top: pr.depth == 0, Type: typ.Type(), Backup: backup})
+		return !(backup && r.besides()), nil
 	}
 	fd, err := unix.Openat(int(d.Fd()), name, dirFlags, 0)
 	switch err {
@@ -381,6 +409,10 @@ func (pr *pruning) entry(d *os.File, p, name string, typ fs.FileMode) (gone bool
 	}
 	sub := os.NewFile(uintptr(fd), p)
 	defer sub.Close()
+	if pr.r.isBackupDir(p, fd) {
+		pr.n.Examined--
+		return false, nil // an absolute --backup-dir beneath DEST
+	}
 	names, err := list(sub, false)
 	if err != nil {
 		return false, fmt.Errorf("delete %s: %w", p, err)

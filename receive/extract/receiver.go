@@ -106,6 +106,8 @@ type Receiver struct {
 	// whatever the check mode (see complete in partial.go).
 	completed  sync.Map // string -> fileID
 	completedN atomic.Int64
+
+	bak backups // see backup.go
 }
 
 // Options say how to install entries.
@@ -152,6 +154,11 @@ type Options struct {
 	// SyncInPlace: files found up to date are fsynced, with their
 	// directories, before the ack (see syncInPlace).
 	SyncInPlace bool
+	// Backup, BackupDir and Suffix: what is replaced or deleted is moved
+	// aside (see backup.go and wire.ReceiveOptions.Backup).
+	Backup    bool
+	BackupDir string
+	Suffix    string
 }
 
 // FromWire converts the handshake's options as they are, for a receiver
@@ -165,7 +172,8 @@ func FromWire(o *wire.ReceiveOptions) Options {
 	// belong to the receiving user, as with rsync run by an ordinary user.
 	return Options{Fsync: o.Fsync, Owner: o.Owner && canChown, KeepSetid: o.KeepSetid, NoCheck: o.Check == wire.CheckNone,
 		Check: o.Check, WriteRate: o.WriteRate, IOConcurrency: o.IOConcurrency, Xattrs: o.Xattrs, ACLs: o.ACLs, Sparse: o.Sparse, NoSums: o.NoSums, Delete: o.Delete, Itemize: o.Itemize,
-		Devices: o.Devices, Specials: o.Specials, DryRun: o.DryRun, SyncInPlace: o.SyncInPlace}
+		Devices: o.Devices, Specials: o.Specials, DryRun: o.DryRun, SyncInPlace: o.SyncInPlace,
+		Backup: o.Backup, BackupDir: o.BackupDir, Suffix: o.Suffix}
 }
 
 // check is the check mode in force.
@@ -183,7 +191,7 @@ func (o *Options) check() string {
 func (o *Options) valid() error {
 	switch c := o.check(); c {
 	case wire.CheckQuick, wire.CheckNone, wire.CheckSize, wire.CheckExisting, wire.CheckSum:
-		return nil
+		return o.validBackup()
 	default:
 		return fmt.Errorf("unknown check mode %q (this receiver knows %s, %s, %s, %s and %s)",
 			c, wire.CheckQuick, wire.CheckNone, wire.CheckSize, wire.CheckExisting, wire.CheckSum)
@@ -287,6 +295,7 @@ const probeLookups = 8
 func (r *Receiver) Close() error {
 	r.sweeps.Wait()
 	r.closeStage()
+	r.closeBackups()
 	r.known.Close()
 	return r.rootDir.Close()
 }

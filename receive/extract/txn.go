@@ -63,6 +63,8 @@ type Txn struct {
 	// inPlace are the regular files found up to date (Skip), for
 	// syncInPlace.
 	inPlace []int
+	// aside gathers what the batch moved aside, with --backup (backup.go).
+	aside *aside
 }
 
 type pendingFile struct {
@@ -103,6 +105,9 @@ func (r *Receiver) Begin(entries []model.Entry) *Txn {
 	t := &Txn{r: r, entries: entries, dirs: map[string]*txnDir{}, spread: landSlow(r) && spread(entries)}
 	if r.opt.Itemize {
 		t.items = make([]uint16, len(entries))
+	}
+	if r.backingUp() {
+		t.aside = &aside{}
 	}
 	return t
 }
@@ -322,6 +327,9 @@ func (t *Txn) CommitSums(id uint64, discards []wire.Discard, sums []wire.Indexed
 	}
 	a := &wire.BatchAck{ID: id, Files: t.files, Bytes: t.bytes, Skipped: t.skipped, Errors: t.errs, Items: t.ackItems(),
 		WriteNanos: t.writeNanos + int64(time.Since(commitStart)), FsyncNanos: t.fsyncNanos, LatencyNanos: int64(t.r.io.Latency())}
+	if t.aside != nil {
+		a.Backups, a.BackedUp = t.aside.paths, t.aside.n
+	}
 	t.r.files.Add(t.files)
 	t.r.bytes.Add(t.bytes)
 	t.r.skipped.Add(t.skipped)
@@ -374,7 +382,7 @@ func (t *Txn) place(p *pendingFile) {
 		}
 	} else if p.sdir != 0 {
 		over := func(fdir int, from string, dfd int, base string) error {
-			return t.r.renameOver(fdir, from, dfd, base, e.Path)
+			return t.r.renameOver(fdir, from, dfd, base, e.Path, t.aside)
 		}
 		if err := t.r.staging.placeStaged(p, dfd, over); err != nil {
 			t.failErr(p.index, "link into place", e.Path, err)

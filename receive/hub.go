@@ -87,10 +87,11 @@ type Hub struct {
 	// zero Policy allows none of them.
 	Policy extract.Policy
 	// Items, if set, makes the receiver itemize (as the sender's -i
-	// would) and is told, for each batch committed with items or errors,
-	// its entries and its ack: a pull's -i and --log-file, written where
-	// the pull was typed. Pruned is told each result of a prune that
-	// removed entries. Both may be called from several sessions at once.
+	// would) and is told, for each batch committed with items, errors or
+	// entries moved aside (--backup), its entries and its ack: a pull's
+	// -i, --log-file and backups, written where the pull was typed.
+	// Pruned is told each result of a prune that removed entries. Both
+	// may be called from several sessions at once.
 	Items  func(entries []model.Entry, ack *wire.BatchAck)
 	Pruned func(*wire.PruneResult)
 
@@ -602,7 +603,7 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 // items tells Items what a batch's ack says changed or failed, if
 // anything.
 func (h *Hub) items(entries []model.Entry, ack *wire.BatchAck) {
-	if h.Items != nil && (len(ack.Items) > 0 || len(ack.Errors) > 0) {
+	if h.Items != nil && (len(ack.Items) > 0 || len(ack.Errors) > 0 || ack.BackedUp > 0) {
 		h.Items(entries, ack)
 	}
 }

@@ -102,14 +102,23 @@ func (j *job) backupPath(p string) string {
 	return o.BackupPath(p)
 }
 
-// showBackups writes, with -v, a line for each entry the ack says its
-// batch moved aside (rsync's -vv "backed up NAME to WHERE"), and how many
-// more there were than it names.
-func (j *job) showBackups(a *wire.BatchAck) {
+// noteBackups tells of each entry the ack says its batch moved aside
+// (noteBackup), and, with -v, how many more there were than it names.
+func (j *job) noteBackups(a *wire.BatchAck) {
 	for _, p := range a.Backups {
-		termsafe.Errorf(j.stderr, "backed up %s to %s", p, j.backupPath(p))
+		j.noteBackup(p)
 	}
-	if more := a.BackedUp - int64(len(a.Backups)); more > 0 {
+	if more := a.BackedUp - int64(len(a.Backups)); more > 0 && j.flags.Verbose {
 		termsafe.Errorf(j.stderr, "backed up %d more entries of batch %d", more, a.ID)
 	}
+}
+
+// noteBackup tells of p (under DEST), moved aside: rsync's -vv line,
+// "backed up NAME to WHERE", with -v, and the cutover log's.
+func (j *job) noteBackup(p string) {
+	to := j.backupPath(p)
+	if j.flags.Verbose {
+		termsafe.Errorf(j.stderr, "backed up %s to %s", p, to)
+	}
+	j.logBackedUp(p, to)
 }

@@ -87,11 +87,11 @@ func (j *job) logFailedMsg(path, msg string) {
 	j.logFailed(path, errors.New(msg))
 }
 
-// logBackedUp is the hook for an entry a pass moved aside before
-// replacing or deleting it (--backup, --backup-dir): name is its path
-// under DEST, to where it went as the receiver names it (a relative
-// --backup-dir's under DEST, an absolute one as given). It writes
-// rsync's line for it, "backed up NAME to TO", and counts it.
+// logBackedUp writes the log's line for an entry a pass moved aside
+// before overwriting or deleting it (--backup, --backup-dir): name is its
+// path under DEST, to where it went (BackupPath: under DEST, or under an
+// absolute --backup-dir as given), as rsync's -vv says it: "backed up
+// NAME to TO"; and counts it.
 func (j *job) logBackedUp(name, to string) {
 	if j.logFmt == nil {
 		return

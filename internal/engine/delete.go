@@ -28,7 +28,7 @@ func (j *job) deleter(p plan) *deletion.Deleter {
 	}
 	return deletion.New(deletion.Options{
 		Source: j.deleteSource(p), Dst: j.dst,
-		NoGuard: j.flags.NoDeleteGuard, MaxDelete: md, Verbose: j.flags.Verbose, BackupPath: j.backupPath,
+		NoGuard: j.flags.NoDeleteGuard, MaxDelete: md, Verbose: j.flags.Verbose, BackedUp: j.noteBackup,
 		Stdout: j.listing(), Stderr: j.stderr, Trace: j.trace, Deleted: deleted,
 		Failures: func() int64 {
 			j.mu.Lock()

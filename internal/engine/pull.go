@@ -156,13 +156,15 @@ func (j *job) pull(ctx context.Context, t sshx.Target) Outcome {
 		Stderr: j.stderr,
 	}
 	j.pulling = true
-	if j.out != nil || j.logFmt != nil {
+	if j.out != nil || j.logFmt != nil || j.flags.Verbose && j.flags.Backup.On {
 		// This host is the receiving end: its receiver itemizes, and
-		// the lines are printed here, as rsync prints a pull's.
+		// the lines are printed here, as rsync prints a pull's; so are
+		// those of what it moved aside.
 		p.Items = func(entries []model.Entry, ack *wire.BatchAck) {
 			j.mu.Lock()
 			defer j.mu.Unlock()
 			j.itemize(send.Result{Batch: &model.Batch{Entries: entries}, Ack: ack})
+			j.noteBackups(ack)
 			// The remote sender says so on stderr too; the log names
 			// them as a push's does.
 			for _, e := range ack.Errors {
@@ -175,6 +177,9 @@ func (j *job) pull(ctx context.Context, t sshx.Target) Outcome {
 			j.mu.Lock()
 			defer j.mu.Unlock()
 			for _, e := range r.Removed {
+				if e.Backup {
+					j.noteBackup(e.Path)
+				}
 				j.itemizeDeleted(deletion.PrunedName(e))
 			}
 		}

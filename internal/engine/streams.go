@@ -99,8 +99,8 @@ func (j *job) onResult(r send.Result) {
 	if j.rm != nil {
 		j.rm.done(r)
 	}
-	if j.flags.Verbose && r.Ack != nil {
-		j.showBackups(r.Ack)
+	if r.Ack != nil && r.Ack.BackedUp > 0 {
+		j.noteBackups(r.Ack)
 	}
 	if j.flags.Verbose && !r.Final && r.Ack != nil {
 		termsafe.Errorf(j.stderr, "batch %s on stream %d: %d files, %s", batchname.Name(r.Batch.ID), r.Stream, r.Ack.Files, units.Size(r.Ack.Bytes))

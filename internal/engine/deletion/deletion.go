@@ -31,9 +31,10 @@ type Options struct {
 	NoGuard   bool   // --no-delete-guard
 	MaxDelete int64  // --max-delete N; below 0 without a limit
 	Verbose   bool   // -v: name each entry deleted
-	// BackupPath, with --backup, is where the receiver moved an entry it
-	// names as backed up (wire.PrunedEntry.Backup), for -v's line.
-	BackupPath func(p string) string
+	// BackedUp, if set, is told each entry the receiver moved aside
+	// rather than deleted (--backup: wire.PrunedEntry.Backup), by its
+	// path, before its deletion is.
+	BackedUp func(path string)
 	// Deleted, if set, is told each entry deleted (-i), or in a dry run
 	// each that would be, in place of its listing, by its name as
 	// PrunedName gives it.
@@ -267,8 +268,8 @@ func (d *Deleter) onPruned(r *wire.PruneResult, dryRun bool) {
 			d.st.Dirs++
 		}
 		name := PrunedName(e)
-		if e.Backup && d.opt.Verbose && d.opt.BackupPath != nil {
-			termsafe.Errorf(d.opt.Stderr, "backed up %s to %s", e.Path, d.opt.BackupPath(e.Path))
+		if e.Backup && d.opt.BackedUp != nil {
+			d.opt.BackedUp(e.Path)
 		}
 		switch {
 		case d.opt.Deleted != nil:

@@ -174,3 +174,40 @@ func TestHostileHelloPolicy(t *testing.T) {
 		})
 	}
 }
+
+// TestHostileHelloBackupDir: a sender's backup options are checked by
+// the receiver whatever the sender is: a relative --backup-dir that
+// leaves DEST, a suffix with a slash, and an absolute --backup-dir that
+// the policy does not allow (serve's, the zero policy) refuse the job
+// before anything is written or made.
+func TestHostileHelloBackupDir(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts func(base string) wire.ReceiveOptions
+		want string
+	}{
+		{"dotdot", func(string) wire.ReceiveOptions { return wire.ReceiveOptions{Backup: true, BackupDir: "../escape"} }, "beneath DEST"},
+		{"dotdot-inside", func(string) wire.ReceiveOptions {
+			return wire.ReceiveOptions{Backup: true, BackupDir: "a/../../escape"}
+		}, "beneath DEST"},
+		{"suffix-slash", func(string) wire.ReceiveOptions { return wire.ReceiveOptions{Backup: true, Suffix: "/../../escape"} }, "--suffix"},
+		{"absolute", func(base string) wire.ReceiveOptions {
+			return wire.ReceiveOptions{Backup: true, BackupDir: filepath.Join(base, "escape")}
+		}, "an absolute backup directory"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			base := t.TempDir()
+			dst := filepath.Join(base, "dst")
+			_, err := hostileSend(t, &receive.Hub{Root: dst, Version: "test-agent"}, tc.opts(base))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("the receiver took the job (error %v), want it refused naming %q", err, tc.want)
+			}
+			if _, err := os.Lstat(filepath.Join(base, "escape")); err == nil {
+				t.Error("the backup directory outside DEST was made")
+			}
+			if _, err := os.Lstat(filepath.Join(dst, "evil")); err == nil {
+				t.Error("refused, yet evil was written")
+			}
+		})
+	}
+}

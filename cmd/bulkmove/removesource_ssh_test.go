@@ -23,16 +23,8 @@ func TestSSHRemoveSource(t *testing.T) {
 	args := []string{"--ssh-config", cfg, "--port", strconv.Itoa(px.Port()), "-j", "2", "--batch-files", "50", "--remove-source-files"}
 	for _, c := range []struct {
 		name string
-		dirs bool
-		run  func(src, dst string, extra ...string) (string, int)
-	}{
-		{"push", false, func(src, dst string, extra ...string) (string, int) {
-			return runBM(t, env, append(append(args, extra...), src+"/", "box2:"+dst)...)
-		}},
-		{"pull", true, func(src, dst string, extra ...string) (string, int) {
-			return runBM(t, env, append(append(args, extra...), "box2:"+src+"/", dst)...)
-		}},
-	} {
+		dirs bool // a pull, with --remove-source-dirs
+	}{{"push", false}, {"pull", true}} {
 		t.Run(c.name, func(t *testing.T) {
 			src, ref, dst := filepath.Join(dir, c.name, "src"), filepath.Join(dir, c.name, "ref"), filepath.Join(dir, c.name, "dst")
 			if err := gentree.Mixed(src, 500, 7); err != nil {
@@ -45,7 +37,7 @@ func TestSSHRemoveSource(t *testing.T) {
 			if c.dirs {
 				extra = []string{"--remove-source-dirs"}
 			}
-			out, code := c.run(src, dst, extra...)
+			out, code := runPushPull(t, env, args, c.dirs, src, dst, extra...)
 			if code != 0 || !strings.Contains(out, "source files removed") {
 				t.Fatalf("exit %d, want 0 and a count of files removed:\n%s", code, out)
 			}

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -34,6 +35,17 @@ func runBM(t *testing.T, env []string, args ...string) (string, int) {
 	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.CombinedOutput()
 	return string(out), exitOf(t, err)
+}
+
+// runPushPull runs bulkmove with args and extra over SSH: a push of
+// src's contents to box2:dst, or with pull a pull of box2:src's into dst.
+func runPushPull(t *testing.T, env []string, args []string, pull bool, src, dst string, extra ...string) (string, int) {
+	t.Helper()
+	a := append(slices.Clip(args), extra...)
+	if pull {
+		return runBM(t, env, append(a, "box2:"+src+"/", dst)...)
+	}
+	return runBM(t, env, append(a, src+"/", "box2:"+dst)...)
 }
 
 // exitOf is the exit code of a command that ran with err.

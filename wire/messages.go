@@ -102,6 +102,13 @@ type ReceiveOptions struct {
 	Backup    bool   `json:"backup,omitempty"`
 	BackupDir string `json:"backup_dir,omitempty"`
 	Suffix    string `json:"suffix,omitempty"`
+	// Update (-u): a regular file at DEST newer than the entry (its
+	// mtime) is left as it is, neither sent nor its attributes set; one
+	// of another type is replaced all the same (rsync's --update).
+	Update bool `json:"update,omitempty"`
+	// Existing (--existing): nothing is created; an entry with nothing of
+	// its name at DEST (nor, for a file, its directory) is left out.
+	Existing bool `json:"existing,omitempty"`
 }
 
 // Check modes: how the receiver decides that a regular file at the

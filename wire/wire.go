@@ -74,6 +74,9 @@ import (
 // moved aside (Backup, BackupDir, Suffix), acks name what was
 // (BatchAck.Backups, PrunedEntry.Backup); an older agent would overwrite
 // and delete.
+// Also 18: they may ask to leave alone files newer at DEST
+// (Update, -u) and to create nothing (Existing, --existing); an older
+// agent would ignore them and overwrite or create.
 const Proto = 18
 
 // The first words of the internal commands, which one end starts on the

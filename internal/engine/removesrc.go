@@ -53,8 +53,9 @@ type srcRemover struct {
 	// inPlace: a file the receiver found up to date (not sent) is at DEST
 	// as sent ones are, as its check says (size and mtime, size alone, or
 	// the content hash), as rsync has it; not with --ignore-existing,
-	// where anything of that name will do (rsync keeps those too): then
-	// only the files sent go, no symlink or hard link.
+	// where anything of that name will do (rsync keeps those too), nor
+	// with -u or --existing, which leave out files found newer or not
+	// there: then only the files sent go, no symlink or hard link.
 	inPlace bool
 	// parts sums, per split file, the lengths of its ranges acknowledged:
 	// it goes once all of them are.
@@ -81,7 +82,7 @@ var testRemoveHook func(name string)
 func (j *job) newRemover(p plan) *srcRemover {
 	mode, _ := j.flags.checkMode()
 	r := &srcRemover{root: p.src.Root, file: p.src.File, stderr: j.stderr, dirFd: -1,
-		inPlace:  mode != wire.CheckExisting,
+		inPlace:  mode != wire.CheckExisting && !j.flags.Select.keepsFound(),
 		parts:    map[string]int64{},
 		relinked: map[[2]uint64]int64{},
 		onRemove: testRemoveHook,

@@ -114,5 +114,6 @@ func (j *job) receiveOptions() wire.ReceiveOptions {
 	}
 	j.flags.Faithful.receive(&o)
 	j.flags.Backup.receive(&o)
+	j.flags.Select.receive(&o)
 	return o
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"github.com/bulkmove/bulkmove/internal/units"
 	"github.com/bulkmove/bulkmove/sharder"
+	"github.com/bulkmove/bulkmove/wire"
 )
 
 // Select is what a move leaves out beyond the filter rules, as rsync's
@@ -12,14 +13,19 @@ type Select struct {
 	// MinSize and MaxSize (--min-size, --max-size): regular files smaller
 	// or larger are not sent.
 	MinSize, MaxSize SizeLimit
+	// Update (-u): a file newer at DEST is left as it is. Existing
+	// (--existing, --ignore-non-existing): nothing new is made at DEST,
+	// what is there is updated. The receiver decides both, from what DEST
+	// holds (wire.ReceiveOptions).
+	Update, Existing bool
 }
 
 // SizeLimit is --min-size or --max-size: a size as rsync reads one
 // (units.ParseSize: 1.5M, 10MB, 2G-1, bare bytes), 0 included; unset, no
 // limit.
 type SizeLimit struct {
-	N   int64
-	On  bool
+	N  int64
+	On bool
 }
 
 func (s *SizeLimit) String() string {
@@ -39,6 +45,16 @@ func (s *SizeLimit) Set(v string) error {
 	s.N, s.On = n, true
 	return nil
 }
+
+// receive tells the receiver what to leave alone.
+func (s *Select) receive(o *wire.ReceiveOptions) {
+	o.Update, o.Existing = s.Update, s.Existing
+}
+
+// keepsFound says whether a file the receiver did not send may be other
+// than SRC's (-u: newer at DEST; --existing: not made), so that
+// --remove-source-files removes only the files sent.
+func (s *Select) keepsFound() bool { return s.Update || s.Existing }
 
 // walk tells the walk which regular files to leave out.
 func (s *Select) walk(o *sharder.Options) {

@@ -26,6 +26,9 @@ func (t *Txn) Apply(i int) {
 	if t.checkName(i) != nil {
 		return
 	}
+	if e.Kind != model.KindDir && t.leftOut(e) {
+		return
+	}
 	switch e.Kind {
 	case model.KindDir:
 		t.applyDir(i, e)
@@ -40,6 +43,33 @@ func (t *Txn) Apply(i int) {
 	}
 }
 
+// leftOut reports whether --existing leaves entry e of a final batch
+// out (nothing of its name at DEST), and counts it as skipped.
+func (t *Txn) leftOut(e *model.Entry) bool {
+	if !t.r.opt.Existing || t.r.exists(e.Path) {
+		return false
+	}
+	t.count(0, 0, 1)
+	return true
+}
+
+// exists reports whether DEST holds something of the name p (a
+// directory in its path that is not one: no), looked up without
+// following a symlink, for --existing. DEST itself always exists.
+func (r *Receiver) exists(p string) bool {
+	if p == "." {
+		return true
+	}
+	d, base := splitDir(p)
+	f, err := r.openDir(d, 0)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	var st unix.Stat_t
+	return unix.Fstatat(int(f.Fd()), base, &st, unix.AT_SYMLINK_NOFOLLOW) == nil
+}
+
 func (t *Txn) applyDir(i int, e *model.Entry) {
 	if f := t.openDirEntry(i, e); f != nil {
 		t.setDirMeta(i, e, f)
@@ -48,8 +78,12 @@ func (t *Txn) applyDir(i int, e *model.Entry) {
 }
 
 // openDirEntry makes directory entry i, e, if it is missing, and opens
-// it; nil if either fails (recorded against the entry).
+// it; nil if either fails (recorded against the entry), or if
+// --existing leaves it out.
 func (t *Txn) openDirEntry(i int, e *model.Entry) *os.File {
+	if t.leftOut(e) {
+		return nil
+	}
 	seen := t.r.seenDir(e.Path)
 	f, err := t.r.makeDir(e.Path)
 	if wayBlocked(err) && !seen {
@@ -175,6 +209,12 @@ func (t *Txn) applyHardlink(i int, e *model.Entry) {
 		t.failErr(i, "hard link", e.Path, err)
 		return
 	} else if !ok {
+		if t.r.opt.Update || t.r.opt.Existing {
+			// Its file was left out (newer at DEST, or not there): so is
+			// the link, as rsync -H leaves it.
+			t.count(0, 0, 1)
+			return
+		}
 		t.fail(i, wire.CodeInvalid, fmt.Errorf("refusing hard link %q: target %q is not a file this job wrote", e.Path, e.Link))
 		return
 	}
@@ -202,8 +242,9 @@ func (t *Txn) applyHardlink(i int, e *model.Entry) {
 	dfd := int(d.Fd())
 	var cur unix.Stat_t
 	if err := unix.Fstatat(dfd, base, &cur, unix.AT_SYMLINK_NOFOLLOW); err == nil &&
-		(cur.Ino == target.Ino && cur.Dev == target.Dev || t.r.opt.check() == wire.CheckExisting && cur.Mode&unix.S_IFMT == unix.S_IFREG) {
-		t.count(0, 0, 1) // (--ignore-existing: any file there stays as it is)
+		(cur.Ino == target.Ino && cur.Dev == target.Dev || cur.Mode&unix.S_IFMT == unix.S_IFREG &&
+			(t.r.opt.check() == wire.CheckExisting || t.r.opt.Update && newerAtDest(&cur, e))) {
+		t.count(0, 0, 1) // (--ignore-existing: any file there stays as it is; -u: a newer one)
 		return
 	}
 	tmp := t.tmpName()

@@ -159,6 +159,9 @@ func (r *Receiver) wouldOne(e *model.Entry, dfd int, base string, sum wire.Sum, 
 	}
 	var st unix.Stat_t
 	if dfd < 0 || e.Path == "." && r.rootMade || unix.Fstatat(dfd, base, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+		if r.opt.Existing && e.Path != "." {
+			return 0 // --existing makes nothing
+		}
 		return newItem(e.Kind)
 	}
 	mode := r.opt.check()
@@ -191,8 +194,8 @@ func (r *Receiver) wouldOne(e *model.Entry, dfd int, base string, sum wire.Sum, 
 		switch {
 		case typ != unix.S_IFREG:
 			return newItem(e.Kind)
-		case mode == wire.CheckExisting:
-			return 0
+		case mode == wire.CheckExisting, r.opt.Update && newerAtDest(&st, e):
+			return 0 // (-u: newer at DEST, left as it is)
 		case mode == wire.CheckNone:
 			return wire.ItemSent
 		}

@@ -32,6 +32,11 @@ import (
 //   - none: never, but for a file the sender's resume journal names
 //     (Entry.Resumed): as quick.
 //
+// Whatever the mode, with Options.Update a regular file newer at the
+// destination (its mtime) is not needed, and with Options.Existing a
+// file not there (nothing of its name) is not needed: neither is
+// itemized, nor has its attributes set.
+//
 // In quick, size and checksum modes, a file that is up to date but has
 // another mtime (size and checksum), mode or (as root) owner than the
 // entry gets the entry's, without its data being sent; where that fails
@@ -136,6 +141,16 @@ func (r *Receiver) needRange(entries []model.Entry, idx []int, sums []wire.Sum, 
 		}
 	}
 	mode := r.opt.check()
+	// -u and --existing look at DEST whatever the mode: a file newer
+	// there, or not there, is left out (not needed, not itemized).
+	update, existing := r.opt.Update, r.opt.Existing
+	absent := func(i int) {
+		if existing {
+			need[i] = false
+			return
+		}
+		item(i, wire.ItemNew)
+	}
 	var cur *os.File // the directory of the previous entry, nil if missing
 	curDir := "\x00"
 	opened, made := false, false // cur: opened yet; made by this receiver
@@ -153,7 +168,7 @@ func (r *Receiver) needRange(entries []model.Entry, idx []int, sums []wire.Sum, 
 		if m == wire.CheckNone && e.Resumed {
 			m = wire.CheckQuick // the sender's journal says it landed: DEST confirms
 		}
-		if e.Kind != model.KindFile || m == wire.CheckNone || CheckName(e.Path, e.Kind) != nil {
+		if e.Kind != model.KindFile || m == wire.CheckNone && !update && !existing || CheckName(e.Path, e.Kind) != nil {
 			continue
 		}
 		d, base := splitDir(e.Path)
@@ -170,7 +185,7 @@ func (r *Receiver) needRange(entries []model.Entry, idx []int, sums []wire.Sum, 
 		// directory's lock that the commits of other batches hold to link
 		// theirs in).
 		if made && slow && !e.IsRange() && !r.placed(e.Path) {
-			item(i, wire.ItemNew)
+			absent(i)
 			continue
 		}
 		if r.isWriting(e.Path) {
@@ -185,7 +200,7 @@ func (r *Receiver) needRange(entries []model.Entry, idx []int, sums []wire.Sum, 
 			}
 		}
 		if cur == nil {
-			item(i, wire.ItemNew) // its directory is not there
+			absent(i) // its directory is not there
 			continue
 		}
 		var st unix.Stat_t
@@ -200,15 +215,22 @@ func (r *Receiver) needRange(entries []model.Entry, idx []int, sums []wire.Sum, 
 			start = time.Now()
 		}
 		if err := unix.Fstatat(int(cur.Fd()), base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-			item(i, wire.ItemNew)
+			absent(i)
 			continue
 		}
 		if timed {
 			r.io.Since(start)
 		}
 		if st.Mode&unix.S_IFMT != unix.S_IFREG {
-			item(i, wire.ItemNew) // another kind in its place
+			item(i, wire.ItemNew) // another kind in its place: replaced, whatever -u and --existing
 			continue
+		}
+		if update && newerAtDest(&st, e) {
+			need[i] = false // newer at DEST: left as it is, attributes too, as rsync -u
+			continue
+		}
+		if m == wire.CheckNone {
+			continue // (looked at for -u or --existing)
 		}
 		if items != nil && m != wire.CheckExisting {
 			// What differs (for a file up to date, what its refresh
@@ -254,6 +276,22 @@ func (r *Receiver) needRange(entries []model.Entry, idx []int, sums []wire.Sum, 
 			r.remember(e.Path)
 		}
 	}
+}
+
+// newerAtDest reports whether st, at DEST, is newer than e for -u: its
+// mtime in a later second, as rsync compares them (its --modify-window
+// 0); within one second, the quick check decides.
+func newerAtDest(st *unix.Stat_t, e *model.Entry) bool {
+	const s = int64(time.Second)
+	return floorDiv(st.Mtim.Nano(), s) > floorDiv(e.MTime, s)
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && a < 0 {
+		q--
+	}
+	return q
 }
 
 // hashWorkers bounds the files of one batch hashed at once: a few, as

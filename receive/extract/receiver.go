@@ -159,6 +159,9 @@ type Options struct {
 	Backup    bool
 	BackupDir string
 	Suffix    string
+	// Update (-u) and Existing (--existing): see wire.ReceiveOptions;
+	// Need and Apply leave such entries out (need.go, apply.go).
+	Update, Existing bool
 }
 
 // FromWire converts the handshake's options as they are, for a receiver
@@ -173,7 +176,8 @@ func FromWire(o *wire.ReceiveOptions) Options {
 	return Options{Fsync: o.Fsync, Owner: o.Owner && canChown, KeepSetid: o.KeepSetid, NoCheck: o.Check == wire.CheckNone,
 		Check: o.Check, WriteRate: o.WriteRate, IOConcurrency: o.IOConcurrency, Xattrs: o.Xattrs, ACLs: o.ACLs, Sparse: o.Sparse, NoSums: o.NoSums, Delete: o.Delete, Itemize: o.Itemize,
 		Devices: o.Devices, Specials: o.Specials, DryRun: o.DryRun, SyncInPlace: o.SyncInPlace,
-		Backup: o.Backup, BackupDir: o.BackupDir, Suffix: o.Suffix}
+		Backup: o.Backup, BackupDir: o.BackupDir, Suffix: o.Suffix,
+		Update: o.Update, Existing: o.Existing}
 }
 
 // check is the check mode in force.

@@ -138,12 +138,14 @@ func spread(entries []model.Entry) bool {
 }
 
 // Skip counts entry i as already up to date (a split file once, by its
-// first range).
+// first range). With -u or --existing a file not sent may be one left
+// out (newer at DEST, or not there), which the sender does not remove:
+// none is made durable.
 func (t *Txn) Skip(i int) {
 	if i >= len(t.entries) || t.entries[i].Off == 0 {
 		t.count(0, 0, 1)
 	}
-	if t.r.opt.SyncInPlace && i < len(t.entries) && t.entries[i].Kind == model.KindFile {
+	if t.r.opt.SyncInPlace && !t.r.opt.Update && !t.r.opt.Existing && i < len(t.entries) && t.entries[i].Kind == model.KindFile {
 		t.mu.Lock()
 		t.inPlace = append(t.inPlace, i)
 		t.mu.Unlock()

@@ -90,8 +90,8 @@ type Hub struct {
 	// would) and is told, for each batch committed with items, errors or
 	// entries moved aside (--backup), its entries and its ack: a pull's
 	// -i, --log-file and backups, written where the pull was typed.
-	// Pruned is told each result of a prune that removed entries. Both
-	// may be called from several sessions at once.
+	// Pruned is told each result of a prune that removed entries or
+	// failed to. Both may be called from several sessions at once.
 	Items  func(entries []model.Entry, ack *wire.BatchAck)
 	Pruned func(*wire.PruneResult)
 
@@ -571,7 +571,7 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 				return err
 			}
 			pruned := func(r *wire.PruneResult) {
-				if h.Pruned != nil && !req.DryRun && !req.CountOnly && len(r.Removed) > 0 {
+				if h.Pruned != nil && !req.DryRun && !req.CountOnly && (len(r.Removed) > 0 || len(r.Errors) > 0) {
 					h.Pruned(r)
 				}
 			}

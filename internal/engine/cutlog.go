@@ -82,6 +82,24 @@ func (j *job) logFailed(path string, cause error) {
 	io.WriteString(j.log, FailedCode+" "+termsafe.Escape(path)+": "+termsafe.Escape(msg)+"\n")
 }
 
+// logDeleteFailed writes the log's line for an entry --delete could not
+// remove, from the receiver's message: "delete NAME: CAUSE" as
+// "NAME: delete: CAUSE"; a message that names no entry (a directory it
+// could not list: "delete in DIR: ...") as it is.
+func (j *job) logDeleteFailed(msg string) {
+	if j.logFmt == nil {
+		return
+	}
+	if rest, ok := strings.CutPrefix(msg, "delete "); ok && !strings.HasPrefix(rest, "in ") {
+		if name, cause, ok := strings.Cut(rest, ": "); ok {
+			j.logFailed(name, errors.New("delete: "+cause))
+			return
+		}
+	}
+	j.logged.add(func(l *Logged) { l.Failed++ })
+	io.WriteString(j.log, FailedCode+" "+termsafe.Escape(msg)+"\n")
+}
+
 // logFailedMsg is logFailed for a receiver's report, a message.
 func (j *job) logFailedMsg(path, msg string) {
 	j.logFailed(path, errors.New(msg))

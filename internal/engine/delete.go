@@ -22,14 +22,17 @@ func (j *job) deleter(p plan) *deletion.Deleter {
 	if j.flags.MaxDelete.set {
 		md = j.flags.MaxDelete.n
 	}
-	var deleted func(string)
+	var deleted, failed func(string)
 	if j.out != nil || j.logFmt != nil {
 		deleted = j.itemizeDeleted
+	}
+	if j.logFmt != nil {
+		failed = j.logDeleteFailed
 	}
 	return deletion.New(deletion.Options{
 		Source: j.deleteSource(p), Dst: j.dst,
 		NoGuard: j.flags.NoDeleteGuard, MaxDelete: md, Verbose: j.flags.Verbose, BackedUp: j.noteBackup,
-		Stdout: j.listing(), Stderr: j.stderr, Trace: j.trace, Deleted: deleted,
+		Stdout: j.listing(), Stderr: j.stderr, Trace: j.trace, Deleted: deleted, Failed: failed,
 		Failures: func() int64 {
 			j.mu.Lock()
 			defer j.mu.Unlock()

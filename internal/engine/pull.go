@@ -182,6 +182,9 @@ func (j *job) pull(ctx context.Context, t sshx.Target) Outcome {
 				}
 				j.itemizeDeleted(deletion.PrunedName(e))
 			}
+			for _, e := range r.Errors {
+				j.logDeleteFailed(e)
+			}
 		}
 	}
 	switch p.Run(ctx) {

@@ -49,6 +49,9 @@ type Options struct {
 	// AddErrors counts n entries of DEST that could not be removed among
 	// the job's errors. Nil: not counted beyond Stats.
 	AddErrors func(n int64)
+	// Failed, if set, is told each receiver's message of an entry it
+	// could not remove (--log-file's line for it).
+	Failed func(msg string)
 }
 
 // Stats is what a --delete did, for the job's summary and exit code.
@@ -282,6 +285,9 @@ func (d *Deleter) onPruned(r *wire.PruneResult, dryRun bool) {
 	}
 	for _, e := range r.Errors {
 		termsafe.Errorf(d.opt.Stderr, "%s: %s", d.opt.Dst, e)
+		if d.opt.Failed != nil {
+			d.opt.Failed(e)
+		}
 	}
 	d.st.Errors += int64(len(r.Errors))
 	d.st.Held += int64(r.Held)

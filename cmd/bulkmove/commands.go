@@ -49,6 +49,7 @@ type call struct {
 	name   string   // "bulkmove verify": the command as messages name it
 	args   []string // the operands: what the flags left
 	line   []string // the command line after the command's name
+	preset []string // the flags the environment and the config file set, as a command line's words
 	stdin  io.Reader
 	stdout io.Writer
 	stderr io.Writer
@@ -131,6 +132,17 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		operands = ops
 	}
+	// What the line did not say, for --log-file's header.
+	fs.Visit(func(f *pflag.Flag) {
+		switch v := f.Value.String(); {
+		case f.Value.Type() == "bool" && v == "true":
+			c.preset = append(c.preset, "--"+f.Name)
+		case f.Value.Type() == "bool":
+			c.preset = append(c.preset, "--"+f.Name+"="+v)
+		default:
+			c.preset = append(c.preset, "--"+f.Name, v)
+		}
+	})
 	if err := fs.Parse(line); err != nil {
 		// One line: what was wrong and where the help is (termsafe
 		// names bulkmove, and the command is named after it).

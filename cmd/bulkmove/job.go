@@ -13,9 +13,10 @@ import (
 // runJob runs a move with what the engine leaves to the command: the
 // progress display on a terminal (--progress), --log-file, and the
 // signals (SIGINT and SIGTERM stop it gracefully within --grace, SIGUSR1
-// and SIGUSR2 halve and double the bandwidth limit). commandLine heads
-// the pass in the log; its footer has the exit code.
-func runJob(ctx context.Context, j engine.Job, commandLine []string) (code int) {
+// and SIGUSR2 halve and double the bandwidth limit). commandLine, and
+// preset (the flags the environment and config file set), head the pass
+// in the log; its footer has the exit code.
+func runJob(ctx context.Context, j engine.Job, commandLine, preset []string) (code int) {
 	c := j.Config
 	var tw *ttyWriter
 	if progressShown(c, j.Stderr) {
@@ -34,7 +35,7 @@ func runJob(ctx context.Context, j engine.Job, commandLine []string) (code int) 
 		}
 		defer lf.Close()
 		start := time.Now()
-		lf.header(start, &j, commandLine)
+		lf.header(start, &j, commandLine, preset)
 		j.Stderr = teeLog(j.Stderr, lf)
 		j.Log, j.Logged = lf, &engine.Logged{}
 		defer func() { lf.footer(start, c.DryRun, code, j.Logged) }()

@@ -101,8 +101,10 @@ func teeLog(w io.Writer, l *logFile) io.Writer {
 }
 
 // header starts a pass in the log: when, the version, the command line
-// (quoted to be run again, secrets redacted), where it ran, SRC and DEST.
-func (l *logFile) header(start time.Time, j *engine.Job, line []string) {
+// (quoted to be run again, secrets redacted) and the flags that
+// BULKMOVE_* variables and the config file set, where it ran, SRC and
+// DEST.
+func (l *logFile) header(start time.Time, j *engine.Job, line, preset []string) {
 	dry := ""
 	if j.Config.DryRun {
 		dry = " DRY RUN: nothing changed; the lines say what would be"
@@ -111,6 +113,9 @@ func (l *logFile) header(start time.Time, j *engine.Job, line []string) {
 	fmt.Fprintf(l, "=== bulkmove pass start %s%s\n", start.Format(time.RFC3339), dry)
 	fmt.Fprintf(l, "version: bulkmove %s (protocol %d)\n", engine.Version, wire.Proto)
 	fmt.Fprintf(l, "command: %s\n", commandText(line))
+	if len(preset) > 0 {
+		fmt.Fprintf(l, "preset: %s (from BULKMOVE_* variables and the config file)\n", strings.TrimPrefix(commandText(preset), "bulkmove "))
+	}
 	fmt.Fprintf(l, "cwd: %s\n", shell.Quote(cwd))
 	fmt.Fprintf(l, "SRC: %s\n", shell.Quote(redact(j.Src)))
 	fmt.Fprintf(l, "DEST: %s\n", shell.Quote(redact(j.Dst)))

@@ -81,7 +81,7 @@ func moveFlags(fs *pflag.FlagSet) func(*call) int {
 		// runJob handles SIGINT and SIGTERM itself: the first lets what
 		// is in flight land (--grace).
 		j := engine.Job{Config: c, Src: x.args[0], Dst: x.args[1], Stdin: x.stdin, Stdout: x.stdout, Stderr: x.stderr, ExitCode: exitCode}
-		return runJob(context.Background(), j, x.line)
+		return runJob(context.Background(), j, x.line, x.preset)
 	}
 }
 

@@ -108,8 +108,11 @@ func (j *job) noteBackups(a *wire.BatchAck) {
 	for _, p := range a.Backups {
 		j.noteBackup(p)
 	}
-	if more := a.BackedUp - int64(len(a.Backups)); more > 0 && j.flags.Verbose {
-		termsafe.Errorf(j.stderr, "backed up %d more entries of batch %d", more, a.ID)
+	if more := a.BackedUp - int64(len(a.Backups)); more > 0 {
+		if j.flags.Verbose {
+			termsafe.Errorf(j.stderr, "backed up %d more entries of batch %d", more, a.ID)
+		}
+		j.logBackedUpMore(more, a.ID)
 	}
 }
 

@@ -4,9 +4,11 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"strconv"
 	"strings"
 	"sync"
 
+	"github.com/bulkmove/bulkmove/internal/batchname"
 	"github.com/bulkmove/bulkmove/internal/itemize"
 	"github.com/bulkmove/bulkmove/internal/termsafe"
 )
@@ -116,6 +118,17 @@ func (j *job) logBackedUp(name, to string) {
 	}
 	j.logged.add(func(l *Logged) { l.BackedUp++ })
 	io.WriteString(j.log, "backed up "+termsafe.Escape(name)+" to "+termsafe.Escape(to)+"\n")
+}
+
+// logBackedUpMore writes the log's line for the n entries of batch id
+// moved aside beyond those its ack names (wire.MaxAckBackups), and
+// counts them.
+func (j *job) logBackedUpMore(n int64, id uint64) {
+	if j.logFmt == nil {
+		return
+	}
+	j.logged.add(func(l *Logged) { l.BackedUp += n })
+	io.WriteString(j.log, "backed up "+strconv.FormatInt(n, 10)+" more entries of batch "+batchname.Name(id)+", not named by the receiver\n")
 }
 
 // withoutPath takes out of msg the word naming the entry path (SRC's or

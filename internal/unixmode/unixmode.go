@@ -1,5 +1,6 @@
 // Package unixmode converts Go's fs.FileMode to the mode bits of Unix
-// system calls (chmod, open, mkdir), special bits included.
+// system calls (chmod, open, mkdir), special bits included, and changes
+// those bits as rsync's --chmod does (Chmod).
 package unixmode
 
 import (

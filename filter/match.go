@@ -440,3 +440,10 @@ func ctype(name string, c byte) (in, known bool) {
 	}
 	return false, false
 }
+
+// Wildmatch reports whether text matches the rsync wildcard pattern p
+// whole, as rsync's wildmatch(): for names that hold no '/' (a user's, a
+// group's), where '*' and '**' are alike.
+func Wildmatch(p, text string) bool {
+	return dowild(p, subject{s: text, n: len(text)}, 0) == matched
+}

@@ -34,6 +34,9 @@ func manifestSeeds() []*wire.BatchManifest {
 			{Path: "b", Kind: model.KindFile, Mode: 0o644, Size: 9},
 			{Path: "c", Kind: model.KindFile, Mode: 0o600},
 		}, Sums: []wire.Sum{wire.HashBytes([]byte("abc")), {}, wire.EmptySum}},
+		// The sender's names of the owners (--usermap by name).
+		{ID: 4, Entries: []model.Entry{{Path: "a", Kind: model.KindFile, Mode: 0o644, UID: 1001, GID: 50}},
+			Names: []wire.IDName{{ID: 1001, Name: "alice"}, {Group: true, ID: 50, Name: "staff"}}},
 	}
 }
 
@@ -212,6 +215,20 @@ func TestAckItems(t *testing.T) {
 		p := wire.EncodeAck(&wire.BatchAck{ID: 3, Items: []wire.Item{bad}})
 		if _, err := wire.DecodeAck(p); err == nil {
 			t.Errorf("an ack with item %+v decoded", bad)
+		}
+	}
+}
+
+// Names a receiver cannot take are refused: a colon, a newline, an empty
+// name, more names than the entries have owners.
+func TestManifestNamesRefused(t *testing.T) {
+	e := []model.Entry{{Path: "a", Kind: model.KindFile, Mode: 0o644, UID: 1}}
+	for _, names := range [][]wire.IDName{
+		{{ID: 1, Name: "a:b"}}, {{ID: 1, Name: "a\nb"}}, {{ID: 1, Name: ""}},
+		{{ID: 1, Name: "a"}, {ID: 2, Name: "b"}, {Group: true, ID: 3, Name: "c"}},
+	} {
+		if _, err := wire.DecodeManifest(wire.EncodeManifest(&wire.BatchManifest{ID: 1, Entries: e, Names: names})); !errors.Is(err, wire.ErrProtocol) {
+			t.Errorf("names %+v: %v, want a protocol error", names, err)
 		}
 	}
 }

@@ -109,6 +109,32 @@ type ReceiveOptions struct {
 	// Existing (--existing): nothing is created; an entry with nothing of
 	// its name at DEST (nor, for a file, its directory) is left out.
 	Existing bool `json:"existing,omitempty"`
+	// UserMap and GroupMap are rsync's --usermap and --groupmap (--chown
+	// is one of each): the receiver parses them itself, resolves their TO
+	// names with its own name service and maps the owners of what it
+	// installs, where it keeps owners at all (Owner granted). ByName
+	// (--no-numeric-ids) maps an owner no rule matched to the receiver's
+	// id of the sender's name for it, as rsync's default. Names: the
+	// manifests carry the sender's names of their owners
+	// (BatchManifest.Names), for ByName and rules that match names.
+	UserMap  string `json:"usermap,omitempty"`
+	GroupMap string `json:"groupmap,omitempty"`
+	ByName   bool   `json:"by_name,omitempty"`
+	Names    bool   `json:"names,omitempty"`
+	// Chmod is rsync's --chmod (several joined by commas), applied by the
+	// receiver to the modes sent, but symlinks'; ChmodUmask is the umask
+	// that masks its clauses naming no class: the sender's.
+	Chmod      string `json:"chmod,omitempty"`
+	ChmodUmask uint32 `json:"chmod_umask,omitempty"`
+}
+
+// IDName is the sender's name of one owner of a manifest's entries: a user
+// (a group if Group) and its id. An id the sender has no name for is not
+// named.
+type IDName struct {
+	Group bool
+	ID    uint32
+	Name  string
 }
 
 // Check modes: how the receiver decides that a regular file at the
@@ -154,6 +180,9 @@ type BatchManifest struct {
 	// symlinks (with -X or -A; Xattrs[i] is Entries[i]'s; a short slice:
 	// none). A regular file's travel in its tar header instead.
 	Xattrs [][]Xattr
+	// Names are the sender's names of the entries' owners, when the
+	// receive options ask for them (ReceiveOptions.Names); nil otherwise.
+	Names []IDName
 }
 
 // kindHasSum, set in an entry's kind byte, says that a 16-byte Sum ends
@@ -223,7 +252,50 @@ func EncodeManifest(m *BatchManifest) []byte {
 			e.varint(x.Len)
 		}
 	}
+	if len(m.Names) > 0 {
+		// After the entries: a manifest without names is byte for byte
+		// what it was.
+		e.uvarint(uint64(len(m.Names)))
+		for _, n := range m.Names {
+			var g byte
+			if n.Group {
+				g = 1
+			}
+			e.b = append(e.b, g)
+			e.uvarint(uint64(n.ID))
+			e.bytes(n.Name)
+		}
+	}
 	return e.b
+}
+
+// MaxName is the longest owner's name a manifest carries (rsync's).
+const MaxName = 255
+
+// names reads a manifest's names of owners: at most one per user
+// and group id its n entries hold.
+func (d *dec) names(n uint64) ([]IDName, error) {
+	c := d.uvarint("name count")
+	if d.err != nil {
+		return nil, d.err
+	}
+	if c == 0 || c > 2*n || c > uint64(len(d.b))/3 {
+		return nil, protoErr("manifest of %d entries names %d owners in %d bytes", n, c, len(d.b))
+	}
+	out := make([]IDName, 0, c)
+	for i := uint64(0); i < c && d.err == nil; i++ {
+		g := d.byte1("name kind")
+		id := d.uvarint("named id")
+		name := d.str("owner name", MaxName)
+		if d.err != nil {
+			break
+		}
+		if g > 1 || id > uint64(^uint32(0)) || name == "" || strings.ContainsAny(name, ":,\x00\n") {
+			return nil, protoErr("manifest names owner %d as %q (kind %d)", id, name, g)
+		}
+		out = append(out, IDName{Group: g == 1, ID: uint32(id), Name: name})
+	}
+	return out, d.err
 }
 
 // Modes a manifest may carry: permissions and the special bits, nothing else.
@@ -242,6 +314,7 @@ const (
 	sumCost       = int64(unsafe.Sizeof(Sum{}))
 	xattrListCost = int64(unsafe.Sizeof([]Xattr(nil)))
 	xattrCost     = int64(unsafe.Sizeof(Xattr{}))
+	nameCost      = int64(unsafe.Sizeof(IDName{}))
 )
 
 // ManifestCost is the memory a decoded manifest holds, in bytes: its
@@ -253,6 +326,9 @@ func ManifestCost(m *BatchManifest) int64 {
 	c := entryCost*int64(cap(m.Entries)) + sumCost*int64(cap(m.Sums)) + xattrListCost*int64(cap(m.Xattrs))
 	for i := range m.Entries {
 		c += int64(len(m.Entries[i].Path) + len(m.Entries[i].Link))
+	}
+	for _, x := range m.Names {
+		c += nameCost + int64(len(x.Name))
 	}
 	for _, xs := range m.Xattrs {
 		c += xattrCost * int64(cap(xs))
@@ -402,6 +478,19 @@ func DecodeManifestMax(p []byte, max int64) (*BatchManifest, error) {
 		}
 		x.UID, x.GID, x.Nlink = uint32(uid), uint32(gid), uint32(nlink)
 		m.Entries = append(m.Entries, x)
+	}
+	if d.err == nil && len(d.b) > 0 {
+		names, err := d.names(n)
+		if err != nil {
+			return nil, err
+		}
+		for _, x := range names {
+			cost += nameCost + int64(len(x.Name))
+		}
+		if cost > max {
+			return nil, over()
+		}
+		m.Names = names
 	}
 	if err := d.done("manifest"); err != nil {
 		return nil, err

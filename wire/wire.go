@@ -77,6 +77,10 @@ import (
 // Also 18: they may ask to leave alone files newer at DEST
 // (Update, -u) and to create nothing (Existing, --existing); an older
 // agent would ignore them and overwrite or create.
+// Also 18: the receive options may map owners (UserMap, GroupMap, ByName) and
+// change modes (Chmod), and a manifest may end with the sender's names of
+// its owners (BatchManifest.Names); an older agent would keep the owners
+// and modes as sent, and refuse the names.
 const Proto = 18
 
 // The first words of the internal commands, which one end starts on the

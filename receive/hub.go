@@ -458,6 +458,9 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 			}
 			mem.give(frameMem)
 			frameMem = 0
+			// The owners and modes this receiver gives the entries
+			// (--usermap, --chmod), for all that follows.
+			recv.Translate(m.Entries, m.Names)
 			if m.Flags&(wire.FlagVerify|wire.FlagItemize) != 0 {
 				ack := &wire.BatchAck{ID: m.ID}
 				if m.Flags&wire.FlagVerify != 0 {

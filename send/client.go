@@ -359,7 +359,7 @@ func (c *Client) run(ctx context.Context, in <-chan *model.Batch, flags uint64, 
 				in = nil
 				continue
 			}
-			m := &wire.BatchManifest{ID: b.ID, Flags: flags, Entries: b.Entries}
+			m := &wire.BatchManifest{ID: b.ID, Flags: flags, Entries: b.Entries, Names: c.Src.OwnerNames(b.Entries)}
 			if sums {
 				m.Sums = c.Src.Sums(b.Entries)
 			}

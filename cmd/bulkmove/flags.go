@@ -48,6 +48,11 @@ func registerCompare(fs *pflag.FlagSet, c *engine.Config) {
 	section(fs, "kept", func() {
 		fs.BoolVar(&c.KeepSetid, "keep-setid", c.KeepSetid, "keep setuid and setgid bits (and, with -X, file capabilities)")
 		fs.BoolVar(&c.NoOwner, "no-owner", c.NoOwner, "do not keep owners: files belong to the receiving user, even where it runs as root")
+		fs.Func("chown", "give every entry the owner `USER:GROUP` (a name on the receiver, or a number; USER, USER: or :GROUP change one), as rsync: --usermap='*:USER' --groupmap='*:GROUP'", c.Owners.SetChown)
+		fs.Func("usermap", "map owners as rsync: `FROM:TO,...`, first match wins; FROM is an id, a range LOW-HIGH, a sender's user name, a wildcard (*, ?, [...]) or empty (users without a name); TO a user name on the receiver or an id (see docs/rsync.md)", c.Owners.SetUserMap)
+		fs.Func("groupmap", "map groups as --usermap maps users: `FROM:TO,...`", c.Owners.SetGroupMap)
+		fs.BoolVar(&c.Owners.ByName, "no-numeric-ids", c.Owners.ByName, "give an owner no map names the receiver's id of the sender's name for it, as rsync does by default (bulkmove keeps the numbers: --numeric-ids)")
+		fs.Func("chmod", "change the modes sent, as rsync: `CHMOD` is comma-separated chmod(1) modes ([ugoa][-+=][rwxXst], g=u, octal), each prefixed D for directories alone or F for the rest (D2775,F664; u+w; Fgo-w; a+rX); repeatable", c.Owners.AddChmod)
 		fs.BoolVarP(&c.Faithful.Xattrs, "xattrs", "X", c.Faithful.Xattrs, "copy extended attributes: user.*, and where the receiver runs as root trusted.* and security.* (SELinux labels, file capabilities)")
 		fs.BoolVarP(&c.Faithful.ACLs, "acls", "A", c.Faithful.ACLs, "copy POSIX ACLs (access ACLs, and default ACLs of directories)")
 		fs.BoolVar(&c.Faithful.Sparse, "sparse", c.Faithful.Sparse, "send a file's holes as holes (SEEK_DATA/SEEK_HOLE) and recreate them at DEST; --sparse=false sends them as zeros")
@@ -100,6 +105,7 @@ func registerRsyncImplied(fs *pflag.FlagSet) {
 		{"perms", "p", "implied: permission bits are always kept"},
 		{"owner", "o", "implied where the receiver runs as root (see --no-owner)"},
 		{"group", "g", "implied where the receiver runs as root (see --no-owner)"},
+		{"numeric-ids", "", "implied: owners travel as numbers, kept as they are unless mapped (see --no-numeric-ids, --usermap)"},
 		{"hard-links", "H", "implied: hard links are always kept, across the whole tree"},
 	} {
 		fs.BoolP(f.name, f.short, false, f.usage)

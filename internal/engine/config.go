@@ -75,6 +75,7 @@ type Config struct {
 	SSH              SSHConfig
 	Scale            Scale
 	Faithful         Faithful  // -X, -A, --sparse: see faithful.go
+	Owners           Owners    // --usermap, --groupmap, --chown, --chmod: see owners.go
 	Auto             AutoJobs  // -j auto, --max-streams: see autoj.go
 	Split            SplitSize // --split-size: see split.go
 	Select           Select    // --min-size, --max-size, --ignore-errors, ...: see selections.go
@@ -179,6 +180,7 @@ func DefaultConfig() Config {
 		Transport:        "ssh",
 		Progress:         "auto",
 		Faithful:         Faithful{Sparse: true},
+		Owners:           Owners{Umask: processUmask},
 		Split:            SplitSize{Size: -1},
 		Obs:              Observe{TextfileEvery: 15 * time.Second, JobName: "bulkmove", VerdictInterval: time.Second},
 	}
@@ -209,6 +211,9 @@ func (c *Config) Check() error {
 		return errors.New("--max-delete and --no-delete-guard go with --delete")
 	}
 	if err := c.checkRemoveSource(); err != nil {
+		return err
+	}
+	if err := c.Owners.check(c.NoOwner); err != nil {
 		return err
 	}
 	if err := c.checkCounts(); err != nil {

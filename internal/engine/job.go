@@ -141,6 +141,7 @@ func (j *job) run(ctx context.Context) Outcome {
 		return code
 	}
 	j.flags.Faithful.source(&plan.src)
+	j.flags.Owners.source(&plan.src)
 	j.autoStart()
 	plan.src.IO = j.flags.IOConcurrency.gauge()
 	opt := sharder.Options{

@@ -115,5 +115,6 @@ func (j *job) receiveOptions() wire.ReceiveOptions {
 	j.flags.Faithful.receive(&o)
 	j.flags.Backup.receive(&o)
 	j.flags.Select.receive(&o)
+	j.flags.Owners.receive(&o)
 	return o
 }

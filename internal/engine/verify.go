@@ -35,6 +35,7 @@ func (j *job) verifyJob(ctx context.Context, content bool) Outcome {
 	if code != Done {
 		return code
 	}
+	j.flags.Owners.source(&p.src)
 	return j.verify(ctx, p, content)
 }
 

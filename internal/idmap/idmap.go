@@ -105,6 +105,10 @@ func checkName(s string) error {
 	return nil
 }
 
+// ValidName reports whether name can travel as an owner's name and be
+// looked up: not empty, at most MaxName bytes, no ':', ',', newline or NUL.
+func ValidName(name string) bool { return name != "" && checkName(name) == nil }
+
 // NeedsNames reports whether a rule matches the sender's names, which must
 // then travel with the ids.
 func (m *Map) NeedsNames() bool {

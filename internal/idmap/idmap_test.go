@@ -25,7 +25,7 @@ func TestMap(t *testing.T) {
 		{"0-99:nobody,*:7", 50, "x", 65534, true, true},
 		{"0-99:nobody,*:7", 100, "x", 7, true, true},
 		{"0-99:nobody,*:7", 100, "", 7, true, true}, // * matches ids without a name too
-		{":nobody", 4242, "", 65534, true, true},     // the empty name: ids without one
+		{":nobody", 4242, "", 65534, true, true},    // the empty name: ids without one
 		{":nobody", 4242, "someone", 4242, false, true},
 		{"a*:bob,b?:staff", 5, "bx", 50, true, true},
 		{"a*:bob,b?:staff", 5, "bxy", 5, false, true},

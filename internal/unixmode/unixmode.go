@@ -9,18 +9,32 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// special pairs each special bit of fs.FileMode with its Unix bit.
+var special = [...]struct {
+	goBit   fs.FileMode
+	unixBit uint32
+}{{fs.ModeSetuid, unix.S_ISUID}, {fs.ModeSetgid, unix.S_ISGID}, {fs.ModeSticky, unix.S_ISVTX}}
+
 // Of returns the permission, setuid, setgid and sticky bits of m as Unix
 // mode bits.
 func Of(m fs.FileMode) uint32 {
 	u := uint32(m.Perm())
-	if m&fs.ModeSetuid != 0 {
-		u |= unix.S_ISUID
-	}
-	if m&fs.ModeSetgid != 0 {
-		u |= unix.S_ISGID
-	}
-	if m&fs.ModeSticky != 0 {
-		u |= unix.S_ISVTX
+	for _, s := range special {
+		if m&s.goBit != 0 {
+			u |= s.unixBit
+		}
 	}
 	return u
+}
+
+// FileMode is Of's inverse: Unix permission and special bits as an
+// fs.FileMode.
+func FileMode(u uint32) fs.FileMode {
+	m := fs.FileMode(u & 0o777)
+	for _, s := range special {
+		if u&s.unixBit != 0 {
+			m |= s.goBit
+		}
+	}
+	return m
 }

@@ -20,3 +20,11 @@ func TestOf(t *testing.T) {
 		}
 	}
 }
+
+func TestFileMode(t *testing.T) {
+	for u := uint32(0); u <= 0o7777; u++ {
+		if got := Of(FileMode(u)); got != u {
+			t.Fatalf("Of(FileMode(%#o)) = %#o", u, got)
+		}
+	}
+}

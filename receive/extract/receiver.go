@@ -107,7 +107,8 @@ type Receiver struct {
 	completed  sync.Map // string -> fileID
 	completedN atomic.Int64
 
-	bak backups // see backup.go
+	bak backups      // see backup.go
+	tr  *translation // owners mapped and modes changed; nil: entries as sent
 }
 
 // Options say how to install entries.
@@ -162,6 +163,13 @@ type Options struct {
 	// Update (-u) and Existing (--existing): see wire.ReceiveOptions;
 	// Need and Apply leave such entries out (need.go, apply.go).
 	Update, Existing bool
+	// UserMap, GroupMap, ByName, Names, Chmod and ChmodUmask: how the
+	// entries' owners and modes are changed before they are installed
+	// (see translate.go), as the receive options say.
+	UserMap, GroupMap string
+	ByName, Names     bool
+	Chmod             string
+	ChmodUmask        uint32
 }
 
 // FromWire converts the handshake's options as they are, for a receiver
@@ -177,7 +185,8 @@ func FromWire(o *wire.ReceiveOptions) Options {
 		Check: o.Check, WriteRate: o.WriteRate, IOConcurrency: o.IOConcurrency, Xattrs: o.Xattrs, ACLs: o.ACLs, Sparse: o.Sparse, NoSums: o.NoSums, Delete: o.Delete, Itemize: o.Itemize,
 		Devices: o.Devices, Specials: o.Specials, DryRun: o.DryRun, SyncInPlace: o.SyncInPlace,
 		Backup: o.Backup, BackupDir: o.BackupDir, Suffix: o.Suffix,
-		Update: o.Update, Existing: o.Existing}
+		Update: o.Update, Existing: o.Existing,
+		UserMap: o.UserMap, GroupMap: o.GroupMap, ByName: o.ByName, Names: o.Names, Chmod: o.Chmod, ChmodUmask: o.ChmodUmask}
 }
 
 // check is the check mode in force.
@@ -259,6 +268,10 @@ func openMissing(dir string, opt Options) (*Receiver, error) {
 func newReceiver(rootDir *os.File, dir string, opt Options) (*Receiver, error) {
 	r := &Receiver{rootDir: rootDir, dir: dir, opt: opt, known: hashidx.NewSet("", KnownMem), dirs: map[string]bool{}, landed: map[uint64]struct{}{},
 		limit: ratelimit.New(opt.WriteRate)}
+	if err := r.compileTranslation(); err != nil {
+		rootDir.Close()
+		return nil, err
+	}
 	r.memRoot, r.memDev = dirat.OnMemory(int(rootDir.Fd()))
 	// The root as it was, before this receiver made anything in it (a
 	// staging directory, say).

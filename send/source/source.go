@@ -3,6 +3,7 @@ package source
 import (
 	"errors"
 	"fmt"
+	"github.com/bulkmove/bulkmove/internal/idmap"
 	"io"
 	"os"
 	"path"
@@ -40,6 +41,9 @@ type Source struct {
 	// Xattrs, ACLs and Sparse send extended attributes (-X), ACLs (-A)
 	// and sparse files as their data extents (--sparse): see extras.go.
 	Xattrs, ACLs, Sparse bool
+	// Owners, if set, is the sending side's name service: the manifests
+	// then carry its names of their entries' owners (OwnerNames).
+	Owners *idmap.Names
 
 	// openHook, if set, is called with each file's path before it is
 	// opened: how tests hold an open back (WithOpenHook).

@@ -12,6 +12,7 @@ package local
 import (
 	"context"
 	"io"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -183,7 +184,8 @@ func (l *Conn) Close(context.Context) (wire.Totals, error) {
 // returns what commits them.
 func (l *Conn) write(ctx context.Context, b *model.Batch, final bool) (send.Result, func() *wire.BatchAck, error) {
 	res := send.Result{Batch: b, Final: final}
-	t := l.Recv.Begin(b.Entries)
+	recvEntries := l.received(b)
+	t := l.Recv.Begin(recvEntries)
 	if final {
 		t.SetXattrs(l.Src.EntryXattrs(b.Entries, func(e source.Error) { res.SrcErrors = append(res.SrcErrors, e) }))
 		t.ApplyFinal()
@@ -193,7 +195,7 @@ func (l *Conn) write(ctx context.Context, b *model.Batch, final bool) (send.Resu
 	if l.Recv.Checksums() {
 		sums = l.Src.Sums(b.Entries)
 	}
-	need, items := l.Recv.NeedItems(b.Entries, sums)
+	need, items := l.Recv.NeedItems(recvEntries, sums)
 	t.SetItems(items)
 	res.Need = need
 	var files []int
@@ -364,10 +366,20 @@ func (l *Conn) Prune(ctx context.Context, req *wire.PruneRequest, done func(*wir
 	return nil
 }
 
+// received returns b's entries as the receiver installs them (owners
+// mapped, modes changed: extract.Translate), a copy where they change: the
+// sending side reads and rechecks the files by its own.
+func (l *Conn) received(b *model.Batch) []model.Entry {
+	if !l.Recv.Translating() {
+		return b.Entries
+	}
+	return l.Recv.Translate(slices.Clone(b.Entries), l.Src.OwnerNames(b.Entries))
+}
+
 // Verify implements send.Verifier.
 func (l *Conn) Verify(ctx context.Context, in <-chan *model.Batch, content bool, done func(send.Result)) error {
 	return l.each(ctx, in, content, func(b *model.Batch, s []wire.Sum) *wire.BatchAck {
-		return &wire.BatchAck{ID: b.ID, Errors: l.Recv.Verify(b.Entries, s)}
+		return &wire.BatchAck{ID: b.ID, Errors: l.Recv.Verify(l.received(b), s)}
 	}, done)
 }
 
@@ -394,6 +406,6 @@ func (l *Conn) each(ctx context.Context, in <-chan *model.Batch, sums bool, ack 
 // Would implements send.Itemizer.
 func (l *Conn) Would(ctx context.Context, in <-chan *model.Batch, sums bool, done func(send.Result)) error {
 	return l.each(ctx, in, sums, func(b *model.Batch, s []wire.Sum) *wire.BatchAck {
-		return &wire.BatchAck{ID: b.ID, Items: l.Recv.Would(b.Entries, s)}
+		return &wire.BatchAck{ID: b.ID, Items: l.Recv.Would(l.received(b), s)}
 	}, done)
 }

@@ -68,6 +68,7 @@ type File struct {
 	// A file read ahead (see readAhead): its content, the read error
 	// after it, and Recheck's verdict, made right after the read.
 	ahead    *[]byte
+	inMem    bool // read whole by the ring (see ringAhead): pre, no descriptor
 	pre      []byte
 	preErr   error
 	checked  bool
@@ -76,7 +77,7 @@ type File struct {
 
 // Read implements io.Reader.
 func (f *File) Read(p []byte) (int, error) {
-	if f.ahead != nil {
+	if f.ahead != nil || f.inMem {
 		if len(f.pre) == 0 {
 			if f.preErr != nil {
 				return 0, f.preErr
@@ -126,6 +127,10 @@ func (f *File) Close() error {
 	if f.ahead != nil {
 		aheadPool.Put(f.ahead)
 		f.ahead, f.pre = nil, nil
+	}
+	if f.inMem {
+		f.pre = nil
+		return nil
 	}
 	return f.sys.Close(f.fd)
 }
@@ -438,6 +443,11 @@ func (s Source) writeTar(w io.Writer, b *wire.BatchManifest, need []bool, ctr *m
 	defer dirs.Close()
 	ra := s.startReadAhead(b.Entries, need, ctr)
 	defer ra.close()
+	var ring *ringAhead
+	if ra == nil {
+		ring = s.startRing(b.Entries, need, ctr)
+		defer ring.close()
+	}
 	// What each file passes through, the batch's and reused file after
 	// file: a small file costs no allocation of its own.
 	var (
@@ -461,7 +471,9 @@ func (s Source) writeTar(w io.Writer, b *wire.BatchManifest, need []bool, ctr *m
 			src.scale = samp.Next(s.IO)
 		}
 		if ra == nil {
-			f, oerr = &fbuf, s.openInto(&fbuf, &dirs, e, src.scale > 0)
+			if f = ring.take(i); f == nil {
+				f, oerr = &fbuf, s.openInto(&fbuf, &dirs, e, src.scale > 0)
+			}
 		}
 		if oerr != nil {
 			failed = append(failed, Error{i, oerr})
@@ -488,7 +500,7 @@ func (s Source) writeTar(w io.Writer, b *wire.BatchManifest, need []bool, ctr *m
 		var n int64
 		var dw io.Writer
 		var werr error
-		if fs, ok := w.(FileSender); ok && ext == nil && f.ahead == nil && size >= fs.SendFileMin() && s.Limit.Rate() <= 0 {
+		if fs, ok := w.(FileSender); ok && ext == nil && f.ahead == nil && !f.inMem && size >= fs.SendFileMin() && s.Limit.Rate() <= 0 {
 			// Straight from the page cache to the socket.
 			if dw, err = ts.beginBare(e, xs); err != nil {
 				f.Close()
@@ -505,7 +517,7 @@ func (s Source) writeTar(w io.Writer, b *wire.BatchManifest, need []bool, ctr *m
 				return nil, nil, nil, err
 			}
 			fr := DataReader(f, ext)
-			if f.ahead == nil { // (read ahead: paced already)
+			if f.ahead == nil && !f.inMem { // (read ahead: paced already; the ring reads only an unpaced source)
 				fr = ratelimit.Reader(fr, s.Limit)
 			}
 			src.r = fr

@@ -1,0 +1,309 @@
+package uring
+
+import (
+	"fmt"
+	"sync/atomic"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// The kernel's interface (include/uapi/linux/io_uring.h).
+const (
+	opOpenat = 18
+	opClose  = 19
+	opStatx  = 21
+	opRead   = 22
+
+	sqeHardlink = 1 << 3 // IOSQE_IO_HARDLINK: the next runs even if this one fails
+
+	setupCoopTaskrun = 1 << 8
+	featSingleMmap   = 1 << 0
+
+	offSQRing = 0
+	offSQEs   = 0x10000000
+
+	enterGetevents = 1 << 0
+
+	registerIOWQMaxWorkers = 19
+	maxWorkers             = 4
+
+	statxMask = unix.STATX_TYPE | unix.STATX_MODE | unix.STATX_SIZE | unix.STATX_MTIME | unix.STATX_INO
+)
+
+type sqringOffsets struct {
+	head, tail, ringMask, ringEntries, flags, dropped, array, resv1 uint32
+	userAddr                                                        uint64
+}
+
+type cqringOffsets struct {
+	head, tail, ringMask, ringEntries, overflow, cqes, flags, resv1 uint32
+	userAddr                                                        uint64
+}
+
+type params struct {
+	sqEntries, cqEntries, flags, sqThreadCPU, sqThreadIdle, features, wqFd uint32
+	resv                                                                   [3]uint32
+	sqOff                                                                  sqringOffsets
+	cqOff                                                                  cqringOffsets
+}
+
+type sqe struct {
+	opcode   uint8
+	flags    uint8
+	ioprio   uint16
+	fd       int32
+	off      uint64 // also addr2
+	addr     uint64
+	len      uint32
+	opFlags  uint32 // open_flags, rw_flags, statx_flags
+	userData uint64
+	bufIndex uint16
+	persona  uint16
+	fileIdx  int32
+	addr3    uint64
+	_        uint64
+}
+
+type cqe struct {
+	userData uint64
+	res      int32
+	flags    uint32
+}
+
+// Ring is one io_uring instance. One goroutine uses it at a time.
+type Ring struct {
+	fd      int
+	ring    []byte // the submission and completion rings, one mapping
+	sqeMem  []byte
+	sqes    []sqe
+	entries uint32
+
+	sqTail, sqMask *uint32
+	cqHead, cqTail *uint32
+	cqMask         uint32
+	cqes           []cqe
+
+	// Per Load, reused: the names as C strings, where each starts, the
+	// descriptors, which were closed, the stat buffers.
+	names  []byte
+	offs   []int
+	fds    []int32
+	closed []bool
+	stx    []unix.Statx_t
+	empty  [1]byte // "" for statx(fd, "", AT_EMPTY_PATH)
+}
+
+// New sets up a ring of entries submission slots (a power of two; Load
+// reads entries/3 files per system call at most).
+func New(entries int) (*Ring, error) {
+	var p params
+	p.flags = setupCoopTaskrun
+	fd, errno := setup(uint32(entries), &p)
+	if errno == unix.EINVAL { // before 5.19: no COOP_TASKRUN
+		p = params{}
+		fd, errno = setup(uint32(entries), &p)
+	}
+	if errno != 0 {
+		return nil, fmt.Errorf("%w: io_uring_setup: %v", ErrUnavailable, errno)
+	}
+	r := &Ring{fd: fd, entries: p.sqEntries}
+	if p.features&featSingleMmap == 0 { // before 5.4: not worth a second mapping
+		unix.Close(fd)
+		return nil, fmt.Errorf("%w: no single mapping", ErrUnavailable)
+	}
+	size := max(p.sqOff.array+p.sqEntries*4, p.cqOff.cqes+p.cqEntries*uint32(unsafe.Sizeof(cqe{})))
+	var err error
+	if r.ring, err = unix.Mmap(fd, offSQRing, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("%w: mmap: %v", ErrUnavailable, err)
+	}
+	if r.sqeMem, err = unix.Mmap(fd, offSQEs, int(p.sqEntries)*int(unsafe.Sizeof(sqe{})), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE); err != nil {
+		unix.Munmap(r.ring)
+		unix.Close(fd)
+		return nil, fmt.Errorf("%w: mmap: %v", ErrUnavailable, err)
+	}
+	base := unsafe.Pointer(&r.ring[0])
+	at := func(off uint32) *uint32 { return (*uint32)(unsafe.Add(base, off)) }
+	r.sqTail, r.sqMask = at(p.sqOff.tail), at(p.sqOff.ringMask)
+	r.cqHead, r.cqTail, r.cqMask = at(p.cqOff.head), at(p.cqOff.tail), *at(p.cqOff.ringMask)
+	r.sqes = unsafe.Slice((*sqe)(unsafe.Pointer(&r.sqeMem[0])), p.sqEntries)
+	r.cqes = unsafe.Slice((*cqe)(unsafe.Add(base, p.cqOff.cqes)), p.cqEntries)
+	// What the kernel cannot do at once (an open on a filesystem that
+	// blocks, every statx) it hands to worker threads, as many as there are
+	// requests by default: a few are plenty for one stream's group, and a
+	// slow filesystem is read ahead by the caller's pool, not through here.
+	// (Before 5.15 the kernel has no such bound; the ring works without.)
+	workers := [2]uint32{maxWorkers, maxWorkers}
+	syscall.RawSyscall6(unix.SYS_IO_URING_REGISTER, uintptr(fd), registerIOWQMaxWorkers, uintptr(unsafe.Pointer(&workers)), 2, 0, 0)
+	// The array between the ring and the entries: slot i is entry i, for ever.
+	arr := unsafe.Slice((*uint32)(unsafe.Add(base, p.sqOff.array)), p.sqEntries)
+	for i := range arr {
+		arr[i] = uint32(i)
+	}
+	return r, nil
+}
+
+func setup(entries uint32, p *params) (int, syscall.Errno) {
+	fd, _, errno := syscall.RawSyscall(unix.SYS_IO_URING_SETUP, uintptr(entries), uintptr(unsafe.Pointer(p)), 0)
+	return int(fd), errno
+}
+
+// Close releases the ring.
+func (r *Ring) Close() error {
+	if r == nil || r.fd < 0 {
+		return nil
+	}
+	unix.Munmap(r.sqeMem)
+	unix.Munmap(r.ring)
+	err := unix.Close(r.fd)
+	r.fd = -1
+	return err
+}
+
+// push queues one entry; the caller has made sure there is room.
+func (r *Ring) push(e sqe) {
+	tail := atomic.LoadUint32(r.sqTail)
+	r.sqes[tail&*r.sqMask] = e
+	atomic.StoreUint32(r.sqTail, tail+1)
+}
+
+// submit hands n queued entries to the kernel and waits for n completions,
+// passing each to done.
+func (r *Ring) submit(n int, done func(c cqe)) error {
+	toSubmit, got := n, 0
+	for got < n {
+		flags := uintptr(0)
+		if ready := int(atomic.LoadUint32(r.cqTail) - atomic.LoadUint32(r.cqHead)); ready == 0 || toSubmit > 0 {
+			flags = enterGetevents
+		}
+		if toSubmit > 0 || flags != 0 {
+			k, _, errno := syscall.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(r.fd), uintptr(toSubmit), uintptr(n-got), flags, 0, 0)
+			switch {
+			case errno == unix.EINTR || errno == unix.EAGAIN || errno == unix.EBUSY:
+			case errno != 0:
+				return fmt.Errorf("io_uring_enter: %w", errno)
+			default:
+				toSubmit -= int(k)
+			}
+		}
+		head, tail := atomic.LoadUint32(r.cqHead), atomic.LoadUint32(r.cqTail)
+		for ; head != tail; head++ {
+			done(r.cqes[head&r.cqMask])
+			got++
+		}
+		atomic.StoreUint32(r.cqHead, head)
+	}
+	return nil
+}
+
+// Load opens, reads, stats (the open descriptor, after the read) and
+// closes each of files, in two system calls for up to a third of the ring's
+// entries at a time. A file's failure is its own (File.Err); an error
+// returned means the ring failed and the files' results are not to be
+// trusted (their descriptors are closed).
+func (r *Ring) Load(files []File) error {
+	per := int(r.entries) / 3
+	for len(files) > 0 {
+		n := min(len(files), per)
+		if err := r.load(files[:n]); err != nil {
+			return err
+		}
+		files = files[n:]
+	}
+	return nil
+}
+
+func (r *Ring) load(files []File) error {
+	// The names as C strings, in one buffer that does not move while the
+	// kernel reads them.
+	size := 0
+	for i := range files {
+		size += len(files[i].Name) + 1
+	}
+	if cap(r.names) < size {
+		r.names = make([]byte, 0, size)
+	}
+	buf := r.names[:0]
+	if cap(r.offs) < len(files) {
+		r.offs, r.fds, r.closed, r.stx = make([]int, len(files)), make([]int32, len(files)), make([]bool, len(files)), make([]unix.Statx_t, len(files))
+	}
+	offs, fds, closed, stx := r.offs[:len(files)], r.fds[:len(files)], r.closed[:len(files)], r.stx[:len(files)]
+	clear(closed)
+	for i := range files {
+		f := &files[i]
+		f.Err, f.Op, f.N, f.Stat = nil, "", 0, Stat{}
+		offs[i] = len(buf)
+		buf = append(buf, f.Name...)
+		buf = append(buf, 0)
+	}
+	r.names = buf
+	for i := range files {
+		f := &files[i]
+		r.push(sqe{opcode: opOpenat, fd: int32(f.Dir), addr: uint64(uintptr(unsafe.Pointer(&buf[offs[i]]))), opFlags: uint32(f.Flags), userData: uint64(i)})
+	}
+	err := r.submit(len(files), func(c cqe) {
+		i := int(c.userData)
+		fds[i] = c.res
+		if c.res < 0 {
+			files[i].Err, files[i].Op = syscall.Errno(-c.res), "open"
+		}
+	})
+	if err != nil {
+		for _, fd := range fds {
+			if fd > 0 {
+				unix.Close(int(fd))
+			}
+		}
+		return err
+	}
+	queued := 0
+	for i := range files {
+		f := &files[i]
+		if f.Err != nil {
+			continue
+		}
+		fd := fds[i]
+		var addr uint64
+		if f.Size > 0 {
+			addr = uint64(uintptr(unsafe.Pointer(&f.Buf[0])))
+		}
+		r.push(sqe{opcode: opRead, flags: sqeHardlink, fd: fd, addr: addr, len: uint32(f.Size), userData: uint64(i)<<2 | 1})
+		r.push(sqe{opcode: opStatx, flags: sqeHardlink, fd: fd, addr: uint64(uintptr(unsafe.Pointer(&r.empty[0]))),
+			len: statxMask, opFlags: unix.AT_EMPTY_PATH | unix.AT_SYMLINK_NOFOLLOW,
+			off: uint64(uintptr(unsafe.Pointer(&stx[i]))), userData: uint64(i)<<2 | 2})
+		r.push(sqe{opcode: opClose, fd: fd, userData: uint64(i)<<2 | 3})
+		queued += 3
+	}
+	err = r.submit(queued, func(c cqe) {
+		i, op := int(c.userData>>2), c.userData&3
+		f := &files[i]
+		switch {
+		case op == 3:
+			closed[i] = c.res == 0 || c.res == -int32(unix.EBADF)
+		case c.res < 0 && f.Err == nil:
+			f.Err, f.Op = syscall.Errno(-c.res), "read"
+			if op == 2 {
+				f.Op = "stat"
+			}
+		case op == 1:
+			f.N = int(c.res)
+		}
+	})
+	for i := range files {
+		if fds[i] >= 0 && !closed[i] {
+			unix.Close(int(fds[i]))
+		}
+	}
+	if err != nil {
+		return err
+	}
+	for i := range files {
+		if files[i].Err == nil {
+			s := &stx[i]
+			files[i].Stat = Stat{Mode: uint32(s.Mode), Size: int64(s.Size), Mtime: s.Mtime.Sec*1e9 + int64(s.Mtime.Nsec), Ino: s.Ino}
+		}
+	}
+	return nil
+}

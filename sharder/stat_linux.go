@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/bulkmove/bulkmove/internal/dirat"
+	"github.com/bulkmove/bulkmove/internal/uring"
 	"github.com/bulkmove/bulkmove/model"
 )
 
@@ -38,8 +39,7 @@ type rawStat struct {
 func (r *rawStat) sparse() bool { return r.blocks*512 < r.size }
 
 func fromUnix(st *unix.Stat_t) rawStat {
-	r := rawStat{
-		perm:  fs.FileMode(st.Mode & 0o777),
+	return fromMode(st.Mode, rawStat{
 		nlink: uint64(st.Nlink),
 		uid:   st.Uid,
 		gid:   st.Gid,
@@ -51,17 +51,42 @@ func fromUnix(st *unix.Stat_t) rawStat {
 		rdev:  model.Mkdev(unix.Major(uint64(st.Rdev)), unix.Minor(uint64(st.Rdev))),
 
 		blocks: st.Blocks,
-	}
-	if st.Mode&unix.S_ISUID != 0 {
+	})
+}
+
+// statxWalk is what the walk asks statx(2) for: what lstat gives.
+const statxWalk = unix.STATX_BASIC_STATS
+
+// fromStatx is fromUnix for a statx(2) answer.
+func fromStatx(st *unix.Statx_t) rawStat {
+	return fromMode(uint32(st.Mode), rawStat{
+		nlink: uint64(st.Nlink),
+		uid:   st.Uid,
+		gid:   st.Gid,
+		size:  int64(st.Size),
+		mtime: st.Mtime.Sec*1e9 + int64(st.Mtime.Nsec),
+		ctime: st.Ctime.Sec*1e9 + int64(st.Ctime.Nsec),
+		dev:   unix.Mkdev(st.Dev_major, st.Dev_minor),
+		ino:   st.Ino,
+		rdev:  model.Mkdev(st.Rdev_major, st.Rdev_minor),
+
+		blocks: int64(st.Blocks),
+	})
+}
+
+// fromMode completes r with the type and permission bits of mode (st_mode).
+func fromMode(mode uint32, r rawStat) rawStat {
+	r.perm = fs.FileMode(mode & 0o777)
+	if mode&unix.S_ISUID != 0 {
 		r.perm |= fs.ModeSetuid
 	}
-	if st.Mode&unix.S_ISGID != 0 {
+	if mode&unix.S_ISGID != 0 {
 		r.perm |= fs.ModeSetgid
 	}
-	if st.Mode&unix.S_ISVTX != 0 {
+	if mode&unix.S_ISVTX != 0 {
 		r.perm |= fs.ModeSticky
 	}
-	switch st.Mode & unix.S_IFMT {
+	switch mode & unix.S_IFMT {
 	case unix.S_IFREG:
 		r.typ = 0
 	case unix.S_IFDIR:
@@ -126,6 +151,30 @@ func (d dirHandle) lstat(name string) (rawStat, error) {
 		}
 		return fromUnix(&st), nil
 	}
+}
+
+// lstatMany is lstat of each of names into rs and errs, through io_uring:
+// a group of names in one system call, not one each. False where no ring
+// can be had, or it failed: then the caller lstats them one by one.
+func (d dirHandle) lstatMany(names []string, rs []rawStat, errs []error) bool {
+	r := uring.Get()
+	if r == nil {
+		return false
+	}
+	sts := make([]unix.Statx_t, len(names))
+	if err := r.Lstat(d.fd, names, statxWalk, sts, errs); err != nil {
+		uring.Put(r, true)
+		return false
+	}
+	uring.Put(r, false)
+	for i := range names {
+		if errs[i] != nil {
+			errs[i] = &fs.PathError{Op: "lstat", Path: joinPath(d.path, names[i]), Err: errs[i]}
+			continue
+		}
+		rs[i] = fromStatx(&sts[i])
+	}
+	return true
 }
 
 // readlink returns the target of the symlink name; sizeHint is its lstat size.

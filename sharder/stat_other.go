@@ -69,6 +69,9 @@ func (d dirHandle) lstat(name string) (rawStat, error) {
 	return lstatPath(joinPath(d.path, name))
 }
 
+// lstatMany is Linux's (io_uring): here the names are lstat'ed one by one.
+func (d dirHandle) lstatMany(names []string, rs []rawStat, errs []error) bool { return false }
+
 func (d dirHandle) readlink(name string, sizeHint int64) (string, error) {
 	return os.Readlink(joinPath(d.path, name))
 }

@@ -2,6 +2,7 @@ package uring
 
 import (
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"unsafe"
@@ -306,4 +307,97 @@ func (r *Ring) load(files []File) error {
 		}
 	}
 	return nil
+}
+
+// Lstat is statx(2) of each of names, relative to the open directory dir
+// and without following a symlink, into sts (as long as names), with each
+// name's failure in errs (nil where it was stat'ed); mask is what to ask
+// for (unix.STATX_*). An error returned means the ring failed.
+func (r *Ring) Lstat(dir int, names []string, mask uint32, sts []unix.Statx_t, errs []error) error {
+	per := int(r.entries)
+	for len(names) > 0 {
+		n := min(len(names), per)
+		if err := r.lstat(dir, names[:n], mask, sts[:n], errs[:n]); err != nil {
+			return err
+		}
+		names, sts, errs = names[n:], sts[n:], errs[n:]
+	}
+	return nil
+}
+
+func (r *Ring) lstat(dir int, names []string, mask uint32, sts []unix.Statx_t, errs []error) error {
+	size := 0
+	for _, n := range names {
+		size += len(n) + 1
+	}
+	if cap(r.names) < size {
+		r.names = make([]byte, 0, size)
+	}
+	if cap(r.offs) < len(names) {
+		r.offs = make([]int, len(names))
+	}
+	buf, offs := r.names[:0], r.offs[:len(names)]
+	for i, n := range names {
+		offs[i] = len(buf)
+		buf = append(buf, n...)
+		buf = append(buf, 0)
+	}
+	r.names = buf
+	for i := range names {
+		errs[i] = nil
+		r.push(sqe{opcode: opStatx, fd: int32(dir), addr: uint64(uintptr(unsafe.Pointer(&buf[offs[i]]))),
+			len: mask, opFlags: unix.AT_SYMLINK_NOFOLLOW, off: uint64(uintptr(unsafe.Pointer(&sts[i]))), userData: uint64(i)})
+	}
+	return r.submit(len(names), func(c cqe) {
+		if c.res < 0 {
+			errs[c.userData] = syscall.Errno(-c.res)
+		}
+	})
+}
+
+// Entries is the size of the rings Get hands out: Load reads a third of
+// it per pair of system calls, Lstat all of it per call.
+const Entries = 128
+
+// pool holds rings between uses (a ring is a descriptor and two mappings:
+// set up once per stream or walker, not per batch or directory).
+var pool = struct {
+	sync.Mutex
+	free []*Ring
+	off  bool // io_uring unusable here: not asked again
+}{}
+
+// Get returns a ring of Entries entries, or nil where io_uring cannot be
+// used (then the caller makes its calls one by one). Give it back with Put.
+func Get() *Ring {
+	pool.Lock()
+	defer pool.Unlock()
+	if n := len(pool.free); n > 0 {
+		r := pool.free[n-1]
+		pool.free = pool.free[:n-1]
+		return r
+	}
+	if pool.off {
+		return nil
+	}
+	r, err := New(Entries)
+	if err != nil {
+		pool.off = true
+		return nil
+	}
+	return r
+}
+
+// Put gives back a ring from Get; broken says it failed (it is closed).
+func Put(r *Ring, broken bool) {
+	if r == nil {
+		return
+	}
+	pool.Lock()
+	defer pool.Unlock()
+	if broken || len(pool.free) >= 16 {
+		r.Close()
+		return
+	}
+	pool.free = append(pool.free, r)
 }

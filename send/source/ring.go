@@ -3,7 +3,6 @@ package source
 import (
 	"path"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -23,50 +22,13 @@ import (
 // regular file), is opened and read again the usual way, which says why.
 
 // ringGroup is how many files one pair of io_uring_enter calls reads.
-const ringGroup = 32
+const ringGroup = uring.Entries / 4
 
 // ringMax is the largest file read through the ring.
 const ringMax = 32 << 10
 
 // ringDirsMax is how many directories a batch's ring keeps open.
 const ringDirsMax = 64
-
-// rings holds the rings of streams between batches (a ring is a
-// descriptor and two mappings: set up once per stream, not per batch).
-var rings = struct {
-	sync.Mutex
-	free []*uring.Ring
-	off  bool // io_uring unusable here: not asked again
-}{}
-
-func getRing() *uring.Ring {
-	rings.Lock()
-	defer rings.Unlock()
-	if n := len(rings.free); n > 0 {
-		r := rings.free[n-1]
-		rings.free = rings.free[:n-1]
-		return r
-	}
-	if rings.off {
-		return nil
-	}
-	r, err := uring.New(4 * ringGroup)
-	if err != nil {
-		rings.off = true
-		return nil
-	}
-	return r
-}
-
-func putRing(r *uring.Ring) {
-	rings.Lock()
-	defer rings.Unlock()
-	if len(rings.free) < 16 {
-		rings.free = append(rings.free, r)
-		return
-	}
-	r.Close()
-}
 
 // ringAhead reads one batch's small files ahead of the writer, a group at
 // a time, as the writer comes to them.
@@ -103,7 +65,7 @@ func (s Source) startRing(entries []model.Entry, need []bool, ctr *metrics.Strea
 	if len(idx) < 2 {
 		return nil
 	}
-	r := getRing()
+	r := uring.Get()
 	if r == nil {
 		return nil
 	}
@@ -195,10 +157,6 @@ func (ra *ringAhead) close() {
 		return
 	}
 	ra.closeDirs()
-	if ra.broken {
-		ra.ring.Close()
-	} else {
-		putRing(ra.ring)
-	}
+	uring.Put(ra.ring, ra.broken)
 	ra.ring = nil
 }

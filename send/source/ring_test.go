@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/bulkmove/bulkmove/internal/uring"
 	"github.com/bulkmove/bulkmove/metrics"
 )
 
@@ -41,10 +42,10 @@ func readCalls(t *testing.T) int {
 // included (each withdrawn for the same reason), but read through the ring:
 // far fewer read(2) calls than files.
 func TestRingReadsSmallFiles(t *testing.T) {
-	if r := getRing(); r == nil {
+	if r := uring.Get(); r == nil {
 		t.Skip("no io_uring here")
 	} else {
-		putRing(r)
+		uring.Put(r, false)
 	}
 	const n = 200
 	root, m, need := smallBatch(t, n, 1024)

@@ -216,6 +216,14 @@ func (r *Ring) Load(files []File) error {
 	return nil
 }
 
+// grow returns s with room for n elements, s itself if it has it.
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s
+}
+
 func (r *Ring) load(files []File) error {
 	// The names as C strings, in one buffer that does not move while the
 	// kernel reads them.
@@ -227,9 +235,8 @@ func (r *Ring) load(files []File) error {
 		r.names = make([]byte, 0, size)
 	}
 	buf := r.names[:0]
-	if cap(r.offs) < len(files) {
-		r.offs, r.fds, r.closed, r.stx = make([]int, len(files)), make([]int32, len(files)), make([]bool, len(files)), make([]unix.Statx_t, len(files))
-	}
+	n := len(files)
+	r.offs, r.fds, r.closed, r.stx = grow(r.offs, n), grow(r.fds, n), grow(r.closed, n), grow(r.stx, n)
 	offs, fds, closed, stx := r.offs[:len(files)], r.fds[:len(files)], r.closed[:len(files)], r.stx[:len(files)]
 	clear(closed)
 	for i := range files {
@@ -333,9 +340,7 @@ func (r *Ring) lstat(dir int, names []string, mask uint32, sts []unix.Statx_t, e
 	if cap(r.names) < size {
 		r.names = make([]byte, 0, size)
 	}
-	if cap(r.offs) < len(names) {
-		r.offs = make([]int, len(names))
-	}
+	r.offs = grow(r.offs, len(names))
 	buf, offs := r.names[:0], r.offs[:len(names)]
 	for i, n := range names {
 		offs[i] = len(buf)

@@ -156,3 +156,42 @@ func TestLoadAllocs(t *testing.T) {
 		t.Errorf("Load of %d files: %.1f allocations, want none", len(files), a)
 	}
 }
+
+// TestLstatThenLoad: one ring serves both kinds of call, a Load's group
+// after a larger Lstat (the ring's scratch space grows for each).
+func TestLstatThenLoad(t *testing.T) {
+	r := newRing(t, 128)
+	dir := t.TempDir()
+	var names []string
+	var files []File
+	for i := range 40 {
+		name := fmt.Sprint(i)
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(name), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, name)
+		files = append(files, File{Dir: unix.AT_FDCWD, Name: filepath.Join(dir, name), Flags: flags, Size: int64(len(name)), Buf: make([]byte, len(name))})
+	}
+	dfd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(dfd)
+	sts, errs := make([]unix.Statx_t, len(names)), make([]error, len(names))
+	if err := r.Lstat(dfd, names, unix.STATX_BASIC_STATS, sts, errs); err != nil {
+		t.Fatal(err)
+	}
+	for i, name := range names {
+		if errs[i] != nil || sts[i].Size != uint64(len(name)) {
+			t.Errorf("%s: size %d, %v", name, sts[i].Size, errs[i])
+		}
+	}
+	if err := r.Load(files); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if f.Err != nil || string(f.Buf[:f.N]) != filepath.Base(f.Name) {
+			t.Errorf("%s: %q, %v", f.Name, f.Buf[:f.N], f.Err)
+		}
+	}
+}

@@ -406,3 +406,32 @@ func Put(r *Ring, broken bool) {
 	}
 	pool.free = append(pool.free, r)
 }
+
+// CloseAll closes each of fds, a group in one system call, with each one's
+// failure in errs (as long as fds). An error returned means the ring
+// failed: the descriptors whose close did not complete have ErrUnavailable
+// in errs and may still be open (never closed twice: the caller leaves
+// them).
+func (r *Ring) CloseAll(fds []int, errs []error) error {
+	per := int(r.entries)
+	for k := range errs {
+		errs[k] = ErrUnavailable
+	}
+	for len(fds) > 0 {
+		n := min(len(fds), per)
+		for i, fd := range fds[:n] {
+			r.push(sqe{opcode: opClose, fd: int32(fd), userData: uint64(i)})
+		}
+		done := errs[:n]
+		if err := r.submit(n, func(c cqe) {
+			done[c.userData] = nil
+			if c.res < 0 {
+				done[c.userData] = syscall.Errno(-c.res)
+			}
+		}); err != nil {
+			return err
+		}
+		fds, errs = fds[n:], errs[n:]
+	}
+	return nil
+}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/bulkmove/bulkmove/internal/dirat"
 	"github.com/bulkmove/bulkmove/internal/ioconc"
+	"github.com/bulkmove/bulkmove/internal/uring"
 	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/wire"
 )
@@ -256,7 +257,21 @@ func (t *Txn) CommitSums(id uint64, discards []wire.Discard, sums []wire.Indexed
 	}
 	// Linking or renaming into place is one operation per file: on a slow
 	// filesystem, many at once.
-	ioconc.ForEach(len(t.pending), t.r.io.Width(), func(_, k int) {
+	//
+	// One at a time (a fast filesystem), the held descriptors of files
+	// written under their names are closed together after the loop,
+	// through io_uring: a group in one system call, not one each.
+	width := t.r.io.Width()
+	var ring *uring.Ring
+	var held []*pendingFile
+	later := &held
+	if width <= 1 {
+		ring = uring.Get()
+	}
+	if ring == nil {
+		later = nil
+	}
+	ioconc.ForEach(len(t.pending), width, func(_, k int) {
 		p := &t.pending[k]
 		e := &t.entries[p.index]
 		if p.settled {
@@ -285,8 +300,9 @@ func (t *Txn) CommitSums(id uint64, discards []wire.Discard, sums []wire.Indexed
 			t.fail(p.index, wire.CodeCorrupt, fmt.Errorf("receive %s: the data that arrived does not hash to what the sender read (XXH3-128): not installed", e.Path))
 			return
 		}
-		t.place(p)
+		t.place(p, later)
 	})
+	t.closeHeldAll(ring, held)
 	// Bytes count only what landed: a file placed, or a range recorded
 	// in its partial; not one that failed or was dropped.
 	failed := make(map[int]bool, len(t.errs))
@@ -343,7 +359,11 @@ func (t *Txn) CommitSums(id uint64, discards []wire.Discard, sums []wire.Indexed
 
 // place gives the written file p its final name (its temporary is gone
 // afterwards, whatever the outcome) and settles it.
-func (t *Txn) place(p *pendingFile) {
+//
+// A file written under its name whose descriptor is held is, if later is
+// set, left with its descriptor open once its mtime is set: appended to
+// later, for closeHeldAll to close and finish.
+func (t *Txn) place(p *pendingFile, later *[]*pendingFile) {
 	e := &t.entries[p.index]
 	dfd := int(p.dir.Fd())
 	p.settled = true
@@ -351,20 +371,21 @@ func (t *Txn) place(p *pendingFile) {
 	if p.direct() {
 		// Under its name since it was written; its descriptor, if held,
 		// gives it its mtime (left till now: see WriteThen) and goes.
-		defer t.r.setWriting(e.Path, false)
 		if p.fd >= 0 {
 			if err := p.sys.SetMtime(p.fd, e.MTime); err != nil {
 				closeHeld(p)
 				unix.Unlinkat(dfd, p.base, 0)
 				t.failErr(p.index, "set metadata of", e.Path, err)
+				t.r.setWriting(e.Path, false)
+				return
+			}
+			if later != nil {
+				*later = append(*later, p)
 				return
 			}
 		}
-		if err := closeHeld(p); err != nil {
-			unix.Unlinkat(dfd, p.base, 0)
-			t.failErr(p.index, "close", e.Path, err)
-			return
-		}
+		t.closed(p, closeHeld(p))
+		return
 	} else if p.tmp == "" {
 		err := t.r.link(p.fd, dfd, p.base)
 		if err == unix.EEXIST {
@@ -395,13 +416,52 @@ func (t *Txn) place(p *pendingFile) {
 		t.failErr(p.index, "rename into place", e.Path, err)
 		return
 	}
-	if !p.direct() { // (nothing done: no latency to tell)
-		t.r.io.Since(start)
-	}
+	t.r.io.Since(start)
+	t.landed(p)
+}
+
+// landed records p, in place.
+func (t *Txn) landed(p *pendingFile) {
+	e := &t.entries[p.index]
 	p.placed = true
 	t.r.land(path.Dir(e.Path), e.Path)
 	if e.Nlink > 1 {
 		t.r.remember(e.Path)
+	}
+}
+
+// closed finishes p, written under its name, whose held descriptor (if
+// any) was closed with result err: landed, or removed and failed.
+func (t *Txn) closed(p *pendingFile, err error) {
+	e := &t.entries[p.index]
+	defer t.r.setWriting(e.Path, false)
+	if err != nil {
+		unix.Unlinkat(int(p.dir.Fd()), p.base, 0)
+		t.failErr(p.index, "close", e.Path, err)
+		return
+	}
+	t.landed(p)
+}
+
+// closeHeldAll closes the held descriptors of held (place's later) through
+// ring, all in a system call or a few, and finishes each file; then gives
+// the ring back.
+func (t *Txn) closeHeldAll(ring *uring.Ring, held []*pendingFile) {
+	if ring == nil {
+		return
+	}
+	fds, errs := make([]int, len(held)), make([]error, len(held))
+	for k, p := range held {
+		fds[k] = p.fd
+	}
+	broken := ring.CloseAll(fds, errs) != nil
+	uring.Put(ring, broken)
+	for k, p := range held {
+		// A close the ring did not complete is left alone (never closed
+		// twice): the file fails, is removed, and goes again next run.
+		p.fd = -1
+		tmpfilesOpen.Add(-1)
+		t.closed(p, errs[k])
 	}
 }
 

@@ -288,7 +288,7 @@ func (t *Txn) settle(p pendingFile, size int64, placeNow func() bool) {
 	q := p // (only here does the file go to the heap, with the goroutine)
 	t.placing.Go(func() {
 		sem <- struct{}{}
-		t.place(&q)
+		t.place(&q, nil)
 		<-sem
 		t.addPending(q, size)
 	})

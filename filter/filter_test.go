@@ -228,6 +228,13 @@ func TestRuleSyntax(t *testing.T) {
 		{"!", ""},
 		{"clear", ""},
 		{"!,", ""},
+		{"-/ foo", "-/ foo"},
+		{": .rules", ": .rules"},
+		{"dir-merge,n- .x", ":n- .x"},
+		{":wn+ .x", ":nw+ .x"},
+		{":C", ":C .cvsignore"},
+		{":Cs x", ":Cs x"},
+		{"dir-merge,/r /.f", ":/r /.f"},
 	}
 	for _, tt := range tests {
 		r := mustRules(t, "- before")
@@ -269,13 +276,16 @@ func TestAddErrors(t *testing.T) {
 		{"Ps foo", "invalid modifier 's'"},
 		{"Hr foo", "invalid modifier 'r'"},
 		{"-p foo", "modifier 'p' is not supported"},
-		{"-/ foo", "modifier '/' is not supported"},
 		{"-x foo", "modifier 'x' is not supported"},
-		{"-C", "modifier 'C' is not supported"},
-		{". rules", "merge rules are not supported"},
-		{"merge rules", "merge rules are not supported"},
-		{": .rules", "merge rules are not supported"},
-		{"dir-merge .rules", "merge rules are not supported"},
+		{"-C x", "'C' takes no pattern"},
+		{"-e foo", "invalid modifier 'e'"},
+		{"-n foo", "invalid modifier 'n'"},
+		{":! .x", "invalid modifier '!'"},
+		{":-+ .x", "invalid modifier '+'"},
+		{":-C .x", "invalid modifier 'C'"},
+		{"HC", "invalid modifier 'C'"},
+		{"dir-merge", "missing file name"},
+		{". /nonexistent/rules", "merge file: open /nonexistent/rules: no such file or directory"},
 		{"! x", "'!' takes no pattern"},
 		{"clear x", "'!' takes no pattern"},
 		{"- [", "unterminated character class"},
@@ -429,7 +439,20 @@ func flagSet(r *Rules) *flag.FlagSet {
 	fs.Var(r.Flag(Filter), "filter", "")
 	fs.Var(r.FileFlag(Exclude), "exclude-from", "")
 	fs.Var(r.FileFlag(Include), "include-from", "")
+	fs.Var(r.FFlag(), "F", "")
+	fs.Bool("C", false, "")
 	return fs
+}
+
+// finishFlags does what a command does once fs is parsed: -C adds its
+// rules last.
+func finishFlags(t *testing.T, r *Rules, fs *flag.FlagSet) {
+	t.Helper()
+	if fs.Lookup("C").Value.String() == "true" {
+		if err := r.AddCVSExclude(); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // The flags keep the command-line order across options.

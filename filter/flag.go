@@ -103,3 +103,44 @@ func (v *flagValue) Set(s string) error {
 	}
 	return nil
 }
+
+// FFlag returns the Value of rsync's -F: the first time it is set (to
+// anything) it adds "dir-merge /.rsync-filter", the per-directory
+// .rsync-filter files of the tree and of the directories above it; the
+// second time "exclude .rsync-filter", which leaves the files themselves
+// out (-FF); later times nothing. It takes no argument (IsBoolFlag).
+func (r *Rules) FFlag() Value {
+	return &fFlag{r: r}
+}
+
+type fFlag struct {
+	r *Rules
+	n int
+}
+
+func (v *fFlag) String() string   { return "" }
+func (v *fFlag) Type() string     { return "" }
+func (v *fFlag) IsBoolFlag() bool { return true }
+
+func (v *fFlag) Set(string) error {
+	v.n++
+	switch v.n {
+	case 1:
+		return v.r.Add("dir-merge /.rsync-filter")
+	case 2:
+		return v.r.Add("exclude .rsync-filter")
+	}
+	return nil
+}
+
+// AddCVSExclude adds what rsync's -C (--cvs-exclude) adds, after the rules
+// given so far, wherever -C was on the command line: ":C", the
+// .cvsignore file of each directory (for its names only), then "-C", the
+// default CVS ignores, $HOME/.cvsignore and $CVSIGNORE. Call it once the
+// other rules are added.
+func (r *Rules) AddCVSExclude() error {
+	if err := r.Add(":C"); err != nil {
+		return err
+	}
+	return r.Add("-C")
+}

@@ -1,7 +1,6 @@
 package filter
 
 import (
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -121,18 +120,7 @@ func TestRsyncConformance(t *testing.T) {
 				args[j] = f
 			}
 		}
-		cmd := exec.Command(rsync, append(append([]string{"-a", "--dry-run", "--out-format=%n"}, args...), src+"/", dst+"/")...)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("rsync %q: %v\n%s", set, err, out)
-		}
-		var want []string
-		for _, l := range strings.Split(string(out), "\n") {
-			if l != "" && l != "./" {
-				want = append(want, l)
-			}
-		}
-		slices.Sort(want)
+		want := rsyncSends(t, exec.Command(rsync), args, src, dst)
 
 		r := new(Rules)
 		if err := flagSet(r).Parse(args); err != nil {
@@ -143,6 +131,25 @@ func TestRsyncConformance(t *testing.T) {
 			t.Errorf("filter %q:\n only rsync sends %q\n only Rules send %q", set, minus(want, got), minus(got, want))
 		}
 	}
+}
+
+// rsyncSends runs cmd, an rsync, with args on src and dst, and returns what
+// it sends, as walk lists it.
+func rsyncSends(t *testing.T, cmd *exec.Cmd, args []string, src, dst string) []string {
+	t.Helper()
+	cmd.Args = append(append([]string{cmd.Path, "-a", "--dry-run", "--out-format=%n"}, args...), src+"/", dst+"/")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("rsync %q: %v\n%s", args, err, out)
+	}
+	var sent []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if l != "" && l != "./" {
+			sent = append(sent, l)
+		}
+	}
+	slices.Sort(sent)
+	return sent
 }
 
 // minus returns what of a is not in b.
@@ -160,33 +167,7 @@ func minus(a, b []string) []string {
 // directory with a trailing '/'. It does not descend into excluded
 // directories.
 func walk(t *testing.T, src string, r *Rules) []string {
-	var got []string
-	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(src, p)
-		if err != nil || rel == "." {
-			return err
-		}
-		rel = filepath.ToSlash(rel)
-		if r.Excluded(rel, d.IsDir()) {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if d.IsDir() {
-			rel += "/"
-		}
-		got = append(got, rel)
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	slices.Sort(got)
-	return got
+	return walkScoped(t, src, r)
 }
 
 // What rsync refuses as a filter rule, Add refuses too.

@@ -161,10 +161,19 @@ func TestRsyncMergeConformance(t *testing.T) {
 	}
 }
 
-// makeTree makes the tree of entries under dir (see mergeCase).
+// makeTree makes the tree of entries under dir (see rsyncTree and
+// mergeCase).
 func makeTree(t *testing.T, dir string, entries []string) {
 	t.Helper()
 	for _, n := range entries {
+		if name, target, ok := strings.Cut(n, " -> "); ok {
+			p := filepath.Join(dir, filepath.FromSlash(name))
+			os.MkdirAll(filepath.Dir(p), 0o755)
+			if err := os.Symlink(target, p); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
 		name, content, hasContent := strings.Cut(n, "=")
 		if !hasContent {
 			content = n

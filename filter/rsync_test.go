@@ -84,26 +84,7 @@ func TestRsyncConformance(t *testing.T) {
 	}
 	root := t.TempDir()
 	src := filepath.Join(root, "src")
-	for _, n := range rsyncTree {
-		p := filepath.Join(src, filepath.FromSlash(n))
-		if name, target, ok := strings.Cut(n, " -> "); ok {
-			os.MkdirAll(filepath.Dir(p), 0o755)
-			if err := os.Symlink(target, filepath.Join(src, name)); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		if strings.HasSuffix(n, "/") {
-			if err := os.MkdirAll(p, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		os.MkdirAll(filepath.Dir(p), 0o755)
-		if err := os.WriteFile(p, []byte(n), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	makeTree(t, src, rsyncTree)
 	dst := filepath.Join(root, "dst")
 	if err := os.Mkdir(dst, 0o755); err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package receive
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"math"
@@ -22,6 +23,63 @@ const PruneResultMax = 4096
 type Pruning struct {
 	dir  string
 	keep *extract.Keep
+
+	// The request's filter rules, parsed once a connection, and the rules
+	// in force in the directories above the last one pruned (with their
+	// per-directory files at DEST: a walk goes depth first, so the next
+	// directory shares most of them).
+	ruleText []string
+	rules    *filter.Rules
+	chain    []scopeAt
+}
+
+type scopeAt struct {
+	dir string
+	d   *filter.Dir
+}
+
+// protection returns the rules in force in dir of DEST: the request's, with
+// the per-directory files (dir-merge rules) of dir and the directories
+// above it, read at DEST as rsync's receiver reads them (those above DEST
+// are not read: what the sender's rules may have the receiver read stays
+// under DEST).
+func (p *Pruning) protection(recv *extract.Receiver, text []string, dir string) (*filter.Dir, error) {
+	if p.rules == nil || !slices.Equal(text, p.ruleText) {
+		rules := new(filter.Rules)
+		for _, r := range text {
+			if err := rules.Add(r); err != nil {
+				return nil, fmt.Errorf("%w: %v", wire.ErrProtocol, err)
+			}
+		}
+		top, err := rules.Top(filter.Tree{Root: recv.Dir(), Read: recv.ReadRulesFile, NoParents: true})
+		if err != nil {
+			return nil, err
+		}
+		p.ruleText, p.rules, p.chain = slices.Clone(text), rules, []scopeAt{{dir: "", d: top}}
+	}
+	// The chain holds "" (above the root), ".", then each directory down
+	// to the last one asked for: keep what is above dir.
+	want := []string{"."}
+	if dir != "." {
+		for i := 0; i <= len(dir); i++ {
+			if i == len(dir) || dir[i] == '/' {
+				want = append(want, dir[:i])
+			}
+		}
+	}
+	n := 1
+	for n < len(p.chain) && n-1 < len(want) && p.chain[n].dir == want[n-1] {
+		n++
+	}
+	p.chain = p.chain[:n]
+	for _, w := range want[n-1:] {
+		d, err := p.chain[len(p.chain)-1].d.Sub(w)
+		if err != nil {
+			return nil, err
+		}
+		p.chain = append(p.chain, scopeAt{dir: w, d: d})
+	}
+	return p.chain[len(p.chain)-1].d, nil
 }
 
 // Close drops a directory's names left by a request that was never
@@ -54,16 +112,6 @@ func ApplyPrune(recv *extract.Receiver, p *Pruning, req *wire.PruneRequest, send
 	if r := recv.BackupRule(req.DeleteExcluded); r != "" {
 		ruleList = append(slices.Clip(ruleList), r) // after the sender's, as rsync adds it
 	}
-	if len(ruleList) > 0 {
-		rules := new(filter.Rules)
-		for _, r := range ruleList {
-			if err := rules.Add(r); err != nil {
-				p.Close()
-				return nil, fmt.Errorf("%w: %v", wire.ErrProtocol, err)
-			}
-		}
-		opt.Protect = func(p string, isDir bool) bool { return rules.Protected(p, isDir, req.DeleteExcluded) }
-	}
 	res := &wire.PruneResult{ID: req.ID}
 	left := int64(min(req.Limit, math.MaxInt64)) // of the limit; 0: none
 	for i, d := range req.Dirs {
@@ -85,6 +133,15 @@ func ApplyPrune(recv *extract.Receiver, p *Pruning, req *wire.PruneRequest, send
 			return res, nil
 		}
 		var sendErr error
+		if err == nil && len(ruleList) > 0 {
+			var rules *filter.Dir
+			rules, err = p.protection(recv, ruleList, d.Dir)
+			if errors.Is(err, wire.ErrProtocol) {
+				p.Close()
+				return nil, err
+			}
+			opt.Protect = func(p string, isDir bool) bool { return rules.Protected(p, isDir, req.DeleteExcluded) }
+		}
 		if err == nil {
 			opt.Limit = 0
 			if req.Limit > 0 {

@@ -49,6 +49,10 @@ func listDirs(ctx context.Context, root string, rules *filter.Rules, mem int, sp
 			*peak = max(*peak, n)
 		}
 	}
+	scopes, err := rules.NewScopes(filter.Tree{Root: root})
+	if err != nil {
+		return fmt.Errorf("list: %w", err)
+	}
 	todo.Push(".")
 	for {
 		rel, ok, err := todo.Pop()
@@ -58,7 +62,7 @@ func listDirs(ctx context.Context, root string, rules *filter.Rules, mem int, sp
 		if !ok {
 			return nil
 		}
-		if err := listDir(ctx, root, rel, rules, sub, note, fn); err != nil {
+		if err := listDir(ctx, root, rel, scopes, sub, note, fn); err != nil {
 			return err
 		}
 		for {
@@ -77,7 +81,7 @@ func listDirs(ctx context.Context, root string, rules *filter.Rules, mem int, sp
 
 // listDir lists one directory, calls fn with its names and pushes its
 // subdirectories on sub.
-func listDir(ctx context.Context, root, rel string, rules *filter.Rules, sub *spill.Stack[string], note func(int), fn func(string, []string, bool) error) error {
+func listDir(ctx context.Context, root, rel string, scopes *filter.Scopes, sub *spill.Stack[string], note func(int), fn func(string, []string, bool) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -86,6 +90,12 @@ func listDir(ctx context.Context, root, rel string, rules *filter.Rules, sub *sp
 		return fmt.Errorf("list %s: %w", rel, err)
 	}
 	defer f.Close()
+	sc, err := scopes.Enter(rel)
+	if err != nil {
+		return fmt.Errorf("list %s: %w", rel, err)
+	}
+	defer sc.Done()
+	rules := sc.Dir()
 	var names []string
 	for {
 		des, err := f.ReadDir(1024)
@@ -100,6 +110,7 @@ func listDir(ctx context.Context, root, rel string, rules *filter.Rules, sub *sp
 			}
 			names = append(names, de.Name())
 			if isDir {
+				sc.Push(1)
 				sub.Push(p)
 				note(sub.InMem())
 			}

@@ -159,6 +159,7 @@ type testHooks struct {
 	links    func(open int)         // called at the end with the hard-link sets still open
 	linkPeak func(peak int)         // called at the end with the most hard-link sets open at once
 	dirPeak  func(peak int)         // called at the end with the most directories to read held in memory at once
+	scopes   func(held int)         // called at the end with the directories whose filter rules are still held
 }
 
 func (o Options) withDefaults() Options {
@@ -216,7 +217,10 @@ type Stats struct {
 // Run returns when the walk and partition are complete, or when ctx is
 // cancelled (then with ctx.Err(), having stopped all its goroutines). Errors
 // inside the tree go to OnError and do not stop the walk; Run returns an
-// error only for an unusable src, or cancellation.
+// error only for an unusable src, a per-directory filter file (a dir-merge
+// rule's) that cannot be read or parsed (as rsync, which stops there: the
+// rules it would have added might have excluded what is left to send), or
+// cancellation.
 //
 // Deferred, OnError and OnWarn are called from a single goroutine, one call
 // at a time, and never after Run returns; a slow callback slows the walk. A
@@ -284,6 +288,13 @@ func Run(ctx context.Context, src string, opt Options, out chan<- *model.Batch) 
 	if opt.Shard.OwnsDir(".") {
 		w.chunks <- chunk{deferred: []model.Entry{rs.entry(".", model.KindDir)}}
 	}
+	// The per-directory filter files (dir-merge): each directory's are read
+	// when it is, and kept while its subtree is walked.
+	w.scopes, err = opt.Filter.NewScopes(filter.Tree{Root: src})
+	if err != nil {
+		root.Close()
+		return st, fmt.Errorf("sharder: %w", err)
+	}
 	w.stack = spill.NewStack(opt.SpillDir, opt.DirMem, spill.StringCodec{})
 	w.stack.Push(".")
 	w.root = root
@@ -320,6 +331,9 @@ func Run(ctx context.Context, src string, opt Options, out chan<- *model.Batch) 
 	})
 	g.Go(func() error { return w.collect(gctx, p, &st) })
 	err = g.Wait()
+	if h := opt.hooks.scopes; h != nil {
+		h(w.scopes.Held())
+	}
 	w.endLinks()
 	st.Batches = p.batches
 	if cerr := ctx.Err(); cerr != nil {
@@ -390,6 +404,10 @@ type walker struct {
 
 	// statq feeds the stat workers (nil: none; see forEachStat).
 	statq chan statJob
+
+	// scopes gives each directory the filter rules in force in it, with
+	// those of the per-directory files (dir-merge) of it and above it.
+	scopes *filter.Scopes
 }
 
 // linkFirst is the first name of a hard-linked file met by the walk, and
@@ -490,6 +508,7 @@ func (w *walker) work(ctx context.Context) error {
 		}
 		w.finished()
 		if err != nil {
+			w.stop() // a filter file that cannot be used stops the walk
 			return err
 		}
 	}
@@ -562,10 +581,16 @@ func (w *walker) readDir(ctx context.Context, it dirItem) error {
 			f, err = openDir(full, false)
 		}
 		if err != nil {
+			w.scopes.Skip(it.rel)
 			return w.send(ctx, chunk{notes: []note{{path: it.rel, err: err}}})
 		}
 	}
 	defer f.Close()
+	sc, err := w.scopes.Enter(it.rel)
+	if err != nil {
+		return err
+	}
+	defer sc.Done()
 	var dr dirReader
 	defer dr.close()
 	owned := w.opt.Shard.OwnsDir(it.rel) // the names in it that are not directories
@@ -590,7 +615,7 @@ func (w *walker) readDir(ctx context.Context, it dirItem) error {
 		var c chunk
 		var subdirs []string
 		if len(ents) > 0 {
-			c, subdirs = w.statChunk(f, it.rel, full, ents, owned)
+			c, subdirs = w.statChunk(f, it.rel, full, ents, owned, sc.Dir())
 		}
 		if err != nil && err != io.EOF {
 			var pe *fs.PathError
@@ -605,6 +630,7 @@ func (w *walker) readDir(ctx context.Context, it dirItem) error {
 			}
 		}
 		// After the send: a directory's Deferred call precedes its files.
+		sc.Push(len(subdirs))
 		w.push(subdirs)
 		if err != nil {
 			return nil
@@ -620,7 +646,7 @@ func (w *walker) readDir(ctx context.Context, it dirItem) error {
 // On a slow filesystem (Options.IO says so) the lstats of a chunk run from
 // several goroutines at once: a flat directory of a million files is then
 // not a million round trips one after the other.
-func (w *walker) statChunk(f *os.File, rel, full string, ents []dirent, owned bool) (chunk, []string) {
+func (w *walker) statChunk(f *os.File, rel, full string, ents []dirent, owned bool, rules *filter.Dir) (chunk, []string) {
 	var c chunk
 	if owned {
 		c.files = make([]model.Entry, 0, len(ents))
@@ -644,7 +670,7 @@ func (w *walker) statChunk(f *os.File, rel, full string, ents []dirent, owned bo
 		crel := joinRelBytes(rel, de.name)
 		name := crel[len(crel)-len(de.name):]
 		mine := !isDir || w.opt.Shard.OwnsDir(crel)
-		if w.opt.Filter.Excluded(crel, isDir) {
+		if rules.Excluded(crel, isDir) {
 			if mine {
 				c.excluded++
 			}

@@ -32,7 +32,9 @@ func registerCompare(fs *pflag.FlagSet, c *engine.Config) {
 		fs.Var(c.Rules.Flag(filter.Include), "include", "keep paths matching `PATTERN` that a later rule would leave out (repeatable)")
 		fs.Var(c.Rules.FileFlag(filter.Exclude), "exclude-from", "read --exclude patterns from `FILE`, one a line; - is stdin (repeatable)")
 		fs.Var(c.Rules.FileFlag(filter.Include), "include-from", "read --include patterns from `FILE`, one a line; - is stdin (repeatable)")
-		fs.Var(c.Rules.Flag(filter.Filter), "filter", "add an rsync filter `RULE`: '- PAT', '+ PAT', '!', ... (repeatable)")
+		fs.VarP(c.Rules.Flag(filter.Filter), "filter", "f", "add an rsync filter `RULE`: '- PAT', '+ PAT', '!', '. FILE', ': FILE', ... (repeatable)")
+		fs.VarPF(c.Rules.FFlag(), "rsync-filter", "F", "rsync's -F: --filter 'dir-merge /.rsync-filter' (each directory's .rsync-filter file holds rules for its subtree; those of SRC's parents count too); -FF also --filter '- .rsync-filter'").NoOptDefVal = "true"
+		fs.BoolVarP(&c.CVSExclude, "cvs-exclude", "C", c.CVSExclude, "leave out what CVS would, after the other rules: rsync's list (*.o, core, .git/, ...), ~/.cvsignore, $CVSIGNORE, and each directory's .cvsignore for its names")
 		fs.BoolVarP(&c.OneFS, "one-file-system", "x", c.OneFS, "do not cross filesystem boundaries: a mount point under SRC is moved as an empty directory")
 		fs.StringVar(&c.Scale.FilesFrom, "files-from", c.Scale.FilesFrom, "move exactly the paths `FILE` lists (relative to SRC, one a line; - is stdin), with their parent directories, without recursing into listed directories (rsync's --files-from)")
 		fs.BoolVarP(&c.Scale.From0, "from0", "0", c.Scale.From0, "the --files-from list is NUL-separated")

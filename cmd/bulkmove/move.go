@@ -89,7 +89,14 @@ func moveFlags(fs *pflag.FlagSet) func(*call) int {
 // DEST needs: both, and options that make a job (Config.Check). It
 // reports on stderr, and returns the error for the --json end event.
 func checkConfig(x *call, c *engine.Config) error {
-	err := c.Check()
+	var err error
+	if c.CVSExclude {
+		// rsync adds them last, wherever -C was given.
+		err = c.Rules.AddCVSExclude()
+	}
+	if err == nil {
+		err = c.Check()
+	}
 	if err == nil && len(x.args) != 2 {
 		err = fmt.Errorf("want SRC and DEST, got %d arguments (see %s --help)", len(x.args), x.name)
 	}

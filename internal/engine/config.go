@@ -32,6 +32,7 @@ type Config struct {
 	BatchSize        ByteSize
 	BatchFiles       int
 	Rules            *filter.Rules `json:"-"` // --exclude, --include, --exclude-from, --include-from, --filter
+	CVSExclude       bool          `json:"-"` // -C: FinishRules adds rsync's CVS excludes after the other rules
 	DryRun           bool
 	Delete           bool
 	DeleteExcluded   bool

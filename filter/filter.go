@@ -49,10 +49,22 @@
 //     (only in a pattern with a wildcard: "foo\bar" is matched as written);
 //   - "dir/***" matches dir itself and everything under it.
 //
+// # Merge files
+//
+// A merge rule (". FILE") reads FILE's rules into the list where the rule
+// is, when it is added; a dir-merge rule (": FILE") stands for the rules of
+// the file of that name in each directory a walk enters, before those
+// inherited from the directories above (Dir, Scopes). Their modifiers are
+// rsync's: "-" and "+" (the file holds patterns to exclude or include),
+// "C" (a .cvsignore: "n", "w" and "-", and "!" clears), "e" (the file
+// itself is excluded), "n" (not inherited), "w" (split on whitespace), "s",
+// "r" and "/" for the rules read. "-C" adds rsync's CVS excludes.
+//
 // # Differences from rsync
 //
-// Merge rules ("." and ":"), and the modifiers "/", "C", "p" and "x", are
-// not supported: Add returns an error for them. rsync accepts a wildcard
+// The modifiers "p" and "x" are not supported: Add returns an error for
+// them. A per-directory file may not hold a merge rule, nor a dir-merge
+// rule for a file not already in force (rsync reads them). rsync accepts a wildcard
 // pattern that can never match (an unterminated "[", an unknown
 // "[:name:]", a trailing '\'), and a pattern that is only '/'; Add rejects
 // them.
@@ -381,6 +393,7 @@ type fileCtx struct {
 	merges []*dirMerge // the dir-merge rules in force (a per-directory file's own ':' rules must be one of them)
 	depth  int         // merge files within merge files
 	clear  func()      // a per-directory file's "!": it also clears what the directory inherits
+	secret bool        // an error names the line, not what it holds
 }
 
 // maxMergeDepth bounds merge files that name each other.
@@ -512,6 +525,9 @@ func (r *Rules) readRules(list *[]rule, rd io.Reader, t tmpl, in *fileCtx) error
 					continue
 				}
 				if err := r.addTok(list, tok, t, in); err != nil {
+					if in.secret {
+						return fmt.Errorf("%s line %d: not a filter rule bulkmove reads", in.name, n)
+					}
 					return fmt.Errorf("%s line %d: filter rule %q: %w", in.name, n, tok, err)
 				}
 			}

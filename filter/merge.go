@@ -39,6 +39,10 @@ type Tree struct {
 	// each directory from there down to Root's parent, as rsync's sender
 	// does; only the files under Root count.
 	NoParents bool
+	// Secret: an error about a line of a per-directory file does not
+	// quote it (a receiver reads the files a sender names, and must not
+	// hand the sender a line of a file it could not otherwise read).
+	Secret bool
 }
 
 // Dir is the rules in force for the names of one directory of a tree: the
@@ -51,10 +55,11 @@ type Dir struct {
 }
 
 type tree struct {
-	r    *Rules
-	root string // Root, absolute
-	abs  string // what goes before a path to make it absolute, without the leading '/'
-	read func(dir, name string) ([]byte, error)
+	r      *Rules
+	secret bool
+	root   string // Root, absolute
+	abs    string // what goes before a path to make it absolute, without the leading '/'
+	read   func(dir, name string) ([]byte, error)
 }
 
 // Top returns the rules in force above the root of t: the Dir whose Sub(".")
@@ -71,7 +76,7 @@ func (r *Rules) Top(t Tree) (*Dir, error) {
 	if real, err := filepath.EvalSymlinks(root); err == nil {
 		root = real // as rsync's getcwd()
 	}
-	tr := &tree{r: r, root: root, read: t.Read}
+	tr := &tree{r: r, root: root, read: t.Read, secret: t.Secret}
 	if root != "/" {
 		tr.abs = root[1:] + "/"
 	}
@@ -158,7 +163,7 @@ func (t *tree) parse(m *dirMerge, dir string, read func() ([]byte, error)) (*par
 		return nil, fmt.Errorf("filter file %s: %w", full, err)
 	}
 	p := new(parsed)
-	in := &fileCtx{name: full, perDir: true, merges: t.r.merges}
+	in := &fileCtx{name: full, perDir: true, merges: t.r.merges, secret: t.secret}
 	in.anchor = func(pat string) (string, bool) {
 		if filepath.IsAbs(dir) {
 			// Above the tree: matched against absolute paths.

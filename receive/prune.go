@@ -51,7 +51,7 @@ func (p *Pruning) protection(recv *extract.Receiver, text []string, dir string) 
 				return nil, fmt.Errorf("%w: %v", wire.ErrProtocol, err)
 			}
 		}
-		top, err := rules.Top(filter.Tree{Root: recv.Dir(), Read: recv.ReadRulesFile, NoParents: true})
+		top, err := rules.Top(filter.Tree{Root: recv.Dir(), Read: recv.ReadRulesFile, NoParents: true, Secret: true})
 		if err != nil {
 			return nil, err
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/bulkmove/bulkmove/receive"
@@ -278,4 +279,54 @@ func TestApplyPruneExactSwappedDir(t *testing.T) {
 		t.Errorf("removed through the symlink: %v", err)
 	}
 	t.Logf("error: %s", res.Errors[0])
+}
+
+// TestApplyPrunePerDirectoryRules: a dir-merge rule has the receiver read
+// the named file in each pruned directory of DEST and its parents (as
+// rsync's receiver): what it excludes stays. A file it cannot parse stops
+// that directory's prune with an error naming the file and line, quoting
+// nothing of it; so does a symlink, not followed.
+func TestApplyPrunePerDirectoryRules(t *testing.T) {
+	dst, recv := pruneDest(t, ".rules", "top")
+	write := func(name, content string) {
+		t.Helper()
+		p := filepath.Join(dst, name)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(".rules", "- *.keep\n")
+	write("d/.rules", "- mine\n")
+	for _, n := range []string{"d/a.keep", "d/mine", "d/gone", "d/e/mine", "d/e/b.keep", "d/e/gone", "f/.rules", "f/x"} {
+		write(n, "")
+	}
+	write("f/.rules", "password=hunter2\n")
+	os.MkdirAll(filepath.Join(dst, "g"), 0o755)
+	os.Symlink("../d/.rules", filepath.Join(dst, "g", ".rules"))
+	write("g/mine", "")
+	var p receive.Pruning
+	defer p.Close()
+	req := &wire.PruneRequest{ID: 1, Rules: []string{": .rules"}, Dirs: []wire.PruneDir{
+		{Dir: "d", Names: []string{".rules", "e"}}, {Dir: "d/e"}, {Dir: "f", Names: []string{".rules"}}, {Dir: "g"},
+	}}
+	res, err := receive.ApplyPrune(recv, &p, req, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"d/a.keep", "d/mine", "d/e/mine", "d/e/b.keep", "f/x", "g/mine"} {
+		if _, err := os.Lstat(filepath.Join(dst, n)); err != nil {
+			t.Errorf("%s: %v", n, err)
+		}
+	}
+	for _, n := range []string{"d/gone", "d/e/gone"} {
+		if _, err := os.Lstat(filepath.Join(dst, n)); err == nil {
+			t.Errorf("%s is still there", n)
+		}
+	}
+	errs := fmt.Sprint(res.Errors)
+	if len(res.Errors) != 2 || !strings.Contains(errs, filepath.Join(dst, "f/.rules")+" line 1: not a filter rule") || strings.Contains(errs, "hunter2") ||
+		!strings.Contains(errs, "g/.rules") {
+		t.Errorf("errors %q, want one naming f/.rules line 1 without its content, and one for the symlink g/.rules", res.Errors)
+	}
 }

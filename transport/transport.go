@@ -202,3 +202,25 @@ func (o *Opened) Abort() {
 		c.Abort()
 	}
 }
+
+// Splice copies between a and b both ways until both directions end,
+// passing on each end of input (a half-close where the connection has
+// one), then closes both: a relay of a stream it need not read.
+func Splice(a, b io.ReadWriteCloser) {
+	done := make(chan struct{}, 2)
+	cp := func(dst, src io.ReadWriteCloser) {
+		io.Copy(dst, src)
+		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
+			cw.CloseWrite()
+		} else {
+			dst.Close()
+		}
+		done <- struct{}{}
+	}
+	go cp(a, b)
+	go cp(b, a)
+	<-done
+	<-done
+	a.Close()
+	b.Close()
+}

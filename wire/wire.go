@@ -81,6 +81,8 @@ import (
 // change modes (Chmod), and a manifest may end with the sender's names of
 // its owners (BatchManifest.Names); an older agent would keep the owners
 // and modes as sent, and refuse the names.
+// Also 18: a remote-to-remote move starts CmdR2RSend on SRC's host; an
+// older bulkmove there would refuse it as an unknown flag.
 const Proto = 18
 
 // The first words of the internal commands, which one end starts on the
@@ -91,6 +93,7 @@ const (
 	CmdAgent   = "--agent"    // the receiver of a push: receive/agentd
 	CmdSendHub = "--send-hub" // the sender of a pull: transport/accepted
 	CmdJoin    = "--join"     // a stream's relay to a hub's socket
+	CmdR2RSend = "--r2r-send" // the sender of a remote-to-remote move, on SRC's host
 )
 
 // Frame types.

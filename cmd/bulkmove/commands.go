@@ -75,6 +75,8 @@ var commands = []command{
 		head: hubUsage, setup: hubFlags},
 	{name: wire.CmdJoin, internal: true, summary: "relay a stream to a hub's socket",
 		head: joinUsage, setup: joinFlags},
+	{name: wire.CmdR2RSend, internal: true, summary: "the sending end that a remote-to-remote move starts",
+		head: r2rUsage, setup: r2rSendFlags},
 }
 
 // commandFor finds the command that args name, and the rest of args: the

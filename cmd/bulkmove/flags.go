@@ -75,6 +75,7 @@ func registerCompare(fs *pflag.FlagSet, c *engine.Config) {
 		fs.BoolVar(&c.SSH.AcceptNew, "accept-new-host-key", c.SSH.AcceptNew, "record the host key of a host not yet in known_hosts (a changed key is always refused)")
 		fs.BoolVar(&c.SSH.PasswordAuth, "password-auth", c.SSH.PasswordAuth, "allow password authentication, asked on the terminal")
 		fs.DurationVar(&c.SSH.Linger, "linger", c.SSH.Linger, "keep the remote agent `duration` after the job, so that the next push to the host starts at once, without a login shell (a later push without --linger uses it and ends it)")
+		fs.BoolVar(&c.SSH.ForwardAgent, "forward-agent", c.SSH.ForwardAgent, "remote to remote: let SRC's host log in to DEST's with this host's SSH agent, if it pushes over SSH (as ssh -A)")
 		fs.StringVar(&c.SSH.RemoteBulkmove, "remote-bulkmove", c.SSH.RemoteBulkmove, "`path` of bulkmove on the remote host (default: bulkmove on its PATH, else upload this binary)")
 		fs.BoolVar(&c.ViaAgent, "via-agent", c.ViaAgent, "run K local `bulkmove --agent` processes and talk the wire protocol to them (the SSH path, without SSH)")
 		fs.StringVar(&c.Serve.TokenFile, "token-file", c.Serve.TokenFile, "bulkmove://: present the token in `FILE` to the server")

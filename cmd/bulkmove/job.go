@@ -44,6 +44,7 @@ func runJob(ctx context.Context, j engine.Job, commandLine, preset []string) (co
 		}
 	}
 	j.Watch = progress(tw, j.Stderr, c.Progress, c.Verbose)
+	j.RemoteProgress = remoteProgress(tw, j.Stderr, c.Verbose)
 	ctx, drain, stop := interrupts(ctx, c.Grace, j.Stderr)
 	defer stop()
 	limit, stopLimit := bwSignals()

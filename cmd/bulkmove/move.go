@@ -16,6 +16,7 @@ const moveUsage = `bulkmove moves the contents of SRC into DEST over K parallel 
 Usage: bulkmove [OPTION]... SRC DEST
        bulkmove [OPTION]... SRC [USER@]HOST:DEST        push over SSH
        bulkmove [OPTION]... [USER@]HOST:SRC DEST        pull over SSH
+       bulkmove [OPTION]... HOST1:SRC HOST2:DEST        HOST1 to HOST2, from here
        bulkmove [OPTION]... SRC bulkmove://HOST:PORT/NAME/PATH  to a serve
        bulkmove COMMAND [OPTION]...                     (commands at the end)
 

@@ -17,6 +17,7 @@ import (
 	"github.com/bulkmove/bulkmove/internal/engine/resume"
 	"github.com/bulkmove/bulkmove/internal/engine/throttle"
 	"github.com/bulkmove/bulkmove/internal/itemize"
+	"github.com/bulkmove/bulkmove/internal/progressline"
 	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/internal/units"
 	"github.com/bulkmove/bulkmove/metrics"
@@ -58,8 +59,9 @@ type job struct {
 
 	// What the caller follows the job by: Job.Trace and Job.Watch (nil:
 	// nothing).
-	debug io.Writer
-	watch func(*metrics.Job) (stop func())
+	debug          io.Writer
+	watch          func(*metrics.Job) (stop func())
+	remoteProgress func() (show func(progressline.Job), stop func())
 
 	target
 	dialer
@@ -74,6 +76,7 @@ type target struct {
 	serveAddr string            // DEST is bulkmove://serveAddr/...
 	hub       []accepted.Stream // send-hub: the streams the receiver opened
 	as        string            // send-hub: the name of a single-file SRC at the receiver
+	direct    *directDest       // DEST is an agent's data plane another host started (R2RSender)
 }
 
 // dialer is the job's transport, chosen once (connect): it opened the K
@@ -130,8 +133,8 @@ func (j *job) run(ctx context.Context) Outcome {
 			return j.fail(UsageError, err)
 		}
 		if remote {
-			if _, r, _ := sshx.ParseTarget(j.dst); r {
-				return j.fail(UsageError, errors.New("both SRC and DEST are remote: run bulkmove on one of the hosts"))
+			if d, r, err := sshx.ParseTarget(j.dst); r && err == nil {
+				return j.remoteToRemote(ctx, t, d)
 			}
 			return j.pull(ctx, t)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/bulkmove/bulkmove/internal/engine/event"
 	"github.com/bulkmove/bulkmove/internal/engine/throttle"
+	"github.com/bulkmove/bulkmove/internal/progressline"
 	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/metrics"
 )
@@ -58,6 +59,12 @@ type Job struct {
 	// set, counts them, for the pass's footer.
 	Log    io.Writer
 	Logged *Logged
+	// RemoteProgress, if set, is told the progress of a remote-to-remote
+	// move, which box1's sender measures, for the display; it returns
+	// the function that ends the display.
+	RemoteProgress func() (show func(progressline.Job), stop func())
+
+	direct *directDest // DEST is an agent's data plane (R2RSender)
 }
 
 // newJob is the job's state for j, reporting to stderr.
@@ -67,7 +74,8 @@ func (j Job) newJob(stderr io.Writer) *job {
 		stdin = os.Stdin
 	}
 	jb := &job{flags: j.Config, stdin: stdin, stdout: j.Stdout, stderr: stderr, src: j.Src, dst: j.Dst, exitCode: j.ExitCode,
-		debug: j.Trace, watch: j.Watch, log: j.Log, logged: j.Logged, statsOut: j.Stdout}
+		debug: j.Trace, watch: j.Watch, log: j.Log, logged: j.Logged, statsOut: j.Stdout, remoteProgress: j.RemoteProgress}
+	jb.direct = j.direct
 	jb.out, jb.logFmt = j.Config.formats()
 	if j.Log == nil {
 		jb.logFmt = nil

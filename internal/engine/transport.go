@@ -12,6 +12,7 @@ import (
 	"github.com/bulkmove/bulkmove/receive/extract"
 	"github.com/bulkmove/bulkmove/send"
 	"github.com/bulkmove/bulkmove/transport"
+	"github.com/bulkmove/bulkmove/transport/direct"
 	"github.com/bulkmove/bulkmove/transport/local"
 	"github.com/bulkmove/bulkmove/transport/viaagent"
 	"github.com/bulkmove/bulkmove/wire"
@@ -49,6 +50,8 @@ func (j *job) pending() int {
 // (--via-agent), or the receiver in this process.
 func (j *job) transport(p plan) (transport.Transport, error) {
 	switch {
+	case j.direct != nil:
+		return &direct.Transport{Host: j.direct.host, Name: j.direct.name, Offer: j.direct.offer, Dialer: j.dialerFor(p)}, nil
 	case j.serveAddr != "":
 		return j.serveTransport(p)
 	case j.remote != nil:

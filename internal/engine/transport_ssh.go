@@ -24,6 +24,9 @@ type SSHConfig struct {
 	PasswordAuth   bool
 	RemoteBulkmove string
 	Linger         time.Duration
+	// ForwardAgent is --forward-agent: a remote-to-remote move's box1
+	// may log in to box2 with this host's SSH agent.
+	ForwardAgent bool
 	// Rsh is -e: the command (the system's OpenSSH, with options) that
 	// runs the remote commands, in place of the built-in client.
 	Rsh string

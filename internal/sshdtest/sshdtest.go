@@ -42,7 +42,8 @@ import (
 type Server struct {
 	// Dir is the server's temporary directory (config, keys, log).
 	Dir string
-	// Host is "127.0.0.1"; Port is the port sshd listens on; Addr is Host:Port.
+	// Host is "127.0.0.1" (or WithNetns's address); Port is the port sshd
+	// listens on; Addr is Host:Port.
 	Host string
 	Port int
 	Addr string
@@ -78,6 +79,7 @@ type config struct {
 	extra          []string
 	hostKeyPEM     []byte
 	noSFTP         bool
+	netns, host    string
 }
 
 // Option changes how Start configures sshd.
@@ -115,6 +117,11 @@ func WithoutSFTP() Option { return func(c *config) { c.noSFTP = true } }
 func WithConfig(lines ...string) Option {
 	return func(c *config) { c.extra = append(c.extra, lines...) }
 }
+
+// WithNetns runs sshd in the network namespace ns (ip netns exec, as
+// root), listening on host, an address it has there: a host of its own
+// for a test of more than one machine.
+func WithNetns(ns, host string) Option { return func(c *config) { c.netns, c.host = ns, host } }
 
 // WithHostKey uses the given OpenSSH-format private key (PEM bytes) as the
 // host key instead of generating one.
@@ -191,6 +198,9 @@ func Start(tb testing.TB, opts ...Option) *Server {
 	}
 	dir := tb.TempDir()
 	s := &Server{Dir: dir, Host: "127.0.0.1", tb: tb}
+	if c.host != "" {
+		s.Host = c.host
+	}
 
 	u, err := user.Current()
 	if err != nil {
@@ -242,7 +252,7 @@ func Start(tb testing.TB, opts ...Option) *Server {
 		s.Addr = net.JoinHostPort(s.Host, strconv.Itoa(port))
 		s.ConfigFile = filepath.Join(dir, "sshd_config")
 		mustWrite(tb, s.ConfigFile, []byte(s.sshdConfig(&c, hostKeyPath, akPath)), 0o644)
-		if lastErr = s.run(sshd); lastErr == nil {
+		if lastErr = s.run(sshd, c.netns); lastErr == nil {
 			break
 		}
 		if !strings.Contains(lastErr.Error(), "Address already in use") {
@@ -308,8 +318,12 @@ func (s *Server) sshdConfig(c *config, hostKeyPath, akPath string) string {
 	return b.String()
 }
 
-func (s *Server) run(sshd string) error {
+func (s *Server) run(sshd, netns string) error {
 	cmd := exec.Command(sshd, "-D", "-e", "-f", s.ConfigFile)
+	if netns != "" {
+		// ip execs sshd in the namespace: the process is sshd.
+		cmd = exec.Command("ip", "netns", "exec", netns, sshd, "-D", "-e", "-f", s.ConfigFile)
+	}
 	cmd.Dir = s.Dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	// An *os.File, not an io.Writer: the per-connection sshd children

@@ -110,6 +110,13 @@ func (t *Transport) start(ctx context.Context, clients []sshx.Link, k int) (conn
 			sess.Close()
 			return nil, true, fmt.Errorf("ssh %s: %w", host, err)
 		}
+		if t.handOff {
+			t.mu.Lock()
+			t.hubSess, t.clients = sess, []sshx.Link{clients[0]}
+			t.handed = &Agent{Host: t.dataHost(clients[0]), Name: host, Offer: offer}
+			t.mu.Unlock()
+			return nil, true, nil
+		}
 		conns, err := t.startData(ctx, clients[0], sess, offer, k)
 		return conns, true, err
 	}

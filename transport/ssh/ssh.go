@@ -33,6 +33,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strconv"
 	"sync"
 	"time"
 
@@ -118,6 +119,59 @@ type Transport struct {
 	// pending is how many of the job's streams Open left to Add: they
 	// join once their connections are up (see Pending).
 	pending int
+
+	// handOff: the agent's data plane is for another host's sender
+	// (StartAgent), which handed describes once it is up.
+	handOff bool
+	handed  *Agent
+}
+
+// Agent is an agent started for a sender on another host (a move from
+// one remote host to another): where its data plane listens (Host, an
+// address; Name, the host as messages name it) and its offer.
+type Agent struct {
+	Host, Name string
+	Offer      dataplane.Offer
+}
+
+// StartAgent starts the agent for k streams with its data plane (TLS
+// unless Config.Data says tcp) and returns its offer, without opening a
+// stream: a sender elsewhere opens them. The agent runs until Close.
+func (t *Transport) StartAgent(ctx context.Context, k int) (Agent, error) {
+	if t.data == "" || t.data == "auto" {
+		t.data = "tls"
+	}
+	t.handOff = true
+	if _, err := t.Open(ctx, k); err != nil {
+		return Agent{}, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.handed == nil {
+		t.closeLocked()
+		return Agent{}, fmt.Errorf("ssh %s: the agent offered no data plane (an older bulkmove?)", t.cfg.Target.Host)
+	}
+	return *t.handed, nil
+}
+
+// DialAgent opens a connection to the agent's data plane (StartAgent)
+// from its own host, through sshd's forwarding: a relay's way in where
+// the data port is not reachable from outside.
+func (t *Transport) DialAgent(ctx context.Context) (net.Conn, error) {
+	t.mu.Lock()
+	var c sshx.Link
+	if len(t.clients) > 0 {
+		c = t.clients[0]
+	}
+	a := t.handed
+	t.mu.Unlock()
+	d, ok := c.(interface {
+		DialRemote(ctx context.Context, addr string) (net.Conn, error)
+	})
+	if a == nil || !ok {
+		return nil, fmt.Errorf("ssh %s: no agent to forward to: %w", t.cfg.Target.Host, transport.ErrUnsupported)
+	}
+	return d.DialRemote(ctx, net.JoinHostPort(a.Host, strconv.Itoa(a.Offer.Port)))
 }
 
 // New is the SSH transport of cfg.
@@ -350,6 +404,12 @@ func (t *Transport) Close() error {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.closeLocked()
+	return nil
+}
+
+// closeLocked is Close's, with t.mu held.
+func (t *Transport) closeLocked() {
 	if t.hubSess != nil {
 		t.hubSess.Close()
 	}
@@ -362,7 +422,6 @@ func (t *Transport) Close() error {
 	if t.cfg.OpenSSH != nil {
 		t.cfg.OpenSSH.Close()
 	}
-	return nil
 }
 
 // command is the remote command that runs this sender's agent binary

@@ -45,10 +45,7 @@ func (t *Transport) dial(ctx context.Context, name string, r io.Reader, rw io.Re
 // joining the hub's socket through a connection of its own.
 func (t *Transport) startData(ctx context.Context, c sshx.Link, sess sshx.Proc, offer dataplane.Offer, k int) ([]send.Conn, error) {
 	d := t.cfg.Dialer
-	host := c.HostName()
-	if ip := net.ParseIP(strings.Trim(t.cfg.DataAddr, "[]")); ip != nil && !ip.IsUnspecified() {
-		host = ip.String() // the network asked for, maybe not SSH's
-	}
+	host := t.dataHost(c)
 	dt := &direct.Transport{Host: host, Name: c.Host(), Offer: offer, Dialer: t.dialer(), DialConn: t.cfg.DialData}
 	up, err := dt.Open(ctx, k)
 	t.mu.Lock()
@@ -82,6 +79,15 @@ func (t *Transport) startData(ctx context.Context, c sshx.Link, sess sshx.Proc, 
 		return nil, fmt.Errorf("no stream could be opened, over the data plane (%v) or SSH", err)
 	}
 	return up, nil
+}
+
+// dataHost is where the agent's data plane is reached: the address
+// --data-addr asked for, else the host SSH reached over c.
+func (t *Transport) dataHost(c sshx.Link) string {
+	if ip := net.ParseIP(strings.Trim(t.cfg.DataAddr, "[]")); ip != nil && !ip.IsUnspecified() {
+		return ip.String() // the network asked for, maybe not SSH's
+	}
+	return c.HostName()
 }
 
 // Redial implements transport.Transport: stream i again, through its SSH

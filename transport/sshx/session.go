@@ -59,9 +59,21 @@ func (s *Session) ShowStderr() {
 }
 
 func (c *Client) start(ctx context.Context, cmd string, stderr io.Writer) (*Session, error) {
+	return c.startWith(ctx, cmd, stderr, c.alias+": ", nil)
+}
+
+// startWith is start, with its stderr's lines prefixed with prefix, and
+// setup (if set) run on the session before the command starts.
+func (c *Client) startWith(ctx context.Context, cmd string, stderr io.Writer, prefix string, setup func(*ssh.Session) error) (*Session, error) {
 	s, err := c.ssh.NewSession()
 	if err != nil {
 		return nil, fmt.Errorf("ssh %s: opening a session: %w", c.alias, err)
+	}
+	if setup != nil {
+		if err := setup(s); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("ssh %s: %w", c.alias, err)
+		}
 	}
 	stdin, err := s.StdinPipe()
 	if err != nil {
@@ -73,7 +85,7 @@ func (c *Client) start(ctx context.Context, cmd string, stderr io.Writer) (*Sess
 		s.Close()
 		return nil, fmt.Errorf("ssh %s: %w", c.alias, err)
 	}
-	sink := &stderrSink{out: stderr, prefix: c.alias + ": "}
+	sink := &stderrSink{out: stderr, prefix: prefix}
 	s.Stderr = sink
 	if err := s.Start(cmd); err != nil {
 		s.Close()

@@ -192,6 +192,7 @@ func WriteUsageEnd(w io.Writer, err error, code int) {
 type Writer struct {
 	mu    sync.Mutex
 	enc   *json.Encoder
+	out   io.Writer
 	ended bool // an end (or verify) event went out
 }
 
@@ -201,7 +202,7 @@ func NewWriter(w io.Writer) *Writer {
 	// Not for a web page: <, > and & as they are (-i's ">f+++++++++",
 	// paths), not as \u003e.
 	enc.SetEscapeHTML(false)
-	return &Writer{enc: enc}
+	return &Writer{enc: enc, out: w}
 }
 
 // Emit writes an event; h points at its Head, whose Type is set and Time
@@ -252,4 +253,18 @@ func (w *Writer) Problem(typ, path, msg string) {
 		ev.PathB64 = base64.StdEncoding.EncodeToString([]byte(path))
 	}
 	w.Emit(typ, &ev.Head, ev)
+}
+
+// Relay writes line, an event another bulkmove wrote (a remote-to-remote
+// move's sender), as it is, and notes whether it ended the job.
+func (w *Writer) Relay(line []byte) {
+	if w == nil {
+		return
+	}
+	var h Head
+	json.Unmarshal(line, &h)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.out.Write(line)
+	w.ended = w.ended || h.Type == "end" || h.Type == "verify"
 }

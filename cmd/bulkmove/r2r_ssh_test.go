@@ -1,0 +1,269 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/bulkmove/bulkmove/internal/gentree"
+	"github.com/bulkmove/bulkmove/internal/sshdtest"
+	"github.com/bulkmove/bulkmove/internal/testbin"
+	"github.com/bulkmove/bulkmove/internal/treecmp"
+)
+
+// r2rHosts are three hosts made for a test, each a network namespace of
+// its own: ctl (the control host), box1 and box2 on one bridge
+// (10.199.0.1, .2 and .3), and a second link between ctl and box2 only
+// (10.199.1.1 and .3), which box1 has no route to. box1 and box2 run an
+// sshd each; box1's HOME is its own, for its ~/.ssh.
+type r2rHosts struct {
+	ctl, ns1, ns2 string
+	box1, box2    *sshdtest.Server
+	home1         string
+	config        string // the control host's ssh_config: box1 and box2
+	bin           string
+}
+
+var r2rSeq atomic.Int32
+
+func newR2RHosts(t *testing.T) *r2rHosts {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: network namespaces")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("needs ip (iproute2)")
+	}
+	bin := testbin.Build(t)
+	id := fmt.Sprintf("bmr%d%d", os.Getpid()%10000, r2rSeq.Add(1))
+	h := &r2rHosts{ctl: id + "c", ns1: id + "a", ns2: id + "b", bin: bin}
+	br := id + "br"
+	ip := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	for _, ns := range []string{br, h.ctl, h.ns1, h.ns2} {
+		ip("netns", "add", ns)
+		t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+		ip("-n", ns, "link", "set", "lo", "up")
+	}
+	ip("-n", br, "link", "add", "br0", "type", "bridge")
+	ip("-n", br, "link", "set", "br0", "up")
+	for i, ns := range []string{h.ctl, h.ns1, h.ns2} {
+		port := fmt.Sprintf("p%d", i)
+		ip("link", "add", port, "netns", br, "type", "veth", "peer", "name", "eth0", "netns", ns)
+		ip("-n", br, "link", "set", port, "master", "br0", "up")
+		ip("-n", ns, "addr", "add", fmt.Sprintf("10.199.0.%d/24", i+1), "dev", "eth0")
+		ip("-n", ns, "link", "set", "eth0", "up")
+	}
+	ip("link", "add", "side", "netns", h.ctl, "type", "veth", "peer", "name", "side", "netns", h.ns2)
+	ip("-n", h.ctl, "addr", "add", "10.199.1.1/24", "dev", "side")
+	ip("-n", h.ns2, "addr", "add", "10.199.1.3/24", "dev", "side")
+	ip("-n", h.ctl, "link", "set", "side", "up")
+	ip("-n", h.ns2, "link", "set", "side", "up")
+
+	path := "PATH=" + filepath.Dir(bin) + ":/usr/bin:/bin"
+	h.home1 = shmDir(t)
+	h.box1 = sshdtest.Start(t, sshdtest.WithNetns(h.ns1, "10.199.0.2"), sshdtest.WithEnv(path, "HOME="+h.home1))
+	h.box2 = sshdtest.Start(t, sshdtest.WithNetns(h.ns2, "10.199.0.3"), sshdtest.WithEnv(path, "HOME="+shmDir(t)))
+	var cfg bytes.Buffer
+	for _, s := range []struct {
+		alias string
+		srv   *sshdtest.Server
+	}{{"box1", h.box1}, {"box2", h.box2}} {
+		b, err := os.ReadFile(s.srv.WriteSSHConfig(s.alias))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Write(b)
+	}
+	h.config = filepath.Join(shmDir(t), "ssh_config")
+	if err := os.WriteFile(h.config, cfg.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// box1Knows writes box1's own ~/.ssh/config for box2, with knownHosts
+// as its known_hosts.
+func (h *r2rHosts) box1Knows(t *testing.T, knownHosts string) {
+	t.Helper()
+	dir := filepath.Join(h.home1, ".ssh")
+	os.MkdirAll(dir, 0o700)
+	conf := fmt.Sprintf("Host box2\n  HostName %s\n  Port %d\n  User %s\n  IdentityFile %s\n  UserKnownHostsFile %s\n  StrictHostKeyChecking yes\n",
+		h.box2.Host, h.box2.Port, h.box2.User, h.box2.UserKey, knownHosts)
+	if err := os.WriteFile(filepath.Join(dir, "config"), []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// run runs bulkmove on the control host with the ssh_config of both
+// boxes: its stdout, stderr and exit code.
+func (h *r2rHosts) run(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command("ip", append([]string{"netns", "exec", h.ctl, h.bin, "--ssh-config", h.config}, args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	t.Logf("bulkmove %s:\n%s", strings.Join(args, " "), stderr.String())
+	return stdout.String(), stderr.String(), exitOf(t, err)
+}
+
+// trickyTree makes a tree with every kind of entry a move keeps: gentree's
+// mixed tree (modes, mtimes, hard links, symlinks, empty directories),
+// odd names, a file large enough to be split over the streams, and a
+// sparse one.
+func trickyTree(t *testing.T, dir string) {
+	t.Helper()
+	if err := gentree.Mixed(dir, 300, 30); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"with space", "new\nline", "bad\xff\xfeutf8", strings.Repeat("L", 255), "tab\there"} {
+		os.WriteFile(filepath.Join(dir, n), []byte(n), 0o644)
+	}
+	big := bytes.Repeat([]byte("0123456789abcdef"), 3<<20) // 48 MiB
+	os.WriteFile(filepath.Join(dir, "big"), big, 0o644)
+	f, err := os.Create(filepath.Join(dir, "sparse"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteAt([]byte("end"), 64<<20)
+	f.Close()
+}
+
+// TestR2RDirect: bulkmove box1:SRC box2:DEST on a control host moves the
+// tricky tree straight from box1 to box2 (-v says so), and leaves DEST
+// exactly as a push and a pull of the same tree do; with --json, the
+// events are box1's, ending with the exit code.
+func TestR2RDirect(t *testing.T) {
+	h := newR2RHosts(t)
+	dir := shmDir(t)
+	src := filepath.Join(dir, "src")
+	trickyTree(t, src)
+	at := func(n string) string { return filepath.Join(dir, n) }
+
+	out, errOut, code := h.run(t, "-v", "-j", "3", "box1:"+src, "box2:"+at("r2r"))
+	if code != 0 {
+		t.Fatalf("remote to remote: exit %d:\n%s%s", code, out, errOut)
+	}
+	if !strings.Contains(errOut, "box1 sends straight to box2's data port 10.199.0.3:") {
+		t.Errorf("-v does not say the direct path was taken:\n%s", errOut)
+	}
+	if strings.Contains(errOut, "through this host") {
+		t.Errorf("relayed although box1 reaches box2:\n%s", errOut)
+	}
+	if _, errOut, code := h.run(t, "-j", "3", src, "box2:"+at("push")); code != 0 {
+		t.Fatalf("push: exit %d:\n%s", code, errOut)
+	}
+	if _, errOut, code := h.run(t, "-j", "3", "box1:"+src, at("pull")); code != 0 {
+		t.Fatalf("pull: exit %d:\n%s", code, errOut)
+	}
+	own := treecmp.Options{Owner: true}
+	treecmp.Equal(t, src, at("r2r"), own)
+	treecmp.Equal(t, at("push"), at("r2r"), own)
+	treecmp.Equal(t, at("pull"), at("r2r"), own)
+
+	// Again with --json, into a DEST with a file SRC lacks and --delete:
+	// nothing to send, the stray file goes, the events end with 0.
+	os.WriteFile(filepath.Join(at("r2r"), "stray"), []byte("x"), 0o644)
+	out, errOut, code = h.run(t, "--json", "--delete", "box1:"+src, "box2:"+at("r2r"))
+	if code != 0 {
+		t.Fatalf("--json --delete: exit %d:\n%s%s", code, out, errOut)
+	}
+	treecmp.Equal(t, src, at("r2r"), own)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	var first, last struct {
+		Type     string `json:"type"`
+		ExitCode *int   `json:"exit_code"`
+		Skipped  int64  `json:"skipped"`
+	}
+	if json.Unmarshal([]byte(lines[0]), &first) != nil || first.Type != "start" {
+		t.Errorf("first event %q, want start", lines[0])
+	}
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &last); err != nil || last.Type != "end" || last.ExitCode == nil || *last.ExitCode != 0 {
+		t.Errorf("last event %q, want end with exit_code 0", lines[len(lines)-1])
+	}
+	for _, l := range lines {
+		if strings.Contains(l, "\x00") || !strings.HasPrefix(l, "{") {
+			t.Errorf("not an event on stdout: %q", l)
+		}
+	}
+}
+
+// TestR2RFallback: box2's data plane where box1 cannot reach it (on the
+// link only the control host has): box1 pushes over SSH with its own keys
+// when it has them, and else the control host relays, warning; -v says
+// why, each time, and DEST is SRC.
+func TestR2RFallback(t *testing.T) {
+	h := newR2RHosts(t)
+	dir := shmDir(t)
+	src := filepath.Join(dir, "src")
+	trickyTree(t, src)
+	own := treecmp.Options{Owner: true}
+
+	h.box1Knows(t, h.box2.KnownHostsFile)
+	dst := filepath.Join(dir, "viassh")
+	out, errOut, code := h.run(t, "-v", "--data-addr", "10.199.1.3", "box1:"+src, "box2:"+dst)
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s%s", code, out, errOut)
+	}
+	for _, want := range []string{"box1 cannot reach box2's data port 10.199.1.3:", "box1 pushes to box2 over SSH with its own keys"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut)
+		}
+	}
+	if strings.Contains(errOut, "through this host") {
+		t.Errorf("relayed although box1 logs in to box2:\n%s", errOut)
+	}
+	treecmp.Equal(t, src, dst, own)
+
+	os.RemoveAll(filepath.Join(h.home1, ".ssh")) // box1 cannot log in to box2
+	dst = filepath.Join(dir, "relayed")
+	out, errOut, code = h.run(t, "-v", "--data-addr", "10.199.1.3", "box1:"+src, "box2:"+dst)
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s%s", code, out, errOut)
+	}
+	for _, want := range []string{"box1 cannot reach box2's data port", "warning: remote to remote: every byte goes through this host", "nor box2 over SSH"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut)
+		}
+	}
+	treecmp.Equal(t, src, dst, own)
+}
+
+// TestR2RHostKeyChanged: box1's known_hosts holds another key for box2:
+// the SSH path fails with OpenSSH's warning, and no relay is tried behind
+// its back; nothing lands at DEST.
+func TestR2RHostKeyChanged(t *testing.T) {
+	h := newR2RHosts(t)
+	dir := shmDir(t)
+	src := filepath.Join(dir, "src")
+	os.MkdirAll(src, 0o755)
+	os.WriteFile(filepath.Join(src, "f"), []byte("data"), 0o644)
+	other := sshdtest.Start(t) // only for a key that is not box2's
+	kh := filepath.Join(h.home1, "known_hosts")
+	os.WriteFile(kh, []byte(h.box2.KnownHostsName()+" "+other.HostKeyLine+"\n"), 0o600)
+	h.box1Knows(t, kh)
+	dst := filepath.Join(dir, "dst")
+	out, errOut, code := h.run(t, "-v", "--data-addr", "10.199.1.3", "box1:"+src, "box2:"+dst)
+	if code != 3 {
+		t.Errorf("exit %d, want 3:\n%s%s", code, out, errOut)
+	}
+	if !strings.Contains(errOut, "REMOTE HOST IDENTIFICATION HAS CHANGED") {
+		t.Errorf("stderr does not say box2's key changed:\n%s", errOut)
+	}
+	if strings.Contains(errOut, "through this host") {
+		t.Errorf("relayed after a changed host key:\n%s", errOut)
+	}
+	if _, err := os.Stat(filepath.Join(dst, "f")); err == nil {
+		t.Errorf("the file landed at DEST")
+	}
+}

@@ -1,0 +1,272 @@
+package engine
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/bulkmove/bulkmove/internal/engine/autojobs"
+	"github.com/bulkmove/bulkmove/internal/progressline"
+	"github.com/bulkmove/bulkmove/internal/termsafe"
+	"github.com/bulkmove/bulkmove/transport"
+	"github.com/bulkmove/bulkmove/transport/ssh"
+	"github.com/bulkmove/bulkmove/transport/sshx"
+	"github.com/bulkmove/bulkmove/wire"
+)
+
+// remoteToRemote moves box1's SRC (src) into box2's DEST (dst) from this
+// host, the control host, which logs in to both: it starts the agent on
+// box2 with its data plane, and on box1 the sender (R2RSender), which it
+// tells how to reach that agent over its stdin. The data goes from box1
+// to box2 by the first of these that connects:
+//
+//  1. box1 dials the agent's data port (TLS, pinned to its fingerprint);
+//  2. box1 pushes over SSH to box2 with its own keys and known_hosts (and
+//     this host's agent, forwarded with --forward-agent): a host key of
+//     box2 that changed there ends the move, no other path is tried;
+//  3. the streams are relayed through this host: box1's sshd listens on
+//     its loopback for them (ssh -R) and this host carries every byte to
+//     the agent's data port, still TLS from box1 to box2, with a warning.
+//
+// box1's sender reports the job as a push does (its messages on stderr,
+// its --json events, -i lines and --stats on stdout) and its progress,
+// which this host draws; its exit status is this command's.
+func (j *job) remoteToRemote(ctx context.Context, src, dst sshx.Target) Outcome {
+	switch {
+	case j.flags.DryRun:
+		return j.fail(UsageError, fmt.Errorf("--dry-run of a remote-to-remote move: run it on %s", src.Host))
+	case j.flags.Scale.FilesFrom != "":
+		return j.fail(UsageError, fmt.Errorf("--files-from with a remote SRC: run it on %s (the list is read where the walk runs)", src.Host))
+	case j.flags.SSH.Rsh != "":
+		return j.fail(UsageError, errors.New("-e with a remote-to-remote move: it needs the built-in SSH client (its forwarding carries the relay)"))
+	}
+	opt := j.flags.SSH.options(isTerminal(os.Stdin))
+	opt.Stderr = j.stderr
+	c1, err := sshx.Dial(ctx, src, opt)
+	if err != nil {
+		return j.fail(Failed, err)
+	}
+	defer c1.Close()
+	if j.flags.SSH.ForwardAgent {
+		if err := c1.ForwardAgent(); err != nil {
+			return j.fail(UsageError, err)
+		}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return j.fail(Failed, err)
+	}
+	bin, err := c1.EnsureAgent(ctx, j.flags.SSH.RemoteBulkmove, Version, wire.Proto, self)
+	if err != nil {
+		return j.fail(Failed, err)
+	}
+	c := j.flags.forR2R()
+	cfg, err := EncodeSenderConfig(c)
+	if err != nil {
+		return j.fail(Failed, err)
+	}
+	path := src.Path
+	if path == "" {
+		path = "."
+	}
+	sess, err := c1.StartOwn(ctx, fmt.Sprintf("%s %s --config %s -- %s", sshx.ShellQuote(bin), wire.CmdR2RSend, cfg, sshx.ShellQuote(path)), j.flags.SSH.ForwardAgent)
+	if err != nil {
+		return j.fail(Failed, err)
+	}
+	defer sess.Close()
+	br := bufio.NewReader(sess)
+	verb, kind := r2rReply(br)
+	if verb != "hello" {
+		return j.fail(Failed, fmt.Errorf("%s: the sender did not start: %v", src.Host, errors.Join(errors.New(strings.TrimSpace(verb+" "+kind)), sess.Wait())))
+	}
+	// The agent's root, as box1's push names it (remoteDest).
+	var p plan
+	if kind == "file" {
+		p.rename = "?"
+	}
+	j.remoteDest(ctx, dst, &p)
+	tr := ssh.New(ssh.Config{Target: dst, Options: opt, Dialer: j.dialerFor(p), Root: p.dstRoot,
+		Nice: j.flags.Gentle.NiceFlags.Text(), AllowFlags: j.allowed().Text(), Allow: wire.Allow(j.allowed()),
+		Data: j.flags.Transport, DataAddr: j.flags.DataAddr, DataPorts: j.flags.DataPorts, RemoteBulkmove: j.flags.SSH.RemoteBulkmove})
+	defer tr.Close()
+	ag, err := tr.StartAgent(ctx, c.Jobs)
+	if err != nil {
+		return j.fail(Failed, err)
+	}
+	say := func(p r2rPath) (string, string) {
+		b, _ := json.Marshal(p)
+		if _, err := fmt.Fprintf(sess, "%s\n", b); err != nil {
+			return "fail", err.Error()
+		}
+		return r2rReply(br)
+	}
+	// 1. box1 dials box2's data port.
+	at := net.JoinHostPort(ag.Host, strconv.Itoa(ag.Offer.Port))
+	verb, why := say(r2rPath{Via: "tls", Dest: j.dst, Host: ag.Host, Name: ag.Name, Offer: ag.Offer.String()})
+	if verb == "go" {
+		j.trace("remote to remote: %s sends straight to %s's data port %s (%s)", src.Host, dst.Host, at, ag.Offer.Mode)
+		return j.r2rFollow(ctx, src.Host, sess, br)
+	}
+	if verb != "no" {
+		return j.r2rFailed(src.Host, sess, why)
+	}
+	direct := why
+	j.trace("remote to remote: %s cannot reach %s's data port %s: %s; trying SSH from %s to %s", src.Host, dst.Host, at, direct, src.Host, dst.Host)
+	// 2. box1 pushes over SSH with its own keys.
+	verb, why = say(r2rPath{Via: "ssh", Dest: j.dst})
+	if verb == "go" {
+		tr.Close() // box1's push starts its own agent
+		j.trace("remote to remote: %s pushes to %s over SSH with its own keys and known_hosts", src.Host, dst.Host)
+		return j.r2rFollow(ctx, src.Host, sess, br)
+	}
+	if verb != "no" {
+		return j.r2rFailed(src.Host, sess, fmt.Sprintf("logging in from %s to %s: %s", src.Host, dst.Host, why))
+	}
+	overSSH := why
+	// 3. Through this host.
+	l, err := c1.ListenRemote("127.0.0.1:0")
+	if err != nil {
+		return j.r2rFailed(src.Host, sess, fmt.Sprintf("no path from %s to %s: its data port %s: %s; SSH from %s: %s; a relay through this host: %v",
+			src.Host, dst.Host, at, direct, src.Host, overSSH, err))
+	}
+	defer l.Close()
+	go j.r2rRelay(ctx, l, tr, at)
+	relayed := ag.Offer
+	relayed.Port = l.Addr().(*net.TCPAddr).Port
+	termsafe.Errorf(j.stderr, "warning: remote to remote: every byte goes through this host: %s reaches neither %s's data port %s (%s) nor %s over SSH (%s)",
+		src.Host, dst.Host, at, direct, dst.Host, overSSH)
+	verb, why = say(r2rPath{Via: "tls", Dest: j.dst, Host: "127.0.0.1", Name: dst.Host + " (relayed)", Offer: relayed.String()})
+	if verb == "go" {
+		j.trace("remote to remote: relayed through this host, %s's loopback port %d to %s", src.Host, relayed.Port, at)
+		return j.r2rFollow(ctx, src.Host, sess, br)
+	}
+	return j.r2rFailed(src.Host, sess, fmt.Sprintf("no path from %s to %s: its data port %s: %s; SSH from %s: %s; a relay through this host: %s",
+		src.Host, dst.Host, at, direct, src.Host, overSSH, why))
+}
+
+// forR2R is c as box1's sender takes it: without what only the control
+// host uses (its log, metrics, progress display, how it reaches either
+// host, the data plane of the agent it starts), and with as many streams
+// as that agent takes (-j auto's start: its data plane admits no more).
+func (c Config) forR2R() Config {
+	s := c
+	if c.Auto.On {
+		s.Jobs = min(autojobs.Start, c.Auto.Max)
+	}
+	s.Auto = AutoJobs{Max: c.Auto.Max}
+	s.LogFile, s.LogLevel = "", DefaultConfig().LogLevel
+	s.Obs = DefaultConfig().Obs
+	s.Progress = "none"
+	s.SSH, s.Serve = SSHConfig{}, ServeClient{}
+	s.Transport, s.DataPorts, s.DataAddr, s.ViaAgent = "ssh", "", "", false
+	return s
+}
+
+// r2rReply reads box1's next line for the control host: its verb (hello,
+// go, no, fail) and the rest. A line that is not one, or none, reads as
+// fail.
+func r2rReply(br *bufio.Reader) (verb, rest string) {
+	line, err := br.ReadString('\n')
+	m, ok := strings.CutPrefix(line, r2rMark)
+	if !ok {
+		if err != nil && line == "" {
+			return "fail", err.Error()
+		}
+		return "fail", fmt.Sprintf("unexpected output %q", strings.TrimSpace(line))
+	}
+	verb, rest, _ = strings.Cut(strings.TrimSpace(m), " ")
+	return verb, rest
+}
+
+// r2rFailed ends a move that found no path: why, and box1's sender, told
+// to stop.
+func (j *job) r2rFailed(box1 string, sess *sshx.Session, why string) Outcome {
+	sess.CloseWrite()
+	sess.Wait()
+	return j.fail(Failed, fmt.Errorf("remote to remote: %s", why))
+}
+
+// r2rFollow follows box1's sender once it runs: its output is this
+// command's, its progress drawn here; a graceful stop asked here is
+// passed on. The outcome is its exit status's.
+func (j *job) r2rFollow(ctx context.Context, box1 string, sess *sshx.Session, br *bufio.Reader) Outcome {
+	var show func(progressline.Job)
+	stop := func() {}
+	if j.remoteProgress != nil {
+		show, stop = j.remoteProgress()
+	}
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-j.drain:
+			io.WriteString(sess, "drain\n")
+		case <-done:
+		}
+	}()
+	for {
+		line, err := br.ReadBytes('\n')
+		if m, ok := bytes.CutPrefix(line, []byte(r2rMark)); ok {
+			if pj, ok := bytes.CutPrefix(m, []byte("progress ")); ok && show != nil {
+				var p progressline.Job
+				if json.Unmarshal(pj, &p) == nil {
+					show(p)
+				}
+			}
+		} else if len(line) > 0 {
+			if j.ev != nil {
+				j.ev.writer().Relay(line)
+			} else {
+				j.stdout.Write(line)
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	stop()
+	werr := sess.Wait()
+	var ee *sshx.ExitError
+	switch {
+	case ctx.Err() != nil:
+		return Interrupted
+	case werr == nil:
+		return Done
+	case errors.As(werr, &ee) && ee.Status > 0:
+		return remoteOutcome(ee.Status)
+	}
+	return j.fail(Failed, fmt.Errorf("remote to remote: the sender on %s: %w", box1, werr))
+}
+
+// r2rRelay carries each stream box1 opens to the forwarded port (l) to
+// the agent's data port at: straight from this host if it reaches it,
+// else through box2's sshd (tr's connection).
+func (j *job) r2rRelay(ctx context.Context, l net.Listener, tr *ssh.Transport, at string) {
+	for {
+		in, err := l.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			d := net.Dialer{Timeout: r2rProbeTimeout}
+			out, err := d.DialContext(ctx, "tcp", at)
+			if err != nil {
+				out, err = tr.DialAgent(ctx)
+			}
+			if err != nil {
+				termsafe.Errorf(j.stderr, "warning: remote to remote: relaying a stream to %s: %v", at, err)
+				in.Close()
+				return
+			}
+			transport.Splice(in, out)
+		}()
+	}
+}

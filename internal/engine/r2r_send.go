@@ -1,0 +1,184 @@
+package engine
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bulkmove/bulkmove/internal/engine/paths"
+	"github.com/bulkmove/bulkmove/internal/engine/throttle"
+	"github.com/bulkmove/bulkmove/internal/progressline"
+	"github.com/bulkmove/bulkmove/metrics"
+	"github.com/bulkmove/bulkmove/transport/dataplane"
+	"github.com/bulkmove/bulkmove/transport/sshx"
+)
+
+// A move from one remote host to another (bulkmove box1:/src box2:/dst
+// on a control host) runs its sender on box1: bulkmove --r2r-send, started
+// by the control host over SSH, which walks SRC and pushes it to DEST the
+// way the control host tells it on stdin (r2rPath): to the agent the
+// control host started on box2 (its data plane, directly or through a
+// relay), or over box1's own SSH to box2. Its stdout carries the job's
+// own (the --json events, -i lines, --stats) and, marked with r2rMark,
+// the lines only the control host reads: hello, the answer to each path
+// it was told, and the progress (progressline.Job, in JSON).
+
+// r2rMark starts a line of box1's stdout that is for the control host
+// only. Nothing else the job writes there holds a NUL: its lines are
+// escaped text or JSON.
+const r2rMark = "\x00r2r "
+
+// r2rPath is one way to reach DEST that the control host tells box1, one
+// JSON line on its stdin. The offer (the token, the certificate's
+// fingerprint) travels only this way: never on box1's command line or
+// disk.
+type r2rPath struct {
+	Via   string `json:"via"`             // "tls" (an agent's data plane) or "ssh" (box1 pushes over its own SSH)
+	Dest  string `json:"dest"`            // DEST, HOST:PATH as the command line named it
+	Host  string `json:"host,omitempty"`  // tls: the address to dial
+	Name  string `json:"name,omitempty"`  // tls: the host as messages name it
+	Offer string `json:"offer,omitempty"` // tls: the agent's offer (dataplane.Offer's String)
+}
+
+// r2rProbeTimeout bounds the test of whether box1 reaches a data plane:
+// a firewall that drops is waited for this long before the next path.
+var r2rProbeTimeout = 5 * time.Second
+
+// R2RSender is bulkmove --r2r-send: box1's end of a remote-to-remote move.
+// Stdout takes whole lines (the caller serialises the job's writes with
+// Progress's).
+type R2RSender struct {
+	Config   Config
+	Src      string
+	Stdin    io.Reader
+	Stdout   io.Writer
+	Stderr   io.Writer
+	ExitCode func(Outcome) int
+	Limit    <-chan throttle.Request
+	// Progress, if set, is called once the streams start, as Job.Watch,
+	// with a function that sends one progress line to the control host.
+	Progress func(m *metrics.Job, send func(progressline.Job)) (stop func())
+}
+
+// Run tells the control host what SRC is, then tries the paths it is
+// told until one connects, and runs the job over it.
+func (s R2RSender) Run(ctx context.Context) Outcome {
+	kind := "dir"
+	if _, fi, err := paths.ResolveSrc(s.Src); err == nil && !fi.IsDir() {
+		kind = "file"
+	}
+	fmt.Fprintf(s.Stdout, "%shello %s\n", r2rMark, kind)
+	br := bufio.NewReader(s.Stdin)
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			return Interrupted // the control host went away before a path
+		}
+		var p r2rPath
+		if err := json.Unmarshal([]byte(line), &p); err != nil {
+			fmt.Fprintf(s.Stdout, "%sfail bad path from the control host: %v\n", r2rMark, err)
+			return Failed
+		}
+		why, fatal := s.probe(ctx, p)
+		if why != nil {
+			verb := "no"
+			if fatal {
+				verb = "fail"
+			}
+			fmt.Fprintf(s.Stdout, "%s%s %s\n", r2rMark, verb, strings.ReplaceAll(why.Error(), "\n", " "))
+			if fatal {
+				return Failed
+			}
+			continue
+		}
+		fmt.Fprintf(s.Stdout, "%sgo\n", r2rMark)
+		return s.run(ctx, p, br)
+	}
+}
+
+// probe says whether box1 reaches DEST by p: why not, and whether that
+// ends the move (a host key that changed) rather than calls for the next
+// path.
+func (s R2RSender) probe(ctx context.Context, p r2rPath) (why error, fatal bool) {
+	switch p.Via {
+	case "tls":
+		o, err := dataplane.ParseOffer(p.Offer)
+		if err != nil {
+			return err, true
+		}
+		d := net.Dialer{Timeout: r2rProbeTimeout}
+		c, err := d.DialContext(ctx, "tcp", net.JoinHostPort(p.Host, strconv.Itoa(o.Port)))
+		if err != nil {
+			return err, false
+		}
+		c.Close()
+		return nil, false
+	case "ssh":
+		t, _, err := sshx.ParseTarget(p.Dest)
+		if err != nil {
+			return err, true
+		}
+		opt := s.Config.SSH.options(false)
+		opt.Stderr = io.Discard
+		c, err := sshx.Dial(ctx, t, opt)
+		if err != nil {
+			// A host key that changed may be an attack: no other path is
+			// tried behind its back.
+			return err, errors.Is(err, sshx.ErrHostKeyChanged)
+		}
+		c.Close()
+		return nil, false
+	}
+	return fmt.Errorf("unknown path %q", p.Via), true
+}
+
+// run runs the job over p. The control host's lines on stdin steer it:
+// "drain" stops it gracefully, the end of stdin at once.
+func (s R2RSender) run(ctx context.Context, p r2rPath, br *bufio.Reader) Outcome {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	drain := make(chan struct{})
+	go func() {
+		var once sync.Once
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				cancel()
+				return
+			}
+			if strings.TrimSpace(line) == "drain" {
+				once.Do(func() { close(drain) })
+			}
+		}
+	}()
+	j := Job{Config: s.Config, Src: s.Src, Dst: p.Dest, Stdin: strings.NewReader(""), Stdout: s.Stdout, Stderr: s.Stderr,
+		ExitCode: s.ExitCode, Drain: drain, Limit: s.Limit}
+	if p.Via == "tls" {
+		o, _ := dataplane.ParseOffer(p.Offer) // probe parsed it
+		j.direct = &directDest{host: p.Host, name: p.Name, offer: o}
+	}
+	if s.Progress != nil {
+		j.Watch = func(m *metrics.Job) func() {
+			return s.Progress(m, func(r progressline.Job) {
+				b, _ := json.Marshal(r)
+				fmt.Fprintf(s.Stdout, "%sprogress %s\n", r2rMark, b)
+			})
+		}
+	}
+	return j.Run(ctx)
+}
+
+// directDest is a DEST reached at an agent's data plane that another
+// host started (a remote-to-remote move's box1).
+type directDest struct {
+	host, name string
+	offer      dataplane.Offer
+}

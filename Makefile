@@ -2,7 +2,7 @@
 GO ?= go
 BIN := bin/bulkmove
 
-.PHONY: build install cross vet lint test test-slurm test-short race fuzz bench bench-cpu bench-cutover bench-scale bench-slowfs bench-speed soak demo man clean
+.PHONY: build install cross vet lint test test-slurm test-short race fuzz bench bench-cpu bench-cutover bench-scale bench-slowfs bench-speed bench-r2r soak demo man clean
 
 # The source revision, for `bulkmove version` and bulkmove_build_info,
 # given by -X where the go command does not stamp one itself (a git
@@ -103,17 +103,24 @@ fuzz:
 # Benchmarks against cp, tar and rsync on a tmpfs (needs root). See bench/run.sh;
 # then trees on a slow filesystem (bench-slowfs), the speed table over the
 # rig (bench-speed), incremental passes (bench-cutover) and a tree of
-# millions of files (bench-scale).
+# millions of files (bench-scale), and remote to remote (bench-r2r).
 bench: build
 	BULKMOVE=$(CURDIR)/$(BIN) bench/run.sh
 	BULKMOVE=$(CURDIR)/$(BIN) bench/slowfs.sh
 	BULKMOVE=$(CURDIR)/$(BIN) bench/speed.sh
 	BULKMOVE=$(CURDIR)/$(BIN) bench/cutover.sh
 	BULKMOVE=$(CURDIR)/$(BIN) bench/scale.sh
+	BULKMOVE=$(CURDIR)/$(BIN) bench/r2r.sh
 
 # Trees on a filesystem with 1 ms per metadata operation (the rig's slowfs,
 # standing in for NFS or Lustre), source then destination, locally and over
 # the rig's direct SSH link: bulkmove against one tar and 32 hand-split tars.
+# Remote to remote from a control host: three network namespaces of its
+# own, each with an sshd; the control host's traffic and the time against
+# a push run on box1 (needs root). See bench/r2r.sh.
+bench-r2r: build
+	BULKMOVE=$(CURDIR)/$(BIN) bench/r2r.sh
+
 # See bench/slowfs.sh.
 bench-slowfs: build
 	BULKMOVE=$(CURDIR)/$(BIN) bench/slowfs.sh

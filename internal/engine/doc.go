@@ -5,7 +5,8 @@
 //
 // The API: a Job (a Config, SRC and DEST, and the writers it reports to)
 // runs with Job.Run (a move) or Job.Verify, and returns an Outcome, which
-// cmd/bulkmove maps to an exit code; a Hub is the sending end of a pull.
+// cmd/bulkmove maps to an exit code; a Hub is the sending end of a pull,
+// an R2RSender that of a remote-to-remote move.
 // Config (config.go) holds every option, with DefaultConfig and Check.
 // As a library the engine draws nothing on a terminal, opens no log file
 // and installs no signal handler: cmd/bulkmove does, and reaches the job
@@ -45,6 +46,10 @@
 //     the job opens its K streams over it, and redials and adds streams
 //     through it. pull.go starts a pull (package internal/engine/pull: the
 //     puller, and the send-hub on the remote host accepting its streams).
+//     r2r.go is a move from one remote host to another, run on a control
+//     host (the agent on box2, the sender on box1, the path between them,
+//     box1's output followed here); r2r_send.go is box1's end of it
+//     (R2RSender, bulkmove --r2r-send).
 //   - events.go (the --json schema; the events its packages share are in
 //     internal/engine/event), observe.go (metrics, the /bwlimit
 //     endpoint, the bottleneck verdict): what the job reports while it

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -171,6 +172,14 @@ func TestR2RDirect(t *testing.T) {
 	treecmp.Equal(t, at("push"), at("r2r"), own)
 	treecmp.Equal(t, at("pull"), at("r2r"), own)
 
+	// A single file, as a new name: box2's agent runs in DEST's parent.
+	if _, errOut, code := h.run(t, "box1:"+filepath.Join(src, "big"), "box2:"+at("one")); code != 0 {
+		t.Fatalf("a single file: exit %d:\n%s", code, errOut)
+	}
+	if a, b := fileSum(t, filepath.Join(src, "big")), fileSum(t, at("one")); a != b {
+		t.Errorf("a single file: %s holds %s, want %s", at("one"), b, a)
+	}
+
 	// Again with --json, into a DEST with a file SRC lacks and --delete:
 	// nothing to send, the stray file goes, the events end with 0.
 	os.WriteFile(filepath.Join(at("r2r"), "stray"), []byte("x"), 0o644)
@@ -266,4 +275,14 @@ func TestR2RHostKeyChanged(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dst, "f")); err == nil {
 		t.Errorf("the file landed at DEST")
 	}
+}
+
+// fileSum is the SHA-256 of a file's content, in hex.
+func fileSum(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("%x", sha256.Sum256(b))
 }

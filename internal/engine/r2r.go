@@ -19,6 +19,7 @@ import (
 	"github.com/bulkmove/bulkmove/transport"
 	"github.com/bulkmove/bulkmove/transport/ssh"
 	"github.com/bulkmove/bulkmove/transport/sshx"
+	"github.com/bulkmove/bulkmove/transport/sshx/agentbin"
 	"github.com/bulkmove/bulkmove/wire"
 )
 
@@ -50,56 +51,41 @@ func (j *job) remoteToRemote(ctx context.Context, src, dst sshx.Target) Outcome 
 	}
 	opt := j.flags.SSH.options(isTerminal(os.Stdin))
 	opt.Stderr = j.stderr
-	c1, err := sshx.Dial(ctx, src, opt)
-	if err != nil {
-		return j.fail(Failed, err)
-	}
-	defer c1.Close()
-	if j.flags.SSH.ForwardAgent {
-		if err := c1.ForwardAgent(); err != nil {
-			return j.fail(UsageError, err)
-		}
-	}
-	self, err := os.Executable()
-	if err != nil {
-		return j.fail(Failed, err)
-	}
-	bin, err := c1.EnsureAgent(ctx, j.flags.SSH.RemoteBulkmove, Version, wire.Proto, self)
-	if err != nil {
-		return j.fail(Failed, err)
-	}
 	c := j.flags.forR2R()
-	cfg, err := EncodeSenderConfig(c)
-	if err != nil {
-		return j.fail(Failed, err)
-	}
-	path := src.Path
-	if path == "" {
-		path = "."
-	}
-	sess, err := c1.StartOwn(ctx, fmt.Sprintf("%s %s --config %s -- %s", sshx.ShellQuote(bin), wire.CmdR2RSend, cfg, sshx.ShellQuote(path)), j.flags.SSH.ForwardAgent)
-	if err != nil {
-		return j.fail(Failed, err)
-	}
-	defer sess.Close()
-	br := bufio.NewReader(sess)
-	verb, kind := r2rReply(br)
-	if verb != "hello" {
-		return j.fail(Failed, fmt.Errorf("%s: the sender did not start: %v", src.Host, errors.Join(errors.New(strings.TrimSpace(verb+" "+kind)), sess.Wait())))
-	}
-	// The agent's root, as box1's push names it (remoteDest).
+	// box1's sender and box2's agent start at once: each is a login and
+	// a process's start, which a busy host makes slow. The agent's root
+	// is DEST for a directory SRC; a single file that lands as DEST needs
+	// its parent, and the agent is started again once box1 says so.
+	s1 := make(chan r2rStarted, 1)
+	go func() { s1 <- j.r2rSender(ctx, src, opt, c) }()
 	var p plan
-	if kind == "file" {
-		p.rename = "?"
-	}
 	j.remoteDest(ctx, dst, &p)
-	tr := ssh.New(ssh.Config{Target: dst, Options: opt, Dialer: j.dialerFor(p), Root: p.dstRoot,
-		Nice: j.flags.Gentle.NiceFlags.Text(), AllowFlags: j.allowed().Text(), Allow: wire.Allow(j.allowed()),
-		Data: j.flags.Transport, DataAddr: j.flags.DataAddr, DataPorts: j.flags.DataPorts, RemoteBulkmove: j.flags.SSH.RemoteBulkmove})
-	defer tr.Close()
-	ag, err := tr.StartAgent(ctx, c.Jobs)
-	if err != nil {
-		return j.fail(Failed, err)
+	tr := j.r2rAgent(dst, opt, p)
+	defer func() { tr.Close() }()
+	ag, aerr := tr.StartAgent(ctx, c.Jobs)
+	st := <-s1
+	if st.c1 != nil {
+		defer st.c1.Close()
+	}
+	if st.sess != nil {
+		defer st.sess.Close()
+	}
+	if st.err != nil {
+		return j.fail(Failed, st.err)
+	}
+	if aerr != nil {
+		return j.fail(Failed, aerr)
+	}
+	c1, sess, br := st.c1, st.sess, st.br
+	if st.kind == "file" {
+		f := plan{rename: "?"}
+		if j.remoteDest(ctx, dst, &f); f.dstRoot != p.dstRoot {
+			tr.Close()
+			tr = j.r2rAgent(dst, opt, f)
+			if ag, aerr = tr.StartAgent(ctx, c.Jobs); aerr != nil {
+				return j.fail(Failed, aerr)
+			}
+		}
 	}
 	say := func(p r2rPath) (string, string) {
 		b, _ := json.Marshal(p)
@@ -152,6 +138,85 @@ func (j *job) remoteToRemote(ctx context.Context, src, dst sshx.Target) Outcome 
 		src.Host, dst.Host, at, direct, src.Host, overSSH, why))
 }
 
+// r2rStarted is box1's sender, started (r2rSender): the connection, the
+// session and its output, and what SRC is there ("dir" or "file").
+type r2rStarted struct {
+	c1   *sshx.Client
+	sess *sshx.Session
+	br   *bufio.Reader
+	kind string
+	err  error
+}
+
+// r2rSender logs in to box1 and starts the sender there with the job's
+// options c: at once with the bulkmove there of this version (or the one
+// --remote-bulkmove names), and only if there is none, after the search
+// and upload EnsureAgent does.
+func (j *job) r2rSender(ctx context.Context, src sshx.Target, opt sshx.Options, c Config) (st r2rStarted) {
+	if st.c1, st.err = sshx.Dial(ctx, src, opt); st.err != nil {
+		return st
+	}
+	if j.flags.SSH.ForwardAgent {
+		if st.err = st.c1.ForwardAgent(); st.err != nil {
+			return st
+		}
+	}
+	cfg, err := EncodeSenderConfig(c)
+	if err != nil {
+		st.err = err
+		return st
+	}
+	path := src.Path
+	if path == "" {
+		path = "."
+	}
+	args := fmt.Sprintf("%s --config %s -- %s", wire.CmdR2RSend, cfg, sshx.ShellQuote(path))
+	self, err := os.Executable()
+	if err != nil {
+		st.err = err
+		return st
+	}
+	bin := j.flags.SSH.RemoteBulkmove
+	for try := 0; ; try++ {
+		cmd := ""
+		if bin != "" {
+			cmd = sshx.ShellQuote(bin) + " " + args
+		} else {
+			sum, err := agentbin.Sum(self)
+			if err != nil {
+				st.err = fmt.Errorf("reading this executable: %w", err)
+				return st
+			}
+			cmd = agentbin.Command(Version, wire.Proto, sum, args)
+		}
+		if st.sess, st.err = st.c1.StartOwn(ctx, cmd, j.flags.SSH.ForwardAgent); st.err != nil {
+			return st
+		}
+		st.br = bufio.NewReader(st.sess)
+		verb, kind := r2rReply(st.br)
+		if verb == "hello" {
+			st.kind = kind
+			return st
+		}
+		if try == 0 && bin == "" && strings.Contains(kind, agentbin.NoAgent) {
+			st.sess.Close()
+			if bin, st.err = st.c1.EnsureAgent(ctx, "", Version, wire.Proto, self); st.err != nil {
+				return st
+			}
+			continue
+		}
+		st.err = fmt.Errorf("%s: the sender did not start: %v", src.Host, errors.Join(errors.New(strings.TrimSpace(verb+" "+kind)), st.sess.Wait()))
+		return st
+	}
+}
+
+// r2rAgent is the SSH transport that starts box2's agent for p's root.
+func (j *job) r2rAgent(dst sshx.Target, opt sshx.Options, p plan) *ssh.Transport {
+	return ssh.New(ssh.Config{Target: dst, Options: opt, Dialer: j.dialerFor(p), Root: p.dstRoot,
+		Nice: j.flags.Gentle.NiceFlags.Text(), AllowFlags: j.allowed().Text(), Allow: wire.Allow(j.allowed()),
+		Data: j.flags.Transport, DataAddr: j.flags.DataAddr, DataPorts: j.flags.DataPorts, RemoteBulkmove: j.flags.SSH.RemoteBulkmove})
+}
+
 // forR2R is c as box1's sender takes it: without what only the control
 // host uses (its log, metrics, progress display, how it reaches either
 // host, the data plane of the agent it starts), and with as many streams
@@ -165,7 +230,7 @@ func (c Config) forR2R() Config {
 	s.LogFile, s.LogLevel = "", DefaultConfig().LogLevel
 	s.Obs = DefaultConfig().Obs
 	s.Progress = "none"
-	s.SSH, s.Serve = SSHConfig{}, ServeClient{}
+	s.SSH, s.Serve = SSHConfig{RemoteBulkmove: c.SSH.RemoteBulkmove}, ServeClient{}
 	s.Transport, s.DataPorts, s.DataAddr, s.ViaAgent = "ssh", "", "", false
 	return s
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -16,8 +17,9 @@ import (
 // with more comes in several parts.
 const ListChunk = 4096
 
-// ListDirs walks the directories under root (not following symlinks) and
-// calls fn for each with the names it holds that rules do not exclude;
+// ListDirs walks the directories under root (following no symlink but as
+// links says) and calls fn for each with the names it holds that rules
+// do not exclude;
 // excluded directories are not entered. dir is slash-separated and
 // relative to root ("." for root itself). A directory of more than about
 // ListChunk names comes in parts, in the order read: more says that
@@ -29,14 +31,17 @@ const ListChunk = 4096
 // DefaultDirMem paths of the directories still to list (the rest wait in
 // a temporary file: a directory of millions of subdirectories costs no
 // memory for their names).
-func ListDirs(ctx context.Context, root string, rules *filter.Rules, fn func(dir string, names []string, more bool) error) error {
-	return listDirs(ctx, root, rules, DefaultDirMem, "", nil, fn)
+//
+// links are the walk's (-L, --copy-unsafe-links): a symlink it follows
+// to a directory is listed as that directory, as the walk moved it.
+func ListDirs(ctx context.Context, root string, rules *filter.Rules, links Links, fn func(dir string, names []string, more bool) error) error {
+	return listDirs(ctx, root, rules, links, DefaultDirMem, "", nil, fn)
 }
 
 // listDirs is ListDirs with mem paths of directories to list in memory
 // (in each of its two stacks) and their spill files in spillDir; peak, if
 // not nil, gets the most either stack held in memory.
-func listDirs(ctx context.Context, root string, rules *filter.Rules, mem int, spillDir string, peak *int, fn func(string, []string, bool) error) error {
+func listDirs(ctx context.Context, root string, rules *filter.Rules, links Links, mem int, spillDir string, peak *int, fn func(string, []string, bool) error) error {
 	// todo is what is left to list, the next on top; sub gathers the
 	// subdirectories of the directory being listed, to go onto todo in
 	// reverse, so that the first read comes off first.
@@ -62,7 +67,7 @@ func listDirs(ctx context.Context, root string, rules *filter.Rules, mem int, sp
 		if !ok {
 			return nil
 		}
-		if err := listDir(ctx, root, rel, scopes, sub, note, fn); err != nil {
+		if err := listDir(ctx, root, rel, scopes, links, sub, note, fn); err != nil {
 			return err
 		}
 		for {
@@ -79,9 +84,21 @@ func listDirs(ctx context.Context, root string, rules *filter.Rules, mem int, sp
 	}
 }
 
+// followsToDir says whether the walk follows the symlink p (under root)
+// to a directory.
+func followsToDir(root, p string, links Links) bool {
+	full := filepath.Join(root, filepath.FromSlash(p))
+	target, err := os.Readlink(full)
+	if err != nil || !links.Follows(p, target) {
+		return false
+	}
+	fi, err := os.Stat(full)
+	return err == nil && fi.IsDir()
+}
+
 // listDir lists one directory, calls fn with its names and pushes its
 // subdirectories on sub.
-func listDir(ctx context.Context, root, rel string, scopes *filter.Scopes, sub *spill.Stack[string], note func(int), fn func(string, []string, bool) error) error {
+func listDir(ctx context.Context, root, rel string, scopes *filter.Scopes, links Links, sub *spill.Stack[string], note func(int), fn func(string, []string, bool) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -105,6 +122,9 @@ func listDir(ctx context.Context, root, rel string, scopes *filter.Scopes, sub *
 				p = path.Join(rel, de.Name())
 			}
 			isDir := de.IsDir()
+			if de.Type() == fs.ModeSymlink && links.Any() {
+				isDir = followsToDir(root, p, links)
+			}
 			if rules.Excluded(p, isDir) {
 				continue
 			}

@@ -115,7 +115,7 @@ func TestWalkPerDirectoryRules(t *testing.T) {
 
 		// The source side of --delete lists the same.
 		var listed []string
-		err := ListDirs(context.Background(), src, r, func(dir string, names []string, more bool) error {
+		err := ListDirs(context.Background(), src, r, Links{}, func(dir string, names []string, more bool) error {
 			for _, n := range names {
 				if dir != "." {
 					n = dir + "/" + n
@@ -154,7 +154,7 @@ func TestWalkBadPerDirectoryRules(t *testing.T) {
 	if r.err == nil || !strings.Contains(r.err.Error(), want) {
 		t.Fatalf("walk error %v, want one saying %s", r.err, want)
 	}
-	err := ListDirs(context.Background(), src, rules(t, "dir-merge /.rsync-filter"), func(string, []string, bool) error { return nil })
+	err := ListDirs(context.Background(), src, rules(t, "dir-merge /.rsync-filter"), Links{}, func(string, []string, bool) error { return nil })
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("ListDirs error %v, want one saying %s", err, want)
 	}

@@ -190,7 +190,7 @@ func TestWalkFlatDirsBounded(t *testing.T) {
 	var order []string
 	listed := map[string]bool{}
 	var peakList int
-	check(t, listDirs(context.Background(), src, nil, mem, spillDir, &peakList, func(dir string, names []string, more bool) error {
+	check(t, listDirs(context.Background(), src, nil, Links{}, mem, spillDir, &peakList, func(dir string, names []string, more bool) error {
 		if !more {
 			order = append(order, dir)
 		}

@@ -178,6 +178,22 @@ func (d dirHandle) lstatMany(names []string, rs []rawStat, errs []error) bool {
 }
 
 // readlink returns the target of the symlink name; sizeHint is its lstat size.
+// stat is lstat through a symlink (-L): what it points to. It fails
+// with errNoReferent where that is nothing.
+func (d dirHandle) stat(name string) (rawStat, error) {
+	var st unix.Stat_t
+	for {
+		err := unix.Fstatat(d.fd, name, &st, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return rawStat{}, noReferent(joinPath(d.path, name), err)
+		}
+		return fromUnix(&st), nil
+	}
+}
+
 func (d dirHandle) readlink(name string, sizeHint int64) (string, error) {
 	n := int(sizeHint) + 1
 	if n < 128 {

@@ -72,6 +72,15 @@ func (d dirHandle) lstat(name string) (rawStat, error) {
 // lstatMany is Linux's (io_uring): here the names are lstat'ed one by one.
 func (d dirHandle) lstatMany(names []string, rs []rawStat, errs []error) bool { return false }
 
+func (d dirHandle) stat(name string) (rawStat, error) {
+	p := joinPath(d.path, name)
+	fi, err := os.Stat(p)
+	if err != nil {
+		return rawStat{}, noReferent(p, err)
+	}
+	return fromFileInfo(fi), nil
+}
+
 func (d dirHandle) readlink(name string, sizeHint int64) (string, error) {
 	return os.Readlink(joinPath(d.path, name))
 }

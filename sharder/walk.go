@@ -146,6 +146,11 @@ type Options struct {
 	// not rules.
 	MinSize, MaxSize int64
 	HasMaxSize       bool
+	// Links (-L, --copy-unsafe-links, --safe-links): symlinks followed
+	// or left out; see Links. A directory reached through a symlink is
+	// walked as one: a symlink to a directory above it is walked until
+	// the system refuses the path (ELOOP), as rsync's -L does.
+	Links Links
 
 	hooks *testHooks
 }
@@ -578,7 +583,8 @@ func (w *walker) readDir(ctx context.Context, it dirItem) error {
 			}
 		}
 		if err == nil {
-			f, err = openDir(full, false)
+			// A directory reached through a symlink (-L) is opened through it.
+			f, err = openDir(full, w.opt.Links.Any())
 		}
 		if err != nil {
 			w.scopes.Skip(it.rel)
@@ -682,6 +688,17 @@ func (w *walker) statChunk(f *os.File, rel, full string, ents []dirent, owned bo
 		}
 		todo = append(todo, stated{name: name, rel: crel})
 	}
+	// link reads the symlink st, and follows it where Links says (-L).
+	link := func(d dirHandle, st *stated) {
+		st.target, st.lerr = d.readlink(st.name, st.rs.size)
+		if st.lerr == nil && w.opt.Links.Follows(st.rel, st.target) {
+			if rs, err := d.stat(st.name); err != nil {
+				st.lerr = err
+			} else {
+				st.rs = rs
+			}
+		}
+	}
 	var samp ioconc.Sampler
 	cerr := withDir(f, full, func(d dirHandle) {
 		// On a fast filesystem, the chunk's names in a few system calls
@@ -698,7 +715,7 @@ func (w *walker) statChunk(f *os.File, rel, full string, ents []dirent, owned bo
 					st := &todo[k]
 					st.rs, st.err = rs[k], errs[k]
 					if st.err == nil && st.rs.typ == fs.ModeSymlink {
-						st.target, st.lerr = d.readlink(st.name, st.rs.size)
+						link(d, st)
 					}
 				}
 				return
@@ -720,7 +737,7 @@ func (w *walker) statChunk(f *os.File, rel, full string, ents []dirent, owned bo
 				st.rs, st.err = d.lstat(st.name)
 			}
 			if st.err == nil && st.rs.typ == fs.ModeSymlink {
-				st.target, st.lerr = d.readlink(st.name, st.rs.size)
+				link(d, st)
 			}
 		})
 	})
@@ -729,6 +746,9 @@ func (w *walker) statChunk(f *os.File, rel, full string, ents []dirent, owned bo
 		if st.err != nil {
 			c.notes = append(c.notes, note{path: st.rel, err: st.err})
 			continue
+		}
+		if st.rs.typ == fs.ModeSymlink && st.lerr == nil && w.opt.Links.Skips(st.rel, st.target) {
+			continue // --safe-links
 		}
 		before := len(c.deferred)
 		w.entryInto(&c, st.rel, st.rs, st.target, st.lerr)

@@ -139,11 +139,17 @@ func registerMove(fs *pflag.FlagSet, c *engine.Config) {
 		fs.Var(&c.Select.MaxSize, "max-size", "do not send regular files larger than `SIZE` (as --min-size; 0: empty files only)")
 		fs.BoolVar(&c.NoVerifyTransfer, "no-verify-transfer", c.NoVerifyTransfer, "do not check each file's XXH3-128 end to end (the receiver then installs what arrives)")
 	})
+	section(fs, "kept", func() {
+		fs.BoolVarP(&c.Select.CopyLinks, "copy-links", "L", c.Select.CopyLinks, "copy what each symlink under SRC points to, a file or a directory, in its place (rsync's -L); one pointing nowhere is an error naming it")
+		fs.BoolVar(&c.Select.CopyUnsafeLinks, "copy-unsafe-links", c.Select.CopyUnsafeLinks, "as -L for the symlinks that point outside SRC (absolute, or climbing above it with ..); the others stay symlinks")
+		fs.BoolVar(&c.Select.SafeLinks, "safe-links", c.Select.SafeLinks, "leave out the symlinks that point outside SRC (absolute, or climbing above it with ..)")
+	})
 	section(fs, "deletion", func() {
 		fs.BoolVar(&c.Delete, "delete", c.Delete, "delete from DEST what is not in SRC (after the transfer, and only if nothing failed; excluded paths are kept)")
 		fs.BoolVar(&c.DeleteExcluded, "delete-excluded", c.DeleteExcluded, "with --delete, also delete excluded paths at DEST (implies --delete)")
 		fs.BoolVar(&c.NoDeleteGuard, "no-delete-guard", c.NoDeleteGuard, "with --delete, delete even when SRC selected nothing or more than half of DEST's entries (at least 1000) would go")
 		fs.Var(&c.MaxDelete, "max-delete", "with --delete, delete at most `N` entries; past them the job says how many more it left and exits 25")
+		fs.BoolVar(&c.Select.IgnoreErrors, "ignore-errors", c.Select.IgnoreErrors, "with --delete, delete even when the transfer had errors, as rsync's (a SRC directory that cannot be listed still stops the deletion)")
 		fs.BoolVar(&c.RemoveSourceFiles, "remove-source-files", c.RemoveSourceFiles, "remove from SRC each file (not directory) once DEST acknowledged it durable (implies --fsync) and its hash matched, if it did not change since it was read; files found up to date at DEST too")
 		fs.BoolVar(&c.RemoveSourceDirs, "remove-source-dirs", c.RemoveSourceDirs, "with --remove-source-files, after a pass without errors remove SRC's directories left empty, deepest first (never SRC itself)")
 		fs.BoolVarP(&c.Backup.On, "backup", "b", c.Backup.On, "move aside at DEST what a pass replaces or deletes, as rsync's -b: renamed to its name plus --suffix (~) beside it, or moved under --backup-dir")

@@ -12,10 +12,11 @@ import (
 	"github.com/bulkmove/bulkmove/internal/treecmp"
 )
 
-// TestSSHSelections: -u, --existing and --max-size in a push over SSH
-// (the agent decides -u and --existing) and in a pull (the remote sender
-// walks with --max-size, the puller decides the rest) give the tree that
-// rsync -a gives with the same options.
+// TestSSHSelections: -u, --existing, --max-size and --copy-unsafe-links
+// in a push over SSH (the agent decides -u and --existing) and in a pull
+// (the remote sender walks with --max-size and follows the link, the
+// puller decides the rest) give the tree that rsync -a gives with the
+// same options.
 func TestSSHSelections(t *testing.T) {
 	if _, err := exec.LookPath("rsync"); err != nil {
 		t.Skip("rsync is needed for the comparison")
@@ -42,11 +43,16 @@ func TestSSHSelections(t *testing.T) {
 	file(filepath.Join(dst0, "big"), "dst\n", mid)       //
 	file(filepath.Join(src, "new"), "new\n", recent)     // not at DEST: --existing leaves it
 	file(filepath.Join(src, "sub", "x"), "x\n", recent)  // nor its directory
+	// A symlink out of SRC, copied as the file it points to
+	// (--copy-unsafe-links), older at DEST: sent.
+	file(filepath.Join(dir, "outside"), "out\n", recent)
+	os.Symlink("../outside", filepath.Join(src, "out"))
+	file(filepath.Join(dst0, "out"), "dst\n", mid)
 	for _, d := range []string{filepath.Join(src, "sub"), src} {
 		os.Chtimes(d, old, old)
 	}
 	os.Chtimes(dst0, mid, mid)
-	opts := []string{"-u", "--existing", "--max-size=7"}
+	opts := []string{"-u", "--existing", "--max-size=7", "--copy-unsafe-links"}
 	copyTree := func(name string) string {
 		t.Helper()
 		p := filepath.Join(dir, name)
@@ -78,6 +84,9 @@ func TestSSHSelections(t *testing.T) {
 		}
 		if b, _ := os.ReadFile(filepath.Join(got, "newer")); string(b) != "dst\n" {
 			t.Errorf("%s: newer holds %q, want DEST's", c.name, b)
+		}
+		if b, _ := os.ReadFile(filepath.Join(got, "out")); string(b) != "out\n" {
+			t.Errorf("%s: out holds %q, want what the symlink points to", c.name, b)
 		}
 	}
 }

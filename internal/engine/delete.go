@@ -11,12 +11,12 @@ import (
 // deleteSource is the SRC whose listing --delete (and verify's extras)
 // keeps at DEST.
 func (j *job) deleteSource(p plan) deletion.Source {
-	return deletion.Source{Name: j.src, Root: p.walkRoot, Rules: j.flags.Rules, DeleteExcluded: j.flags.DeleteExcluded, Shard: j.flags.Scale.Shard}
+	return deletion.Source{Name: j.src, Root: p.walkRoot, Rules: j.flags.Rules, DeleteExcluded: j.flags.DeleteExcluded, Shard: j.flags.Scale.Shard, Links: j.flags.Select.links()}
 }
 
 // deleter is the job's --delete (package deletion): it counts the
 // entries it cannot remove among the job's errors, and deletes nothing
-// if the job had any before it.
+// if the job had any before it (unless --ignore-errors).
 func (j *job) deleter(p plan) *deletion.Deleter {
 	md := int64(-1)
 	if j.flags.MaxDelete.set {
@@ -34,6 +34,9 @@ func (j *job) deleter(p plan) *deletion.Deleter {
 		NoGuard: j.flags.NoDeleteGuard, MaxDelete: md, Verbose: j.flags.Verbose, BackedUp: j.noteBackup,
 		Stdout: j.listing(), Stderr: j.stderr, Trace: j.trace, Deleted: deleted, Failed: failed,
 		Failures: func() int64 {
+			if j.flags.Select.IgnoreErrors {
+				return 0 // --ignore-errors: delete all the same, as rsync
+			}
 			j.mu.Lock()
 			defer j.mu.Unlock()
 			return j.failed + j.walkErrs

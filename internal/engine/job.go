@@ -145,6 +145,7 @@ func (j *job) run(ctx context.Context) Outcome {
 	}
 	j.flags.Faithful.source(&plan.src)
 	j.flags.Owners.source(&plan.src)
+	j.flags.Select.source(&plan.src)
 	j.autoStart()
 	plan.src.IO = j.flags.IOConcurrency.gauge()
 	opt := sharder.Options{

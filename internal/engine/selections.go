@@ -2,6 +2,7 @@ package engine
 
 import (
 	"github.com/bulkmove/bulkmove/internal/units"
+	"github.com/bulkmove/bulkmove/send/source"
 	"github.com/bulkmove/bulkmove/sharder"
 	"github.com/bulkmove/bulkmove/wire"
 )
@@ -18,6 +19,12 @@ type Select struct {
 	// what is there is updated. The receiver decides both, from what DEST
 	// holds (wire.ReceiveOptions).
 	Update, Existing bool
+	// CopyLinks (-L), CopyUnsafeLinks (--copy-unsafe-links) and
+	// SafeLinks (--safe-links): symlinks under SRC followed, or left
+	// out (sharder.Links).
+	CopyLinks, CopyUnsafeLinks, SafeLinks bool
+	// IgnoreErrors (--ignore-errors): --delete deletes even after errors.
+	IgnoreErrors bool
 }
 
 // SizeLimit is --min-size or --max-size: a size as rsync reads one
@@ -56,8 +63,19 @@ func (s *Select) receive(o *wire.ReceiveOptions) {
 // --remove-source-files removes only the files sent.
 func (s *Select) keepsFound() bool { return s.Update || s.Existing }
 
-// walk tells the walk which regular files to leave out.
+// links is what the walk makes of symlinks.
+func (s *Select) links() sharder.Links {
+	return sharder.Links{Copy: s.CopyLinks, CopyUnsafe: s.CopyUnsafeLinks, Safe: s.SafeLinks}
+}
+
+// source tells the sender to open a file through the symlink the walk
+// followed to it.
+func (s *Select) source(src *source.Source) { src.FollowLinks = s.links().Any() }
+
+// walk tells the walk which regular files to leave out, and what to make
+// of symlinks.
 func (s *Select) walk(o *sharder.Options) {
+	o.Links = s.links()
 	if s.MinSize.On {
 		o.MinSize = s.MinSize.N
 	}

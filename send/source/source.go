@@ -44,6 +44,10 @@ type Source struct {
 	// Owners, if set, is the sending side's name service: the manifests
 	// then carry its names of their entries' owners (OwnerNames).
 	Owners *idmap.Names
+	// FollowLinks opens a file's name through a symlink: the walk followed
+	// it (-L, --copy-unsafe-links) and the entry is what it points to.
+	// Recheck still says whether that is the file the walk saw.
+	FollowLinks bool
 
 	// openHook, if set, is called with each file's path before it is
 	// opened: how tests hold an open back (WithOpenHook).
@@ -320,6 +324,9 @@ func (s Source) openInto(f *File, d *Dirs, e *model.Entry, timed bool) error {
 		start = time.Now()
 	}
 	flags := openFlags
+	if s.FollowLinks {
+		flags &^= unix.O_NOFOLLOW
+	}
 	fd, err := f.sys.Open(dirfd, name, flags, 0)
 	if timed {
 		s.IO.Since(start)

@@ -22,6 +22,7 @@ type Source struct {
 	Rules          *filter.Rules // the filters: what they exclude stays at DEST, unless DeleteExcluded
 	DeleteExcluded bool          // --delete-excluded
 	Shard          sharder.Shard // --shard i/N: only the directories this part owns
+	Links          sharder.Links // -L, --copy-unsafe-links: a symlink to a directory is listed as the directory
 }
 
 // Options is one job's --delete.

@@ -78,7 +78,7 @@ func prunePass(ctx context.Context, conns []send.Conn, src Source, m pruneMode, 
 			id++
 			return &wire.PruneRequest{ID: id, DryRun: m.dryRun, CountOnly: m.count, Candidates: m.count && m.candidates, DeleteExcluded: src.DeleteExcluded, Rules: rules}
 		}
-		err := sharder.ListDirs(q.ctx, src.Root, src.Rules, func(dir string, names []string, more bool) error {
+		err := sharder.ListDirs(q.ctx, src.Root, src.Rules, src.Links, func(dir string, names []string, more bool) error {
 			selected += int64(len(names))
 			if !src.Shard.OwnsDir(dir) {
 				return nil // --shard: another part's directory

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/bulkmove/bulkmove/internal/dirat"
+	"github.com/bulkmove/bulkmove/internal/unixmode"
 	"github.com/bulkmove/bulkmove/internal/uring"
 	"github.com/bulkmove/bulkmove/model"
 )
@@ -76,34 +77,7 @@ func fromStatx(st *unix.Statx_t) rawStat {
 
 // fromMode completes r with the type and permission bits of mode (st_mode).
 func fromMode(mode uint32, r rawStat) rawStat {
-	r.perm = fs.FileMode(mode & 0o777)
-	if mode&unix.S_ISUID != 0 {
-		r.perm |= fs.ModeSetuid
-	}
-	if mode&unix.S_ISGID != 0 {
-		r.perm |= fs.ModeSetgid
-	}
-	if mode&unix.S_ISVTX != 0 {
-		r.perm |= fs.ModeSticky
-	}
-	switch mode & unix.S_IFMT {
-	case unix.S_IFREG:
-		r.typ = 0
-	case unix.S_IFDIR:
-		r.typ = fs.ModeDir
-	case unix.S_IFLNK:
-		r.typ = fs.ModeSymlink
-	case unix.S_IFSOCK:
-		r.typ = fs.ModeSocket
-	case unix.S_IFIFO:
-		r.typ = fs.ModeNamedPipe
-	case unix.S_IFCHR:
-		r.typ = fs.ModeDevice | fs.ModeCharDevice
-	case unix.S_IFBLK:
-		r.typ = fs.ModeDevice
-	default:
-		r.typ = fs.ModeIrregular
-	}
+	r.perm, r.typ = unixmode.FileMode(mode), unixmode.Type(mode)
 	return r
 }
 

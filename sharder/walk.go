@@ -151,6 +151,12 @@ type Options struct {
 	// walked as one: a symlink to a directory above it is walked until
 	// the system refuses the path (ELOOP), as rsync's -L does.
 	Links Links
+	// FakeSuper (--fake-super where SRC is) reads each regular file's
+	// and directory's owner, mode, and type and device number from its
+	// user.rsync.%stat attribute, where it has one: a tree written by an
+	// unprivileged rsync or bulkmove --fake-super is sent as what it
+	// stands for (see fakeStat).
+	FakeSuper bool
 
 	hooks *testHooks
 }
@@ -255,6 +261,7 @@ func Run(ctx context.Context, src string, opt Options, out chan<- *model.Batch) 
 	if rs.typ != fs.ModeDir {
 		// A single file, symlink or something to skip: one entry, no
 		// walk. As with rsync, the filter sees it by its base name.
+		w.single = true
 		var c chunk
 		var target string
 		var lerr error
@@ -291,7 +298,15 @@ func Run(ctx context.Context, src string, opt Options, out chan<- *model.Batch) 
 		return st, err
 	}
 	if opt.Shard.OwnsDir(".") {
-		w.chunks <- chunk{deferred: []model.Entry{rs.entry(".", model.KindDir)}}
+		c := chunk{deferred: []model.Entry{rs.entry(".", model.KindDir)}}
+		if opt.FakeSuper {
+			if _, err := fakeStat(src, &rs); err != nil {
+				c = chunk{notes: []note{{path: ".", err: err}}}
+			} else {
+				c.deferred[0] = rs.entry(".", model.KindDir)
+			}
+		}
+		w.chunks <- c
 	}
 	// The per-directory filter files (dir-merge): each directory's are read
 	// when it is, and kept while its subtree is walked.
@@ -378,6 +393,7 @@ type devIno struct{ dev, ino uint64 }
 type walker struct {
 	rootDev uint64 // the source's device, for OneFileSystem
 	src     string
+	single  bool // src is the one entry (not a directory)
 	opt     *Options
 	chunks  chan chunk // to the collector; bounded
 
@@ -815,6 +831,20 @@ const maxRanges = 1 << 16
 // entryInto classifies one lstat'ed name and adds it to c. For a symlink,
 // target and lerr are the result of reading it.
 func (w *walker) entryInto(c *chunk, rel string, rs rawStat, target string, lerr error) {
+	if w.opt.FakeSuper {
+		full := w.full(rel)
+		if w.single {
+			full = w.src
+		}
+		link, err := fakeStat(full, &rs)
+		if err != nil {
+			c.notes = append(c.notes, note{path: rel, err: err})
+			return
+		}
+		if rs.typ == fs.ModeSymlink && link != "" {
+			target, lerr = link, nil
+		}
+	}
 	switch rs.typ {
 	case 0:
 		if rs.size < w.opt.MinSize || (w.opt.HasMaxSize && rs.size > w.opt.MaxSize) {

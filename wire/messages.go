@@ -126,6 +126,12 @@ type ReceiveOptions struct {
 	// that masks its clauses naming no class: the sender's.
 	Chmod      string `json:"chmod,omitempty"`
 	ChmodUmask uint32 `json:"chmod_umask,omitempty"`
+	// FakeSuper (--fake-super on the receiving side): the receiver
+	// chowns nothing and makes no device or special file; it keeps each
+	// entry's owner, full mode and type in the user.rsync.%stat
+	// attribute, in rsync's format (internal/xattrs), and files a
+	// regular file for a device, special file or symlink.
+	FakeSuper bool `json:"fake_super,omitempty"`
 }
 
 // IDName is the sender's name of one owner of a manifest's entries: a user

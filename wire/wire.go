@@ -83,6 +83,9 @@ import (
 // and modes as sent, and refuse the names.
 // Also 18: a remote-to-remote move starts CmdR2RSend on SRC's host; an
 // older bulkmove there would refuse it as an unknown flag.
+// Also 18: they may ask the receiver to keep owners, modes and
+// devices in user.rsync.%stat (FakeSuper); an older agent would chown
+// and mknod, or fail where it cannot.
 const Proto = 18
 
 // The first words of the internal commands, which one end starts on the

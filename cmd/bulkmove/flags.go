@@ -61,6 +61,8 @@ func registerCompare(fs *pflag.FlagSet, c *engine.Config) {
 		fs.VarPF(bothFlags{&c.Faithful.Devices, &c.Faithful.Specials}, "devices-and-specials", "D", "rsync's -D: --devices and --specials").NoOptDefVal = "true"
 		fs.BoolVar(&c.Faithful.Devices, "devices", c.Faithful.Devices, "copy character and block devices, with their numbers: made where the receiver runs as root (a serve: with --allow-devices), refused by name elsewhere; without it they are skipped with a warning")
 		fs.BoolVar(&c.Faithful.Specials, "specials", c.Faithful.Specials, "copy FIFOs and sockets; without it they are skipped with a warning")
+		fs.BoolVar(&c.Faithful.FakeSuper, "fake-super", c.Faithful.FakeSuper, "rsync's --fake-super on this host's end: a DEST here keeps owners, setuid bits, devices and special files in each file's user.rsync.%stat attribute instead of making them (files stay the receiving user's); a SRC here is read through those attributes; a local move: both (see docs/faithful.md)")
+		fs.VarP(remoteOption{&c.Faithful.RemoteFakeSuper, &c.Faithful.RemoteSuper}, "remote-option", "M", "rsync's -M, for the remote end: `--fake-super` (a push's receiver keeps what it cannot set in user.rsync.%stat, a pull's sender reads SRC through it; a local move's DEST) or --super (with --fake-super, a local move's DEST is made for real: the restore of a fake-super SRC)")
 	})
 	section(fs, "transport", func() {
 		fs.StringVar(&c.Transport, "transport", c.Transport, "how the streams travel to a remote host: ssh (K SSH connections), tls (SSH starts the agent, the streams go over TLS 1.3 straight to it), tcp (the same, unencrypted), auto (tls, else ssh)")

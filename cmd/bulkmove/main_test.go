@@ -3,9 +3,11 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -71,6 +73,7 @@ func TestScripts(t *testing.T) {
 			"hardlink":     cmdHardlink,
 			"mkfifo":       cmdMkfifo,
 			"mknod":        cmdMknod,
+			"fakestat":     cmdFakestat,
 			"mtime":        cmdMtime,
 			"oddnames":     cmdOddnames,
 			"count":        cmdCount,
@@ -161,6 +164,44 @@ func cmdMknod(ts *testscript.TestScript, neg bool, args []string) {
 		typ = unix.S_IFBLK
 	}
 	ts.Check(unix.Mknod(ts.MkAbs(args[0]), typ|0o644, int(unix.Mkdev(uint32(major), uint32(minor)))))
+}
+
+// fakestat DIR: prints, sorted by path, each entry under DIR that has a
+// user.rsync.%stat attribute (--fake-super's) and its value: "PATH VALUE"
+// (the root as ".").
+func cmdFakestat(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 1 {
+		ts.Fatalf("usage: fakestat DIR")
+	}
+	lines, err := fakeStats(ts.MkAbs(args[0]))
+	ts.Check(err)
+	for _, l := range lines {
+		fmt.Fprintln(ts.Stdout(), l)
+	}
+}
+
+// fakeStats lists, sorted, each entry under root with a
+// user.rsync.%stat attribute: "PATH VALUE", the root as ".".
+func fakeStats(root string) ([]string, error) {
+	var lines []string
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		buf := make([]byte, 256)
+		n, err := unix.Lgetxattr(p, "user.rsync.%stat", buf)
+		if err == unix.ENODATA {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", p, err)
+		}
+		rel, _ := filepath.Rel(root, p)
+		lines = append(lines, rel+" "+string(buf[:n]))
+		return nil
+	})
+	slices.Sort(lines)
+	return lines, err
 }
 
 // mtime PATH RFC3339NANO: set a modification time.

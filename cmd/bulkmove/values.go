@@ -83,6 +83,34 @@ func (v bothFlags) Set(s string) error {
 	return nil
 }
 
+// remoteOption is rsync's -M (--remote-option), which passes an option
+// to the remote rsync: bulkmove's remote end takes --fake-super, and
+// --super (not fake: a local move's DEST, with --fake-super).
+type remoteOption struct{ fakeSuper, super *bool }
+
+func (v remoteOption) String() string {
+	switch {
+	case v.fakeSuper != nil && *v.fakeSuper:
+		return "--fake-super"
+	case v.super != nil && *v.super:
+		return "--super"
+	}
+	return ""
+}
+func (v remoteOption) Type() string { return "option" }
+
+func (v remoteOption) Set(s string) error {
+	switch s {
+	case "--fake-super":
+		*v.fakeSuper, *v.super = true, false
+	case "--super":
+		*v.fakeSuper, *v.super = false, true
+	default:
+		return fmt.Errorf("%q: the remote end takes only --fake-super and --super", s)
+	}
+	return nil
+}
+
 // verboseCount is -v, and with count -h, which repeat as rsync's do
 // (-vv, -hh): for -v any count turns on the engine's one verbose level,
 // which already lists every batch; -h's count is rsync's level.

@@ -217,6 +217,9 @@ func (c *Config) Check() error {
 	if err := c.Owners.check(c.NoOwner); err != nil {
 		return err
 	}
+	if (c.Faithful.FakeSuper || c.Faithful.RemoteFakeSuper) && c.Faithful.ACLs {
+		return errors.New("-A with --fake-super: ACLs are not kept in user.rsync.%aacl (rsync's format for them there is not supported); leave out -A")
+	}
 	if err := c.checkCounts(); err != nil {
 		return err
 	}

@@ -146,6 +146,7 @@ func (j *job) run(ctx context.Context) Outcome {
 	j.flags.Faithful.source(&plan.src)
 	j.flags.Owners.source(&plan.src)
 	j.flags.Select.source(&plan.src)
+	plan.src.FakeSuper, _ = j.fakeSuper()
 	j.autoStart()
 	plan.src.IO = j.flags.IOConcurrency.gauge()
 	opt := sharder.Options{
@@ -177,6 +178,7 @@ func (j *job) run(ctx context.Context) Outcome {
 	}
 	j.flags.Faithful.walk(&opt)
 	j.flags.Select.walk(&opt)
+	opt.FakeSuper, _ = j.fakeSuper()
 	j.flags.Split.apply(&opt, &j.flags)
 	linkMem, err := EnvCount("BULKMOVE_TUNE_LINK_MEM", "hard-link sets")
 	if err != nil {

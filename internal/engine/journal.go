@@ -33,6 +33,10 @@ func (j *job) openJournal() (*resume.Journal, error) {
 		if !ro.Owner {
 			key = append(key, "owner=false")
 		}
+		if read, _ := j.fakeSuper(); read || ro.FakeSuper {
+			// Another tree at DEST, another SRC read: not the same job.
+			key = append(key, fmt.Sprintf("fake-super=%v,%v", read, ro.FakeSuper))
+		}
 		p, err = journal.DefaultPath(j.src, dst, key...)
 		if err != nil {
 			return nil, fmt.Errorf("journal: %w", err)

@@ -71,11 +71,13 @@ func (j *job) allowed() AllowFlags {
 		Devices: j.flags.Faithful.Devices}
 }
 
-// pullPolicy is a pull's receiver's policy: the puller's own flags, and
-// of absolute backup directories its own --backup-dir alone (a remote
-// sender may not have DEST's files moved elsewhere on this host).
+// pullPolicy is a pull's receiver's policy: the puller's own flags, its
+// own --fake-super, and of absolute backup directories its own
+// --backup-dir alone (a remote sender may not have DEST's files moved
+// elsewhere on this host).
 func (j *job) pullPolicy() extract.Policy {
 	p := j.allowed().Policy(pullHint)
+	p.FakeSuper = j.flags.Faithful.FakeSuper
 	if j.flags.Backup.On && filepath.IsAbs(j.flags.Backup.Dir) {
 		p.AbsBackupDir = j.flags.Backup.Dir
 	}

@@ -116,5 +116,6 @@ func (j *job) receiveOptions() wire.ReceiveOptions {
 	j.flags.Backup.receive(&o)
 	j.flags.Select.receive(&o)
 	j.flags.Owners.receive(&o)
+	_, o.FakeSuper = j.fakeSuper()
 	return o
 }

@@ -39,6 +39,8 @@ func (c Config) forSender(streams int) Config {
 	s.Gentle.BwLimit = throttle.Schedule{}
 	s.Journal = ""
 	s.DryRun = false
+	// The remote end's --fake-super is the sender's own there.
+	s.Faithful.FakeSuper, s.Faithful.RemoteFakeSuper, s.Faithful.RemoteSuper = c.Faithful.RemoteFakeSuper, false, false
 	return s
 }
 

@@ -91,6 +91,7 @@ func (j *job) verify(ctx context.Context, p plan, content bool) Outcome {
 		opt.Walk.Name = filepath.Base(j.src) // a symlink's name, if SRC is one
 	}
 	j.flags.Faithful.walk(&opt.Walk)
+	opt.Walk.FakeSuper, _ = j.fakeSuper()
 	// --shard i/N and --files-from: the part this process moved.
 	closeList, err := j.flags.Scale.apply(&opt.Walk, j.stdin)
 	if err != nil {

@@ -38,3 +38,25 @@ func FileMode(u uint32) fs.FileMode {
 	}
 	return m
 }
+
+// Type is the type of the Unix mode u (its S_IFMT bits) as fs.FileMode
+// type bits: 0 for a regular file, fs.ModeIrregular for one unknown.
+func Type(u uint32) fs.FileMode {
+	switch u & unix.S_IFMT {
+	case unix.S_IFREG:
+		return 0
+	case unix.S_IFDIR:
+		return fs.ModeDir
+	case unix.S_IFLNK:
+		return fs.ModeSymlink
+	case unix.S_IFSOCK:
+		return fs.ModeSocket
+	case unix.S_IFIFO:
+		return fs.ModeNamedPipe
+	case unix.S_IFCHR:
+		return fs.ModeDevice | fs.ModeCharDevice
+	case unix.S_IFBLK:
+		return fs.ModeDevice
+	}
+	return fs.ModeIrregular
+}

@@ -130,8 +130,9 @@ func (t *Txn) applySymlink(i int, e *model.Entry) {
 		t.failErr(i, "create directory for", e.Path, err)
 		return
 	}
-	// Already right: leave it (and its directory's mtime) alone.
-	cur, err := readlinkat(int(d.Fd()), base)
+	// Already right: leave it (and its directory's mtime) alone. (Under
+	// FakeSuper, a regular file holding the target: see fakesuper.go.)
+	cur, err := t.r.readlinkAt(int(d.Fd()), base)
 	if err == nil && t.r.opt.check() == wire.CheckExisting {
 		t.count(0, 0, 1) // --ignore-existing: a symlink there stays as it is
 		return
@@ -143,14 +144,21 @@ func (t *Txn) applySymlink(i int, e *model.Entry) {
 		// Another target, or the same with another mtime (which
 		// setLinkMeta sets).
 		var st unix.Stat_t
-		if unix.Fstatat(int(d.Fd()), base, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mtim.Nano() != e.MTime {
+		if t.r.lstatAt(int(d.Fd()), base, &st) == nil && st.Mtim.Nano() != e.MTime {
 			t.item(i, wire.ItemTime)
 		}
 		if cur != e.Link {
 			t.item(i, wire.ItemContent)
 		}
 	}
-	if err == nil && cur == e.Link {
+	switch {
+	case t.r.opt.FakeSuper && err == nil && cur == e.Link:
+		t.fakeKeep(i, int(d.Fd()), base, e)
+		return
+	case t.r.opt.FakeSuper:
+		t.fakeMake(i, d, base, e, []byte(e.Link))
+		return
+	case err == nil && cur == e.Link:
 		t.setLinkMeta(i, d, base, e)
 		t.count(0, 0, 1)
 		return

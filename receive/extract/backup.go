@@ -42,6 +42,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/bulkmove/bulkmove/internal/unixmode"
 	"github.com/bulkmove/bulkmove/wire"
 )
 
@@ -333,7 +334,7 @@ func (r *Receiver) copyAside(dfd int, base string, tfd int, name string, st *uni
 		unix.UtimesNanoAt(tfd, tmp, mtime, unix.AT_SYMLINK_NOFOLLOW)
 	default:
 		if err := unix.Mknodat(tfd, tmp, st.Mode, int(st.Rdev)); err != nil {
-			return fmt.Errorf("the backup directory is on another filesystem, and this %s cannot be made there: %w", statType(st.Mode), err)
+			return fmt.Errorf("the backup directory is on another filesystem, and this %s cannot be made there: %w", unixmode.Type(uint32(st.Mode)), err)
 		}
 		unix.UtimesNanoAt(tfd, tmp, mtime, unix.AT_SYMLINK_NOFOLLOW)
 	}

@@ -59,7 +59,7 @@ func (r *Receiver) origDir(d string, fd int) {
 		return
 	}
 	var st unix.Stat_t
-	if unix.Fstat(fd, &st) != nil {
+	if r.fstat(fd, &st) != nil {
 		return
 	}
 	r.mu.Lock()
@@ -83,7 +83,7 @@ func (r *Receiver) dirItems(e *model.Entry, fd int) uint16 {
 	r.mu.Unlock()
 	if !ok {
 		var st unix.Stat_t
-		if unix.Fstat(fd, &st) != nil {
+		if r.fstat(fd, &st) != nil {
 			return 0
 		}
 		return r.attrItems(&st, e)
@@ -158,7 +158,7 @@ func (r *Receiver) wouldOne(e *model.Entry, dfd int, base string, sum wire.Sum, 
 		}
 	}
 	var st unix.Stat_t
-	if dfd < 0 || e.Path == "." && r.rootMade || unix.Fstatat(dfd, base, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+	if dfd < 0 || e.Path == "." && r.rootMade || r.lstatAt(dfd, base, &st) != nil {
 		if r.opt.Existing && e.Path != "." {
 			return 0 // --existing makes nothing
 		}
@@ -186,7 +186,7 @@ func (r *Receiver) wouldOne(e *model.Entry, dfd int, base string, sum wire.Sum, 
 		if st.Mtim.Nano() != e.MTime {
 			f |= wire.ItemTime
 		}
-		if cur, err := readlinkat(dfd, base); err != nil || cur != e.Link {
+		if cur, err := r.readlinkAt(dfd, base); err != nil || cur != e.Link {
 			f |= wire.ItemContent
 		}
 		return f

@@ -38,6 +38,12 @@ func (t *Txn) setMeta(fd int, e *model.Entry, created int64) error {
 // setMetaWith is setMeta making its calls with sys, and leaving the mtime
 // alone unless mtime.
 func (t *Txn) setMetaWith(sys dirat.Calls, fd int, e *model.Entry, created int64, mtime bool) error {
+	if t.r.opt.FakeSuper {
+		if err := t.r.fakeMeta(fd, e); err != nil || !mtime {
+			return err
+		}
+		return sys.SetMtime(fd, e.MTime)
+	}
 	if t.r.opt.Owner && (int(e.UID) != euid || int(e.GID) != egid || t.setgidDir.Load()) {
 		if err := sys.Fchown(fd, int(e.UID), int(e.GID)); err != nil {
 			return err
@@ -71,7 +77,13 @@ func createMode(m fs.FileMode) uint32 { return uint32(m.Perm()) &^ umask }
 // writes nothing (on NFS, two round trips less a directory).
 func (t *Txn) dirInPlace(fd int, e *model.Entry) bool {
 	var st unix.Stat_t
-	if unix.Fstat(fd, &st) != nil || uint32(st.Mode)&0o7777 != t.r.opt.mode(e.Mode)&0o7777 || st.Mtim.Nano() != e.MTime {
+	if unix.Fstat(fd, &st) != nil {
+		return false
+	}
+	if t.r.opt.FakeSuper {
+		return st.Mtim.Nano() == e.MTime && t.r.fakeInPlace(fd, &st, e)
+	}
+	if uint32(st.Mode)&0o7777 != t.r.opt.mode(e.Mode)&0o7777 || st.Mtim.Nano() != e.MTime {
 		return false
 	}
 	return !t.r.opt.Owner || int(st.Uid) == int(e.UID) && int(st.Gid) == int(e.GID)
@@ -84,6 +96,15 @@ func (r *Receiver) stale(st *unix.Stat_t, e *model.Entry) bool { return r.attrIt
 // (as root), mode and mtime where they differ.
 func (r *Receiver) refresh(fd int, st *unix.Stat_t, e *model.Entry) error {
 	if !r.stale(st, e) {
+		return nil
+	}
+	if r.opt.FakeSuper {
+		if err := r.fakeMeta(fd, e); err != nil {
+			return err
+		}
+		if st.Mtim.Nano() != e.MTime {
+			return dirat.SetMtime(fd, e.MTime)
+		}
 		return nil
 	}
 	want := r.opt.mode(e.Mode)
@@ -118,7 +139,7 @@ func (r *Receiver) refreshAt(dfd int, base string, st *unix.Stat_t, e *model.Ent
 	}
 	defer unix.Close(fd)
 	var now unix.Stat_t
-	if unix.Fstat(fd, &now) != nil || now.Mode&unix.S_IFMT != unix.S_IFREG || now.Size != e.Size {
+	if r.fstat(fd, &now) != nil || now.Mode&unix.S_IFMT != unix.S_IFREG || now.Size != e.Size {
 		return false
 	}
 	return r.refresh(fd, &now, e) == nil

@@ -214,7 +214,7 @@ func (r *Receiver) needRange(entries []model.Entry, idx []int, sums []wire.Sum, 
 		if timed {
 			start = time.Now()
 		}
-		if err := unix.Fstatat(int(cur.Fd()), base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if err := r.lstatAt(int(cur.Fd()), base, &st); err != nil {
 			absent(i)
 			continue
 		}
@@ -342,7 +342,7 @@ func (p *sumPool) wait() {
 func (r *Receiver) sameSum(fd int, e *model.Entry, sum wire.Sum, buf []byte) bool {
 	defer unix.Close(fd)
 	var st unix.Stat_t
-	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size != e.Size {
+	if r.fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size != e.Size {
 		return false
 	}
 	got, n, err := wire.HashReader(fdReader(fd), buf)

@@ -44,6 +44,10 @@ type Policy struct {
 	// user; a local copy); else that directory alone (a pull: the
 	// puller's own --backup-dir, whatever the remote sender asks).
 	AbsBackupDir string
+	// FakeSuper: this side's own --fake-super (a pull's): entries are
+	// received as FakeSuper whatever the sender asks. A sender may ask
+	// for it too: it only takes privileges away.
+	FakeSuper bool
 	// Hint, if set, names the way to allow one of the options ("setid",
 	// "xattrs", "acls", "devices") on this receiver, for its refusals:
 	// "serve --allow-setid".
@@ -93,6 +97,11 @@ func (p Policy) Grant(o *wire.ReceiveOptions) (opt Options, denied []string, err
 	if o == nil {
 		return Options{}, nil, nil
 	}
+	if p.FakeSuper && !o.FakeSuper {
+		fake := *o
+		fake.FakeSuper = true
+		o = &fake
+	}
 	opt = FromWire(o)
 	var pe PolicyError
 	refuse := func(flag, option string) {
@@ -101,7 +110,10 @@ func (p Policy) Grant(o *wire.ReceiveOptions) (opt Options, denied []string, err
 			pe.Hints = append(pe.Hints, p.Hint(option))
 		}
 	}
-	if o.KeepSetid && !p.Setid {
+	// Under FakeSuper setuid bits and devices are only recorded (the
+	// files made are the receiving user's, without them): nothing to
+	// allow.
+	if o.KeepSetid && !p.Setid && !o.FakeSuper {
 		refuse("--keep-setid", "setid")
 	}
 	if o.Xattrs && !p.Xattrs {
@@ -110,7 +122,7 @@ func (p Policy) Grant(o *wire.ReceiveOptions) (opt Options, denied []string, err
 	if o.ACLs && !p.ACLs {
 		refuse("-A (ACLs)", "acls")
 	}
-	if o.Devices && !p.Devices {
+	if o.Devices && !p.Devices && !o.FakeSuper {
 		refuse("-D (devices)", "devices")
 	}
 	if o.Backup && !p.allowsBackupDir(o.BackupDir) {
@@ -120,7 +132,7 @@ func (p Policy) Grant(o *wire.ReceiveOptions) (opt Options, denied []string, err
 	if len(pe.Asked) > 0 {
 		return Options{}, nil, &pe
 	}
-	if opt.Owner && !p.Owner {
+	if opt.Owner && !p.Owner && !opt.FakeSuper {
 		opt.Owner = false
 		denied = append(denied, "owner")
 	}

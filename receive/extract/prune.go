@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/bulkmove/bulkmove/internal/spill"
+	"github.com/bulkmove/bulkmove/internal/unixmode"
 	"github.com/bulkmove/bulkmove/model"
 )
 
@@ -275,7 +276,7 @@ func (r *Receiver) PruneNames(dir string, names []Candidate, o PruneOptions, rep
 			}
 			continue
 		}
-		typ := statType(uint32(st.Mode))
+		typ := unixmode.Type(uint32(st.Mode))
 		if !sameKind(typ, c.Type) {
 			continue // not what was counted: left alone
 		}
@@ -301,27 +302,6 @@ func sameKind(a, b fs.FileMode) bool {
 		return fs.ModeIrregular
 	}
 	return kind(a) == kind(b)
-}
-
-// statType is the fs.FileMode type bits of a stat mode, as a directory
-// listing gives them.
-func statType(m uint32) fs.FileMode {
-	switch m & unix.S_IFMT {
-	case unix.S_IFREG:
-		return 0
-	case unix.S_IFDIR:
-		return fs.ModeDir
-	case unix.S_IFLNK:
-		return fs.ModeSymlink
-	case unix.S_IFIFO:
-		return fs.ModeNamedPipe
-	case unix.S_IFSOCK:
-		return fs.ModeSocket
-	case unix.S_IFCHR:
-		return fs.ModeDevice | fs.ModeCharDevice
-	default:
-		return fs.ModeDevice
-	}
 }
 
 // pruning is a PruneDir (or PruneNames) of r with o, reporting to

@@ -148,6 +148,9 @@ type Options struct {
 	// Devices and Specials: devices, and FIFOs and sockets, are made
 	// (see special.go); an entry of either kind not granted is refused.
 	Devices, Specials bool
+	// FakeSuper: owners, setuid/setgid bits, devices and special files
+	// are recorded in user.rsync.%stat, not made (fakesuper.go).
+	FakeSuper bool
 	// DryRun: the receiver only answers questions (Would, Verify, a
 	// prune that removes nothing), and Open does not make a DEST that is
 	// not there: it is then taken as empty.
@@ -181,7 +184,8 @@ func FromWire(o *wire.ReceiveOptions) Options {
 	}
 	// Owners can only be given away with CAP_CHOWN (root): elsewhere files
 	// belong to the receiving user, as with rsync run by an ordinary user.
-	return Options{Fsync: o.Fsync, Owner: o.Owner && canChown, KeepSetid: o.KeepSetid, NoCheck: o.Check == wire.CheckNone,
+	// With FakeSuper nothing is given away: owners are recorded.
+	return Options{Fsync: o.Fsync, Owner: o.Owner && (canChown || o.FakeSuper), FakeSuper: o.FakeSuper, KeepSetid: o.KeepSetid, NoCheck: o.Check == wire.CheckNone,
 		Check: o.Check, WriteRate: o.WriteRate, IOConcurrency: o.IOConcurrency, Xattrs: o.Xattrs, ACLs: o.ACLs, Sparse: o.Sparse, NoSums: o.NoSums, Delete: o.Delete, Itemize: o.Itemize,
 		Devices: o.Devices, Specials: o.Specials, DryRun: o.DryRun, SyncInPlace: o.SyncInPlace,
 		Backup: o.Backup, BackupDir: o.BackupDir, Suffix: o.Suffix,

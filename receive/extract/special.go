@@ -18,6 +18,7 @@ package extract
 
 import (
 	"fmt"
+	"os"
 	"strconv"
 
 	"golang.org/x/sys/unix"
@@ -26,8 +27,8 @@ import (
 	"github.com/bulkmove/bulkmove/wire"
 )
 
-// nodeType is the S_IF* type of an entry of kind k, a device or special
-// file.
+// nodeType is the S_IF* type of an entry of kind k (a hard link's is a
+// regular file's).
 func nodeType(k model.Kind) uint32 {
 	switch k {
 	case model.KindCharDevice:
@@ -38,6 +39,12 @@ func nodeType(k model.Kind) uint32 {
 		return unix.S_IFIFO
 	case model.KindSocket:
 		return unix.S_IFSOCK
+	case model.KindDir:
+		return unix.S_IFDIR
+	case model.KindSymlink:
+		return unix.S_IFLNK
+	case model.KindFile, model.KindHardlink:
+		return unix.S_IFREG
 	}
 	return 0
 }
@@ -63,7 +70,7 @@ func (o *Options) mayMake(e *model.Entry) (code int, err error) {
 		return wire.CodeInvalid, fmt.Errorf("refusing %s %q: devices were not asked for (-D) or are not allowed here", e.Kind, e.Path)
 	case e.Kind.IsSpecial() && !o.Specials:
 		return wire.CodeInvalid, fmt.Errorf("refusing %s %q: special files were not asked for (-D)", e.Kind, e.Path)
-	case e.Kind.IsDevice() && !canMknod:
+	case e.Kind.IsDevice() && !canMknod && !o.FakeSuper:
 		return wire.CodePerm, fmt.Errorf("create %s %s: not root: only root (CAP_MKNOD) may make devices", e.Kind, e.Path)
 	case e.Kind.IsDevice() && (e.Major() >= 1<<12 || e.Minor() >= 1<<20):
 		// Linux's own device numbers: 12 bits of major, 20 of minor;
@@ -87,12 +94,16 @@ func (t *Txn) applySpecial(i int, e *model.Entry) {
 	}
 	dfd := int(d.Fd())
 	var st unix.Stat_t
-	switch err := unix.Fstatat(dfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); {
+	switch err := t.r.lstatAt(dfd, base, &st); {
 	case err == nil && uint32(st.Mode)&unix.S_IFMT == nodeType(e.Kind) && t.r.opt.check() == wire.CheckExisting:
 		t.count(0, 0, 1) // --ignore-existing: one of its type there stays as it is
 		return
 	case err == nil && sameNode(&st, e):
 		t.item(i, t.r.attrItems(&st, e))
+		if t.r.opt.FakeSuper {
+			t.fakeKeep(i, dfd, base, e) // see fakesuper.go
+			return
+		}
 		if err := t.nodeMeta(dfd, base, e); err != nil {
 			t.failErr(i, "set metadata of", e.Path, err)
 			return
@@ -107,6 +118,10 @@ func (t *Txn) applySpecial(i int, e *model.Entry) {
 		t.failErr(i, "create "+e.Kind.String(), e.Path, err)
 		return
 	}
+	if t.r.opt.FakeSuper {
+		t.fakeMake(i, d, base, e, nil)
+		return
+	}
 	tmp := t.tmpName()
 	// No permission bits until its owner and mode are set: nobody opens
 	// it meanwhile.
@@ -114,12 +129,18 @@ func (t *Txn) applySpecial(i int, e *model.Entry) {
 		t.failErr(i, "create "+e.Kind.String(), e.Path, err)
 		return
 	}
-	err = t.nodeMeta(dfd, tmp, e)
+	t.install(i, d, tmp, base, e, t.nodeMeta(dfd, tmp, e))
+}
+
+// install renames tmp, made in d for entry i, e, over base, if its making
+// went well (err nil); if not, or if the rename fails, tmp goes and the
+// entry fails.
+func (t *Txn) install(i int, d *os.File, tmp, base string, e *model.Entry, err error) {
 	if err == nil {
 		err = t.replace(d, tmp, base, e.Path)
 	}
 	if err != nil {
-		unix.Unlinkat(dfd, tmp, 0)
+		unix.Unlinkat(int(d.Fd()), tmp, 0)
 		t.failErr(i, "create "+e.Kind.String(), e.Path, err)
 		return
 	}

@@ -114,17 +114,13 @@ func (r *Receiver) verifyOne(e *model.Entry, dfd int, base string, sum wire.Sum,
 		return "missing" // its directory is not there (or not a directory)
 	}
 	var st unix.Stat_t
-	if err := unix.Fstatat(dfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+	if err := r.lstatAt(dfd, base, &st); err != nil {
 		if err == unix.ENOENT {
 			return "missing"
 		}
 		return fmt.Sprintf("cannot examine: %v", err)
 	}
-	want := map[model.Kind]uint32{model.KindFile: unix.S_IFREG, model.KindHardlink: unix.S_IFREG,
-		model.KindDir: unix.S_IFDIR, model.KindSymlink: unix.S_IFLNK}[e.Kind]
-	if want == 0 {
-		want = nodeType(e.Kind) // a device or special file
-	}
+	want := nodeType(e.Kind)
 	if got := uint32(st.Mode) & unix.S_IFMT; got != want {
 		return fmt.Sprintf("type: source %s, destination %s", kindNames[want], kindNames[got])
 	}
@@ -132,7 +128,7 @@ func (r *Receiver) verifyOne(e *model.Entry, dfd int, base string, sum wire.Sum,
 	add := func(format string, a ...any) { diffs = append(diffs, fmt.Sprintf(format, a...)) }
 	switch e.Kind {
 	case model.KindSymlink:
-		switch got, err := readlinkat(dfd, base); {
+		switch got, err := r.readlinkAt(dfd, base); {
 		case err != nil:
 			add("link target: cannot read: %v", err)
 		case got != e.Link:
@@ -157,7 +153,7 @@ func (r *Receiver) verifyOne(e *model.Entry, dfd int, base string, sum wire.Sum,
 	if wantMode := r.opt.mode(e.Mode); uint32(st.Mode)&0o7777 != wantMode {
 		add("mode: source %04o, destination %04o", wantMode, st.Mode&0o7777)
 	}
-	if r.opt.Owner && canChown && (st.Uid != e.UID || st.Gid != e.GID) {
+	if r.opt.Owner && (canChown || r.opt.FakeSuper) && (st.Uid != e.UID || st.Gid != e.GID) {
 		add("owner: source %d:%d, destination %d:%d", e.UID, e.GID, st.Uid, st.Gid)
 	}
 	if e.Kind == model.KindFile && st.Size == e.Size && sum != (wire.Sum{}) {

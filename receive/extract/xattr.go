@@ -81,8 +81,8 @@ func (r *Receiver) managed(name string, k model.Kind) bool {
 	if wire.IsACL(name) {
 		return r.opt.ACLs && k != model.KindSymlink && (name == wire.ACLAccess || k == model.KindDir)
 	}
-	if !r.opt.Xattrs {
-		return false
+	if !r.opt.Xattrs || r.opt.FakeSuper && xattrs.RsyncPrivate(name) {
+		return false // --fake-super's own (fakesuper.go)
 	}
 	if strings.HasPrefix(name, "user.") {
 		return k != model.KindSymlink // Linux allows user.* on files and directories only

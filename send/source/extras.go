@@ -77,7 +77,7 @@ func (s Source) readXattrs(t xattrs.Target, name string, k model.Kind) ([]wire.X
 // carries reports whether attribute n of an entry of kind k is sent.
 func (s Source) carries(n string, k model.Kind) bool {
 	switch {
-	case wire.CheckXattrName(n) != nil:
+	case wire.CheckXattrName(n) != nil, s.FakeSuper && xattrs.RsyncPrivate(n):
 		return false
 	case wire.IsACL(n):
 		return s.ACLs && (n == wire.ACLAccess || k == model.KindDir)

@@ -48,6 +48,10 @@ type Source struct {
 	// it (-L, --copy-unsafe-links) and the entry is what it points to.
 	// Recheck still says whether that is the file the walk saw.
 	FollowLinks bool
+	// FakeSuper: SRC is read as --fake-super wrote it (sharder.Options
+	// FakeSuper); rsync's own attributes there (user.rsync.%stat) are
+	// what the entries say, not attributes to copy.
+	FakeSuper bool
 
 	// openHook, if set, is called with each file's path before it is
 	// opened: how tests hold an open back (WithOpenHook).

@@ -333,7 +333,7 @@ func (r *Receiver) copyAside(dfd int, base string, tfd int, name string, st *uni
 		}
 		unix.UtimesNanoAt(tfd, tmp, mtime, unix.AT_SYMLINK_NOFOLLOW)
 	default:
-		if err := unix.Mknodat(tfd, tmp, st.Mode, int(st.Rdev)); err != nil {
+		if err := mknodat(tfd, tmp, uint32(st.Mode), unix.Major(uint64(st.Rdev)), unix.Minor(uint64(st.Rdev))); err != nil {
 			return fmt.Errorf("the backup directory is on another filesystem, and this %s cannot be made there: %w", unixmode.Type(uint32(st.Mode)), err)
 		}
 		unix.UtimesNanoAt(tfd, tmp, mtime, unix.AT_SYMLINK_NOFOLLOW)
@@ -373,10 +373,10 @@ func (r *Receiver) copyFileAside(dfd int, base string, tfd int, tmp string, st *
 	if _, err := io.Copy(dst, io.LimitReader(src, now.Size)); err != nil {
 		return fmt.Errorf("copy to the backup directory (another filesystem): %w", err)
 	}
-	if err := unix.Fchmod(wfd, now.Mode&0o7777); err != nil {
+	if err := unix.Fchmod(wfd, uint32(now.Mode)&0o7777); err != nil {
 		return err
 	}
-	if err := unix.UtimesNanoAt(wfd, "", []unix.Timespec{now.Atim, now.Mtim}, unix.AT_EMPTY_PATH); err != nil {
+	if err := unix.UtimesNanoAt(wfd, "", []unix.Timespec{now.Atim, now.Mtim}, atEmptyPath); err != nil {
 		return err
 	}
 	if r.opt.Fsync {

@@ -41,6 +41,10 @@ type Pool struct {
 	// symlinks and directory metadata (which a deletion would disturb):
 	// the --delete pass.
 	BeforeFinal func(ctx context.Context, conns []Conn) error
+	// BeforeData, if set, runs before any batch is sent: the --delete
+	// pass of a job whose sent files leave SRC (--remove-source-files),
+	// which after the data would find them gone from SRC.
+	BeforeData func(ctx context.Context, conns []Conn) error
 	// Counters has one entry per stream; Run allocates them if nil.
 	Counters []*Counters
 	// Limit, if set, is the job's bandwidth limit: every stream that
@@ -177,6 +181,12 @@ func (p *Pool) Run(ctx context.Context, in <-chan *model.Batch, def *Deferred) e
 	p.live = len(p.Conns)
 	p.down = make([]bool, len(p.Conns))
 
+	if p.BeforeData != nil {
+		if err := p.BeforeData(ctx, p.Conns); err != nil {
+			p.closeAll(ctx)
+			return err
+		}
+	}
 	// Phase 1: file data, every stream pulling from one queue.
 	g, gctx := errgroup.WithContext(ctx)
 	queue := make(chan *model.Batch)

@@ -15,12 +15,14 @@ import (
 // TestSSHRemoveSource: --remove-source-files over SSH against a real sshd,
 // a push (this host removes) and a pull (the remote send-hub removes):
 // DEST is SRC as it was, SRC keeps only its directories, or with
-// --remove-source-dirs only its root.
+// --remove-source-dirs only its root. With --delete, what DEST had beyond
+// SRC goes and nothing moved does (the files that left SRC are not taken
+// for files deleted there).
 func TestSSHRemoveSource(t *testing.T) {
 	_, cfg, px := sshdBehindProxy(t)
 	env := []string{"XDG_STATE_HOME=" + t.TempDir()}
 	dir := shmDir(t)
-	args := []string{"--ssh-config", cfg, "--port", strconv.Itoa(px.Port()), "-j", "2", "--batch-files", "50", "--remove-source-files"}
+	args := []string{"--ssh-config", cfg, "--port", strconv.Itoa(px.Port()), "-j", "2", "--batch-files", "50", "--remove-source-files", "--delete"}
 	for _, c := range []struct {
 		name string
 		dirs bool // a pull, with --remove-source-dirs
@@ -32,6 +34,12 @@ func TestSSHRemoveSource(t *testing.T) {
 			}
 			if out, err := exec.Command("cp", "-a", src, ref).CombinedOutput(); err != nil {
 				t.Fatalf("cp: %v: %s", err, out)
+			}
+			if err := os.MkdirAll(filepath.Join(dst, "old"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dst, "old", "extra"), []byte("not at SRC"), 0o644); err != nil {
+				t.Fatal(err)
 			}
 			var extra []string
 			if c.dirs {

@@ -281,7 +281,15 @@ func (j *job) run(ctx context.Context) Outcome {
 	}
 	if j.flags.Delete && plan.rename == "" {
 		j.del = j.deleter(plan)
-		pool.BeforeFinal = j.del.Pass
+		if j.flags.RemoveSourceFiles {
+			// Each file sent leaves SRC once its batch is acknowledged:
+			// a listing of SRC after the data would lack them, and the
+			// pass would delete at DEST the files just moved there. So
+			// SRC is listed before any leaves (rsync's --delete-before).
+			pool.BeforeData = j.del.Pass
+		} else {
+			pool.BeforeFinal = j.del.Pass
+		}
 	}
 	if j.flags.Compress.Mode == compress.Auto && slices.ContainsFunc(conns, isClient) {
 		pool.Opening = openingCost // the first batches measure the link

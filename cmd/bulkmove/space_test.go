@@ -37,7 +37,10 @@ func TestDiskFull(t *testing.T) {
 		t.Fatalf("--require-space: exit %d, want 3 and a refusal:\n%s", code, out)
 	}
 
-	out, code = runBM(t, env, "-j", "2", src, dst)
+	// Batches of 32 files (1 MiB): the first few land before DEST fills,
+	// so the rerun has acknowledged batches to resume from, whatever the
+	// timing.
+	out, code = runBM(t, env, "-j", "2", "--batch-files", "32", src, dst)
 	if code != exitFatal || !strings.Contains(out, "no space left") || !strings.Contains(out, dst+" is full") ||
 		!strings.Contains(out, "still to move") {
 		t.Fatalf("disk full: exit %d, want 3 naming DEST and what is left:\n%s", code, out)
@@ -52,7 +55,7 @@ func TestDiskFull(t *testing.T) {
 	if out, err := exec.Command("mount", "-o", "remount,size=64m", small).CombinedOutput(); err != nil {
 		t.Fatalf("remount: %v: %s", err, out)
 	}
-	out, code = runBM(t, env, "-v", "-j", "2", src, dst)
+	out, code = runBM(t, env, "-v", "-j", "2", "--batch-files", "32", src, dst)
 	if code != 0 || !strings.Contains(out, "resuming: the journal") {
 		t.Fatalf("after freeing space: exit %d, want 0 and a resume:\n%s", code, out)
 	}

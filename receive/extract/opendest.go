@@ -77,7 +77,10 @@ func openDirBeneath(parent *os.File, rel string, create bool) (*os.File, error) 
 // first parent, for messages.
 func stepBeneath(dfd int, name, at string, create bool) (int, error) {
 	fd, err := unix.Openat(dfd, name, dirFlags, 0)
-	if err == unix.ENOENT && create {
+	// A name that goes missing between the make and the open is someone
+	// renaming it away as we step (a local user racing the receiver): try
+	// a few times, then fail naming it, never following what replaced it.
+	for try := 0; err == unix.ENOENT && create && try < 8; try++ {
 		if err = unix.Mkdirat(dfd, name, 0o755); err == nil || err == unix.EEXIST {
 			fd, err = unix.Openat(dfd, name, dirFlags, 0)
 		}
@@ -85,8 +88,6 @@ func stepBeneath(dfd int, name, at string, create bool) (int, error) {
 	switch {
 	case err == nil:
 		return fd, nil
-	case err == unix.ENOENT:
-		return -1, &os.PathError{Op: "open", Path: at, Err: err}
 	case err == unix.ELOOP:
 		return -1, fmt.Errorf("%s: %w", at, ErrSymlinkBeneath)
 	case err == unix.ENOTDIR:

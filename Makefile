@@ -2,7 +2,7 @@
 GO ?= go
 BIN := bin/bulkmove
 
-.PHONY: build install cross vet lint test test-slurm test-short race fuzz bench bench-cpu bench-cutover bench-scale bench-slowfs bench-speed bench-r2r soak demo man clean
+.PHONY: build install cross vet lint test test-slurm test-short race fuzz bench bench-cpu bench-cutover bench-scale bench-slowfs bench-speed bench-r2r bench-delta soak demo man clean
 
 # The source revision, for `bulkmove version` and bulkmove_build_info,
 # given by -X where the go command does not stamp one itself (a git
@@ -103,7 +103,8 @@ fuzz:
 # Benchmarks against cp, tar and rsync on a tmpfs (needs root). See bench/run.sh;
 # then trees on a slow filesystem (bench-slowfs), the speed table over the
 # rig (bench-speed), incremental passes (bench-cutover) and a tree of
-# millions of files (bench-scale), and remote to remote (bench-r2r).
+# millions of files (bench-scale), remote to remote (bench-r2r) and changed
+# large files (bench-delta).
 bench: build
 	BULKMOVE=$(CURDIR)/$(BIN) bench/run.sh
 	BULKMOVE=$(CURDIR)/$(BIN) bench/slowfs.sh
@@ -111,6 +112,7 @@ bench: build
 	BULKMOVE=$(CURDIR)/$(BIN) bench/cutover.sh
 	BULKMOVE=$(CURDIR)/$(BIN) bench/scale.sh
 	BULKMOVE=$(CURDIR)/$(BIN) bench/r2r.sh
+	BULKMOVE=$(CURDIR)/$(BIN) bench/delta.sh
 
 # Trees on a filesystem with 1 ms per metadata operation (the rig's slowfs,
 # standing in for NFS or Lustre), source then destination, locally and over
@@ -120,6 +122,20 @@ bench: build
 # a push run on box1 (needs root). See bench/r2r.sh.
 bench-r2r: build
 	BULKMOVE=$(CURDIR)/$(BIN) bench/r2r.sh
+
+# Changed large files (root): two network namespaces of its own, box2 with
+# an sshd; 1 GiB of random bytes, 1% changed in 16 runs at random offsets,
+# over a 200 Mbit/s link: bulkmove's delta against its resend
+# (--whole-file), rsync -a --inplace, rsync -a and raw TCP (nc); the same
+# file grown by 10 MiB; 8 images of 256 MiB, 1% changed, uncapped, against
+# rsync -a. Bytes on the wire (the kernel's count), wall time, CPU-s,
+# medians of an interleaved run, PASS/FAIL against the targets. Knobs:
+# DELTA_RUNS (3), DELTA_PARTS (big grow images), DELTA_SIZE (1GiB),
+# DELTA_RATE (200mbit), DELTA_IMAGES (8), DELTA_IMAGE_SIZE (256MiB),
+# DELTA_DIR (/mnt/x, a tmpfs), DELTA_OUT (/tmp/bench-delta: report.md,
+# runs.tsv, logs). See bench/delta.sh.
+bench-delta: build
+	BULKMOVE=$(CURDIR)/$(BIN) bench/delta.sh
 
 # See bench/slowfs.sh.
 bench-slowfs: build

@@ -29,73 +29,19 @@ OUT=${R2R_OUT:-/tmp/bulkmove-r2r.md}
 die() { echo "r2r: $*" >&2; exit 1; }
 [[ $(id -u) == 0 ]] || die "needs root (network namespaces)"
 command -v ip >/dev/null || die "needs ip (iproute2)"
-SSHD=$(command -v sshd || echo /usr/sbin/sshd)
-[[ -x $SSHD ]] || die "needs sshd (openssh-server)"
+[[ -x $(command -v sshd || echo /usr/sbin/sshd) ]] || die "needs sshd (openssh-server)"
 [[ -x $BULKMOVE ]] || die "no $BULKMOVE (make build)"
 
-ID=bmb$$
-CTL=${ID}c B1=${ID}a B2=${ID}b BR=${ID}br
+# The three hosts: network namespaces on one bridge, an sshd in box1 and box2
+# (bench/lib/hosts.sh); box1's HOME knows box2.
+. "$ROOT/bench/lib/hosts.sh"
 cleanup() {
-	for ns in $CTL $B1 $B2; do
-		[[ -f $DIR/$ns.pid ]] && kill "$(cat "$DIR/$ns.pid")" 2>/dev/null || true
-	done
-	for ns in $BR $CTL $B1 $B2; do ip netns del "$ns" 2>/dev/null || true; done
-	rm -rf "$DIR/hosts" "$DIR/dst"*
+	hosts_down
+	rm -rf "$DIR/dst"*
 }
 trap cleanup EXIT
-mkdir -p "$DIR/hosts"
-for ns in $BR $CTL $B1 $B2; do ip netns add "$ns"; ip -n "$ns" link set lo up; done
-ip -n "$BR" link add br0 type bridge
-ip -n "$BR" link set br0 up
-i=1
-for ns in $CTL $B1 $B2; do
-	ip link add "p$i" netns "$BR" type veth peer name eth0 netns "$ns"
-	ip -n "$BR" link set "p$i" master br0 up
-	ip -n "$ns" addr add "10.198.0.$i/24" dev eth0
-	ip -n "$ns" link set eth0 up
-	i=$((i + 1))
-done
-
-# One user key for every login; an sshd in box1 and in box2, each with
-# its own host key; box1's and the control host's HOME with an ssh_config
-# naming the others.
-H=$DIR/hosts
-ssh-keygen -q -t ed25519 -N '' -f "$H/id" </dev/null
-mkdir -p /run/sshd
-for n in 2 3; do
-	ns=$B1; [[ $n == 3 ]] && ns=$B2
-	ssh-keygen -q -t ed25519 -N '' -f "$H/host$n" </dev/null
-	cp "$H/id.pub" "$H/ak$n"
-	cat >"$H/sshd$n" <<CONF
-ListenAddress 10.198.0.$n
-Port 22
-HostKey $H/host$n
-PidFile $DIR/$ns.pid
-AuthorizedKeysFile $H/ak$n
-UsePAM no
-StrictModes no
-PermitRootLogin prohibit-password
-PasswordAuthentication no
-AllowTcpForwarding yes
-SetEnv PATH=$(dirname "$BULKMOVE"):/usr/bin:/bin HOME=$H/home$n
-CONF
-	mkdir -p "$H/home$n/.ssh"
-	echo "10.198.0.$n $(cut -d' ' -f1-2 "$H/host$n.pub")" >>"$H/known_hosts"
-	ip netns exec "$ns" "$SSHD" -f "$H/sshd$n"
-done
-cat >"$H/ssh_config" <<CONF
-Host box1
-  HostName 10.198.0.2
-Host box2
-  HostName 10.198.0.3
-Host *
-  User root
-  IdentityFile $H/id
-  UserKnownHostsFile $H/known_hosts
-  StrictHostKeyChecking yes
-CONF
-cp "$H/ssh_config" "$H/home2/.ssh/config"
-for _ in $(seq 50); do ip netns exec "$B2" bash -c 'exec 3<>/dev/tcp/10.198.0.3/22' 2>/dev/null && break; sleep 0.1; done
+hosts_up "$DIR" ctl box1+ssh box2+ssh || die "cannot make the hosts"
+CTL=${NS[ctl]} B1=${NS[box1]} B2=${NS[box2]} H=$HOSTS_DIR
 
 SRC=${R2R_TREE:-$DIR/src}
 if [[ -z ${R2R_TREE:-} && ! -d $SRC ]]; then
@@ -122,12 +68,12 @@ for run in $(seq "$RUNS"); do
 	fi
 	rm -rf "$DIR/dst"*
 	t0=$(date +%s.%N)
-	ip netns exec "$B1" env HOME="$H/home2" "$BULKMOVE" --ssh-config "$H/ssh_config" --journal none -j "$J" --transport tls "$SRC" "box2:$DIR/dst-tls" >/dev/null
+	ip netns exec "$B1" env HOME="$H/home-box1" "$BULKMOVE" --ssh-config "$H/ssh_config" --journal none -j "$J" --transport tls "$SRC" "box2:$DIR/dst-tls" >/dev/null
 	t=$(echo "$(date +%s.%N) - $t0" | bc)
 	[[ -z $best_tls ]] || (($(echo "$t < $best_tls" | bc))) && best_tls=$t
 	rm -rf "$DIR/dst"*
 	t0=$(date +%s.%N)
-	ip netns exec "$B1" env HOME="$H/home2" "$BULKMOVE" --ssh-config "$H/ssh_config" --journal none -j "$J" "$SRC" "box2:$DIR/dst-ssh" >/dev/null
+	ip netns exec "$B1" env HOME="$H/home-box1" "$BULKMOVE" --ssh-config "$H/ssh_config" --journal none -j "$J" "$SRC" "box2:$DIR/dst-ssh" >/dev/null
 	t=$(echo "$(date +%s.%N) - $t0" | bc)
 	[[ -z $best_ssh ]] || (($(echo "$t < $best_ssh" | bc))) && best_ssh=$t
 done

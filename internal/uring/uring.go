@@ -42,3 +42,22 @@ type Stat struct {
 	Mtime int64 // Unix nanoseconds
 	Ino   uint64
 }
+
+// NewFile is one file to create and write whole (Ring.Create): Name
+// relative to the open directory Dir, opened with Flags (O_CREAT and
+// the like) and Perm, Data written at its start.
+type NewFile struct {
+	Dir   int
+	Name  string
+	Flags int
+	Perm  uint32
+	Data  []byte
+
+	// Results. Fd is the open descriptor (-1 if the open failed); N is
+	// how many bytes the write wrote (it may be short); Err the first
+	// failure, of the open or the write (Op says which).
+	Fd  int
+	N   int
+	Err error
+	Op  string
+}

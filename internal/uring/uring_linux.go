@@ -16,6 +16,7 @@ const (
 	opClose  = 19
 	opStatx  = 21
 	opRead   = 22
+	opWrite  = 23
 
 	sqeHardlink = 1 << 3 // IOSQE_IO_HARDLINK: the next runs even if this one fails
 
@@ -93,6 +94,7 @@ type Ring struct {
 	fds    []int32
 	closed []bool
 	stx    []unix.Statx_t
+	queued []int   // Create: the files whose write is queued
 	empty  [1]byte // "" for statx(fd, "", AT_EMPTY_PATH)
 }
 
@@ -314,6 +316,84 @@ func (r *Ring) load(files []File) error {
 		}
 	}
 	return nil
+}
+
+// Create creates and writes each of files: the opens of up to the ring's
+// entries files in one system call, then the writes of those opened in
+// another. A file's failure is its own (NewFile.Err, Op); its descriptor
+// is left open for the caller (NewFile.Fd, -1 where the open failed), as
+// is the file, whatever the write did. An error returned means the ring
+// failed: the files whose open completed have their descriptors in Fd,
+// any other may or may not have been created (never written).
+func (r *Ring) Create(files []NewFile) error {
+	for k := range files {
+		files[k].Fd, files[k].N, files[k].Err, files[k].Op = -1, 0, nil, ""
+	}
+	per := int(r.entries)
+	for len(files) > 0 {
+		n := min(len(files), per)
+		if err := r.create(files[:n]); err != nil {
+			return err
+		}
+		files = files[n:]
+	}
+	return nil
+}
+
+func (r *Ring) create(files []NewFile) error {
+	size := 0
+	for i := range files {
+		size += len(files[i].Name) + 1
+	}
+	if cap(r.names) < size {
+		r.names = make([]byte, 0, size)
+	}
+	r.offs = grow(r.offs, len(files))
+	buf, offs := r.names[:0], r.offs[:len(files)]
+	for i := range files {
+		offs[i] = len(buf)
+		buf = append(buf, files[i].Name...)
+		buf = append(buf, 0)
+	}
+	r.names = buf
+	for i := range files {
+		f := &files[i]
+		r.push(sqe{opcode: opOpenat, fd: int32(f.Dir), addr: uint64(uintptr(unsafe.Pointer(&buf[offs[i]]))),
+			opFlags: uint32(f.Flags), len: f.Perm, userData: uint64(i)})
+	}
+	if err := r.submit(len(files), func(c cqe) {
+		f := &files[c.userData]
+		if c.res < 0 {
+			f.Err, f.Op = syscall.Errno(-c.res), "open"
+			return
+		}
+		f.Fd = int(c.res)
+	}); err != nil {
+		return err
+	}
+	r.queued = r.queued[:0]
+	for i := range files {
+		f := &files[i]
+		if f.Fd < 0 || len(f.Data) == 0 {
+			continue
+		}
+		r.push(sqe{opcode: opWrite, fd: int32(f.Fd), addr: uint64(uintptr(unsafe.Pointer(&f.Data[0]))), len: uint32(len(f.Data)), userData: uint64(i)})
+		r.queued = append(r.queued, i)
+	}
+	err := r.submit(len(r.queued), func(c cqe) {
+		f := &files[c.userData]
+		if c.res < 0 {
+			f.Err, f.Op = syscall.Errno(-c.res), "write"
+			return
+		}
+		f.N = int(c.res)
+	})
+	if err != nil {
+		for _, i := range r.queued {
+			files[i].N, files[i].Err, files[i].Op = 0, ErrUnavailable, "write"
+		}
+	}
+	return err
 }
 
 // Lstat is statx(2) of each of names, relative to the open directory dir

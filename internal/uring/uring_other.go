@@ -16,6 +16,9 @@ func (r *Ring) Lstat(dir int, names []string, mask uint32, sts []Statx, errs []e
 	return ErrUnavailable
 }
 
+// Create never runs off Linux.
+func (r *Ring) Create(files []NewFile) error { return ErrUnavailable }
+
 // CloseAll never runs off Linux.
 func (r *Ring) CloseAll(fds []int, errs []error) error { return ErrUnavailable }
 

@@ -195,3 +195,69 @@ func TestLstatThenLoad(t *testing.T) {
 		}
 	}
 }
+
+// TestCreate creates and writes files through the ring, a group in two
+// calls: a name already taken (a symlink, not followed; a file, left as
+// it is) fails its own open with EEXIST, the others hold their data.
+func TestCreate(t *testing.T) {
+	r := newRing(t, 8)
+	dir := t.TempDir()
+	outside := filepath.Join(t.TempDir(), "victim")
+	os.WriteFile(outside, []byte("keep"), 0o600)
+	os.Symlink(outside, filepath.Join(dir, "link"))
+	os.WriteFile(filepath.Join(dir, "taken"), []byte("theirs"), 0o600)
+	d, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(d)
+	fds := openFDs(t)
+	const cflags = unix.O_WRONLY | unix.O_CREAT | unix.O_EXCL | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	var files []NewFile
+	for i := range 12 { // more than the ring's entries: two groups
+		name := fmt.Sprintf("f%d", i)
+		switch i {
+		case 3:
+			name = "link"
+		case 9:
+			name = "taken"
+		}
+		files = append(files, NewFile{Dir: d, Name: name, Flags: cflags, Perm: 0o640, Data: bytes.Repeat([]byte{byte('a' + i)}, 100*i)})
+	}
+	if err := r.Create(files); err != nil {
+		t.Fatal(err)
+	}
+	for i, f := range files {
+		if i == 3 || i == 9 {
+			if f.Fd >= 0 || !errors.Is(f.Err, unix.EEXIST) || f.Op != "open" {
+				t.Errorf("%s: fd %d, %v (%s); want EEXIST on open", f.Name, f.Fd, f.Err, f.Op)
+			}
+			continue
+		}
+		if f.Fd < 0 || f.Err != nil || f.N != len(f.Data) {
+			t.Errorf("%s: fd %d, %v (%s), wrote %d of %d", f.Name, f.Fd, f.Err, f.Op, f.N, len(f.Data))
+			continue
+		}
+		unix.Close(f.Fd)
+		got, err := os.ReadFile(filepath.Join(dir, f.Name))
+		st, _ := os.Stat(filepath.Join(dir, f.Name))
+		if err != nil || !bytes.Equal(got, f.Data) || st.Mode().Perm() != 0o640&^umask() {
+			t.Errorf("%s: %d bytes, %v, mode %v", f.Name, len(got), err, st.Mode())
+		}
+	}
+	if got, _ := os.ReadFile(outside); string(got) != "keep" {
+		t.Errorf("written through the symlink: %q", got)
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "taken")); string(got) != "theirs" {
+		t.Errorf("the taken name: %q", got)
+	}
+	if n := openFDs(t); n != fds {
+		t.Errorf("%d descriptors open, %d before", n, fds)
+	}
+}
+
+func umask() os.FileMode {
+	m := unix.Umask(0)
+	unix.Umask(m)
+	return os.FileMode(m)
+}

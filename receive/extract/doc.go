@@ -79,6 +79,7 @@
 //	dirs.go      target directories, opened and made once a batch; which ones this receiver made
 //	temp.go      temporary names, linking unnamed files into place, sweeping leftovers of killed runs
 //	write.go     Write, WriteThen: create, copy, hash, metadata, then pending for Commit
+//	ringwrite.go small files created and written a group at a time through io_uring
 //	stage.go     staging directories, on slow filesystems without O_TMPFILE
 //	partial.go   ranges of split files: the partial and its trailer of landed ranges
 //	sparse.go    sparse files and preallocation

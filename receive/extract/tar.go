@@ -40,6 +40,11 @@ func (t *Txn) ExtractTar(id uint64, r io.Reader, need []bool) error {
 	// memory and written by several goroutines at once.
 	w := t.startWriters()
 	defer w.wait()
+	// Else small files are created a group at a time (ringwrite.go).
+	if w == nil {
+		t.q = t.startQueue()
+		defer t.stopQueue(t.q)
+	}
 	for {
 		// The name due next, which the header most likely bears.
 		tr.want = ""

@@ -66,6 +66,9 @@ type Txn struct {
 	inPlace []int
 	// aside gathers what the batch moved aside, with --backup (backup.go).
 	aside *aside
+	// q holds the small files read and not yet created, during
+	// ExtractTar (ringwrite.go).
+	q *createQueue
 }
 
 type pendingFile struct {

@@ -60,6 +60,9 @@ func (t *Txn) WriteThen(i int, src io.Reader, placeNow func() bool) error {
 		t.failErr(i, "create directory for", e.Path, err)
 		return t.drain(src, want)
 	}
+	if t.queues(src, x, e) {
+		return t.enqueue(i, e, td, base, src.(*tarReader))
+	}
 	dfd := int(d.Fd())
 	tmp, fd := "", -1
 	// The calls on this file: quick only for one created under its name
@@ -98,16 +101,7 @@ func (t *Txn) WriteThen(i int, src io.Reader, placeNow func() bool) error {
 	// for the data to arrive. It starts where the create ends.
 	start := time.Now()
 	t.r.io.Observe(start.Sub(created))
-	discard := func() {
-		var st unix.Stat_t
-		if tmp == base && unix.Fstat(fd, &st) == nil {
-			unix.Close(fd) // written under its name: see unlinkIno
-			unlinkIno(tdir, base, st.Ino)
-			t.r.setWriting(e.Path, false)
-			return
-		}
-		t.dropFile(tdir, tmp, fd)
-	}
+	nf := newFile{i: i, d: d, dfd: dfd, tdir: tdir, tmp: tmp, base: base, fd: fd, sys: sys}
 	var (
 		n          int64
 		rerr, werr error
@@ -126,32 +120,66 @@ func (t *Txn) WriteThen(i int, src io.Reader, placeNow func() bool) error {
 	defer release(h)
 	switch {
 	case werr != nil:
-		discard()
+		t.discard(&nf)
 		t.failErr(i, "write", e.Path, werr)
 		return t.drain(src, want-n)
 	case rerr != nil:
-		discard()
+		t.discard(&nf)
 		t.fail(i, wire.CodeOther, fmt.Errorf("receive %s: %w", e.Path, rerr))
 		return rerr
 	case n != want:
-		discard()
+		t.discard(&nf)
 		err := fmt.Errorf("receive %s: the source shrank while being read: got %d of %d bytes", e.Path, n, want)
 		t.fail(i, wire.CodeOther, err)
 		return err
 	}
+	t.finish(&nf, sumOf(h), h != nil, x.xattrs(), placeNow)
+	return nil
+}
+
+// newFile is a file being written: entry i, in directory d (dfd), as tmp
+// in tdir (d's, or a staging directory's), open as fd; tmp is base when
+// the file is written under its final name, "" when it is unnamed.
+type newFile struct {
+	i         int
+	d         *os.File
+	dfd, tdir int
+	tmp, base string
+	fd        int
+	sys       dirat.Calls
+}
+
+// discard abandons f, written in part or in full: closed and removed.
+func (t *Txn) discard(f *newFile) {
+	var st unix.Stat_t
+	if f.tmp == f.base && unix.Fstat(f.fd, &st) == nil {
+		unix.Close(f.fd) // written under its name: see unlinkIno
+		unlinkIno(f.tdir, f.base, st.Ino)
+		t.r.setWriting(t.entries[f.i].Path, false)
+		return
+	}
+	t.dropFile(f.tdir, f.tmp, f.fd)
+}
+
+// finish gives f, its data written in full (whose hash is sum, if summed),
+// its metadata (xs its extended attributes), syncs it with Fsync, and
+// leaves it pending for Commit (or places it: settle). A failure is
+// recorded against the entry, the file discarded.
+func (t *Txn) finish(f *newFile, sum wire.Sum, summed bool, xs []wire.Xattr, placeNow func() bool) {
+	i, e, fd, tmp, base := f.i, &t.entries[f.i], f.fd, f.tmp, f.base
 	// A file under its final name gets its mtime once its batch commits
 	// (place), if its descriptor is held till then: until that moment
 	// no quick check, of this receiver or another on the same DEST, takes
 	// it for up to date (see Receiver.writing, and unlinkIno).
-	if err := t.setMetaWith(sys, fd, e, int64(createMode(e.Mode)), tmp != base); err != nil {
-		discard()
+	if err := t.setMetaWith(f.sys, fd, e, int64(createMode(e.Mode)), tmp != base); err != nil {
+		t.discard(f)
 		t.failErr(i, "set metadata of", e.Path, err)
-		return nil
+		return
 	}
-	if err := t.setXattrs(fd, -1, "", e, x.xattrs()); err != nil {
-		discard()
+	if err := t.setXattrs(fd, -1, "", e, xs); err != nil {
+		t.discard(f)
 		t.fail(i, Code(err), err)
-		return nil
+		return
 	}
 	if t.r.opt.Fsync {
 		start := time.Now()
@@ -160,33 +188,33 @@ func (t *Txn) WriteThen(i int, src io.Reader, placeNow func() bool) error {
 		t.fsyncNanos += int64(time.Since(start))
 		t.mu.Unlock()
 		if err != nil {
-			discard()
+			t.discard(f)
 			t.failErr(i, "fsync", e.Path, err)
-			return nil
+			return
 		}
 	}
 	if tmp == "" {
 		// An unnamed file keeps its descriptor until Commit links it.
-		t.settle(pendingFile{index: i, dir: d, fd: fd, base: base, sum: sumOf(h), summed: h != nil}, e.Size, placeNow)
-		return nil
+		t.settle(pendingFile{index: i, dir: f.d, fd: fd, base: base, sum: sum, summed: summed}, e.Size, placeNow)
+		return
 	}
-	pf := pendingFile{index: i, dir: d, tmp: tmp, fd: -1, base: base, sum: sumOf(h), summed: h != nil, held: -1}
-	if tdir != dfd {
-		pf.sdir, pf.held = tdir, t.r.staging.hold(fd)
+	pf := pendingFile{index: i, dir: f.d, tmp: tmp, fd: -1, base: base, sum: sum, summed: summed, held: -1}
+	if f.tdir != f.dfd {
+		pf.sdir, pf.held = f.tdir, t.r.staging.hold(fd)
 	}
 	if pf.direct() {
 		if holdDirect(t.r) {
 			// Its descriptor is kept until the batch settles: a drop asks
 			// it for the inode then, and a commit closes it, one fstat a
 			// file fewer than asking now.
-			pf.fd, pf.sys = fd, sys
+			pf.fd, pf.sys = fd, f.sys
 			t.settle(pf, e.Size, placeNow)
-			return nil
+			return
 		}
-		if err := sys.SetMtime(fd, e.MTime); err != nil {
-			discard()
+		if err := f.sys.SetMtime(fd, e.MTime); err != nil {
+			t.discard(f)
 			t.failErr(i, "set metadata of", e.Path, err)
-			return nil
+			return
 		}
 		var st unix.Stat_t
 		if unix.Fstat(fd, &st) == nil {
@@ -195,12 +223,11 @@ func (t *Txn) WriteThen(i int, src io.Reader, placeNow func() bool) error {
 	}
 	if err := unix.Close(fd); err != nil {
 		unhold(pf.held)
-		unix.Unlinkat(tdir, tmp, 0)
+		unix.Unlinkat(f.tdir, tmp, 0)
 		t.failErr(i, "close", e.Path, err)
-		return nil
+		return
 	}
 	t.settle(pf, e.Size, placeNow)
-	return nil
 }
 
 // createInPlace creates the new file p (base in directory dfd) under its

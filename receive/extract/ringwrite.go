@@ -70,9 +70,10 @@ type queuedFile struct {
 
 // startQueue sets up the create queue for ExtractTar, where files are
 // written one at a time on this goroutine (no writers) and io_uring is
-// there; nil otherwise.
+// there; nil otherwise, and with a write rate (Options.WriteRate: paced
+// writes are timed as the receiver's, one by one).
 func (t *Txn) startQueue() *createQueue {
-	if t.r.opt.Fsync || landSlow(t.r) {
+	if t.r.opt.Fsync || landSlow(t.r) || t.r.limit.Rate() > 0 {
 		return nil
 	}
 	ring := uring.Get()
@@ -128,7 +129,6 @@ func (t *Txn) enqueue(i int, e *model.Entry, td *txnDir, base string, src *tarRe
 		return err
 	}
 	q.arena = q.arena[:len(q.arena)+size]
-	t.r.limit.Wait(size)
 	qf := queuedFile{i: i, td: td}
 	if !t.r.opt.NoSums {
 		h := hasherPool.Get().(*xxh3.Hasher128)

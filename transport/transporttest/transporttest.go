@@ -167,23 +167,41 @@ func Run(t *testing.T, mk func(t *testing.T, env Env) Setup) {
 		// stall timeouts: closing a stream whose connection moves nothing
 		// may itself wait for the connection (an SSH channel's close
 		// message), as it would on a network that stopped for a while.
-		release := sync.OnceFunc(func() { s.Stall(false) })
+		// On a loaded machine a stream can be found stalled before the
+		// stall (nothing moved for a second): that neither ends the
+		// stall to come nor counts as finding it.
+		var mu sync.Mutex
+		var on, over bool
+		var end func() bool
+		begin := func() {
+			mu.Lock()
+			defer mu.Unlock()
+			if on || over {
+				return
+			}
+			on = true
+			s.Stall(true)
+			time.AfterFunc(3*StallTimeout, func() { end() })
+		}
+		// end ends the stall if it is on, and says whether it has begun.
+		end = func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			if on {
+				s.Stall(false)
+				on, over = false, true
+			}
+			return over
+		}
 		var once sync.Once
 		stalled := make(chan struct{})
 		h.onWarn = func(msg string) {
-			if strings.Contains(msg, send.ErrStalled.Error()) {
+			if strings.Contains(msg, send.ErrStalled.Error()) && end() {
 				once.Do(func() { close(stalled) })
-				release()
 			}
 		}
-		var start sync.Once
-		err := h.move(context.Background(), 3, func(send.Result) {
-			start.Do(func() {
-				s.Stall(true)
-				time.AfterFunc(3*StallTimeout, release)
-			})
-		})
-		release()
+		err := h.move(context.Background(), 3, func(send.Result) { begin() })
+		end()
 		if err != nil {
 			t.Fatalf("move with a stream stalled: %v (warnings: %q)", err, h.warnings())
 		}

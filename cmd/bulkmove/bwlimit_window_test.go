@@ -41,9 +41,15 @@ func TestBwLimitWindows(t *testing.T) {
 					if b.bytes == last {
 						break // done sending: the window is over the end
 					}
-					if d := b.at.Sub(a.at); d >= 10*time.Second {
-						r := float64(b.bytes-a.bytes) / d.Seconds() / limit
-						lo, hi, n = min(lo, r), max(hi, r), n+1
+					// Each count was read some time between the scrape's
+					// request and its answer (late on a loaded machine): the
+					// window's rate is judged over its longest span against
+					// the limit, over its shortest against the floor.
+					if d := b.asked.Sub(a.answered); d >= 10*time.Second {
+						sent := float64(b.bytes - a.bytes)
+						lo = min(lo, sent/d.Seconds()/limit)
+						hi = max(hi, sent/b.answered.Sub(a.asked).Seconds()/limit)
+						n++
 						break
 					}
 				}
@@ -62,9 +68,11 @@ func TestBwLimitWindows(t *testing.T) {
 	}
 }
 
+// sentSample is a count of the bytes sent, read between asked and
+// answered.
 type sentSample struct {
-	at    time.Time
-	bytes int64
+	asked, answered time.Time
+	bytes           int64
 }
 
 // sampleSent runs bulkmove with args (which ask for --metrics-addr
@@ -112,7 +120,8 @@ func sampleSent(t *testing.T, bin string, args ...string) []sentSample {
 				t.Fatal("no samples")
 			}
 			return samples
-		case now := <-tick.C:
+		case <-tick.C:
+			asked := time.Now()
 			resp, err := hc.Get(url)
 			if err != nil {
 				continue // exiting
@@ -127,7 +136,7 @@ func sampleSent(t *testing.T, bin string, args ...string) []sentSample {
 					sum += int64(v)
 				}
 			}
-			samples = append(samples, sentSample{now, sum})
+			samples = append(samples, sentSample{asked, time.Now(), sum})
 		}
 	}
 }

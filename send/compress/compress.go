@@ -451,12 +451,7 @@ func (d *Stream) trySample(src source.Source, m *wire.BatchManifest, need []bool
 		ratios[l] = float64(len(d.sampleOut)) / float64(len(in))
 		costs[l] = float64(took) / float64(len(in))
 	}
-	// Fastest, unless it leaves the data much larger, or the link sets
-	// the pace (then fewer bytes are what counts).
-	level := autoFastest
-	if ratios[autoFastest] > max(fastEnough*ratios[autoDefault], ratios[autoDefault]+0.02) || d.auto.slowLink {
-		level = autoDefault
-	}
+	level := d.pickLevel(ratios[autoFastest], ratios[autoDefault])
 	sampled := level
 	if level == autoDefault && d.auto.roomForBetter(d.level == autoBetter) {
 		level = autoBetter
@@ -481,6 +476,44 @@ func (d *Stream) trySample(src source.Source, m *wire.BatchManifest, need []bool
 	d.setLevel(level)
 	return ratios[sampled], costs[sampled], true
 }
+
+// pickLevel chooses between the fastest and the default level from a
+// sample's ratios at each: fastest, unless it leaves the data much larger
+// (fastEnough), or the link sets the pace (then fewer bytes are what
+// counts). The ratios are averaged over the stream's samples, and the
+// level it has holds unless the average moves past fastEnough by
+// levelMargin: a tree whose files differ (the half-and-half tree's
+// samples came out of fastest 2% to 16% larger than out of default, a
+// sample to the next) changed levels a few times a stream, each change
+// a batch or two at the other level's cost, and no step gained.
+func (d *Stream) pickLevel(fastest, dflt float64) int {
+	a := &d.auto
+	a.fastR.add(fastest)
+	a.dfltR.add(dflt)
+	if a.slowLink {
+		return autoDefault
+	}
+	bar := fastEnough
+	switch {
+	case !a.leveled:
+		a.leveled = true
+		// The first sample decides alone.
+		a.fastR, a.dfltR = ewma{v: fastest, ok: true}, ewma{v: dflt, ok: true}
+	case d.level == autoFastest:
+		bar += levelMargin
+	default:
+		bar -= levelMargin
+	}
+	f, df := a.fastR.v, a.dfltR.v
+	if f > max(bar*df, df+0.02) {
+		return autoDefault
+	}
+	return autoFastest
+}
+
+// levelMargin is how far past fastEnough the averaged ratio of fastest's
+// output to default's must move for a stream to change between the two.
+const levelMargin = 0.04
 
 // setLevel makes level auto's level for the next batch.
 func (d *Stream) setLevel(level int) {
@@ -711,6 +744,10 @@ type autoPolicy struct {
 	pu, pc                  ewma // ns per input byte to produce plain / compressed data
 	link                    ewma // ns per wire byte the link takes
 	ratio                   ewma // wire bytes per input byte, compressed
+	// fastR and dfltR: the samples' ratios at the fastest and the default
+	// level, averaged (pickLevel); leveled: a sample chose a level.
+	fastR, dfltR ewma
+	leveled      bool
 }
 
 // costs estimates the ns per input byte of a plain and of a compressed

@@ -541,3 +541,61 @@ func TestAutoPolicyBetter(t *testing.T) {
 		t.Fatalf("--bwlimit, this host's CPUs busy: codec %d, level %s, want the default level", c, autoLevelNames[d.level])
 	}
 }
+
+// TestAutoLevelHolds: samples whose ratio of the fastest level's output to
+// the default's straddles fastEnough from one batch to the next (the
+// half-and-half tree's, as a far stream logged them) leave the stream at
+// one level; data that changes by a wide margin (text, then numbers that
+// the fastest level leaves nearly whole) still moves it.
+func TestAutoLevelHolds(t *testing.T) {
+	half := [][2]float64{ // fastest, default
+		{0.69, 0.64}, {0.44, 0.39}, {0.68, 0.61}, {0.61, 0.58}, {0.52, 0.50},
+		{0.27, 0.26}, {0.55, 0.48}, {0.59, 0.53}, {0.60, 0.54}, {0.56, 0.51},
+		{0.68, 0.63}, {0.80, 0.69}, {0.49, 0.48}, {0.66, 0.59}, {0.48, 0.44},
+		{0.42, 0.38}, {0.61, 0.57}, {0.61, 0.52}, {0.59, 0.57}, {0.55, 0.50},
+	}
+	// Each sample on its own would choose the other level time and again.
+	perSample, last := 0, -1
+	for _, r := range half {
+		l := autoFastest
+		if r[0] > max(fastEnough*r[1], r[1]+0.02) {
+			l = autoDefault
+		}
+		if last >= 0 && l != last {
+			perSample++
+		}
+		last = l
+	}
+	if perSample < 5 {
+		t.Fatalf("the samples change level only %d times on their own: they do not test holding", perSample)
+	}
+	d := &Stream{cfg: Config{Mode: Auto}}
+	changes := 0
+	for i := range 3 * len(half) {
+		r := half[i%len(half)]
+		l := d.pickLevel(r[0], r[1])
+		if i > 0 && l != d.level {
+			changes++
+		}
+		d.level = l
+	}
+	if changes > 1 {
+		t.Errorf("the half-and-half tree's samples changed the level %d times in 60 batches, want at most 1", changes)
+	}
+	d = &Stream{cfg: Config{Mode: Auto}}
+	d.level = d.pickLevel(0.10, 0.098) // text
+	if d.level != autoFastest {
+		t.Fatalf("text: level %s, want fastest", autoLevelNames[d.level])
+	}
+	for range 3 {
+		d.level = d.pickLevel(0.92, 0.47) // numbers without near repeats
+	}
+	if d.level != autoDefault {
+		t.Errorf("after three samples of numbers: level %s, want default", autoLevelNames[d.level])
+	}
+	d.auto.slowLink = true
+	d.level = autoFastest
+	if l := d.pickLevel(0.10, 0.098); l != autoDefault {
+		t.Errorf("the link sets the pace: level %s, want default", autoLevelNames[l])
+	}
+}

@@ -20,6 +20,7 @@ import (
 // changed, uploads itself again and moves the files; a cache directory
 // others could write to is made private again, with a warning.
 func TestSSHSwappedAgentNotRun(t *testing.T) {
+	t.Parallel()
 	bin := testbin.Build(t)
 	home := shmDir(t)
 	srv := sshdtest.Start(t, sshdtest.WithEnv("PATH=/usr/bin:/bin", "HOME="+home))

@@ -24,6 +24,7 @@ import (
 // resumed by running the same command again; a final pass with --delete;
 // verify finds no difference, then finds one flipped byte.
 func TestSSHCutover(t *testing.T) {
+	t.Parallel()
 	bin, cfg, px := sshdBehindProxy(t)
 	env := []string{"XDG_STATE_HOME=" + t.TempDir()}
 	dir := shmDir(t)
@@ -126,6 +127,7 @@ func TestSSHCutover(t *testing.T) {
 // killed: the lost streams give their batches back, reconnect (to the
 // agent hub, or to a new one), and the same run completes.
 func TestSSHReconnect(t *testing.T) {
+	t.Parallel()
 	bin, cfg, px := sshdBehindProxy(t)
 	dir := shmDir(t)
 	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")

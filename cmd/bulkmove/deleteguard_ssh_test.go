@@ -16,6 +16,7 @@ import (
 // TestSSHDeleteGuard: the --delete guard and --max-delete against a real
 // sshd, where the receiver that counts and deletes is the remote agent.
 func TestSSHDeleteGuard(t *testing.T) {
+	t.Parallel()
 	bin := testbin.Build(t)
 	home := shmDir(t)
 	srv := sshdtest.Start(t, sshdtest.WithEnv("PATH="+filepath.Dir(bin)+":/usr/bin:/bin", "HOME="+home))

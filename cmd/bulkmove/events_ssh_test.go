@@ -19,6 +19,7 @@ import (
 // carries the exit code the process exits with) and a pull of a SRC the
 // remote host lacks (its end event, the error too).
 func TestSSHJSONEvents(t *testing.T) {
+	t.Parallel()
 	bin := testbin.Build(t)
 	srv := sshdtest.Start(t, sshdtest.WithEnv("PATH="+filepath.Dir(bin)+":/usr/bin:/bin", "HOME="+shmDir(t)))
 	cfg := srv.WriteSSHConfig("box2")

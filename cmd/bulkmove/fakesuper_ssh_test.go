@@ -21,6 +21,7 @@ import (
 // agent did. (fakesuper.txtar runs the ends as nobody, locally, and
 // against rsync.)
 func TestSSHFakeSuper(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("owners and devices need root")
 	}

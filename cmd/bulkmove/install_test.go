@@ -12,6 +12,7 @@ import (
 // three shells' completions under DESTDIR and PREFIX, and the installed
 // binary runs.
 func TestMakeInstall(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds bulkmove")
 	}

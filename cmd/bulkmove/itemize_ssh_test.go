@@ -16,6 +16,7 @@ import (
 // rsync prints a pull's: files received with '>'; a push's dry run,
 // which changes nothing.
 func TestSSHItemize(t *testing.T) {
+	t.Parallel()
 	bin := testbin.Build(t)
 	srv := sshdtest.Start(t, sshdtest.WithEnv("PATH="+filepath.Dir(bin)+":/usr/bin:/bin", "HOME="+shmDir(t)))
 	cfg := srv.WriteSSHConfig("box2")

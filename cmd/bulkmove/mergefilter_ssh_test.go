@@ -17,6 +17,7 @@ import (
 // the remote agent keeps what DEST's .rsync-filter files exclude. Each
 // result is rsync's on the same trees.
 func TestSSHMergeFilters(t *testing.T) {
+	t.Parallel()
 	rsync, err := exec.LookPath("rsync")
 	if err != nil {
 		t.Skip("rsync is not on PATH: the comparison needs it")

@@ -27,6 +27,7 @@ type optionRow struct {
 // takes the options from the Config the puller sends) and a push through
 // serve (whose policy allows all of these).
 func TestOptionsSameEverywhere(t *testing.T) {
+	t.Parallel()
 	bin := testbin.Build(t)
 	srv := sshdtest.Start(t, sshdtest.WithEnv("PATH="+filepath.Dir(bin)+":/usr/bin:/bin", "HOME="+shmDir(t)))
 	cfg := srv.WriteSSHConfig("box2")

@@ -19,6 +19,7 @@ import (
 // appears), a file lands as DEST or under the link's name inside it, and
 // an unrelated file of that name is left alone.
 func TestSSHSrcLink(t *testing.T) {
+	t.Parallel()
 	bin := testbin.Build(t)
 	srv := sshdtest.Start(t, sshdtest.WithEnv("PATH="+filepath.Dir(bin)+":/usr/bin:/bin", "HOME="+shmDir(t)))
 	cfg := srv.WriteSSHConfig("box2")
@@ -108,6 +109,7 @@ func TestSSHSrcLink(t *testing.T) {
 // of a push and by the sending end of a pull: exit 3 with the reason,
 // naming both paths; SRC is left as it was.
 func TestSSHOverlapRefused(t *testing.T) {
+	t.Parallel()
 	if paths.HostID() == "" {
 		t.Skip("no machine-id here: the remote end cannot tell it is on the same machine")
 	}

@@ -22,6 +22,7 @@ import (
 // the same) the file is the puller's own, without setuid bits or
 // attributes; with --keep-setid -X all is kept.
 func TestSSHPullHostileSender(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("owners, trusted.* attributes and capabilities: only root can keep them, so only root's pull is at stake")
 	}

@@ -120,8 +120,7 @@ func (h *r2rHosts) run(t *testing.T, args ...string) (string, string, int) {
 
 // trickyTree makes a tree with every kind of entry a move keeps: gentree's
 // mixed tree (modes, mtimes, hard links, symlinks, empty directories),
-// odd names, a file large enough to be split over the streams, and a
-// sparse one.
+// odd names, a file of 8 MiB, and a sparse one of 64 MiB.
 func trickyTree(t *testing.T, dir string) {
 	t.Helper()
 	if err := gentree.Mixed(dir, 300, 30); err != nil {
@@ -130,7 +129,7 @@ func trickyTree(t *testing.T, dir string) {
 	for _, n := range []string{"with space", "new\nline", "bad\xff\xfeutf8", strings.Repeat("L", 255), "tab\there"} {
 		os.WriteFile(filepath.Join(dir, n), []byte(n), 0o644)
 	}
-	big := bytes.Repeat([]byte("0123456789abcdef"), 3<<20) // 48 MiB
+	big := bytes.Repeat([]byte("0123456789abcdef"), 1<<19) // 8 MiB
 	os.WriteFile(filepath.Join(dir, "big"), big, 0o644)
 	f, err := os.Create(filepath.Join(dir, "sparse"))
 	if err != nil {
@@ -145,6 +144,7 @@ func trickyTree(t *testing.T, dir string) {
 // exactly as a push and a pull of the same tree do; with --json, the
 // events are box1's, ending with the exit code.
 func TestR2RDirect(t *testing.T) {
+	t.Parallel()
 	h := newR2RHosts(t)
 	dir := shmDir(t)
 	src := filepath.Join(dir, "src")
@@ -212,6 +212,7 @@ func TestR2RDirect(t *testing.T) {
 // when it has them, and else the control host relays, warning; -v says
 // why, each time, and DEST is SRC.
 func TestR2RFallback(t *testing.T) {
+	t.Parallel()
 	h := newR2RHosts(t)
 	dir := shmDir(t)
 	src := filepath.Join(dir, "src")

@@ -25,6 +25,7 @@ import (
 // neither and never only as a damaged copy; run again, it completes:
 // everything at DEST, nothing left at SRC but its directories.
 func TestRemoveSourceKilled(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("moves a few thousand files several times")
 	}
@@ -32,6 +33,7 @@ func TestRemoveSourceKilled(t *testing.T) {
 	for _, victim := range []string{"sender", "agent"} {
 		for seed := uint64(1); seed <= 3; seed++ {
 			t.Run(fmt.Sprintf("%s/seed%d", victim, seed), func(t *testing.T) {
+				t.Parallel()
 				var extra []string
 				if victim == "agent" {
 					extra = []string{"--via-agent"}
@@ -56,6 +58,7 @@ func TestRemoveSourceKilled(t *testing.T) {
 // a real sshd: a push whose sender, or whose remote agent, is killed; a
 // pull whose remote send-hub (the side that removes) is killed.
 func TestSSHRemoveSourceKilled(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("moves a few thousand files several times")
 	}
@@ -74,6 +77,7 @@ func TestSSHRemoveSourceKilled(t *testing.T) {
 	} {
 		for seed := uint64(1); seed <= 2; seed++ {
 			t.Run(fmt.Sprintf("%s/seed%d", c.name, seed), func(t *testing.T) {
+				t.Parallel()
 				killMidMove(t, bin, seed, ssh, c.paths, func(cmd *exec.Cmd, rng *rand.Rand, root string) int {
 					if c.victim == "" {
 						return cmd.Process.Pid

@@ -19,6 +19,7 @@ import (
 // SRC goes and nothing moved does (the files that left SRC are not taken
 // for files deleted there).
 func TestSSHRemoveSource(t *testing.T) {
+	t.Parallel()
 	_, cfg, px := sshdBehindProxy(t)
 	env := []string{"XDG_STATE_HOME=" + t.TempDir()}
 	dir := shmDir(t)

@@ -41,6 +41,7 @@ func logins(srv *sshdtest.Server) int {
 // ssh only starts the agent (one login). A COMMAND that does not exist is
 // a usage error naming it.
 func TestRsh(t *testing.T) {
+	t.Parallel()
 	srv := rshServer(t)
 	cfg := srv.WriteSSHConfig("box2")
 	dir := shmDir(t)
@@ -83,6 +84,7 @@ func TestRsh(t *testing.T) {
 // with a ControlMaster there, the 3 streams' ssh processes share its one
 // login.
 func TestRshControlMaster(t *testing.T) {
+	t.Parallel()
 	srv := rshServer(t)
 	ctl := filepath.Join(t.TempDir(), "cm-%C")
 	cfg := srv.WriteSSHConfig("box2", "  ControlMaster auto", "  ControlPath "+ctl, "  ControlPersist 60")

@@ -22,6 +22,7 @@ import (
 // killed. Each run is repeated until it succeeds (the journal resumes it),
 // and then the copy must equal the source.
 func TestSoak(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("soak: not with -short")
 	}

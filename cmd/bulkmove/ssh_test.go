@@ -62,6 +62,7 @@ func exitOf(t *testing.T, err error) int {
 // TestSSHPush: bulkmove -j 3 SRC box2:DEST against a real sshd, with
 // bulkmove on the remote PATH; then a second run sends nothing.
 func TestSSHPush(t *testing.T) {
+	t.Parallel()
 	bin := testbin.Build(t)
 	home := shmDir(t)
 	srv := sshdtest.Start(t, sshdtest.WithEnv("PATH="+filepath.Dir(bin)+":/usr/bin:/bin", "HOME="+home))
@@ -265,6 +266,7 @@ func TestSSHOneConnectionRefused(t *testing.T) {
 // three connections; a second run sends nothing; a single remote file lands
 // as DEST.
 func TestSSHPull(t *testing.T) {
+	t.Parallel()
 	bin := testbin.Build(t)
 	srv := sshdtest.Start(t, sshdtest.WithEnv("PATH="+filepath.Dir(bin)+":/usr/bin:/bin", "HOME="+shmDir(t)))
 	cfg := srv.WriteSSHConfig("box2")

@@ -14,6 +14,7 @@ import (
 // agent cache and the remote PATH lookup match on ("bulkmove VERSION
 // (protocol N,").
 func TestVersionLdflags(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds bulkmove")
 	}

@@ -55,7 +55,7 @@ func TestServeRefusals(t *testing.T) {
 		out, code := runBM(t, nil, "-j", "3", "--token-file", tc.token, "--fingerprint", fp, src, "bulkmove://"+addr+"/"+tc.dest)
 		took := time.Since(start)
 		want := "bulkmove: serve " + addr + " refused: " + tc.reason
-		if code != exitFatal || strings.Count(out, want) != 1 || strings.Count(out, "refused") != 1 || took > 5*time.Second {
+		if code != exitFatal || strings.Count(out, want) != 1 || strings.Count(out, "refused") != 1 || took > refusedWithin {
 			t.Errorf("%s: exit %d after %s, want 3 at once, saying %q once:\n%s", tc.name, code, took.Round(time.Millisecond), want, out)
 		}
 	}
@@ -217,6 +217,11 @@ func TestServeTwoJobSymlink(t *testing.T) {
 	}
 }
 
+// refusedWithin is how soon a refused job ends: "at once", against the
+// five minutes a lost stream would try to reconnect (--reconnect-timeout),
+// with room for a process's start and a handshake on a loaded machine.
+const refusedWithin = 20 * time.Second
+
 // TestAgentRefusal: an agent that refuses the handshake (here its
 // destination cannot be made: a file is in the way) is shown once, as the
 // agent's reason; the sender exits 3 at once.
@@ -232,7 +237,7 @@ func TestAgentRefusal(t *testing.T) {
 	out, code := runBM(t, nil, "--via-agent", "-j", "3", src, dst)
 	took := time.Since(start)
 	want := "bulkmove: the agent refused: " + dst + ": create destination: mkdir " + filepath.Join(dir, "blocker") + ": not a directory"
-	if code != exitFatal || strings.Count(out, want) != 1 || strings.Count(out, "not a directory") != 1 || took > 5*time.Second {
+	if code != exitFatal || strings.Count(out, want) != 1 || strings.Count(out, "not a directory") != 1 || took > refusedWithin {
 		t.Errorf("exit %d after %s, want 3 at once, saying %q once:\n%s", code, took.Round(time.Millisecond), want, out)
 	}
 }

@@ -133,7 +133,8 @@ bench-r2r: build
 # DELTA_RUNS (3), DELTA_PARTS (big grow images), DELTA_SIZE (1GiB),
 # DELTA_RATE (200mbit), DELTA_IMAGES (8), DELTA_IMAGE_SIZE (256MiB),
 # DELTA_DIR (/mnt/x, a tmpfs), DELTA_OUT (/tmp/bench-delta: report.md,
-# runs.tsv, logs). See bench/delta.sh.
+# runs.tsv, logs), DELTA_BM_FLAGS (more bulkmove flags, e.g. --split-size
+# 2GiB). See bench/delta.sh.
 bench-delta: build
 	BULKMOVE=$(CURDIR)/$(BIN) bench/delta.sh
 

@@ -54,6 +54,7 @@
 #   DELTA_OUT         report.md, runs.tsv, logs (default /tmp/bench-delta; an earlier
 #                     run's files there are removed first)
 #   DELTA_NC_PORT     the nc listener's port (default 47300)
+#   DELTA_BM_FLAGS    more flags for every bulkmove row (default none; e.g. --split-size 2GiB)
 
 set -uo pipefail
 export LC_ALL=C
@@ -70,6 +71,7 @@ DIR=${DELTA_DIR:-/mnt/x}
 W=$DIR/bench-delta # everything this script writes there, removed at the end
 OUT=${DELTA_OUT:-/tmp/bench-delta}
 NC_PORT=${DELTA_NC_PORT:-47300}
+BM_FLAGS=${DELTA_BM_FLAGS:-}
 GROW=$((10 << 20))
 HZ=$(getconf CLK_TCK)
 CG=/sys/fs/cgroup/cpuacct/bench-delta-$$
@@ -106,7 +108,7 @@ declare -A METHODS=(
 	[images]="img_bm img_rsync"
 )
 
-bm() { B1 "$BULKMOVE" --ssh-config "$HOSTS_DIR/ssh_config" --journal none "$@" "$SRC/" "box2:$DST/"; }
+bm() { B1 "$BULKMOVE" --ssh-config "$HOSTS_DIR/ssh_config" --journal none $BM_FLAGS "$@" "$SRC/" "box2:$DST/"; }
 rs() { B1 rsync -a "$@" -e "ssh -F $HOSTS_DIR/ssh_config" "$SRC/" "box2:$DST/"; }
 m_bm_delta() { bm; }
 m_bm_whole() { bm $WHOLE; }

@@ -65,10 +65,12 @@ func TestBwLimitAccuracy(t *testing.T) {
 			t.Logf("bulkmove %s: 12 MiB in %v, %.2f%% off %v", strings.Join(c.args, " "), el.Round(time.Millisecond), 100*(el.Seconds()/c.want.Seconds()-1), c.want)
 			// The limit must hold: never more than 5% faster than it allows.
 			// Slower is the machine (8 agents starting on 2 busy cores), not
-			// the limit; only a run far too slow means the pacing is wrong.
-			// The accuracy itself is measured in the README's figures.
-			if el < c.want*95/100 || el > c.want*150/100 {
-				t.Errorf("12 MiB with %v took %v, want at least %v (the limit) and not far more\n%s", c.args, el, c.want*95/100, out)
+			// the limit; only a run far too slow means the pacing is wrong
+			// (a limit shared among the streams twice over takes 4 or 8
+			// times as long). The accuracy itself is measured in the
+			// README's figures.
+			if el < c.want*95/100 || el > c.want*2+3*time.Second {
+				t.Errorf("12 MiB with %v took %v, want at least %v (the limit) and not over %v\n%s", c.args, el, c.want*95/100, c.want*2+3*time.Second, out)
 			}
 			treecmp.Equal(t, src, dst)
 		})

@@ -468,6 +468,9 @@ func (d *Stream) trySample(src source.Source, m *wire.BatchManifest, need []bool
 			d.log("zstd level default: this host's CPUs are busy")
 		case d.level == autoBetter && level == autoDefault:
 			d.log("zstd level default: the link held the writes back only %.0f%% of the time", 100*d.auto.waits)
+		case level == autoDefault && d.auto.slowLink:
+			// Not the sample's doing (see pickLevel): say what moved it.
+			d.log("zstd level default: the link sets the pace (it held the writes back %.0f%% of the time)", 100*d.auto.waits)
 		default:
 			d.log("zstd level %s: a sample compresses to %.0f%% at the fastest level, %.0f%% at the default",
 				autoLevelNames[level], 100*ratios[autoFastest], 100*ratios[autoDefault])

@@ -599,3 +599,28 @@ func TestAutoLevelHolds(t *testing.T) {
 		t.Errorf("the link sets the pace: level %s, want default", autoLevelNames[l])
 	}
 }
+
+// TestAutoLevelLinkLog: a stream that goes to the default level because the
+// link sets the pace says so, not that its sample chose it.
+func TestAutoLevelLinkLog(t *testing.T) {
+	dir := t.TempDir()
+	text := strings.Repeat("GET /index.html 200 0.003s user=42 cache=hit\n", 2000)
+	os.WriteFile(filepath.Join(dir, "text"), []byte(text), 0o644)
+	src := source.Source{Root: dir}
+	m := &wire.BatchManifest{Entries: []model.Entry{{Path: "text", Kind: model.KindFile, Size: int64(len(text))}}}
+	var log strings.Builder
+	d := &Stream{cfg: Config{Mode: Auto}, name: "s0", logf: func(f string, a ...any) { fmt.Fprintf(&log, f+"\n", a...) }}
+	defer d.close()
+	d.auto.on = true
+	if _, _, ok := d.trySample(src, m, []bool{true}); !ok || d.level != autoFastest {
+		t.Fatalf("text: level %s (ok %v), want fastest", autoLevelNames[d.level], ok)
+	}
+	d.auto.clock += time.Minute // past the hold
+	d.auto.slowLink, d.auto.waits = true, 0.5 // (from 75%: the better level)
+	if _, _, ok := d.trySample(src, m, []bool{true}); !ok || d.level != autoDefault {
+		t.Fatalf("the link sets the pace: level %s (ok %v), want default", autoLevelNames[d.level], ok)
+	}
+	if want := "s0: zstd level default: the link sets the pace (it held the writes back 50% of the time)"; !strings.Contains(log.String(), want) {
+		t.Errorf("log:\n%s\nwant a line %q", log.String(), want)
+	}
+}

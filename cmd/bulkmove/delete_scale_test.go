@@ -105,6 +105,7 @@ func maxRSSMain(args []string) int {
 // the sender its names, the agent the request, a map of it and its own
 // listing). Skipped under -short.
 func TestDeleteFlatDirectoryBoundedMemory(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("a flat directory of 400,000 names: skipped under -short")
 	}

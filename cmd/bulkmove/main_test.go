@@ -25,8 +25,9 @@ import (
 // The long tests that run bulkmove as processes of their own over sshd,
 // proxies and rate limits, each in its own directories, call t.Parallel:
 // mostly waiting, they run two at a time (-parallel is GOMAXPROCS) once
-// the others are done. Tests that time a run, measure memory or change
-// the process's environment stay serial.
+// the others are done. Tests that time a run or change the process's
+// environment stay serial; one that measures a bulkmove's peak RSS (its
+// own, from wait4) and times nothing may run beside them.
 func TestMain(m *testing.M) {
 	// Resume journals of test runs go to a throwaway state directory
 	// (left in the system's temporary directory: testscript.Main exits).

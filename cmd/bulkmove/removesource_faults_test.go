@@ -18,6 +18,7 @@ import (
 // SRC or whole at DEST: a file that did not land stays at SRC. With room
 // made, the move runs again to the end.
 func TestRemoveSourceDiskFull(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to mount a small tmpfs")
 	}

@@ -19,6 +19,7 @@ import (
 // sends them again instead of taking the journal's word: DEST ends
 // identical to SRC.
 func TestSSHResumeDestChanged(t *testing.T) {
+	t.Parallel()
 	_, cfg, px := sshdBehindProxy(t)
 	env := []string{"XDG_STATE_HOME=" + t.TempDir()}
 	dir := shmDir(t)

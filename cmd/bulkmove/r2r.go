@@ -16,21 +16,22 @@ import (
 	"github.com/bulkmove/bulkmove/wire"
 )
 
-const r2rUsage = `usage: bulkmove --r2r-send --config CONFIG SRC (started by a control host, not by hand)
+const r2rUsage = `usage: bulkmove --r2r-send --config CONFIG SRC DEST (started by a control host, not by hand)
 
 The sending end of a remote-to-remote move (bulkmove box1:/src box2:/dst
-on a control host): it walks SRC and pushes it the way the control host
-tells it on standard input. The job's options come whole in --config.
+on a control host): it walks SRC at once and pushes it to DEST the way the
+control host tells it on standard input. The job's options come whole in
+--config.
 `
 
-// r2rSendFlags is bulkmove --r2r-send --config CONFIG SRC: box1's end of
+// r2rSendFlags is bulkmove --r2r-send --config CONFIG SRC DEST: box1's end of
 // a remote-to-remote move, started by the control host over SSH (the
 // engine's r2r.go builds its command line).
 func r2rSendFlags(fs *pflag.FlagSet) func(*call) int {
 	cfg := fs.String("config", "", "the job's options, as the control host gives them (engine.EncodeSenderConfig)")
 	return func(x *call) int {
-		if len(x.args) != 1 {
-			termsafe.Errorf(x.stderr, "usage: bulkmove --r2r-send --config CONFIG SRC (started by a control host, not by hand)")
+		if len(x.args) != 2 {
+			termsafe.Errorf(x.stderr, "usage: bulkmove --r2r-send --config CONFIG SRC DEST (started by a control host, not by hand)")
 			return exitUsage
 		}
 		c, err := engine.DecodeSenderConfig(*cfg)
@@ -48,7 +49,7 @@ func r2rSendFlags(fs *pflag.FlagSet) func(*call) int {
 		limit, stopLimit := bwSignals()
 		defer stopLimit()
 		out := &lineWriter{w: x.stdout}
-		s := engine.R2RSender{Config: c, Src: x.args[0], Stdin: x.stdin, Stdout: out, Stderr: x.stderr, ExitCode: exitCode, Limit: limit,
+		s := engine.R2RSender{Config: c, Src: x.args[0], Dst: x.args[1], Stdin: x.stdin, Stdout: out, Stderr: x.stderr, ExitCode: exitCode, Limit: limit,
 			Progress: r2rProgress}
 		o := s.Run(ctx)
 		out.Flush()

@@ -27,6 +27,7 @@ type r2rHosts struct {
 	ctl, ns1, ns2 string
 	box1, box2    *sshdtest.Server
 	home1         string
+	hold2         string // a shell snippet box2's bulkmove sources before an agent starts, if the file exists
 	config        string // the control host's ssh_config: box1 and box2
 	bin           string
 }
@@ -74,7 +75,15 @@ func newR2RHosts(t *testing.T) *r2rHosts {
 	path := "PATH=" + filepath.Dir(bin) + ":/usr/bin:/bin"
 	h.home1 = shmDir(t)
 	h.box1 = sshdtest.Start(t, sshdtest.WithNetns(h.ns1, "10.199.0.2"), sshdtest.WithEnv(path, "HOME="+h.home1))
-	h.box2 = sshdtest.Start(t, sshdtest.WithNetns(h.ns2, "10.199.0.3"), sshdtest.WithEnv(path, "HOME="+shmDir(t)))
+	// box2's bulkmove is a script that runs h.hold2, if a test wrote
+	// one, before an agent starts.
+	wrap2 := shmDir(t)
+	h.hold2 = filepath.Join(wrap2, "hold")
+	script := fmt.Sprintf("#!/bin/sh\nif [ \"$1\" = --agent ] && [ -f %s ]; then . %s; fi\nexec %s \"$@\"\n", h.hold2, h.hold2, bin)
+	if err := os.WriteFile(filepath.Join(wrap2, "bulkmove"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	h.box2 = sshdtest.Start(t, sshdtest.WithNetns(h.ns2, "10.199.0.3"), sshdtest.WithEnv("PATH="+wrap2+":"+filepath.Dir(bin)+":/usr/bin:/bin", "HOME="+shmDir(t)))
 	var cfg bytes.Buffer
 	for _, s := range []struct {
 		alias string
@@ -207,6 +216,29 @@ func TestR2RDirect(t *testing.T) {
 	}
 }
 
+// TestR2RWalksWhileAgentStarts: box1's job does not wait for box2's
+// agent to start: box2's agent is held until box1's job has opened its
+// journal (which it does before it walks), and the move goes through
+// without the hold running out.
+func TestR2RWalksWhileAgentStarts(t *testing.T) {
+	h, dir, src := newR2ROneFile(t)
+	jr := filepath.Join(dir, "journal")
+	hold := fmt.Sprintf("i=0; while [ ! -e %s ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done\n"+
+		"[ -e %s ] || echo 'box2: the agent started before box1 opened its journal' >&2\n", jr, jr)
+	if err := os.WriteFile(h.hold2, []byte(hold), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(dir, "dst")
+	out, errOut, code := h.run(t, "-v", "--journal", jr, "box1:"+src, "box2:"+dst)
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s%s", code, out, errOut)
+	}
+	if strings.Contains(errOut, "the agent started before box1") {
+		t.Errorf("box1's job waited for box2's agent:\n%s", errOut)
+	}
+	treecmp.Equal(t, src, dst, treecmp.Options{Owner: true})
+}
+
 // TestR2RFallback: box2's data plane where box1 cannot reach it (on the
 // link only the control host has): box1 pushes over SSH with its own keys
 // when it has them, and else the control host relays, warning; -v says
@@ -253,11 +285,7 @@ func TestR2RFallback(t *testing.T) {
 // the SSH path fails with OpenSSH's warning, and no relay is tried behind
 // its back; nothing lands at DEST.
 func TestR2RHostKeyChanged(t *testing.T) {
-	h := newR2RHosts(t)
-	dir := shmDir(t)
-	src := filepath.Join(dir, "src")
-	os.MkdirAll(src, 0o755)
-	os.WriteFile(filepath.Join(src, "f"), []byte("data"), 0o644)
+	h, dir, src := newR2ROneFile(t)
 	other := sshdtest.Start(t) // only for a key that is not box2's
 	kh := filepath.Join(h.home1, "known_hosts")
 	os.WriteFile(kh, []byte(h.box2.KnownHostsName()+" "+other.HostKeyLine+"\n"), 0o600)
@@ -276,6 +304,17 @@ func TestR2RHostKeyChanged(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dst, "f")); err == nil {
 		t.Errorf("the file landed at DEST")
 	}
+}
+
+// newR2ROneFile is newR2RHosts with a scratch directory and in it SRC,
+// a directory holding one file, f.
+func newR2ROneFile(t *testing.T) (h *r2rHosts, dir, src string) {
+	h = newR2RHosts(t)
+	dir = shmDir(t)
+	src = filepath.Join(dir, "src")
+	os.MkdirAll(src, 0o755)
+	os.WriteFile(filepath.Join(src, "f"), []byte("data"), 0o644)
+	return h, dir, src
 }
 
 // fileSum is the SHA-256 of a file's content, in hex.

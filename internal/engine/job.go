@@ -77,6 +77,9 @@ type target struct {
 	hub       []accepted.Stream // send-hub: the streams the receiver opened
 	as        string            // send-hub: the name of a single-file SRC at the receiver
 	direct    *directDest       // DEST is an agent's data plane another host started (R2RSender)
+	// await, if set, gives the path to DEST once the control host has
+	// found one (R2RSender): the job walks while it waits.
+	await func(context.Context) (r2rPath, error)
 }
 
 // dialer is the job's transport, chosen once (connect): it opened the K

@@ -73,54 +73,73 @@ func (j *job) remoteToRemote(ctx context.Context, src, dst sshx.Target) Outcome 
 	if st.err != nil {
 		return j.fail(Failed, st.err)
 	}
-	if aerr != nil {
-		return j.fail(Failed, aerr)
+	// box1's job runs already: its output and progress are followed from
+	// now on, and it waits for the path its streams take.
+	c1, sess := st.c1, st.sess
+	replies, end := j.r2rFollow(ctx, src.Host, sess, st.br)
+	say := func(p r2rPath) (string, string) {
+		b, _ := json.Marshal(p)
+		if _, err := fmt.Fprintf(sess, "%s\n", b); err != nil {
+			return "fail", err.Error()
+		}
+		r, ok := <-replies
+		if !ok {
+			return "ended", ""
+		}
+		return r[0], r[1]
 	}
-	c1, sess, br := st.c1, st.sess, st.br
+	// none tells box1's job that no path works, and why: its error, its
+	// exit code.
+	none := func(why string) Outcome {
+		say(r2rPath{Via: "none", Why: "remote to remote: " + why})
+		return end()
+	}
+	if aerr != nil {
+		return none(aerr.Error())
+	}
 	if st.kind == "file" {
 		f := plan{rename: "?"}
 		if j.remoteDest(ctx, dst, &f); f.dstRoot != p.dstRoot {
 			tr.Close()
 			tr = j.r2rAgent(dst, opt, f)
 			if ag, aerr = tr.StartAgent(ctx, c.Jobs); aerr != nil {
-				return j.fail(Failed, aerr)
+				return none(aerr.Error())
 			}
 		}
-	}
-	say := func(p r2rPath) (string, string) {
-		b, _ := json.Marshal(p)
-		if _, err := fmt.Fprintf(sess, "%s\n", b); err != nil {
-			return "fail", err.Error()
-		}
-		return r2rReply(br)
 	}
 	// 1. box1 dials box2's data port.
 	at := net.JoinHostPort(ag.Host, strconv.Itoa(ag.Offer.Port))
 	verb, why := say(r2rPath{Via: "tls", Dest: j.dst, Host: ag.Host, Name: ag.Name, Offer: ag.Offer.String()})
-	if verb == "go" {
+	switch verb {
+	case "go":
 		j.trace("remote to remote: %s sends straight to %s's data port %s (%s)", src.Host, dst.Host, at, ag.Offer.Mode)
-		return j.r2rFollow(ctx, src.Host, sess, br)
-	}
-	if verb != "no" {
-		return j.r2rFailed(src.Host, sess, why)
+		return end()
+	case "ended":
+		return end()
+	case "no":
+	default:
+		return none(why)
 	}
 	direct := why
 	j.trace("remote to remote: %s cannot reach %s's data port %s: %s; trying SSH from %s to %s", src.Host, dst.Host, at, direct, src.Host, dst.Host)
 	// 2. box1 pushes over SSH with its own keys.
 	verb, why = say(r2rPath{Via: "ssh", Dest: j.dst})
-	if verb == "go" {
+	switch verb {
+	case "go":
 		tr.Close() // box1's push starts its own agent
 		j.trace("remote to remote: %s pushes to %s over SSH with its own keys and known_hosts", src.Host, dst.Host)
-		return j.r2rFollow(ctx, src.Host, sess, br)
-	}
-	if verb != "no" {
-		return j.r2rFailed(src.Host, sess, fmt.Sprintf("logging in from %s to %s: %s", src.Host, dst.Host, why))
+		return end()
+	case "ended":
+		return end()
+	case "no":
+	default:
+		return none(fmt.Sprintf("logging in from %s to %s: %s", src.Host, dst.Host, why))
 	}
 	overSSH := why
 	// 3. Through this host.
 	l, err := c1.ListenRemote("127.0.0.1:0")
 	if err != nil {
-		return j.r2rFailed(src.Host, sess, fmt.Sprintf("no path from %s to %s: its data port %s: %s; SSH from %s: %s; a relay through this host: %v",
+		return none(fmt.Sprintf("no path from %s to %s: its data port %s: %s; SSH from %s: %s; a relay through this host: %v",
 			src.Host, dst.Host, at, direct, src.Host, overSSH, err))
 	}
 	defer l.Close()
@@ -130,11 +149,14 @@ func (j *job) remoteToRemote(ctx context.Context, src, dst sshx.Target) Outcome 
 	termsafe.Errorf(j.stderr, "warning: remote to remote: every byte goes through this host: %s reaches neither %s's data port %s (%s) nor %s over SSH (%s)",
 		src.Host, dst.Host, at, direct, dst.Host, overSSH)
 	verb, why = say(r2rPath{Via: "tls", Dest: j.dst, Host: "127.0.0.1", Name: dst.Host + " (relayed)", Offer: relayed.String()})
-	if verb == "go" {
+	switch verb {
+	case "go":
 		j.trace("remote to remote: relayed through this host, %s's loopback port %d to %s", src.Host, relayed.Port, at)
-		return j.r2rFollow(ctx, src.Host, sess, br)
+		return end()
+	case "ended":
+		return end()
 	}
-	return j.r2rFailed(src.Host, sess, fmt.Sprintf("no path from %s to %s: its data port %s: %s; SSH from %s: %s; a relay through this host: %s",
+	return none(fmt.Sprintf("no path from %s to %s: its data port %s: %s; SSH from %s: %s; a relay through this host: %s",
 		src.Host, dst.Host, at, direct, src.Host, overSSH, why))
 }
 
@@ -153,6 +175,7 @@ type r2rStarted struct {
 // --remote-bulkmove names), and only if there is none, after the search
 // and upload EnsureAgent does.
 func (j *job) r2rSender(ctx context.Context, src sshx.Target, opt sshx.Options, c Config) (st r2rStarted) {
+	go agentbin.SelfSum() // while the login runs
 	if st.c1, st.err = sshx.Dial(ctx, src, opt); st.err != nil {
 		return st
 	}
@@ -170,7 +193,7 @@ func (j *job) r2rSender(ctx context.Context, src sshx.Target, opt sshx.Options, 
 	if path == "" {
 		path = "."
 	}
-	args := fmt.Sprintf("%s --config %s -- %s", wire.CmdR2RSend, cfg, sshx.ShellQuote(path))
+	args := fmt.Sprintf("%s --config %s -- %s %s", wire.CmdR2RSend, cfg, sshx.ShellQuote(path), sshx.ShellQuote(j.dst))
 	self, err := os.Executable()
 	if err != nil {
 		st.err = err
@@ -182,7 +205,7 @@ func (j *job) r2rSender(ctx context.Context, src sshx.Target, opt sshx.Options, 
 		if bin != "" {
 			cmd = sshx.ShellQuote(bin) + " " + args
 		} else {
-			sum, err := agentbin.Sum(self)
+			sum, err := agentbin.SelfSum()
 			if err != nil {
 				st.err = fmt.Errorf("reading this executable: %w", err)
 				return st
@@ -251,25 +274,19 @@ func r2rReply(br *bufio.Reader) (verb, rest string) {
 	return verb, rest
 }
 
-// r2rFailed ends a move that found no path: why, and box1's sender, told
-// to stop.
-func (j *job) r2rFailed(box1 string, sess *sshx.Session, why string) Outcome {
-	sess.CloseWrite()
-	sess.Wait()
-	return j.fail(Failed, fmt.Errorf("remote to remote: %s", why))
-}
-
-// r2rFollow follows box1's sender once it runs: its output is this
-// command's, its progress drawn here; a graceful stop asked here is
-// passed on. The outcome is its exit status's.
-func (j *job) r2rFollow(ctx context.Context, box1 string, sess *sshx.Session, br *bufio.Reader) Outcome {
+// r2rFollow follows box1's sender from its start: its output is this
+// command's, its progress drawn here, and its answers to the paths it is
+// told come on replies (verb and the rest), which closes at the end of
+// its output; a graceful stop asked here is passed on. end waits for
+// that end and is the outcome of its exit status.
+func (j *job) r2rFollow(ctx context.Context, box1 string, sess *sshx.Session, br *bufio.Reader) (<-chan [2]string, func() Outcome) {
 	var show func(progressline.Job)
 	stop := func() {}
 	if j.remoteProgress != nil {
 		show, stop = j.remoteProgress()
 	}
+	replies := make(chan [2]string, 1)
 	done := make(chan struct{})
-	defer close(done)
 	go func() {
 		select {
 		case <-j.drain:
@@ -277,38 +294,50 @@ func (j *job) r2rFollow(ctx context.Context, box1 string, sess *sshx.Session, br
 		case <-done:
 		}
 	}()
-	for {
-		line, err := br.ReadBytes('\n')
-		if m, ok := bytes.CutPrefix(line, []byte(r2rMark)); ok {
-			if pj, ok := bytes.CutPrefix(m, []byte("progress ")); ok && show != nil {
-				var p progressline.Job
-				if json.Unmarshal(pj, &p) == nil {
-					show(p)
+	go func() {
+		defer close(done)
+		defer close(replies)
+		for {
+			line, err := br.ReadBytes('\n')
+			if m, ok := bytes.CutPrefix(line, []byte(r2rMark)); ok {
+				verb, rest, _ := strings.Cut(strings.TrimSpace(string(m)), " ")
+				if verb != "progress" {
+					replies <- [2]string{verb, rest}
+				} else if show != nil {
+					var p progressline.Job
+					if json.Unmarshal([]byte(rest), &p) == nil {
+						show(p)
+					}
+				}
+			} else if len(line) > 0 {
+				if j.ev != nil {
+					j.ev.writer().Relay(line)
+				} else {
+					j.stdout.Write(line)
 				}
 			}
-		} else if len(line) > 0 {
-			if j.ev != nil {
-				j.ev.writer().Relay(line)
-			} else {
-				j.stdout.Write(line)
+			if err != nil {
+				return
 			}
 		}
-		if err != nil {
-			break
+	}()
+	return replies, func() Outcome {
+		for range replies {
 		}
+		<-done
+		stop()
+		werr := sess.Wait()
+		var ee *sshx.ExitError
+		switch {
+		case ctx.Err() != nil:
+			return Interrupted
+		case werr == nil:
+			return Done
+		case errors.As(werr, &ee) && ee.Status > 0:
+			return remoteOutcome(ee.Status)
+		}
+		return j.fail(Failed, fmt.Errorf("remote to remote: the sender on %s: %w", box1, werr))
 	}
-	stop()
-	werr := sess.Wait()
-	var ee *sshx.ExitError
-	switch {
-	case ctx.Err() != nil:
-		return Interrupted
-	case werr == nil:
-		return Done
-	case errors.As(werr, &ee) && ee.Status > 0:
-		return remoteOutcome(ee.Status)
-	}
-	return j.fail(Failed, fmt.Errorf("remote to remote: the sender on %s: %w", box1, werr))
 }
 
 // r2rRelay carries each stream box1 opens to the forwarded port (l) to

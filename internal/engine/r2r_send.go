@@ -41,11 +41,12 @@ const r2rMark = "\x00r2r "
 // fingerprint) travels only this way: never on box1's command line or
 // disk.
 type r2rPath struct {
-	Via   string `json:"via"`             // "tls" (an agent's data plane) or "ssh" (box1 pushes over its own SSH)
+	Via   string `json:"via"`             // "tls" (an agent's data plane), "ssh" (box1 pushes over its own SSH) or "none"
 	Dest  string `json:"dest"`            // DEST, HOST:PATH as the command line named it
 	Host  string `json:"host,omitempty"`  // tls: the address to dial
 	Name  string `json:"name,omitempty"`  // tls: the host as messages name it
 	Offer string `json:"offer,omitempty"` // tls: the agent's offer (dataplane.Offer's String)
+	Why   string `json:"why,omitempty"`   // none: why no path works, the job's error
 }
 
 // r2rProbeTimeout bounds the test of whether box1 reaches a data plane:
@@ -57,7 +58,7 @@ var r2rProbeTimeout = 5 * time.Second
 // Progress's).
 type R2RSender struct {
 	Config   Config
-	Src      string
+	Src, Dst string
 	Stdin    io.Reader
 	Stdout   io.Writer
 	Stderr   io.Writer
@@ -68,24 +69,78 @@ type R2RSender struct {
 	Progress func(m *metrics.Job, send func(progressline.Job)) (stop func())
 }
 
-// Run tells the control host what SRC is, then tries the paths it is
-// told until one connects, and runs the job over it.
+// Run tells the control host what SRC is and starts the job at once: it
+// walks SRC (and opens the journal) while the control host starts box2's
+// agent and the paths it is told are tried, and its streams connect by
+// the first that does. The control host's lines on stdin steer it: a
+// path, "drain" (a graceful stop), or the end of stdin (a stop at once).
 func (s R2RSender) Run(ctx context.Context) Outcome {
 	kind := "dir"
 	if _, fi, err := paths.ResolveSrc(s.Src); err == nil && !fi.IsDir() {
 		kind = "file"
 	}
 	fmt.Fprintf(s.Stdout, "%shello %s\n", r2rMark, kind)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	drain := make(chan struct{})
+	chosen := make(chan r2rChosen, 1)
+	go s.steer(ctx, cancel, drain, chosen)
+	j := Job{Config: s.Config, Src: s.Src, Dst: s.Dst, Stdin: strings.NewReader(""), Stdout: s.Stdout, Stderr: s.Stderr,
+		ExitCode: s.ExitCode, Drain: drain, Limit: s.Limit}
+	j.await = func(ctx context.Context) (r2rPath, error) {
+		select {
+		case c := <-chosen:
+			return c.path, c.err
+		case <-ctx.Done():
+			return r2rPath{}, ctx.Err()
+		}
+	}
+	if s.Progress != nil {
+		j.Watch = func(m *metrics.Job) func() {
+			return s.Progress(m, func(r progressline.Job) {
+				b, _ := json.Marshal(r)
+				fmt.Fprintf(s.Stdout, "%sprogress %s\n", r2rMark, b)
+			})
+		}
+	}
+	return j.Run(ctx)
+}
+
+// r2rChosen is the path the job's streams take, or why there is none.
+type r2rChosen struct {
+	path r2rPath
+	err  error
+}
+
+// steer reads the control host's lines: it tries each path it is told
+// and answers, passes the first that connects (or the control host's
+// word that none does) to the job, closes drain on "drain" and cancels
+// the job at the end of stdin.
+func (s R2RSender) steer(ctx context.Context, cancel func(), drain chan struct{}, chosen chan<- r2rChosen) {
 	br := bufio.NewReader(s.Stdin)
+	var once sync.Once
+	found := false
 	for {
 		line, err := br.ReadString('\n')
 		if err != nil {
-			return Interrupted // the control host went away before a path
+			cancel()
+			return
+		}
+		switch {
+		case strings.TrimSpace(line) == "drain":
+			once.Do(func() { close(drain) })
+			continue
+		case found:
+			continue
 		}
 		var p r2rPath
 		if err := json.Unmarshal([]byte(line), &p); err != nil {
-			fmt.Fprintf(s.Stdout, "%sfail bad path from the control host: %v\n", r2rMark, err)
-			return Failed
+			p = r2rPath{Via: "none", Why: fmt.Sprintf("bad path from the control host: %v", err)}
+		}
+		if p.Via == "none" {
+			found = true
+			chosen <- r2rChosen{err: errors.New(p.Why)}
+			continue
 		}
 		why, fatal := s.probe(ctx, p)
 		if why != nil {
@@ -94,13 +149,11 @@ func (s R2RSender) Run(ctx context.Context) Outcome {
 				verb = "fail"
 			}
 			fmt.Fprintf(s.Stdout, "%s%s %s\n", r2rMark, verb, strings.ReplaceAll(why.Error(), "\n", " "))
-			if fatal {
-				return Failed
-			}
 			continue
 		}
+		found = true
 		fmt.Fprintf(s.Stdout, "%sgo\n", r2rMark)
-		return s.run(ctx, p, br)
+		chosen <- r2rChosen{path: p}
 	}
 }
 
@@ -138,42 +191,6 @@ func (s R2RSender) probe(ctx context.Context, p r2rPath) (why error, fatal bool)
 		return nil, false
 	}
 	return fmt.Errorf("unknown path %q", p.Via), true
-}
-
-// run runs the job over p. The control host's lines on stdin steer it:
-// "drain" stops it gracefully, the end of stdin at once.
-func (s R2RSender) run(ctx context.Context, p r2rPath, br *bufio.Reader) Outcome {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	drain := make(chan struct{})
-	go func() {
-		var once sync.Once
-		for {
-			line, err := br.ReadString('\n')
-			if err != nil {
-				cancel()
-				return
-			}
-			if strings.TrimSpace(line) == "drain" {
-				once.Do(func() { close(drain) })
-			}
-		}
-	}()
-	j := Job{Config: s.Config, Src: s.Src, Dst: p.Dest, Stdin: strings.NewReader(""), Stdout: s.Stdout, Stderr: s.Stderr,
-		ExitCode: s.ExitCode, Drain: drain, Limit: s.Limit}
-	if p.Via == "tls" {
-		o, _ := dataplane.ParseOffer(p.Offer) // probe parsed it
-		j.direct = &directDest{host: p.Host, name: p.Name, offer: o}
-	}
-	if s.Progress != nil {
-		j.Watch = func(m *metrics.Job) func() {
-			return s.Progress(m, func(r progressline.Job) {
-				b, _ := json.Marshal(r)
-				fmt.Fprintf(s.Stdout, "%sprogress %s\n", r2rMark, b)
-			})
-		}
-	}
-	return j.Run(ctx)
 }
 
 // directDest is a DEST reached at an agent's data plane that another

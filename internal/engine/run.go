@@ -64,7 +64,7 @@ type Job struct {
 	// the function that ends the display.
 	RemoteProgress func() (show func(progressline.Job), stop func())
 
-	direct *directDest // DEST is an agent's data plane (R2RSender)
+	await func(context.Context) (r2rPath, error) // the path to DEST, once found (R2RSender)
 }
 
 // newJob is the job's state for j, reporting to stderr.
@@ -75,7 +75,7 @@ func (j Job) newJob(stderr io.Writer) *job {
 	}
 	jb := &job{flags: j.Config, stdin: stdin, stdout: j.Stdout, stderr: stderr, src: j.Src, dst: j.Dst, exitCode: j.ExitCode,
 		debug: j.Trace, watch: j.Watch, log: j.Log, logged: j.Logged, statsOut: j.Stdout, remoteProgress: j.RemoteProgress}
-	jb.direct = j.direct
+	jb.await = j.await
 	jb.out, jb.logFmt = j.Config.formats()
 	if j.Log == nil {
 		jb.logFmt = nil

@@ -12,6 +12,7 @@ import (
 	"github.com/bulkmove/bulkmove/receive/extract"
 	"github.com/bulkmove/bulkmove/send"
 	"github.com/bulkmove/bulkmove/transport"
+	"github.com/bulkmove/bulkmove/transport/dataplane"
 	"github.com/bulkmove/bulkmove/transport/direct"
 	"github.com/bulkmove/bulkmove/transport/local"
 	"github.com/bulkmove/bulkmove/transport/viaagent"
@@ -22,6 +23,17 @@ import (
 // streams over it; cleanup closes the transport once the streams are
 // closed.
 func (j *job) connect(ctx context.Context, p plan) ([]send.Conn, func(), error) {
+	if j.await != nil {
+		path, err := j.await(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		j.await = nil
+		if path.Via == "tls" {
+			o, _ := dataplane.ParseOffer(path.Offer) // R2RSender's probe parsed it
+			j.direct = &directDest{host: path.Host, name: path.Name, offer: o}
+		}
+	}
 	tr, err := j.transport(p)
 	if err != nil {
 		return nil, nil, err

@@ -245,14 +245,8 @@ func (t *Transport) Open(ctx context.Context, k int) ([]send.Conn, error) {
 	}
 	sumc := make(chan binSum, 1)
 	go func() {
-		self, err := os.Executable()
-		if err == nil {
-			var sum string
-			sum, err = agentbin.Sum(self)
-			sumc <- binSum{sum, err}
-			return
-		}
-		sumc <- binSum{"", err}
+		sum, err := agentbin.SelfSum()
+		sumc <- binSum{sum, err}
 	}()
 	var clients []sshx.Link
 	if t.data == "" && n > 1 {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"sync"
 	"time"
@@ -29,6 +30,7 @@ control host tells it on standard input. The job's options come whole in
 // engine's r2r.go builds its command line).
 func r2rSendFlags(fs *pflag.FlagSet) func(*call) int {
 	cfg := fs.String("config", "", "the job's options, as the control host gives them (engine.EncodeSenderConfig)")
+	verify := fs.String("verify", "", "compare SRC with DEST instead of moving it: content, or meta (verify --no-content)")
 	return func(x *call) int {
 		if len(x.args) != 2 {
 			termsafe.Errorf(x.stderr, "usage: bulkmove --r2r-send --config CONFIG SRC DEST (started by a control host, not by hand)")
@@ -37,6 +39,9 @@ func r2rSendFlags(fs *pflag.FlagSet) func(*call) int {
 		c, err := engine.DecodeSenderConfig(*cfg)
 		if err == nil {
 			err = c.Check()
+		}
+		if err == nil && *verify != "" && *verify != "content" && *verify != "meta" {
+			err = fmt.Errorf("--verify %q: want content or meta", *verify)
 		}
 		if err != nil {
 			termsafe.Errorf(x.stderr, "%s: %v", wire.CmdR2RSend, err)
@@ -50,7 +55,7 @@ func r2rSendFlags(fs *pflag.FlagSet) func(*call) int {
 		defer stopLimit()
 		out := &lineWriter{w: x.stdout}
 		s := engine.R2RSender{Config: c, Src: x.args[0], Dst: x.args[1], Stdin: x.stdin, Stdout: out, Stderr: x.stderr, ExitCode: exitCode, Limit: limit,
-			Progress: r2rProgress}
+			Progress: r2rProgress, Verify: *verify}
 		o := s.Run(ctx)
 		out.Flush()
 		return exitCode(o)

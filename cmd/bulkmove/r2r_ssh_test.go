@@ -8,9 +8,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/bulkmove/bulkmove/internal/gentree"
 	"github.com/bulkmove/bulkmove/internal/sshdtest"
@@ -115,11 +118,16 @@ func (h *r2rHosts) box1Knows(t *testing.T, knownHosts string) {
 	}
 }
 
-// run runs bulkmove on the control host with the ssh_config of both
-// boxes: its stdout, stderr and exit code.
+// run runs bulkmove on the control host (bulkmove verify if args start
+// with verify) with the ssh_config of both boxes: its stdout, stderr and
+// exit code.
 func (h *r2rHosts) run(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
-	cmd := exec.Command("ip", append([]string{"netns", "exec", h.ctl, h.bin, "--ssh-config", h.config}, args...)...)
+	head := []string{"netns", "exec", h.ctl, h.bin}
+	if len(args) > 0 && args[0] == "verify" {
+		head, args = append(head, "verify"), args[1:]
+	}
+	cmd := exec.Command("ip", append(append(head, "--ssh-config", h.config), args...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -325,4 +333,112 @@ func fileSum(t *testing.T, name string) string {
 		t.Fatal(err)
 	}
 	return fmt.Sprintf("%x", sha256.Sum256(b))
+}
+
+// TestR2RVerify: bulkmove verify box1:SRC box2:DEST compares the two
+// trees from the control host as verify does from box1: the same (exit
+// 0), a file whose content differs at DEST (its size and mtime kept) and
+// one DEST has over (exit 2, each named on stdout), the content left out
+// with --no-content.
+func TestR2RVerify(t *testing.T) {
+	h, dir, src := newR2ROneFile(t)
+	os.WriteFile(filepath.Join(src, "g"), []byte("more data"), 0o644)
+	dst := filepath.Join(dir, "dst")
+	if _, errOut, code := h.run(t, "box1:"+src, "box2:"+dst); code != 0 {
+		t.Fatalf("move: exit %d:\n%s", code, errOut)
+	}
+	out, errOut, code := h.run(t, "verify", "box1:"+src, "box2:"+dst)
+	if code != 0 || out != "" {
+		t.Fatalf("verify of equal trees: exit %d, stdout %q:\n%s", code, out, errOut)
+	}
+
+	g := filepath.Join(dst, "g")
+	fi, err := os.Stat(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(g, []byte("MORE DATA"), 0o644)
+	os.Chtimes(g, fi.ModTime(), fi.ModTime())
+	os.WriteFile(filepath.Join(dst, "stray"), []byte("x"), 0o644)
+	out, errOut, code = h.run(t, "verify", "box1:"+src, "box2:"+dst)
+	if code != 2 {
+		t.Errorf("verify: exit %d, want 2:\n%s%s", code, out, errOut)
+	}
+	for _, want := range []string{"differ g: content", "extra stray"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("verify's stdout lacks %q:\n%s", want, out)
+		}
+	}
+	out, _, code = h.run(t, "verify", "--no-content", "box1:"+src, "box2:"+dst)
+	if code != 2 || strings.Contains(out, "differ g") || !strings.Contains(out, "extra stray") {
+		t.Errorf("verify --no-content: exit %d, want 2 for the stray file only:\n%s", code, out)
+	}
+}
+
+// TestR2RResume: box1's sender killed mid-move (the control host says
+// the move failed); the same command run again on the control host
+// resumes from the journal and ends with DEST equal to SRC.
+func TestR2RResume(t *testing.T) {
+	h := newR2RHosts(t)
+	dir := shmDir(t)
+	src := filepath.Join(dir, "src")
+	if err := gentree.Mixed(src, 400, 20); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 40 {
+		os.WriteFile(filepath.Join(src, fmt.Sprintf("big%02d", i)), bytes.Repeat([]byte{byte(i)}, 256<<10), 0o644)
+	}
+	dst := filepath.Join(dir, "dst")
+	cmd := exec.Command("ip", "netns", "exec", h.ctl, h.bin, "--ssh-config", h.config, "--bwlimit", "2M", "-j", "2",
+		"box1:"+src, "box2:"+dst)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Once some files have landed, box1's sender goes (SIGKILL: no
+	// graceful end).
+	landed := func() int {
+		n := 0
+		filepath.WalkDir(dst, func(_ string, d os.DirEntry, err error) error {
+			if err == nil && d.Type().IsRegular() {
+				n++
+			}
+			return nil
+		})
+		return n
+	}
+	for landed() < 20 {
+		if cmd.ProcessState != nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	killed := false
+	pids, _ := exec.Command("ip", "netns", "pids", h.ns1).Output()
+	for _, pid := range strings.Fields(string(pids)) {
+		if b, err := os.ReadFile("/proc/" + pid + "/cmdline"); err == nil && bytes.Contains(b, []byte("--r2r-send")) {
+			if p, err := strconv.Atoi(pid); err == nil && syscall.Kill(p, syscall.SIGKILL) == nil {
+				killed = true
+			}
+		}
+	}
+	if !killed {
+		t.Fatalf("no sender to kill on box1 (the move ended first?):\n%s", stderr.String())
+	}
+	if err := cmd.Wait(); exitOf(t, err) == 0 {
+		t.Fatalf("the move whose sender was killed exited 0:\n%s", stderr.String())
+	}
+	t.Logf("the interrupted move:\n%s", stderr.String())
+	if n := landed(); n >= 400+40 {
+		t.Fatalf("all %d files landed before the sender was killed", n)
+	}
+	out, errOut, code := h.run(t, "-v", "box1:"+src, "box2:"+dst)
+	if code != 0 {
+		t.Fatalf("rerun: exit %d:\n%s%s", code, out, errOut)
+	}
+	if !strings.Contains(errOut, "resuming: the journal") {
+		t.Errorf("the rerun did not resume from the journal:\n%s", errOut)
+	}
+	treecmp.Equal(t, src, dst, treecmp.Options{Owner: true})
 }

@@ -8,12 +8,14 @@ import (
 
 const verifyUsage = `usage: bulkmove verify [flags] SRC DEST
        bulkmove verify [flags] SRC [user@]host:DEST
+       bulkmove verify [flags] [user@]host1:SRC [user@]host2:DEST
 
 Compares SRC with DEST, as a transfer of SRC to DEST would leave it: every
 entry's type, size, mtime, permission bits, owner (as root), symlink
 target and hard links, and every file's content (XXH3-128, hashed on both
 hosts at once, K streams in parallel); then what DEST has that SRC does
-not. Writes nothing. Each difference is a line on stdout:
+not. Writes nothing. With two remote hosts it runs on host1, started and
+followed from here as a remote-to-remote move is (docs/remote-to-remote.md). Each difference is a line on stdout:
 
   differ PATH: WHAT      (e.g. "size: source 10, destination 12")
   missing PATH

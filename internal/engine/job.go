@@ -62,6 +62,9 @@ type job struct {
 	debug          io.Writer
 	watch          func(*metrics.Job) (stop func())
 	remoteProgress func() (show func(progressline.Job), stop func())
+	// verifyAs is what a remote-to-remote verify asks of box1: "content"
+	// or "meta" (verify --no-content); "" for a move.
+	verifyAs string
 
 	target
 	dialer

@@ -193,7 +193,11 @@ func (j *job) r2rSender(ctx context.Context, src sshx.Target, opt sshx.Options, 
 	if path == "" {
 		path = "."
 	}
-	args := fmt.Sprintf("%s --config %s -- %s %s", wire.CmdR2RSend, cfg, sshx.ShellQuote(path), sshx.ShellQuote(j.dst))
+	verify := ""
+	if j.verifyAs != "" {
+		verify = " --verify " + j.verifyAs
+	}
+	args := fmt.Sprintf("%s --config %s%s -- %s %s", wire.CmdR2RSend, cfg, verify, sshx.ShellQuote(path), sshx.ShellQuote(j.dst))
 	self, err := os.Executable()
 	if err != nil {
 		st.err = err

@@ -67,6 +67,9 @@ type R2RSender struct {
 	// Progress, if set, is called once the streams start, as Job.Watch,
 	// with a function that sends one progress line to the control host.
 	Progress func(m *metrics.Job, send func(progressline.Job)) (stop func())
+	// Verify, if set, compares SRC with DEST instead of moving it:
+	// "content", or "meta" for metadata only (verify --no-content).
+	Verify string
 }
 
 // Run tells the control host what SRC is and starts the job at once: it
@@ -102,6 +105,9 @@ func (s R2RSender) Run(ctx context.Context) Outcome {
 				fmt.Fprintf(s.Stdout, "%sprogress %s\n", r2rMark, b)
 			})
 		}
+	}
+	if s.Verify != "" {
+		return j.Verify(ctx, s.Verify == "content")
 	}
 	return j.Run(ctx)
 }

@@ -28,8 +28,16 @@ func (j Job) Verify(ctx context.Context, content bool) Outcome {
 }
 
 func (j *job) verifyJob(ctx context.Context, content bool) Outcome {
-	if _, remote, _ := sshx.ParseTarget(j.src); remote {
-		return j.fail(UsageError, errors.New("verify: SRC must be local (run bulkmove verify on the source host)"))
+	if t, remote, _ := sshx.ParseTarget(j.src); remote {
+		if d, r, err := sshx.ParseTarget(j.dst); r && err == nil {
+			// box1 compares with box2, by the path a move would take.
+			j.verifyAs = "meta"
+			if content {
+				j.verifyAs = "content"
+			}
+			return j.remoteToRemote(ctx, t, d)
+		}
+		return j.fail(UsageError, errors.New("verify: SRC must be local or, with a remote DEST, on another host (run bulkmove verify on the source host)"))
 	}
 	p, code := j.resolve(ctx)
 	if code != Done {

@@ -229,6 +229,7 @@ func TestR2RDirect(t *testing.T) {
 // journal (which it does before it walks), and the move goes through
 // without the hold running out.
 func TestR2RWalksWhileAgentStarts(t *testing.T) {
+	t.Parallel()
 	h, dir, src := newR2ROneFile(t)
 	jr := filepath.Join(dir, "journal")
 	hold := fmt.Sprintf("i=0; while [ ! -e %s ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done\n"+
@@ -341,6 +342,7 @@ func fileSum(t *testing.T, name string) string {
 // one DEST has over (exit 2, each named on stdout), the content left out
 // with --no-content.
 func TestR2RVerify(t *testing.T) {
+	t.Parallel()
 	h, dir, src := newR2ROneFile(t)
 	os.WriteFile(filepath.Join(src, "g"), []byte("more data"), 0o644)
 	dst := filepath.Join(dir, "dst")
@@ -375,10 +377,12 @@ func TestR2RVerify(t *testing.T) {
 	}
 }
 
-// TestR2RResume: box1's sender killed mid-move (the control host says
-// the move failed); the same command run again on the control host
-// resumes from the journal and ends with DEST equal to SRC.
+// TestR2RResume: box1's sender killed mid-move, once its journal holds
+// files (the control host says the move failed); the same command run
+// again on the control host resumes from the journal and ends with DEST
+// equal to SRC.
 func TestR2RResume(t *testing.T) {
+	t.Parallel()
 	h := newR2RHosts(t)
 	dir := shmDir(t)
 	src := filepath.Join(dir, "src")
@@ -408,11 +412,27 @@ func TestR2RResume(t *testing.T) {
 		})
 		return n
 	}
-	for landed() < 20 {
-		if cmd.ProcessState != nil {
-			break
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	// box1's journal (in its HOME's state directory) has grown past
+	// what it holds when opened: batches were acknowledged.
+	journaled := func() bool {
+		js, _ := filepath.Glob(filepath.Join(h.home1, ".local/state/bulkmove/journal/*.journal"))
+		for _, j := range js {
+			if fi, err := os.Stat(j); err == nil && fi.Size() > 1024 {
+				return true
+			}
 		}
-		time.Sleep(50 * time.Millisecond)
+		return false
+	}
+	for landed() < 20 || !journaled() {
+		select {
+		case err := <-waited:
+			t.Fatalf("the move ended (%v) before its journal held files:\n%s", err, stderr.String())
+		case <-tick.C:
+		}
 	}
 	killed := false
 	pids, _ := exec.Command("ip", "netns", "pids", h.ns1).Output()
@@ -426,7 +446,7 @@ func TestR2RResume(t *testing.T) {
 	if !killed {
 		t.Fatalf("no sender to kill on box1 (the move ended first?):\n%s", stderr.String())
 	}
-	if err := cmd.Wait(); exitOf(t, err) == 0 {
+	if err := <-waited; exitOf(t, err) == 0 {
 		t.Fatalf("the move whose sender was killed exited 0:\n%s", stderr.String())
 	}
 	t.Logf("the interrupted move:\n%s", stderr.String())

@@ -53,6 +53,9 @@ func (j *job) autoStart() {
 		return
 	}
 	f.Jobs = min(autojobs.Start, f.Auto.Max)
+	if j.remote != nil && j.growable() {
+		f.Jobs = min(autojobs.SSHStart(), f.Auto.Max) // over SSH, each stream its own connection
+	}
 }
 
 // nearStart returns the streams -j auto starts with once the first

@@ -53,6 +53,14 @@ const (
 	MaxStreams = 16
 )
 
+// SSHStart is how many connections -j auto dials at first to a host over
+// SSH: Start, but no more than this host's CPUs (at least 2). Each one
+// costs a key exchange, an authentication and a login shell at the far
+// end whether the job keeps it or not, and over a near path Near keeps
+// only as many as the CPUs; over a far path the first step brings the job
+// to twice Start at once (FarStep), as when it started with Start.
+func SSHStart() int { return min(Start, max(2, runtime.NumCPU())) }
+
 // Near returns the streams -j auto starts with once the first
 // connection to the host is up (the others were dialed with it), from
 // jobs, the start count: over a near path (the kernel's round trip under
@@ -89,8 +97,9 @@ func FarAhead(jobs, maxStreams int, rtt time.Duration, ok bool) int {
 }
 
 // FarStep is how many streams the far path's first step adds: as many as
-// the job starts with, within --max-streams.
-func FarStep(jobs, maxStreams int) int { return min(jobs, maxStreams-jobs) }
+// the job starts with, and at least up to twice Start, within
+// --max-streams.
+func FarStep(jobs, maxStreams int) int { return min(max(jobs, 2*Start-jobs), maxStreams-jobs) }
 
 // NewMetrics makes the job's metrics for its jobs streams, with spare
 // counters for the streams -j auto may add up to maxStreams if growable.

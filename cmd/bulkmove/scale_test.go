@@ -32,7 +32,8 @@ func millionTree(t *testing.T, dir string) {
 // the move), through two agents, and checks the peak RSS of the sender
 // and of the agents (wait4's maxrss of the sender: the largest of the
 // sender and its waited-for children, the agents) against a ceiling of
-// 112 MiB, and that the first batch leaves within 2 s of the start (-v).
+// 112 MiB, and that the first batch leaves within 2 s of the start (-v),
+// or a loaded machine's first twentieth of the data's time.
 // Measured here (2 cores shared with other jobs, tmpfs): the tree in 16 s,
 // the move in 50 s, peak RSS 70 MiB, the first batch at 0.04 s; with the
 // deferred entries held in memory, as before they spilled to disk, 146 MiB.
@@ -58,8 +59,16 @@ func TestMoveMillionBoundedMemory(t *testing.T) {
 	if rss > 112<<20 {
 		t.Errorf("peak RSS %d MiB, want under 112 MiB", rss>>20)
 	}
-	if first > 2 {
-		t.Errorf("the first batch left %.2fs after the start, want under 2s", first)
+	// Under 2 s, or (the agents slow to start on a loaded machine) in the
+	// first twentieth of the data's time: a first batch that waited for
+	// the walk of the million entries would leave a tenth of the way in.
+	ms := regexp.MustCompile(`(?m)^bulkmove: +([0-9.]+)s data sent`).FindSubmatch(out)
+	if ms == nil {
+		t.Fatalf("-v did not say when the data was sent:\n%s", tail(out, 2000))
+	}
+	sent, _ := strconv.ParseFloat(string(ms[1]), 64)
+	if first > 2 && first > sent/20 {
+		t.Errorf("the first batch left %.2fs after the start (the data sent at %.2fs), want under 2s", first, sent)
 	}
 	// Everything arrived: as many names, and the links as links.
 	var n int

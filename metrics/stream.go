@@ -9,8 +9,11 @@ import "sync/atomic"
 type Stream struct {
 	BytesSent atomic.Int64 // file data sent (or copied, locally)
 	FilesSent atomic.Int64
-	Batches   atomic.Int64 // batches acknowledged
-	Retries   atomic.Int64 // batches sent again after a failure
+	// DeltaSaved is what the files sent as a block delta did not send of
+	// their size: the blocks DEST had.
+	DeltaSaved atomic.Int64
+	Batches    atomic.Int64 // batches acknowledged
+	Retries    atomic.Int64 // batches sent again after a failure
 
 	ReadNanos atomic.Int64 // reading the source files
 	SendNanos atomic.Int64 // blocked writing to the connection (socket full)

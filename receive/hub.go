@@ -367,8 +367,16 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 		need  []bool
 		mem   int64    // the job's manifest memory it holds
 		items []uint16 // with Itemize: what the quick check found (Txn.SetItems)
+		// deltas: the temporaries of its files that may come as a
+		// block delta, whose block lists went before its need list.
+		deltas *extract.Deltas
 	}
 	var queue []pending // manifests answered, data not yet received
+	defer func() {
+		for _, p := range queue {
+			p.deltas.Close()
+		}
+	}()
 	// Manifests hold the job's memory from their frame's header to their
 	// batch's commit, the other frames that carry lists while they are
 	// read and handled (see Hub.ManifestMemory).
@@ -480,17 +488,21 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 			if m.Flags&wire.FlagFinal != 0 {
 				// Deferred entries: all applied, no need list (the
 				// sender does not wait for one).
-				queue = append(queue, pending{m, slices.Repeat([]bool{true}, len(m.Entries)), cost, nil})
+				queue = append(queue, pending{m, slices.Repeat([]bool{true}, len(m.Entries)), cost, nil, nil})
 				continue
 			}
 			need, items := recv.NeedItems(m.Entries, m.Sums)
+			deltas := recv.PrepareDeltas(m.Entries, need)
 			if len(queue) == 0 && txn == nil && c.idle() && nothingToSend(m.Entries, need) {
 				// A batch already in place (a pass over an unchanged
 				// tree): committed now, no data to wait for.
 				t := recv.Begin(m.Entries)
 				t.SetItems(items)
+				t.UseDeltas(deltas) // (refusals alone: nothing is needed)
 				for i := range m.Entries {
-					t.Skip(i)
+					if deltas.Failed(i) == nil {
+						t.Skip(i)
+					}
 				}
 				ack := t.Commit(m.ID, nil)
 				ack.CPUNanos = h.cpu()
@@ -501,8 +513,12 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 				}
 				continue
 			}
-			queue = append(queue, pending{m, need, cost, items})
-			if err := o.send(outFrame{wire.Need, wire.EncodeNeed(m.ID, need)}); err != nil {
+			queue = append(queue, pending{m, need, cost, items, deltas})
+			var out []outFrame
+			for _, b := range deltas.Lists(m.ID, len(m.Entries)) {
+				out = append(out, outFrame{wire.Blocks, wire.EncodeBlocks(b)})
+			}
+			if err := o.send(append(out, outFrame{wire.Need, wire.EncodeNeed(m.ID, need)})...); err != nil {
 				return err
 			}
 		case wire.Data:
@@ -521,7 +537,7 @@ func (h *Hub) Serve(ctx context.Context, r io.Reader, w io.Writer) (err error) {
 					return fail(err)
 				}
 			}
-			t, err := recv.Receive(pd.m, pd.need, data)
+			t, err := recv.ReceiveDeltas(pd.m, pd.need, pd.deltas, data)
 			if t != nil {
 				t.SetItems(pd.items)
 			}

@@ -260,6 +260,11 @@ type inflight struct {
 	sent    bool // data sent, waiting for the ack
 	srcErrs []source.Error
 	need    []bool // the receiver's need list; nil: all
+	// blocks are the receiver's block lists of its files that may go as
+	// a block delta, by entry, ahead of its need list; deltas, those
+	// that went so.
+	blocks map[int]*wire.BlockList
+	deltas []source.Delta
 }
 
 // Run implements Conn.
@@ -402,6 +407,14 @@ func (c *Client) run(ctx context.Context, in <-chan *model.Batch, flags uint64, 
 				return nil, f.err
 			}
 			switch f.typ {
+			case wire.Blocks:
+				bl, err := wire.DecodeBlocks(f.payload)
+				if err != nil {
+					return nil, err
+				}
+				if err := addBlocks(firstUnsent(queue), bl); err != nil {
+					return nil, err
+				}
 			case wire.Need:
 				id, need, err := wire.DecodeNeed(f.payload)
 				if err != nil {
@@ -410,6 +423,11 @@ func (c *Client) run(ctx context.Context, in <-chan *model.Batch, flags uint64, 
 				fl := firstUnsent(queue)
 				if fl == nil || fl.b.ID != id || len(need) != len(fl.b.Entries) {
 					return nil, fmt.Errorf("%w: need list for batch %s, which is not the next batch awaiting one", wire.ErrProtocol, batchname.Name(id))
+				}
+				for i := range fl.blocks {
+					if !need[i] {
+						return nil, fmt.Errorf("%w: batch %s: a block list for entry %d, which the need list does not ask for", wire.ErrProtocol, batchname.Name(id), i)
+					}
 				}
 				fl.need = need
 				if err := c.sendData(fl, need); err != nil {
@@ -447,7 +465,7 @@ func (c *Client) run(ctx context.Context, in <-chan *model.Batch, flags uint64, 
 					}
 				}
 				queue = queue[1:]
-				done(Result{Batch: fl.b, Final: flags&wire.FlagFinal != 0, Ack: a, SrcErrors: fl.srcErrs, Need: fl.need})
+				done(Result{Batch: fl.b, Final: flags&wire.FlagFinal != 0, Ack: a, SrcErrors: fl.srcErrs, Need: fl.need, Deltas: fl.deltas})
 			default:
 				return nil, fmt.Errorf("%w: unexpected frame %q during transfer", wire.ErrProtocol, f.typ)
 			}
@@ -473,6 +491,24 @@ func (c *Client) failReason() *RemoteError {
 			return nil
 		}
 	}
+}
+
+// addBlocks takes a block list for fl, the next batch awaiting its need
+// list: one a file entry (not a range) in order, of at most the file's
+// size.
+func addBlocks(fl *inflight, bl *wire.BlockList) error {
+	if fl == nil || fl.b.ID != bl.ID {
+		return fmt.Errorf("%w: block list for batch %s, which is not the next batch awaiting its need list", wire.ErrProtocol, batchname.Name(bl.ID))
+	}
+	if bl.Index >= len(fl.b.Entries) || fl.b.Entries[bl.Index].Kind != model.KindFile || fl.b.Entries[bl.Index].IsRange() ||
+		bl.Len > fl.b.Entries[bl.Index].Size || fl.blocks[bl.Index] != nil {
+		return fmt.Errorf("%w: batch %s: a block list for entry %d that is not a whole file of at least its %d bytes, or sent twice", wire.ErrProtocol, batchname.Name(bl.ID), bl.Index, bl.Len)
+	}
+	if fl.blocks == nil {
+		fl.blocks = map[int]*wire.BlockList{}
+	}
+	fl.blocks[bl.Index] = bl
+	return nil
 }
 
 func allNeeded(n int) []bool {
@@ -526,18 +562,12 @@ func (c *Client) sendData(fl *inflight, need []bool) error {
 		in.W = enc
 		tw = in
 	}
-	var discards []wire.Discard
-	var failed []source.Error
-	var sums []wire.IndexedSum
-	var err error
-	if c.NoIntegrity {
-		discards, failed, err = c.Src.WriteTar(tw, fl.m, need, ctr)
-	} else {
-		discards, failed, sums, err = c.Src.WriteTarSums(tw, fl.m, need, ctr)
-	}
+	wr, err := c.Src.WriteBatch(tw, fl.m, need, fl.blocks, ctr, !c.NoIntegrity)
 	if err != nil {
 		return err
 	}
+	discards, failed, sums := wr.Discards, wr.Failed, wr.Sums
+	fl.deltas, fl.blocks = wr.Deltas, nil
 	if codec == wire.CodecZstd {
 		if err := in.W.(io.Closer).Close(); err != nil {
 			return err

@@ -22,6 +22,9 @@ type Result struct {
 	// Need says which entries the receiver asked for (its quick check
 	// found the others in place); nil when it asked for all of them.
 	Need []bool
+	// Deltas are the files that went as a block delta (their ack
+	// says whether they landed).
+	Deltas []source.Delta
 }
 
 // Failed returns the indexes of r's entries that are not in place at

@@ -132,6 +132,10 @@ type ReceiveOptions struct {
 	// attribute, in rsync's format (internal/xattrs), and files a
 	// regular file for a device, special file or symlink.
 	FakeSuper bool `json:"fake_super,omitempty"`
+	// DeltaMin (protocol 19): a file of at least this many bytes that
+	// DEST holds as a regular file of another size or mtime goes as a
+	// block delta (delta.go); 0: every file whole (--whole-file).
+	DeltaMin int64 `json:"delta_min,omitempty"`
 }
 
 // IDName is the sender's name of one owner of a manifest's entries: a user

@@ -2,7 +2,6 @@ package wire
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -43,13 +42,19 @@ func FormatExtents(ext []Extent) string {
 // the data bytes it places. Extents must be non-empty, in order, apart,
 // and inside the file; at most MaxExtents. The result is never nil.
 func ParseExtents(s string, size int64) ([]Extent, int64, error) {
-	if len(s) > 1+MaxExtents*2*21 {
-		return nil, 0, errors.New("sparse map too long")
+	return parseExtents(s, size, MaxExtents, "sparse")
+}
+
+// parseExtents is ParseExtents for a map of what (its name in errors)
+// of at most max extents.
+func parseExtents(s string, size int64, max uint64, what string) ([]Extent, int64, error) {
+	if len(s) > 1+int(max)*2*21 {
+		return nil, 0, fmt.Errorf("%s map too long", what)
 	}
 	f := strings.Split(s, ",")
 	n, err := strconv.ParseUint(f[0], 10, 32)
-	if err != nil || n > MaxExtents || uint64(len(f)) != 1+2*n {
-		return nil, 0, fmt.Errorf("malformed sparse map (%d fields)", len(f))
+	if err != nil || n > max || uint64(len(f)) != 1+2*n {
+		return nil, 0, fmt.Errorf("malformed %s map (%d fields)", what, len(f))
 	}
 	ext := make([]Extent, 0, n)
 	var end, data int64
@@ -57,7 +62,7 @@ func ParseExtents(s string, size int64) ([]Extent, int64, error) {
 		off, err1 := strconv.ParseInt(f[i], 10, 64)
 		l, err2 := strconv.ParseInt(f[i+1], 10, 64)
 		if err1 != nil || err2 != nil || off < end || l <= 0 || off > size-l {
-			return nil, 0, fmt.Errorf("sparse map extent %s+%s is not a new range inside the file's %d bytes", f[i], f[i+1], size)
+			return nil, 0, fmt.Errorf("%s map extent %s+%s is not a new range inside the file's %d bytes", what, f[i], f[i+1], size)
 		}
 		ext = append(ext, Extent{off, l})
 		end = off + l

@@ -86,7 +86,11 @@ import (
 // Also 18: they may ask the receiver to keep owners, modes and
 // devices in user.rsync.%stat (FakeSuper); an older agent would chown
 // and mknod, or fail where it cannot.
-const Proto = 18
+// 19: the receive options may ask for the block delta (DeltaMin): the
+// agent answers a manifest with Blocks frames before its Need, and a tar
+// entry may carry only the blocks that changed (PAXDelta); an older agent
+// would write such an entry as the whole file.
+const Proto = 19
 
 // The first words of the internal commands, which one end starts on the
 // other's host (over SSH, or as a local child): written as flags, so that
@@ -113,6 +117,7 @@ const (
 	Skipped  byte = 'K' // agent: batch id needs no data and is committed; its Ack follows
 	Prune    byte = 'P' // sender: directories and the names they keep (--delete)
 	Pruned   byte = 'R' // agent: what a Prune removed
+	Blocks   byte = 'B' // agent: the block hashes of DEST's copy of one entry, before the batch's Need (delta.go)
 )
 
 // Limits on what a peer may declare.
@@ -146,6 +151,8 @@ func FrameLimit(typ byte) int {
 		return maxNeedFrame
 	case Fail:
 		return maxFailFrame
+	case Blocks:
+		return maxBlocksFrame
 	}
 	return MaxFrame
 }
@@ -280,7 +287,7 @@ func readPayload(r *bufio.Reader, n int, buf []byte) ([]byte, error) {
 
 func validType(t byte) bool {
 	switch t {
-	case Hello, Manifest, Need, Data, Commit, Ack, End, Summary, Fail, Prune, Pruned, Skipped:
+	case Hello, Manifest, Need, Data, Commit, Ack, End, Summary, Fail, Prune, Pruned, Skipped, Blocks:
 		return true
 	}
 	return false

@@ -168,6 +168,9 @@ func registerMove(fs *pflag.FlagSet, c *engine.Config) {
 		fs.Var(&c.Gentle.BwLimit, "bwlimit", "limit the whole job to `RATE` bytes a second (50M, 1.5G, off; a bare number is KiB as in rsync), "+
 			`shared by all streams, or a timetable "08:00,20M 19:00,off"; SIGUSR1 halves it, SIGUSR2 doubles it, PUT /bwlimit on --metrics-addr sets it`)
 		fs.Var(&c.Gentle.MaxReadRate, "max-read-rate", "limit reading the source disk to `RATE` bytes a second, apart from --bwlimit (on the host that reads SRC)")
+		fs.Var(&c.DeltaMin, "delta-min", "send a file of at least `SIZE` that DEST holds with another size or mtime as a block delta: DEST's copy is hashed in blocks and only the blocks that differ travel (see docs/delta.md)")
+		fs.BoolVarP(&c.WholeFile, "whole-file", "W", c.WholeFile, "send every file whole, never as a block delta (rsync's)")
+		fs.BoolVar(&c.NoWholeFile, "no-whole-file", c.NoWholeFile, "use the block delta for files of --delta-min or more (the default; rsync's)")
 		fs.Var(&c.Split, "split-size", "cut files larger than `SIZE` into ranges of SIZE that several streams carry, written into one preallocated temporary and renamed when all have landed; auto: the larger of 64MiB and --batch-size; 0 or off: never split")
 	})
 	section(fs, "output", func() {

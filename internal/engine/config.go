@@ -79,7 +79,14 @@ type Config struct {
 	Owners           Owners    // --usermap, --groupmap, --chown, --chmod: see owners.go
 	Auto             AutoJobs  // -j auto, --max-streams: see autoj.go
 	Split            SplitSize // --split-size: see split.go
-	Select           Select    // --min-size, --max-size, --ignore-errors, ...: see selections.go
+	// DeltaMin (--delta-min): files of at least this many bytes that
+	// DEST holds with another size or mtime go as a block delta over a
+	// stream (wire/delta.go), unless WholeFile (--whole-file, -W;
+	// --no-whole-file clears it).
+	DeltaMin    ByteSize
+	WholeFile   bool
+	NoWholeFile bool
+	Select      Select // --min-size, --max-size, --ignore-errors, ...: see selections.go
 
 	// --remove-source-files and --remove-source-dirs: see removesrc.go.
 	RemoveSourceFiles bool
@@ -183,6 +190,7 @@ func DefaultConfig() Config {
 		Faithful:         Faithful{Sparse: true},
 		Owners:           Owners{Umask: processUmask},
 		Split:            SplitSize{Size: -1},
+		DeltaMin:         64 << 20,
 		Obs:              Observe{TextfileEvery: 15 * time.Second, JobName: "bulkmove", VerdictInterval: time.Second},
 	}
 	c.Compress.Mode = compress.Auto
@@ -195,6 +203,12 @@ func DefaultConfig() Config {
 func (c *Config) Check() error {
 	if c.DeleteExcluded {
 		c.Delete = true
+	}
+	if c.NoWholeFile {
+		c.WholeFile = false
+	}
+	if c.DeltaMin < 0 {
+		return fmt.Errorf("--delta-min: %d is not a size", c.DeltaMin)
 	}
 	if err := c.DeleteWhen.check(c); err != nil {
 		return err

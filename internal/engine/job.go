@@ -125,6 +125,7 @@ type tally struct {
 	resumed  int64 // of those, named by the resume journal
 	resent   int64 // files the resume journal named that DEST did not hold as sent
 	changed  int64 // files that changed while read, twice
+	saved    int64 // bytes the block delta did not send (the blocks DEST had)
 	failed   int64 // entries that could not be moved
 	walkErrs int64
 	warnings int64

@@ -117,5 +117,8 @@ func (j *job) receiveOptions() wire.ReceiveOptions {
 	j.flags.Select.receive(&o)
 	j.flags.Owners.receive(&o)
 	_, o.FakeSuper = j.fakeSuper()
+	if !j.flags.WholeFile {
+		o.DeltaMin = max(int64(j.flags.DeltaMin), 1)
+	}
 	return o
 }

@@ -113,8 +113,10 @@ func (j *job) rsyncStats() *event.Stats {
 	}
 	created := j.rs.created
 	s.Created = &created
-	files, size, matched := j.files, j.bytes, int64(0)
-	s.Transferred, s.TransferredSize, s.LiteralData, s.MatchedData = &files, &size, &size, &matched
+	// Matched data: what the block delta found at DEST and did not send.
+	files, size, matched := j.files, j.bytes, j.saved
+	literal := size - matched
+	s.Transferred, s.TransferredSize, s.LiteralData, s.MatchedData = &files, &size, &literal, &matched
 	var sent, recv int64
 	switch {
 	case j.local():

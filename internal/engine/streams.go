@@ -102,8 +102,26 @@ func (j *job) onResult(r send.Result) {
 	if r.Ack != nil && r.Ack.BackedUp > 0 {
 		j.noteBackups(r.Ack)
 	}
+	if len(r.Deltas) > 0 && r.Ack != nil {
+		j.deltas(r)
+	}
 	if j.flags.Verbose && !r.Final && r.Ack != nil {
 		termsafe.Errorf(j.stderr, "batch %s on stream %d: %d files, %s", batchname.Name(r.Batch.ID), r.Stream, r.Ack.Files, units.Size(r.Ack.Bytes))
+	}
+}
+
+// deltas counts what r's files sent as a block delta saved, those that
+// landed, and with -v says so of each.
+func (j *job) deltas(r send.Result) {
+	bad := r.Failed()
+	for _, d := range r.Deltas {
+		if bad[d.Index] {
+			continue
+		}
+		j.saved += d.Size - d.Sent
+		if j.flags.Verbose {
+			termsafe.Errorf(j.stderr, "delta: %s %s, %s sent", r.Batch.Entries[d.Index].Path, units.Size(d.Size), units.Size(d.Sent))
+		}
 	}
 }
 

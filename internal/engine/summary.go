@@ -30,6 +30,9 @@ func (j *job) summary(err error, interrupted bool) {
 			deleted += " (" + units.Count(int64(del.Held)) + " more held back by --max-delete)"
 		}
 	}
+	if j.saved > 0 {
+		deleted += "; " + units.Size(j.saved) + " not sent (block delta)"
+	}
 	if j.changed > 0 {
 		deleted += "; " + units.Count(int64(j.changed)) + " changed during transfer"
 	}

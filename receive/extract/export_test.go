@@ -1,6 +1,10 @@
 package extract
 
-import "time"
+import (
+	"time"
+
+	"golang.org/x/sys/unix"
+)
 
 // SetStaleTemp sets the age of a stale temporary file (for tests) and
 // returns a function that restores it.
@@ -47,4 +51,15 @@ func SetCanMknod(ok bool) (restore func()) {
 	old := canMknod
 	canMknod = ok
 	return func() { canMknod = old }
+}
+
+// SetDeltaFree makes the block delta see free bytes at DEST (for tests)
+// and returns a function that restores its statfs.
+func SetDeltaFree(free int64) (restore func()) {
+	old := deltaStatfs
+	deltaStatfs = func(fd int, st *unix.Statfs_t) error {
+		st.Bsize, st.Bavail = 1, uint64(free)
+		return nil
+	}
+	return func() { deltaStatfs = old }
 }

@@ -173,6 +173,9 @@ type Options struct {
 	ByName, Names     bool
 	Chmod             string
 	ChmodUmask        uint32
+	// DeltaMin: files of at least this many bytes that DEST holds with
+	// another size or mtime go as a block delta (delta.go); 0: never.
+	DeltaMin int64
 }
 
 // FromWire converts the handshake's options as they are, for a receiver
@@ -190,7 +193,7 @@ func FromWire(o *wire.ReceiveOptions) Options {
 		Devices: o.Devices, Specials: o.Specials, DryRun: o.DryRun, SyncInPlace: o.SyncInPlace,
 		Backup: o.Backup, BackupDir: o.BackupDir, Suffix: o.Suffix,
 		Update: o.Update, Existing: o.Existing,
-		UserMap: o.UserMap, GroupMap: o.GroupMap, ByName: o.ByName, Names: o.Names, Chmod: o.Chmod, ChmodUmask: o.ChmodUmask}
+		UserMap: o.UserMap, GroupMap: o.GroupMap, ByName: o.ByName, Names: o.Names, Chmod: o.Chmod, ChmodUmask: o.ChmodUmask, DeltaMin: o.DeltaMin}
 }
 
 // check is the check mode in force.

@@ -90,12 +90,15 @@ func (o *Options) tarExtra(hdr *tar.Header, e *model.Entry) (*FileData, error) {
 }
 
 // dense reports whether x (nil: nothing extra) is a file sent whole.
-func (x *FileData) dense() bool { return x == nil || x.Extents == nil }
+func (x *FileData) dense() bool { return x == nil || x.Extents == nil && x.Delta == nil }
 
 // dataSize is how many bytes of data arrive for a file of size bytes.
 func (x *FileData) dataSize(size int64) int64 {
-	if x.dense() {
+	switch {
+	case x.dense():
 		return size
+	case x.Delta != nil:
+		return wire.DataSize(size, x.Delta)
 	}
 	return wire.DataSize(size, x.Extents)
 }

@@ -109,6 +109,9 @@ func (t *Txn) ExtractTar(id uint64, r io.Reader, need []bool) error {
 			return fmt.Errorf("%w: batch %s: tar entry %q carries range %q, the manifest's is %q", ErrStream, batchname.Name(id), hdr.Name, v, wire.FormatRange(e))
 		}
 		x, err := t.r.opt.tarExtra(hdr, e) // extended attributes, a sparse map
+		if err == nil {
+			x, err = t.deltaExtra(hdr, j, x)
+		}
 		if err != nil {
 			return fmt.Errorf("%w: batch %s: tar entry %q: %v", ErrStream, batchname.Name(id), hdr.Name, err)
 		}
@@ -235,8 +238,17 @@ func independentLinks(entries []model.Entry, i int) int {
 // Receive applies one batch that arrives as a manifest and a tar stream:
 // the agent's whole job for a batch, shared with tests and the fuzzer.
 func (r *Receiver) Receive(m *wire.BatchManifest, need []bool, data io.Reader) (*Txn, error) {
+	return r.ReceiveDeltas(m, need, nil, data)
+}
+
+// ReceiveDeltas is Receive for a batch whose need list PrepareDeltas
+// made d for: the files that come as a block delta are written into
+// their temporaries, and those d refused fail.
+func (r *Receiver) ReceiveDeltas(m *wire.BatchManifest, need []bool, d *Deltas, data io.Reader) (*Txn, error) {
 	t := r.Begin(m.Entries)
+	t.UseDeltas(d)
 	if err := t.SetXattrs(m.Xattrs); err != nil {
+		d.Close()
 		return nil, fmt.Errorf("%w: batch %s: %v", ErrStream, batchname.Name(m.ID), err)
 	}
 	if m.Flags&wire.FlagFinal != 0 {
@@ -247,7 +259,7 @@ func (r *Receiver) Receive(m *wire.BatchManifest, need []bool, data io.Reader) (
 		need = make([]bool, len(m.Entries))
 	} else {
 		for i, n := range need {
-			if !n && m.Entries[i].Kind == model.KindFile {
+			if !n && m.Entries[i].Kind == model.KindFile && d.Failed(i) == nil {
 				t.Skip(i)
 			}
 		}

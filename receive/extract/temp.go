@@ -130,7 +130,9 @@ var tmpTag = func() string {
 // the same name in the same directory.
 var tmpSeq atomic.Uint64
 
-func (t *Txn) tmpName() string {
+func (t *Txn) tmpName() string { return tmpName() }
+
+func tmpName() string {
 	return TempPrefix + tmpTag + "." + strconv.FormatUint(tmpSeq.Add(1), 36)
 }
 

@@ -69,6 +69,9 @@ type Txn struct {
 	// q holds the small files read and not yet created, during
 	// ExtractTar (ringwrite.go).
 	q *createQueue
+	// deltas are the temporaries of the files that may come as a block
+	// delta (delta.go); Commit and Abort remove those not used.
+	deltas *Deltas
 }
 
 type pendingFile struct {
@@ -515,6 +518,7 @@ func (t *Txn) Abort() {
 }
 
 func (t *Txn) close() {
+	t.deltas.Close()
 	for _, d := range t.dirs {
 		if d.f != nil {
 			d.f.Close()

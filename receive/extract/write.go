@@ -54,6 +54,14 @@ func (t *Txn) WriteThen(i int, src io.Reader, placeNow func() bool) error {
 	if e.IsRange() {
 		return t.writeRange(i, e, src, x)
 	}
+	if x != nil && x.Delta != nil {
+		if b := t.deltas.take(i); b != nil {
+			return t.writeDelta(i, e, src, x, b)
+		}
+		err := fmt.Errorf("receive %s: a block delta, but no temporary was made for it", e.Path)
+		t.fail(i, wire.CodeInvalid, err)
+		return t.drain(src, want)
+	}
 	td, base := t.txnDir(e.Path)
 	d, err := td.f, td.err
 	if err != nil {

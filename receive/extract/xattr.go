@@ -41,6 +41,9 @@ type FileData struct {
 	Extents []wire.Extent
 	// Xattrs are the file's extended attributes and ACLs.
 	Xattrs []wire.Xattr
+	// Delta, if not nil, is a block delta's extents (wire.PAXDelta): R
+	// yields their data, written into the file's delta temporary.
+	Delta []wire.Extent
 }
 
 // Read reads the file's data.

@@ -442,8 +442,31 @@ func (s Source) WriteTarSums(w io.Writer, b *wire.BatchManifest, need []bool, ct
 	return s.writeTar(w, b, need, ctr, true)
 }
 
+// Written is what WriteBatch says of a batch it wrote.
+type Written struct {
+	Discards []wire.Discard    // changed while read: the receiver drops them
+	Failed   []Error           // not sent, or discarded, and why
+	Sums     []wire.IndexedSum // with hashes: each file's end-to-end sum
+	Deltas   []Delta           // the files sent as a block delta
+}
+
+// WriteBatch is WriteTar, with hash WriteTarSums, given the receiver's
+// block lists by entry (nil: none): those files go as a block delta
+// (delta.go) unless they are sent as sparse extents.
+func (s Source) WriteBatch(w io.Writer, b *wire.BatchManifest, need []bool, blocks map[int]*wire.BlockList, ctr *metrics.Stream, hash bool) (Written, error) {
+	var res Written
+	var err error
+	res.Discards, res.Failed, res.Sums, err = s.writeTarBlocks(w, b, need, blocks, &res.Deltas, ctr, hash)
+	return res, err
+}
+
 func (s Source) writeTar(w io.Writer, b *wire.BatchManifest, need []bool, ctr *metrics.Stream, hash bool) (discards []wire.Discard, failed []Error, sums []wire.IndexedSum, err error) {
+	return s.writeTarBlocks(w, b, need, nil, nil, ctr, hash)
+}
+
+func (s Source) writeTarBlocks(w io.Writer, b *wire.BatchManifest, need []bool, blocks map[int]*wire.BlockList, deltas *[]Delta, ctr *metrics.Stream, hash bool) (discards []wire.Discard, failed []Error, sums []wire.IndexedSum, err error) {
 	h := xxh3.New128()
+	var dbuf []byte // a delta's block
 	ts := newTarStream(w)
 	if err := ts.global(map[string]string{wire.PAXBatch: strconv.FormatUint(b.ID, 10)}); err != nil {
 		return nil, nil, nil, err
@@ -502,6 +525,55 @@ func (s Source) writeTar(w io.Writer, b *wire.BatchManifest, need []bool, ctr *m
 		}
 		if xerr != nil {
 			failed = append(failed, Error{i, xerr})
+		}
+		if bl := blocks[i]; bl != nil && ext == nil && f.ahead == nil && !f.inMem {
+			if int64(len(dbuf)) < bl.BlockSize {
+				dbuf = make([]byte, bl.BlockSize)
+			}
+			dext, hashes, perr := s.deltaPlan(f, e, bl, dbuf, ctr)
+			if perr != nil {
+				// Nothing of it is in the stream: left out, its
+				// temporary dropped.
+				f.Close()
+				failed = append(failed, Error{i, perr})
+				continue
+			}
+			if deltaHook != nil {
+				deltaHook(e.Path)
+			}
+			sent := wire.DataSize(e.Size, dext)
+			dw, err := ts.beginDelta(e, dext, xs)
+			if err != nil {
+				f.Close()
+				return nil, nil, nil, err
+			}
+			changed, werr := s.sendDelta(dw, f, dext, bl.BlockSize, hashes, dbuf)
+			if werr != nil {
+				f.Close()
+				return nil, nil, nil, werr
+			}
+			if changed == nil {
+				changed = s.Recheck(f, e)
+			}
+			f.Close()
+			if changed != nil {
+				failed = append(failed, Error{i, changed})
+				discards = append(discards, wire.Discard{Index: i, Reason: changed.Error()})
+			} else {
+				if hash {
+					sums = append(sums, wire.IndexedSum{Index: i, Sum: wire.DeltaSum(e.Size, bl.BlockSize, hashes)})
+				}
+				*deltas = append(*deltas, Delta{Index: i, Size: e.Size, Sent: sent})
+			}
+			if err := ts.end(e); err != nil {
+				return nil, nil, nil, err
+			}
+			if ctr != nil {
+				ctr.BytesSent.Add(sent)
+				ctr.DeltaSaved.Add(e.Size - sent)
+				ctr.FilesSent.Add(1)
+			}
+			continue
 		}
 		size := wire.DataSize(e.DataLen(), ext)
 		src.r, src.err = nil, nil

@@ -125,7 +125,7 @@ type Stats struct {
 	TotalSize       int64    `json:"total_size"`                  // Total file size
 	TransferredSize *int64   `json:"transferred_size,omitempty"`  // Total transferred file size
 	LiteralData     *int64   `json:"literal_data,omitempty"`      // Literal data
-	MatchedData     *int64   `json:"matched_data,omitempty"`      // Matched data: always 0, bulkmove sends whole files
+	MatchedData     *int64   `json:"matched_data,omitempty"`      // Matched data: what the block delta did not send
 	BytesSent       *int64   `json:"bytes_sent,omitempty"`        // Total bytes sent
 	BytesReceived   *int64   `json:"bytes_received,omitempty"`    // Total bytes received
 	BytesPerSecond  *float64 `json:"bytes_per_second,omitempty"`  // (sent + received) a second

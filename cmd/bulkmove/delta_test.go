@@ -1,0 +1,193 @@
+package main
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bulkmove/bulkmove/internal/sshdtest"
+	"github.com/bulkmove/bulkmove/internal/testbin"
+)
+
+// deltaCase is a large file at DEST and what SRC's version makes of it.
+type deltaCase struct {
+	name string
+	// change makes SRC's version from DEST's; maxSent bounds the bytes
+	// on the wire (the --stats count, frames and all).
+	change  func(r *rand.Rand, old []byte) []byte
+	maxSent int64
+}
+
+const deltaSize = 8 << 20
+
+var deltaCases = []deltaCase{
+	{"edits", func(r *rand.Rand, old []byte) []byte {
+		// 16 runs of 100 bytes at random, unaligned offsets: at most
+		// 32 blocks of 128 KiB.
+		b := bytes.Clone(old)
+		for range 16 {
+			off := r.IntN(len(b) - 100)
+			for k := range 100 {
+				b[off+k] ^= 0x5a
+			}
+		}
+		return b
+	}, 32*128<<10 + 64<<10},
+	{"append", func(r *rand.Rand, old []byte) []byte {
+		return append(bytes.Clone(old), randBytes(r, 300_000)...)
+	}, 300_000 + 128<<10 + 64<<10},
+	{"truncate", func(r *rand.Rand, old []byte) []byte {
+		return bytes.Clone(old[:len(old)-1_234_567])
+	}, 64 << 10},
+	{"replaced", func(r *rand.Rand, old []byte) []byte {
+		// Same size, all new: all of it goes (and lands whole).
+		return randBytes(r, len(old))
+	}, deltaSize + 256<<10},
+}
+
+func randBytes(r *rand.Rand, n int) []byte {
+	b := make([]byte, n)
+	for i := 0; i < n; i += 8 {
+		v := r.Uint64()
+		for k := 0; k < 8 && i+k < n; k++ {
+			b[i+k] = byte(v >> (8 * k))
+		}
+	}
+	return b
+}
+
+var totalSent = regexp.MustCompile(`(?m)^(?:box2: )?Total bytes sent: ([\d,]+)$`)
+
+// sentBytes is --stats' count of the bytes the sender wrote to its streams.
+func sentBytes(t *testing.T, out string) int64 {
+	t.Helper()
+	m := totalSent.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no 'Total bytes sent' in:\n%s", out)
+	}
+	n, err := strconv.ParseInt(strings.ReplaceAll(m[1], ",", ""), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// deltaTree writes, for each case, DEST's old version and SRC's new one
+// (with another mtime), and returns the new contents by name.
+func deltaTree(t *testing.T, src, dst string) map[string][]byte {
+	t.Helper()
+	r := rand.New(rand.NewPCG(7, 30))
+	want := map[string][]byte{}
+	for _, dir := range []string{src, dst} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := time.Now().Add(-time.Hour)
+	for _, c := range deltaCases {
+		o := randBytes(r, deltaSize)
+		n := c.change(r, o)
+		if err := os.WriteFile(filepath.Join(dst, c.name), o, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(filepath.Join(dst, c.name), old, old); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(src, c.name), n, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		want[c.name] = n
+	}
+	return want
+}
+
+// TestDeltaPush: changed large files go as a block delta over the wire
+// (pushed to local agents and over SSH, pulled over SSH): each ends byte for byte as SRC's, and the
+// bytes sent are those of the blocks that changed, not the files'.
+func TestDeltaPush(t *testing.T) {
+	bin := testbin.Build(t)
+	srv := sshdtest.Start(t, sshdtest.WithEnv("PATH="+filepath.Dir(bin)+":/usr/bin:/bin", "HOME="+shmDir(t)))
+	cfg := srv.WriteSSHConfig("box2")
+	for _, mode := range []string{"via-agent", "ssh", "pull"} {
+		t.Run(mode, func(t *testing.T) {
+			for _, c := range deltaCases {
+				t.Run(c.name, func(t *testing.T) {
+					dir := shmDir(t)
+					src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+					want := deltaTree(t, src, dst)
+					// One file a run: the bytes sent are that file's.
+					for name := range want {
+						if name != c.name {
+							os.Remove(filepath.Join(src, name))
+						}
+					}
+					args := []string{"--split-size", "0", "--delta-min", "1MiB", "--stats", "-v", "-j", "1"}
+					var out string
+					var code int
+					switch mode {
+					case "via-agent":
+						out, code = runBM(t, nil, append(args, "--via-agent", src+"/", dst)...)
+					case "ssh":
+						out, code = runPushPull(t, nil, append(args, "--ssh-config", cfg), false, src, dst)
+					case "pull":
+						out, code = runPushPull(t, nil, append(args, "--ssh-config", cfg), true, src, dst)
+					}
+					if code != 0 {
+						t.Fatalf("exit %d:\n%s", code, out)
+					}
+					got, err := os.ReadFile(filepath.Join(dst, c.name))
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !bytes.Equal(got, want[c.name]) {
+						t.Fatalf("%s at DEST differs from SRC's (%d bytes, want %d)", c.name, len(got), len(want[c.name]))
+					}
+					// (A pull's sender, on box2, says it in its summary.)
+					if said := strings.Contains(out, "delta: "+c.name+" ") || mode == "pull" && strings.Contains(out, "not sent (block delta)"); !said && c.name != "replaced" {
+						t.Errorf("-v does not say %s went as a delta:\n%s", c.name, out)
+					}
+					if n := sentBytes(t, out); n > c.maxSent {
+						t.Errorf("%d bytes sent for %s, want at most %d", n, c.name, c.maxSent)
+					}
+					leftovers, _ := filepath.Glob(filepath.Join(dst, ".bulkmove*"))
+					if len(leftovers) > 0 {
+						t.Errorf("temporaries left at DEST: %v", leftovers)
+					}
+				})
+			}
+		})
+	}
+}
+
+// TestDeltaWholeFile: --whole-file (-W) sends the changed file whole,
+// and --no-whole-file after it turns the delta on again.
+func TestDeltaWholeFile(t *testing.T) {
+	dir := shmDir(t)
+	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+	want := deltaTree(t, src, dst)
+	out, code := runBM(t, nil, "--via-agent", "--split-size", "0", "--delta-min", "1MiB", "--stats", "-W", src+"/", dst)
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	for name, b := range want {
+		if got, _ := os.ReadFile(filepath.Join(dst, name)); !bytes.Equal(got, b) {
+			t.Fatalf("%s differs", name)
+		}
+	}
+	var total int64
+	for _, b := range want {
+		total += int64(len(b))
+	}
+	if n := sentBytes(t, out); n < total {
+		t.Fatalf("-W sent %d bytes of %d: not whole", n, total)
+	}
+	if strings.Contains(out, "block delta") {
+		t.Fatalf("-W: the summary speaks of a delta:\n%s", out)
+	}
+}

@@ -1,0 +1,434 @@
+package extract
+
+// The block delta's receiving side (see wire/delta.go). PrepareDeltas,
+// right after the quick check, makes the new version's temporary of each
+// file it takes from DEST's copy (a reflink where the filesystem shares
+// blocks, else copy_file_range, else read and write) and hashes that
+// private copy in blocks; the hashes go to the sender, and writeDelta
+// writes the blocks that come back into the temporary, which Commit
+// renames into place as any file, after the sender's DeltaSum matched
+// the one made here. DEST's file is never written: an interrupted pass
+// leaves it whole.
+
+import (
+	"archive/tar"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/bulkmove/bulkmove/internal/dirat"
+	"github.com/bulkmove/bulkmove/internal/ioconc"
+	"github.com/bulkmove/bulkmove/internal/units"
+	"github.com/bulkmove/bulkmove/model"
+	"github.com/bulkmove/bulkmove/wire"
+)
+
+// Deltas are a batch's delta temporaries, by entry index, and the entries
+// refused before any byte of theirs was sent. A nil *Deltas has none.
+type Deltas struct {
+	mu    sync.Mutex
+	bases map[int]*deltaBase
+	fails map[int]error
+}
+
+// deltaBase is one file's temporary, a private copy of DEST's file.
+type deltaBase struct {
+	dir    *os.File // the file's directory, where tmp is
+	tmp    string
+	fd     int // tmp, open for reading and writing; -1 once taken
+	bs     int64
+	hashed int64 // the bytes hashed: the old size, or the new if less
+	hashes []wire.Sum
+}
+
+// ErrNoRoom marks a file whose delta needs a temporary copy that DEST has
+// no room for.
+var ErrNoRoom = errors.New("no room for the temporary copy")
+
+// deltaStatfs is how PrepareDeltas learns the free space (tests change it).
+var deltaStatfs = unix.Fstatfs
+
+// PrepareDeltas makes the delta temporaries of the needed files of
+// entries that go as a delta (Options.DeltaMin): of at least DeltaMin
+// bytes, not a range, and held at DEST as a regular file. A file whose
+// temporary cannot be made goes whole; one without room for it at DEST
+// (no reflink, and less free space than its size) is no longer needed
+// and fails (Txn.UseDeltas) with a message saying to use --inplace.
+func (r *Receiver) PrepareDeltas(entries []model.Entry, need []bool) *Deltas {
+	if r.opt.DeltaMin <= 0 || r.opt.DryRun {
+		return nil
+	}
+	var d *Deltas
+	for i := range entries {
+		e := &entries[i]
+		if !need[i] || e.Kind != model.KindFile || e.IsRange() || e.Size < r.opt.DeltaMin || e.Nlink > 1 ||
+			CheckName(e.Path, e.Kind) != nil || r.isWriting(e.Path) {
+			continue
+		}
+		b, err := r.deltaBase(e)
+		if b == nil && err == nil {
+			continue
+		}
+		if d == nil {
+			d = &Deltas{bases: map[int]*deltaBase{}, fails: map[int]error{}}
+		}
+		if err != nil {
+			need[i] = false
+			d.fails[i] = err
+			continue
+		}
+		d.bases[i] = b
+	}
+	return d
+}
+
+// Lists returns the block lists to send for batch id, in entry order.
+func (d *Deltas) Lists(id uint64, entries int) []*wire.BlockList {
+	if d == nil {
+		return nil
+	}
+	var out []*wire.BlockList
+	for i := range entries {
+		if b := d.bases[i]; b != nil {
+			out = append(out, &wire.BlockList{ID: id, Index: i, BlockSize: b.bs, Len: b.hashed, Hashes: b.hashes})
+		}
+	}
+	return out
+}
+
+// Failed returns the error of entry i refused before its data, or nil.
+func (d *Deltas) Failed(i int) error {
+	if d == nil {
+		return nil
+	}
+	return d.fails[i]
+}
+
+// take hands entry i's temporary to its writer, once.
+func (d *Deltas) take(i int) *deltaBase {
+	if d == nil {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	b := d.bases[i]
+	delete(d.bases, i)
+	return b
+}
+
+// Close removes the temporaries no writer took (the sender sent those
+// files whole, or not at all).
+func (d *Deltas) Close() {
+	if d == nil {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for i, b := range d.bases {
+		b.drop()
+		delete(d.bases, i)
+	}
+}
+
+func (b *deltaBase) drop() {
+	if b.fd >= 0 {
+		unix.Close(b.fd)
+		b.fd = -1
+	}
+	unix.Unlinkat(int(b.dir.Fd()), b.tmp, 0)
+	b.dir.Close()
+}
+
+// UseDeltas gives the batch its delta temporaries (for Write) and fails
+// the entries refused before their data.
+func (t *Txn) UseDeltas(d *Deltas) {
+	if d == nil {
+		return
+	}
+	t.deltas = d
+	for i, err := range d.fails {
+		t.fail(i, wire.CodeOther, err)
+	}
+}
+
+// deltaBase makes entry e's temporary from DEST's file and hashes it; nil
+// and no error: e goes whole.
+func (r *Receiver) deltaBase(e *model.Entry) (*deltaBase, error) {
+	dpath, base := splitDir(e.Path)
+	dir, err := r.openDir(dpath, 0)
+	if err != nil {
+		return nil, nil
+	}
+	dfd := int(dir.Fd())
+	old, err := unix.Openat(dfd, base, readFlags, 0)
+	if err != nil {
+		dir.Close()
+		return nil, nil
+	}
+	defer unix.Close(old)
+	var st unix.Stat_t
+	if unix.Fstat(old, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size <= 0 {
+		dir.Close()
+		return nil, nil
+	}
+	b := &deltaBase{dir: dir, tmp: tmpName(), bs: wire.BlockSize(e.Size), hashed: min(st.Size, e.Size)}
+	b.fd, err = unix.Openat(dfd, b.tmp, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		dir.Close()
+		return nil, nil
+	}
+	if err := cloneOrCopy(b.fd, old, st.Size, func() error { return roomFor(dfd, e, st.Size) }); err != nil {
+		b.drop()
+		if errors.Is(err, ErrNoRoom) {
+			return nil, err
+		}
+		return nil, nil
+	}
+	b.hashes = make([]wire.Sum, wire.BlockCount(b.hashed, b.bs))
+	if err := r.hashBlocks(b); err != nil {
+		b.drop()
+		return nil, nil
+	}
+	return b, nil
+}
+
+// roomFor says whether DEST (dfd's filesystem) has room for a copy of
+// e's old version of size bytes and its growth, else why not.
+func roomFor(dfd int, e *model.Entry, size int64) error {
+	var fs unix.Statfs_t
+	if deltaStatfs(dfd, &fs) != nil {
+		return nil // unknown: the copy will tell
+	}
+	free := int64(fs.Bavail) * int64(fs.Bsize)
+	if want := max(size, e.Size); free < want {
+		return fmt.Errorf("receive %s: %w of its %s (%s free at DEST): the new version is built beside the old one and renamed into place; free room at DEST (patching in place, rsync's --inplace, is not built yet)", e.Path, ErrNoRoom, units.Size(want), units.Size(free))
+	}
+	return nil
+}
+
+// cloneOrCopy fills dst with src's size bytes: a reflink (FICLONE) where
+// the filesystem shares blocks, else, once room says there is room, by
+// copy_file_range, else by read and write.
+func cloneOrCopy(dst, src int, size int64, room func() error) error {
+	if unix.IoctlFileClone(dst, src) == nil {
+		return nil
+	}
+	if err := room(); err != nil {
+		return err
+	}
+	var off int64
+	for off < size {
+		n, err := unix.CopyFileRange(src, nil, dst, nil, int(min(size-off, 1<<30)), 0)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || n == 0 {
+			break // not here (EXDEV, ENOSYS, EINVAL): read and write
+		}
+		off += int64(n)
+	}
+	if off == size {
+		return nil
+	}
+	buf := make([]byte, 1<<20)
+	for off < size {
+		n, err := unix.Pread(src, buf[:min(int64(len(buf)), size-off)], off)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return io.ErrUnexpectedEOF
+		}
+		if err := pwriteAll(dst, buf[:n], off); err != nil {
+			return err
+		}
+		off += int64(n)
+	}
+	return nil
+}
+
+// hashBlocks hashes b's temporary in its blocks, several at once: the
+// receiver's --io-concurrency, or a few cores where it writes one file
+// at a time.
+func (r *Receiver) hashBlocks(b *deltaBase) error {
+	width := r.io.Width()
+	if r.opt.IOConcurrency <= 0 {
+		width = max(width, min(4, runtime.GOMAXPROCS(0)))
+	}
+	width = min(width, len(b.hashes))
+	bufs := make([][]byte, max(width, 1))
+	var mu sync.Mutex
+	var first error
+	ioconc.ForEach(len(b.hashes), width, func(w, k int) {
+		if bufs[w] == nil {
+			bufs[w] = make([]byte, b.bs)
+		}
+		off := int64(k) * b.bs
+		p := bufs[w][:min(b.bs, b.hashed-off)]
+		if err := preadFull(b.fd, p, off); err != nil {
+			mu.Lock()
+			first = cmpOr(first, err)
+			mu.Unlock()
+			return
+		}
+		b.hashes[k] = wire.BlockHash(p)
+	})
+	return first
+}
+
+func cmpOr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+func preadFull(fd int, p []byte, off int64) error {
+	for len(p) > 0 {
+		n, err := unix.Pread(fd, p, off)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return io.ErrUnexpectedEOF
+		}
+		p, off = p[n:], off+int64(n)
+	}
+	return nil
+}
+
+// writeDelta writes entry i, sent as the extents ext of its blocks, into
+// its temporary b: each block hashed as it is written, the file cut to
+// its size, the blocks not sent hashed already (or, the last one cut
+// short, hashed now), and their DeltaSum kept for Commit to compare with
+// the sender's.
+func (t *Txn) writeDelta(i int, e *model.Entry, src io.Reader, x *FileData, b *deltaBase) error {
+	want := wire.DataSize(e.Size, x.Delta)
+	discard := b.drop
+	td, base := t.txnDir(e.Path)
+	if td.err != nil {
+		discard()
+		t.failErr(i, "create directory for", e.Path, td.err)
+		return t.drain(src, want)
+	}
+	fd := b.fd
+	nb := wire.BlockCount(e.Size, b.bs)
+	got := make([]wire.Sum, nb)
+	have := make([]bool, nb)
+	buf := make([]byte, min(b.bs, max(e.Size, 1)))
+	var n int64
+	for _, ext := range x.Delta {
+		for off := ext.Off; off < ext.Off+ext.Len; off += b.bs {
+			p := buf[:min(b.bs, ext.Off+ext.Len-off)]
+			k, err := io.ReadFull(src, p)
+			n += int64(k)
+			if err != nil {
+				discard()
+				t.fail(i, wire.CodeOther, fmt.Errorf("receive %s: %w", e.Path, err))
+				return err
+			}
+			t.r.limit.Wait(len(p))
+			got[off/b.bs], have[off/b.bs] = wire.BlockHash(p), true
+			if err := pwriteAll(fd, p, off); err != nil {
+				discard()
+				t.failErr(i, "write", e.Path, err)
+				return t.drain(src, want-n)
+			}
+		}
+	}
+	if err := unix.Ftruncate(fd, e.Size); err != nil {
+		discard()
+		t.failErr(i, "truncate", e.Path, err)
+		return nil
+	}
+	for k := range got {
+		if have[k] {
+			continue
+		}
+		off := int64(k) * b.bs
+		l := min(b.bs, e.Size-off)
+		if k < len(b.hashes) && min(b.bs, b.hashed-off) == l {
+			got[k] = b.hashes[k]
+			continue
+		}
+		// The new end cuts this block of the old copy: what it holds now.
+		if err := preadFull(fd, buf[:l], off); err != nil {
+			discard()
+			t.failErr(i, "read back", e.Path, err)
+			return nil
+		}
+		got[k] = wire.BlockHash(buf[:l])
+	}
+	if err := t.setMetaWith(dirat.Calls{}, fd, e, -1, true); err != nil {
+		discard()
+		t.failErr(i, "set metadata of", e.Path, err)
+		return nil
+	}
+	if err := t.setXattrs(fd, -1, "", e, x.xattrs()); err != nil {
+		discard()
+		t.fail(i, Code(err), err)
+		return nil
+	}
+	if t.r.opt.Fsync {
+		if err := unix.Fsync(fd); err != nil {
+			discard()
+			t.failErr(i, "fsync", e.Path, err)
+			return nil
+		}
+	}
+	b.fd = -1
+	if err := unix.Close(fd); err != nil {
+		discard()
+		t.failErr(i, "close", e.Path, err)
+		return nil
+	}
+	b.dir.Close()
+	t.settle(pendingFile{index: i, dir: td.f, tmp: b.tmp, fd: -1, base: base, sum: wire.DeltaSum(e.Size, b.bs, got), summed: true, held: -1}, e.Size, nil)
+	return nil
+}
+
+// deltaExtra reads a tar entry's PAXDelta map, for entry j: only a file
+// with a delta temporary may carry one, not with a sparse map, and its
+// extents must carry the header's size.
+func (t *Txn) deltaExtra(hdr *tar.Header, j int, x *FileData) (*FileData, error) {
+	v, ok := hdr.PAXRecords[wire.PAXDelta]
+	if !ok {
+		return x, nil
+	}
+	e := &t.entries[j]
+	var b *deltaBase
+	if t.deltas != nil {
+		t.deltas.mu.Lock()
+		b = t.deltas.bases[j]
+		t.deltas.mu.Unlock()
+	}
+	if b == nil {
+		return nil, errors.New("a block delta, but no block list was sent for it")
+	}
+	if x != nil && x.Extents != nil {
+		return nil, errors.New("a block delta and a sparse map")
+	}
+	ext, data, err := wire.ParseDelta(v, e.Size, b.bs)
+	if err != nil {
+		return nil, err
+	}
+	if data != hdr.Size {
+		return nil, fmt.Errorf("its delta map places %d bytes, its header declares %d", data, hdr.Size)
+	}
+	if x == nil {
+		x = &FileData{}
+	}
+	x.Delta = ext
+	return x, nil
+}

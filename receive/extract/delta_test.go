@@ -1,0 +1,259 @@
+package extract_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"errors"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bulkmove/bulkmove/model"
+	"github.com/bulkmove/bulkmove/receive/extract"
+	"github.com/bulkmove/bulkmove/wire"
+)
+
+// deltaSender plays the sending side of a block delta against bl:
+// the new content's block hashes, the extents of the blocks that
+// differ, and the tar stream carrying them.
+func deltaSender(tb testing.TB, id uint64, name string, content []byte, bl *wire.BlockList, ext []wire.Extent) ([]byte, wire.Sum) {
+	tb.Helper()
+	size, bs := int64(len(content)), bl.BlockSize
+	hashes := make([]wire.Sum, wire.BlockCount(size, bs))
+	plan := ext == nil
+	for k := range hashes {
+		off := int64(k) * bs
+		hashes[k] = wire.BlockHash(content[off:min(off+bs, size)])
+		if plan && bl.Differs(k, size, hashes[k]) {
+			ext = appendBlock(ext, off, min(bs, size-off))
+		}
+	}
+	if ext == nil {
+		ext = []wire.Extent{}
+	}
+	var data []byte
+	for _, x := range ext {
+		data = append(data, content[x.Off:x.Off+x.Len]...)
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	tw.WriteHeader(&tar.Header{Typeflag: tar.TypeXGlobalHeader, Name: "g", PAXRecords: map[string]string{wire.PAXBatch: strconv.FormatUint(id, 10)}})
+	if err := tw.WriteHeader(&tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(data)), ModTime: time.Unix(0, mtime),
+		PAXRecords: map[string]string{wire.PAXDelta: wire.FormatExtents(ext)}, Format: tar.FormatPAX}); err != nil {
+		tb.Fatal(err)
+	}
+	tw.Write(data)
+	tw.Close()
+	return buf.Bytes(), wire.DeltaSum(size, bs, hashes)
+}
+
+func appendBlock(ext []wire.Extent, off, l int64) []wire.Extent {
+	if n := len(ext); n > 0 && ext[n-1].Off+ext[n-1].Len == off {
+		ext[n-1].Len += l
+		return ext
+	}
+	return append(ext, wire.Extent{Off: off, Len: l})
+}
+
+// deltaDest writes DEST's old version of name and prepares the delta of
+// a new version of size bytes against it.
+func deltaDest(t *testing.T, s *sandbox, old []byte, size int64) (*extract.Receiver, *wire.BatchManifest, []bool, *extract.Deltas, *wire.BlockList) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(s.root, "f"), old, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := s.open(t, extract.Options{DeltaMin: 1})
+	m := &wire.BatchManifest{ID: 1, Entries: []model.Entry{fileE("f", size)}}
+	need := r.Need(m.Entries)
+	d := r.PrepareDeltas(m.Entries, need)
+	lists := d.Lists(m.ID, len(m.Entries))
+	if !need[0] || len(lists) != 1 {
+		t.Fatalf("need %v, %d block lists: want the file, with its block list", need, len(lists))
+	}
+	return r, m, need, d, lists[0]
+}
+
+func temporaries(t *testing.T, dir string) []string {
+	t.Helper()
+	m, _ := filepath.Glob(filepath.Join(dir, extract.TempPrefix+"*"))
+	return m
+}
+
+// TestDeltaResults: edits at unaligned offsets, an append, a truncation
+// and a file of the same size all new, each written from the blocks
+// that differ into a copy of DEST's file: the result is the new content,
+// and only the changed blocks were carried.
+func TestDeltaResults(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(1, 2))
+	rb := func(n int) []byte {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(rnd.Uint32())
+		}
+		return b
+	}
+	const size = 3<<20 + 12345
+	for _, c := range []struct {
+		name    string
+		change  func(old []byte) []byte
+		maxData int
+	}{
+		{"edits", func(old []byte) []byte {
+			b := bytes.Clone(old)
+			for _, off := range []int{1, 200_000, 2_000_001, size - 3} {
+				b[off] ^= 1
+			}
+			return b
+		}, 4 * wire.MinBlock},
+		{"append", func(old []byte) []byte { return append(bytes.Clone(old), rb(70_000)...) }, wire.MinBlock + 70_000},
+		{"truncate", func(old []byte) []byte { return bytes.Clone(old[:size-1_000_003]) }, 0},
+		{"replaced", func(old []byte) []byte { return rb(size) }, size},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newSandbox(t)
+			old := rb(size)
+			content := c.change(old)
+			r, m, need, d, bl := deltaDest(t, s, old, int64(len(content)))
+			stream, sum := deltaSender(t, m.ID, "f", content, bl, nil)
+			if len(stream) > c.maxData+4096 {
+				t.Errorf("the delta's tar stream is %d bytes, want at most %d", len(stream), c.maxData+4096)
+			}
+			tx, err := r.ReceiveDeltas(m, need, d, bytes.NewReader(stream))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ack := tx.CommitSums(m.ID, nil, []wire.IndexedSum{{Index: 0, Sum: sum}})
+			if len(ack.Errors) > 0 || ack.Files != 1 {
+				t.Fatalf("ack %+v", ack)
+			}
+			got, _ := os.ReadFile(filepath.Join(s.root, "f"))
+			if !bytes.Equal(got, content) {
+				t.Fatalf("DEST holds %d bytes, not the new %d", len(got), len(content))
+			}
+			if st, _ := os.Stat(filepath.Join(s.root, "f")); st.ModTime().UnixNano() != mtime {
+				t.Errorf("mtime %v", st.ModTime())
+			}
+			if tmp := temporaries(t, s.root); len(tmp) > 0 {
+				t.Errorf("temporaries left: %v", tmp)
+			}
+		})
+	}
+}
+
+// TestDeltaCorrupt: a delta whose result does not hash to the sender's
+// sum fails its entry and is never installed; DEST keeps its old file.
+func TestDeltaCorrupt(t *testing.T) {
+	s := newSandbox(t)
+	old := bytes.Repeat([]byte("old data "), 300_000)
+	content := bytes.Clone(old)
+	content[1_000_000] = 'X'
+	r, m, need, d, bl := deltaDest(t, s, old, int64(len(content)))
+	stream, sum := deltaSender(t, m.ID, "f", content, bl, nil)
+	sum[0] ^= 1
+	tx, err := r.ReceiveDeltas(m, need, d, bytes.NewReader(stream))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ack := tx.CommitSums(m.ID, nil, []wire.IndexedSum{{Index: 0, Sum: sum}})
+	if len(ack.Errors) != 1 || ack.Errors[0].Code != wire.CodeCorrupt {
+		t.Fatalf("ack errors %+v, want the entry corrupt", ack.Errors)
+	}
+	if got, _ := os.ReadFile(filepath.Join(s.root, "f")); !bytes.Equal(got, old) {
+		t.Fatal("DEST's file changed")
+	}
+	if tmp := temporaries(t, s.root); len(tmp) > 0 {
+		t.Errorf("temporaries left: %v", tmp)
+	}
+}
+
+// TestDeltaHostileMap: a sender's delta map that leaves the file, overlaps,
+// cuts a block, declares other bytes than the entry carries, or comes
+// for a file the receiver sent no block list for is refused as a bad
+// stream, and DEST keeps its file and no temporary.
+func TestDeltaHostileMap(t *testing.T) {
+	const size = 1 << 20
+	bs := int64(wire.MinBlock)
+	for _, c := range []struct {
+		name string
+		ext  []wire.Extent
+	}{
+		{"outside", []wire.Extent{{Off: size, Len: bs}}},
+		{"overlap", []wire.Extent{{Off: 0, Len: 2 * bs}, {Off: bs, Len: bs}}},
+		{"unaligned", []wire.Extent{{Off: 100, Len: bs}}},
+		{"cut block", []wire.Extent{{Off: 0, Len: bs - 1}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newSandbox(t)
+			old := bytes.Repeat([]byte{7}, size)
+			r, m, need, d, bl := deltaDest(t, s, old, size)
+			content := make([]byte, size+int(bs)) // room for the extents to read from
+			stream, _ := deltaSender(t, m.ID, "f", content, bl, c.ext)
+			_, err := r.ReceiveDeltas(m, need, d, bytes.NewReader(stream))
+			if !errors.Is(err, extract.ErrStream) {
+				t.Fatalf("got %v, want a bad stream", err)
+			}
+			if got, _ := os.ReadFile(filepath.Join(s.root, "f")); !bytes.Equal(got, old) {
+				t.Fatal("DEST's file changed")
+			}
+			if tmp := temporaries(t, s.root); len(tmp) > 0 {
+				t.Errorf("temporaries left: %v", tmp)
+			}
+		})
+	}
+	t.Run("no block list", func(t *testing.T) {
+		s := newSandbox(t)
+		r := s.open(t, extract.Options{})
+		m := &wire.BatchManifest{ID: 1, Entries: []model.Entry{fileE("f", 10)}}
+		stream, _ := deltaSender(t, m.ID, "f", []byte("0123456789"), &wire.BlockList{BlockSize: bs}, []wire.Extent{{Off: 0, Len: 10}})
+		_, err := r.Receive(m, r.Need(m.Entries), bytes.NewReader(stream))
+		if !errors.Is(err, extract.ErrStream) || !strings.Contains(err.Error(), "no block list") {
+			t.Fatalf("got %v, want a bad stream naming the missing block list", err)
+		}
+	})
+}
+
+// TestDeltaNoRoom: where DEST cannot share blocks (no reflink) and has
+// less room than the file, the file fails before any byte of it is asked
+// for, saying why; DEST keeps its file and no temporary.
+func TestDeltaNoRoom(t *testing.T) {
+	s := newSandbox(t)
+	old := bytes.Repeat([]byte{1}, 1<<20)
+	if err := os.WriteFile(filepath.Join(s.root, "f"), old, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	probe := filepath.Join(s.root, "probe")
+	os.WriteFile(probe, []byte("x"), 0o644)
+	if out, err := exec.Command("cp", "--reflink=always", probe, probe+"2").CombinedOutput(); err == nil {
+		t.Skip("DEST's filesystem shares blocks: the copy needs no room")
+	} else {
+		t.Logf("no reflink here: %s", out)
+	}
+	os.Remove(probe)
+	defer extract.SetDeltaFree(1000)()
+	r := s.open(t, extract.Options{DeltaMin: 1})
+	m := &wire.BatchManifest{ID: 1, Entries: []model.Entry{fileE("f", 1<<20+1)}}
+	need := r.Need(m.Entries)
+	d := r.PrepareDeltas(m.Entries, need)
+	if need[0] || len(d.Lists(1, 1)) != 0 {
+		t.Fatalf("need %v: want the file refused before its data", need)
+	}
+	tx, err := r.ReceiveDeltas(m, need, d, bytes.NewReader(tarOf(t, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ack := tx.Commit(1, nil)
+	if len(ack.Errors) != 1 || !strings.Contains(ack.Errors[0].Msg, "no room for the temporary copy") || ack.Skipped != 0 {
+		t.Fatalf("ack %+v: want f failed for want of room", ack)
+	}
+	if got, _ := os.ReadFile(filepath.Join(s.root, "f")); !bytes.Equal(got, old) {
+		t.Fatal("DEST's file changed")
+	}
+	if tmp := temporaries(t, s.root); len(tmp) > 0 {
+		t.Errorf("temporaries left: %v", tmp)
+	}
+}

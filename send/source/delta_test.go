@@ -1,0 +1,117 @@
+package source
+
+import (
+	"archive/tar"
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/bulkmove/bulkmove/metrics"
+	"github.com/bulkmove/bulkmove/model"
+	"github.com/bulkmove/bulkmove/wire"
+)
+
+// deltaFile writes SRC's file f (its blocks differing from old's where
+// old differs) and returns its entry, and the receiver's block list of
+// old.
+func deltaFile(t *testing.T, root string, old, content []byte) (*wire.BatchManifest, map[int]*wire.BlockList) {
+	t.Helper()
+	p := filepath.Join(root, "f")
+	if err := os.WriteFile(p, content, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := model.Entry{Path: "f", Kind: model.KindFile, Mode: 0o644, Size: st.Size(), MTime: st.ModTime().UnixNano(), Nlink: 1}
+	bs := wire.BlockSize(e.Size)
+	l := int64(min(len(old), len(content)))
+	bl := &wire.BlockList{ID: 1, BlockSize: bs, Len: l, Hashes: make([]wire.Sum, wire.BlockCount(l, bs))}
+	for k := range bl.Hashes {
+		off := int64(k) * bs
+		bl.Hashes[k] = wire.BlockHash(old[off:min(off+bs, l)])
+	}
+	return &wire.BatchManifest{ID: 1, Entries: []model.Entry{e}}, map[int]*wire.BlockList{0: bl}
+}
+
+// TestDeltaSendsChangedBlocks: a file with one changed byte and a grown
+// tail goes as the block holding the byte and the blocks past the old
+// end, named by its delta map, with the sum of its blocks' hashes; the
+// counters say what it saved.
+func TestDeltaSendsChangedBlocks(t *testing.T) {
+	root := t.TempDir()
+	old := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB: 8 blocks
+	content := append(bytes.Clone(old), "tail"...)
+	content[300_000] = 'X' // block 2
+	m, blocks := deltaFile(t, root, old, content)
+	var buf bytes.Buffer
+	var ctr metrics.Stream
+	w, err := Source{Root: root}.WriteBatch(&buf, m, []bool{true}, blocks, &ctr, true)
+	if err != nil || len(w.Failed) > 0 {
+		t.Fatalf("WriteBatch: %v %v", err, w.Failed)
+	}
+	bs := int64(wire.MinBlock)
+	wantExt := []wire.Extent{{Off: 2 * bs, Len: bs}, {Off: 8 * bs, Len: 4}}
+	tr := tar.NewReader(&buf)
+	tr.Next() // the batch's global header
+	h, err := tr.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := h.PAXRecords[wire.PAXDelta]; got != wire.FormatExtents(wantExt) {
+		t.Fatalf("delta map %q, want %q", got, wire.FormatExtents(wantExt))
+	}
+	data, _ := io.ReadAll(tr)
+	if want := append(bytes.Clone(content[2*bs:3*bs]), "tail"...); !bytes.Equal(data, want) {
+		t.Fatalf("the entry carries %d bytes, not the changed block and the tail", len(data))
+	}
+	if len(w.Deltas) != 1 || w.Deltas[0].Sent != bs+4 || ctr.DeltaSaved.Load() != int64(len(content))-bs-4 || ctr.BytesSent.Load() != bs+4 {
+		t.Fatalf("deltas %+v, saved %d, sent %d", w.Deltas, ctr.DeltaSaved.Load(), ctr.BytesSent.Load())
+	}
+	hashes := make([]wire.Sum, wire.BlockCount(int64(len(content)), bs))
+	for k := range hashes {
+		off := int64(k) * bs
+		hashes[k] = wire.BlockHash(content[off:min(off+bs, int64(len(content)))])
+	}
+	if len(w.Sums) != 1 || w.Sums[0].Sum != wire.DeltaSum(int64(len(content)), bs, hashes) {
+		t.Fatalf("sums %+v: not the delta's", w.Sums)
+	}
+}
+
+// TestDeltaBlockChangedWhileRead: a block that changes between the
+// delta's two passes (its size and mtime kept, which Recheck alone would
+// not see) is caught by its hash: the file is discarded as one that
+// changed while read (the pool sends it again), with no sum.
+func TestDeltaBlockChangedWhileRead(t *testing.T) {
+	root := t.TempDir()
+	old := bytes.Repeat([]byte("0123456789abcdef"), 1<<16)
+	content := bytes.Clone(old)
+	content[300_000] = 'X'
+	m, blocks := deltaFile(t, root, old, content)
+	p := filepath.Join(root, "f")
+	deltaHook = func(string) {
+		f, err := os.OpenFile(p, os.O_WRONLY, 0)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		f.WriteAt([]byte("Y"), 300_001)
+		f.Close()
+		mt := time.Unix(0, m.Entries[0].MTime)
+		os.Chtimes(p, mt, mt)
+	}
+	t.Cleanup(func() { deltaHook = nil })
+	var buf bytes.Buffer
+	w, err := Source{Root: root}.WriteBatch(&buf, m, []bool{true}, blocks, nil, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(w.Failed) != 1 || !errors.Is(w.Failed[0].Err, ErrChanged) || len(w.Discards) != 1 || len(w.Sums) != 0 || len(w.Deltas) != 0 {
+		t.Fatalf("failed %v, discards %v, sums %v, deltas %v: want the file discarded as changed", w.Failed, w.Discards, w.Sums, w.Deltas)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -30,14 +31,15 @@ type r2rHosts struct {
 	ctl, ns1, ns2 string
 	box1, box2    *sshdtest.Server
 	home1         string
-	hold2         string // a shell snippet box2's bulkmove sources before an agent starts, if the file exists
-	config        string // the control host's ssh_config: box1 and box2
+	hold2         string   // a shell snippet box2's bulkmove sources before an agent starts, if the file exists
+	config        string   // the control host's ssh_config: box1 and box2
+	env           []string // the control host's environment, over this process's
 	bin           string
 }
 
 var r2rSeq atomic.Int32
 
-func newR2RHosts(t *testing.T) *r2rHosts {
+func newR2RHosts(t *testing.T, box1 ...sshdtest.Option) *r2rHosts {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: network namespaces")
@@ -77,7 +79,7 @@ func newR2RHosts(t *testing.T) *r2rHosts {
 
 	path := "PATH=" + filepath.Dir(bin) + ":/usr/bin:/bin"
 	h.home1 = shmDir(t)
-	h.box1 = sshdtest.Start(t, sshdtest.WithNetns(h.ns1, "10.199.0.2"), sshdtest.WithEnv(path, "HOME="+h.home1))
+	h.box1 = sshdtest.Start(t, append([]sshdtest.Option{sshdtest.WithNetns(h.ns1, "10.199.0.2"), sshdtest.WithEnv(path, "HOME="+h.home1)}, box1...)...)
 	// box2's bulkmove is a script that runs h.hold2, if a test wrote
 	// one, before an agent starts.
 	wrap2 := shmDir(t)
@@ -106,13 +108,20 @@ func newR2RHosts(t *testing.T) *r2rHosts {
 }
 
 // box1Knows writes box1's own ~/.ssh/config for box2, with knownHosts
-// as its known_hosts.
+// as its known_hosts and box2's user key as its identity.
 func (h *r2rHosts) box1Knows(t *testing.T, knownHosts string) {
+	t.Helper()
+	h.box1Config(t, knownHosts, "  IdentityFile "+h.box2.UserKey+"\n")
+}
+
+// box1Config writes box1's own ~/.ssh/config for box2, with knownHosts
+// as its known_hosts and the lines of keys for its identity.
+func (h *r2rHosts) box1Config(t *testing.T, knownHosts, keys string) {
 	t.Helper()
 	dir := filepath.Join(h.home1, ".ssh")
 	os.MkdirAll(dir, 0o700)
-	conf := fmt.Sprintf("Host box2\n  HostName %s\n  Port %d\n  User %s\n  IdentityFile %s\n  UserKnownHostsFile %s\n  StrictHostKeyChecking yes\n",
-		h.box2.Host, h.box2.Port, h.box2.User, h.box2.UserKey, knownHosts)
+	conf := fmt.Sprintf("Host box2\n  HostName %s\n  Port %d\n  User %s\n%s  UserKnownHostsFile %s\n  StrictHostKeyChecking yes\n",
+		h.box2.Host, h.box2.Port, h.box2.User, keys, knownHosts)
 	if err := os.WriteFile(filepath.Join(dir, "config"), []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -128,6 +137,7 @@ func (h *r2rHosts) run(t *testing.T, args ...string) (string, string, int) {
 		head, args = append(head, "verify"), args[1:]
 	}
 	cmd := exec.Command("ip", append(append(head, "--ssh-config", h.config), args...)...)
+	cmd.Env = append(os.Environ(), h.env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -290,6 +300,55 @@ func TestR2RFallback(t *testing.T) {
 	treecmp.Equal(t, src, dst, own)
 }
 
+// TestR2RForwardAgent: box1 knows box2's host key but holds no key box2
+// takes, box2's data port is out of its reach and its sshd forwards no
+// port (no relay): the move is refused, saying --forward-agent would lend
+// box1 this host's agent; with --forward-agent, this host's agent (which
+// holds box2's key) logs box1 in to box2 and the move goes over SSH.
+func TestR2RForwardAgent(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("ssh-agent"); err != nil {
+		t.Skip("needs ssh-agent")
+	}
+	h := newR2RHosts(t, sshdtest.WithConfig("AllowTcpForwarding no"))
+	dir := shmDir(t)
+	src := filepath.Join(dir, "src")
+	trickyTree(t, src)
+	h.box1Config(t, h.box2.KnownHostsFile, "  IdentitiesOnly no\n")
+	sock := filepath.Join(dir, "agent.sock")
+	// ssh-agent returns once its socket listens, saying its pid.
+	started, err := exec.Command("ssh-agent", "-s", "-a", sock).Output()
+	if err != nil {
+		t.Fatalf("ssh-agent: %v", err)
+	}
+	m := regexp.MustCompile(`SSH_AGENT_PID=(\d+)`).FindSubmatch(started)
+	if m == nil {
+		t.Fatalf("ssh-agent said no pid: %s", started)
+	}
+	pid, _ := strconv.Atoi(string(m[1]))
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGTERM) })
+	if added, err := exec.Command("env", "SSH_AUTH_SOCK="+sock, "ssh-add", h.box2.UserKey).CombinedOutput(); err != nil {
+		t.Fatalf("ssh-add: %v\n%s", err, added)
+	}
+	h.env = []string{"SSH_AUTH_SOCK=" + sock}
+
+	dst := filepath.Join(dir, "refused")
+	h.refused(t, src, dst, "box1 has no key box2 accepts: --forward-agent lends it this host's SSH agent")
+	if _, err := os.Stat(filepath.Join(dst, "big")); err == nil {
+		t.Errorf("a file landed at %s although the move was refused", dst)
+	}
+
+	dst = filepath.Join(dir, "forwarded")
+	out, errOut, code := h.run(t, "-v", "--forward-agent", "--data-addr", "10.199.1.3", "box1:"+src, "box2:"+dst)
+	if code != 0 {
+		t.Fatalf("--forward-agent: exit %d:\n%s%s", code, out, errOut)
+	}
+	if !strings.Contains(errOut, "box1 pushes to box2 over SSH") {
+		t.Errorf("-v does not say box1 pushed over SSH:\n%s", errOut)
+	}
+	treecmp.Equal(t, src, dst, treecmp.Options{Owner: true})
+}
+
 // TestR2RHostKeyChanged: box1's known_hosts holds another key for box2:
 // the SSH path fails with OpenSSH's warning, and no relay is tried behind
 // its back; nothing lands at DEST.
@@ -300,19 +359,28 @@ func TestR2RHostKeyChanged(t *testing.T) {
 	os.WriteFile(kh, []byte(h.box2.KnownHostsName()+" "+other.HostKeyLine+"\n"), 0o600)
 	h.box1Knows(t, kh)
 	dst := filepath.Join(dir, "dst")
-	out, errOut, code := h.run(t, "-v", "--data-addr", "10.199.1.3", "box1:"+src, "box2:"+dst)
-	if code != 3 {
-		t.Errorf("exit %d, want 3:\n%s%s", code, out, errOut)
-	}
-	if !strings.Contains(errOut, "REMOTE HOST IDENTIFICATION HAS CHANGED") {
-		t.Errorf("stderr does not say box2's key changed:\n%s", errOut)
-	}
+	errOut := h.refused(t, src, dst, "REMOTE HOST IDENTIFICATION HAS CHANGED")
 	if strings.Contains(errOut, "through this host") {
 		t.Errorf("relayed after a changed host key:\n%s", errOut)
 	}
 	if _, err := os.Stat(filepath.Join(dst, "f")); err == nil {
 		t.Errorf("the file landed at DEST")
 	}
+}
+
+// refused runs a move from box1's src to box2's dst, box2's data port
+// out of box1's reach, that must end with exit 3 and want on stderr,
+// which it returns.
+func (h *r2rHosts) refused(t *testing.T, src, dst, want string) string {
+	t.Helper()
+	out, errOut, code := h.run(t, "-v", "--data-addr", "10.199.1.3", "box1:"+src, "box2:"+dst)
+	if code != 3 {
+		t.Errorf("exit %d, want 3:\n%s%s", code, out, errOut)
+	}
+	if !strings.Contains(errOut, want) {
+		t.Errorf("stderr lacks %q:\n%s", want, errOut)
+	}
+	return errOut
 }
 
 // newR2ROneFile is newR2RHosts with a scratch directory and in it SRC,

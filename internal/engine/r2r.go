@@ -124,6 +124,12 @@ func (j *job) remoteToRemote(ctx context.Context, src, dst sshx.Target) Outcome 
 	j.trace("remote to remote: %s cannot reach %s's data port %s: %s; trying SSH from %s to %s", src.Host, dst.Host, at, direct, src.Host, dst.Host)
 	// 2. box1 pushes over SSH with its own keys.
 	verb, why = say(r2rPath{Via: "ssh", Dest: j.dst})
+	if verb == "nokey" {
+		verb = "no"
+		if !j.flags.SSH.ForwardAgent {
+			why += fmt.Sprintf(" (%s has no key %s accepts: --forward-agent lends it this host's SSH agent)", src.Host, dst.Host)
+		}
+	}
 	switch verb {
 	case "go":
 		tr.Close() // box1's push starts its own agent

@@ -151,8 +151,11 @@ func (s R2RSender) steer(ctx context.Context, cancel func(), drain chan struct{}
 		why, fatal := s.probe(ctx, p)
 		if why != nil {
 			verb := "no"
-			if fatal {
+			switch {
+			case fatal:
 				verb = "fail"
+			case errors.Is(why, sshx.ErrAuth):
+				verb = "nokey" // box2 takes none of box1's keys
 			}
 			fmt.Fprintf(s.Stdout, "%s%s %s\n", r2rMark, verb, strings.ReplaceAll(why.Error(), "\n", " "))
 			continue

@@ -193,7 +193,18 @@ func TestServeLogHostile(t *testing.T) {
 	job := "job\x1b]0;pwned\x07"
 	first := dial(dataplane.Greeting{Token: "s3cret-token-0123456789", Job: job, Index: 0, Dest: "data/a"})
 	defer first.Close()
-	time.Sleep(200 * time.Millisecond) // the first stream opens the job
+	// The first stream opens the job: its destination is made, then the
+	// job registered at once (a fixed sleep could end before either on a
+	// loaded machine).
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(dir, "root", "a")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first stream did not open its job (no data/a)")
+		}
+	}
+	time.Sleep(50 * time.Millisecond) // from the directory made to the job registered
 	second := dial(dataplane.Greeting{Token: "s3cret-token-0123456789", Job: job, Index: 1, Dest: "data/b\x1b[2J\n"})
 	io.Copy(io.Discard, second) // the refusal, then the close
 	second.Close()

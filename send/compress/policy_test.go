@@ -615,7 +615,7 @@ func TestAutoLevelLinkLog(t *testing.T) {
 	if _, _, ok := d.trySample(src, m, []bool{true}); !ok || d.level != autoFastest {
 		t.Fatalf("text: level %s (ok %v), want fastest", autoLevelNames[d.level], ok)
 	}
-	d.auto.clock += time.Minute // past the hold
+	d.auto.clock += time.Minute               // past the hold
 	d.auto.slowLink, d.auto.waits = true, 0.5 // (from 75%: the better level)
 	if _, _, ok := d.trySample(src, m, []bool{true}); !ok || d.level != autoDefault {
 		t.Fatalf("the link sets the pace: level %s (ok %v), want default", autoLevelNames[d.level], ok)

@@ -99,6 +99,15 @@ func (e *Entry) Minor() uint32 { return uint32(e.Rdev) }
 // IsRange reports whether e is one range of a split file.
 func (e *Entry) IsRange() bool { return e.Len > 0 }
 
+// DataOff is where in its file the bytes e carries begin: its range's
+// offset, or 0.
+func (e *Entry) DataOff() int64 {
+	if e.Len > 0 {
+		return e.Off
+	}
+	return 0
+}
+
 // DataLen is how many bytes of the file e carries: its range's length, or
 // its size.
 func (e *Entry) DataLen() int64 {

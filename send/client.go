@@ -494,15 +494,15 @@ func (c *Client) failReason() *RemoteError {
 }
 
 // addBlocks takes a block list for fl, the next batch awaiting its need
-// list: one a file entry (not a range) in order, of at most the file's
-// size.
+// list: one a file entry in order (a whole file, or a range of one
+// counted from its offset), of at most the entry's bytes.
 func addBlocks(fl *inflight, bl *wire.BlockList) error {
 	if fl == nil || fl.b.ID != bl.ID {
 		return fmt.Errorf("%w: block list for batch %s, which is not the next batch awaiting its need list", wire.ErrProtocol, batchname.Name(bl.ID))
 	}
-	if bl.Index >= len(fl.b.Entries) || fl.b.Entries[bl.Index].Kind != model.KindFile || fl.b.Entries[bl.Index].IsRange() ||
-		bl.Len > fl.b.Entries[bl.Index].Size || fl.blocks[bl.Index] != nil {
-		return fmt.Errorf("%w: batch %s: a block list for entry %d that is not a whole file of at least its %d bytes, or sent twice", wire.ErrProtocol, batchname.Name(bl.ID), bl.Index, bl.Len)
+	if bl.Index >= len(fl.b.Entries) || fl.b.Entries[bl.Index].Kind != model.KindFile ||
+		bl.Len > fl.b.Entries[bl.Index].DataLen() || fl.blocks[bl.Index] != nil {
+		return fmt.Errorf("%w: batch %s: a block list for entry %d that is not a file or range of at least its %d bytes, or sent twice", wire.ErrProtocol, batchname.Name(bl.ID), bl.Index, bl.Len)
 	}
 	if fl.blocks == nil {
 		fl.blocks = map[int]*wire.BlockList{}

@@ -9,8 +9,8 @@ import (
 )
 
 // TestAddBlocksHostile: a receiver's block list is taken only for the
-// batch awaiting its need list, for a whole file of at least the bytes
-// it hashed, once; any other is a protocol error.
+// batch awaiting its need list, for a file (or a range of one) of at
+// least the bytes it hashed, once; any other is a protocol error.
 func TestAddBlocksHostile(t *testing.T) {
 	b := &model.Batch{ID: 5, Entries: []model.Entry{
 		{Path: "f", Kind: model.KindFile, Size: 1 << 20},
@@ -27,10 +27,13 @@ func TestAddBlocksHostile(t *testing.T) {
 	if err := addBlocks(fl, list(5, 0, 1<<20)); !errors.Is(err, wire.ErrProtocol) {
 		t.Errorf("twice: %v, want a protocol error", err)
 	}
+	if err := addBlocks(fl, list(5, 2, 1<<19)); err != nil {
+		t.Errorf("a range's: %v", err)
+	}
 	for name, bl := range map[string]*wire.BlockList{
 		"other batch":  list(6, 0, 1<<20),
 		"directory":    list(5, 1, 1<<20),
-		"range":        list(5, 2, 1<<19),
+		"past a range": list(5, 2, 1<<19+1),
 		"past entries": list(5, 3, 1<<20),
 		"longer":       list(5, 0, 1<<20+1),
 	} {

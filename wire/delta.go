@@ -67,7 +67,9 @@ func BlockCount(size, bs int64) int64 { return (size + bs - 1) / bs }
 
 // BlockList is what a Blocks frame carries: the first Len bytes of DEST's
 // copy of entry Index of batch ID (its size, or the new size if that is
-// less: a file cut short then matches in its last block), in blocks of
+// less: a file cut short then matches in its last block; for a range of a
+// split file, its bytes from the range's offset, up to the range's end or
+// the old file's), in blocks of
 // BlockSize, and each block's XXH3-128 (the last block's over its bytes
 // alone).
 type BlockList struct {

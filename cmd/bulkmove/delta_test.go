@@ -28,16 +28,8 @@ const deltaSize = 8 << 20
 
 var deltaCases = []deltaCase{
 	{"edits", func(r *rand.Rand, old []byte) []byte {
-		// 16 runs of 100 bytes at random, unaligned offsets: at most
-		// 32 blocks of 128 KiB.
-		b := bytes.Clone(old)
-		for range 16 {
-			off := r.IntN(len(b) - 100)
-			for k := range 100 {
-				b[off+k] ^= 0x5a
-			}
-		}
-		return b
+		// At most 32 blocks of 128 KiB.
+		return editRuns(r, old)
 	}, 32*128<<10 + 64<<10},
 	{"append", func(r *rand.Rand, old []byte) []byte {
 		return append(bytes.Clone(old), randBytes(r, 300_000)...)
@@ -51,6 +43,19 @@ var deltaCases = []deltaCase{
 	}, deltaSize + 256<<10},
 }
 
+// editRuns is old with 16 runs of 100 bytes changed at random, unaligned
+// offsets.
+func editRuns(r *rand.Rand, old []byte) []byte {
+	b := bytes.Clone(old)
+	for range 16 {
+		off := r.IntN(len(b) - 100)
+		for k := range 100 {
+			b[off+k] ^= 0x5a
+		}
+	}
+	return b
+}
+
 func randBytes(r *rand.Rand, n int) []byte {
 	b := make([]byte, n)
 	for i := 0; i < n; i += 8 {
@@ -60,6 +65,23 @@ func randBytes(r *rand.Rand, n int) []byte {
 		}
 	}
 	return b
+}
+
+// runDeltaMode moves src's contents to dst with args: pushed to local
+// agents (via-agent), pushed over SSH (ssh, with the SSH config cfg) or
+// pulled over SSH (pull).
+func runDeltaMode(t *testing.T, mode string, args []string, cfg, src, dst string) (string, int) {
+	t.Helper()
+	switch mode {
+	case "via-agent":
+		return runBM(t, nil, append(args, "--via-agent", src+"/", dst)...)
+	case "ssh":
+		return runPushPull(t, nil, append(args, "--ssh-config", cfg), false, src, dst)
+	case "pull":
+		return runPushPull(t, nil, append(args, "--ssh-config", cfg), true, src, dst)
+	}
+	t.Fatalf("no mode %q", mode)
+	return "", 0
 }
 
 var totalSent = regexp.MustCompile(`(?m)^(?:box2: )?Total bytes sent: ([\d,]+)$`)
@@ -128,16 +150,7 @@ func TestDeltaPush(t *testing.T) {
 						}
 					}
 					args := []string{"--split-size", "0", "--delta-min", "1MiB", "--stats", "-v", "-j", "1"}
-					var out string
-					var code int
-					switch mode {
-					case "via-agent":
-						out, code = runBM(t, nil, append(args, "--via-agent", src+"/", dst)...)
-					case "ssh":
-						out, code = runPushPull(t, nil, append(args, "--ssh-config", cfg), false, src, dst)
-					case "pull":
-						out, code = runPushPull(t, nil, append(args, "--ssh-config", cfg), true, src, dst)
-					}
+					out, code := runDeltaMode(t, mode, args, cfg, src, dst)
 					if code != 0 {
 						t.Fatalf("exit %d:\n%s", code, out)
 					}
@@ -189,5 +202,84 @@ func TestDeltaWholeFile(t *testing.T) {
 	}
 	if strings.Contains(out, "block delta") {
 		t.Fatalf("-W: the summary speaks of a delta:\n%s", out)
+	}
+}
+
+// TestDeltaRanges: a changed file larger than --split-size goes as a
+// block delta range by range (pushed to local agents and over SSH; a pull
+// does not split): edits at random offsets across its ranges, an append past
+// its last range, a truncation that drops ranges; each ends byte for byte
+// as SRC's, with the bytes of the blocks that changed sent, not the
+// file's.
+func TestDeltaRanges(t *testing.T) {
+	const size = 20<<20 + 54_321 // six ranges of 4 MiB, the last short
+	cases := []deltaCase{
+		{"edits", func(r *rand.Rand, old []byte) []byte {
+			b := editRuns(r, old)
+			// And one run across a range's boundary.
+			for k := 4<<20 - 50; k < 4<<20+50; k++ {
+				b[k] ^= 0xa5
+			}
+			return b
+		}, 34*128<<10 + 256<<10},
+		{"append", func(r *rand.Rand, old []byte) []byte {
+			return append(bytes.Clone(old), randBytes(r, 5<<20)...)
+		}, 5<<20 + 128<<10 + 256<<10},
+		{"truncate", func(r *rand.Rand, old []byte) []byte {
+			return bytes.Clone(old[:len(old)-9_876_543])
+		}, 256 << 10},
+	}
+	bin := testbin.Build(t)
+	srv := sshdtest.Start(t, sshdtest.WithEnv("PATH="+filepath.Dir(bin)+":/usr/bin:/bin", "HOME="+shmDir(t)))
+	cfg := srv.WriteSSHConfig("box2")
+	for _, mode := range []string{"via-agent", "ssh"} {
+		t.Run(mode, func(t *testing.T) {
+			for ci, c := range cases {
+				t.Run(c.name, func(t *testing.T) {
+					dir := shmDir(t)
+					src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+					for _, d := range []string{src, dst} {
+						if err := os.MkdirAll(d, 0o755); err != nil {
+							t.Fatal(err)
+						}
+					}
+					r := rand.New(rand.NewPCG(uint64(ci), 31))
+					old := randBytes(r, size)
+					want := c.change(r, old)
+					if err := os.WriteFile(filepath.Join(dst, "vm.img"), old, 0o644); err != nil {
+						t.Fatal(err)
+					}
+					then := time.Now().Add(-time.Hour)
+					if err := os.Chtimes(filepath.Join(dst, "vm.img"), then, then); err != nil {
+						t.Fatal(err)
+					}
+					if err := os.WriteFile(filepath.Join(src, "vm.img"), want, 0o644); err != nil {
+						t.Fatal(err)
+					}
+					args := []string{"--split-size", "4MiB", "--delta-min", "1MiB", "--stats", "-v", "-j", "2"}
+					out, code := runDeltaMode(t, mode, args, cfg, src, dst)
+					if code != 0 {
+						t.Fatalf("exit %d:\n%s", code, out)
+					}
+					got, err := os.ReadFile(filepath.Join(dst, "vm.img"))
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !bytes.Equal(got, want) {
+						t.Fatalf("vm.img at DEST differs from SRC's (%d bytes, want %d)", len(got), len(want))
+					}
+					if !strings.Contains(out, "not sent (block delta)") {
+						t.Errorf("the summary does not say what the delta saved:\n%s", out)
+					}
+					if n := sentBytes(t, out); n > c.maxSent {
+						t.Errorf("%d bytes sent for a %d-byte file, want at most %d:\n%s", n, len(want), c.maxSent, out)
+					}
+					leftovers, _ := filepath.Glob(filepath.Join(dst, ".bulkmove*"))
+					if len(leftovers) > 0 {
+						t.Errorf("temporaries left at DEST: %v", leftovers)
+					}
+				})
+			}
+		})
 	}
 }

@@ -36,11 +36,16 @@ type Deltas struct {
 	fails map[int]error
 }
 
-// deltaBase is one file's temporary, a private copy of DEST's file.
+// deltaBase is one file's temporary, a private copy of DEST's file; or,
+// for a range of a split file, DEST's file itself, open.
 type deltaBase struct {
-	dir    *os.File // the file's directory, where tmp is
-	tmp    string
-	fd     int // tmp, open for reading and writing; -1 once taken
+	dir *os.File // the file's directory, where tmp is; nil for a range
+	tmp string
+	// fd is tmp, open for reading and writing, -1 once taken; for a
+	// range, DEST's file open for reading, whose blocks the range's
+	// writer copies into the partial (rangeDelta).
+	fd     int
+	off    int64 // where the blocks start: a range's offset, or 0
 	bs     int64
 	hashed int64 // the bytes hashed: the old size, or the new if less
 	hashes []wire.Sum
@@ -55,7 +60,8 @@ var deltaStatfs = unix.Fstatfs
 
 // PrepareDeltas makes the delta temporaries of the needed files of
 // entries that go as a delta (Options.DeltaMin): of at least DeltaMin
-// bytes, not a range, and held at DEST as a regular file. A file whose
+// bytes and held at DEST as a regular file; a range of such a file
+// (rangeBase) needs none, its partial is where its blocks go. A file whose
 // temporary cannot be made goes whole; one without room for it at DEST
 // (no reflink, and less free space than its size) is no longer needed
 // and fails (Txn.UseDeltas) with a message saying to use --inplace.
@@ -66,11 +72,17 @@ func (r *Receiver) PrepareDeltas(entries []model.Entry, need []bool) *Deltas {
 	var d *Deltas
 	for i := range entries {
 		e := &entries[i]
-		if !need[i] || e.Kind != model.KindFile || e.IsRange() || e.Size < r.opt.DeltaMin || e.Nlink > 1 ||
+		if !need[i] || e.Kind != model.KindFile || e.Size < r.opt.DeltaMin || e.Nlink > 1 ||
 			CheckName(e.Path, e.Kind) != nil || r.isWriting(e.Path) {
 			continue
 		}
-		b, err := r.deltaBase(e)
+		var b *deltaBase
+		var err error
+		if e.IsRange() {
+			b = r.rangeBase(e)
+		} else {
+			b, err = r.deltaBase(e)
+		}
 		if b == nil && err == nil {
 			continue
 		}
@@ -140,6 +152,9 @@ func (b *deltaBase) drop() {
 		unix.Close(b.fd)
 		b.fd = -1
 	}
+	if b.dir == nil { // a range's: DEST's file, only read
+		return
+	}
 	unix.Unlinkat(int(b.dir.Fd()), b.tmp, 0)
 	b.dir.Close()
 }
@@ -195,6 +210,42 @@ func (r *Receiver) deltaBase(e *model.Entry) (*deltaBase, error) {
 		return nil, nil
 	}
 	return b, nil
+}
+
+// rangeBase opens DEST's file of range e and hashes the blocks of its
+// bytes in the range (from the range's offset, up to its end or the old
+// file's); nil: the range goes whole (DEST holds no regular file there,
+// or one that ends before the range begins). Nothing is copied yet: the
+// range's writer copies the blocks that match into the partial, each
+// checked against its hash again as it goes (rangeDelta), so the partial
+// never holds a byte of the old version (another copy of the range may be
+// writing into it at once), and a DEST changed meanwhile fails the range.
+func (r *Receiver) rangeBase(e *model.Entry) *deltaBase {
+	if checkRange(e) != nil {
+		return nil
+	}
+	dpath, base := splitDir(e.Path)
+	dir, err := r.openDir(dpath, 0)
+	if err != nil {
+		return nil
+	}
+	defer dir.Close()
+	old, err := unix.Openat(int(dir.Fd()), base, readFlags, 0)
+	if err != nil {
+		return nil
+	}
+	var st unix.Stat_t
+	if unix.Fstat(old, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size <= e.Off {
+		unix.Close(old)
+		return nil
+	}
+	b := &deltaBase{fd: old, off: e.Off, bs: wire.BlockSize(e.Size), hashed: min(st.Size-e.Off, e.Len)}
+	b.hashes = make([]wire.Sum, wire.BlockCount(b.hashed, b.bs))
+	if err := r.hashBlocks(b); err != nil {
+		b.drop()
+		return nil
+	}
+	return b
 }
 
 // roomFor says whether DEST (dfd's filesystem) has room for a copy of
@@ -273,7 +324,7 @@ func (r *Receiver) hashBlocks(b *deltaBase) error {
 		}
 		off := int64(k) * b.bs
 		p := bufs[w][:min(b.bs, b.hashed-off)]
-		if err := preadFull(b.fd, p, off); err != nil {
+		if err := preadFull(b.fd, p, b.off+off); err != nil {
 			mu.Lock()
 			first = cmpOr(first, err)
 			mu.Unlock()
@@ -399,8 +450,9 @@ func (t *Txn) writeDelta(i int, e *model.Entry, src io.Reader, x *FileData, b *d
 }
 
 // deltaExtra reads a tar entry's PAXDelta map, for entry j: only a file
-// with a delta temporary may carry one, not with a sparse map, and its
-// extents must carry the header's size.
+// (or range) with a delta base may carry one, not with a sparse map, and
+// its extents, counted from the entry's first byte, must carry the
+// header's size.
 func (t *Txn) deltaExtra(hdr *tar.Header, j int, x *FileData) (*FileData, error) {
 	v, ok := hdr.PAXRecords[wire.PAXDelta]
 	if !ok {
@@ -419,7 +471,7 @@ func (t *Txn) deltaExtra(hdr *tar.Header, j int, x *FileData) (*FileData, error)
 	if x != nil && x.Extents != nil {
 		return nil, errors.New("a block delta and a sparse map")
 	}
-	ext, data, err := wire.ParseDelta(v, e.Size, b.bs)
+	ext, data, err := wire.ParseDelta(v, e.DataLen(), b.bs)
 	if err != nil {
 		return nil, err
 	}
@@ -431,4 +483,60 @@ func (t *Txn) deltaExtra(hdr *tar.Header, j int, x *FileData) (*FileData, error)
 	}
 	x.Delta = ext
 	return x, nil
+}
+
+// rangeDelta writes range e, sent as the extents ext of its blocks (from
+// src), into its partial fd at the range's offset, the blocks not sent
+// copied from DEST's file (b) and checked against the hashes that went to
+// the sender: it returns the bytes read from src, the range's DeltaSum,
+// and a read error (src) or a write error (the partial, or a DEST block
+// that no longer hashes as it did: DEST changed meanwhile, and the range
+// fails to go again).
+func (t *Txn) rangeDelta(fd int, e *model.Entry, src io.Reader, ext []wire.Extent, b *deltaBase) (n int64, sum wire.Sum, rerr, werr error) {
+	nb := wire.BlockCount(e.Len, b.bs)
+	got := make([]wire.Sum, nb)
+	buf := make([]byte, min(b.bs, e.Len))
+	next := int64(0) // the first block not yet written
+	keep := func(end int64) error {
+		for ; next < end; next++ {
+			off := next * b.bs
+			p := buf[:min(b.bs, e.Len-off)]
+			if int(next) >= len(b.hashes) || int64(len(p)) != min(b.bs, b.hashed-off) {
+				return fmt.Errorf("the block at %d was neither sent nor in DEST's file", e.Off+off)
+			}
+			if err := preadFull(b.fd, p, e.Off+off); err != nil {
+				return fmt.Errorf("read DEST's file: %w", err)
+			}
+			if got[next] = wire.BlockHash(p); got[next] != b.hashes[next] {
+				return fmt.Errorf("DEST's file changed while its blocks were used (the block at %d)", e.Off+off)
+			}
+			if err := pwriteAll(fd, p, e.Off+off); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, x := range ext {
+		if werr = keep(x.Off / b.bs); werr != nil {
+			return n, sum, nil, werr
+		}
+		for off := x.Off; off < x.Off+x.Len; off += b.bs {
+			p := buf[:min(b.bs, x.Off+x.Len-off)]
+			k, err := io.ReadFull(src, p)
+			n += int64(k)
+			if err != nil {
+				return n, sum, err, nil
+			}
+			t.r.limit.Wait(len(p))
+			got[off/b.bs] = wire.BlockHash(p)
+			if err := pwriteAll(fd, p, e.Off+off); err != nil {
+				return n, sum, nil, err
+			}
+		}
+		next = (x.Off + x.Len + b.bs - 1) / b.bs
+	}
+	if werr = keep(nb); werr != nil {
+		return n, sum, nil, werr
+	}
+	return n, wire.DeltaSum(e.Len, b.bs, got), nil, nil
 }

@@ -23,6 +23,13 @@ import (
 // differ, and the tar stream carrying them.
 func deltaSender(tb testing.TB, id uint64, name string, content []byte, bl *wire.BlockList, ext []wire.Extent) ([]byte, wire.Sum) {
 	tb.Helper()
+	return deltaSenderRec(tb, id, name, content, bl, ext, nil)
+}
+
+// deltaSenderRec is deltaSender with more PAX records (a range's): content
+// is then the range's bytes.
+func deltaSenderRec(tb testing.TB, id uint64, name string, content []byte, bl *wire.BlockList, ext []wire.Extent, rec map[string]string) ([]byte, wire.Sum) {
+	tb.Helper()
 	size, bs := int64(len(content)), bl.BlockSize
 	hashes := make([]wire.Sum, wire.BlockCount(size, bs))
 	plan := ext == nil
@@ -43,8 +50,12 @@ func deltaSender(tb testing.TB, id uint64, name string, content []byte, bl *wire
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	tw.WriteHeader(&tar.Header{Typeflag: tar.TypeXGlobalHeader, Name: "g", PAXRecords: map[string]string{wire.PAXBatch: strconv.FormatUint(id, 10)}})
+	recs := map[string]string{wire.PAXDelta: wire.FormatExtents(ext)}
+	for k, v := range rec {
+		recs[k] = v
+	}
 	if err := tw.WriteHeader(&tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(data)), ModTime: time.Unix(0, mtime),
-		PAXRecords: map[string]string{wire.PAXDelta: wire.FormatExtents(ext)}, Format: tar.FormatPAX}); err != nil {
+		PAXRecords: recs, Format: tar.FormatPAX}); err != nil {
 		tb.Fatal(err)
 	}
 	tw.Write(data)
@@ -255,5 +266,147 @@ func TestDeltaNoRoom(t *testing.T) {
 	}
 	if tmp := temporaries(t, s.root); len(tmp) > 0 {
 		t.Errorf("temporaries left: %v", tmp)
+	}
+}
+
+// rangeDeltaBatch prepares range [off, off+l) of f, a new version of
+// size bytes, against DEST's file, as batch id: its need, delta bases and
+// block list (nil if none went).
+func rangeDeltaBatch(t *testing.T, r *extract.Receiver, id uint64, size, off, l int64) (*wire.BatchManifest, []bool, *extract.Deltas, *wire.BlockList) {
+	t.Helper()
+	e := fileE("f", size)
+	e.Off, e.Len = off, l
+	m := &wire.BatchManifest{ID: id, Entries: []model.Entry{e}}
+	need := r.Need(m.Entries)
+	d := r.PrepareDeltas(m.Entries, need)
+	var bl *wire.BlockList
+	if lists := d.Lists(m.ID, 1); len(lists) == 1 {
+		bl = lists[0]
+	}
+	return m, need, d, bl
+}
+
+// TestDeltaRanges: a split file's ranges each go as a block delta against
+// DEST's file, the blocks counted from the range's offset: an edit across
+// their boundary and an append past the old end; the partial holds the
+// new content once the last range lands, and only the blocks that changed
+// (and the tail) were carried.
+func TestDeltaRanges(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(3, 4))
+	const oldSize, size, split = 5<<20 + 777, 6<<20 + 4321, 2<<20 + 64<<10 // a split size no multiple of the block
+	old := make([]byte, oldSize)
+	for i := range old {
+		old[i] = byte(rnd.Uint32())
+	}
+	content := append(bytes.Clone(old), make([]byte, size-oldSize)...)
+	for i := oldSize; i < size; i++ {
+		content[i] = byte(rnd.Uint32())
+	}
+	for _, off := range []int{5, split - 3, split + 2, 4_000_000} {
+		content[off] ^= 0x40
+	}
+	s := newSandbox(t)
+	if err := os.WriteFile(filepath.Join(s.root, "f"), old, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := s.open(t, extract.Options{DeltaMin: 1})
+	var carried int
+	for k, off := 0, int64(0); off < size; k, off = k+1, off+split {
+		l := min(int64(split), size-off)
+		m, need, d, bl := rangeDeltaBatch(t, r, uint64(k+1), size, off, l)
+		if !need[0] || bl == nil {
+			t.Fatalf("range at %d: need %v, block list %v: want it asked for as a delta", off, need, bl != nil)
+		}
+		if bl.BlockSize != wire.BlockSize(size) || bl.Len != min(l, oldSize-off) {
+			t.Fatalf("range at %d: block list of %d bytes in blocks of %d", off, bl.Len, bl.BlockSize)
+		}
+		stream, sum := deltaSenderRec(t, m.ID, "f", content[off:off+l], bl, nil, map[string]string{wire.PAXRange: wire.FormatRange(&m.Entries[0])})
+		carried += len(stream)
+		tx, err := r.ReceiveDeltas(m, need, d, bytes.NewReader(stream))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ack := tx.CommitSums(m.ID, nil, []wire.IndexedSum{{Index: 0, Sum: sum}}); len(ack.Errors) > 0 {
+			t.Fatalf("range at %d: ack %+v", off, ack)
+		}
+	}
+	got, _ := os.ReadFile(filepath.Join(s.root, "f"))
+	if !bytes.Equal(got, content) {
+		t.Fatalf("DEST holds %d bytes, not the new %d", len(got), len(content))
+	}
+	// 5 blocks for the edits (one run across the ranges' boundary),
+	// the old last block and the tail; headers.
+	if max := 6*wire.MinBlock + (size - oldSize) + 4*4096; carried > max {
+		t.Errorf("%d bytes carried, want at most %d", carried, max)
+	}
+	if tmp := temporaries(t, s.root); len(tmp) > 0 {
+		t.Errorf("temporaries left: %v", tmp)
+	}
+}
+
+// TestDeltaRangeHostile: a delta map for a range that leaves the range or
+// cuts a block is refused as a bad stream; one that leaves out a block
+// past DEST's old end, or whose DEST file changed after its blocks were
+// hashed, fails the range. Either way DEST keeps its old file, and the
+// range is not recorded: the next pass asks for it again.
+func TestDeltaRangeHostile(t *testing.T) {
+	const oldSize, size, split = 3 << 20, 4<<20 + 100, 2 << 20
+	bs := int64(wire.BlockSize(size))
+	for _, c := range []struct {
+		name   string
+		ext    []wire.Extent
+		stream bool // refused as a bad stream; else the range fails
+		change bool // DEST's file changes after its hashes went
+	}{
+		{"outside the range", []wire.Extent{{Off: split, Len: bs}}, true, false},
+		{"unaligned", []wire.Extent{{Off: 100, Len: bs}}, true, false},
+		{"cut block", []wire.Extent{{Off: 0, Len: bs - 1}}, true, false},
+		{"tail left out", []wire.Extent{}, false, false},
+		{"DEST changed", nil, false, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newSandbox(t)
+			old := bytes.Repeat([]byte{7}, oldSize)
+			if err := os.WriteFile(filepath.Join(s.root, "f"), old, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			r := s.open(t, extract.Options{DeltaMin: 1})
+			// The second range: 1 MiB of DEST's file, then past its end.
+			m, need, d, bl := rangeDeltaBatch(t, r, 1, size, split, size-split)
+			if bl == nil {
+				t.Fatal("no block list for the range")
+			}
+			// DEST's bytes, then new ones past its end.
+			content := append(bytes.Repeat([]byte{7}, oldSize-split), bytes.Repeat([]byte{9}, size-oldSize+int(bs))...)
+			stream, sum := deltaSenderRec(t, m.ID, "f", content[:size-split], bl, c.ext, map[string]string{wire.PAXRange: wire.FormatRange(&m.Entries[0])})
+			want := old
+			if c.change {
+				want = bytes.Clone(old)
+				want[split+5] = 1
+				if err := os.WriteFile(filepath.Join(s.root, "f"), want, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			tx, err := r.ReceiveDeltas(m, need, d, bytes.NewReader(stream))
+			if c.stream {
+				if !errors.Is(err, extract.ErrStream) {
+					t.Fatalf("got %v, want a bad stream", err)
+				}
+			} else {
+				if err != nil {
+					t.Fatal(err)
+				}
+				ack := tx.CommitSums(m.ID, nil, []wire.IndexedSum{{Index: 0, Sum: sum}})
+				if len(ack.Errors) != 1 || ack.Files != 0 {
+					t.Fatalf("ack %+v: want the range failed", ack)
+				}
+			}
+			if got, _ := os.ReadFile(filepath.Join(s.root, "f")); !bytes.Equal(got, want) {
+				t.Fatal("DEST's file changed")
+			}
+			if need := r.Need(m.Entries); !need[0] {
+				t.Fatal("the range counts as landed")
+			}
+		})
 	}
 }

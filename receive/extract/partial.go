@@ -379,36 +379,42 @@ func (t *Txn) openRangePart(dfd int, dir, name, base string, e *model.Entry) (fd
 }
 
 // writeRange writes range i (e) from src into its partial, which it
-// creates if it is the first. The range is recorded at Commit.
-func (t *Txn) writeRange(i int, e *model.Entry, src io.Reader, x *FileData) error {
-	if x != nil {
-		err := fmt.Errorf("refusing %q: a range of a split file with a sparse map or attributes", e.Path)
+// creates if it is the first: whole, or, with b, as the block delta x
+// against DEST's file (rangeDelta). The range is recorded at Commit.
+func (t *Txn) writeRange(i int, e *model.Entry, src io.Reader, x *FileData, b *deltaBase) error {
+	want := e.Len
+	if b != nil {
+		defer b.drop()
+		want = wire.DataSize(e.Len, x.Delta)
+	}
+	if x != nil && (b == nil || x.Extents != nil || len(x.Xattrs) > 0) {
+		err := fmt.Errorf("refusing %q: a range of a split file with a sparse map or attributes, or a block delta without a block list", e.Path)
 		t.fail(i, wire.CodeInvalid, err)
 		return err
 	}
 	if err := checkRange(e); err != nil {
 		t.fail(i, wire.CodeInvalid, fmt.Errorf("refusing %q: %v", e.Path, err))
-		return t.drain(src, e.Len)
+		return t.drain(src, want)
 	}
 	d, base, err := t.dir(e.Path)
 	if err != nil {
 		t.failErr(i, "create directory for", e.Path, err)
-		return t.drain(src, e.Len)
+		return t.drain(src, want)
 	}
 	dfd := int(d.Fd())
 	name := partName(base, e)
 	if _, gone := t.r.withdrawn.Load(path.Join(path.Dir(e.Path), name)); gone {
 		t.fail(i, wire.CodeOther, fmt.Errorf("receive %s: another range of this version of the file was withdrawn (the source changed): not installed", e.Path))
-		return t.drain(src, e.Len)
+		return t.drain(src, want)
 	}
 	fd, spans, placed, err := t.openRangePart(dfd, path.Dir(e.Path), name, base, e)
 	if err != nil {
 		t.failErr(i, "open the partial file of", e.Path, err)
-		return t.drain(src, e.Len)
+		return t.drain(src, want)
 	}
 	if placed { // its file is complete: a late copy of the range
 		t.Skip(i)
-		return t.drain(src, e.Len)
+		return t.drain(src, want)
 	}
 	landed, overlap := relate(spans, e)
 	flock(fd, unix.LOCK_UN)
@@ -416,29 +422,38 @@ func (t *Txn) writeRange(i int, e *model.Entry, src io.Reader, x *FileData) erro
 	case landed: // another stream's copy of it got there first
 		unix.Close(fd)
 		t.Skip(i)
-		return t.drain(src, e.Len)
+		return t.drain(src, want)
 	case overlap:
 		unix.Close(fd)
 		t.fail(i, wire.CodeInvalid, fmt.Errorf("refusing %q: its range of %d bytes at offset %d overlaps bytes already received", e.Path, e.Len, e.Off))
-		return t.drain(src, e.Len)
+		return t.drain(src, want)
 	}
 	start := time.Now()
-	in, tr, h := t.hashed(src)
-	defer release(h)
 	var n int64
 	var rerr, werr error
-	if _, werr = unix.Seek(fd, e.Off, io.SeekStart); werr == nil {
-		if _, local := in.(fdSource); !local && e.Len >= preallocMin {
-			n, rerr, werr = copyAllocated(fd, in, e.Off, e.Len, t.r.limit)
-		} else {
-			n, rerr, werr = copyTo(fd, in, e.Len, t.r.limit)
+	var h *xxh3.Hasher128
+	var dsum wire.Sum
+	if b != nil {
+		n, dsum, rerr, werr = t.rangeDelta(fd, e, src, x.Delta, b)
+		t.wrote(start, nil)
+	} else {
+		var in io.Reader
+		var tr *waitReader
+		in, tr, h = t.hashed(src)
+		defer release(h)
+		if _, werr = unix.Seek(fd, e.Off, io.SeekStart); werr == nil {
+			if _, local := in.(fdSource); !local && e.Len >= preallocMin {
+				n, rerr, werr = copyAllocated(fd, in, e.Off, e.Len, t.r.limit)
+			} else {
+				n, rerr, werr = copyTo(fd, in, e.Len, t.r.limit)
+			}
 		}
+		t.wrote(start, tr)
 	}
-	t.wrote(start, tr)
 	if err := t.restorePlaced(dfd, name, base, fd, e); err != nil && werr == nil {
 		werr = err
 	}
-	if werr == nil && rerr == nil && n == e.Len && t.r.opt.Fsync {
+	if werr == nil && rerr == nil && n == want && t.r.opt.Fsync {
 		fs := time.Now()
 		werr = fdatasync(fd)
 		t.mu.Lock()
@@ -449,16 +464,20 @@ func (t *Txn) writeRange(i int, e *model.Entry, src io.Reader, x *FileData) erro
 	case werr != nil:
 		unix.Close(fd)
 		t.failErr(i, "write", e.Path, werr)
-		return t.drain(src, e.Len-n)
+		return t.drain(src, want-n)
 	case rerr != nil:
 		unix.Close(fd)
 		t.fail(i, wire.CodeOther, fmt.Errorf("receive %s: %w", e.Path, rerr))
 		return rerr
-	case n != e.Len:
+	case n != want:
 		unix.Close(fd)
-		err := fmt.Errorf("receive %s: the source shrank while being read: got %d of %d bytes of the range at %d", e.Path, n, e.Len, e.Off)
+		err := fmt.Errorf("receive %s: the source shrank while being read: got %d of %d bytes of the range at %d", e.Path, n, want, e.Off)
 		t.fail(i, wire.CodeOther, err)
 		return err
+	}
+	if b != nil {
+		t.addPending(pendingFile{index: i, dir: d, fd: fd, base: base, part: name, sum: dsum, summed: true}, e.Len)
+		return nil
 	}
 	t.addPending(pendingFile{index: i, dir: d, fd: fd, base: base, part: name, sum: sumOf(h), summed: h != nil}, e.Len)
 	return nil

@@ -52,7 +52,11 @@ func (t *Txn) WriteThen(i int, src io.Reader, placeNow func() bool) error {
 		return err
 	}
 	if e.IsRange() {
-		return t.writeRange(i, e, src, x)
+		var b *deltaBase
+		if x != nil && x.Delta != nil {
+			b = t.deltas.take(i)
+		}
+		return t.writeRange(i, e, src, x, b)
 	}
 	if x != nil && x.Delta != nil {
 		if b := t.deltas.take(i); b != nil {

@@ -31,22 +31,24 @@ type Delta struct {
 // deltaHook, if set, is called between a delta's two passes (tests).
 var deltaHook func(path string)
 
-// deltaPlan is the first pass over f (entry e) against the receiver's
-// block list bl: the hash of each of its blocks and the extents of those
-// to send. A read error or a file shorter than e.Size is returned.
+// deltaPlan is the first pass over f (entry e: the whole file, or one
+// range of it) against the receiver's block list bl: the hash of each of
+// its blocks and the extents of those to send, both counted from e's
+// first byte. A read error or a file shorter than e's end is returned.
 func (s Source) deltaPlan(f *File, e *model.Entry, bl *wire.BlockList, buf []byte, ctr *metrics.Stream) (ext []wire.Extent, hashes []wire.Sum, err error) {
 	bs := bl.BlockSize
-	hashes = make([]wire.Sum, wire.BlockCount(e.Size, bs))
+	base, size := e.DataOff(), e.DataLen() // a range's blocks start at its offset
+	hashes = make([]wire.Sum, wire.BlockCount(size, bs))
 	start := time.Now()
 	for k := range hashes {
 		off := int64(k) * bs
-		p := buf[:min(bs, e.Size-off)]
+		p := buf[:min(bs, size-off)]
 		s.Limit.Wait(len(p))
-		if err := readAt(f, p, off); err != nil {
+		if err := readAt(f, p, base+off); err != nil {
 			return nil, nil, err
 		}
 		hashes[k] = wire.BlockHash(p)
-		if !bl.Differs(k, e.Size, hashes[k]) {
+		if !bl.Differs(k, size, hashes[k]) {
 			continue
 		}
 		if n := len(ext); n > 0 && ext[n-1].Off+ext[n-1].Len == off {
@@ -67,21 +69,22 @@ func (s Source) deltaPlan(f *File, e *model.Entry, bl *wire.BlockList, buf []byt
 	return ext, hashes, nil
 }
 
-// sendDelta is the second pass: the extents' blocks, read again into w,
+// sendDelta is the second pass: the extents' blocks (counted from base,
+// the first byte of the entry's range), read again into w,
 // each checked against its first hash. changed says one was not the
 // same (or the file ended early: then zeros keep the stream in step).
-func (s Source) sendDelta(w io.Writer, f *File, ext []wire.Extent, bs int64, hashes []wire.Sum, buf []byte) (changed error, werr error) {
+func (s Source) sendDelta(w io.Writer, f *File, base int64, ext []wire.Extent, bs int64, hashes []wire.Sum, buf []byte) (changed error, werr error) {
 	for _, x := range ext {
 		for off := x.Off; off < x.Off+x.Len; off += bs {
 			p := buf[:min(bs, x.Off+x.Len-off)]
 			s.Limit.Wait(len(p))
-			if err := readAt(f, p, off); err != nil {
+			if err := readAt(f, p, base+off); err != nil {
 				clear(p)
 				if changed == nil {
 					changed = fmt.Errorf("read %s: %w while being read (%v)", f.Name(), ErrChanged, err)
 				}
 			} else if changed == nil && wire.BlockHash(p) != hashes[off/bs] {
-				changed = fmt.Errorf("read %s: %w while being read (the block at %d)", f.Name(), ErrChanged, off)
+				changed = fmt.Errorf("read %s: %w while being read (the block at %d)", f.Name(), ErrChanged, base+off)
 			}
 			if _, err := w.Write(p); err != nil {
 				return changed, err

@@ -541,13 +541,13 @@ func (s Source) writeTarBlocks(w io.Writer, b *wire.BatchManifest, need []bool, 
 			if deltaHook != nil {
 				deltaHook(e.Path)
 			}
-			sent := wire.DataSize(e.Size, dext)
+			sent := wire.DataSize(e.DataLen(), dext)
 			dw, err := ts.beginDelta(e, dext, xs)
 			if err != nil {
 				f.Close()
 				return nil, nil, nil, err
 			}
-			changed, werr := s.sendDelta(dw, f, dext, bl.BlockSize, hashes, dbuf)
+			changed, werr := s.sendDelta(dw, f, e.DataOff(), dext, bl.BlockSize, hashes, dbuf)
 			if werr != nil {
 				f.Close()
 				return nil, nil, nil, werr
@@ -561,16 +561,16 @@ func (s Source) writeTarBlocks(w io.Writer, b *wire.BatchManifest, need []bool, 
 				discards = append(discards, wire.Discard{Index: i, Reason: changed.Error()})
 			} else {
 				if hash {
-					sums = append(sums, wire.IndexedSum{Index: i, Sum: wire.DeltaSum(e.Size, bl.BlockSize, hashes)})
+					sums = append(sums, wire.IndexedSum{Index: i, Sum: wire.DeltaSum(e.DataLen(), bl.BlockSize, hashes)})
 				}
-				*deltas = append(*deltas, Delta{Index: i, Size: e.Size, Sent: sent})
+				*deltas = append(*deltas, Delta{Index: i, Size: e.DataLen(), Sent: sent})
 			}
 			if err := ts.end(e); err != nil {
 				return nil, nil, nil, err
 			}
 			if ctr != nil {
 				ctr.BytesSent.Add(sent)
-				ctr.DeltaSaved.Add(e.Size - sent)
+				ctr.DeltaSaved.Add(e.DataLen() - sent)
 				ctr.FilesSent.Add(1)
 			}
 			continue

@@ -41,18 +41,21 @@ func (t *tarStream) writeExtraHeader(e *model.Entry, ext []wire.Extent, xs []wir
 	return t.tw.WriteHeader(h)
 }
 
-// beginDelta writes the header of regular file e sent as the block delta
-// ext (wire.PAXDelta), with its attributes: the entry's size is the
-// extents' bytes.
+// beginDelta writes the header of regular file e (or of one range of it)
+// sent as the block delta ext (wire.PAXDelta), with its attributes: the
+// entry's size is the extents' bytes.
 func (t *tarStream) beginDelta(e *model.Entry, ext []wire.Extent, xs []wire.Xattr) (io.Writer, error) {
 	t.viaTW = true // end flushes archive/tar's padding
 	rec := make(map[string]string, len(xs)+1)
 	for _, x := range xs {
 		rec[wire.PAXXattr+x.Name] = x.Value
 	}
-	rec[wire.PAXDelta] = wire.FormatExtents(ext)
+	rec[wire.PAXDelta] = wire.FormatExtents(ext) // (a range's: from its offset)
+	if e.IsRange() {
+		rec[wire.PAXRange] = wire.FormatRange(e)
+	}
 	h := plainHeader(e)
-	h.Size, h.PAXRecords, h.Format = wire.DataSize(e.Size, ext), rec, tar.FormatPAX
+	h.Size, h.PAXRecords, h.Format = wire.DataSize(e.DataLen(), ext), rec, tar.FormatPAX
 	return t.tw, t.tw.WriteHeader(h)
 }
 

@@ -271,6 +271,9 @@ func TestDeltaRanges(t *testing.T) {
 					if !strings.Contains(out, "not sent (block delta)") {
 						t.Errorf("the summary does not say what the delta saved:\n%s", out)
 					}
+					if !strings.Contains(out, "delta: vm.img 4.0 MiB at 4.0 MiB, ") {
+						t.Errorf("-v does not name the second range as a delta:\n%s", out)
+					}
 					if n := sentBytes(t, out); n > c.maxSent {
 						t.Errorf("%d bytes sent for a %d-byte file, want at most %d:\n%s", n, len(want), c.maxSent, out)
 					}

@@ -119,8 +119,10 @@ func (j *job) deltas(r send.Result) {
 			continue
 		}
 		j.saved += d.Size - d.Sent
-		if j.flags.Verbose {
-			termsafe.Errorf(j.stderr, "delta: %s %s, %s sent", r.Batch.Entries[d.Index].Path, units.Size(d.Size), units.Size(d.Sent))
+		if e := &r.Batch.Entries[d.Index]; j.flags.Verbose && e.IsRange() {
+			termsafe.Errorf(j.stderr, "delta: %s %s at %s, %s sent", e.Path, units.Size(d.Size), units.Size(e.Off), units.Size(d.Sent))
+		} else if j.flags.Verbose {
+			termsafe.Errorf(j.stderr, "delta: %s %s, %s sent", e.Path, units.Size(d.Size), units.Size(d.Sent))
 		}
 	}
 }

@@ -266,7 +266,7 @@ func roomFor(dfd int, e *model.Entry, size int64) error {
 // the filesystem shares blocks, else, once room says there is room, by
 // copy_file_range, else by read and write.
 func cloneOrCopy(dst, src int, size int64, room func() error) error {
-	if unix.IoctlFileClone(dst, src) == nil {
+	if fileClone(dst, src) == nil {
 		return nil
 	}
 	if err := room(); err != nil {
@@ -274,7 +274,7 @@ func cloneOrCopy(dst, src int, size int64, room func() error) error {
 	}
 	var off int64
 	for off < size {
-		n, err := unix.CopyFileRange(src, nil, dst, nil, int(min(size-off, 1<<30)), 0)
+		n, err := copyFileRange(src, dst, int(min(size-off, 1<<30)))
 		if err == unix.EINTR {
 			continue
 		}

@@ -74,6 +74,9 @@ func splice(rfd, wfd, n int, nonblock bool) (int64, error) {
 // their offsets.
 func copyFileRange(sfd, fd, n int) (int, error) { return unix.CopyFileRange(sfd, nil, fd, nil, n, 0) }
 
+// fileClone makes dst share src's blocks (FICLONE: btrfs, XFS with reflink).
+func fileClone(dst, src int) error { return unix.IoctlFileClone(dst, src) }
+
 // identity is Receiver.Identity of the directory fd.
 func identity(fd int) string {
 	var st unix.Statx_t

@@ -35,3 +35,4 @@ func pipe2(*[2]int) error                               { return unix.ENOSYS }
 func splice(int, int, int, bool) (int64, error)         { return 0, unix.ENOSYS }
 func copyFileRange(int, int, int) (int, error)          { return 0, unix.ENOSYS }
 func identity(int) string                               { return "" }
+func fileClone(int, int) error                          { return unix.ENOSYS }

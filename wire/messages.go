@@ -136,6 +136,9 @@ type ReceiveOptions struct {
 	// DEST holds as a regular file of another size or mtime goes as a
 	// block delta (delta.go); 0: every file whole (--whole-file).
 	DeltaMin int64 `json:"delta_min,omitempty"`
+	// InPlace (protocol 20, --inplace): a file that goes as a block delta
+	// is patched where it is, not in a copy of DEST's file (delta.go).
+	InPlace bool `json:"inplace,omitempty"`
 }
 
 // IDName is the sender's name of one owner of a manifest's entries: a user

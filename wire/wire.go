@@ -90,7 +90,10 @@ import (
 // agent answers a manifest with Blocks frames before its Need, and a tar
 // entry may carry only the blocks that changed (PAXDelta); an older agent
 // would write such an entry as the whole file.
-const Proto = 19
+// 20: the receive options may ask for the block delta in place (InPlace):
+// an older agent would build the new version in a copy beside the old,
+// which DEST may have no room for, and give the file another inode.
+const Proto = 20
 
 // The first words of the internal commands, which one end starts on the
 // other's host (over SSH, or as a local child): written as flags, so that

@@ -171,6 +171,7 @@ func registerMove(fs *pflag.FlagSet, c *engine.Config) {
 		fs.Var(&c.DeltaMin, "delta-min", "send a file of at least `SIZE` that DEST holds with another size or mtime as a block delta: DEST's copy is hashed in blocks and only the blocks that differ travel (see docs/delta.md)")
 		fs.BoolVarP(&c.WholeFile, "whole-file", "W", c.WholeFile, "send every file whole, never as a block delta (rsync's)")
 		fs.BoolVar(&c.NoWholeFile, "no-whole-file", c.NoWholeFile, "use the block delta for files of --delta-min or more (the default; rsync's)")
+		fs.BoolVar(&c.InPlace, "inplace", c.InPlace, "patch a file that goes as a block delta where it is, not in a copy beside it: for a DEST without room for a second copy; the file keeps its inode, and an interrupted patch is finished by the next run (see docs/delta.md)")
 		fs.Var(&c.Split, "split-size", "cut files larger than `SIZE` into ranges of SIZE that several streams carry, written into one preallocated temporary and renamed when all have landed; auto: the larger of 64MiB and --batch-size; 0 or off: never split")
 	})
 	section(fs, "output", func() {

@@ -86,7 +86,10 @@ type Config struct {
 	DeltaMin    ByteSize
 	WholeFile   bool
 	NoWholeFile bool
-	Select      Select // --min-size, --max-size, --ignore-errors, ...: see selections.go
+	// InPlace (--inplace): a file that goes as a block delta is patched
+	// where it is at DEST, not built in a copy of the old version.
+	InPlace bool
+	Select  Select // --min-size, --max-size, --ignore-errors, ...: see selections.go
 
 	// --remove-source-files and --remove-source-dirs: see removesrc.go.
 	RemoveSourceFiles bool

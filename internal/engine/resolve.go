@@ -119,6 +119,7 @@ func (j *job) receiveOptions() wire.ReceiveOptions {
 	_, o.FakeSuper = j.fakeSuper()
 	if !j.flags.WholeFile {
 		o.DeltaMin = max(int64(j.flags.DeltaMin), 1)
+		o.InPlace = j.flags.InPlace
 	}
 	return o
 }

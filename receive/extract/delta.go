@@ -8,7 +8,8 @@ package extract
 // writes the blocks that come back into the temporary, which Commit
 // renames into place as any file, after the sender's DeltaSum matched
 // the one made here. DEST's file is never written: an interrupted pass
-// leaves it whole.
+// leaves it whole. With --inplace the file itself is the base, patched
+// where it is (deltainplace.go).
 
 import (
 	"archive/tar"
@@ -37,10 +38,12 @@ type Deltas struct {
 }
 
 // deltaBase is one file's temporary, a private copy of DEST's file; or,
-// for a range of a split file, DEST's file itself, open.
+// for a range of a split file, DEST's file itself, open; or, inPlace,
+// DEST's file itself, open for writing and locked (deltainplace.go).
 type deltaBase struct {
-	dir *os.File // the file's directory, where tmp is; nil for a range
-	tmp string
+	dir     *os.File // the file's directory, where tmp is; nil for a range
+	tmp     string
+	inPlace bool
 	// fd is tmp, open for reading and writing, -1 once taken; for a
 	// range, DEST's file open for reading, whose blocks the range's
 	// writer copies into the partial (rangeDelta).
@@ -64,7 +67,8 @@ var deltaStatfs = unix.Fstatfs
 // (rangeBase) needs none, its partial is where its blocks go. A file whose
 // temporary cannot be made goes whole; one without room for it at DEST
 // (no reflink, and less free space than its size) is no longer needed
-// and fails (Txn.UseDeltas) with a message saying to use --inplace.
+// and fails (Txn.UseDeltas) with a message saying to use --inplace. With
+// Options.InPlace a file is its own base (inPlaceBase), where it can be.
 func (r *Receiver) PrepareDeltas(entries []model.Entry, need []bool) *Deltas {
 	if r.opt.DeltaMin <= 0 || r.opt.DryRun {
 		return nil
@@ -78,9 +82,14 @@ func (r *Receiver) PrepareDeltas(entries []model.Entry, need []bool) *Deltas {
 		}
 		var b *deltaBase
 		var err error
-		if e.IsRange() {
+		switch {
+		case e.IsRange():
 			b = r.rangeBase(e)
-		} else {
+		case r.opt.InPlace && !r.backingUp():
+			if b, err = r.inPlaceBase(e); b == nil && err == nil {
+				b, err = r.deltaBase(e)
+			}
+		default:
 			b, err = r.deltaBase(e)
 		}
 		if b == nil && err == nil {
@@ -155,7 +164,9 @@ func (b *deltaBase) drop() {
 	if b.dir == nil { // a range's: DEST's file, only read
 		return
 	}
-	unix.Unlinkat(int(b.dir.Fd()), b.tmp, 0)
+	if !b.inPlace { // else DEST's file: what was written stays, marked
+		unix.Unlinkat(int(b.dir.Fd()), b.tmp, 0)
+	}
 	b.dir.Close()
 }
 
@@ -257,7 +268,7 @@ func roomFor(dfd int, e *model.Entry, size int64) error {
 	}
 	free := int64(fs.Bavail) * int64(fs.Bsize)
 	if want := max(size, e.Size); free < want {
-		return fmt.Errorf("receive %s: %w of its %s (%s free at DEST): the new version is built beside the old one and renamed into place; free room at DEST (patching in place, rsync's --inplace, is not built yet)", e.Path, ErrNoRoom, units.Size(want), units.Size(free))
+		return fmt.Errorf("receive %s: %w of its %s (%s free at DEST): the new version is built beside the old one and renamed into place; free room at DEST, or patch the file where it is with --inplace (see docs/delta.md)", e.Path, ErrNoRoom, units.Size(want), units.Size(free))
 	}
 	return nil
 }
@@ -374,6 +385,19 @@ func (t *Txn) writeDelta(i int, e *model.Entry, src io.Reader, x *FileData, b *d
 		return t.drain(src, want)
 	}
 	fd := b.fd
+	if b.inPlace {
+		// Marked before the first byte changes: see deltainplace.go.
+		if err := markTorn(int(b.dir.Fd()), base, e); err != nil {
+			discard()
+			t.failErr(i, "mark as being patched in place", e.Path, err)
+			return t.drain(src, want)
+		}
+		t.r.setWriting(e.Path, true)
+		discard = func() {
+			t.r.setWriting(e.Path, false)
+			b.drop()
+		}
+	}
 	nb := wire.BlockCount(e.Size, b.bs)
 	got := make([]wire.Sum, nb)
 	have := make([]bool, nb)
@@ -439,6 +463,11 @@ func (t *Txn) writeDelta(i int, e *model.Entry, src io.Reader, x *FileData, b *d
 		}
 	}
 	b.fd = -1
+	if b.inPlace {
+		// Held open, and locked, until Commit compares the sums.
+		t.settle(pendingFile{index: i, dir: b.dir, fd: fd, base: base, sum: wire.DeltaSum(e.Size, b.bs, got), summed: true, held: -1, inPlace: true}, e.Size, nil)
+		return nil
+	}
 	if err := unix.Close(fd); err != nil {
 		discard()
 		t.failErr(i, "close", e.Path, err)

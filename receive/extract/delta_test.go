@@ -95,25 +95,31 @@ func temporaries(t *testing.T, dir string) []string {
 	return m
 }
 
-// TestDeltaResults: edits at unaligned offsets, an append, a truncation
-// and a file of the same size all new, each written from the blocks
-// that differ into a copy of DEST's file: the result is the new content,
-// and only the changed blocks were carried.
-func TestDeltaResults(t *testing.T) {
-	rnd := rand.New(rand.NewPCG(1, 2))
-	rb := func(n int) []byte {
-		b := make([]byte, n)
-		for i := range b {
-			b[i] = byte(rnd.Uint32())
+// randFunc returns a maker of random bytes, seeded.
+func randFunc(a, b uint64) func(int) []byte {
+	rnd := rand.New(rand.NewPCG(a, b))
+	return func(n int) []byte {
+		p := make([]byte, n)
+		for i := range p {
+			p[i] = byte(rnd.Uint32())
 		}
-		return b
+		return p
 	}
-	const size = 3<<20 + 12345
-	for _, c := range []struct {
-		name    string
-		change  func(old []byte) []byte
-		maxData int
-	}{
+}
+
+// deltaChange makes a new version of a file from its old one; at most
+// maxData bytes of it need to travel.
+type deltaChange struct {
+	name    string
+	change  func(old []byte) []byte
+	maxData int
+}
+
+// deltaChanges are edits at unaligned offsets, an append, a truncation and
+// a file of the same size all new, of an old version of size bytes (rb
+// makes random bytes).
+func deltaChanges(rb func(int) []byte, size int) []deltaChange {
+	return []deltaChange{
 		{"edits", func(old []byte) []byte {
 			b := bytes.Clone(old)
 			for _, off := range []int{1, 200_000, 2_000_001, size - 3} {
@@ -124,7 +130,17 @@ func TestDeltaResults(t *testing.T) {
 		{"append", func(old []byte) []byte { return append(bytes.Clone(old), rb(70_000)...) }, wire.MinBlock + 70_000},
 		{"truncate", func(old []byte) []byte { return bytes.Clone(old[:size-1_000_003]) }, 0},
 		{"replaced", func(old []byte) []byte { return rb(size) }, size},
-	} {
+	}
+}
+
+// TestDeltaResults: edits at unaligned offsets, an append, a truncation
+// and a file of the same size all new, each written from the blocks
+// that differ into a copy of DEST's file: the result is the new content,
+// and only the changed blocks were carried.
+func TestDeltaResults(t *testing.T) {
+	rb := randFunc(1, 2)
+	const size = 3<<20 + 12345
+	for _, c := range deltaChanges(rb, size) {
 		t.Run(c.name, func(t *testing.T) {
 			s := newSandbox(t)
 			old := rb(size)

@@ -225,6 +225,12 @@ func (r *Receiver) needRange(entries []model.Entry, idx []int, sums []wire.Sum, 
 			item(i, wire.ItemNew) // another kind in its place: replaced, whatever -u and --existing
 			continue
 		}
+		if (st.Size >= inPlaceMin || e.Size >= inPlaceMin) && r.tornAt(int(cur.Fd()), base, e.Path) {
+			// A patch in place left unfinished: its size and mtime say
+			// nothing (deltainplace.go), and -u must not keep it.
+			item(i, wire.ItemSize|wire.ItemTime)
+			continue
+		}
 		if update && newerAtDest(&st, e) {
 			need[i] = false // newer at DEST: left as it is, attributes too, as rsync -u
 			continue

@@ -352,6 +352,11 @@ func (pr *pruning) entry(d *os.File, p, name string, typ fs.FileMode) (gone bool
 	if pr.stopped != nil || (pr.protect != nil && pr.protect(p, isDir)) || isDir && pr.r.isBackupDir(p, -1) {
 		return false, nil
 	}
+	if !isDir && strings.HasPrefix(name, InPlacePrefix) {
+		// The marker of a file patched in place and not finished
+		// (deltainplace.go): the next pass that finishes it removes it.
+		return false, nil
+	}
 	pr.n.Examined++
 	if !isDir {
 		if pr.held() {

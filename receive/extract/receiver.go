@@ -66,6 +66,9 @@ type Receiver struct {
 	// its own copy, which the given-up one's removal, by inode, leaves.
 	// (A count: the name may be given up by one batch as another writes it.)
 	writing map[string]int
+	// torn holds the files the quick check found marked as patched in
+	// place and not finished (deltainplace.go), by path.
+	torn sync.Map
 	// orig holds, when itemizing, the attributes of the directories this
 	// job has written into, as they were before (see itemize.go).
 	orig map[string]dirAttrs
@@ -176,6 +179,9 @@ type Options struct {
 	// DeltaMin: files of at least this many bytes that DEST holds with
 	// another size or mtime go as a block delta (delta.go); 0: never.
 	DeltaMin int64
+	// InPlace: such a file is patched where it is (delta.go), not in a
+	// copy beside it.
+	InPlace bool
 }
 
 // FromWire converts the handshake's options as they are, for a receiver
@@ -193,7 +199,7 @@ func FromWire(o *wire.ReceiveOptions) Options {
 		Devices: o.Devices, Specials: o.Specials, DryRun: o.DryRun, SyncInPlace: o.SyncInPlace,
 		Backup: o.Backup, BackupDir: o.BackupDir, Suffix: o.Suffix,
 		Update: o.Update, Existing: o.Existing,
-		UserMap: o.UserMap, GroupMap: o.GroupMap, ByName: o.ByName, Names: o.Names, Chmod: o.Chmod, ChmodUmask: o.ChmodUmask, DeltaMin: o.DeltaMin}
+		UserMap: o.UserMap, GroupMap: o.GroupMap, ByName: o.ByName, Names: o.Names, Chmod: o.Chmod, ChmodUmask: o.ChmodUmask, DeltaMin: o.DeltaMin, InPlace: o.InPlace}
 }
 
 // check is the check mode in force.

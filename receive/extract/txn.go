@@ -99,6 +99,9 @@ type pendingFile struct {
 	ino uint64
 	// sys closes fd (see dirat.Calls).
 	sys dirat.Calls
+	// inPlace: DEST's file patched where it is (deltainplace.go); fd
+	// holds it, dir is its own handle on its directory.
+	inPlace bool
 }
 
 // direct reports whether p was written under its final name (see
@@ -297,6 +300,11 @@ func (t *Txn) CommitSums(id uint64, discards []wire.Discard, sums []wire.Indexed
 			p.fd = -1
 			return
 		}
+		if p.inPlace {
+			s, ok := want[p.index]
+			t.commitInPlace(p, containsKey(drop, p.index), s, ok)
+			return
+		}
 		if _, ok := drop[p.index]; ok {
 			t.drop(p)
 			return
@@ -318,6 +326,9 @@ func (t *Txn) CommitSums(id uint64, discards []wire.Discard, sums []wire.Indexed
 	for _, p := range t.pending {
 		if p.placed {
 			t.files++
+			if !p.inPlace {
+				t.r.clearTorn(int(p.dir.Fd()), p.base, t.entries[p.index].Path)
+			}
 		}
 		if p.placed || p.part != "" && !containsKey(drop, p.index) && !failed[p.index] {
 			t.bytes += p.size
@@ -473,6 +484,10 @@ func (t *Txn) closeHeldAll(ring *uring.Ring, held []*pendingFile) {
 
 // drop abandons the pending file p.
 func (t *Txn) drop(p *pendingFile) {
+	if p.inPlace {
+		t.closeInPlace(p) // patched, still marked: the next pass finishes it
+		return
+	}
 	if p.direct() {
 		defer t.r.setWriting(t.entries[p.index].Path, false)
 	}

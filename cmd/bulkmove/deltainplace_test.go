@@ -167,16 +167,8 @@ func TestDeltaInPlaceResume(t *testing.T) {
 // byte of it is sent, naming it and --inplace, and leaves it as it was;
 // with --inplace the same command patches it where it is.
 func TestDeltaInPlaceNoRoom(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount a small tmpfs")
-	}
+	small := smallTmpfs(t, "12m")
 	dir := shmDir(t)
-	small := filepath.Join(dir, "small")
-	os.MkdirAll(small, 0o755)
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=12m", "tmpfs", small).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs: %v: %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", small).Run() })
 	src, dst := filepath.Join(dir, "src"), filepath.Join(small, "dst")
 	for _, d := range []string{src, dst} {
 		os.MkdirAll(d, 0o755)

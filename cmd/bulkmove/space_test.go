@@ -11,20 +11,28 @@ import (
 	"github.com/bulkmove/bulkmove/internal/treecmp"
 )
 
+// smallTmpfs mounts a tmpfs of size (mount's -o size) for t, in a
+// directory it returns; it skips t where it cannot (not root).
+func smallTmpfs(t *testing.T, size string) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount a small tmpfs")
+	}
+	small := filepath.Join(shmDir(t), "small")
+	os.MkdirAll(small, 0o755)
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", small).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", small).Run() })
+	return small
+}
+
 // TestDiskFull: a destination that fills up stops the job (exit 3) with a
 // message naming it and what is still to come; --require-space refuses
 // up front; once there is room, the same command resumes and completes.
 func TestDiskFull(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount a small tmpfs")
-	}
+	small := smallTmpfs(t, "4m")
 	dir := shmDir(t)
-	small := filepath.Join(dir, "small")
-	os.MkdirAll(small, 0o755)
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", small).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs: %v: %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", small).Run() })
 	src := filepath.Join(dir, "src")
 	if err := gentree.Small(src, 400, 4, 32<<10); err != nil { // 12.5 MiB
 		t.Fatal(err)

@@ -52,6 +52,15 @@ const (
 	// answers a connection with, when it does not serve: the reason
 	// follows, for the sender to show.
 	Refused = "BULKMOVE-REFUSED "
+	// AgentDial is a line on the stdin of an agent with a data plane
+	// (remote to remote, the control host's): "BULKMOVE-DIAL HOST OFFER"
+	// asks it to open its K streams to the sender listening at HOST (box1)
+	// per OFFER, as dataplane.DialSender does, since box1 cannot reach the
+	// agent's port. The agent answers on stdout with AgentDialed and how
+	// many streams it opened, their first error after it if not all, or
+	// Refused and why none opened.
+	AgentDial   = "BULKMOVE-DIAL "
+	AgentDialed = "BULKMOVE-DIALED "
 
 	HubJoin    = "JOIN2"  // a stream joins a running job
 	HubNew     = "NEW2"   // a new job on a lingering agent

@@ -67,7 +67,7 @@ func registerCompare(fs *pflag.FlagSet, c *engine.Config) {
 	section(fs, "transport", func() {
 		fs.StringVar(&c.Transport, "transport", c.Transport, "how the streams travel to a remote host: ssh (K SSH connections), tls (SSH starts the agent, the streams go over TLS 1.3 straight to it), tcp (the same, unencrypted), auto (tls, else ssh)")
 		fs.SetAnnotation("transport", annValue, []string{"ssh|tls|tcp|auto"})
-		fs.StringVar(&c.DataPorts, "data-ports", c.DataPorts, "port `range` the agent listens on for --transport tls/tcp, e.g. 50000-50100 (default: any)")
+		fs.StringVar(&c.DataPorts, "data-ports", c.DataPorts, "port `range` the agent listens on for --transport tls/tcp (and, remote to remote, SRC's host for DEST's agent to dial), e.g. 50000-50100 (default: any)")
 		fs.StringVar(&c.DataAddr, "data-addr", c.DataAddr, "the remote host's `address` the agent listens on for --transport tls/tcp, and the streams go to (default: the address SSH reached it on; 0.0.0.0 or :: for all, the streams to the host's name)")
 		fs.StringVarP(&c.SSH.Rsh, "rsh", "e", c.SSH.Rsh, "run the remote commands with `COMMAND` (the system's OpenSSH, as rsync's -e: \"ssh -F CONFIG\"), one process per stream, in place of the built-in SSH client: for what only OpenSSH does (Kerberos, FIDO or PKCS#11 keys, a ProxyCommand, a ControlMaster); a passphrase is asked once")
 		fs.IntVar(&c.SSH.Port, "port", c.SSH.Port, "SSH `port` of the remote host (default: the SSH config's, else 22)")

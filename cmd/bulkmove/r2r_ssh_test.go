@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -105,6 +107,55 @@ func newR2RHosts(t *testing.T, box1 ...sshdtest.Option) *r2rHosts {
 		t.Fatal(err)
 	}
 	return h
+}
+
+// block makes ns refuse (with a TCP reset) every connection it opens to
+// the addrs, as a firewall that lets only the other direction through:
+// the replies on connections the addrs open to ns still go. The rules go
+// with the namespace.
+func (h *r2rHosts) block(t *testing.T, ns string, addrs ...string) {
+	t.Helper()
+	if _, err := exec.LookPath("nft"); err != nil {
+		t.Skip("needs nft (nftables)")
+	}
+	var rules strings.Builder
+	rules.WriteString("table inet bulkmove_test {\n chain out {\n  type filter hook output priority 0;\n")
+	for _, a := range addrs {
+		fmt.Fprintf(&rules, "  ip daddr %s tcp flags & (syn|ack) == syn reject with tcp reset\n", a)
+	}
+	rules.WriteString(" }\n}\n")
+	cmd := exec.Command("ip", "netns", "exec", ns, "nft", "-f", "-")
+	cmd.Stdin = strings.NewReader(rules.String())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("nft in %s: %v\n%s", ns, err, out)
+	}
+}
+
+// box2Cannot makes box2 unable to open a connection to box1: the paths
+// after box2 dialling box1 are left.
+func (h *r2rHosts) box2Cannot(t *testing.T) {
+	t.Helper()
+	h.block(t, h.ns2, "10.199.0.2")
+}
+
+// ctlBytes is what the control host's interfaces (all but its loopback)
+// have sent and received, as the kernel counts them.
+func (h *r2rHosts) ctlBytes(t *testing.T) int64 {
+	t.Helper()
+	out, err := exec.Command("ip", "netns", "exec", h.ctl, "sh", "-c",
+		`for i in /sys/class/net/*; do [ "${i##*/}" = lo ] || cat "$i/statistics/rx_bytes" "$i/statistics/tx_bytes"; done`).Output()
+	if err != nil {
+		t.Fatalf("the control host's interface counters: %v", err)
+	}
+	var n int64
+	for _, f := range strings.Fields(string(out)) {
+		v, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			t.Fatalf("an interface counter %q: %v", f, err)
+		}
+		n += v
+	}
+	return n
 }
 
 // box1Knows writes box1's own ~/.ssh/config for box2, with knownHosts
@@ -234,6 +285,57 @@ func TestR2RDirect(t *testing.T) {
 	}
 }
 
+// TestR2RReverse: box1 can open no connection to box2 (a firewall in
+// box1's namespace refuses them all, SSH too), but box2 can to box1: box2's
+// agent dials box1, which listens; -v says so and why, nothing is relayed,
+// and the control host's interfaces carry under 1% of the bytes moved, as
+// the kernel counts them. DEST is SRC.
+func TestR2RReverse(t *testing.T) {
+	t.Parallel()
+	h := newR2RHosts(t)
+	h.block(t, h.ns1, "10.199.0.3", "10.199.1.3")
+	dir := shmDir(t)
+	src := filepath.Join(dir, "src")
+	os.MkdirAll(src, 0o755)
+	// 64 MiB that no compression shrinks, and a few small files.
+	rnd := rand.New(rand.NewPCG(30, 2))
+	const size, files = 16 << 20, 4
+	for i := range files {
+		b := make([]byte, size)
+		for j := 0; j < len(b); j += 8 {
+			binary.LittleEndian.PutUint64(b[j:], rnd.Uint64())
+		}
+		os.WriteFile(filepath.Join(src, fmt.Sprintf("r%d", i)), b, 0o644)
+	}
+	if err := gentree.Mixed(filepath.Join(src, "tree"), 100, 10); err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(dir, "dst")
+	before := h.ctlBytes(t)
+	out, errOut, code := h.run(t, "-v", "-j", "3", "box1:"+src, "box2:"+dst)
+	carried := h.ctlBytes(t) - before
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s%s", code, out, errOut)
+	}
+	for _, want := range []string{"box1 cannot reach box2's data port 10.199.0.3:", "trying box2 dialling box1",
+		"box2 dials box1's port 10.199.0.2:"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut)
+		}
+	}
+	for _, not := range []string{"through this host", "over SSH"} {
+		if strings.Contains(errOut, not) {
+			t.Errorf("stderr says %q, although box2 dials box1:\n%s", not, errOut)
+		}
+	}
+	treecmp.Equal(t, src, dst, treecmp.Options{Owner: true})
+	moved := int64(size * files)
+	t.Logf("the control host's interfaces carried %d bytes for %d moved", carried, moved)
+	if carried*100 >= moved {
+		t.Errorf("the control host's interfaces carried %d bytes, %.1f%% of the %d moved (want under 1%%)", carried, float64(carried)*100/float64(moved), moved)
+	}
+}
+
 // TestR2RWalksWhileAgentStarts: box1's job does not wait for box2's
 // agent to start: box2's agent is held until box1's job has opened its
 // journal (which it does before it walks), and the move goes through
@@ -259,12 +361,13 @@ func TestR2RWalksWhileAgentStarts(t *testing.T) {
 }
 
 // TestR2RFallback: box2's data plane where box1 cannot reach it (on the
-// link only the control host has): box1 pushes over SSH with its own keys
+// link only the control host has), and box2 cannot dial box1: box1 pushes over SSH with its own keys
 // when it has them, and else the control host relays, warning; -v says
 // why, each time, and DEST is SRC.
 func TestR2RFallback(t *testing.T) {
 	t.Parallel()
 	h := newR2RHosts(t)
+	h.box2Cannot(t)
 	dir := shmDir(t)
 	src := filepath.Join(dir, "src")
 	trickyTree(t, src)
@@ -301,7 +404,7 @@ func TestR2RFallback(t *testing.T) {
 }
 
 // TestR2RForwardAgent: box1 knows box2's host key but holds no key box2
-// takes, box2's data port is out of its reach and its sshd forwards no
+// takes, box2 cannot dial box1, box2's data port is out of its reach and its sshd forwards no
 // port (no relay): the move is refused, saying --forward-agent would lend
 // box1 this host's agent; with --forward-agent, this host's agent (which
 // holds box2's key) logs box1 in to box2 and the move goes over SSH.
@@ -311,6 +414,7 @@ func TestR2RForwardAgent(t *testing.T) {
 		t.Skip("needs ssh-agent")
 	}
 	h := newR2RHosts(t, sshdtest.WithConfig("AllowTcpForwarding no"))
+	h.box2Cannot(t)
 	dir := shmDir(t)
 	src := filepath.Join(dir, "src")
 	trickyTree(t, src)
@@ -349,11 +453,12 @@ func TestR2RForwardAgent(t *testing.T) {
 	treecmp.Equal(t, src, dst, treecmp.Options{Owner: true})
 }
 
-// TestR2RHostKeyChanged: box1's known_hosts holds another key for box2:
+// TestR2RHostKeyChanged: box1's known_hosts holds another key for box2 (which cannot dial box1):
 // the SSH path fails with OpenSSH's warning, and no relay is tried behind
 // its back; nothing lands at DEST.
 func TestR2RHostKeyChanged(t *testing.T) {
 	h, dir, src := newR2ROneFile(t)
+	h.box2Cannot(t)
 	other := sshdtest.Start(t) // only for a key that is not box2's
 	kh := filepath.Join(h.home1, "known_hosts")
 	os.WriteFile(kh, []byte(h.box2.KnownHostsName()+" "+other.HostKeyLine+"\n"), 0o600)

@@ -17,6 +17,7 @@ import (
 	"github.com/bulkmove/bulkmove/internal/progressline"
 	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/transport"
+	"github.com/bulkmove/bulkmove/transport/dataplane"
 	"github.com/bulkmove/bulkmove/transport/ssh"
 	"github.com/bulkmove/bulkmove/transport/sshx"
 	"github.com/bulkmove/bulkmove/transport/sshx/agentbin"
@@ -30,10 +31,12 @@ import (
 // to box2 by the first of these that connects:
 //
 //  1. box1 dials the agent's data port (TLS, pinned to its fingerprint);
-//  2. box1 pushes over SSH to box2 with its own keys and known_hosts (and
+//  2. box2's agent dials box1, which listens (r2rReverse): where only
+//     that direction is open;
+//  3. box1 pushes over SSH to box2 with its own keys and known_hosts (and
 //     this host's agent, forwarded with --forward-agent): a host key of
 //     box2 that changed there ends the move, no other path is tried;
-//  3. the streams are relayed through this host: box1's sshd listens on
+//  4. the streams are relayed through this host: box1's sshd listens on
 //     its loopback for them (ssh -R) and this host carries every byte to
 //     the agent's data port, still TLS from box1 to box2, with a warning.
 //
@@ -121,8 +124,19 @@ func (j *job) remoteToRemote(ctx context.Context, src, dst sshx.Target) Outcome 
 		return none(why)
 	}
 	direct := why
-	j.trace("remote to remote: %s cannot reach %s's data port %s: %s; trying SSH from %s to %s", src.Host, dst.Host, at, direct, src.Host, dst.Host)
-	// 2. box1 pushes over SSH with its own keys.
+	j.trace("remote to remote: %s cannot reach %s's data port %s: %s; trying %s dialling %s", src.Host, dst.Host, at, direct, dst.Host, src.Host)
+	// 2. box2's agent dials box1, which listens.
+	verb, why = j.r2rReverse(ctx, say, src.Host, dst.Host, c1, tr)
+	switch verb {
+	case "go", "ended":
+		return end()
+	case "no":
+	default:
+		return none(why)
+	}
+	reverse := why
+	j.trace("remote to remote: %s cannot dial %s: %s; trying SSH from %s to %s", dst.Host, src.Host, reverse, src.Host, dst.Host)
+	// 3. box1 pushes over SSH with its own keys.
 	verb, why = say(r2rPath{Via: "ssh", Dest: j.dst})
 	if verb == "nokey" {
 		verb = "no"
@@ -142,18 +156,18 @@ func (j *job) remoteToRemote(ctx context.Context, src, dst sshx.Target) Outcome 
 		return none(fmt.Sprintf("logging in from %s to %s: %s", src.Host, dst.Host, why))
 	}
 	overSSH := why
-	// 3. Through this host.
+	// 4. Through this host.
 	l, err := c1.ListenRemote("127.0.0.1:0")
 	if err != nil {
-		return none(fmt.Sprintf("no path from %s to %s: its data port %s: %s; SSH from %s: %s; a relay through this host: %v",
-			src.Host, dst.Host, at, direct, src.Host, overSSH, err))
+		return none(fmt.Sprintf("no path from %s to %s: its data port %s: %s; %s dialling %s: %s; SSH from %s: %s; a relay through this host: %v",
+			src.Host, dst.Host, at, direct, dst.Host, src.Host, reverse, src.Host, overSSH, err))
 	}
 	defer l.Close()
 	go j.r2rRelay(ctx, l, tr, at)
 	relayed := ag.Offer
 	relayed.Port = l.Addr().(*net.TCPAddr).Port
-	termsafe.Errorf(j.stderr, "warning: remote to remote: every byte goes through this host: %s reaches neither %s's data port %s (%s) nor %s over SSH (%s)",
-		src.Host, dst.Host, at, direct, dst.Host, overSSH)
+	termsafe.Errorf(j.stderr, "warning: remote to remote: every byte goes through this host: %s reaches neither %s's data port %s (%s) nor %s over SSH (%s), and %s cannot dial %s (%s)",
+		src.Host, dst.Host, at, direct, dst.Host, overSSH, dst.Host, src.Host, reverse)
 	verb, why = say(r2rPath{Via: "tls", Dest: j.dst, Host: "127.0.0.1", Name: dst.Host + " (relayed)", Offer: relayed.String()})
 	switch verb {
 	case "go":
@@ -162,8 +176,46 @@ func (j *job) remoteToRemote(ctx context.Context, src, dst sshx.Target) Outcome 
 	case "ended":
 		return end()
 	}
-	return none(fmt.Sprintf("no path from %s to %s: its data port %s: %s; SSH from %s: %s; a relay through this host: %s",
-		src.Host, dst.Host, at, direct, src.Host, overSSH, why))
+	return none(fmt.Sprintf("no path from %s to %s: its data port %s: %s; %s dialling %s: %s; SSH from %s: %s; a relay through this host: %s",
+		src.Host, dst.Host, at, direct, dst.Host, src.Host, reverse, src.Host, overSSH, why))
+}
+
+// r2rReverse tries the path where box2's agent (tr) dials box1 (c1),
+// which listens: where only that direction is open. box1 listens on the
+// address this host's SSH connection reached it on, at a port of
+// --data-ports, with a throwaway certificate and token that this host
+// passes on to the agent over its SSH channel; the agent dials and
+// answers how many streams it opened, which box1's job then takes. verb
+// is say's: "go", "ended", "no" (why: the path does not work) or "fail".
+func (j *job) r2rReverse(ctx context.Context, say func(r2rPath) (string, string), box1, box2 string, c1 *sshx.Client, tr *ssh.Transport) (verb, why string) {
+	verb, why = say(r2rPath{Via: "listen", Dest: j.dst, Ports: j.flags.DataPorts})
+	if verb != "listening" {
+		if verb == "no" {
+			why = fmt.Sprintf("%s cannot listen: %s", box1, why)
+		}
+		return verb, why
+	}
+	host, offer, _ := strings.Cut(why, " ")
+	o, err := dataplane.ParseOffer(offer)
+	if err != nil {
+		return "fail", fmt.Sprintf("%s's sender: %v", box1, err)
+	}
+	if host == "-" { // box1 listens on all its addresses
+		host = c1.HostName()
+	}
+	at := net.JoinHostPort(host, strconv.Itoa(o.Port))
+	n, err := tr.AskDial(ctx, host, o)
+	if n == 0 {
+		return "no", fmt.Sprintf("its port %s: %v", at, err)
+	}
+	if err != nil {
+		termsafe.Errorf(j.stderr, "warning: remote to remote: %s opened %d of %d streams to %s's port %s: %v", box2, n, j.flags.forR2R().Jobs, box1, at, err)
+	}
+	verb, why = say(r2rPath{Via: "accept", Dest: j.dst, Name: box2, Streams: n})
+	if verb == "go" {
+		j.trace("remote to remote: %s dials %s's port %s (%s), the one direction open between them", box2, box1, at, o.Mode)
+	}
+	return verb, why
 }
 
 // r2rStarted is box1's sender, started (r2rSender): the connection, the

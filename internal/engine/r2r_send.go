@@ -40,13 +40,22 @@ const r2rMark = "\x00r2r "
 // JSON line on its stdin. The offer (the token, the certificate's
 // fingerprint) travels only this way: never on box1's command line or
 // disk.
+//
+// "listen" asks box1 to listen for box2's agent to dial it (box1 answers
+// "listening HOST OFFER", HOST "-" for all its addresses), where only
+// that direction is open; "accept" then says the agent opened Streams
+// streams to it, which the job takes. Any other line drops the listener.
 type r2rPath struct {
-	Via   string `json:"via"`             // "tls" (an agent's data plane), "ssh" (box1 pushes over its own SSH) or "none"
-	Dest  string `json:"dest"`            // DEST, HOST:PATH as the command line named it
-	Host  string `json:"host,omitempty"`  // tls: the address to dial
-	Name  string `json:"name,omitempty"`  // tls: the host as messages name it
-	Offer string `json:"offer,omitempty"` // tls: the agent's offer (dataplane.Offer's String)
-	Why   string `json:"why,omitempty"`   // none: why no path works, the job's error
+	Via     string `json:"via"`               // "tls" (an agent's data plane), "listen", "accept", "ssh" (box1 pushes over its own SSH) or "none"
+	Dest    string `json:"dest"`              // DEST, HOST:PATH as the command line named it
+	Host    string `json:"host,omitempty"`    // tls: the address to dial
+	Name    string `json:"name,omitempty"`    // tls, accept: the host as messages name it
+	Offer   string `json:"offer,omitempty"`   // tls: the agent's offer (dataplane.Offer's String)
+	Ports   string `json:"ports,omitempty"`   // listen: the port range to listen on (--data-ports)
+	Streams int    `json:"streams,omitempty"` // accept: how many streams the agent opened
+	Why     string `json:"why,omitempty"`     // none: why no path works, the job's error
+
+	ln *dataplane.Listener // accept: where the agent's streams come in
 }
 
 // r2rProbeTimeout bounds the test of whether box1 reaches a data plane:
@@ -126,6 +135,12 @@ func (s R2RSender) steer(ctx context.Context, cancel func(), drain chan struct{}
 	br := bufio.NewReader(s.Stdin)
 	var once sync.Once
 	found := false
+	var ln *dataplane.Listener // listening for box2's agent to dial ("listen")
+	defer func() {
+		if ln != nil && !found {
+			ln.Close()
+		}
+	}()
 	for {
 		line, err := br.ReadString('\n')
 		if err != nil {
@@ -143,9 +158,34 @@ func (s R2RSender) steer(ctx context.Context, cancel func(), drain chan struct{}
 		if err := json.Unmarshal([]byte(line), &p); err != nil {
 			p = r2rPath{Via: "none", Why: fmt.Sprintf("bad path from the control host: %v", err)}
 		}
+		if p.Via == "accept" && ln != nil {
+			found = true
+			p.ln = ln
+			fmt.Fprintf(s.Stdout, "%sgo\n", r2rMark)
+			chosen <- r2rChosen{path: p}
+			continue
+		}
+		if ln != nil { // the agent could not dial it: another path
+			ln.Close()
+			ln = nil
+		}
 		if p.Via == "none" {
 			found = true
 			chosen <- r2rChosen{err: errors.New(p.Why)}
+			continue
+		}
+		if p.Via == "listen" {
+			var err error
+			if ln, err = dataplane.Listen(dataplane.TLS, dataplane.Host(""), p.Ports, s.Config.Jobs); err != nil {
+				fmt.Fprintf(s.Stdout, "%sno %s\n", r2rMark, strings.ReplaceAll(err.Error(), "\n", " "))
+				continue
+			}
+			ln.Admit() // the agent dials before the job takes its streams
+			host := "-"
+			if a, ok := ln.Addr().(*net.TCPAddr); ok && !a.IP.IsUnspecified() {
+				host = a.IP.String()
+			}
+			fmt.Fprintf(s.Stdout, "%slistening %s %s\n", r2rMark, host, ln.Offer())
 			continue
 		}
 		why, fatal := s.probe(ctx, p)
@@ -207,4 +247,46 @@ func (s R2RSender) probe(ctx context.Context, p r2rPath) (why error, fatal bool)
 type directDest struct {
 	host, name string
 	offer      dataplane.Offer
+	// ln, if set, is where the agent's streams come in, dialled from its
+	// side (the one direction open): streams of them.
+	ln      *dataplane.Listener
+	streams int
+}
+
+// reverseWait bounds the wait for a stream the agent said it opened to
+// be admitted (its TLS handshake and greeting run at once).
+var reverseWait = 30 * time.Second
+
+// accept is the connection of one of the streams the agent dialled (d.ln):
+// the transport's DialConn for such a DEST. The listener closes once all
+// of them came, or the wait for one ran out.
+func (d *directDest) accept(ctx context.Context, _ string, _ dataplane.Offer, i int) (net.Conn, error) {
+	if i >= d.streams {
+		return nil, fmt.Errorf("stream %d: the agent on %s opened %d streams", i, d.name, d.streams)
+	}
+	type accepted struct {
+		c   net.Conn
+		err error
+	}
+	got := make(chan accepted, 1)
+	go func() {
+		c, _, err := d.ln.Accept()
+		got <- accepted{c, err}
+	}()
+	timer := time.NewTimer(reverseWait)
+	defer timer.Stop()
+	select {
+	case a := <-got:
+		return a.c, a.err
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	d.ln.Close() // ends the Accept above, and any after
+	if a := <-got; a.err == nil {
+		return a.c, nil // admitted as the listener closed
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	return nil, fmt.Errorf("the agent on %s said it dialled this host, but its stream did not come within %v", d.name, reverseWait)
 }

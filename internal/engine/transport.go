@@ -29,9 +29,12 @@ func (j *job) connect(ctx context.Context, p plan) ([]send.Conn, func(), error) 
 			return nil, nil, err
 		}
 		j.await = nil
-		if path.Via == "tls" {
+		switch path.Via {
+		case "tls":
 			o, _ := dataplane.ParseOffer(path.Offer) // R2RSender's probe parsed it
 			j.direct = &directDest{host: path.Host, name: path.Name, offer: o}
+		case "accept":
+			j.direct = &directDest{name: path.Name, offer: path.ln.Offer(), ln: path.ln, streams: path.Streams}
 		}
 	}
 	tr, err := j.transport(p)
@@ -39,6 +42,9 @@ func (j *job) connect(ctx context.Context, p plan) ([]send.Conn, func(), error) 
 		return nil, nil, err
 	}
 	conns, err := tr.Open(ctx, j.flags.Jobs)
+	if j.direct != nil && j.direct.ln != nil {
+		j.direct.ln.Close() // all the agent dialled are in
+	}
 	if err != nil {
 		tr.Close()
 		return nil, nil, err
@@ -63,7 +69,11 @@ func (j *job) pending() int {
 func (j *job) transport(p plan) (transport.Transport, error) {
 	switch {
 	case j.direct != nil:
-		return &direct.Transport{Host: j.direct.host, Name: j.direct.name, Offer: j.direct.offer, Dialer: j.dialerFor(p)}, nil
+		t := &direct.Transport{Host: j.direct.host, Name: j.direct.name, Offer: j.direct.offer, Dialer: j.dialerFor(p)}
+		if j.direct.ln != nil {
+			t.DialConn = j.direct.accept
+		}
+		return t, nil
 	case j.serveAddr != "":
 		return j.serveTransport(p)
 	case j.remote != nil:

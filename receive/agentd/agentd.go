@@ -156,20 +156,6 @@ func policy(a wire.Allow) extract.Policy {
 		Hint: func(option string) string { return wire.CmdAgent + " --allow-" + option }}
 }
 
-// DataHost is the address the data plane listens on: the one asked for,
-// else the one the sender's SSH connection reached this host on (the
-// server address in SSH_CONNECTION, which the sender can reach; the host's
-// other networks are not offered), else, outside SSH, all.
-func DataHost(asked string) string {
-	if asked != "" {
-		return strings.Trim(asked, "[]")
-	}
-	if f := strings.Fields(os.Getenv("SSH_CONNECTION")); len(f) == 4 && net.ParseIP(f[2]) != nil {
-		return f[2]
-	}
-	return ""
-}
-
 // interruptible returns r, read by a goroutine of its own, so that a read
 // waiting on it ends once ctx is done (SIGTERM or SIGINT): a read of a
 // pipe from sshd cannot be cut otherwise, and an agent whose sender went
@@ -206,7 +192,7 @@ func serve(ctx context.Context, cfg Config, root string, stdin io.Reader, stdout
 	var dp *dataplane.Listener
 	if cfg.Data != "" {
 		var err error
-		if dp, err = dataplane.Listen(cfg.Data, DataHost(cfg.DataAddr), cfg.DataPorts, cfg.Streams); err != nil {
+		if dp, err = dataplane.Listen(cfg.Data, dataplane.Host(cfg.DataAddr), cfg.DataPorts, cfg.Streams); err != nil {
 			return fmt.Errorf("agent: %w", err)
 		}
 	}
@@ -240,7 +226,9 @@ func serve(ctx context.Context, cfg Config, root string, stdin io.Reader, stdout
 	go func() {
 		var err error
 		if dp != nil {
-			_, err = io.Copy(io.Discard, stdin) // held open by the sender until it is done
+			// Held open by the sender until it is done; a control host may
+			// ask here for the streams to be dialled from this side.
+			err = d.dialOnRequest(first, stdin, stdout)
 		} else {
 			err = first.hub.Serve(ctx, stdin, stdout)
 		}
@@ -287,6 +275,71 @@ func serve(ctx context.Context, cfg Config, root string, stdin io.Reader, stdout
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return first.err
+}
+
+// dialOnRequest reads the agent's stdin until its end, which the sender
+// holds open until it is done (with a data plane): a wire.AgentDial line
+// there (a remote-to-remote move's control host) opens the job's streams
+// from this side to the sender that listens, and answers on stdout. The
+// data plane's own port stays open meanwhile: the control host may relay
+// to it yet.
+func (d *daemon) dialOnRequest(j *job, stdin io.Reader, stdout io.Writer) error {
+	br := bufio.NewReader(stdin)
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			if err == io.EOF {
+				err = nil
+			}
+			return err
+		}
+		if req, ok := strings.CutPrefix(line, wire.AgentDial); ok {
+			fmt.Fprintln(stdout, d.dial(j, strings.Fields(req)))
+		}
+	}
+}
+
+// dial opens job j's K streams to the sender at f's HOST per its OFFER
+// (wire.AgentDial's fields) and serves those that open: its answer.
+func (d *daemon) dial(j *job, f []string) string {
+	if len(f) != 2 {
+		return wire.Refused + "bad dial request"
+	}
+	o, err := dataplane.ParseOffer(f[1])
+	if err != nil {
+		return wire.Refused + err.Error()
+	}
+	k := d.cfg.Streams
+	conns := make([]net.Conn, k)
+	errs := make([]error, k)
+	var wg sync.WaitGroup
+	for i := range k {
+		wg.Go(func() { conns[i], errs[i] = dataplane.DialSender(d.ctx, f[0], o, i) })
+	}
+	wg.Wait()
+	n := 0
+	for _, c := range conns {
+		if c != nil && d.serve(j, c, c, c) {
+			n++
+		}
+	}
+	var first error
+	for _, err := range errs {
+		if err != nil {
+			first = err
+			break
+		}
+	}
+	if n == 0 {
+		if first == nil {
+			first = errors.New("the job is over")
+		}
+		return wire.Refused + first.Error()
+	}
+	if n < k && first != nil {
+		return fmt.Sprintf("%s%d %v", wire.AgentDialed, n, first)
+	}
+	return fmt.Sprintf("%s%d", wire.AgentDialed, n)
 }
 
 // daemon is the agent's set of jobs: one per sender run, each with its own

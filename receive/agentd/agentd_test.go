@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bulkmove/bulkmove/transport/dataplane"
 	"github.com/bulkmove/bulkmove/wire"
 )
 
@@ -24,7 +25,8 @@ func init() { detach = func() {} } // the test's own stdio stays
 type agent struct {
 	stdin  *io.PipeWriter
 	banner wire.AgentBannerFields
-	line   string // the first line it printed
+	line   string      // the first line it printed
+	rest   chan string // the lines it printed after
 	done   chan error
 }
 
@@ -47,7 +49,7 @@ func startAgent(t *testing.T, cfg Config) *agent {
 	ctx, cancel := context.WithCancel(context.Background())
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	a := &agent{stdin: inW, done: make(chan error, 1)}
+	a := &agent{stdin: inW, rest: make(chan string, 16), done: make(chan error, 1)}
 	go func() {
 		err := Run(ctx, cfg, inR, outW)
 		outW.Close()
@@ -64,7 +66,20 @@ func startAgent(t *testing.T, cfg Config) *agent {
 	})
 	br := bufio.NewReader(outR)
 	a.line, _ = br.ReadString('\n')
-	go io.Copy(io.Discard, br)
+	go func() {
+		for {
+			l, err := br.ReadString('\n')
+			if l != "" {
+				select {
+				case a.rest <- l:
+				default: // not read by the test
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
 	if strings.HasPrefix(a.line, wire.AgentBanner) {
 		if a.banner, err = wire.ParseAgentBanner(a.line); err != nil {
 			t.Fatal(err)
@@ -232,5 +247,60 @@ func TestAgentRefusesInPlaceOfBanner(t *testing.T) {
 	err = Run(context.Background(), Config{Streams: 1, Root: t.TempDir()}, strings.NewReader(""), &out)
 	if !strings.HasPrefix(out.String(), wire.Refused) || !strings.Contains(out.String(), "writable by group or others: refused") || err == nil {
 		t.Fatalf("no private directory: printed %q, %v; want it refused in place of the banner", out.String(), err)
+	}
+}
+
+// TestAgentDialsSender: an agent with a data plane, asked on stdin to
+// dial a sender that listens (a remote-to-remote move where only that
+// direction is open), opens its K streams there and says how many; it
+// refuses a listener whose certificate is not the offer's (another
+// process on that port: it would write into DEST), and a request it
+// cannot read, saying why.
+func TestAgentDialsSender(t *testing.T) {
+	a := startAgent(t, Config{Streams: 2, Data: dataplane.TLS, DataAddr: "127.0.0.1"})
+	if a.banner.Offer == "" {
+		t.Fatalf("no data plane in the banner %q", a.line)
+	}
+	ask := func(req string) string {
+		t.Helper()
+		if _, err := io.WriteString(a.stdin, wire.AgentDial+req+"\n"); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case l := <-a.rest:
+			return strings.TrimSpace(l)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("no answer to %q", req)
+			return ""
+		}
+	}
+	if got := ask("junk"); !strings.HasPrefix(got, wire.Refused) || !strings.Contains(got, "bad dial request") {
+		t.Errorf("a request it cannot read: answered %q", got)
+	}
+	ln, err := dataplane.Listen(dataplane.TLS, "127.0.0.1", "", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ln.Admit()
+	other, err := dataplane.Listen(dataplane.TLS, "127.0.0.1", "", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	forged := other.Offer()
+	forged.Port = ln.Offer().Port // ln's port, another certificate
+	if got := ask("127.0.0.1 " + forged.String()); !strings.HasPrefix(got, wire.Refused) || !strings.Contains(got, "not the sender the control host started") {
+		t.Errorf("a listener with another certificate: answered %q", got)
+	}
+	if got := ask("127.0.0.1 " + ln.Offer().String()); got != strings.TrimSpace(wire.AgentDialed)+" 2" {
+		t.Fatalf("the sender's listener: answered %q, want %q", got, wire.AgentDialed+"2")
+	}
+	for range 2 {
+		c, _, err := ln.Accept()
+		if err != nil {
+			t.Fatalf("a stream the agent said it opened: %v", err)
+		}
+		c.Close()
 	}
 }

@@ -29,6 +29,7 @@ import (
 	"io"
 	"math/big"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -101,7 +102,23 @@ func ParsePorts(s string) (lo, hi int, err error) {
 	return lo, hi, nil
 }
 
-// Listener is the agent's end.
+// Host is the address a data plane listens on: the one asked for, else
+// the one the SSH connection that started this process reached this host
+// on (the server address in SSH_CONNECTION, which the host at the other
+// end can reach; the host's other networks are not offered), else,
+// outside SSH, all.
+func Host(asked string) string {
+	if asked != "" {
+		return strings.Trim(asked, "[]")
+	}
+	if f := strings.Fields(os.Getenv("SSH_CONNECTION")); len(f) == 4 && net.ParseIP(f[2]) != nil {
+		return f[2]
+	}
+	return ""
+}
+
+// Listener is the listening end: an agent's, or the sender's of a
+// remote-to-remote move that box2's agent dials (see DialSender).
 type Listener struct {
 	ln    net.Listener
 	offer Offer
@@ -189,10 +206,7 @@ func (l *Listener) Close() error {
 // the listener is closed, it returns an error. Connections are admitted
 // (their handshakes run) at once, whoever calls Accept.
 func (l *Listener) Accept() (conn net.Conn, index int, err error) {
-	l.loop.Do(func() {
-		l.admitted, l.done = make(chan admitted, l.k), make(chan struct{})
-		go l.acceptLoop()
-	})
+	l.Admit()
 	select {
 	case a := <-l.admitted:
 		return a.conn, a.index, nil
@@ -204,6 +218,17 @@ func (l *Listener) Accept() (conn net.Conn, index int, err error) {
 		}
 		return nil, 0, l.loopErr
 	}
+}
+
+// Admit starts admitting connections (their handshakes) now, before the
+// first Accept: a peer that dials before its streams are taken (box2's
+// agent, told to dial while box1's job still walks) must not wait for
+// its handshakes until they are.
+func (l *Listener) Admit() {
+	l.loop.Do(func() {
+		l.admitted, l.done = make(chan admitted, l.k), make(chan struct{})
+		go l.acceptLoop()
+	})
 }
 
 func (l *Listener) acceptLoop() {
@@ -304,6 +329,22 @@ func readLine(c net.Conn, max int) (string, error) {
 
 // Dial opens stream index to the agent at host per the offer.
 func Dial(ctx context.Context, host string, o Offer, index int) (net.Conn, error) {
+	return dial(ctx, host, o, index, "not the agent SSH started")
+}
+
+// DialSender opens stream index to the sender of a remote-to-remote move
+// that listens at host (box1), from the agent (box2) that receives it, per
+// the offer the control host passed on: the one direction open between
+// the two hosts may be this one. The agent pins the sender's certificate
+// as a sender pins an agent's: only the sender the control host started
+// writes into DEST.
+func DialSender(ctx context.Context, host string, o Offer, index int) (net.Conn, error) {
+	return dial(ctx, host, o, index, "not the sender the control host started")
+}
+
+// dial opens stream index to host per the offer, saying why a
+// certificate that is not the pinned one is refused.
+func dial(ctx context.Context, host string, o Offer, index int, why string) (net.Conn, error) {
 	d := net.Dialer{Timeout: 10 * time.Second, KeepAlive: 15 * time.Second}
 	c, err := d.DialContext(ctx, "tcp", net.JoinHostPort(host, strconv.Itoa(o.Port)))
 	if err != nil {
@@ -319,7 +360,7 @@ func Dial(ctx context.Context, host string, o Offer, index int) (net.Conn, error
 		tc := tlsClient(c, &tls.Config{
 			MinVersion:         tls.VersionTLS13,
 			InsecureSkipVerify: true, // pinned instead, below
-			VerifyConnection:   pinned(want, "not the agent SSH started"),
+			VerifyConnection:   pinned(want, why),
 		})
 		tc.SetDeadline(time.Now().Add(15 * time.Second))
 		if err := tc.HandshakeContext(ctx); err != nil {

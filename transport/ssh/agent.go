@@ -112,7 +112,7 @@ func (t *Transport) start(ctx context.Context, clients []sshx.Link, k int) (conn
 		}
 		if t.handOff {
 			t.mu.Lock()
-			t.hubSess, t.clients = sess, []sshx.Link{clients[0]}
+			t.hubSess, t.hubOut, t.clients = sess, br, []sshx.Link{clients[0]}
 			t.handed = &Agent{Host: t.dataHost(clients[0]), Name: host, Offer: offer}
 			t.mu.Unlock()
 			return nil, true, nil

@@ -29,11 +29,14 @@
 package ssh
 
 import (
+	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -124,6 +127,7 @@ type Transport struct {
 	// (StartAgent), which handed describes once it is up.
 	handOff bool
 	handed  *Agent
+	hubOut  *bufio.Reader // the agent's answers after its banner (AskDial)
 }
 
 // Agent is an agent started for a sender on another host (a move from
@@ -152,6 +156,60 @@ func (t *Transport) StartAgent(ctx context.Context, k int) (Agent, error) {
 		return Agent{}, fmt.Errorf("ssh %s: the agent offered no data plane (an older bulkmove?)", t.cfg.Target.Host)
 	}
 	return *t.handed, nil
+}
+
+// DialTimeout bounds the wait for the agent's answer to AskDial: its
+// dials' own timeouts (the connection's, then TLS's) and a margin. An
+// agent that does not know the request (an older bulkmove) never answers.
+var DialTimeout = 40 * time.Second
+
+// AskDial asks the agent started by StartAgent to open its streams to a
+// sender that listens at host per offer (the one direction open between
+// the two hosts may be from the agent's): how many it opened (the first
+// error after it, if not all), or why none did.
+func (t *Transport) AskDial(ctx context.Context, host string, offer dataplane.Offer) (int, error) {
+	t.mu.Lock()
+	sess, br := t.hubSess, t.hubOut
+	t.mu.Unlock()
+	name := t.cfg.Target.Host
+	if sess == nil || br == nil {
+		return 0, fmt.Errorf("ssh %s: no agent to ask", name)
+	}
+	if _, err := fmt.Fprintf(sess, "%s%s %s\n", wire.AgentDial, host, offer); err != nil {
+		return 0, fmt.Errorf("ssh %s: asking the agent to dial: %w", name, err)
+	}
+	line := make(chan string, 1)
+	go func() {
+		l, _ := br.ReadString('\n')
+		line <- l
+	}()
+	timer := time.NewTimer(DialTimeout)
+	defer timer.Stop()
+	var l string
+	select {
+	case l = <-line:
+	case <-timer.C:
+		return 0, fmt.Errorf("ssh %s: the agent did not answer within %v (a bulkmove older than this one?)", name, DialTimeout)
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	l = strings.TrimSpace(l)
+	if why, ok := strings.CutPrefix(l, strings.TrimSpace(wire.Refused)); ok {
+		return 0, errors.New(strings.TrimSpace(why))
+	}
+	rest, ok := strings.CutPrefix(l, strings.TrimSpace(wire.AgentDialed))
+	num, why, _ := strings.Cut(strings.TrimSpace(rest), " ")
+	n, err := strconv.Atoi(num)
+	if !ok || err != nil || n < 1 {
+		if l == "" {
+			return 0, fmt.Errorf("ssh %s: the agent ended without answering", name)
+		}
+		return 0, fmt.Errorf("ssh %s: the agent answered %q", name, l)
+	}
+	if why != "" {
+		return n, errors.New(why)
+	}
+	return n, nil
 }
 
 // DialAgent opens a connection to the agent's data plane (StartAgent)

@@ -133,6 +133,20 @@ func (s *Schedule) Set(v string) error {
 	return nil
 }
 
+// MarshalText is the schedule as --bwlimit gave it ("" for none): a
+// remote-to-remote move's box1 gets it in its sender's --config, and
+// applies it.
+func (s Schedule) MarshalText() ([]byte, error) { return []byte(s.text), nil }
+
+// UnmarshalText reads MarshalText's ("": no limit).
+func (s *Schedule) UnmarshalText(b []byte) error {
+	if len(b) == 0 {
+		*s = Schedule{}
+		return nil
+	}
+	return s.Set(string(b))
+}
+
 // rateText writes a rate so that units.ParseRate reads it back exactly:
 // off, or as units.Exact writes it (50MiB, 12800KiB, 1000B).
 func rateText(r int64) string {

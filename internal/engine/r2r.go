@@ -189,10 +189,11 @@ func (j *job) remoteToRemote(ctx context.Context, src, dst sshx.Target) Outcome 
 // is say's: "go", "ended", "no" (why: the path does not work) or "fail".
 func (j *job) r2rReverse(ctx context.Context, say func(r2rPath) (string, string), box1, box2 string, c1 *sshx.Client, tr *ssh.Transport) (verb, why string) {
 	verb, why = say(r2rPath{Via: "listen", Dest: j.dst, Ports: j.flags.DataPorts})
-	if verb != "listening" {
-		if verb == "no" {
-			why = fmt.Sprintf("%s cannot listen: %s", box1, why)
-		}
+	switch verb {
+	case "listening":
+	case "no", "fail": // "fail": a sender that does not know the path (--remote-bulkmove, older)
+		return "no", fmt.Sprintf("%s cannot listen: %s", box1, why)
+	default:
 		return verb, why
 	}
 	host, offer, _ := strings.Cut(why, " ")

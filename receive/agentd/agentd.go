@@ -125,6 +125,7 @@ func Run(ctx context.Context, cfg Config, stdin io.Reader, stdout io.Writer) err
 	if cfg.Linger > 0 && (cfg.Streams < 1 || cfg.Data != "") {
 		return &UsageError{errors.New("--linger needs --hub, and no --data")}
 	}
+	growPipes(stdin, stdout)
 	stdin = interruptible(ctx, stdin)
 	if cfg.Streams < 1 {
 		hub := &receive.Hub{Root: root, Version: cfg.Version, Opened: cfg.Opened, Policy: policy(cfg.Allow)}

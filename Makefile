@@ -57,7 +57,7 @@ test: lint cross
 # (the receiving side refuses there, exit 4), and the sending packages
 # and their portable tests pass vet.
 CROSS ?= darwin/arm64 freebsd/amd64
-CROSS_VET := ./sharder/... ./send/... ./transport/... ./filter/... ./wire/... ./model/... ./internal/dirat/... ./internal/xattrs/... ./internal/buildinfo/...
+CROSS_VET := ./sharder/... ./send/... ./transport/... ./filter/... ./wire/... ./model/... ./internal/dirat/... ./internal/holes/... ./internal/xattrs/... ./internal/buildinfo/...
 cross:
 	@set -e; for p in $(CROSS); do \
 		echo "cross: $$p"; \

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/bits"
+	"sync"
 
 	"github.com/zeebo/xxh3"
 )
@@ -21,8 +22,13 @@ import (
 // check is DeltaSum over the new file's block hashes, which the receiver
 // makes from the blocks it wrote and those it hashed and kept.
 //
-// The sender may still send such a file whole (without PAXDelta): a
-// sparse file, or one that changed too much. The receiver then drops
+// A sparse file's holes are neither read nor hashed: a block wholly in a
+// hole hashes as ZeroHash, on either side, and the blocks of SRC's holes
+// (and its blocks of zeros) travel as no bytes, named by PAXDeltaZero
+// (protocol 20), which the receiver makes holes, and hashes as zeros.
+//
+// The sender may still send such a file whole (without PAXDelta): one
+// that changed too much. The receiver then drops
 // the temporary and writes the file as any other.
 
 // PAXDelta is the tar record that names a delta entry's extents
@@ -30,6 +36,11 @@ import (
 // the file's end). Only an entry the receiver sent Blocks for may carry
 // it.
 const PAXDelta = "BULKMOVE.delta"
+
+// PAXDeltaZero, beside PAXDelta, names the blocks of a delta entry that
+// are zeros (FormatExtents, the same rules, apart from PAXDelta's
+// extents): they carry no bytes, and the receiver makes them holes.
+const PAXDeltaZero = "BULKMOVE.deltazero"
 
 // Block sizes and counts.
 const (
@@ -142,6 +153,47 @@ func DeltaSum(size, bs int64, hashes []Sum) Sum {
 		h.Write(hashes[i][:])
 	}
 	return h.Sum128().Bytes()
+}
+
+// ZeroHash is BlockHash of n zero bytes: made once for each block size,
+// each time for a file's last block.
+func ZeroHash(n int64) Sum {
+	whole := n&(n-1) == 0
+	if h, ok := zeroHashes.Load(n); ok && whole {
+		return h.(Sum)
+	}
+	h := xxh3.New128()
+	var z [64 << 10]byte
+	for left := n; left > 0; left -= int64(len(z)) {
+		h.Write(z[:min(left, int64(len(z)))])
+	}
+	s := Sum(h.Sum128().Bytes())
+	if whole {
+		zeroHashes.Store(n, s)
+	}
+	return s
+}
+
+var zeroHashes sync.Map // int64 -> Sum
+
+// ParseDeltaZero reads a PAXDeltaZero map for a file of size bytes in
+// blocks of bs, whose PAXDelta extents are data (ParseDelta's): the same
+// rules, and apart from data's extents.
+func ParseDeltaZero(s string, size, bs int64, data []Extent) ([]Extent, error) {
+	ext, _, err := ParseDelta(s, size, bs)
+	if err != nil {
+		return nil, err
+	}
+	k := 0
+	for _, z := range ext {
+		for k < len(data) && data[k].Off+data[k].Len <= z.Off {
+			k++
+		}
+		if k < len(data) && data[k].Off < z.Off+z.Len {
+			return nil, fmt.Errorf("delta zero extent %d+%d overlaps the data extent %d+%d", z.Off, z.Len, data[k].Off, data[k].Len)
+		}
+	}
+	return ext, nil
 }
 
 // ParseDelta reads a PAXDelta map for a file of size bytes in blocks of

@@ -65,3 +65,35 @@ func TestParseDeltaBounds(t *testing.T) {
 		}
 	}
 }
+
+// TestParseDeltaZero: a map of blocks of zeros follows a delta map's
+// rules and may not touch a block of the data map.
+func TestParseDeltaZero(t *testing.T) {
+	const bs, size = 1 << 17, 10<<17 + 5
+	data := []wire.Extent{{Off: 2 * bs, Len: bs}, {Off: 5 * bs, Len: 2 * bs}}
+	if z, err := wire.ParseDeltaZero("3,0,262144,393216,262144,1179648,131077", size, bs, data); err != nil || len(z) != 3 {
+		t.Fatalf("good map: %v %v", z, err)
+	}
+	for _, bad := range []string{
+		"1,262144,131072",  // a data block
+		"1,131072,262144",  // runs into one
+		"1,786432,262144",  // starts in one
+		"1,0,1441797",      // covers all
+		"1,1,131072",       // unaligned
+		"1,1310720,131072", // past the end
+	} {
+		if _, err := wire.ParseDeltaZero(bad, size, bs, data); err == nil {
+			t.Errorf("ParseDeltaZero(%q) accepted", bad)
+		}
+	}
+}
+
+// TestZeroHash: the hash of zeros is BlockHash's of as many zero bytes,
+// asked once or again, for a whole block or a last one.
+func TestZeroHash(t *testing.T) {
+	for _, n := range []int64{1, 5, 1 << 17, 1<<17 + 3, 4 << 20, 1 << 17} {
+		if got, want := wire.ZeroHash(n), wire.BlockHash(make([]byte, n)); got != want {
+			t.Errorf("ZeroHash(%d) = %x, want %x", n, got, want)
+		}
+	}
+}

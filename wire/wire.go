@@ -93,6 +93,9 @@ import (
 // 20: the receive options may ask for the block delta in place (InPlace):
 // an older agent would build the new version in a copy beside the old,
 // which DEST may have no room for, and give the file another inode.
+// Also 20: a block delta's entry may name blocks that are zeros, holes in
+// SRC's file, sent as no bytes (PAXDeltaZero); an older agent would keep
+// its own blocks there.
 const Proto = 20
 
 // The first words of the internal commands, which one end starts on the

@@ -11,8 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/bulkmove/bulkmove/internal/holes"
 	"github.com/bulkmove/bulkmove/internal/sshdtest"
 	"github.com/bulkmove/bulkmove/internal/testbin"
+	"github.com/bulkmove/bulkmove/internal/treecmp"
+	"github.com/bulkmove/bulkmove/wire"
 )
 
 // deltaCase is a large file at DEST and what SRC's version makes of it.
@@ -285,4 +290,120 @@ func TestDeltaRanges(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDeltaSparse: a sparse VM image (256 MiB, 5 MiB of data) changed in
+// two blocks, a hole punched where it held data and data written where
+// it had a hole goes as a block delta of about the data that changed,
+// not its holes nor its other data; DEST ends byte for byte as SRC's,
+// taking no more room, with holes where SRC has them.
+func TestDeltaSparse(t *testing.T) {
+	const size, mb = 256 << 20, 1 << 20
+	dir := shmDir(t)
+	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+	for _, d := range []string{src, dst} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := rand.New(rand.NewPCG(30, 8))
+	old, err := os.Create(filepath.Join(dst, "vm.img"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, off := range []int64{0, 64 * mb, 128 * mb, 200 * mb, size - mb} {
+		old.WriteAt(randBytes(r, mb), off)
+	}
+	old.Truncate(size)
+	old.Close()
+	if allocated(t, filepath.Join(dst, "vm.img")) > 6*mb {
+		t.Skipf("the filesystem of %s keeps no holes", dir)
+	}
+	b, err := os.ReadFile(filepath.Join(dst, "vm.img"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(filepath.Join(src, "vm.img"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, off := range []int64{0, 64 * mb, 128 * mb, 200 * mb, size - mb} { // the same data, holes between
+		f.WriteAt(b[off:off+mb], off)
+	}
+	f.Truncate(size)
+	f.WriteAt([]byte("changed"), 64*mb+1000)       // a block changed
+	f.WriteAt([]byte("changed too"), 200*mb+5_000) // and another
+	f.WriteAt(randBytes(r, mb), 32*mb)             // a hole filled
+	// A hole punched where DEST holds data.
+	if err := unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, 128*mb, mb); err != nil {
+		t.Skipf("punch a hole: %v", err)
+	}
+	f.Close()
+	then := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(filepath.Join(dst, "vm.img"), then, then); err != nil {
+		t.Fatal(err)
+	}
+
+	out, code := runBM(t, nil, "--via-agent", "--split-size", "0", "--delta-min", "1MiB", "--stats", "-v", "-j", "1", src+"/", dst)
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	treecmp.Equal(t, src, dst)
+	if !strings.Contains(out, "delta: vm.img ") {
+		t.Errorf("-v does not say vm.img went as a delta:\n%s", out)
+	}
+	t.Logf("sent %d bytes; vm.img takes %d bytes at SRC, %d at DEST", sentBytes(t, out), allocated(t, filepath.Join(src, "vm.img")), allocated(t, filepath.Join(dst, "vm.img")))
+	// The filled hole's 1 MiB and two blocks of 128 KiB, and the frames.
+	if n, want := sentBytes(t, out), int64(mb+2*128<<10+64<<10); n > want {
+		t.Errorf("%d bytes sent for 1 MiB of new data and two changed blocks, want at most %d:\n%s", n, want, out)
+	}
+	if s, d := allocated(t, filepath.Join(src, "vm.img")), allocated(t, filepath.Join(dst, "vm.img")); d > s+128<<10 {
+		t.Errorf("vm.img takes %d bytes at DEST, %d at SRC", d, s)
+	}
+	// Every byte of data at DEST is data at SRC: SRC's holes are holes.
+	sd, dd := dataMap(t, filepath.Join(src, "vm.img")), dataMap(t, filepath.Join(dst, "vm.img"))
+	for _, x := range dd {
+		if !covered(sd, x) {
+			t.Errorf("DEST has data at %d+%d, where SRC has a hole (SRC's data: %v; DEST's: %v)", x.Off, x.Len, sd, dd)
+		}
+	}
+}
+
+// allocated is what the file at p takes on disk.
+func allocated(t *testing.T, p string) int64 {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Stat(p, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Blocks * 512
+}
+
+// dataMap is where the data of the file at p lies.
+func dataMap(t *testing.T, p string) []wire.Extent {
+	t.Helper()
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, _ := f.Stat()
+	m := holes.Data(int(f.Fd()), 0, st.Size(), 1<<20)
+	if m == nil {
+		m = []wire.Extent{{Off: 0, Len: st.Size()}}
+	}
+	return m
+}
+
+// covered says whether x lies within the extents of m.
+func covered(m []wire.Extent, x wire.Extent) bool {
+	for _, y := range m {
+		if x.Off >= y.Off && x.Off < y.Off+y.Len {
+			if x.Off+x.Len <= y.Off+y.Len {
+				return true
+			}
+			x = wire.Extent{Off: y.Off + y.Len, Len: x.Off + x.Len - y.Off - y.Len}
+		}
+	}
+	return false
 }

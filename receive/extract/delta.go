@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/bulkmove/bulkmove/internal/dirat"
+	"github.com/bulkmove/bulkmove/internal/holes"
 	"github.com/bulkmove/bulkmove/internal/ioconc"
 	"github.com/bulkmove/bulkmove/internal/units"
 	"github.com/bulkmove/bulkmove/model"
@@ -208,7 +209,7 @@ func (r *Receiver) deltaBase(e *model.Entry) (*deltaBase, error) {
 		dir.Close()
 		return nil, nil
 	}
-	if err := cloneOrCopy(b.fd, old, st.Size, func() error { return roomFor(dfd, e, st.Size) }); err != nil {
+	if err := cloneOrCopy(b.fd, old, st.Size, func(alloc int64) error { return roomFor(dfd, e, alloc, st.Size) }); err != nil {
 		b.drop()
 		if errors.Is(err, ErrNoRoom) {
 			return nil, err
@@ -260,67 +261,90 @@ func (r *Receiver) rangeBase(e *model.Entry) *deltaBase {
 }
 
 // roomFor says whether DEST (dfd's filesystem) has room for a copy of
-// e's old version of size bytes and its growth, else why not.
-func roomFor(dfd int, e *model.Entry, size int64) error {
+// e's old version of size bytes, alloc of them data (the rest holes), and
+// its growth, else why not.
+func roomFor(dfd int, e *model.Entry, alloc, size int64) error {
 	var fs unix.Statfs_t
 	if deltaStatfs(dfd, &fs) != nil {
 		return nil // unknown: the copy will tell
 	}
 	free := int64(fs.Bavail) * int64(fs.Bsize)
-	if want := max(size, e.Size); free < want {
+	if want := alloc + max(0, e.Size-size); free < want {
 		return fmt.Errorf("receive %s: %w of its %s (%s free at DEST): the new version is built beside the old one and renamed into place; free room at DEST, or patch the file where it is with --inplace (see docs/delta.md)", e.Path, ErrNoRoom, units.Size(want), units.Size(free))
 	}
 	return nil
 }
 
 // cloneOrCopy fills dst with src's size bytes: a reflink (FICLONE) where
-// the filesystem shares blocks, else, once room says there is room, by
+// the filesystem shares blocks, else, once room says there is room for
+// the bytes of src's data (its holes stay holes in dst), by
 // copy_file_range, else by read and write.
-func cloneOrCopy(dst, src int, size int64, room func() error) error {
+func cloneOrCopy(dst, src int, size int64, room func(alloc int64) error) error {
 	if fileClone(dst, src) == nil {
 		return nil
 	}
-	if err := room(); err != nil {
+	data := holes.Data(src, 0, size, wire.MaxDeltaExtents)
+	if data == nil {
+		data = []wire.Extent{{Off: 0, Len: size}}
+	}
+	if err := room(wire.DataSize(size, data)); err != nil {
 		return err
 	}
-	var off int64
-	for off < size {
-		n, err := copyFileRange(src, dst, int(min(size-off, 1<<30)))
-		if err == unix.EINTR {
-			continue
+	for _, x := range data {
+		if err := copyExtent(dst, src, x.Off, x.Len); err != nil {
+			return err
 		}
-		if err != nil || n == 0 {
-			break // not here (EXDEV, ENOSYS, EINVAL): read and write
-		}
-		off += int64(n)
 	}
-	if off == size {
+	return unix.Ftruncate(dst, size)
+}
+
+// copyExtent copies n bytes of src at off to dst at off: by
+// copy_file_range, else by read and write.
+func copyExtent(dst, src int, off, n int64) error {
+	end := off + n
+	if _, err := unix.Seek(src, off, io.SeekStart); err == nil {
+		if _, err := unix.Seek(dst, off, io.SeekStart); err == nil {
+			for off < end {
+				m, err := copyFileRange(src, dst, int(min(end-off, 1<<30)))
+				if err == unix.EINTR {
+					continue
+				}
+				if err != nil || m == 0 {
+					break // not here (EXDEV, ENOSYS, EINVAL): read and write
+				}
+				off += int64(m)
+			}
+		}
+	}
+	if off == end {
 		return nil
 	}
-	buf := make([]byte, 1<<20)
-	for off < size {
-		n, err := unix.Pread(src, buf[:min(int64(len(buf)), size-off)], off)
+	buf := make([]byte, min(1<<20, end-off))
+	for off < end {
+		m, err := unix.Pread(src, buf[:min(int64(len(buf)), end-off)], off)
 		if err == unix.EINTR {
 			continue
 		}
 		if err != nil {
 			return err
 		}
-		if n == 0 {
+		if m == 0 {
 			return io.ErrUnexpectedEOF
 		}
-		if err := pwriteAll(dst, buf[:n], off); err != nil {
+		if err := pwriteAll(dst, buf[:m], off); err != nil {
 			return err
 		}
-		off += int64(n)
+		off += int64(m)
 	}
 	return nil
 }
 
 // hashBlocks hashes b's temporary in its blocks, several at once: the
 // receiver's --io-concurrency, or a few cores where it writes one file
-// at a time.
+// at a time. A block that lies wholly in a hole is not read: it hashes as
+// zeros.
 func (r *Receiver) hashBlocks(b *deltaBase) error {
+	data := holes.Data(b.fd, b.off, b.off+b.hashed, wire.MaxDeltaExtents)
 	width := r.io.Width()
 	if r.opt.IOConcurrency <= 0 {
 		width = max(width, min(4, runtime.GOMAXPROCS(0)))
@@ -330,11 +354,16 @@ func (r *Receiver) hashBlocks(b *deltaBase) error {
 	var mu sync.Mutex
 	var first error
 	ioconc.ForEach(len(b.hashes), width, func(w, k int) {
+		off := int64(k) * b.bs
+		l := min(b.bs, b.hashed-off)
+		if holes.In(data, b.off+off, l) {
+			b.hashes[k] = wire.ZeroHash(l)
+			return
+		}
 		if bufs[w] == nil {
 			bufs[w] = make([]byte, b.bs)
 		}
-		off := int64(k) * b.bs
-		p := bufs[w][:min(b.bs, b.hashed-off)]
+		p := bufs[w][:l]
 		if err := preadFull(b.fd, p, b.off+off); err != nil {
 			mu.Lock()
 			first = cmpOr(first, err)
@@ -422,6 +451,14 @@ func (t *Txn) writeDelta(i int, e *model.Entry, src io.Reader, x *FileData, b *d
 			}
 		}
 	}
+	for _, z := range x.Zero {
+		if err := zeroExtent(fd, z.Off, z.Len, buf); err != nil {
+			discard()
+			t.failErr(i, "punch a hole in", e.Path, err)
+			return nil
+		}
+		zeroHashes(got, have, z, b.bs)
+	}
 	if err := unix.Ftruncate(fd, e.Size); err != nil {
 		discard()
 		t.failErr(i, "truncate", e.Path, err)
@@ -478,13 +515,45 @@ func (t *Txn) writeDelta(i int, e *model.Entry, src io.Reader, x *FileData, b *d
 	return nil
 }
 
+// zeroExtent makes n bytes of fd from off zeros: a hole, or where the
+// filesystem cannot punch one, zeros written from buf (cleared here).
+func zeroExtent(fd int, off, n int64, buf []byte) error {
+	err := punchHole(fd, off, n)
+	if err != unix.EOPNOTSUPP && err != unix.ENOSYS && err != unix.EINVAL {
+		return err
+	}
+	clear(buf)
+	for end := off + n; off < end; {
+		p := buf[:min(int64(len(buf)), end-off)]
+		if err := pwriteAll(fd, p, off); err != nil {
+			return err
+		}
+		off += int64(len(p))
+	}
+	return nil
+}
+
+// zeroHashes sets the hashes in got (counted from the extents' origin)
+// of the blocks of z, zeros now, and marks them had.
+func zeroHashes(got []wire.Sum, had []bool, z wire.Extent, bs int64) {
+	for off := z.Off; off < z.Off+z.Len; off += bs {
+		got[off/bs] = wire.ZeroHash(min(bs, z.Off+z.Len-off))
+		if had != nil {
+			had[off/bs] = true
+		}
+	}
+}
+
 // deltaExtra reads a tar entry's PAXDelta map, for entry j: only a file
 // (or range) with a delta base may carry one, not with a sparse map, and
 // its extents, counted from the entry's first byte, must carry the
-// header's size.
+// header's size; and its PAXDeltaZero map, of blocks apart from those.
 func (t *Txn) deltaExtra(hdr *tar.Header, j int, x *FileData) (*FileData, error) {
 	v, ok := hdr.PAXRecords[wire.PAXDelta]
 	if !ok {
+		if _, ok := hdr.PAXRecords[wire.PAXDeltaZero]; ok {
+			return nil, errors.New("blocks of zeros, but no block delta")
+		}
 		return x, nil
 	}
 	e := &t.entries[j]
@@ -507,21 +576,27 @@ func (t *Txn) deltaExtra(hdr *tar.Header, j int, x *FileData) (*FileData, error)
 	if data != hdr.Size {
 		return nil, fmt.Errorf("its delta map places %d bytes, its header declares %d", data, hdr.Size)
 	}
+	var zero []wire.Extent
+	if v, ok := hdr.PAXRecords[wire.PAXDeltaZero]; ok {
+		if zero, err = wire.ParseDeltaZero(v, e.DataLen(), b.bs, ext); err != nil {
+			return nil, err
+		}
+	}
 	if x == nil {
 		x = &FileData{}
 	}
-	x.Delta = ext
+	x.Delta, x.Zero = ext, zero
 	return x, nil
 }
 
 // rangeDelta writes range e, sent as the extents ext of its blocks (from
-// src), into its partial fd at the range's offset, the blocks not sent
-// copied from DEST's file (b) and checked against the hashes that went to
+// src) and zero of its blocks of zeros, into its partial fd at the
+// range's offset, the blocks not sent copied from DEST's file (b) and checked against the hashes that went to
 // the sender: it returns the bytes read from src, the range's DeltaSum,
 // and a read error (src) or a write error (the partial, or a DEST block
 // that no longer hashes as it did: DEST changed meanwhile, and the range
 // fails to go again).
-func (t *Txn) rangeDelta(fd int, e *model.Entry, src io.Reader, ext []wire.Extent, b *deltaBase) (n int64, sum wire.Sum, rerr, werr error) {
+func (t *Txn) rangeDelta(fd int, e *model.Entry, src io.Reader, ext, zero []wire.Extent, b *deltaBase) (n int64, sum wire.Sum, rerr, werr error) {
 	nb := wire.BlockCount(e.Len, b.bs)
 	got := make([]wire.Sum, nb)
 	buf := make([]byte, min(b.bs, e.Len))
@@ -545,7 +620,22 @@ func (t *Txn) rangeDelta(fd int, e *model.Entry, src io.Reader, ext []wire.Exten
 		}
 		return nil
 	}
-	for _, x := range ext {
+	for len(ext) > 0 || len(zero) > 0 {
+		if len(zero) > 0 && (len(ext) == 0 || zero[0].Off < ext[0].Off) {
+			z := zero[0]
+			zero = zero[1:]
+			if werr = keep(z.Off / b.bs); werr != nil {
+				return n, sum, nil, werr
+			}
+			if werr = zeroExtent(fd, e.Off+z.Off, z.Len, buf); werr != nil {
+				return n, sum, nil, werr
+			}
+			zeroHashes(got, nil, z, b.bs)
+			next = (z.Off + z.Len + b.bs - 1) / b.bs
+			continue
+		}
+		x := ext[0]
+		ext = ext[1:]
 		if werr = keep(x.Off / b.bs); werr != nil {
 			return n, sum, nil, werr
 		}

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"errors"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -200,26 +201,40 @@ func TestDeltaCorrupt(t *testing.T) {
 
 // TestDeltaHostileMap: a sender's delta map that leaves the file, overlaps,
 // cuts a block, declares other bytes than the entry carries, or comes
-// for a file the receiver sent no block list for is refused as a bad
-// stream, and DEST keeps its file and no temporary.
+// for a file the receiver sent no block list for, and a map of blocks of
+// zeros that touches a block of data, cuts a block or comes without a
+// delta, is refused as a bad stream, and DEST keeps its file and no
+// temporary.
 func TestDeltaHostileMap(t *testing.T) {
 	const size = 1 << 20
 	bs := int64(wire.MinBlock)
+	zeros := func(z ...wire.Extent) map[string]string {
+		return map[string]string{wire.PAXDeltaZero: wire.FormatExtents(z)}
+	}
+	data := []wire.Extent{{Off: 6 * bs, Len: bs}}
 	for _, c := range []struct {
 		name string
-		ext  []wire.Extent
+		ext  []wire.Extent // nil: the file whole
+		rec  map[string]string
 	}{
-		{"outside", []wire.Extent{{Off: size, Len: bs}}},
-		{"overlap", []wire.Extent{{Off: 0, Len: 2 * bs}, {Off: bs, Len: bs}}},
-		{"unaligned", []wire.Extent{{Off: 100, Len: bs}}},
-		{"cut block", []wire.Extent{{Off: 0, Len: bs - 1}}},
+		{"outside", []wire.Extent{{Off: size, Len: bs}}, nil},
+		{"overlap", []wire.Extent{{Off: 0, Len: 2 * bs}, {Off: bs, Len: bs}}, nil},
+		{"unaligned", []wire.Extent{{Off: 100, Len: bs}}, nil},
+		{"cut block", []wire.Extent{{Off: 0, Len: bs - 1}}, nil},
+		{"zeros over data", data, zeros(wire.Extent{Off: 6 * bs, Len: bs})},
+		{"zeros into data", data, zeros(wire.Extent{Off: 5 * bs, Len: 2 * bs})},
+		{"zeros unaligned", data, zeros(wire.Extent{Off: 3*bs + 1, Len: bs})},
+		{"zeros without a delta", nil, zeros(wire.Extent{Off: 3 * bs, Len: bs})},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := newSandbox(t)
 			old := bytes.Repeat([]byte{7}, size)
 			r, m, need, d, bl := deltaDest(t, s, old, size)
 			content := make([]byte, size+int(bs)) // room for the extents to read from
-			stream, _ := deltaSender(t, m.ID, "f", content, bl, c.ext)
+			stream, _ := deltaSenderRec(t, m.ID, "f", content, bl, c.ext, c.rec)
+			if c.ext == nil {
+				stream = wholeWith(t, m.ID, "f", content[:size], c.rec)
+			}
 			_, err := r.ReceiveDeltas(m, need, d, bytes.NewReader(stream))
 			if !errors.Is(err, extract.ErrStream) {
 				t.Fatalf("got %v, want a bad stream", err)
@@ -302,6 +317,40 @@ func rangeDeltaBatch(t *testing.T, r *extract.Receiver, id uint64, size, off, l 
 	return m, need, d, bl
 }
 
+// landRanges sends content, the new version of DEST's f, range by range
+// (of split bytes) as block deltas against the block lists r sends, and
+// returns the bytes carried. plan, given each range's offset, length,
+// bytes and block list, returns the extents to send (nil: the blocks that
+// differ) and PAX records to add.
+func landRanges(t *testing.T, r *extract.Receiver, content []byte, split int64, plan func(off, l int64, part []byte, bl *wire.BlockList) ([]wire.Extent, map[string]string)) int {
+	t.Helper()
+	size := int64(len(content))
+	var carried int
+	for k, off := 0, int64(0); off < size; k, off = k+1, off+split {
+		l := min(split, size-off)
+		m, need, d, bl := rangeDeltaBatch(t, r, uint64(k+1), size, off, l)
+		if !need[0] || bl == nil {
+			t.Fatalf("range at %d: need %v, block list %v: want it asked for as a delta", off, need, bl != nil)
+		}
+		ext, rec := plan(off, l, content[off:off+l], bl)
+		rec = maps.Clone(rec)
+		if rec == nil {
+			rec = map[string]string{}
+		}
+		rec[wire.PAXRange] = wire.FormatRange(&m.Entries[0])
+		stream, sum := deltaSenderRec(t, m.ID, "f", content[off:off+l], bl, ext, rec)
+		carried += len(stream)
+		tx, err := r.ReceiveDeltas(m, need, d, bytes.NewReader(stream))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ack := tx.CommitSums(m.ID, nil, []wire.IndexedSum{{Index: 0, Sum: sum}}); len(ack.Errors) > 0 {
+			t.Fatalf("range at %d: ack %+v", off, ack)
+		}
+	}
+	return carried
+}
+
 // TestDeltaRanges: a split file's ranges each go as a block delta against
 // DEST's file, the blocks counted from the range's offset: an edit across
 // their boundary and an append past the old end; the partial holds the
@@ -326,26 +375,12 @@ func TestDeltaRanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := s.open(t, extract.Options{DeltaMin: 1})
-	var carried int
-	for k, off := 0, int64(0); off < size; k, off = k+1, off+split {
-		l := min(int64(split), size-off)
-		m, need, d, bl := rangeDeltaBatch(t, r, uint64(k+1), size, off, l)
-		if !need[0] || bl == nil {
-			t.Fatalf("range at %d: need %v, block list %v: want it asked for as a delta", off, need, bl != nil)
-		}
+	carried := landRanges(t, r, content, split, func(off, l int64, _ []byte, bl *wire.BlockList) ([]wire.Extent, map[string]string) {
 		if bl.BlockSize != wire.BlockSize(size) || bl.Len != min(l, oldSize-off) {
 			t.Fatalf("range at %d: block list of %d bytes in blocks of %d", off, bl.Len, bl.BlockSize)
 		}
-		stream, sum := deltaSenderRec(t, m.ID, "f", content[off:off+l], bl, nil, map[string]string{wire.PAXRange: wire.FormatRange(&m.Entries[0])})
-		carried += len(stream)
-		tx, err := r.ReceiveDeltas(m, need, d, bytes.NewReader(stream))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ack := tx.CommitSums(m.ID, nil, []wire.IndexedSum{{Index: 0, Sum: sum}}); len(ack.Errors) > 0 {
-			t.Fatalf("range at %d: ack %+v", off, ack)
-		}
-	}
+		return nil, nil
+	})
 	got, _ := os.ReadFile(filepath.Join(s.root, "f"))
 	if !bytes.Equal(got, content) {
 		t.Fatalf("DEST holds %d bytes, not the new %d", len(got), len(content))

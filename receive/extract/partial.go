@@ -434,7 +434,7 @@ func (t *Txn) writeRange(i int, e *model.Entry, src io.Reader, x *FileData, b *d
 	var h *xxh3.Hasher128
 	var dsum wire.Sum
 	if b != nil {
-		n, dsum, rerr, werr = t.rangeDelta(fd, e, src, x.Delta, b)
+		n, dsum, rerr, werr = t.rangeDelta(fd, e, src, x.Delta, x.Zero, b)
 		t.wrote(start, nil)
 	} else {
 		var in io.Reader

@@ -47,6 +47,11 @@ func fdatasync(fd int) error { return unix.Fdatasync(fd) }
 // fallocate allocates n bytes of fd from off, growing its size.
 func fallocate(fd int, off, n int64) error { return unix.Fallocate(fd, 0, off, n) }
 
+// punchHole makes n bytes of fd from off a hole, its size kept.
+func punchHole(fd int, off, n int64) error {
+	return unix.Fallocate(fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, n)
+}
+
 func mknodat(dfd int, name string, mode uint32, major, minor uint32) error {
 	return unix.Mknodat(dfd, name, mode, int(unix.Mkdev(major, minor)))
 }

@@ -30,6 +30,7 @@ func hasCap(int) bool { return os.Geteuid() == 0 }
 func openBeneath(int, string, int) (int, error)         { return -1, unix.ENOSYS }
 func fdatasync(fd int) error                            { return unix.Fsync(fd) }
 func fallocate(int, int64, int64) error                 { return unix.ENOSYS }
+func punchHole(int, int64, int64) error                 { return unix.ENOSYS }
 func mknodat(int, string, uint32, uint32, uint32) error { return unix.ENOSYS }
 func pipe2(*[2]int) error                               { return unix.ENOSYS }
 func splice(int, int, int, bool) (int64, error)         { return 0, unix.ENOSYS }

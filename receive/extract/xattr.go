@@ -44,6 +44,9 @@ type FileData struct {
 	// Delta, if not nil, is a block delta's extents (wire.PAXDelta): R
 	// yields their data, written into the file's delta temporary.
 	Delta []wire.Extent
+	// Zero are a block delta's blocks of zeros (wire.PAXDeltaZero): no
+	// data of theirs arrives, and they are made holes.
+	Zero []wire.Extent
 }
 
 // Read reads the file's data.

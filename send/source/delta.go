@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/bulkmove/bulkmove/internal/holes"
 	"github.com/bulkmove/bulkmove/metrics"
 	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/wire"
@@ -31,42 +32,113 @@ type Delta struct {
 // deltaHook, if set, is called between a delta's two passes (tests).
 var deltaHook func(path string)
 
+// What the first pass makes of each block.
+const (
+	blockKeep byte = iota // the receiver's is the same
+	blockSend             // its bytes go
+	blockZero             // zeros: a hole of f's, or zeros that differ (--sparse)
+)
+
 // deltaPlan is the first pass over f (entry e: the whole file, or one
 // range of it) against the receiver's block list bl: the hash of each of
-// its blocks and the extents of those to send, both counted from e's
-// first byte. A read error or a file shorter than e's end is returned.
-func (s Source) deltaPlan(f *File, e *model.Entry, bl *wire.BlockList, buf []byte, ctr *metrics.Stream) (ext []wire.Extent, hashes []wire.Sum, err error) {
+// its blocks, the extents of those to send and, with --sparse, of those
+// that are zeros, all counted from e's first byte. A block that lies
+// wholly in one of f's holes is not read: it hashes as zeros, and goes as
+// one (the receiver makes it a hole, where its own may hold data). A read
+// error or a file shorter than e's end is returned.
+func (s Source) deltaPlan(f *File, e *model.Entry, bl *wire.BlockList, buf []byte, ctr *metrics.Stream) (ext, zero []wire.Extent, hashes []wire.Sum, err error) {
 	bs := bl.BlockSize
 	base, size := e.DataOff(), e.DataLen() // a range's blocks start at its offset
 	hashes = make([]wire.Sum, wire.BlockCount(size, bs))
+	kind := make([]byte, len(hashes))
+	var data []wire.Extent // where f's data lies (nil: everywhere)
+	if s.Sparse {
+		data = holes.Data(f.fd, base, base+size, wire.MaxDeltaExtents)
+	}
 	start := time.Now()
 	for k := range hashes {
 		off := int64(k) * bs
-		p := buf[:min(bs, size-off)]
-		s.Limit.Wait(len(p))
-		if err := readAt(f, p, base+off); err != nil {
-			return nil, nil, err
-		}
-		hashes[k] = wire.BlockHash(p)
-		if !bl.Differs(k, size, hashes[k]) {
+		l := min(bs, size-off)
+		if holes.In(data, base+off, l) {
+			hashes[k], kind[k] = wire.ZeroHash(l), blockZero
 			continue
 		}
-		if n := len(ext); n > 0 && ext[n-1].Off+ext[n-1].Len == off {
-			ext[n-1].Len += int64(len(p))
-		} else {
-			ext = append(ext, wire.Extent{Off: off, Len: int64(len(p))})
+		p := buf[:l]
+		s.Limit.Wait(len(p))
+		if err := readAt(f, p, base+off); err != nil {
+			return nil, nil, nil, err
+		}
+		hashes[k] = wire.BlockHash(p)
+		switch {
+		case !bl.Differs(k, size, hashes[k]):
+		case s.Sparse && hashes[k] == wire.ZeroHash(l):
+			kind[k] = blockZero
+		default:
+			kind[k] = blockSend
 		}
 	}
 	if ctr != nil {
 		ctr.ReadNanos.Add(int64(time.Since(start)))
 	}
+	ext, zero = planRuns(kind, bs, size)
+	if len(zero) > wire.MaxDeltaExtents {
+		// Too many runs of zeros: those the receiver holds as zeros
+		// already stay as they are there, and if that is not enough
+		// the rest go as bytes.
+		for k := range kind {
+			if kind[k] == blockZero && !bl.Differs(k, size, hashes[k]) {
+				kind[k] = blockKeep
+			}
+		}
+		if ext, zero = planRuns(kind, bs, size); len(zero) > wire.MaxDeltaExtents {
+			for k := range kind {
+				if kind[k] == blockZero {
+					kind[k] = blockSend
+				}
+			}
+			ext, zero = planRuns(kind, bs, size)
+		}
+	}
+	return ext, zero, hashes, nil
+}
+
+// planRuns makes the blocks' kinds into the extents to send (at most
+// wire.MaxDeltaExtents: the closest are merged, and the blocks between
+// them sent too) and those of zeros, in a file of size bytes.
+func planRuns(kind []byte, bs, size int64) (ext, zero []wire.Extent) {
+	ext = runs(kind, blockSend, bs, size)
+	if len(ext) > wire.MaxDeltaExtents {
+		for minGap := int64(2 * bs); len(ext) > wire.MaxDeltaExtents; minGap *= 2 {
+			ext = holes.Merge(ext, minGap) // (whole blocks: the gaps are)
+		}
+		for _, x := range ext {
+			for off := x.Off; off < x.Off+x.Len; off += bs {
+				kind[off/bs] = blockSend
+			}
+		}
+	}
 	if ext == nil {
 		ext = []wire.Extent{} // nothing but the size
 	}
-	for minGap := int64(2 * bs); len(ext) > wire.MaxDeltaExtents; minGap *= 2 {
-		ext = mergeExtents(ext, minGap) // (whole blocks: the gaps are)
+	return ext, runs(kind, blockZero, bs, size)
+}
+
+// runs is the extents of the blocks of kind k.
+func runs(kind []byte, k byte, bs, size int64) []wire.Extent {
+	var ext []wire.Extent
+	for i, c := range kind {
+		if c != k {
+			continue
+		}
+		off := int64(i) * bs
+		l := min(bs, size-off)
+		if n := len(ext); n > 0 && ext[n-1].Off+ext[n-1].Len == off {
+			ext[n-1].Len += l
+		} else {
+			ext = append(ext, wire.Extent{Off: off, Len: l})
+		}
 	}
-	return ext, hashes, nil
+	return ext
 }
 
 // sendDelta is the second pass: the extents' blocks (counted from base,

@@ -7,9 +7,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/bulkmove/bulkmove/internal/holes"
 	"github.com/bulkmove/bulkmove/metrics"
 	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/wire"
@@ -114,4 +117,101 @@ func TestDeltaBlockChangedWhileRead(t *testing.T) {
 	if len(w.Failed) != 1 || !errors.Is(w.Failed[0].Err, ErrChanged) || len(w.Discards) != 1 || len(w.Sums) != 0 || len(w.Deltas) != 0 {
 		t.Fatalf("failed %v, discards %v, sums %v, deltas %v: want the file discarded as changed", w.Failed, w.Discards, w.Sums, w.Deltas)
 	}
+}
+
+// TestDeltaSparseSource: SRC's 64 GiB image holding 1 MiB of data, where
+// DEST's copy holds other data in that block and in one SRC has a hole,
+// goes as the one block that changed, its holes named as zeros and sent
+// as no bytes, and not read: its sum is that of the blocks' hashes, those
+// of the holes the hash of zeros.
+func TestDeltaSparseSource(t *testing.T) {
+	root := t.TempDir()
+	const size, at = 64 << 30, 10 << 30
+	p := filepath.Join(root, "f")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := bytes.Repeat([]byte("new "), 1<<18)
+	f.WriteAt(data, at)
+	f.Truncate(size)
+	f.Close()
+	st, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := holes.Data(fdOf(t, p), 0, size, 16); m == nil {
+		t.Skipf("the filesystem of %s keeps no holes", root)
+	}
+	e := model.Entry{Path: "f", Kind: model.KindFile, Mode: 0o644, Size: size, MTime: st.ModTime().UnixNano(), Nlink: 1}
+	bs := wire.BlockSize(size)
+	bl := &wire.BlockList{ID: 1, BlockSize: bs, Len: size, Hashes: make([]wire.Sum, wire.BlockCount(size, bs))}
+	want := make([]wire.Sum, len(bl.Hashes))
+	for k := range bl.Hashes {
+		bl.Hashes[k], want[k] = wire.ZeroHash(bs), wire.ZeroHash(bs)
+	}
+	block := append(bytes.Clone(data), make([]byte, bs-int64(len(data)))...)
+	want[at/bs] = wire.BlockHash(block)
+	bl.Hashes[at/bs] = wire.BlockHash(bytes.Repeat([]byte("old "), int(bs/4)))
+	bl.Hashes[20<<30/bs] = wire.BlockHash(bytes.Repeat([]byte("old "), int(bs/4))) // a hole at SRC
+	var buf bytes.Buffer
+	before := procIO(t, "rchar")
+	w, err := Source{Root: root, Sparse: true}.WriteBatch(&buf, &wire.BatchManifest{ID: 1, Entries: []model.Entry{e}}, []bool{true}, map[int]*wire.BlockList{0: bl}, nil, true)
+	read := procIO(t, "rchar") - before
+	if err != nil || len(w.Failed) > 0 {
+		t.Fatalf("WriteBatch: %v %v", err, w.Failed)
+	}
+	t.Logf("64 GiB with 1 MiB of data: %d bytes read, %d of tar", read, buf.Len())
+	if read > 16<<20 {
+		t.Errorf("%d bytes read to send a delta of 1 MiB of data", read)
+	}
+	tr := tar.NewReader(&buf)
+	tr.Next() // the batch's global header
+	h, err := tr.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := h.PAXRecords[wire.PAXDelta], wire.FormatExtents([]wire.Extent{{Off: at, Len: bs}}); got != want {
+		t.Errorf("delta map %q, want %q", got, want)
+	}
+	zero := wire.FormatExtents([]wire.Extent{{Off: 0, Len: at}, {Off: at + bs, Len: size - at - bs}})
+	if got := h.PAXRecords[wire.PAXDeltaZero]; got != zero {
+		t.Errorf("map of zeros %q, want %q", got, zero)
+	}
+	if got, _ := io.ReadAll(tr); !bytes.Equal(got, block) {
+		t.Errorf("the entry carries %d bytes, not the changed block", len(got))
+	}
+	if len(w.Sums) != 1 || w.Sums[0].Sum != wire.DeltaSum(size, bs, want) {
+		t.Errorf("sums %+v: not the delta's", w.Sums)
+	}
+	if len(w.Deltas) != 1 || w.Deltas[0].Sent != bs {
+		t.Errorf("deltas %+v, want one block sent", w.Deltas)
+	}
+}
+
+func fdOf(t *testing.T, p string) int {
+	t.Helper()
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return int(f.Fd())
+}
+
+// procIO is the count key of /proc/self/io: this process's reads so far.
+func procIO(t *testing.T, key string) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		t.Skipf("no /proc/self/io: %v", err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, key+": "); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			return n
+		}
+	}
+	t.Skipf("no %s in /proc/self/io", key)
+	return 0
 }

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/bulkmove/bulkmove/internal/holes"
 	"github.com/bulkmove/bulkmove/internal/xattrs"
 	"github.com/bulkmove/bulkmove/model"
 	"github.com/bulkmove/bulkmove/wire"
@@ -25,7 +26,9 @@ import (
 // it could not read.
 func (s Source) Extras(f *File, e *model.Entry) (ext []wire.Extent, xs []wire.Xattr, err error) {
 	if s.Sparse && e.Size >= wire.SparseMin {
-		ext = extents(f.fd, e.Size)
+		// (A map of more than wire.MaxExtents sends the smallest holes as
+		// zeros.) The seeks keep the offset: a dense file is read from it.
+		ext = holes.Data(f.fd, 0, e.Size, wire.MaxExtents)
 	}
 	if s.Xattrs || s.ACLs {
 		xs, err = s.readXattrs(xattrs.Target{Fd: f.fd}, f.Name(), model.KindFile)
@@ -125,61 +128,6 @@ func (s Source) EntryXattrs(entries []model.Entry, warn func(Error)) [][]wire.Xa
 		all[i] = xs
 	}
 	return all
-}
-
-// extents returns where the data of the open file fd (of size bytes) lies
-// if it has holes; nil if it has none, or the filesystem cannot say. A map
-// of more than wire.MaxExtents extents is coarsened: the smallest holes are
-// sent as zeros.
-func extents(fd int, size int64) []wire.Extent {
-	// The seeks move the file's offset: a dense file is then read from
-	// its start (a sparse one with pread).
-	defer unix.Seek(fd, 0, io.SeekStart)
-	hole, err := unix.Seek(fd, 0, unix.SEEK_HOLE)
-	if err != nil || hole >= size {
-		return nil // dense (or no SEEK_HOLE: the kernel says "all data")
-	}
-	ext := []wire.Extent{}
-	minHole := int64(0) // holes smaller than this are sent as data
-	for pos := int64(0); pos < size; {
-		data, err := unix.Seek(fd, pos, unix.SEEK_DATA)
-		if err == unix.ENXIO || err == nil && data >= size {
-			break // a hole to the end
-		}
-		if err != nil {
-			return nil
-		}
-		end, err := unix.Seek(fd, data, unix.SEEK_HOLE)
-		if err != nil {
-			return nil
-		}
-		end = min(end, size)
-		if n := len(ext); n > 0 && data-(ext[n-1].Off+ext[n-1].Len) < minHole {
-			ext[n-1].Len = end - ext[n-1].Off
-		} else {
-			ext = append(ext, wire.Extent{Off: data, Len: end - data})
-		}
-		for len(ext) > wire.MaxExtents {
-			minHole = max(2*minHole, 64<<10)
-			ext = mergeExtents(ext, minHole)
-		}
-		pos = end
-	}
-	return ext
-}
-
-// mergeExtents joins the extents apart by less than minHole.
-func mergeExtents(ext []wire.Extent, minHole int64) []wire.Extent {
-	out := ext[:1]
-	for _, x := range ext[1:] {
-		last := &out[len(out)-1]
-		if x.Off-(last.Off+last.Len) < minHole {
-			last.Len = x.Off + x.Len - last.Off
-		} else {
-			out = append(out, x)
-		}
-	}
-	return out
 }
 
 // DataReader reads what of f travels: all of it (f itself, which

@@ -9,8 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -21,21 +19,7 @@ import (
 )
 
 // readCalls is how many read(2)-family system calls this process has made.
-func readCalls(t *testing.T) int {
-	t.Helper()
-	b, err := os.ReadFile("/proc/self/io")
-	if err != nil {
-		t.Skipf("no /proc/self/io: %v", err)
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "syscr: "); ok {
-			n, _ := strconv.Atoi(v)
-			return n
-		}
-	}
-	t.Skip("no syscr in /proc/self/io")
-	return 0
-}
+func readCalls(t *testing.T) int { return int(procIO(t, "syscr")) }
 
 // TestRingReadsSmallFiles: a batch of small files goes into the tar stream
 // exactly as the one-by-one way sends it, files that changed since the walk

@@ -452,7 +452,7 @@ type Written struct {
 
 // WriteBatch is WriteTar, with hash WriteTarSums, given the receiver's
 // block lists by entry (nil: none): those files go as a block delta
-// (delta.go) unless they are sent as sparse extents.
+// (delta.go), a sparse one's holes as blocks of zeros.
 func (s Source) WriteBatch(w io.Writer, b *wire.BatchManifest, need []bool, blocks map[int]*wire.BlockList, ctr *metrics.Stream, hash bool) (Written, error) {
 	var res Written
 	var err error
@@ -526,11 +526,11 @@ func (s Source) writeTarBlocks(w io.Writer, b *wire.BatchManifest, need []bool, 
 		if xerr != nil {
 			failed = append(failed, Error{i, xerr})
 		}
-		if bl := blocks[i]; bl != nil && ext == nil && f.ahead == nil && !f.inMem {
+		if bl := blocks[i]; bl != nil && f.ahead == nil && !f.inMem {
 			if int64(len(dbuf)) < bl.BlockSize {
 				dbuf = make([]byte, bl.BlockSize)
 			}
-			dext, hashes, perr := s.deltaPlan(f, e, bl, dbuf, ctr)
+			dext, zero, hashes, perr := s.deltaPlan(f, e, bl, dbuf, ctr)
 			if perr != nil {
 				// Nothing of it is in the stream: left out, its
 				// temporary dropped.
@@ -542,7 +542,7 @@ func (s Source) writeTarBlocks(w io.Writer, b *wire.BatchManifest, need []bool, 
 				deltaHook(e.Path)
 			}
 			sent := wire.DataSize(e.DataLen(), dext)
-			dw, err := ts.beginDelta(e, dext, xs)
+			dw, err := ts.beginDelta(e, dext, zero, xs)
 			if err != nil {
 				f.Close()
 				return nil, nil, nil, err

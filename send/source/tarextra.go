@@ -42,15 +42,19 @@ func (t *tarStream) writeExtraHeader(e *model.Entry, ext []wire.Extent, xs []wir
 }
 
 // beginDelta writes the header of regular file e (or of one range of it)
-// sent as the block delta ext (wire.PAXDelta), with its attributes: the
-// entry's size is the extents' bytes.
-func (t *tarStream) beginDelta(e *model.Entry, ext []wire.Extent, xs []wire.Xattr) (io.Writer, error) {
+// sent as the block delta ext (wire.PAXDelta) and its blocks of zeros
+// (wire.PAXDeltaZero), with its attributes: the entry's size is ext's
+// bytes.
+func (t *tarStream) beginDelta(e *model.Entry, ext, zero []wire.Extent, xs []wire.Xattr) (io.Writer, error) {
 	t.viaTW = true // end flushes archive/tar's padding
 	rec := make(map[string]string, len(xs)+1)
 	for _, x := range xs {
 		rec[wire.PAXXattr+x.Name] = x.Value
 	}
 	rec[wire.PAXDelta] = wire.FormatExtents(ext) // (a range's: from its offset)
+	if len(zero) > 0 {
+		rec[wire.PAXDeltaZero] = wire.FormatExtents(zero)
+	}
 	if e.IsRange() {
 		rec[wire.PAXRange] = wire.FormatRange(e)
 	}

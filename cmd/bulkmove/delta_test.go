@@ -296,8 +296,15 @@ func TestDeltaRanges(t *testing.T) {
 // two blocks, a hole punched where it held data and data written where
 // it had a hole goes as a block delta of about the data that changed,
 // not its holes nor its other data; DEST ends byte for byte as SRC's,
-// taking no more room, with holes where SRC has them.
+// taking no more room, with holes where SRC has them: built in a copy,
+// or patched in place (--inplace).
 func TestDeltaSparse(t *testing.T) {
+	for _, mode := range []string{"copy", "inplace"} {
+		t.Run(mode, func(t *testing.T) { deltaSparse(t, mode == "inplace") })
+	}
+}
+
+func deltaSparse(t *testing.T, inPlace bool) {
 	const size, mb = 256 << 20, 1 << 20
 	dir := shmDir(t)
 	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
@@ -344,7 +351,11 @@ func TestDeltaSparse(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	out, code := runBM(t, nil, "--via-agent", "--split-size", "0", "--delta-min", "1MiB", "--stats", "-v", "-j", "1", src+"/", dst)
+	args := []string{"--via-agent", "--split-size", "0", "--delta-min", "1MiB", "--stats", "-v", "-j", "1"}
+	if inPlace {
+		args = append(args, "--inplace")
+	}
+	out, code := runBM(t, nil, append(args, src+"/", dst)...)
 	if code != 0 {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}

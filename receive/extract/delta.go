@@ -209,7 +209,7 @@ func (r *Receiver) deltaBase(e *model.Entry) (*deltaBase, error) {
 		dir.Close()
 		return nil, nil
 	}
-	if err := cloneOrCopy(b.fd, old, st.Size, func(alloc int64) error { return roomFor(dfd, e, alloc, st.Size) }); err != nil {
+	if err := cloneOrCopy(b.fd, old, st.Size, func(alloc int64) error { return r.roomFor(dfd, e, alloc, st.Size) }); err != nil {
 		b.drop()
 		if errors.Is(err, ErrNoRoom) {
 			return nil, err
@@ -262,15 +262,15 @@ func (r *Receiver) rangeBase(e *model.Entry) *deltaBase {
 
 // roomFor says whether DEST (dfd's filesystem) has room for a copy of
 // e's old version of size bytes, alloc of them data (the rest holes), and
-// its growth, else why not.
-func roomFor(dfd int, e *model.Entry, alloc, size int64) error {
+// its growth, else why not, and what to do.
+func (r *Receiver) roomFor(dfd int, e *model.Entry, alloc, size int64) error {
 	var fs unix.Statfs_t
 	if deltaStatfs(dfd, &fs) != nil {
 		return nil // unknown: the copy will tell
 	}
 	free := int64(fs.Bavail) * int64(fs.Bsize)
 	if want := alloc + max(0, e.Size-size); free < want {
-		return fmt.Errorf("receive %s: %w of its %s (%s free at DEST): the new version is built beside the old one and renamed into place; free room at DEST, or patch the file where it is with --inplace (see docs/delta.md)", e.Path, ErrNoRoom, units.Size(want), units.Size(free))
+		return fmt.Errorf("receive %s: %w of its %s (%s free at DEST): the new version is built beside the old one and renamed into place; %s", e.Path, ErrNoRoom, units.Size(want), units.Size(free), r.noRoomHint())
 	}
 	return nil
 }

@@ -113,6 +113,18 @@ func (r *Receiver) inPlaceBase(e *model.Entry) (*deltaBase, error) {
 	return b, nil
 }
 
+// noRoomHint says what to do about a file whose copy DEST has no room
+// for: --inplace, or, given, why it did not apply.
+func (r *Receiver) noRoomHint() string {
+	switch {
+	case !r.opt.InPlace:
+		return "free room at DEST, or patch the file where it is with --inplace (see docs/delta.md)"
+	case r.backingUp():
+		return "free room at DEST (--inplace does not patch a file --backup keeps the old version of)"
+	}
+	return "free room at DEST (--inplace patches only a regular file of 1 MiB or more with no other hard link at DEST)"
+}
+
 // markTorn records, durably, that the file base of the directory dir is
 // about to be patched in place: the marker holds the file's name and the
 // version it is being patched into.

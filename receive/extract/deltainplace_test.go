@@ -263,3 +263,44 @@ func TestDeltaInPlaceRefused(t *testing.T) {
 		}
 	})
 }
+
+// TestDeltaInPlaceNoRoomHint: a file --inplace does not patch (another
+// hard link at DEST), with no room for its copy, fails before its data
+// saying why --inplace did not apply; without --inplace, the message
+// says to use it.
+func TestDeltaInPlaceNoRoomHint(t *testing.T) {
+	for _, c := range []struct {
+		opt  extract.Options
+		want string
+	}{
+		{extract.Options{DeltaMin: 1}, "with --inplace"},
+		{extract.Options{DeltaMin: 1, InPlace: true}, "no other hard link"},
+	} {
+		s := newSandbox(t)
+		f := filepath.Join(s.root, "f")
+		old := bytes.Repeat([]byte("o"), 2<<20)
+		os.WriteFile(f, old, 0o644)
+		os.Link(f, filepath.Join(s.root, "g"))
+		func() {
+			defer extract.SetDeltaFree(1000)()
+			r := s.open(t, c.opt)
+			m := &wire.BatchManifest{ID: 1, Entries: []model.Entry{fileE("f", 2<<20)}}
+			need := r.Need(m.Entries)
+			d := r.PrepareDeltas(m.Entries, need)
+			if need[0] {
+				t.Skip("DEST's filesystem shares blocks: the copy needs no room")
+			}
+			tx, err := r.ReceiveDeltas(m, need, d, bytes.NewReader(tarOf(t, 1)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ack := tx.Commit(1, nil)
+			if len(ack.Errors) != 1 || !strings.Contains(ack.Errors[0].Msg, "receive f: no room for the temporary copy") || !strings.Contains(ack.Errors[0].Msg, c.want) {
+				t.Fatalf("options %+v: ack %+v, want f refused saying %q", c.opt, ack, c.want)
+			}
+		}()
+		if got, _ := os.ReadFile(f); !bytes.Equal(got, old) {
+			t.Fatal("DEST's file changed")
+		}
+	}
+}

@@ -22,7 +22,8 @@ package extract
 // as any delta. A file that takes its name otherwise (sent whole, or
 // built in a copy by a pass without --inplace) drops its marker once in
 // place. The marker is not a temporary: the sweep of stale temporaries
-// never removes it, and --delete keeps it.
+// never removes it, and --delete keeps it while its file is there
+// (keepMarker) and removes it with its file.
 //
 // Only a regular file with one link is patched in place, opened beneath
 // DEST with no symlink followed: rsync's --inplace writes through hard
@@ -35,7 +36,10 @@ package extract
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path"
 	"strconv"
+	"strings"
 
 	"github.com/zeebo/xxh3"
 	"golang.org/x/sys/unix"
@@ -111,6 +115,44 @@ func (r *Receiver) inPlaceBase(e *model.Entry) (*deltaBase, error) {
 		return nil, nil
 	}
 	return b, nil
+}
+
+// keepMarker reports whether --delete keeps the entry name of the
+// directory d (p under the root), named as an in-place marker: a marker
+// this receiver wrote whose file is still there. A marker whose file is
+// gone is an extra like any other, and goes.
+func (pr *pruning) keepMarker(d *os.File, p, name string) bool {
+	fd, err := unix.Openat(int(d.Fd()), name, readFlags, 0)
+	if err != nil {
+		return false
+	}
+	buf := make([]byte, 4096)
+	n, _ := unix.Pread(fd, buf, 0)
+	unix.Close(fd)
+	var base string
+	for _, l := range strings.Split(string(buf[:max(n, 0)]), "\n") {
+		if q, ok := strings.CutPrefix(l, "file "); ok {
+			base, _ = strconv.Unquote(q)
+		}
+	}
+	var st unix.Stat_t
+	if base == "" || markerName(base) != name || unix.Fstatat(int(d.Fd()), base, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+		return false
+	}
+	if pr.marks == nil {
+		pr.marks = map[string]struct{}{}
+	}
+	pr.marks[path.Join(path.Dir(p), base)] = struct{}{}
+	return true
+}
+
+// dropMarker removes the marker of the file name of the directory d (p
+// under the root), deleted, if keepMarker kept one.
+func (pr *pruning) dropMarker(d *os.File, p, name string) {
+	if _, ok := pr.marks[p]; ok {
+		delete(pr.marks, p)
+		unix.Unlinkat(int(d.Fd()), markerName(name), 0)
+	}
 }
 
 // noRoomHint says what to do about a file whose copy DEST has no room

@@ -304,3 +304,32 @@ func TestDeltaInPlaceNoRoomHint(t *testing.T) {
 		}
 	}
 }
+
+// TestDeltaInPlacePrune: --delete keeps the marker of a torn file that
+// stays, and removes the marker of one it deletes or that is gone, whether
+// the file sorts before its marker or after.
+func TestDeltaInPlacePrune(t *testing.T) {
+	s := newSandbox(t)
+	for _, n := range []string{"kept", "deleted", "-deleted", "gone"} {
+		os.WriteFile(filepath.Join(s.root, n), []byte(n), 0o644)
+		if err := extract.MarkTorn(s.root, n, fileE(n, 2<<20)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Remove(filepath.Join(s.root, "gone"))
+	r := s.open(t, extract.Options{})
+	if _, err := r.Prune(".", extract.NewKeep("kept"), nil, false); err != nil {
+		t.Fatal(err)
+	}
+	names, _ := os.ReadDir(s.root)
+	var left []string
+	for _, n := range names {
+		left = append(left, n.Name())
+	}
+	if len(left) != 2 || left[1] != "kept" || !strings.HasPrefix(left[0], extract.InPlacePrefix) {
+		t.Fatalf("DEST holds %v: want kept and its marker", left)
+	}
+	if n := r.Need([]model.Entry{fileE("kept", 2<<20)}); !n[0] {
+		t.Fatal("kept lost its marker")
+	}
+}

@@ -1,9 +1,12 @@
 package extract
 
 import (
+	"os"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/bulkmove/bulkmove/model"
 )
 
 // SetStaleTemp sets the age of a stale temporary file (for tests) and
@@ -62,4 +65,15 @@ func SetDeltaFree(free int64) (restore func()) {
 		return nil
 	}
 	return func() { deltaStatfs = old }
+}
+
+// MarkTorn marks the file base of the directory dir as being patched in
+// place into e's version, as writeDelta does (for tests).
+func MarkTorn(dir, base string, e model.Entry) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return markTorn(int(d.Fd()), base, &e)
 }

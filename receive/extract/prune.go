@@ -324,6 +324,9 @@ type pruning struct {
 	n       PruneCount
 	stopped error // report's error: nothing more is done
 	depth   int   // of the entry under way below the directory pruned
+	// marks are the in-place markers kept so far (keepMarker), by path:
+	// a file deleted after its marker was kept takes it along.
+	marks map[string]struct{}
 }
 
 func (pr *pruning) removed(rm Removed) {
@@ -352,7 +355,7 @@ func (pr *pruning) entry(d *os.File, p, name string, typ fs.FileMode) (gone bool
 	if pr.stopped != nil || (pr.protect != nil && pr.protect(p, isDir)) || isDir && pr.r.isBackupDir(p, -1) {
 		return false, nil
 	}
-	if !isDir && strings.HasPrefix(name, InPlacePrefix) {
+	if !isDir && strings.HasPrefix(name, InPlacePrefix) && pr.keepMarker(d, p, name) {
 		// The marker of a file patched in place and not finished
 		// (deltainplace.go): the next pass that finishes it removes it.
 		return false, nil
@@ -378,6 +381,7 @@ func (pr *pruning) entry(d *os.File, p, name string, typ fs.FileMode) (gone bool
 				}
 				return false, fmt.Errorf("delete %s: %w", p, err)
 			}
+			pr.dropMarker(d, p, name)
 		}
 		pr.removed(Removed{Path: p, Top: pr.depth == 0, Type: typ.Type(), Backup: backup})
 		return !(backup && r.besides()), nil

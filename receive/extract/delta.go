@@ -13,6 +13,7 @@ package extract
 
 import (
 	"archive/tar"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -444,7 +445,7 @@ func (t *Txn) writeDelta(i int, e *model.Entry, src io.Reader, x *FileData, b *d
 			}
 			t.r.limit.Wait(len(p))
 			got[off/b.bs], have[off/b.bs] = wire.BlockHash(p), true
-			if err := pwriteAll(fd, p, off); err != nil {
+			if err := t.writeBlock(fd, p, off); err != nil {
 				discard()
 				t.failErr(i, "write", e.Path, err)
 				return t.drain(src, want-n)
@@ -518,17 +519,64 @@ func (t *Txn) writeDelta(i int, e *model.Entry, src io.Reader, x *FileData, b *d
 // zeroExtent makes n bytes of fd from off zeros: a hole, or where the
 // filesystem cannot punch one, zeros written from buf (cleared here).
 func zeroExtent(fd int, off, n int64, buf []byte) error {
-	err := punchHole(fd, off, n)
-	if err != unix.EOPNOTSUPP && err != unix.ENOSYS && err != unix.EINVAL {
-		return err
-	}
-	clear(buf)
-	for end := off + n; off < end; {
-		p := buf[:min(int64(len(buf)), end-off)]
-		if err := pwriteAll(fd, p, off); err != nil {
-			return err
+	return punchOr(fd, off, n, func() error {
+		clear(buf)
+		for end := off + n; off < end; {
+			p := buf[:min(int64(len(buf)), end-off)]
+			if err := pwriteAll(fd, p, off); err != nil {
+				return err
+			}
+			off += int64(len(p))
 		}
-		off += int64(len(p))
+		return nil
+	})
+}
+
+// punchOr punches a hole of n bytes of fd at off, or where the filesystem
+// cannot, calls write to write zeros there.
+func punchOr(fd int, off, n int64, write func() error) error {
+	err := punchHole(fd, off, n)
+	if err == unix.EOPNOTSUPP || err == unix.ENOSYS || err == unix.EINVAL {
+		return write()
+	}
+	return err
+}
+
+// holePage is the run of zeros a block written with --sparse leaves a
+// hole for: a page, the holes' granularity on tmpfs, ext4 and XFS.
+const holePage = 4096
+
+// writeBlock writes the block p at off into fd; with --sparse, its whole
+// pages of zeros as holes (punched: what lies under them may be old
+// data), so that a block sent for some data keeps SRC's holes beside it.
+func (t *Txn) writeBlock(fd int, p []byte, off int64) error {
+	if !t.r.opt.Sparse {
+		return pwriteAll(fd, p, off)
+	}
+	var zero [holePage]byte
+	chunk := func(i int) int { return min(holePage-int((off+int64(i))%holePage), len(p)-i) }
+	isZero := func(i int) bool { return chunk(i) == holePage && bytes.Equal(p[i:i+holePage], zero[:]) }
+	for len(p) > 0 {
+		d := 0
+		for d < len(p) && !isZero(d) {
+			d += chunk(d)
+		}
+		z := d
+		for z < len(p) && isZero(z) {
+			z += chunk(z)
+		}
+		if d > 0 {
+			if err := pwriteAll(fd, p[:d], off); err != nil {
+				return err
+			}
+		}
+		if z > d {
+			run, at := p[d:z], off+int64(d)
+			if err := punchOr(fd, at, int64(len(run)), func() error { return pwriteAll(fd, run, at) }); err != nil {
+				return err
+			}
+		}
+		p, off = p[z:], off+int64(z)
 	}
 	return nil
 }
@@ -614,7 +662,7 @@ func (t *Txn) rangeDelta(fd int, e *model.Entry, src io.Reader, ext, zero []wire
 			if got[next] = wire.BlockHash(p); got[next] != b.hashes[next] {
 				return fmt.Errorf("DEST's file changed while its blocks were used (the block at %d)", e.Off+off)
 			}
-			if err := pwriteAll(fd, p, e.Off+off); err != nil {
+			if err := t.writeBlock(fd, p, e.Off+off); err != nil {
 				return err
 			}
 		}
@@ -648,7 +696,7 @@ func (t *Txn) rangeDelta(fd int, e *model.Entry, src io.Reader, ext, zero []wire
 			}
 			t.r.limit.Wait(len(p))
 			got[off/b.bs] = wire.BlockHash(p)
-			if err := pwriteAll(fd, p, e.Off+off); err != nil {
+			if err := t.writeBlock(fd, p, e.Off+off); err != nil {
 				return n, sum, nil, err
 			}
 		}

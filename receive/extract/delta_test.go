@@ -73,13 +73,18 @@ func appendBlock(ext []wire.Extent, off, l int64) []wire.Extent {
 }
 
 // deltaDest writes DEST's old version of name and prepares the delta of
-// a new version of size bytes against it.
-func deltaDest(t *testing.T, s *sandbox, old []byte, size int64) (*extract.Receiver, *wire.BatchManifest, []bool, *extract.Deltas, *wire.BlockList) {
+// a new version of size bytes against it (with the receive options opt,
+// if given, else DeltaMin alone).
+func deltaDest(t *testing.T, s *sandbox, old []byte, size int64, opt ...extract.Options) (*extract.Receiver, *wire.BatchManifest, []bool, *extract.Deltas, *wire.BlockList) {
 	t.Helper()
 	if err := os.WriteFile(filepath.Join(s.root, "f"), old, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r := s.open(t, extract.Options{DeltaMin: 1})
+	o := extract.Options{DeltaMin: 1}
+	if len(opt) > 0 {
+		o = opt[0]
+	}
+	r := s.open(t, o)
 	m := &wire.BatchManifest{ID: 1, Entries: []model.Entry{fileE("f", size)}}
 	need := r.Need(m.Entries)
 	d := r.PrepareDeltas(m.Entries, need)

@@ -132,6 +132,23 @@ func TestDeltaInPlaceResume(t *testing.T) {
 	}
 	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	<-exited
+	// The agents die with it (its process group); the last of them
+	// releases the file's lock as it goes.
+	for start := time.Now(); ; {
+		h, err := os.Open(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = syscall.Flock(int(h.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		h.Close()
+		if err == nil {
+			break
+		}
+		if time.Since(start) > time.Minute {
+			t.Fatal("the killed agents still hold DEST's file locked")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	torn, _ := os.ReadFile(f)
 	if bytes.Equal(torn, now) || bytes.Equal(torn, old) {
 		t.Fatalf("killed at block %d, DEST's file is not torn", k)

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/bulkmove/bulkmove/internal/engine"
+	"github.com/bulkmove/bulkmove/internal/itemize"
 	"github.com/bulkmove/bulkmove/internal/progressline"
 	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/metrics"
@@ -31,6 +32,8 @@ control host tells it on standard input. The job's options come whole in
 func r2rSendFlags(fs *pflag.FlagSet) func(*call) int {
 	cfg := fs.String("config", "", "the job's options, as the control host gives them (engine.EncodeSenderConfig)")
 	verify := fs.String("verify", "", "compare SRC with DEST instead of moving it: content, or meta (verify --no-content)")
+	log := fs.Bool("log", false, "send the control host the job's --log-file lines (it has a --log-file)")
+	logFormat := fs.String("log-format", "", "with --log: the control host's --log-file-format")
 	return func(x *call) int {
 		if len(x.args) != 2 {
 			termsafe.Errorf(x.stderr, "usage: bulkmove --r2r-send --config CONFIG SRC DEST (started by a control host, not by hand)")
@@ -42,6 +45,11 @@ func r2rSendFlags(fs *pflag.FlagSet) func(*call) int {
 		}
 		if err == nil && *verify != "" && *verify != "content" && *verify != "meta" {
 			err = fmt.Errorf("--verify %q: want content or meta", *verify)
+		}
+		if err == nil && *logFormat != "" {
+			if _, err = itemize.ParseFormat(*logFormat); err == nil {
+				c.LogFileFormat = *logFormat // after Check: this host has no --log-file of its own
+			}
 		}
 		if err != nil {
 			termsafe.Errorf(x.stderr, "%s: %v", wire.CmdR2RSend, err)
@@ -55,7 +63,7 @@ func r2rSendFlags(fs *pflag.FlagSet) func(*call) int {
 		defer stopLimit()
 		out := &lineWriter{w: x.stdout}
 		s := engine.R2RSender{Config: c, Src: x.args[0], Dst: x.args[1], Stdin: x.stdin, Stdout: out, Stderr: x.stderr, ExitCode: exitCode, Limit: limit,
-			Progress: r2rProgress, Verify: *verify}
+			Progress: r2rProgress, Verify: *verify, Log: *log}
 		o := s.Run(ctx)
 		out.Flush()
 		return exitCode(o)

@@ -635,3 +635,37 @@ func TestR2RResume(t *testing.T) {
 	}
 	treecmp.Equal(t, src, dst, treecmp.Options{Owner: true})
 }
+
+// TestR2RLogFile: the control host's --log-file has box1's line for each
+// entry created or deleted, as a push's log has them, and the pass's
+// footer counts them; the data moved is in the footer's bytes.
+func TestR2RLogFile(t *testing.T) {
+	t.Parallel()
+	h, dir, src := newR2ROneFile(t)
+	os.MkdirAll(filepath.Join(src, "sub"), 0o755)
+	os.WriteFile(filepath.Join(src, "sub", "b"), []byte("more data"), 0o644)
+	os.Symlink("f", filepath.Join(src, "link"))
+	dst := filepath.Join(dir, "dst")
+	os.MkdirAll(dst, 0o755)
+	os.WriteFile(filepath.Join(dst, "stray"), []byte("x"), 0o644)
+	log := filepath.Join(dir, "cutover.log")
+	out, errOut, code := h.run(t, "--log-file", log, "--log-file-format", "%i %n%L (%l)", "--delete", "box1:"+src, "box2:"+dst)
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s%s", code, out, errOut)
+	}
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := string(b)
+	t.Logf("the control host's log:\n%s", got)
+	for _, want := range []string{"<f+++++++++ f (4)\n", "cd+++++++++ sub/ (", "<f+++++++++ sub/b (9)\n", "cL+++++++++ link -> f (", "*deleting   stray (",
+		"totals: 4 created, ", "1 deleted, 0 backed up, 0 failed; 13 bytes of file data sent", "exit 0 (done)"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the log lacks %q", want)
+		}
+	}
+	if strings.Contains(got, "\x00") {
+		t.Errorf("the log holds a NUL (a line meant for the control host only)")
+	}
+}

@@ -288,7 +288,7 @@ func (c *Config) checkFormats() error {
 // formats are the job's --out-format (nil without -i) and the format of
 // --log-file's item lines (nil without --log-file): --log-file-format,
 // by default rsync's '%i %n%L'.
-func (c *Config) formats() (out, log *itemize.Format) {
+func (c *Config) formats(logging bool) (out, log *itemize.Format) {
 	if c.Itemize {
 		f := c.OutFormat
 		if f == "" {
@@ -296,7 +296,7 @@ func (c *Config) formats() (out, log *itemize.Format) {
 		}
 		out, _ = itemize.ParseFormat(f)
 	}
-	if c.LogFile != "" {
+	if logging { // --log-file here, or the control host's (R2RSender)
 		f := c.LogFileFormat
 		if f == "" {
 			f = itemize.Default

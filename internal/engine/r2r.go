@@ -256,6 +256,12 @@ func (j *job) r2rSender(ctx context.Context, src sshx.Target, opt sshx.Options, 
 	if j.verifyAs != "" {
 		verify = " --verify " + j.verifyAs
 	}
+	if j.log != nil { // box1's per-entry lines, for this host's --log-file
+		verify += " --log"
+		if f := j.flags.LogFileFormat; f != "" {
+			verify += " --log-format " + sshx.ShellQuote(f)
+		}
+	}
 	args := fmt.Sprintf("%s --config %s%s -- %s %s", wire.CmdR2RSend, cfg, verify, sshx.ShellQuote(path), sshx.ShellQuote(j.dst))
 	self, err := os.Executable()
 	if err != nil {
@@ -313,7 +319,7 @@ func (c Config) forR2R() Config {
 		s.Jobs = min(autojobs.Start, c.Auto.Max)
 	}
 	s.Auto = AutoJobs{Max: c.Auto.Max}
-	s.LogFile, s.LogLevel = "", DefaultConfig().LogLevel
+	s.LogFile, s.LogFileFormat, s.LogLevel = "", "", DefaultConfig().LogLevel // the format goes in --log-format
 	s.Obs = DefaultConfig().Obs
 	s.Progress = "none"
 	s.SSH, s.Serve = SSHConfig{RemoteBulkmove: c.SSH.RemoteBulkmove}, ServeClient{}
@@ -363,8 +369,30 @@ func (j *job) r2rFollow(ctx context.Context, box1 string, sess *sshx.Session, br
 		for {
 			line, err := br.ReadBytes('\n')
 			if m, ok := bytes.CutPrefix(line, []byte(r2rMark)); ok {
+				if l, ok := bytes.CutPrefix(m, []byte("log ")); ok {
+					// A --log-file line of box1's job, as it was.
+					if j.log != nil {
+						j.log.Write(append(bytes.TrimSuffix(l, []byte("\n")), '\n'))
+					}
+					if err != nil {
+						return
+					}
+					continue
+				}
 				verb, rest, _ := strings.Cut(strings.TrimSpace(string(m)), " ")
-				if verb != "progress" {
+				if verb == "logged" {
+					var n r2rLogged
+					if json.Unmarshal([]byte(rest), &n) == nil {
+						j.logged.add(func(l *Logged) {
+							l.Created += n.Created
+							l.Changed += n.Changed
+							l.Deleted += n.Deleted
+							l.BackedUp += n.BackedUp
+							l.Failed += n.Failed
+							l.Bytes += n.Bytes
+						})
+					}
+				} else if verb != "progress" {
 					replies <- [2]string{verb, rest}
 				} else if show != nil {
 					var p progressline.Job

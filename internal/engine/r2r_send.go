@@ -79,6 +79,27 @@ type R2RSender struct {
 	// Verify, if set, compares SRC with DEST instead of moving it:
 	// "content", or "meta" for metadata only (verify --no-content).
 	Verify string
+	// Log, if set, sends the control host the job's --log-file lines
+	// (one "log" line each) and, at the end, what they counted
+	// ("logged", Logged's counts in JSON): its --log-file has them as a
+	// push's has.
+	Log bool
+}
+
+// r2rLogged is Logged's counts as box1 sends them to the control host.
+type r2rLogged struct {
+	Created, Changed, Deleted, BackedUp, Failed, Bytes int64
+}
+
+// r2rLog sends each line the job logs (one a Write) to the control host.
+type r2rLog struct{ w io.Writer }
+
+func (l r2rLog) Write(p []byte) (int, error) {
+	line := strings.TrimSuffix(string(p), "\n")
+	if _, err := fmt.Fprintf(l.w, "%slog %s\n", r2rMark, line); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // Run tells the control host what SRC is and starts the job at once: it
@@ -114,6 +135,15 @@ func (s R2RSender) Run(ctx context.Context) Outcome {
 				fmt.Fprintf(s.Stdout, "%sprogress %s\n", r2rMark, b)
 			})
 		}
+	}
+	if s.Log {
+		j.Log, j.Logged = r2rLog{s.Stdout}, &Logged{}
+		defer func() {
+			var n r2rLogged
+			n.Created, n.Changed, n.Deleted, n.BackedUp, n.Failed, n.Bytes = j.Logged.Totals()
+			b, _ := json.Marshal(n)
+			fmt.Fprintf(s.Stdout, "%slogged %s\n", r2rMark, b)
+		}()
 	}
 	if s.Verify != "" {
 		return j.Verify(ctx, s.Verify == "content")

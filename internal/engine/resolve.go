@@ -108,7 +108,7 @@ func (j *job) receiveOptions() wire.ReceiveOptions {
 	// Owner: keep numeric uid/gid wherever the receiver runs as root.
 	o := wire.ReceiveOptions{Fsync: j.flags.Fsync || j.flags.RemoveSourceFiles, Owner: !j.flags.NoOwner, KeepSetid: j.flags.KeepSetid, Check: wire.CheckQuick,
 		IOConcurrency: int(j.flags.IOConcurrency), NoSums: j.flags.NoVerifyTransfer, Delete: j.flags.Delete, SyncInPlace: j.flags.RemoveSourceFiles,
-		Itemize: j.flags.Itemize || j.flags.LogFile != "" || j.flags.Stats, DryRun: j.flags.DryRun}
+		Itemize: j.flags.Itemize || j.log != nil || j.flags.Stats, DryRun: j.flags.DryRun}
 	if mode, err := j.flags.checkMode(); err == nil { // checked with the other flags
 		o.Check = mode
 	}

@@ -76,10 +76,7 @@ func (j Job) newJob(stderr io.Writer) *job {
 	jb := &job{flags: j.Config, stdin: stdin, stdout: j.Stdout, stderr: stderr, src: j.Src, dst: j.Dst, exitCode: j.ExitCode,
 		debug: j.Trace, watch: j.Watch, log: j.Log, logged: j.Logged, statsOut: j.Stdout, remoteProgress: j.RemoteProgress}
 	jb.await = j.await
-	jb.out, jb.logFmt = j.Config.formats()
-	if j.Log == nil {
-		jb.logFmt = nil
-	}
+	jb.out, jb.logFmt = j.Config.formats(j.Log != nil)
 	jb.drain, jb.asks = j.Drain, j.Limit
 	return jb
 }

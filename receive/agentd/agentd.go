@@ -162,15 +162,99 @@ func policy(a wire.Allow) extract.Policy {
 // pipe from sshd cannot be cut otherwise, and an agent whose sender went
 // quiet outlived a kill until its session closed. The stream then fails
 // (its batch in flight is aborted, leaving nothing) and the agent exits.
+//
+// The goroutine reads up to aheadBufs chunks of aheadChunk bytes ahead of
+// the stream's reader, which stops to hash and write: sshd writes into
+// its pipe or socket only what fits there and keeps the rest in a buffer
+// of its own that it moves for every packet that arrives, which cost it
+// more CPU than the receiving. Read ahead, what the sender's SSH window
+// lets through waits here instead, copied once.
 func interruptible(ctx context.Context, r io.Reader) io.Reader {
-	pr, pw := io.Pipe()
-	go func() {
-		// Not io.Copy: *os.File's WriteTo would read 32 KiB at a time.
-		_, err := io.CopyBuffer(pw, struct{ io.Reader }{r}, make([]byte, 256<<10))
-		pw.CloseWithError(err) // nil: EOF
-	}()
-	context.AfterFunc(ctx, func() { pr.Close() })
-	return pr
+	a := &ahead{full: make(chan []byte, aheadBufs), free: make(chan []byte, aheadBufs), done: make(chan struct{})}
+	for range aheadBufs {
+		a.free <- nil
+	}
+	go a.fill(r)
+	context.AfterFunc(ctx, a.close)
+	return a
+}
+
+// How far interruptible reads ahead: the 2 MiB of OpenSSH's channel window.
+const (
+	aheadChunk = 256 << 10
+	aheadBufs  = 8
+)
+
+// ahead is interruptible's reader.
+type ahead struct {
+	full, free chan []byte   // chunks read, and buffers to read into
+	done       chan struct{} // closed by close
+	once       sync.Once
+	err        error // fill's, read after full is closed
+	cur, buf   []byte
+}
+
+func (a *ahead) close() { a.once.Do(func() { close(a.done) }) }
+
+func (a *ahead) fill(r io.Reader) {
+	defer close(a.full)
+	for {
+		var b []byte
+		select {
+		case b = <-a.free:
+		case <-a.done:
+			return
+		}
+		if b == nil {
+			b = make([]byte, aheadChunk)
+		}
+		n, err := r.Read(b[:aheadChunk])
+		if n > 0 {
+			select {
+			case a.full <- b[:n]:
+			case <-a.done:
+				return
+			}
+		}
+		if err != nil {
+			a.err = err
+			return
+		}
+	}
+}
+
+func (a *ahead) Read(p []byte) (int, error) {
+	select {
+	case <-a.done:
+		return 0, io.ErrClosedPipe
+	default:
+	}
+	for len(a.cur) == 0 {
+		if a.buf != nil {
+			a.free <- a.buf[:cap(a.buf)]
+			a.buf = nil
+		}
+		select {
+		case <-a.done:
+			return 0, io.ErrClosedPipe
+		case b, ok := <-a.full:
+			if !ok {
+				select {
+				case <-a.done:
+					return 0, io.ErrClosedPipe
+				default:
+				}
+				if a.err == nil || a.err == io.EOF {
+					return 0, io.EOF
+				}
+				return 0, a.err
+			}
+			a.cur, a.buf = b, b
+		}
+	}
+	n := copy(p, a.cur)
+	a.cur = a.cur[n:]
+	return n, nil
 }
 
 // serve serves the job whose first stream is stdin/stdout, and the
@@ -499,7 +583,7 @@ func (d *daemon) handle(c net.Conn) {
 	}
 	if verb == wire.HubJoin {
 		c.SetDeadline(time.Time{})
-		d.serve(j, br, c, c)
+		d.serve(j, interruptible(d.ctx, br), c, c)
 		return
 	}
 	// The linger token is used up: the next job needs the one this job

@@ -10,7 +10,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -302,5 +304,53 @@ func TestAgentDialsSender(t *testing.T) {
 			t.Fatalf("a stream the agent said it opened: %v", err)
 		}
 		c.Close()
+	}
+}
+
+// countingReader is an endless stream of the bytes 0, 1, 2, ... (mod
+// 251), counting what was read of it.
+type countingReader struct{ n atomic.Int64 }
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	off := c.n.Load()
+	for i := range p {
+		p[i] = byte((off + int64(i)) % 251)
+	}
+	c.n.Add(int64(len(p)))
+	return len(p), nil
+}
+
+// The agent reads its streams up to 2 MiB ahead of the receiving, which
+// stops to hash and write: what the sender's SSH window lets through
+// waits in the agent, not in sshd's buffer (which sshd moves for each
+// packet). What is read ahead comes out whole and in order.
+func TestInterruptibleReadsAhead(t *testing.T) {
+	src := &countingReader{}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := interruptible(ctx, src)
+	want := int64(aheadChunk * aheadBufs)
+	deadline := time.Now().Add(10 * time.Second)
+	for src.n.Load() < want && time.Now().Before(deadline) {
+		runtime.Gosched()
+	}
+	if got := src.n.Load(); got < want {
+		t.Fatalf("read %d bytes ahead of a reader that read nothing, want %d", got, want)
+	}
+	p := make([]byte, want+1000)
+	if _, err := io.ReadFull(r, p); err != nil {
+		t.Fatal(err)
+	}
+	for i, b := range p {
+		if b != byte(i%251) {
+			t.Fatalf("byte %d is %d, want %d", i, b, i%251)
+		}
+	}
+	cancel() // (context.AfterFunc closes it soon after)
+	for {
+		if _, err := r.Read(p); err == io.ErrClosedPipe {
+			break
+		} else if err != nil || time.Now().After(deadline) {
+			t.Fatalf("reads after the context ended: %v, want %v", err, io.ErrClosedPipe)
+		}
 	}
 }

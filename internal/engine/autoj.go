@@ -74,6 +74,13 @@ func (j *job) nearStart(rtt time.Duration, ok bool) int {
 	return n
 }
 
+// nearShare says whether -j auto's first streams to the host are
+// channels of its first SSH connection: over a near path (see
+// autojobs.Near), where one sshd carries them for less CPU than one each.
+func (j *job) nearShare(rtt time.Duration, ok bool) bool {
+	return j.flags.Auto.On && autojobs.IsNear(rtt, ok)
+}
+
 // autoDecided reports a decision of -j auto: the log, the JSON events and
 // the metrics.
 func (j *job) autoDecided(d autoj.Decision) {

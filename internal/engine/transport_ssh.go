@@ -41,7 +41,8 @@ func (s *SSHConfig) options(stderrIsTerminal bool) sshx.Options {
 
 // sshTransport is the transport of a push to host t: the agent it starts
 // there, how its streams travel (--transport), and -j auto's start
-// (nearStart, farAhead) once the first connection's round trip is known.
+// (nearStart, farAhead, nearShare) once the first connection's round trip
+// is known.
 func (j *job) sshTransport(t sshx.Target, p plan) (*ssh.Transport, error) {
 	opt := j.flags.SSH.options(isTerminal(os.Stdin))
 	opt.Stderr = j.stderr
@@ -60,7 +61,7 @@ func (j *job) sshTransport(t sshx.Target, p plan) (*ssh.Transport, error) {
 		Nice: j.flags.Gentle.NiceFlags.Text(), AllowFlags: j.allowed().Text(), Allow: wire.Allow(j.allowed()),
 		Data: j.flags.Transport, DataAddr: j.flags.DataAddr, DataPorts: j.flags.DataPorts,
 		Linger: linger, RemoteBulkmove: j.flags.SSH.RemoteBulkmove,
-		Fit: j.nearStart, Ahead: j.farAhead}), nil
+		Fit: j.nearStart, Ahead: j.farAhead, Share: j.nearShare}), nil
 }
 
 // openSSH is the system's OpenSSH client -e names for host t, or nil

@@ -11,7 +11,8 @@ import (
 
 // growth opens the streams -j auto adds over SSH: each a connection of
 // its own joining the agent hub, from connections opened ahead (prepare)
-// if there are, else new ones.
+// if there are, else new ones; the streams Open leaves pending over a near
+// path, channels of the first connection (share).
 type growth struct {
 	t        *Transport
 	mu       sync.Mutex
@@ -21,6 +22,10 @@ type growth struct {
 	// (or failed); nil if there are none.
 	lateDone chan struct{}
 	dialing  sync.WaitGroup
+	// shared is the connection the next sharedLeft streams join over as
+	// channels of their own (see Config.Share); nil if none.
+	shared     sshx.Link
+	sharedLeft int
 }
 
 // growth returns the transport's growth (one per transport).
@@ -36,6 +41,9 @@ func (t *Transport) growth() *growth {
 // add opens stream i.
 func (g *growth) add(ctx context.Context, i int) (send.Conn, error) {
 	c := g.take()
+	if c == nil {
+		c = g.takeShared()
+	}
 	if c == nil {
 		g.dialing.Wait() // connections on their way are sooner there than new ones
 		c = g.take()
@@ -68,6 +76,43 @@ func (g *growth) take() sshx.Link {
 	c := g.spare[n-1]
 	g.spare = g.spare[:n-1]
 	return c
+}
+
+// takeShared returns the shared connection if streams are left to join
+// over it, else nil.
+func (g *growth) takeShared() sshx.Link {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.shared == nil || g.sharedLeft == 0 {
+		return nil
+	}
+	g.sharedLeft--
+	return g.shared
+}
+
+// share makes c the connection the streams Open leaves pending join over
+// (shareFor says how many), and closes the connections dialed with it as
+// they come up (rest, DialFirst's).
+func (g *growth) share(c sshx.Link, rest func() ([]sshx.Link, []error)) {
+	g.mu.Lock()
+	g.shared = c
+	g.mu.Unlock()
+	g.dialing.Go(func() {
+		cs, _ := rest()
+		for _, c := range cs {
+			c.Close()
+		}
+	})
+}
+
+// shareFor sets how many streams join over the shared connection, if
+// there is one.
+func (g *growth) shareFor(n int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.shared != nil {
+		g.sharedLeft = n
+	}
 }
 
 // prepare opens SSH connections in the background, for add (over a long

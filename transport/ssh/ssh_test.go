@@ -174,17 +174,11 @@ func (d *dataProxy) stall(on bool) {
 	}
 }
 
-// TestFirstStreamEarly: over a path where every SSH handshake is slow,
-// the job does not wait for the slowest: Open returns once the first
-// connection is up and its stream ready, the others pending, and the
-// first batch is acknowledged over it while the other connections have
-// not even reached sshd. They join once they are up (Add), and carry
-// their share.
-func TestFirstStreamEarly(t *testing.T) {
-	sshdtest.Require(t, "sshd")
-	bin := testbin.Build(t)
-	home := t.TempDir()
-	srv := sshdtest.Start(t, sshdtest.WithEnv("PATH=/usr/bin:/bin", "HOME="+home))
+// proxiedPush is a push of transporttest's tree (src) to a new directory
+// through a faultproxy in front of srv, the agent bin; share, if not nil,
+// is its Config.Share.
+func proxiedPush(t *testing.T, srv *sshdtest.Server, bin string, share func(time.Duration, bool) bool) (*faultproxy.Proxy, *ssh.Transport, string) {
+	t.Helper()
 	p, err := faultproxy.Start(srv.Addr)
 	if err != nil {
 		t.Fatal(err)
@@ -202,9 +196,24 @@ func TestFirstStreamEarly(t *testing.T) {
 	}
 	d := &transport.Dialer{Version: "test", Options: wire.ReceiveOptions{Check: wire.CheckQuick}, Src: source.Source{Root: src},
 		Tracef: func(format string, args ...any) { t.Logf(format, args...) }}
-	tr := ssh.New(ssh.Config{Target: target, Dialer: d, Root: dst, RemoteBulkmove: bin,
+	tr := ssh.New(ssh.Config{Target: target, Dialer: d, Root: dst, RemoteBulkmove: bin, Share: share,
 		Options: sshx.Options{ConfigFile: srv.WriteSSHConfig("box2"), Batch: true, Stderr: os.Stderr, Port: p.Port()}})
-	defer tr.Close()
+	t.Cleanup(func() { tr.Close() })
+	return p, tr, src
+}
+
+// TestFirstStreamEarly: over a path where every SSH handshake is slow,
+// the job does not wait for the slowest: Open returns once the first
+// connection is up and its stream ready, the others pending, and the
+// first batch is acknowledged over it while the other connections have
+// not even reached sshd. They join once they are up (Add), and carry
+// their share.
+func TestFirstStreamEarly(t *testing.T) {
+	sshdtest.Require(t, "sshd")
+	bin := testbin.Build(t)
+	home := t.TempDir()
+	srv := sshdtest.Start(t, sshdtest.WithEnv("PATH=/usr/bin:/bin", "HOME="+home))
+	p, tr, src := proxiedPush(t, srv, bin, nil)
 	p.HoldAfter(1) // every handshake but the first waits
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -283,5 +292,96 @@ func TestFirstStreamEarly(t *testing.T) {
 	}
 	if busy == 0 {
 		t.Error("no joined stream carried a file")
+	}
+}
+
+// TestNearStreamsShare: over a near path (Config.Share says so), the
+// streams Open leaves pending join as channels of the first SSH
+// connection, and the connections dialed with it are closed: the job's
+// streams all run over one connection, one sshd. Without Share each has
+// a connection of its own.
+func TestNearStreamsShare(t *testing.T) {
+	sshdtest.Require(t, "sshd")
+	bin := testbin.Build(t)
+	home := t.TempDir()
+	srv := sshdtest.Start(t, sshdtest.WithEnv("PATH=/usr/bin:/bin", "HOME="+home))
+	for _, share := range []bool{true, false} {
+		t.Run(fmt.Sprintf("share=%v", share), func(t *testing.T) {
+			var asked sync.Once
+			near := make(chan bool, 1)
+			p, tr, src := proxiedPush(t, srv, bin, func(rtt time.Duration, ok bool) bool {
+				asked.Do(func() { near <- ok })
+				return share && ok
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			const k = 3
+			conns, err := tr.Open(ctx, k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok := <-near; !ok {
+				t.Fatal("Share was told the loopback round trip cannot be read")
+			}
+			for i, n := len(conns), len(conns)+tr.Pending(); i < n; i++ {
+				c, err := tr.Add(ctx, i)
+				if err != nil {
+					t.Fatal(err)
+				}
+				conns = append(conns, c)
+			}
+			if len(conns) != k {
+				t.Fatalf("%d streams, want %d", len(conns), k)
+			}
+			want := k
+			if share {
+				want = 1
+			}
+			// The connections dialed with the first close once up: wait
+			// for them (no fixed time), then for the job over the streams.
+			for p.Open() != want {
+				select {
+				case <-ctx.Done():
+					t.Fatalf("%d SSH connections open for %d streams, want %d", p.Open(), k, want)
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+			def := &send.Deferred{}
+			defer def.Close()
+			batches := make(chan *model.Batch, 1024)
+			if _, err := sharder.Run(ctx, src, sharder.Options{BatchFiles: 2, Deferred: def.Add}, batches); err != nil {
+				t.Fatal(err)
+			}
+			var mu sync.Mutex
+			var failed []string
+			pool := &send.Pool{Conns: conns, OnResult: func(r send.Result) {
+				if r.Ack == nil {
+					return
+				}
+				mu.Lock()
+				for _, e := range r.Ack.Errors {
+					failed = append(failed, e.Msg)
+				}
+				mu.Unlock()
+			}}
+			if err := pool.Run(ctx, batches, def); err != nil {
+				t.Fatal(err)
+			}
+			if len(failed) > 0 {
+				t.Fatalf("entries failed: %q", failed)
+			}
+			busy := 0
+			for _, s := range pool.Stats() {
+				if s.Files > 0 {
+					busy++
+				}
+			}
+			if busy < 2 {
+				t.Errorf("%d of %d streams carried files, want 2 or more", busy, k)
+			}
+			if n := p.Open(); n != want {
+				t.Errorf("%d SSH connections open at the end of the job, want %d", n, want)
+			}
+		})
 	}
 }

@@ -73,7 +73,7 @@ func SSHStart() int { return min(Start, max(2, runtime.NumCPU())) }
 // ProxyCommand), the start count stays. When it returns fewer, the
 // decision says why.
 func Near(jobs int, rtt time.Duration, ok bool) (int, *autoj.Decision) {
-	if !ok || rtt >= FarRTT {
+	if !IsNear(rtt, ok) {
 		return jobs, nil
 	}
 	n := min(jobs, max(2, runtime.NumCPU()))
@@ -83,6 +83,10 @@ func Near(jobs int, rtt time.Duration, ok bool) (int, *autoj.Decision) {
 	return n, &autoj.Decision{Action: "remove", From: jobs, To: n,
 		Reason: fmt.Sprintf("a near path (round trip %s) and %d CPUs here: streams beyond the CPUs would only share them", rtt.Round(10*time.Microsecond), runtime.NumCPU())}
 }
+
+// IsNear says whether a path of the kernel's round trip rtt (ok false: it
+// cannot be read) is near: read, and under FarRTT.
+func IsNear(rtt time.Duration, ok bool) bool { return ok && rtt < FarRTT }
 
 // FarAhead is how many connections to open ahead, over a far path (the
 // kernel's round trip from the first connection), for -j auto's first

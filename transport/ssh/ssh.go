@@ -328,7 +328,7 @@ func (t *Transport) Open(ctx context.Context, k int) ([]send.Conn, error) {
 		d.Trace("first of %d SSH connections open", n)
 		clients = []sshx.Link{first}
 		if t.cfg.Share != nil && t.cfg.Share(first.PathRTT()) {
-			d.Trace("a near path: the other streams are channels of the first connection")
+			d.Trace("the path is near: the other streams join as channels of the first SSH connection")
 			t.growth().share(first, rest)
 		} else {
 			t.growth().late(ctx, n-1, func() []sshx.Link {

@@ -80,26 +80,32 @@ func (s Source) deltaPlan(f *File, e *model.Entry, bl *wire.BlockList, buf []byt
 	if ctr != nil {
 		ctr.ReadNanos.Add(int64(time.Since(start)))
 	}
+	ext, zero = planZeros(kind, bs, size, func(k int) bool { return bl.Differs(k, size, hashes[k]) })
+	return ext, zero, hashes, nil
+}
+
+// planZeros is planRuns, with at most wire.MaxDeltaExtents runs of zeros:
+// past that, the blocks of zeros that do not differ (differs) stay as the
+// receiver holds them, and if that is not enough, the rest go as bytes.
+func planZeros(kind []byte, bs, size int64, differs func(k int) bool) (ext, zero []wire.Extent) {
 	ext, zero = planRuns(kind, bs, size)
-	if len(zero) > wire.MaxDeltaExtents {
-		// Too many runs of zeros: those the receiver holds as zeros
-		// already stay as they are there, and if that is not enough
-		// the rest go as bytes.
-		for k := range kind {
-			if kind[k] == blockZero && !bl.Differs(k, size, hashes[k]) {
-				kind[k] = blockKeep
-			}
-		}
-		if ext, zero = planRuns(kind, bs, size); len(zero) > wire.MaxDeltaExtents {
-			for k := range kind {
-				if kind[k] == blockZero {
-					kind[k] = blockSend
-				}
-			}
-			ext, zero = planRuns(kind, bs, size)
+	if len(zero) <= wire.MaxDeltaExtents {
+		return ext, zero
+	}
+	for k := range kind {
+		if kind[k] == blockZero && !differs(k) {
+			kind[k] = blockKeep
 		}
 	}
-	return ext, zero, hashes, nil
+	if ext, zero = planRuns(kind, bs, size); len(zero) <= wire.MaxDeltaExtents {
+		return ext, zero
+	}
+	for k := range kind {
+		if kind[k] == blockZero {
+			kind[k] = blockSend
+		}
+	}
+	return planRuns(kind, bs, size)
 }
 
 // planRuns makes the blocks' kinds into the extents to send (at most

@@ -215,3 +215,51 @@ func procIO(t *testing.T, key string) int64 {
 	t.Skipf("no %s in /proc/self/io", key)
 	return 0
 }
+
+// TestPlanZerosBounded: a file of more runs of zeros than a map may name
+// keeps those the receiver holds as zeros already; if still too many, its
+// zeros go as bytes, the runs of bytes merged within their bound. Every
+// block of zeros that differs is sent or named as zeros, and the maps
+// stay within wire.MaxDeltaExtents.
+func TestPlanZerosBounded(t *testing.T) {
+	const bs = 1
+	n := 3 * wire.MaxDeltaExtents // zeros every other block: 1.5 times too many runs
+	for _, c := range []struct {
+		name    string
+		differs func(k int) bool
+		zeros   bool // runs of zeros are left
+	}{
+		{"zeros held", func(k int) bool { return k%8 == 2 }, true},
+		{"zeros changed", func(int) bool { return true }, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			kind := make([]byte, n)
+			for k := 0; k < n; k += 2 {
+				kind[k] = blockZero
+			}
+			ext, zero := planZeros(kind, bs, int64(n), c.differs)
+			if len(ext) > wire.MaxDeltaExtents || len(zero) > wire.MaxDeltaExtents {
+				t.Fatalf("%d extents, %d of zeros", len(ext), len(zero))
+			}
+			if (len(zero) > 0) != c.zeros || c.zeros && len(ext) > 0 {
+				t.Errorf("%d runs of zeros, %d sent", len(zero), len(ext))
+			}
+			in := func(m []wire.Extent, k int) bool {
+				for _, x := range m {
+					if int64(k) >= x.Off && int64(k) < x.Off+x.Len {
+						return true
+					}
+				}
+				return false
+			}
+			for k := 0; k < n; k++ {
+				switch {
+				case k%2 == 1 && in(zero, k):
+					t.Fatalf("block %d of data named as zeros", k)
+				case k%2 == 0 && c.differs(k) && in(ext, k) == in(zero, k):
+					t.Fatalf("block %d of zeros that differs: sent %v, named zeros %v", k, in(ext, k), in(zero, k))
+				}
+			}
+		})
+	}
+}

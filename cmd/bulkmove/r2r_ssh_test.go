@@ -669,3 +669,45 @@ func TestR2RLogFile(t *testing.T) {
 		t.Errorf("the log holds a NUL (a line meant for the control host only)")
 	}
 }
+
+// TestR2RMetricsTextfile: the control host's --metrics-textfile has the
+// move's figures, which box1's job measured, as a push's has: the bytes
+// and files done, and each stream's bytes, which add up to them.
+func TestR2RMetricsTextfile(t *testing.T) {
+	t.Parallel()
+	h, dir, src := newR2ROneFile(t)
+	os.WriteFile(filepath.Join(src, "g"), bytes.Repeat([]byte("g"), 3<<20), 0o644)
+	const moved = 4 + 3<<20
+	prom := filepath.Join(dir, "bulkmove.prom")
+	out, errOut, code := h.run(t, "-j", "2", "--metrics-textfile", prom, "box1:"+src, "box2:"+filepath.Join(dir, "dst"))
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s%s", code, out, errOut)
+	}
+	b, err := os.ReadFile(prom)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the control host's textfile:\n%s", b)
+	value := func(series string) (sum int64, n int) {
+		for _, m := range regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(series)+`(?:\{[^}]*\})? (\S+)$`).FindAllSubmatch(b, -1) {
+			v, err := strconv.ParseFloat(string(m[1]), 64)
+			if err != nil {
+				t.Fatalf("%s: %q", series, m[1])
+			}
+			sum += int64(v)
+			n++
+		}
+		return sum, n
+	}
+	for _, c := range []struct {
+		series string
+		want   int64
+	}{{"bulkmove_job_done_bytes_total", moved}, {"bulkmove_job_done_files_total", 2}, {"bulkmove_stream_sent_bytes_total", moved}, {"bulkmove_job_last_exit_code", 0}} {
+		if got, n := value(c.series); n == 0 || got != c.want {
+			t.Errorf("%s: %d (in %d series), want %d", c.series, got, n, c.want)
+		}
+	}
+	if _, n := value("bulkmove_stream_sent_bytes_total"); n != 2 {
+		t.Errorf("bulkmove_stream_sent_bytes_total: %d streams, want 2", n)
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/bulkmove/bulkmove/internal/engine/autojobs"
 	"github.com/bulkmove/bulkmove/internal/progressline"
 	"github.com/bulkmove/bulkmove/internal/termsafe"
+	"github.com/bulkmove/bulkmove/metrics"
 	"github.com/bulkmove/bulkmove/transport"
 	"github.com/bulkmove/bulkmove/transport/dataplane"
 	"github.com/bulkmove/bulkmove/transport/ssh"
@@ -354,6 +355,16 @@ func (j *job) r2rFollow(ctx context.Context, box1 string, sess *sshx.Session, br
 	if j.remoteProgress != nil {
 		show, stop = j.remoteProgress()
 	}
+	// box1's figures are this host's measure of the move, for its
+	// --metrics-textfile and --pushgateway (writeOutcome), read once the
+	// move is over.
+	measured := metrics.NewJob(0)
+	measured.Start = j.start
+	if sh := j.flags.Scale.Shard; !sh.All() {
+		measured.Shard = sh.String()
+	}
+	j.previous(measured)
+	j.m = measured
 	replies := make(chan [2]string, 1)
 	done := make(chan struct{})
 	go func() {
@@ -394,10 +405,13 @@ func (j *job) r2rFollow(ctx context.Context, box1 string, sess *sshx.Session, br
 					}
 				} else if verb != "progress" {
 					replies <- [2]string{verb, rest}
-				} else if show != nil {
-					var p progressline.Job
-					if json.Unmarshal([]byte(rest), &p) == nil {
-						show(p)
+				} else {
+					var st r2rStatus
+					if json.Unmarshal([]byte(rest), &st) == nil {
+						st.measure(measured)
+						if show != nil {
+							show(st.Job)
+						}
 					}
 				}
 			} else if len(line) > 0 {

@@ -131,7 +131,7 @@ func (s R2RSender) Run(ctx context.Context) Outcome {
 	if s.Progress != nil {
 		j.Watch = func(m *metrics.Job) func() {
 			return s.Progress(m, func(r progressline.Job) {
-				b, _ := json.Marshal(r)
+				b, _ := json.Marshal(statusOf(r, m))
 				fmt.Fprintf(s.Stdout, "%sprogress %s\n", r2rMark, b)
 			})
 		}
@@ -149,6 +149,47 @@ func (s R2RSender) Run(ctx context.Context) Outcome {
 		return j.Verify(ctx, s.Verify == "content")
 	}
 	return j.Run(ctx)
+}
+
+// r2rStatus is a progress line of box1's for the control host: the
+// progress line's figures, which it draws, and the job's counts and each
+// stream's, which its metrics (--metrics-textfile, --pushgateway) take.
+type r2rStatus struct {
+	progressline.Job
+	PlannedFiles, DoneFiles, Skipped, Failed int64
+	Sent                                     []r2rStream
+}
+
+// r2rStream is what one of box1's streams sent.
+type r2rStream struct{ Bytes, Files, Batches int64 }
+
+// statusOf is the progress line r and m's counts, as box1 sends them.
+func statusOf(r progressline.Job, m *metrics.Job) r2rStatus {
+	st := r2rStatus{Job: r, PlannedFiles: m.PlannedFiles.Load(), DoneFiles: m.DoneFiles.Load(), Skipped: m.Skipped.Load(), Failed: m.Failed.Load()}
+	for _, c := range m.Streams {
+		st.Sent = append(st.Sent, r2rStream{c.BytesSent.Load(), c.FilesSent.Load(), c.Batches.Load()})
+	}
+	return st
+}
+
+// measure is box1's status st in m, the control host's measure of the
+// move.
+func (st r2rStatus) measure(m *metrics.Job) {
+	m.PlannedBytes.Store(st.PlannedBytes)
+	m.PlannedFiles.Store(st.PlannedFiles)
+	m.WalkDone.Store(st.WalkDone)
+	m.DoneBytes.Store(st.DoneBytes)
+	m.DoneFiles.Store(st.DoneFiles)
+	m.Skipped.Store(st.Skipped)
+	m.Failed.Store(st.Failed)
+	for len(m.Streams) < len(st.Sent) {
+		m.Streams = append(m.Streams, &metrics.Stream{})
+	}
+	for i, c := range st.Sent {
+		m.Streams[i].BytesSent.Store(c.Bytes)
+		m.Streams[i].FilesSent.Store(c.Files)
+		m.Streams[i].Batches.Store(c.Batches)
+	}
 }
 
 // r2rChosen is the path the job's streams take, or why there is none.

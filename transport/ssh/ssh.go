@@ -97,7 +97,7 @@ type Config struct {
 	// (closed once up; SSH streams only): over a near path, -j auto's
 	// start. One sshd process then carries them all, and it costs less
 	// CPU than one per stream: on the rig's direct link, 100,000 files of
-	// 1 KiB over 2 streams cost sshd a third less than over 2 connections.
+	// 1 KiB over 2 streams cost sshd a fifth less than over 2 connections.
 	// The streams a step adds later come over connections of their own.
 	Share func(rtt time.Duration, ok bool) bool
 }

@@ -50,14 +50,18 @@ func TestRsh(t *testing.T) {
 		t.Fatal(err)
 	}
 	rsh := "ssh -F " + cfg
+	// The tree's 3.8 MiB paced at 2 MiB/s: the streams that join after
+	// the first (each an ssh process logging in) are there before the
+	// last batch leaves, on a fast machine too, where the first stream
+	// alone could otherwise carry the tree and the others end unused.
 	for _, c := range []struct {
 		name   string
 		args   []string
 		dst    string
 		logins int
 	}{
-		{"push", []string{"-j", "3", src, "box2:" + filepath.Join(dir, "push")}, "push", 3},
-		{"pull", []string{"-j", "3", "box2:" + src, filepath.Join(dir, "pull")}, "pull", 3},
+		{"push", []string{"-j", "3", "--bwlimit", "2M", src, "box2:" + filepath.Join(dir, "push")}, "push", 3},
+		{"pull", []string{"-j", "3", "--bwlimit", "2M", "box2:" + src, filepath.Join(dir, "pull")}, "pull", 3},
 		{"push tls", []string{"-j", "3", "--transport", "tls", src, "box2:" + filepath.Join(dir, "tls")}, "tls", 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -174,8 +174,14 @@ func interruptible(ctx context.Context, r io.Reader) io.Reader {
 	for range aheadBufs {
 		a.free <- nil
 	}
-	go a.fill(r)
-	context.AfterFunc(ctx, a.close)
+	// Once fill is over, Read no longer waits on it: the hook is dropped,
+	// so that a lingering agent's context does not hold every joined
+	// stream's buffers until it ends.
+	stop := context.AfterFunc(ctx, a.close)
+	go func() {
+		a.fill(r)
+		stop()
+	}()
 	return a
 }
 

@@ -129,7 +129,9 @@ func TestSSHPushRelayed(t *testing.T) {
 	if err := gentree.Mixed(src, 1000, 5); err != nil {
 		t.Fatal(err)
 	}
-	out, code := runBM(t, nil, "-v", "--ssh-config", cfg, "-j", "3", src, "box2:"+dst)
+	// Paced (20 MiB at 8 MiB/s), so that the streams after the first have
+	// joined before the last batch leaves, on a fast machine too.
+	out, code := runBM(t, nil, "-v", "--ssh-config", cfg, "-j", "3", "--bwlimit", "8M", src, "box2:"+dst)
 	if code != 0 {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}

@@ -34,9 +34,10 @@ func millionTree(t *testing.T, dir string) {
 // sender and its waited-for children, the agents) against a ceiling of
 // 112 MiB, and that the first batch leaves within 2 s of the start (-v),
 // or a loaded machine's first twentieth of the data's time.
-// Measured here (2 cores shared with other jobs, tmpfs): the tree in 16 s,
-// the move in 50 s, peak RSS 70 MiB, the first batch at 0.04 s; with the
-// deferred entries held in memory, as before they spilled to disk, 146 MiB.
+// The sender's share: the walk's lead of batches (internal/engine), the
+// deferred entries in memory before they spill, the files read ahead, and
+// the garbage collector's headroom over them; holding the deferred entries
+// in memory instead of spilling them took it past the bound.
 // Skipped under -short.
 func TestMoveMillionBoundedMemory(t *testing.T) {
 	if testing.Short() {

@@ -219,8 +219,10 @@ func (j *job) run(ctx context.Context) Outcome {
 	opt.Deferred = def.Add
 	opt.SpillDir = j.res.Dir() // and so do the names of hard-linked files past LinkMem open sets
 	// Room for the walk to run ahead while the streams connect (about
-	// 100 KiB a batch of 1,000 small files: 13 MiB at most).
-	batches := make(chan *model.Batch, 2*j.flags.Jobs+128)
+	// 150 KiB a batch of 1,000 small files, their names included: 10 MiB
+	// at most). More lets a fast walk fill memory, not the streams, which
+	// drain it in a fraction of a second once connected.
+	batches := make(chan *model.Batch, 2*j.flags.Jobs+64)
 	// Whether to spread batches over directories: the receivers say once
 	// connected (the walk holds a few thousand files until then).
 	spread := make(chan bool, 1)

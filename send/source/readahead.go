@@ -22,8 +22,49 @@ import (
 // which looks for their holes.)
 const aheadMax = min(wire.SparseMin-1, 128<<10)
 
-// aheadPool holds the buffers of files read ahead.
-var aheadPool = sync.Pool{New: func() any { b := make([]byte, aheadMax); return &b }}
+// aheadPools hold the buffers of files read ahead, by size class (4 KiB,
+// 8 KiB, ... up to aheadMax): a window of small files takes little more
+// memory than their bytes, where one size for all held aheadMax for each.
+var aheadPools [aheadClasses]sync.Pool
+
+const aheadClasses = 6 // 4 KiB << 0..5; the last holds aheadMax
+
+// aheadNone is the buffer of an empty file: nothing from the pools.
+var aheadNone = new([]byte)
+
+// aheadClass is the class of a buffer for n bytes (n <= aheadMax).
+func aheadClass(n int64) int {
+	c := 0
+	for c < aheadClasses-1 && n > 4<<10<<c {
+		c++
+	}
+	return c
+}
+
+// aheadGet returns a buffer of at least n bytes (n <= aheadMax).
+func aheadGet(n int64) *[]byte {
+	if n == 0 {
+		return aheadNone
+	}
+	c := aheadClass(n)
+	if bp, ok := aheadPools[c].Get().(*[]byte); ok {
+		return bp
+	}
+	size := 4 << 10 << c
+	if c == aheadClasses-1 {
+		size = max(size, aheadMax)
+	}
+	b := make([]byte, size)
+	return &b
+}
+
+// aheadPut gives back a buffer aheadGet returned.
+func aheadPut(bp *[]byte) {
+	if bp == aheadNone {
+		return
+	}
+	aheadPools[aheadClass(int64(cap(*bp)))].Put(bp)
+}
 
 // readAhead opens the needed files of one batch ahead of the writer. Its
 // window bounds memory: at most 2*width files are open (or held in
@@ -110,7 +151,7 @@ func (s Source) load(d *Dirs, e *model.Entry) aheadFile {
 	if err != nil || e.Size > aheadMax {
 		return aheadFile{f, err}
 	}
-	bp := aheadPool.Get().(*[]byte)
+	bp := aheadGet(e.Size)
 	buf := (*bp)[:e.Size]
 	n, rerr := io.ReadFull(ratelimit.Reader(f, s.Limit), buf)
 	f.ahead = bp // from now on, Read reads buf

@@ -133,7 +133,7 @@ func (f *File) Name() string {
 // Close closes the descriptor.
 func (f *File) Close() error {
 	if f.ahead != nil {
-		aheadPool.Put(f.ahead)
+		aheadPut(f.ahead)
 		f.ahead, f.pre = nil, nil
 	}
 	if f.inMem {

@@ -12,7 +12,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/pkg/sftp"
@@ -68,17 +67,6 @@ func Command(version string, proto int, sum, args string) string {
 		`echo ` + NoAgent + `; exit 127`
 	return "sh -c " + shell.Quote(script)
 }
-
-// SelfSum is Sum of this executable, hashed once a process: a
-// remote-to-remote move starts bulkmove on two hosts at once, and a
-// hash of some 20 MB costs a busy host a tenth of a second.
-var SelfSum = sync.OnceValues(func() (string, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return "", err
-	}
-	return Sum(self)
-})
 
 // Sum is the SHA-256 of the file at p, in hex (as Command and
 // Ensure compare it).

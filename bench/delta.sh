@@ -22,11 +22,15 @@
 #             rsync          rsync -a over ssh
 #             nc             the file's bytes over one raw TCP stream (nc -N into nc -l,
 #                            the listener started before the clock): the link's ceiling
+#             floor          bench/floor -hash: SRC's file read and hashed in the delta's
+#                            blocks on box1 and DEST's old copy on box2, at once: the
+#                            machine's ceiling for finding the changed blocks
 #   grow    the edited file grown by 10 MiB at its end, DEST holding the edited file,
 #           over the same capped link: bulkmove (its defaults) and rsync -a --inplace
 #   images  DELTA_IMAGES (8) files of DELTA_IMAGE_SIZE (256 MiB), each changed 1% the
 #           same way, over the uncapped link (veth, about 10 Gbit/s): bulkmove (its
-#           defaults) and rsync -a, bulkmove --inplace and rsync -a --inplace
+#           defaults) and rsync -a, bulkmove --inplace and rsync -a --inplace, and the
+#           floor as above
 #
 # bulkmove runs with --journal none (each run starts afresh). For each run: wall time;
 # bytes on the wire, counted by the kernel on box1's eth0 (rx + tx, so both directions,
@@ -102,6 +106,8 @@ declare -A LABEL=(
 	[rsync_inplace]="rsync -a --inplace"
 	[rsync]="rsync -a"
 	[nc]="nc: raw TCP, the file's bytes"
+	[floor]="floor: both ends' reading and hashing alone"
+	[img_floor]="floor: both ends' reading and hashing alone"
 	[grow_bm]="bulkmove (its defaults)"
 	[grow_rsync_inplace]="rsync -a --inplace"
 	[img_bm]="bulkmove (its defaults)"
@@ -110,9 +116,9 @@ declare -A LABEL=(
 	[img_rsync_inplace]="rsync -a --inplace"
 )
 declare -A METHODS=(
-	[big]="bm_delta bm_inplace bm_whole rsync_inplace rsync nc"
+	[big]="bm_delta bm_inplace bm_whole rsync_inplace rsync nc floor"
 	[grow]="grow_bm grow_rsync_inplace"
-	[images]="img_bm img_rsync img_bm_inplace img_rsync_inplace"
+	[images]="img_bm img_rsync img_bm_inplace img_rsync_inplace img_floor"
 )
 
 bm() { B1 "$BULKMOVE" --ssh-config "$HOSTS_DIR/ssh_config" --journal none $BM_FLAGS "$@" "$SRC/" "box2:$DST/"; }
@@ -128,6 +134,18 @@ m_img_bm() { bm; }
 m_img_rsync() { rs; }
 m_img_bm_inplace() { bm --inplace; }
 m_img_rsync_inplace() { rs --inplace; }
+# The floor: bench/floor -hash on each host at once, SRC's files on box1 and DEST's old
+# copies on box2, each read whole and hashed in the delta's blocks, one thread each: the
+# least either end can do to find the changed blocks, and the two at once the least time.
+m_floor() {
+	local a b
+	B1 "$W/bin/floor" -hash "$SRC" &
+	a=$!
+	B2 "$W/bin/floor" -hash "$DST" &
+	b=$!
+	wait "$a" && wait "$b"
+}
+m_img_floor() { m_floor; }
 NC_PID=
 pre_nc() {
 	# Not through B2: $! must be nc itself, in box2's namespace, for listening.
@@ -171,7 +189,7 @@ measure() {
 	M_PCPU=$(awk -v a="$p0" -v b="$p1" 'BEGIN { if (b == 0) print "–"; else printf "%.2f", (b - a) / 1e9 }')
 	M_BYTES=$((b1 - b0))
 	M_CHECK=–
-	if [[ $m != nc ]]; then
+	if [[ $m != nc && $m != *floor ]]; then
 		M_CHECK=same
 		diff -rq "$SRC" "$DST" >>"$log" 2>&1 || M_CHECK=DIFFERS
 		[[ $M_CHECK == same ]] || note "$tag $m: DEST differs from SRC after the run (see $log)"
@@ -221,8 +239,9 @@ setup() {
 	[[ $(stat -f -c %T "$DIR" 2>/dev/null) == tmpfs ]] || note "warning: $DIR is not on a tmpfs"
 	rm -rf "$OUT"/{logs,report.md,runs.tsv,edits.txt} "$W"
 	mkdir -p "$OUT/logs" "$W/bin" || die "cannot write $OUT and $W"
-	(cd "$ROOT" && go build -o "$W/bin/gentree" ./bench/gentree && go build -o "$W/bin/deltaedit" ./bench/deltaedit) ||
-		die "cannot build bench/gentree and bench/deltaedit"
+	(cd "$ROOT" && go build -o "$W/bin/gentree" ./bench/gentree && go build -o "$W/bin/deltaedit" ./bench/deltaedit &&
+		go build -o "$W/bin/floor" ./bench/floor) ||
+		die "cannot build bench/gentree, bench/deltaedit and bench/floor"
 	# The delta's flags: until bulkmove has them, its default is a resend and so is the
 	# --whole-file row (run without the flag), and the report says so.
 	HELP=$("$BULKMOVE" --help 2>&1)
@@ -304,12 +323,23 @@ out() { printf '%s\n' "$@" | tee -a "$OUT/report.md"; }
 verdict() { if [[ $1 == – ]]; then echo "not judged (no figures)"; elif le "$1" "$2"; then echo PASS; else echo FAIL; fi; }
 pct() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "–" || b <= 0) print "–"; else printf "%.2f%%", 100 * a / b }'; }
 
+# floor_line FLOOR-WALL FLOOR-CPU BM-WALL BM-CPU RSYNC-CPU [RSYNC-WALL]: the machine's own
+# ceiling for the work (the floor), bulkmove's share of it, and whether the targets are
+# within the ceiling at all.
+floor_line() {
+	[[ $1 == – || $3 == – ]] && return
+	local s="The machine's ceiling: reading and hashing both ends' files alone (bench/floor -hash, one thread an end, at once) took $1 s and $2 CPU-s; bulkmove --inplace reached $(ratio "$1" "$3")× of that time and $(ratio "$2" "$4")× of that CPU."
+	s+=" The floor's CPU-s are $(ratio "$2" "$5")× rsync --inplace's"
+	[[ -n $6 ]] && s+=" and its time $(ratio "$1" "$6")× rsync --inplace's"
+	out "" "$s: a target under that is out of any copier's reach on this machine."
+}
+
 table() { # table PART DENOMINATOR-BYTES DENOMINATOR-NAME
 	out "" "| method | wall s | bytes on the wire | ÷ $3 | CPU-s (machine) | CPU-s (processes) | DEST = SRC |" "|---|--:|--:|--:|--:|--:|---|"
 	local m b
 	for m in ${METHODS[$1]}; do
 		b=$(med BYTES "$m")
-		out "| \`${LABEL[$m]}\` | $(med WALL "$m") | ${b%.00} | $(pct "$b" "$2") | $(med CPU "$m") | $(med PCPU "$m") | $([[ $m == nc ]] && echo – || echo "${CHECK[$m]:-yes}") |"
+		out "| \`${LABEL[$m]}\` | $(med WALL "$m") | ${b%.00} | $(pct "$b" "$2") | $(med CPU "$m") | $(med PCPU "$m") | $([[ $m == nc || $m == *floor ]] && echo – || echo "${CHECK[$m]:-yes}") |"
 	done
 }
 
@@ -338,6 +368,7 @@ report() {
 		local nw rate
 		nw=$(med WALL nc)
 		rate=$(awk -v b="$SIZE_B" -v t="$nw" 'BEGIN { if (t == "–" || t <= 0) print "–"; else printf "%.0f", b * 8 / t / 1e6 }')
+		floor_line "$(med WALL floor)" "$(med CPU floor)" "$(med WALL bm_inplace)" "$(med CPU bm_inplace)" "$(med CPU rsync_inplace)" ""
 		out "" "The link's ceiling: one raw TCP stream carried the file's bytes in $nw s ($rate Mbit/s of the nominal $RATE); the resend took $(ratio "$(med WALL bm_whole)" "$nw")× that time."
 	fi
 	if [[ " $PARTS " == *" grow "* ]]; then
@@ -359,6 +390,7 @@ report() {
 		c1=$(ratio "$(med CPU img_bm_inplace)" "$(med CPU img_rsync_inplace)") pc1=$(ratio "$(med PCPU img_bm_inplace)" "$(med PCPU img_rsync_inplace)")
 		out "| bulkmove --inplace's wall time ≤ 0.25× rsync --inplace's | ${rw}× | $(verdict "$rw" 0.25) |"
 		out "| bulkmove --inplace's CPU-s ≤ 1/3 of rsync --inplace's | ${c1}× (processes: ${pc1}×) | $(verdict "$c1" 0.3334) |"
+		floor_line "$(med WALL img_floor)" "$(med CPU img_floor)" "$(med WALL img_bm_inplace)" "$(med CPU img_bm_inplace)" "$(med CPU img_rsync_inplace)" "$(med WALL img_rsync_inplace)"
 	fi
 	out "" "CPU-s (machine): whole-machine busy CPU-s from /proc/stat, the targets' measure; CPU-s (processes): this run's processes alone (a cpuacct cgroup: both ends, sshd, ssh), which others' load does not reach. Every run: $OUT/runs.tsv (round, method, wall s, CPU-s machine, CPU-s processes, bytes on the wire, DEST); each command's output in $OUT/logs." ""
 }

@@ -9,6 +9,8 @@
 //	floor -read SRC           # each regular file: lstat, open, read, fstat, close
 //	floor -copy SRC -to DST   # the same, and each one made in DST: open (create),
 //	                          # write, set its mtime, close (directories made first)
+//	floor -hash SRC           # each regular file read whole and hashed in the block
+//	                          # delta's blocks (XXH3-128): one end's share of a delta
 //
 // The calls go straight to the kernel (RawSyscall), one file after the
 // other on one locked thread, as a C program would make them. The
@@ -20,6 +22,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -28,6 +31,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/bulkmove/bulkmove/wire"
 )
 
 type file struct {
@@ -39,13 +44,18 @@ func main() {
 	src := flag.String("read", "", "the tree to read")
 	cp := flag.String("copy", "", "the tree to read and copy (with -to)")
 	to := flag.String("to", "", "where -copy makes the copy (a new directory)")
+	hash := flag.String("hash", "", "the tree to read and hash in the block delta's blocks")
 	flag.Parse()
+	if *hash != "" && *src == "" && *cp == "" && flag.NArg() == 0 {
+		hashTree(*hash)
+		return
+	}
 	root, write := *src, false
 	if *cp != "" {
 		root, write = *cp, true
 	}
 	if root == "" || write == (*to == "") || flag.NArg() > 0 {
-		fmt.Fprintln(os.Stderr, "usage: floor -read SRC | floor -copy SRC -to DST")
+		fmt.Fprintln(os.Stderr, "usage: floor -read SRC | floor -copy SRC -to DST | floor -hash SRC")
 		os.Exit(2)
 	}
 	runtime.LockOSThread()
@@ -107,12 +117,64 @@ func main() {
 		unix.RawSyscall6(unix.SYS_UTIMENSAT, out, 0, uintptr(unsafe.Pointer(&ts[0])), 0, 0, 0)
 		unix.RawSyscall(unix.SYS_CLOSE, out, 0, 0)
 	}
+	summary(len(files), total, r0)
+}
+
+// summary prints the files, bytes and this process's CPU-seconds since r0.
+func summary(files int, total int64, r0 unix.Rusage) {
 	var r1 unix.Rusage
 	unix.Getrusage(unix.RUSAGE_SELF, &r1)
 	user := time.Duration(r1.Utime.Nano() - r0.Utime.Nano())
 	sys := time.Duration(r1.Stime.Nano() - r0.Stime.Nano())
 	fmt.Fprintf(os.Stderr, "floor: %d files, %d bytes: %.2f CPU-s (user %.2f, system %.2f)\n",
-		len(files), total, (user + sys).Seconds(), user.Seconds(), sys.Seconds())
+		files, total, (user + sys).Seconds(), user.Seconds(), sys.Seconds())
+}
+
+// hashTree reads each regular file under root whole, one after the other,
+// and hashes it block by block as the block delta does at each end (its
+// block size for the file's size, XXH3-128 a block): what finding the
+// changed blocks of a file cannot do without, at one end.
+func hashTree(root string) {
+	runtime.LockOSThread()
+	var dirs []string
+	var files []file
+	if err := list(root, ".", &dirs, &files); err != nil {
+		fail(err)
+	}
+	var r0 unix.Rusage
+	unix.Getrusage(unix.RUSAGE_SELF, &r0)
+	var total int64
+	var buf []byte
+	for _, f := range files {
+		p := filepath.Join(root, dirs[f.dir], string(f.name[:len(f.name)-1]))
+		fd, err := os.Open(p)
+		if err != nil {
+			fail(err)
+		}
+		fi, err := fd.Stat()
+		if err != nil {
+			fail(err)
+		}
+		bs := wire.BlockSize(fi.Size())
+		if int64(len(buf)) < bs {
+			buf = make([]byte, bs)
+		}
+		for {
+			n, err := io.ReadFull(fd, buf[:bs])
+			if n > 0 {
+				_ = wire.BlockHash(buf[:n])
+				total += int64(n)
+			}
+			if err == io.EOF || err == io.ErrUnexpectedEOF {
+				break
+			}
+			if err != nil {
+				fail(err)
+			}
+		}
+		fd.Close()
+	}
+	summary(len(files), total, r0)
 }
 
 // list appends the directories under root/rel (rel included) to dirs and

@@ -19,7 +19,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,12 +27,12 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/bulkmove/bulkmove/internal/gentree"
+	"github.com/bulkmove/bulkmove/internal/netnstest"
 	"github.com/bulkmove/bulkmove/internal/testbin"
 	"github.com/bulkmove/bulkmove/internal/treecmp"
 )
@@ -176,26 +175,6 @@ func (c *cluster) pod(name string) *pod {
 	return &pod{name: name, holder: cmd, netns: fmt.Sprintf("/proc/%d/ns/net", cmd.Process.Pid), peer: peer}
 }
 
-// inNetns runs f on a thread in the network namespace at ns: the sockets
-// it makes belong there. The thread stays locked, so it ends with its
-// goroutine rather than go back to the runtime in the wrong namespace.
-func inNetns(ns string, f func()) error {
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		fd, err := unix.Open(ns, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err == nil {
-			err = unix.Setns(fd, unix.CLONE_NEWNET)
-			unix.Close(fd)
-		}
-		if err == nil {
-			f()
-		}
-		done <- err
-	}()
-	return <-done
-}
-
 // dial connects from inside p's namespace.
 func (p *pod) dial(ctx context.Context, addr string, from net.IP) (net.Conn, error) {
 	var c net.Conn
@@ -204,7 +183,7 @@ func (p *pod) dial(ctx context.Context, addr string, from net.IP) (net.Conn, err
 	if from != nil {
 		d.LocalAddr = &net.TCPAddr{IP: from}
 	}
-	if nerr := inNetns(p.netns, func() { c, err = d.DialContext(ctx, "tcp", addr) }); nerr != nil {
+	if nerr := netnstest.Do(p.netns, func() { c, err = d.DialContext(ctx, "tcp", addr) }); nerr != nil {
 		return nil, nerr
 	}
 	return c, err
@@ -224,7 +203,7 @@ func (c *cluster) service(from, target *pod, port, targetPort int) {
 	t := c.t
 	var ln net.Listener
 	var err error
-	if nerr := inNetns(from.netns, func() { ln, err = net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port)) }); nerr != nil || err != nil {
+	if nerr := netnstest.Do(from.netns, func() { ln, err = net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port)) }); nerr != nil || err != nil {
 		t.Fatalf("pod %s: Service port %d: %v %v", from.name, port, nerr, err)
 	}
 	t.Cleanup(func() { ln.Close() })

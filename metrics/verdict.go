@@ -215,3 +215,7 @@ func (j *Job) Watch(ctx context.Context, interval, window time.Duration, local b
 		last = v.Resource
 	}
 }
+
+// SetVerdict stores v as the latest verdict: one another process judged
+// (a remote-to-remote move's box1, for the control host's exporter).
+func (j *Job) SetVerdict(v *Verdict) { j.verdict.Store(v) }

@@ -207,6 +207,35 @@ func TestControlTokenFile(t *testing.T) {
 	}
 }
 
+// TestRemoteToRemoteControl: a remote-to-remote move's bandwidth limit
+// is box1's sender's, so --control-token is refused on the control host,
+// and a --metrics-addr it cannot listen on ends the move before it logs
+// in to either host; each names the flag and why.
+func TestRemoteToRemoteControl(t *testing.T) {
+	file, _ := writeToken(t, 0o600)
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--metrics-addr", "127.0.0.1:0", "--control-token", file}, []string{"--control-token", "remote-to-remote", "/bwlimit"}},
+		{[]string{"--metrics-addr", "203.0.113.1:0"}, []string{"metrics listener", "203.0.113.1"}},
+	} {
+		var stderr bytes.Buffer
+		code := run(append(c.args, "box1.invalid:/src", "box2.invalid:/dst"), nil, io.Discard, &stderr)
+		if code != exitUsage {
+			t.Errorf("%v: exit %d, want %d:\n%s", c.args, code, exitUsage, stderr.String())
+		}
+		for _, w := range c.want {
+			if !strings.Contains(stderr.String(), w) {
+				t.Errorf("%v: stderr lacks %q:\n%s", c.args, w, stderr.String())
+			}
+		}
+		if strings.Contains(stderr.String(), "lookup") {
+			t.Errorf("%v: tried to log in first:\n%s", c.args, stderr.String())
+		}
+	}
+}
+
 // TestMetricsLoopbackDefault: --metrics-addr :0 (no host) listens on
 // loopback only, says so, and a stranger on another address of this
 // machine cannot connect; an explicit host binds as given.

@@ -71,16 +71,10 @@ func ExportReceiver(m *metrics.Receiver) func(*extract.Receiver) {
 func (j *job) observe(ctx context.Context, local bool) (stop func(), err error) {
 	o := j.flags.Obs
 	j.previous(j.m)
-	reg := j.m.Registry(Version)
 	ctx, cancel := context.WithCancel(ctx)
-	if o.MetricsAddr != "" {
-		control := metrics.GuardWrites(j.bw, o.token, controlOff)
-		addr, err := metrics.Serve(ctx, o.MetricsAddr, reg, metrics.Route{Pattern: "/bwlimit", Handler: control})
-		if err != nil {
-			cancel()
-			return nil, err
-		}
-		termsafe.Errorf(j.stderr, "metrics on %s", MetricsAt(o.MetricsAddr, addr))
+	if err := j.serveMetrics(ctx, j.m, metrics.Route{Pattern: "/bwlimit", Handler: metrics.GuardWrites(j.bw, o.token, controlOff)}); err != nil {
+		cancel()
+		return nil, err
 	}
 	j.bw.Start(ctx, func(format string, args ...any) { termsafe.Errorf(j.stderr, format, args...) })
 	var wg sync.WaitGroup
@@ -94,28 +88,69 @@ func (j *job) observe(ctx context.Context, local bool) (stop func(), err error) 
 			}
 		})
 	}()
-	if o.Textfile != "" && o.TextfileEvery > 0 {
-		fileReg := j.m.FileRegistry(Version)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			t := time.NewTicker(o.TextfileEvery)
-			defer t.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-t.C:
-					if err := metrics.WriteTextfile(o.Textfile, fileReg); err != nil {
-						termsafe.Errorf(j.stderr, "warning: %v", err)
-					}
-				}
-			}
-		}()
-	}
+	j.rewriteTextfile(ctx, j.m, &wg)
 	return func() {
 		cancel()
 		j.bw.Stop()
+		wg.Wait()
+	}, nil
+}
+
+// serveMetrics exports m, and the routes given, on --metrics-addr (if
+// given) until ctx ends, and says where.
+func (j *job) serveMetrics(ctx context.Context, m *metrics.Job, routes ...metrics.Route) error {
+	o := j.flags.Obs
+	if o.MetricsAddr == "" {
+		return nil
+	}
+	addr, err := metrics.Serve(ctx, o.MetricsAddr, m.Registry(Version), routes...)
+	if err != nil {
+		return err
+	}
+	termsafe.Errorf(j.stderr, "metrics on %s", MetricsAt(o.MetricsAddr, addr))
+	return nil
+}
+
+// rewriteTextfile rewrites --metrics-textfile (if given) with m every
+// --metrics-textfile-interval until ctx ends, in a goroutine wg counts.
+func (j *job) rewriteTextfile(ctx context.Context, m *metrics.Job, wg *sync.WaitGroup) {
+	o := j.flags.Obs
+	if o.Textfile == "" || o.TextfileEvery <= 0 {
+		return
+	}
+	fileReg := m.FileRegistry(Version)
+	wg.Go(func() {
+		t := time.NewTicker(o.TextfileEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if err := metrics.WriteTextfile(o.Textfile, fileReg); err != nil {
+					termsafe.Errorf(j.stderr, "warning: %v", err)
+				}
+			}
+		}
+	})
+}
+
+// observeRemote starts, on a remote-to-remote move's control host, the
+// exporter and the textfile writer of m, the figures box1's job sends
+// with its progress: the returned function stops them (writeOutcome
+// writes the last textfile and push). The bandwidth limit and the
+// verdict are box1's: no /bwlimit here.
+func (j *job) observeRemote(ctx context.Context, m *metrics.Job) (stop func(), err error) {
+	j.previous(m)
+	ctx, cancel := context.WithCancel(ctx)
+	if err := j.serveMetrics(ctx, m); err != nil {
+		cancel()
+		return nil, err
+	}
+	var wg sync.WaitGroup
+	j.rewriteTextfile(ctx, m, &wg)
+	return func() {
+		cancel()
 		wg.Wait()
 	}, nil
 }

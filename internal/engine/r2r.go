@@ -16,7 +16,6 @@ import (
 	"github.com/bulkmove/bulkmove/internal/engine/autojobs"
 	"github.com/bulkmove/bulkmove/internal/progressline"
 	"github.com/bulkmove/bulkmove/internal/termsafe"
-	"github.com/bulkmove/bulkmove/metrics"
 	"github.com/bulkmove/bulkmove/transport"
 	"github.com/bulkmove/bulkmove/transport/dataplane"
 	"github.com/bulkmove/bulkmove/transport/ssh"
@@ -53,9 +52,26 @@ func (j *job) remoteToRemote(ctx context.Context, src, dst sshx.Target) Outcome 
 	case j.flags.SSH.Rsh != "":
 		return j.fail(UsageError, errors.New("-e with a remote-to-remote move: it needs the built-in SSH client (its forwarding carries the relay)"))
 	}
+	if j.flags.Obs.ControlToken != "" {
+		return j.fail(UsageError, fmt.Errorf("--control-token with a remote-to-remote move: the bandwidth limit is applied by the sender on %s, and the control host serves no /bwlimit", src.Host))
+	}
 	opt := j.flags.SSH.options(isTerminal(os.Stdin))
 	opt.Stderr = j.stderr
 	c := j.flags.forR2R()
+	// box1's figures, sent with its progress, are this host's measure of
+	// the move: its --metrics-addr and --metrics-textfile while the move
+	// runs, the last textfile and --pushgateway at the end (writeOutcome).
+	measured := newMeasure(max(c.Jobs, c.Auto.Max))
+	measured.Start = j.start
+	if sh := j.flags.Scale.Shard; !sh.All() {
+		measured.Shard = sh.String()
+	}
+	stopObs, err := j.observeRemote(ctx, measured)
+	if err != nil {
+		return j.fail(UsageError, err)
+	}
+	defer stopObs()
+	j.m = measured
 	// box1's sender and box2's agent start at once: each is a login and
 	// a process's start, which a busy host makes slow. The agent's root
 	// is DEST for a directory SRC; a single file that lands as DEST needs
@@ -355,16 +371,7 @@ func (j *job) r2rFollow(ctx context.Context, box1 string, sess *sshx.Session, br
 	if j.remoteProgress != nil {
 		show, stop = j.remoteProgress()
 	}
-	// box1's figures are this host's measure of the move, for its
-	// --metrics-textfile and --pushgateway (writeOutcome), read once the
-	// move is over.
-	measured := metrics.NewJob(0)
-	measured.Start = j.start
-	if sh := j.flags.Scale.Shard; !sh.All() {
-		measured.Shard = sh.String()
-	}
-	j.previous(measured)
-	j.m = measured
+	measured := j.m
 	replies := make(chan [2]string, 1)
 	done := make(chan struct{})
 	go func() {

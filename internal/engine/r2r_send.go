@@ -16,6 +16,7 @@ import (
 	"github.com/bulkmove/bulkmove/internal/engine/paths"
 	"github.com/bulkmove/bulkmove/internal/engine/throttle"
 	"github.com/bulkmove/bulkmove/internal/progressline"
+	"github.com/bulkmove/bulkmove/internal/ratelimit"
 	"github.com/bulkmove/bulkmove/metrics"
 	"github.com/bulkmove/bulkmove/transport/dataplane"
 	"github.com/bulkmove/bulkmove/transport/sshx"
@@ -153,27 +154,62 @@ func (s R2RSender) Run(ctx context.Context) Outcome {
 
 // r2rStatus is a progress line of box1's for the control host: the
 // progress line's figures, which it draws, and the job's counts and each
-// stream's, which its metrics (--metrics-textfile, --pushgateway) take.
+// stream's, with box1's bottleneck verdict, which its metrics
+// (--metrics-addr, --metrics-textfile, --pushgateway) take. A field an
+// older box1 does not send reads as zero.
 type r2rStatus struct {
 	progressline.Job
 	PlannedFiles, DoneFiles, Skipped, Failed int64
 	Sent                                     []r2rStream
+	// The progress line has the bandwidth limit and the verdict's
+	// resource; these are the rest of what the exporter shows.
+	Target      int64 `json:",omitempty"` // the streams the job aims at
+	MoreStreams bool  `json:",omitempty"` // the verdict says one more stream would help
 }
 
-// r2rStream is what one of box1's streams sent.
-type r2rStream struct{ Bytes, Files, Batches int64 }
+// r2rStream is what one of box1's streams did: its series in the
+// exporter, times in nanoseconds.
+type r2rStream struct {
+	Bytes, Files, Batches int64
+	// Omitted when zero: the line goes out every r2rEvery.
+	Retries, Read, Blocked, Wait, Idle, Wire, CompressIn, CompressOut int64  `json:",omitempty"`
+	RecvBytes, RecvFiles, RecvWrite, RecvFsync, RecvCPU               int64  `json:",omitempty"`
+	RecvProcess                                                       string `json:",omitempty"`
+	Compressing, Active                                               bool   `json:",omitempty"`
+}
 
 // statusOf is the progress line r and m's counts, as box1 sends them.
 func statusOf(r progressline.Job, m *metrics.Job) r2rStatus {
-	st := r2rStatus{Job: r, PlannedFiles: m.PlannedFiles.Load(), DoneFiles: m.DoneFiles.Load(), Skipped: m.Skipped.Load(), Failed: m.Failed.Load()}
-	for _, c := range m.Streams {
-		st.Sent = append(st.Sent, r2rStream{c.BytesSent.Load(), c.FilesSent.Load(), c.Batches.Load()})
+	st := r2rStatus{Job: r, PlannedFiles: m.PlannedFiles.Load(), DoneFiles: m.DoneFiles.Load(), Skipped: m.Skipped.Load(), Failed: m.Failed.Load(),
+		Target: m.AutoJ.Target.Load()}
+	if v := m.Verdict(); v != nil {
+		st.MoreStreams = v.MoreStreamsHelp
+	}
+	for _, c := range m.StreamsInUse() {
+		s := r2rStream{Bytes: c.BytesSent.Load(), Files: c.FilesSent.Load(), Batches: c.Batches.Load(), Retries: c.Retries.Load(),
+			Read: c.ReadNanos.Load(), Blocked: c.SendNanos.Load(), Wait: c.WaitNanos.Load(), Idle: c.IdleNanos.Load(),
+			Wire: c.WireBytes.Load(), CompressIn: c.CompressIn.Load(), CompressOut: c.CompressOut.Load(),
+			RecvBytes: c.RecvBytes.Load(), RecvFiles: c.RecvFiles.Load(), RecvWrite: c.RecvWriteNanos.Load(), RecvFsync: c.RecvFsyncNanos.Load(),
+			RecvCPU: c.RecvCPUNanos.Load(), Compressing: c.Compressing.Load(), Active: c.Active.Load()}
+		if p := c.RecvProcess.Load(); p != nil {
+			s.RecvProcess = *p
+		}
+		st.Sent = append(st.Sent, s)
 	}
 	return st
 }
 
-// measure is box1's status st in m, the control host's measure of the
-// move.
+// newMeasure is the control host's measure of a move whose box1 runs up
+// to streams streams: the counters exist from the start, since the
+// exporter reads them while box1's progress (measure) sets them.
+func newMeasure(streams int) *metrics.Job {
+	m := metrics.NewJob(streams)
+	m.Limit = ratelimit.NewAdjustable(0)
+	return m
+}
+
+// measure is box1's status st in m (newMeasure's), the control host's
+// measure of the move.
 func (st r2rStatus) measure(m *metrics.Job) {
 	m.PlannedBytes.Store(st.PlannedBytes)
 	m.PlannedFiles.Store(st.PlannedFiles)
@@ -182,13 +218,44 @@ func (st r2rStatus) measure(m *metrics.Job) {
 	m.DoneFiles.Store(st.DoneFiles)
 	m.Skipped.Store(st.Skipped)
 	m.Failed.Store(st.Failed)
-	for len(m.Streams) < len(st.Sent) {
-		m.Streams = append(m.Streams, &metrics.Stream{})
+	if m.Limit != nil && m.Limit.Rate() != st.Limit {
+		m.Limit.SetRate(st.Limit)
 	}
-	for i, c := range st.Sent {
-		m.Streams[i].BytesSent.Store(c.Bytes)
-		m.Streams[i].FilesSent.Store(c.Files)
-		m.Streams[i].Batches.Store(c.Batches)
+	m.AutoJ.Target.Store(st.Target)
+	res := st.Bottleneck
+	if res == "" { // the progress line's word for none known
+		res = metrics.Idle
+	}
+	m.SetVerdict(&metrics.Verdict{Resource: res, MoreStreamsHelp: st.MoreStreams})
+	sent := st.Sent[:min(len(st.Sent), len(m.Streams))]
+	if len(sent) > 0 {
+		m.AutoJ.InUse.Store(int64(len(sent)))
+	}
+	for i, c := range sent {
+		s := m.Streams[i]
+		s.BytesSent.Store(c.Bytes)
+		s.FilesSent.Store(c.Files)
+		s.Batches.Store(c.Batches)
+		s.Retries.Store(c.Retries)
+		s.ReadNanos.Store(c.Read)
+		s.SendNanos.Store(c.Blocked)
+		s.WaitNanos.Store(c.Wait)
+		s.IdleNanos.Store(c.Idle)
+		s.WireBytes.Store(c.Wire)
+		s.CompressIn.Store(c.CompressIn)
+		s.CompressOut.Store(c.CompressOut)
+		s.Compressing.Store(c.Compressing)
+		s.RecvBytes.Store(c.RecvBytes)
+		s.RecvFiles.Store(c.RecvFiles)
+		s.RecvWriteNanos.Store(c.RecvWrite)
+		s.RecvFsyncNanos.Store(c.RecvFsync)
+		s.RecvCPUNanos.Store(c.RecvCPU)
+		if c.RecvProcess != "" {
+			if p := s.RecvProcess.Load(); p == nil || *p != c.RecvProcess {
+				s.RecvProcess.Store(&c.RecvProcess)
+			}
+		}
+		s.Active.Store(c.Active)
 	}
 }
 

@@ -221,3 +221,42 @@ func TestDeltaInPlaceNoRoom(t *testing.T) {
 	}
 	checkInPlace(t, f, now, ino)
 }
+
+// TestDeltaInPlaceLargeFile: a file larger than the default split size,
+// changed, on a DEST with no room for a second copy of it: with --inplace
+// and no --split-size, it goes whole (its ranges would each land in a
+// partial, a copy) and is patched where it is.
+func TestDeltaInPlaceLargeFile(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 72 MiB file: skipped under -short")
+	}
+	const size = 72 << 20 // over the auto split size (64 MiB)
+	small := smallTmpfs(t, "100m")
+	dir := shmDir(t)
+	src, dst := filepath.Join(dir, "src"), filepath.Join(small, "dst")
+	for _, d := range []string{src, dst} {
+		os.MkdirAll(d, 0o755)
+	}
+	r := rand.New(rand.NewPCG(72, 3))
+	old := randBytes(r, size)
+	now := editRuns(r, old)
+	f := filepath.Join(dst, "image")
+	if err := os.WriteFile(f, old, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	then := time.Now().Add(-time.Hour)
+	os.Chtimes(f, then, then)
+	os.WriteFile(filepath.Join(src, "image"), now, 0o644)
+	ino := inode(t, f)
+	env := []string{"XDG_STATE_HOME=" + t.TempDir()}
+	args := []string{"--via-agent", "--inplace", "--stats", "-j", "2"}
+
+	out, code := runBM(t, env, append(args, src+"/", dst)...)
+	if code != 0 {
+		t.Fatalf("--inplace: exit %d:\n%s", code, out)
+	}
+	checkInPlace(t, f, now, ino)
+	if n := sentBytes(t, out); n > size/10 {
+		t.Errorf("%d bytes sent for 1,600 bytes changed in %d: not a delta", n, size)
+	}
+}

@@ -172,7 +172,7 @@ func registerMove(fs *pflag.FlagSet, c *engine.Config) {
 		fs.BoolVarP(&c.WholeFile, "whole-file", "W", c.WholeFile, "send every file whole, never as a block delta (rsync's)")
 		fs.BoolVar(&c.NoWholeFile, "no-whole-file", c.NoWholeFile, "use the block delta for files of --delta-min or more (the default; rsync's)")
 		fs.BoolVar(&c.InPlace, "inplace", c.InPlace, "patch a file that goes as a block delta where it is, not in a copy beside it: for a DEST without room for a second copy; the file keeps its inode, and an interrupted patch is finished by the next run (see docs/delta.md)")
-		fs.Var(&c.Split, "split-size", "cut files larger than `SIZE` into ranges of SIZE that several streams carry, written into one preallocated temporary and renamed when all have landed; auto: the larger of 64MiB and --batch-size; 0 or off: never split")
+		fs.Var(&c.Split, "split-size", "cut files larger than `SIZE` into ranges of SIZE that several streams carry, written into one preallocated temporary and renamed when all have landed; auto: the larger of 64MiB and --batch-size, and never with --inplace; 0 or off: never split")
 	})
 	section(fs, "output", func() {
 		// -P is rsync's --partial --progress: bulkmove's journal already

@@ -46,12 +46,18 @@ func (f *SplitSize) Set(s string) error {
 
 // apply sets the walk's split size. Files are not split where their
 // ranges could not carry what the options ask of a file: content hashes
-// of whole files (--checksum), extended attributes and ACLs (-X, -A).
+// of whole files (--checksum), extended attributes and ACLs (-X, -A); nor,
+// unless --split-size says so, with --inplace: the ranges of a file each
+// land in its partial, a second copy of the file, where --inplace is
+// asked for a DEST without room for one (docs/delta.md).
 func (f *SplitSize) apply(o *sharder.Options, m *Config) {
 	if m.Checksum || m.Faithful.Xattrs || m.Faithful.ACLs {
 		return
 	}
 	n := f.Size
+	if n < 0 && m.InPlace {
+		return
+	}
 	if n < 0 {
 		n = max(autoSplitMin, int64(m.BatchSize))
 	}

@@ -184,23 +184,8 @@ func TestDeltaInPlaceResume(t *testing.T) {
 // byte of it is sent, naming it and --inplace, and leaves it as it was;
 // with --inplace the same command patches it where it is.
 func TestDeltaInPlaceNoRoom(t *testing.T) {
-	small := smallTmpfs(t, "12m")
-	dir := shmDir(t)
-	src, dst := filepath.Join(dir, "src"), filepath.Join(small, "dst")
-	for _, d := range []string{src, dst} {
-		os.MkdirAll(d, 0o755)
-	}
-	r := rand.New(rand.NewPCG(30, 9))
-	old := randBytes(r, deltaSize) // 8 MiB of the 12: no room for a copy
-	now := editRuns(r, old)
-	f := filepath.Join(dst, "edits")
-	if err := os.WriteFile(f, old, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	then := time.Now().Add(-time.Hour)
-	os.Chtimes(f, then, then)
-	os.WriteFile(filepath.Join(src, "edits"), now, 0o644)
-	ino := inode(t, f)
+	// 8 MiB of the 12: no room for a copy.
+	src, dst, f, old, now, ino := noRoomFile(t, "12m", deltaSize, "edits", 30)
 	env := []string{"XDG_STATE_HOME=" + t.TempDir()}
 	args := []string{"--via-agent", "--split-size", "0", "--delta-min", "1MiB", "--stats"}
 
@@ -231,23 +216,7 @@ func TestDeltaInPlaceLargeFile(t *testing.T) {
 		t.Skip("a 72 MiB file: skipped under -short")
 	}
 	const size = 72 << 20 // over the auto split size (64 MiB)
-	small := smallTmpfs(t, "100m")
-	dir := shmDir(t)
-	src, dst := filepath.Join(dir, "src"), filepath.Join(small, "dst")
-	for _, d := range []string{src, dst} {
-		os.MkdirAll(d, 0o755)
-	}
-	r := rand.New(rand.NewPCG(72, 3))
-	old := randBytes(r, size)
-	now := editRuns(r, old)
-	f := filepath.Join(dst, "image")
-	if err := os.WriteFile(f, old, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	then := time.Now().Add(-time.Hour)
-	os.Chtimes(f, then, then)
-	os.WriteFile(filepath.Join(src, "image"), now, 0o644)
-	ino := inode(t, f)
+	src, dst, f, _, now, ino := noRoomFile(t, "100m", size, "image", 72)
 	env := []string{"XDG_STATE_HOME=" + t.TempDir()}
 	args := []string{"--via-agent", "--inplace", "--stats", "-j", "2"}
 
@@ -259,4 +228,30 @@ func TestDeltaInPlaceLargeFile(t *testing.T) {
 	if n := sentBytes(t, out); n > size/10 {
 		t.Errorf("%d bytes sent for 1,600 bytes changed in %d: not a delta", n, size)
 	}
+}
+
+// noRoomFile makes SRC (on /dev/shm) and DEST (on a tmpfs of tmpfsSize)
+// with a file name of size random bytes: DEST's old version an hour old,
+// SRC's with editRuns' changes. It returns both directories, DEST's file,
+// both versions and the file's inode.
+func noRoomFile(t *testing.T, tmpfsSize string, size int, name string, seed uint64) (src, dst, f string, old, now []byte, ino uint64) {
+	t.Helper()
+	small := smallTmpfs(t, tmpfsSize)
+	src, dst = filepath.Join(shmDir(t), "src"), filepath.Join(small, "dst")
+	for _, d := range []string{src, dst} {
+		os.MkdirAll(d, 0o755)
+	}
+	r := rand.New(rand.NewPCG(seed, 9))
+	old = randBytes(r, size)
+	now = editRuns(r, old)
+	f = filepath.Join(dst, name)
+	if err := os.WriteFile(f, old, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	then := time.Now().Add(-time.Hour)
+	os.Chtimes(f, then, then)
+	if err := os.WriteFile(filepath.Join(src, name), now, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return src, dst, f, old, now, inode(t, f)
 }

@@ -42,7 +42,7 @@ func cachedSum(p, rec string) (string, error) {
 	if err != nil || rec == "" {
 		return Sum(p)
 	}
-	if b, err := os.ReadFile(rec); err == nil {
+	if b, ok := readPrivate(rec); ok {
 		if k, sum, ok := strings.Cut(strings.TrimSuffix(string(b), "\n"), " sha256="); ok && k == key && isHexSum(sum) {
 			return sum, nil
 		}
@@ -66,6 +66,24 @@ func fileKey(p string) (string, error) {
 	}
 	dev, ino, ctime := statIDs(fi)
 	return fmt.Sprintf("path=%q dev=%d ino=%d size=%d mtime=%d ctime=%d", p, dev, ino, fi.Size(), fi.ModTime().UnixNano(), ctime), nil
+}
+
+// readPrivate reads the record rec if it is a regular file (not through a
+// symbolic link) of this user's that no one else may write: the hash it
+// holds decides which cached upload a remote runs.
+func readPrivate(rec string) ([]byte, bool) {
+	fi, err := os.Lstat(rec)
+	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o022 != 0 || !ownedBySelf(fi) || fi.Size() > 4096 {
+		return nil, false
+	}
+	b, err := os.ReadFile(rec)
+	if err != nil {
+		return nil, false
+	}
+	if again, err := os.Lstat(rec); err != nil || !os.SameFile(fi, again) {
+		return nil, false
+	}
+	return b, true
 }
 
 func isHexSum(s string) bool {

@@ -71,6 +71,21 @@ func TestCachedSum(t *testing.T) {
 			t.Errorf("with the record %q cachedSum = %q, want %q", bad, got, want3)
 		}
 	}
+	// A record others may write, or a link to one, is not believed.
+	k, _ := fileKey(bin)
+	forgedRec := k + " sha256=" + forged + "\n"
+	os.WriteFile(rec, []byte(forgedRec), 0o600)
+	os.Chmod(rec, 0o666)
+	if got, _ := cachedSum(bin, rec); got != want3 {
+		t.Errorf("with a record writable by others cachedSum = %q, want the hash %q", got, want3)
+	}
+	elsewhere := filepath.Join(dir, "elsewhere")
+	os.WriteFile(elsewhere, []byte(forgedRec), 0o600)
+	os.Remove(rec)
+	os.Symlink(elsewhere, rec)
+	if got, _ := cachedSum(bin, rec); got != want3 {
+		t.Errorf("with a record that is a symbolic link cachedSum = %q, want the hash %q", got, want3)
+	}
 	if got, _ := cachedSum(bin, ""); got != want3 {
 		t.Errorf("with no record cachedSum = %q, want %q", got, want3)
 	}

@@ -4,6 +4,7 @@ package agentbin
 
 import (
 	"io/fs"
+	"os"
 	"syscall"
 )
 
@@ -14,4 +15,10 @@ func statIDs(fi fs.FileInfo) (dev, ino uint64, ctime int64) {
 		return 0, 0, 0
 	}
 	return uint64(st.Dev), uint64(st.Ino), ctimeOf(st)
+}
+
+// ownedBySelf says whether fi is owned by this process's effective user.
+func ownedBySelf(fi fs.FileInfo) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && int(st.Uid) == os.Geteuid()
 }

@@ -2,10 +2,12 @@ package agentbin
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 // SelfSum is Sum of this executable, once a process, and kept across runs
@@ -72,18 +74,17 @@ func fileKey(p string) (string, error) {
 // symbolic link) of this user's that no one else may write: the hash it
 // holds decides which cached upload a remote runs.
 func readPrivate(rec string) ([]byte, bool) {
-	fi, err := os.Lstat(rec)
-	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o022 != 0 || !ownedBySelf(fi) || fi.Size() > 4096 {
-		return nil, false
-	}
-	b, err := os.ReadFile(rec)
+	f, err := os.OpenFile(rec, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, false
 	}
-	if again, err := os.Lstat(rec); err != nil || !os.SameFile(fi, again) {
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o022 != 0 || !ownedBySelf(fi) || fi.Size() > 4096 {
 		return nil, false
 	}
-	return b, true
+	b, err := io.ReadAll(f)
+	return b, err == nil
 }
 
 func isHexSum(s string) bool {

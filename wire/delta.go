@@ -44,12 +44,18 @@ const PAXDeltaZero = "BULKMOVE.deltazero"
 
 // Block sizes and counts.
 const (
-	MinBlock = 128 << 10
+	MinBlock = 32 << 10
 	MaxBlock = 4 << 20
 	// targetBlocks is how many blocks a file is cut into until its
-	// blocks reach MaxBlock: 1 GiB in 128 KiB blocks, so that 16 runs of
-	// changes at unaligned offsets cost at most 32 blocks, 4 MiB of it.
-	targetBlocks = 8192
+	// blocks reach MaxBlock: 1 GiB in 32 KiB blocks, so that 16 runs of
+	// changes at unaligned offsets cost at most 32 blocks, 1 MiB of it,
+	// for a block list of 512 KiB. Every byte sent passes through sshd,
+	// which costs more per byte than hashing: small blocks pay.
+	targetBlocks = 32768
+	// ReadChunk is how much of a file either end reads at once to hash
+	// its blocks (whole blocks, at least one): a read per small block
+	// would cost more in system calls than the hashing.
+	ReadChunk = 1 << 20
 	// MaxBlocks bounds the hashes of one file (16 MiB of them); a larger
 	// file gets larger blocks.
 	MaxBlocks = 1 << 20
@@ -72,6 +78,9 @@ func BlockSize(size int64) int64 {
 	}
 	return b
 }
+
+// ChunkBlocks is how many blocks of bs bytes one read of ReadChunk takes.
+func ChunkBlocks(bs int64) int { return int(max(1, ReadChunk/bs)) }
 
 // BlockCount is how many blocks of bs bytes a file of size bytes has.
 func BlockCount(size, bs int64) int64 { return (size + bs - 1) / bs }

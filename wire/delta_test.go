@@ -7,12 +7,12 @@ import (
 	"github.com/bulkmove/bulkmove/wire"
 )
 
-// TestBlockSize: 128 KiB blocks up to 1 GiB (16 runs of changes cost at
-// most 32 blocks, 4 MiB: under 3% of it), 4 MiB at most until a file
+// TestBlockSize: 32 KiB blocks up to 1 GiB (16 runs of changes cost at
+// most 32 blocks, 1 MiB: under 3% of it), 4 MiB at most until a file
 // would have more than MaxBlocks.
 func TestBlockSize(t *testing.T) {
 	for _, c := range []struct{ size, bs int64 }{
-		{1, 128 << 10}, {1 << 30, 128 << 10}, {1<<30 + 1, 256 << 10}, {32 << 30, 4 << 20}, {1 << 40, 4 << 20}, {8 << 40, 8 << 20},
+		{1, 32 << 10}, {1 << 30, 32 << 10}, {1<<30 + 1, 64 << 10}, {32 << 30, 1 << 20}, {128 << 30, 4 << 20}, {1 << 40, 4 << 20}, {8 << 40, 8 << 20},
 	} {
 		if got := wire.BlockSize(c.size); got != c.bs {
 			t.Errorf("BlockSize(%d) = %d, want %d", c.size, got, c.bs)

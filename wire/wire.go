@@ -96,7 +96,9 @@ import (
 // Also 20: a block delta's entry may name blocks that are zeros, holes in
 // SRC's file, sent as no bytes (PAXDeltaZero); an older agent would keep
 // its own blocks there.
-const Proto = 20
+// 21: a block list's blocks may be as small as 32 KiB (MinBlock); an
+// older sender would refuse the list.
+const Proto = 21
 
 // The first words of the internal commands, which one end starts on the
 // other's host (over SSH, or as a local child): written as flags, so that

@@ -155,16 +155,19 @@ func hashTree(root string) {
 		if err != nil {
 			fail(err)
 		}
+		// Read as the delta reads (wire.ReadChunk at a time), hashed in
+		// its blocks.
 		bs := wire.BlockSize(fi.Size())
-		if int64(len(buf)) < bs {
-			buf = make([]byte, bs)
+		chunk := int64(wire.ChunkBlocks(bs)) * bs
+		if int64(len(buf)) < chunk {
+			buf = make([]byte, chunk)
 		}
 		for {
-			n, err := io.ReadFull(fd, buf[:bs])
-			if n > 0 {
-				_ = wire.BlockHash(buf[:n])
-				total += int64(n)
+			n, err := io.ReadFull(fd, buf[:chunk])
+			for o := 0; o < n; o += int(bs) {
+				_ = wire.BlockHash(buf[o:min(o+int(bs), n)])
 			}
+			total += int64(n)
 			if err == io.EOF || err == io.ErrUnexpectedEOF {
 				break
 			}

@@ -33,12 +33,12 @@ const deltaSize = 8 << 20
 
 var deltaCases = []deltaCase{
 	{"edits", func(r *rand.Rand, old []byte) []byte {
-		// At most 32 blocks of 128 KiB.
+		// At most 32 blocks.
 		return editRuns(r, old)
-	}, 32*128<<10 + 64<<10},
+	}, 32*wire.BlockSize(deltaSize) + 64<<10},
 	{"append", func(r *rand.Rand, old []byte) []byte {
 		return append(bytes.Clone(old), randBytes(r, 300_000)...)
-	}, 300_000 + 128<<10 + 64<<10},
+	}, 300_000 + wire.BlockSize(deltaSize) + 64<<10},
 	{"truncate", func(r *rand.Rand, old []byte) []byte {
 		return bytes.Clone(old[:len(old)-1_234_567])
 	}, 64 << 10},
@@ -364,8 +364,8 @@ func deltaSparse(t *testing.T, inPlace bool) {
 		t.Errorf("-v does not say vm.img went as a delta:\n%s", out)
 	}
 	t.Logf("sent %d bytes; vm.img takes %d bytes at SRC, %d at DEST", sentBytes(t, out), allocated(t, filepath.Join(src, "vm.img")), allocated(t, filepath.Join(dst, "vm.img")))
-	// The filled hole's 1 MiB and two blocks of 128 KiB, and the frames.
-	if n, want := sentBytes(t, out), int64(mb+2*128<<10+64<<10); n > want {
+	// The filled hole's 1 MiB and two blocks, and the frames.
+	if n, want := sentBytes(t, out), mb+2*wire.BlockSize(size)+64<<10; n > want {
 		t.Errorf("%d bytes sent for 1 MiB of new data and two changed blocks, want at most %d:\n%s", n, want, out)
 	}
 	if s, d := allocated(t, filepath.Join(src, "vm.img")), allocated(t, filepath.Join(dst, "vm.img")); d > s+128<<10 {

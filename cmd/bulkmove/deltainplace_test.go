@@ -13,6 +13,7 @@ import (
 
 	"github.com/bulkmove/bulkmove/internal/sshdtest"
 	"github.com/bulkmove/bulkmove/internal/testbin"
+	"github.com/bulkmove/bulkmove/wire"
 )
 
 func inode(t *testing.T, p string) uint64 {
@@ -103,8 +104,8 @@ func TestDeltaInPlaceResume(t *testing.T) {
 
 	// 1 MiB/s: eight seconds for the file. Killed once a seeded block in
 	// its first half holds the new data.
-	const bs = 128 << 10
-	k := int64(4 + r.IntN(size/bs/2-4))
+	bs := wire.BlockSize(size)
+	k := int64(4 + r.IntN(int(size/bs/2-4)))
 	cmd := exec.Command(bin, append(args, "--bwlimit", "1M", src+"/", dst)...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -128,7 +129,7 @@ func TestDeltaInPlaceResume(t *testing.T) {
 		}
 		n, _ := h.ReadAt(blk, k*bs)
 		h.Close()
-		reached = n == bs && bytes.Equal(blk, now[k*bs:(k+1)*bs])
+		reached = int64(n) == bs && bytes.Equal(blk, now[k*bs:(k+1)*bs])
 	}
 	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	<-exited

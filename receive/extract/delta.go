@@ -350,28 +350,43 @@ func (r *Receiver) hashBlocks(b *deltaBase) error {
 	if r.opt.IOConcurrency <= 0 {
 		width = max(width, min(4, runtime.GOMAXPROCS(0)))
 	}
-	width = min(width, len(b.hashes))
+	// Each task is a chunk of blocks, read at once where they hold data.
+	per := wire.ChunkBlocks(b.bs)
+	chunks := (len(b.hashes) + per - 1) / per
+	width = min(width, chunks)
 	bufs := make([][]byte, max(width, 1))
 	var mu sync.Mutex
 	var first error
-	ioconc.ForEach(len(b.hashes), width, func(w, k int) {
-		off := int64(k) * b.bs
-		l := min(b.bs, b.hashed-off)
-		if holes.In(data, b.off+off, l) {
-			b.hashes[k] = wire.ZeroHash(l)
-			return
+	ioconc.ForEach(chunks, width, func(w, c int) {
+		for k, end := c*per, min((c+1)*per, len(b.hashes)); k < end; {
+			off := int64(k) * b.bs
+			if l := min(b.bs, b.hashed-off); holes.In(data, b.off+off, l) {
+				b.hashes[k] = wire.ZeroHash(l)
+				k++
+				continue
+			}
+			j, n := k, int64(0)
+			for j < end {
+				l := min(b.bs, b.hashed-int64(j)*b.bs)
+				if holes.In(data, b.off+int64(j)*b.bs, l) {
+					break
+				}
+				j, n = j+1, n+l
+			}
+			if bufs[w] == nil {
+				bufs[w] = make([]byte, int64(per)*b.bs)
+			}
+			p := bufs[w][:n]
+			if err := preadFull(b.fd, p, b.off+off); err != nil {
+				mu.Lock()
+				first = cmpOr(first, err)
+				mu.Unlock()
+				return
+			}
+			for ; k < j; k++ {
+				b.hashes[k] = wire.BlockHash(p[int64(k)*b.bs-off : min(int64(k+1)*b.bs-off, n)])
+			}
 		}
-		if bufs[w] == nil {
-			bufs[w] = make([]byte, b.bs)
-		}
-		p := bufs[w][:l]
-		if err := preadFull(b.fd, p, b.off+off); err != nil {
-			mu.Lock()
-			first = cmpOr(first, err)
-			mu.Unlock()
-			return
-		}
-		b.hashes[k] = wire.BlockHash(p)
 	})
 	return first
 }
@@ -647,24 +662,32 @@ func (t *Txn) deltaExtra(hdr *tar.Header, j int, x *FileData) (*FileData, error)
 func (t *Txn) rangeDelta(fd int, e *model.Entry, src io.Reader, ext, zero []wire.Extent, b *deltaBase) (n int64, sum wire.Sum, rerr, werr error) {
 	nb := wire.BlockCount(e.Len, b.bs)
 	got := make([]wire.Sum, nb)
-	buf := make([]byte, min(b.bs, e.Len))
+	per := int64(wire.ChunkBlocks(b.bs))
+	buf := make([]byte, min(per*b.bs, e.Len))
 	next := int64(0) // the first block not yet written
+	// keep copies the blocks from next to end from DEST's file, a chunk
+	// at a time, each hashed again and compared before it is written.
 	keep := func(end int64) error {
-		for ; next < end; next++ {
+		for next < end {
 			off := next * b.bs
-			p := buf[:min(b.bs, e.Len-off)]
-			if int(next) >= len(b.hashes) || int64(len(p)) != min(b.bs, b.hashed-off) {
+			j := min(end, next+per)
+			p := buf[:min(j*b.bs, e.Len)-off]
+			if int(j-1) >= len(b.hashes) || min(j*b.bs, e.Len) != min(j*b.bs, b.hashed) {
 				return fmt.Errorf("the block at %d was neither sent nor in DEST's file", e.Off+off)
 			}
 			if err := preadFull(b.fd, p, e.Off+off); err != nil {
 				return fmt.Errorf("read DEST's file: %w", err)
 			}
-			if got[next] = wire.BlockHash(p); got[next] != b.hashes[next] {
-				return fmt.Errorf("DEST's file changed while its blocks were used (the block at %d)", e.Off+off)
+			for k := next; k < j; k++ {
+				o := k*b.bs - off
+				if got[k] = wire.BlockHash(p[o:min(o+b.bs, int64(len(p)))]); got[k] != b.hashes[k] {
+					return fmt.Errorf("DEST's file changed while its blocks were used (the block at %d)", e.Off+k*b.bs)
+				}
 			}
 			if err := t.writeBlock(fd, p, e.Off+off); err != nil {
 				return err
 			}
+			next = j
 		}
 		return nil
 	}

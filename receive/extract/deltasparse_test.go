@@ -113,7 +113,7 @@ func TestDeltaSparseBase(t *testing.T) {
 // nothing is installed (maps of zeros that break the rules:
 // TestDeltaHostileMap).
 func TestDeltaZeroBlocks(t *testing.T) {
-	const size = 1 << 20 // 8 blocks
+	const size = 8 * wire.MinBlock // 8 blocks
 	bs := int64(wire.MinBlock)
 	old := bytes.Repeat([]byte("old "), size/4)
 	content := bytes.Clone(old)
@@ -237,5 +237,45 @@ func TestDeltaZeroRange(t *testing.T) {
 	}
 	if tmp := temporaries(t, s.root); len(tmp) > 0 {
 		t.Errorf("temporaries left: %v", tmp)
+	}
+}
+
+// TestDeltaHashChunks: DEST's file is read a chunk of blocks at a time
+// (wire.ReadChunk), a hole cutting a chunk short: every block's hash is
+// still its own bytes' (zeros in the hole), the last one cut short too.
+func TestDeltaHashChunks(t *testing.T) {
+	s := newSandbox(t)
+	bs := int64(wire.MinBlock)
+	per := int64(wire.ChunkBlocks(bs))
+	size := 3*per*bs + bs/3 // three chunks and a third of a block
+	rb := randFunc(7, 8)
+	content := make([]byte, size)
+	for _, x := range []struct{ from, to int64 }{{0, per/2 + 3}, {per + 5, 3*per + 1}} {
+		copy(content[x.from*bs:], rb(int(min(x.to*bs, size)-x.from*bs)))
+	}
+	p := filepath.Join(s.root, "f")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Truncate(size)
+	for _, x := range []struct{ from, to int64 }{{0, per/2 + 3}, {per + 5, 3*per + 1}} {
+		f.WriteAt(content[x.from*bs:min(x.to*bs, size)], x.from*bs)
+	}
+	f.Close()
+	r := s.open(t, extract.Options{DeltaMin: 1})
+	m := &wire.BatchManifest{ID: 1, Entries: []model.Entry{fileE("f", size)}}
+	need := r.Need(m.Entries)
+	d := r.PrepareDeltas(m.Entries, need)
+	defer d.Close()
+	lists := d.Lists(m.ID, len(m.Entries))
+	if len(lists) != 1 || lists[0].BlockSize != bs || lists[0].Len != size {
+		t.Fatalf("block lists %+v, want one of %d bytes in blocks of %d", lists, size, bs)
+	}
+	for k, h := range lists[0].Hashes {
+		off := int64(k) * bs
+		if want := wire.BlockHash(content[off:min(off+bs, size)]); h != want {
+			t.Fatalf("block %d of %d at %d: hash %x, want %x", k, len(lists[0].Hashes), off, h, want)
+		}
 	}
 }

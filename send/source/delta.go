@@ -56,25 +56,38 @@ func (s Source) deltaPlan(f *File, e *model.Entry, bl *wire.BlockList, buf []byt
 		data = holes.Data(f.fd, base, base+size, wire.MaxDeltaExtents)
 	}
 	start := time.Now()
-	for k := range hashes {
+	per := wire.ChunkBlocks(bs)
+	for k := 0; k < len(hashes); {
 		off := int64(k) * bs
-		l := min(bs, size-off)
-		if holes.In(data, base+off, l) {
+		if l := min(bs, size-off); holes.In(data, base+off, l) {
 			hashes[k], kind[k] = wire.ZeroHash(l), blockZero
+			k++
 			continue
 		}
-		p := buf[:l]
+		// The blocks from k that hold data, read at once.
+		j, n := k, int64(0)
+		for j < len(hashes) && j-k < per {
+			l := min(bs, size-int64(j)*bs)
+			if holes.In(data, base+int64(j)*bs, l) {
+				break
+			}
+			j, n = j+1, n+l
+		}
+		p := buf[:n]
 		s.Limit.Wait(len(p))
 		if err := readAt(f, p, base+off); err != nil {
 			return nil, nil, nil, err
 		}
-		hashes[k] = wire.BlockHash(p)
-		switch {
-		case !bl.Differs(k, size, hashes[k]):
-		case s.Sparse && hashes[k] == wire.ZeroHash(l):
-			kind[k] = blockZero
-		default:
-			kind[k] = blockSend
+		for ; k < j; k++ {
+			b := p[int64(k)*bs-off : min(int64(k+1)*bs-off, n)]
+			hashes[k] = wire.BlockHash(b)
+			switch {
+			case !bl.Differs(k, size, hashes[k]):
+			case s.Sparse && hashes[k] == wire.ZeroHash(int64(len(b))):
+				kind[k] = blockZero
+			default:
+				kind[k] = blockSend
+			}
 		}
 	}
 	if ctr != nil {
@@ -152,17 +165,21 @@ func runs(kind []byte, k byte, bs, size int64) []wire.Extent {
 // each checked against its first hash. changed says one was not the
 // same (or the file ended early: then zeros keep the stream in step).
 func (s Source) sendDelta(w io.Writer, f *File, base int64, ext []wire.Extent, bs int64, hashes []wire.Sum, buf []byte) (changed error, werr error) {
+	chunk := int64(wire.ChunkBlocks(bs)) * bs
 	for _, x := range ext {
-		for off := x.Off; off < x.Off+x.Len; off += bs {
-			p := buf[:min(bs, x.Off+x.Len-off)]
+		for off := x.Off; off < x.Off+x.Len; off += chunk {
+			p := buf[:min(chunk, x.Off+x.Len-off)]
 			s.Limit.Wait(len(p))
 			if err := readAt(f, p, base+off); err != nil {
 				clear(p)
 				if changed == nil {
 					changed = fmt.Errorf("read %s: %w while being read (%v)", f.Name(), ErrChanged, err)
 				}
-			} else if changed == nil && wire.BlockHash(p) != hashes[off/bs] {
-				changed = fmt.Errorf("read %s: %w while being read (the block at %d)", f.Name(), ErrChanged, base+off)
+			}
+			for o := int64(0); changed == nil && o < int64(len(p)); o += bs {
+				if wire.BlockHash(p[o:min(o+bs, int64(len(p)))]) != hashes[(off+o)/bs] {
+					changed = fmt.Errorf("read %s: %w while being read (the block at %d)", f.Name(), ErrChanged, base+off+o)
+				}
 			}
 			if _, err := w.Write(p); err != nil {
 				return changed, err

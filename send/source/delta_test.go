@@ -48,9 +48,10 @@ func deltaFile(t *testing.T, root string, old, content []byte) (*wire.BatchManif
 // counters say what it saved.
 func TestDeltaSendsChangedBlocks(t *testing.T) {
 	root := t.TempDir()
-	old := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB: 8 blocks
+	bs := int64(wire.MinBlock)
+	old := bytes.Repeat([]byte("0123456789abcdef"), 8*wire.MinBlock/16) // 8 blocks
 	content := append(bytes.Clone(old), "tail"...)
-	content[300_000] = 'X' // block 2
+	content[2*bs+1000] = 'X' // block 2
 	m, blocks := deltaFile(t, root, old, content)
 	var buf bytes.Buffer
 	var ctr metrics.Stream
@@ -58,7 +59,6 @@ func TestDeltaSendsChangedBlocks(t *testing.T) {
 	if err != nil || len(w.Failed) > 0 {
 		t.Fatalf("WriteBatch: %v %v", err, w.Failed)
 	}
-	bs := int64(wire.MinBlock)
 	wantExt := []wire.Extent{{Off: 2 * bs, Len: bs}, {Off: 8 * bs, Len: 4}}
 	tr := tar.NewReader(&buf)
 	tr.Next() // the batch's global header
@@ -186,6 +186,82 @@ func TestDeltaSparseSource(t *testing.T) {
 	}
 	if len(w.Deltas) != 1 || w.Deltas[0].Sent != bs {
 		t.Errorf("deltas %+v, want one block sent", w.Deltas)
+	}
+}
+
+// TestDeltaChunks: SRC is read a chunk of blocks at a time
+// (wire.ReadChunk), a hole cutting a chunk short: the blocks that differ
+// on either side of the hole, at a chunk's edge and the last one, cut
+// short, are the ones sent, the hole is named as zeros (DEST holds data
+// in it), and the sum is that of every block's own hash.
+func TestDeltaChunks(t *testing.T) {
+	root := t.TempDir()
+	bs := int64(wire.MinBlock)
+	per := int64(wire.ChunkBlocks(bs))
+	size := 3*per*bs + bs/3
+	data := []struct{ from, to int64 }{{0, per/2 + 3}, {per + 5, 3*per + 1}} // blocks
+	content := make([]byte, size)
+	for i := range content {
+		content[i] = byte(i*7 + i/4093)
+	}
+	for k := per/2 + 3; k < per+5; k++ {
+		clear(content[k*bs : (k+1)*bs])
+	}
+	p := filepath.Join(root, "f")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Truncate(size)
+	for _, x := range data {
+		f.WriteAt(content[x.from*bs:min(x.to*bs, size)], x.from*bs)
+	}
+	f.Close()
+	if m := holes.Data(fdOf(t, p), 0, size, 16); len(m) != 2 {
+		t.Skipf("the filesystem of %s keeps no holes", root)
+	}
+	st, _ := os.Stat(p)
+	e := model.Entry{Path: "f", Kind: model.KindFile, Mode: 0o644, Size: size, MTime: st.ModTime().UnixNano(), Nlink: 1}
+	old := bytes.Clone(content)
+	changed := []int64{2, per/2 + 2, per + 5, 2 * per, 2*per - 1, 3 * per}
+	for _, k := range changed {
+		old[k*bs] ^= 1
+	}
+	old[(per+1)*bs] = 1 // DEST holds data in SRC's hole
+	n := wire.BlockCount(size, bs)
+	bl := &wire.BlockList{ID: 1, BlockSize: bs, Len: size, Hashes: make([]wire.Sum, n)}
+	want := make([]wire.Sum, n)
+	for k := range n {
+		b := min((k+1)*bs, size)
+		bl.Hashes[k], want[k] = wire.BlockHash(old[k*bs:b]), wire.BlockHash(content[k*bs:b])
+	}
+	var buf bytes.Buffer
+	w, err := Source{Root: root, Sparse: true}.WriteBatch(&buf, &wire.BatchManifest{ID: 1, Entries: []model.Entry{e}}, []bool{true}, map[int]*wire.BlockList{0: bl}, nil, true)
+	if err != nil || len(w.Failed) > 0 {
+		t.Fatalf("WriteBatch: %v %v", err, w.Failed)
+	}
+	tr := tar.NewReader(&buf)
+	tr.Next() // the batch's global header
+	h, err := tr.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantExt := []wire.Extent{{Off: 2 * bs, Len: bs}, {Off: (per/2 + 2) * bs, Len: bs}, {Off: (per + 5) * bs, Len: bs}, {Off: (2*per - 1) * bs, Len: 2 * bs}, {Off: 3 * per * bs, Len: size - 3*per*bs}}
+	if got := h.PAXRecords[wire.PAXDelta]; got != wire.FormatExtents(wantExt) {
+		t.Errorf("delta map %q, want %q", got, wire.FormatExtents(wantExt))
+	}
+	if got, want := h.PAXRecords[wire.PAXDeltaZero], wire.FormatExtents([]wire.Extent{{Off: (per/2 + 3) * bs, Len: (per/2 + 2) * bs}}); got != want {
+		t.Errorf("map of zeros %q, want %q", got, want)
+	}
+	var sent []byte
+	for _, x := range wantExt {
+		sent = append(sent, content[x.Off:x.Off+x.Len]...)
+	}
+	if got, _ := io.ReadAll(tr); !bytes.Equal(got, sent) {
+		t.Errorf("the entry carries %d bytes, not the %d of the changed blocks", len(got), len(sent))
+	}
+	if len(w.Sums) != 1 || w.Sums[0].Sum != wire.DeltaSum(size, bs, want) {
+		t.Errorf("sums %+v: not the delta's", w.Sums)
 	}
 }
 

@@ -527,8 +527,8 @@ func (s Source) writeTarBlocks(w io.Writer, b *wire.BatchManifest, need []bool, 
 			failed = append(failed, Error{i, xerr})
 		}
 		if bl := blocks[i]; bl != nil && f.ahead == nil && !f.inMem {
-			if int64(len(dbuf)) < bl.BlockSize {
-				dbuf = make([]byte, bl.BlockSize)
+			if n := int64(wire.ChunkBlocks(bl.BlockSize)) * bl.BlockSize; int64(len(dbuf)) < n {
+				dbuf = make([]byte, n)
 			}
 			dext, zero, hashes, perr := s.deltaPlan(f, e, bl, dbuf, ctr)
 			if perr != nil {

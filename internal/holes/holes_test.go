@@ -89,3 +89,46 @@ func TestIn(t *testing.T) {
 		t.Error("a file without a map has a hole")
 	}
 }
+
+// TestDenseNoSeek: a file without holes is known as one from its blocks,
+// with no lseek: SEEK_HOLE would look through the rest of the file for
+// its first hole (every page of it on a tmpfs), for each range asked
+// about. A sparse file is still mapped.
+func TestDenseNoSeek(t *testing.T) {
+	calls := 0
+	defer func(s func(int, int64, int) (int64, error)) { seek = s }(seek)
+	seek = func(fd int, off int64, whence int) (int64, error) {
+		calls++
+		return unix.Seek(fd, off, whence)
+	}
+	dir := t.TempDir()
+	dense, err := os.Create(filepath.Join(dir, "dense"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dense.Close()
+	const size = 4 << 20
+	dense.Write(make([]byte, size))
+	for off := int64(0); off < size; off += 1 << 20 {
+		if ext := Data(int(dense.Fd()), off, off+1<<20, 16); ext != nil {
+			t.Fatalf("a file without holes mapped as %v", ext)
+		}
+	}
+	if calls != 0 {
+		t.Errorf("%d lseek calls for a file without holes", calls)
+	}
+	sparse, err := os.Create(filepath.Join(dir, "sparse"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sparse.Close()
+	sparse.WriteAt([]byte("data"), 2<<20)
+	sparse.Truncate(size)
+	ext := Data(int(sparse.Fd()), 0, size, 16)
+	if ext == nil {
+		t.Skip("the filesystem keeps no holes")
+	}
+	if len(ext) != 1 || ext[0].Off > 2<<20 || ext[0].Off+ext[0].Len < 2<<20+4 || calls == 0 {
+		t.Errorf("the sparse file's data mapped as %v (%d lseek calls)", ext, calls)
+	}
+}

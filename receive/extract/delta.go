@@ -446,11 +446,12 @@ func (t *Txn) writeDelta(i int, e *model.Entry, src io.Reader, x *FileData, b *d
 	nb := wire.BlockCount(e.Size, b.bs)
 	got := make([]wire.Sum, nb)
 	have := make([]bool, nb)
-	buf := make([]byte, min(b.bs, max(e.Size, 1)))
+	chunk := int64(wire.ChunkBlocks(b.bs)) * b.bs
+	buf := make([]byte, min(chunk, max(e.Size, 1)))
 	var n int64
 	for _, ext := range x.Delta {
-		for off := ext.Off; off < ext.Off+ext.Len; off += b.bs {
-			p := buf[:min(b.bs, ext.Off+ext.Len-off)]
+		for off := ext.Off; off < ext.Off+ext.Len; off += chunk {
+			p := buf[:min(chunk, ext.Off+ext.Len-off)]
 			k, err := io.ReadFull(src, p)
 			n += int64(k)
 			if err != nil {
@@ -459,7 +460,9 @@ func (t *Txn) writeDelta(i int, e *model.Entry, src io.Reader, x *FileData, b *d
 				return err
 			}
 			t.r.limit.Wait(len(p))
-			got[off/b.bs], have[off/b.bs] = wire.BlockHash(p), true
+			for o := int64(0); o < int64(len(p)); o += b.bs {
+				got[(off+o)/b.bs], have[(off+o)/b.bs] = wire.BlockHash(p[o:min(o+b.bs, int64(len(p)))]), true
+			}
 			if err := t.writeBlock(fd, p, off); err != nil {
 				discard()
 				t.failErr(i, "write", e.Path, err)
@@ -710,15 +713,17 @@ func (t *Txn) rangeDelta(fd int, e *model.Entry, src io.Reader, ext, zero []wire
 		if werr = keep(x.Off / b.bs); werr != nil {
 			return n, sum, nil, werr
 		}
-		for off := x.Off; off < x.Off+x.Len; off += b.bs {
-			p := buf[:min(b.bs, x.Off+x.Len-off)]
+		for off := x.Off; off < x.Off+x.Len; off += per * b.bs {
+			p := buf[:min(per*b.bs, x.Off+x.Len-off)]
 			k, err := io.ReadFull(src, p)
 			n += int64(k)
 			if err != nil {
 				return n, sum, err, nil
 			}
 			t.r.limit.Wait(len(p))
-			got[off/b.bs] = wire.BlockHash(p)
+			for o := int64(0); o < int64(len(p)); o += b.bs {
+				got[(off+o)/b.bs] = wire.BlockHash(p[o:min(o+b.bs, int64(len(p)))])
+			}
 			if err := t.writeBlock(fd, p, e.Off+off); err != nil {
 				return n, sum, nil, err
 			}

@@ -122,8 +122,9 @@ func TestDeltaInPlaceTorn(t *testing.T) {
 	r := s.open(t, extract.Options{DeltaMin: 1, InPlace: true})
 	m, need, d, bl := inPlaceBatch(t, r, size)
 	stream, _ := deltaSender(t, m.ID, "f", content, bl, nil)
-	// Cut at a seeded point past the first blocks.
-	cut := 4096 + rnd.IntN(size/2)
+	// Cut at a seeded point past the first chunk of blocks (the receiver
+	// writes a chunk once it has it whole).
+	cut := wire.ReadChunk + 4096 + rnd.IntN(size/2)
 	if _, err := r.ReceiveDeltas(m, need, d, bytes.NewReader(stream[:cut])); err == nil {
 		t.Fatal("a stream cut mid-file was received without error")
 	}

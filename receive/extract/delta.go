@@ -193,6 +193,10 @@ func (r *Receiver) deltaBase(e *model.Entry) (*deltaBase, error) {
 		return nil, nil
 	}
 	dfd := int(dir.Fd())
+	if !regularAt(dfd, base) {
+		dir.Close()
+		return nil, nil
+	}
 	old, err := unix.Openat(dfd, base, readFlags, 0)
 	if err != nil {
 		dir.Close()
@@ -243,6 +247,9 @@ func (r *Receiver) rangeBase(e *model.Entry) *deltaBase {
 		return nil
 	}
 	defer dir.Close()
+	if !regularAt(int(dir.Fd()), base) {
+		return nil
+	}
 	old, err := unix.Openat(int(dir.Fd()), base, readFlags, 0)
 	if err != nil {
 		return nil
@@ -259,6 +266,16 @@ func (r *Receiver) rangeBase(e *model.Entry) *deltaBase {
 		return nil
 	}
 	return b
+}
+
+// regularAt says whether name in dfd is a regular file, looked at before
+// it is opened: opening a device can act (a tape rewinds), and DEST's
+// name may hold one where SRC has a file. What is opened is checked
+// again by its fstat; a name swapped in between by a local user can only
+// be a FIFO (O_NONBLOCK), not a device.
+func regularAt(dfd int, name string) bool {
+	var st unix.Stat_t
+	return unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG
 }
 
 // roomFor says whether DEST (dfd's filesystem) has room for a copy of

@@ -82,6 +82,10 @@ func (r *Receiver) inPlaceBase(e *model.Entry) (*deltaBase, error) {
 	if err != nil {
 		return nil, nil
 	}
+	if !regularAt(int(dir.Fd()), base) {
+		dir.Close()
+		return nil, nil
+	}
 	fd, err := unix.Openat(int(dir.Fd()), base, unix.O_RDWR|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		dir.Close()

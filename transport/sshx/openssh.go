@@ -246,14 +246,22 @@ func (l *OpenSSHLink) start(ctx context.Context, cmd string, stderr io.Writer) (
 	if err != nil {
 		return nil, fmt.Errorf("ssh %s: %w", s.target.Host, err)
 	}
-	stdout, err := c.StdoutPipe()
+	// A pipe of our own, not StdoutPipe's: Wait (below, as soon as ssh
+	// exits) would close that one under a reader still reading what a
+	// short command printed, which then failed with a closed pipe.
+	stdout, pw, err := os.Pipe()
 	if err != nil {
+		stdin.Close()
 		return nil, fmt.Errorf("ssh %s: %w", s.target.Host, err)
 	}
+	c.Stdout = pw
 	// In bulkmove's process group, as rsync leaves its ssh: an ssh that
 	// prompts on the terminal itself (no askpass, or an OpenSSH older than
 	// SSH_ASKPASS_REQUIRE) would stop on SIGTTIN in a group of its own.
-	if err := c.Start(); err != nil {
+	err = c.Start()
+	pw.Close() // the child's now
+	if err != nil {
+		stdout.Close()
 		return nil, fmt.Errorf("ssh %s: starting %s: %w", s.target.Host, s.argv[0], err)
 	}
 	e := &ExecSession{l: l, c: c, cmd: cmd, stdin: stdin, stdout: stdout, stderr: sink, done: make(chan struct{})}
@@ -320,7 +328,7 @@ type ExecSession struct {
 	c      *exec.Cmd
 	cmd    string
 	stdin  io.WriteCloser
-	stdout io.Reader
+	stdout *os.File
 	stderr *stderrSink
 	stop   func() bool
 
@@ -369,9 +377,9 @@ func (e *ExecSession) ShowStderr() {
 func (e *ExecSession) Close() error {
 	e.closeOnce.Do(func() {
 		e.stdin.Close()
-		if f, ok := e.stdout.(*os.File); ok {
-			f.SetReadDeadline(time.Unix(1, 0))
-		}
+		// Reads end at once; the pipe is ours to close (Wait does not).
+		e.stdout.SetReadDeadline(time.Unix(1, 0))
+		e.stdout.Close()
 		go func() {
 			select {
 			case <-e.done:

@@ -150,6 +150,15 @@ func DecodeBlocks(p []byte) (*BlockList, error) {
 // BlockHash is the hash of one block.
 func BlockHash(p []byte) Sum { return xxh3.Hash128(p).Bytes() }
 
+// HashBlocks puts the hashes of p's blocks of bs bytes (the last may be
+// short) in dst, one each: a chunk read at once (ReadChunk).
+func HashBlocks(dst []Sum, p []byte, bs int64) {
+	for i := range dst {
+		o := int64(i) * bs
+		dst[i] = BlockHash(p[o:min(o+bs, int64(len(p)))])
+	}
+}
+
 // DeltaSum is the end-to-end sum of a file sent as a delta: the XXH3-128
 // of its size, its block size and its blocks' hashes in order.
 func DeltaSum(size, bs int64, hashes []Sum) Sum {

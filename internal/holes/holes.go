@@ -81,6 +81,21 @@ func Merge(ext []wire.Extent, gap int64) []wire.Extent {
 	return out
 }
 
+// DataBlocks is the run of blocks from k (before end) that hold data, of
+// a span of size bytes at base in the file, in blocks of bs: the first
+// block past it (k, if block k lies wholly in a hole of data) and the
+// run's bytes. Those are what a delta reads at once.
+func DataBlocks(data []wire.Extent, base, size, bs int64, k, end int) (j int, n int64) {
+	for j = k; j < end; j++ {
+		l := min(bs, size-int64(j)*bs)
+		if In(data, base+int64(j)*bs, l) {
+			break
+		}
+		n += l
+	}
+	return j, n
+}
+
 // In says whether the n bytes at off lie wholly in a hole of the map
 // data (from Data; nil: the file has none).
 func In(data []wire.Extent, off, n int64) bool {

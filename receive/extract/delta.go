@@ -377,18 +377,11 @@ func (r *Receiver) hashBlocks(b *deltaBase) error {
 	ioconc.ForEach(chunks, width, func(w, c int) {
 		for k, end := c*per, min((c+1)*per, len(b.hashes)); k < end; {
 			off := int64(k) * b.bs
-			if l := min(b.bs, b.hashed-off); holes.In(data, b.off+off, l) {
-				b.hashes[k] = wire.ZeroHash(l)
+			j, n := holes.DataBlocks(data, b.off, b.hashed, b.bs, k, end)
+			if j == k { // in a hole
+				b.hashes[k] = wire.ZeroHash(min(b.bs, b.hashed-off))
 				k++
 				continue
-			}
-			j, n := k, int64(0)
-			for j < end {
-				l := min(b.bs, b.hashed-int64(j)*b.bs)
-				if holes.In(data, b.off+int64(j)*b.bs, l) {
-					break
-				}
-				j, n = j+1, n+l
 			}
 			if bufs[w] == nil {
 				bufs[w] = make([]byte, int64(per)*b.bs)
@@ -400,9 +393,8 @@ func (r *Receiver) hashBlocks(b *deltaBase) error {
 				mu.Unlock()
 				return
 			}
-			for ; k < j; k++ {
-				b.hashes[k] = wire.BlockHash(p[int64(k)*b.bs-off : min(int64(k+1)*b.bs-off, n)])
-			}
+			wire.HashBlocks(b.hashes[k:j], p, b.bs)
+			k = j
 		}
 	})
 	return first
@@ -477,8 +469,10 @@ func (t *Txn) writeDelta(i int, e *model.Entry, src io.Reader, x *FileData, b *d
 				return err
 			}
 			t.r.limit.Wait(len(p))
-			for o := int64(0); o < int64(len(p)); o += b.bs {
-				got[(off+o)/b.bs], have[(off+o)/b.bs] = wire.BlockHash(p[o:min(o+b.bs, int64(len(p)))]), true
+			from, to := off/b.bs, (off+int64(len(p))+b.bs-1)/b.bs
+			wire.HashBlocks(got[from:to], p, b.bs)
+			for k := from; k < to; k++ {
+				have[k] = true
 			}
 			if err := t.writeBlock(fd, p, off); err != nil {
 				discard()
@@ -698,9 +692,9 @@ func (t *Txn) rangeDelta(fd int, e *model.Entry, src io.Reader, ext, zero []wire
 			if err := preadFull(b.fd, p, e.Off+off); err != nil {
 				return fmt.Errorf("read DEST's file: %w", err)
 			}
+			wire.HashBlocks(got[next:j], p, b.bs)
 			for k := next; k < j; k++ {
-				o := k*b.bs - off
-				if got[k] = wire.BlockHash(p[o:min(o+b.bs, int64(len(p)))]); got[k] != b.hashes[k] {
+				if got[k] != b.hashes[k] {
 					return fmt.Errorf("DEST's file changed while its blocks were used (the block at %d)", e.Off+k*b.bs)
 				}
 			}
@@ -738,9 +732,7 @@ func (t *Txn) rangeDelta(fd int, e *model.Entry, src io.Reader, ext, zero []wire
 				return n, sum, err, nil
 			}
 			t.r.limit.Wait(len(p))
-			for o := int64(0); o < int64(len(p)); o += b.bs {
-				got[(off+o)/b.bs] = wire.BlockHash(p[o:min(o+b.bs, int64(len(p)))])
-			}
+			wire.HashBlocks(got[off/b.bs:(off+int64(len(p))+b.bs-1)/b.bs], p, b.bs)
 			if err := t.writeBlock(fd, p, e.Off+off); err != nil {
 				return n, sum, nil, err
 			}

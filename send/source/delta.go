@@ -59,31 +59,24 @@ func (s Source) deltaPlan(f *File, e *model.Entry, bl *wire.BlockList, buf []byt
 	per := wire.ChunkBlocks(bs)
 	for k := 0; k < len(hashes); {
 		off := int64(k) * bs
-		if l := min(bs, size-off); holes.In(data, base+off, l) {
-			hashes[k], kind[k] = wire.ZeroHash(l), blockZero
+		// The blocks from k that hold data, read at once.
+		j, n := holes.DataBlocks(data, base, size, bs, k, min(k+per, len(hashes)))
+		if j == k { // in a hole
+			hashes[k], kind[k] = wire.ZeroHash(min(bs, size-off)), blockZero
 			k++
 			continue
-		}
-		// The blocks from k that hold data, read at once.
-		j, n := k, int64(0)
-		for j < len(hashes) && j-k < per {
-			l := min(bs, size-int64(j)*bs)
-			if holes.In(data, base+int64(j)*bs, l) {
-				break
-			}
-			j, n = j+1, n+l
 		}
 		p := buf[:n]
 		s.Limit.Wait(len(p))
 		if err := readAt(f, p, base+off); err != nil {
 			return nil, nil, nil, err
 		}
+		wire.HashBlocks(hashes[k:j], p, bs)
 		for ; k < j; k++ {
-			b := p[int64(k)*bs-off : min(int64(k+1)*bs-off, n)]
-			hashes[k] = wire.BlockHash(b)
+			l := min(bs, size-int64(k)*bs)
 			switch {
 			case !bl.Differs(k, size, hashes[k]):
-			case s.Sparse && hashes[k] == wire.ZeroHash(int64(len(b))):
+			case s.Sparse && hashes[k] == wire.ZeroHash(l):
 				kind[k] = blockZero
 			default:
 				kind[k] = blockSend

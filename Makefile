@@ -154,15 +154,15 @@ bench-slowfs: build
 bench-speed: build
 	BULKMOVE=$(CURDIR)/$(BIN) bench/speed.sh
 
-# CPU-seconds per file over the rig's direct link (root; the rig must be up,
-# it is not restarted): 100,000 × 1 KiB, bulkmove over SSH, TLS and TCP
+# CPU-seconds per file between two hosts of its own (root; network
+# namespaces, box2 with an sshd of its own): 100,000 × 1 KiB, bulkmove over SSH, TLS and TCP
 # (--no-verify-transfer) against tar | ssh, tar | nc and rsync -a in one
 # interleaved run; medians of wall s and whole-machine busy CPU-s
 # (/proc/stat), ratios and PASS/FAIL against the CPU targets, the
 # per-process split (process accounting, package acct) and a pprof profile
 # of each end of one bulkmove run (`go tool pprof -top` beside it). Knobs:
 # CPU_N (100000 files), CPU_RUNS (5 rounds), CPU_METHODS, CPU_WARMUP (1),
-# CPU_DIR (/mnt/x/bench, a tmpfs the rig's sshd sees), CPU_OUT
+# CPU_DIR (/mnt/x/bench, a tmpfs), CPU_OUT
 # (/tmp/bench-cpu: report.md, runs.tsv, profiles, logs), CPU_PROFILE (1).
 # CPU_MILLION=1: instead, 1,000 dirs × 1,000 files of 100 bytes over SSH,
 # CPU_MILLION_RUNS (10) runs of bulkmove interleaved with tar | ssh: median,

@@ -1,22 +1,23 @@
 #!/usr/bin/env bash
-# bench/cpu.sh: CPU-seconds per file (`make bench-cpu`; root, over the rig).
+# bench/cpu.sh: CPU-seconds per file (`make bench-cpu`; root, two hosts of its own).
 #
 # What: CPU_N (100,000) files of 1 KiB (bench/gentree -kind small) on a tmpfs, copied
-# over the rig's direct link (../shared/rig: sender in bm-src, `ssh box2` in bm-dst;
-# the rig must be up, this script never restarts it) by each method, in one
-# interleaved run of CPU_RUNS rounds (each round runs every method once, the order
-# rotated by one each round):
+# between two hosts of the script's own (bench/lib/hosts.sh: network namespaces on one
+# bridge, box1 sends, box2 runs an sshd of its own whose root has a HOME of its own, so a
+# login runs no start-up files but the system's; the shared rig is not touched) by each
+# method, in one interleaved run of CPU_RUNS rounds (each round runs every method once,
+# the order rotated by one each round):
 #
 #   bm_ssh   bulkmove SRC box2:DST                      (its defaults: -j auto, hashes, journal)
 #   bm_tls   bulkmove --transport tls SRC box2:DST
 #   bm_tcp   bulkmove --transport tcp --no-verify-transfer SRC box2:DST
 #   tar_ssh  tar -cf - | ssh box2 tar -xf -
-#   tar_nc   tar -cf - | nc -N box2 PORT, into `nc -l | tar -xf -` in bm-dst (the listener is
+#   tar_nc   tar -cf - | nc -N box2 PORT, into `nc -l | tar -xf -` on box2 (the listener is
 #            started before the clock: its start-up is left out of the wall time, not out of
 #            the CPU-s)
 #   rsync    rsync -a SRC/ box2:DST/
 #   bm_serve bulkmove --token-file T --fingerprint F SRC bulkmove://box2:PORT/ROOT/DST,
-#            to a `bulkmove serve` in bm-dst started (and listening) before the clock, as
+#            to a `bulkmove serve` on box2 started (and listening) before the clock, as
 #            tar | nc's listener is: TLS, its defaults otherwise, no SSH login
 #   floor    bench/floor -copy SRC -to DST: the file system calls the two ends cannot do
 #            without (each file: lstat, open, read, fstat, close; then open to create,
@@ -31,14 +32,12 @@
 # sshd, the kernel's network work and anything else running count); and the per-process
 # split from BSD process accounting (accton, package acct, installed with apt-get if
 # missing): the records of the processes that exited during the run, descended from this
-# script or from the rig's sshd (or from an agent or sshd orphaned to init), summed by command name into sender (the bulkmove binary
+# script or from box2's sshd (or from an agent or sshd orphaned to init), summed by command name into sender (the bulkmove binary
 # copied as bm-sender), agent (copied as bm-agent and passed as --remote-bulkmove, so the
 # two ends differ in acct's 16-character command name), sshd, tar, nc, rsync, ssh (the
 # client) and other (shells, mkdir, ...); "rest" is the machine's CPU-s minus those: the
 # kernel's work outside any of them and every other process on the machine (on a quiet
-# machine, small). Acct counts a process's threads together, to 10 ms. Sessions that
-# others open on the rig's sshd during a run count as the run's too (their commands show
-# in the report's list of the biggest "other").
+# machine, small). Acct counts a process's threads together, to 10 ms.
 #
 # Then the report (Markdown, on stdout and in CPU_OUT/report.md): per method the
 # medians of wall s and CPU-s, the CPU ratio to its peer (bm_ssh to tar_ssh, bm_tls and
@@ -64,7 +63,7 @@
 #                     tar_ssh tar_nc rsync floor login"); ratios and targets need the peers
 #   CPU_WARMUP        1 (default): one untimed run of each method first; 0: none
 #   CPU_DIR           where the trees go, in CPU_DIR/bench-cpu, removed at the end (default
-#                     /mnt/x/bench; must be on a tmpfs the rig's sshd sees)
+#                     /mnt/x/bench; a tmpfs: the hosts share this machine's filesystem)
 #   CPU_OUT           profiles, acct files, logs, report (default /tmp/bench-cpu; an earlier
 #                     run's files there are removed first)
 #   CPU_PROFILE       1 (default): the pprof run; 0: none
@@ -94,7 +93,7 @@ MN=${CPU_MILLION_N:-1000000}
 NC_PORT=${CPU_NC_PORT:-47200}
 HOST=box2
 HZ=$(getconf CLK_TCK)
-SSHD_PID=$(cat /tmp/rig/ssh/sshd.pid 2>/dev/null)
+SSHD_PID=
 
 note() { printf 'cpu: %s\n' "$*" >&2; }
 die() {
@@ -103,9 +102,11 @@ die() {
 }
 have() { command -v "$1" >/dev/null 2>&1; }
 q() { printf '%q' "$1"; } # a path for the remote shell
-S() { ip netns exec bm-src "$@"; }
+S() { ip netns exec "${NS[box1]}" "$@"; }
+SSH() { S ssh -F "$HOSTS_DIR/ssh_config" "$@"; }
 
 . "$ROOT/bench/lib/measure.sh" # now_us, busy_ticks, median, ratio, le, listening
+. "$ROOT/bench/lib/hosts.sh"   # hosts_up, NS, HOSTS_DIR, hosts_down
 
 # ---------------------------------------------------------------- the methods
 # Each copies SRC into DST (a path on this machine: box2 shares its filesystem).
@@ -122,21 +123,21 @@ declare -A LABEL=(
 	[floor]="floor: the files' calls alone"
 )
 
-bm() { S "$SENDER" --remote-bulkmove "$AGENT" "$@" "$SRC" "$HOST:$DST"; }
+bm() { S "$SENDER" --ssh-config "$HOSTS_DIR/ssh_config" --remote-bulkmove "$AGENT" "$@" "$SRC" "$HOST:$DST"; }
 m_bm_ssh() { bm; }
 m_bm_tls() { bm --transport tls; }
 m_bm_tcp() { bm --transport tcp --no-verify-transfer; }
-m_tar_ssh() { tar -C "$SRC" -cf - . | S ssh "$HOST" "mkdir -p $(q "$DST") && tar -C $(q "$DST") -xf -"; }
-m_rsync() { S rsync -a "$SRC/" "$HOST:$DST/"; }
-m_login() { S ssh "$HOST" true; }
+m_tar_ssh() { tar -C "$SRC" -cf - . | SSH "$HOST" "mkdir -p $(q "$DST") && tar -C $(q "$DST") -xf -"; }
+m_rsync() { S rsync -a -e "ssh -F $HOSTS_DIR/ssh_config" "$SRC/" "$HOST:$DST/"; }
+m_login() { SSH "$HOST" true; }
 m_floor() { S "$FLOOR" -copy "$SRC" -to "$DST"; }
 
-# pre_tar_nc: the listener in bm-dst, started (and listening) before the clock.
+# pre_tar_nc: the listener on box2, started (and listening) before the clock.
 NC_N=0 NC_PID=""
 pre_tar_nc() {
 	NC_P=$((NC_PORT + NC_N % 100))
 	NC_N=$((NC_N + 1))
-	ip netns exec bm-dst sh -c 'mkdir -p "$1" && nc -l -p "$2" </dev/null | tar -C "$1" -xf -' _ "$DST" "$NC_P" &
+	ip netns exec "${NS[box2]}" sh -c 'mkdir -p "$1" && nc -l -p "$2" </dev/null | tar -C "$1" -xf -' _ "$DST" "$NC_P" &
 	NC_PID=$!
 	listening "$NC_P" "$NC_PID" && return 0
 	kill "$NC_PID" 2>/dev/null
@@ -151,7 +152,7 @@ m_tar_nc() {
 }
 
 # pre_bm_serve: `bulkmove serve` (the agent's copy, so acct counts it as the agent) in
-# bm-dst with root b = $W/dst, started and listening before the clock; its certificate's
+# box2 with root b = $W/dst, started and listening before the clock; its certificate's
 # SHA-256 from its first line.
 SERVE_PID="" SERVE_FP="" SERVE_P=""
 pre_bm_serve() {
@@ -161,7 +162,7 @@ pre_bm_serve() {
 	(umask 077 && od -An -N24 -tx1 /dev/urandom | tr -d ' \n' >"$W/token") || return 1
 	mkdir -p "$W/dst" || return 1
 	: >"$W/serve.err"
-	ip netns exec bm-dst "$AGENT" serve --listen "$NC_ADDR:$SERVE_P" --root "b=$W/dst" --token-file "$W/token" 2>"$W/serve.err" &
+	ip netns exec "${NS[box2]}" "$AGENT" serve --listen "$NC_ADDR:$SERVE_P" --root "b=$W/dst" --token-file "$W/token" 2>"$W/serve.err" &
 	SERVE_PID=$!
 	for ((i = 0; i < 250; i++)); do
 		SERVE_FP=$(sed -n 's/.*listening on .*certificate SHA-256 \([0-9a-f]*\).*/\1/p' "$W/serve.err")
@@ -185,7 +186,7 @@ m_bm_serve() {
 # ---------------------------------------------------------------- one measured run
 
 # split_cpu ACCTFILE: the CPU-s of the processes in the acct file that descend from this
-# script or from the rig's sshd (or were an agent or an sshd orphaned before it ended), by group: "sender agent sshd tar nc rsync ssh other" on
+# script or from box2's sshd (or were an agent or an sshd orphaned before it ended), by group: "sender agent sshd tar nc rsync ssh other" on
 # one line, then the biggest of "other" by command name ("bash 0.31, mkdir 0.02"; login
 # shells running root's shell start-up files show here).
 split_cpu() {
@@ -211,7 +212,7 @@ split_cpu() {
 				}
 				# An agent or sshd whose parent ended first was handed to init: the
 				# acct record has the parent at exit. Count it, and what descends
-				# from it, as the rig session it was.
+				# from it, as the session it was.
 				if (!ours && (comm[q] == "bm-agent" || comm[q] ~ /^sshd/) && par[q] == 1)
 					ours = 1
 				if (!ours) continue
@@ -303,7 +304,7 @@ record() {
 # ---------------------------------------------------------------- set-up
 
 setup() {
-	[[ $(id -u) == 0 ]] || die "needs root (the rig's namespaces, accton)"
+	[[ $(id -u) == 0 ]] || die "needs root (network namespaces, accton)"
 	[[ -x $BULKMOVE ]] || die "no bulkmove at $BULKMOVE (make build, or set BULKMOVE)"
 	[[ $N =~ ^[1-9][0-9]*$ && $RUNS =~ ^[1-9][0-9]*$ && $MRUNS =~ ^[1-9][0-9]*$ && $MN =~ ^[1-9][0-9]{3,}$ ]] ||
 		die "CPU_N, CPU_RUNS and CPU_MILLION_RUNS must be positive numbers, CPU_MILLION_N at least 1000"
@@ -315,11 +316,12 @@ setup() {
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq acct; } >&2 ||
 			die "cannot install acct"
 	fi
-	ip netns list 2>/dev/null | grep -qw bm-src || die "the rig is not up (../shared/rig/net.sh up); this script does not start it"
-	timeout 20 ip netns exec bm-src ssh -o BatchMode=yes "$HOST" true </dev/null >/dev/null 2>&1 ||
-		die "ip netns exec bm-src ssh $HOST fails: is the rig up?"
-	NC_ADDR=$(S ssh -G "$HOST" 2>/dev/null | awk '$1 == "hostname" { print $2 }')
 	mkdir -p "$W" || die "cannot create $W"
+	hosts_up "$W" box1 box2+ssh || die "cannot make the two hosts"
+	SSHD_PID=$(cat "$HOSTS_DIR/sshd-box2.pid")
+	timeout 20 ip netns exec "${NS[box1]}" ssh -F "$HOSTS_DIR/ssh_config" -o BatchMode=yes "$HOST" true </dev/null ||
+		die "ssh $HOST from box1 fails"
+	NC_ADDR=$(SSH -G "$HOST" 2>/dev/null | awk '$1 == "hostname" { print $2 }')
 	[[ $(stat -f -c %T "$DIR") == tmpfs ]] || note "warning: $DIR is not on a tmpfs"
 	case $OUT in / | "$ROOT" | "$ROOT"/* | "$DIR" | "$DIR"/*) die "CPU_OUT must be outside the repository and CPU_DIR" ;; esac
 	# What an earlier run left there (not the whole directory: CPU_OUT may be /tmp).
@@ -344,6 +346,7 @@ cleanup() {
 	accton off >/dev/null 2>&1
 	[[ -n $NC_PID ]] && kill "$NC_PID" 2>/dev/null
 	[[ -n $SERVE_PID ]] && kill "$SERVE_PID" 2>/dev/null
+	hosts_down
 	rm -rf "${W:?}"
 	exit "$rc"
 }
@@ -411,7 +414,7 @@ net() {
 
 report_small() {
 	local m p w c rc tgt res k i
-	header "$NFILES files of 1 KiB (gentree -kind small) on $(stat -f -c %T "$DIR") at $W, over the rig's direct link; $RUNS interleaved rounds (order rotated each round), medians; CPU-s = whole-machine busy CPU-s from /proc/stat"
+	header "$NFILES files of 1 KiB (gentree -kind small) on $(stat -f -c %T "$DIR") at $W, between two hosts of the script's own (network namespaces on one bridge, box2's root with a HOME of its own); $RUNS interleaved rounds (order rotated each round), medians; CPU-s = whole-machine busy CPU-s from /proc/stat"
 	out "" "| method | wall s | CPU-s | CPU ÷ peer | target | result |" "|---|--:|--:|--:|---|---|"
 	for m in $METHODS; do
 		w=$(med WALL "$m") c=$(med CPU "$m") p=${PEER[$m]:-} rc="–" tgt="–" res="–"
@@ -477,7 +480,7 @@ profile_run() {
 	chmod 0755 "$wrap"
 	DST=$W/dst/prof
 	rm -rf "$DST"
-	if ! S env BULKMOVE_TUNE_CPUPROFILE="$W/prof/sender.pprof" "$SENDER" --remote-bulkmove "$wrap" "$SRC" "$HOST:$DST" >"$OUT/logs/profile.log" 2>&1; then
+	if ! S env BULKMOVE_TUNE_CPUPROFILE="$W/prof/sender.pprof" "$SENDER" --ssh-config "$HOSTS_DIR/ssh_config" --remote-bulkmove "$wrap" "$SRC" "$HOST:$DST" >"$OUT/logs/profile.log" 2>&1; then
 		note "the profiled run failed (see $OUT/logs/profile.log)"
 		return 1
 	fi
@@ -513,7 +516,7 @@ run_million() {
 		done
 	done
 	RUNS=$MRUNS
-	header "$((MN / 1000)) directories × 1,000 files of 100 bytes (gentree -kind small -n $MN -dirs $((MN / 1000)) -size 100) at $W, over SSH (the rig's direct link); $MRUNS runs of each, interleaved (bulkmove with its defaults and -v); CPU-s = whole-machine busy CPU-s"
+	header "$((MN / 1000)) directories × 1,000 files of 100 bytes (gentree -kind small -n $MN -dirs $((MN / 1000)) -size 100) at $W, over SSH (two hosts of the script's own); $MRUNS runs of each, interleaved (bulkmove with its defaults and -v); CPU-s = whole-machine busy CPU-s"
 	out "" "| run | bulkmove s | bulkmove CPU-s | bulkmove sender, agent CPU-s | tar \\| ssh s | tar \\| ssh CPU-s |" "|--:|--:|--:|--:|--:|--:|"
 	for ((r = 1; r <= MRUNS; r++)); do
 		out "| $r | ${WALL[bm_million.$r]:-–} | ${CPU[bm_million.$r]:-–} | $(echo "${SPLIT[bm_million.$r]:-– –}" | cut -d' ' -f1-2 | sed 's/ /, /') | ${WALL[tar_ssh.$r]:-–} | ${CPU[tar_ssh.$r]:-–} |"
@@ -548,8 +551,8 @@ run_million() {
 # ---------------------------------------------------------------- main
 
 main() {
-	setup
 	trap cleanup EXIT
+	setup
 	trap 'exit 130' INT
 	trap 'exit 143' TERM
 	if [[ $MILLION == 1 ]]; then

@@ -14,7 +14,6 @@ import (
 
 	"github.com/bulkmove/bulkmove/internal/dirat"
 	"github.com/bulkmove/bulkmove/internal/unixmode"
-	"github.com/bulkmove/bulkmove/internal/uring"
 	"github.com/bulkmove/bulkmove/model"
 )
 
@@ -52,26 +51,6 @@ func fromUnix(st *unix.Stat_t) rawStat {
 		rdev:  model.Mkdev(unix.Major(uint64(st.Rdev)), unix.Minor(uint64(st.Rdev))),
 
 		blocks: st.Blocks,
-	})
-}
-
-// statxWalk is what the walk asks statx(2) for: what lstat gives.
-const statxWalk = unix.STATX_BASIC_STATS
-
-// fromStatx is fromUnix for a statx(2) answer.
-func fromStatx(st *unix.Statx_t) rawStat {
-	return fromMode(uint32(st.Mode), rawStat{
-		nlink: uint64(st.Nlink),
-		uid:   st.Uid,
-		gid:   st.Gid,
-		size:  int64(st.Size),
-		mtime: st.Mtime.Sec*1e9 + int64(st.Mtime.Nsec),
-		ctime: st.Ctime.Sec*1e9 + int64(st.Ctime.Nsec),
-		dev:   unix.Mkdev(st.Dev_major, st.Dev_minor),
-		ino:   st.Ino,
-		rdev:  model.Mkdev(st.Rdev_major, st.Rdev_minor),
-
-		blocks: int64(st.Blocks),
 	})
 }
 
@@ -127,31 +106,6 @@ func (d dirHandle) lstat(name string) (rawStat, error) {
 	}
 }
 
-// lstatMany is lstat of each of names into rs and errs, through io_uring:
-// a group of names in one system call, not one each. False where no ring
-// can be had, or it failed: then the caller lstats them one by one.
-func (d dirHandle) lstatMany(names []string, rs []rawStat, errs []error) bool {
-	r := uring.Get()
-	if r == nil {
-		return false
-	}
-	sts := make([]unix.Statx_t, len(names))
-	if err := r.Lstat(d.fd, names, statxWalk, sts, errs); err != nil {
-		uring.Put(r, true)
-		return false
-	}
-	uring.Put(r, false)
-	for i := range names {
-		if errs[i] != nil {
-			errs[i] = &fs.PathError{Op: "lstat", Path: joinPath(d.path, names[i]), Err: errs[i]}
-			continue
-		}
-		rs[i] = fromStatx(&sts[i])
-	}
-	return true
-}
-
-// readlink returns the target of the symlink name; sizeHint is its lstat size.
 // stat is lstat through a symlink (-L): what it points to. It fails
 // with errNoReferent where that is nothing.
 func (d dirHandle) stat(name string) (rawStat, error) {
@@ -168,6 +122,7 @@ func (d dirHandle) stat(name string) (rawStat, error) {
 	}
 }
 
+// readlink returns the target of the symlink name; sizeHint is its lstat size.
 func (d dirHandle) readlink(name string, sizeHint int64) (string, error) {
 	n := int(sizeHint) + 1
 	if n < 128 {

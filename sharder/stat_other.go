@@ -69,9 +69,6 @@ func (d dirHandle) lstat(name string) (rawStat, error) {
 	return lstatPath(joinPath(d.path, name))
 }
 
-// lstatMany is Linux's (io_uring): here the names are lstat'ed one by one.
-func (d dirHandle) lstatMany(names []string, rs []rawStat, errs []error) bool { return false }
-
 func (d dirHandle) stat(name string) (rawStat, error) {
 	p := joinPath(d.path, name)
 	fi, err := os.Stat(p)

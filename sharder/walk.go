@@ -717,26 +717,10 @@ func (w *walker) statChunk(f *os.File, rel, full string, ents []dirent, owned bo
 	}
 	var samp ioconc.Sampler
 	cerr := withDir(f, full, func(d dirHandle) {
-		// On a fast filesystem, the chunk's names in a few system calls
-		// (see internal/uring), timed once for the chunk.
-		if w.opt.hooks.lstat == nil && len(todo) >= 2 && w.opt.IO.Width() <= 1 {
-			names, rs, errs := make([]string, len(todo)), make([]rawStat, len(todo)), make([]error, len(todo))
-			for k := range todo {
-				names[k] = todo[k].name
-			}
-			start := time.Now()
-			if d.lstatMany(names, rs, errs) {
-				w.opt.IO.Observe(time.Since(start) / time.Duration(len(todo)))
-				for k := range todo {
-					st := &todo[k]
-					st.rs, st.err = rs[k], errs[k]
-					if st.err == nil && st.rs.typ == fs.ModeSymlink {
-						link(d, st)
-					}
-				}
-				return
-			}
-		}
+		// One lstat a name, not a group through io_uring: the kernel runs
+		// every statx of a ring on its worker threads, and each
+		// completion wakes this one, a context switch that costs more
+		// than the call.
 		w.forEachStat(len(todo), func(k int) {
 			st := &todo[k]
 			if h := w.opt.hooks.lstat; h != nil {

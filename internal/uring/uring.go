@@ -1,9 +1,15 @@
-// Package uring reads many small files with few system calls: io_uring(7)
-// queues each file's open, read, stat and close in memory shared with the
-// kernel, and one io_uring_enter(2) submits a whole group of them. Where a
-// system call's entry and exit cost more than the call's own work (small
-// files on a memory filesystem, a virtual machine whose every entry is a
-// trap), that is most of a small file's cost on the sending side.
+// Package uring reads and writes many small files with few system calls:
+// io_uring(7) queues each file's open, read (or write) and close in memory
+// shared with the kernel, and one io_uring_enter(2) submits a whole group
+// of them. Where a system call's entry and exit cost more than the call's
+// own work (small files on a memory filesystem, a virtual machine whose
+// every entry is a trap), that is most of a small file's cost.
+//
+// What the kernel cannot do at once it runs on worker threads of the
+// process, and each completion from there wakes the caller: a context
+// switch, dearer than a system call. So a stat is not queued (the kernel
+// runs every statx so); a create is, with its write, which together save
+// more than their switches cost.
 //
 // It imports nothing of bulkmove. Where the kernel has no io_uring (older
 // than 5.6, off Linux, disabled by /proc/sys/kernel/io_uring_disabled or a
@@ -35,7 +41,7 @@ type File struct {
 	Stat Stat
 }
 
-// Stat is the part of statx(2) a reader checks.
+// Stat is the part of fstat(2) a reader checks.
 type Stat struct {
 	Mode  uint32 // type and permission bits, as st_mode
 	Size  int64

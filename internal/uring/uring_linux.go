@@ -14,11 +14,8 @@ import (
 const (
 	opOpenat = 18
 	opClose  = 19
-	opStatx  = 21
 	opRead   = 22
 	opWrite  = 23
-
-	sqeHardlink = 1 << 3 // IOSQE_IO_HARDLINK: the next runs even if this one fails
 
 	setupCoopTaskrun = 1 << 8
 	featSingleMmap   = 1 << 0
@@ -30,8 +27,6 @@ const (
 
 	registerIOWQMaxWorkers = 19
 	maxWorkers             = 4
-
-	statxMask = unix.STATX_TYPE | unix.STATX_MODE | unix.STATX_SIZE | unix.STATX_MTIME | unix.STATX_INO
 )
 
 type sqringOffsets struct {
@@ -87,19 +82,17 @@ type Ring struct {
 	cqMask         uint32
 	cqes           []cqe
 
-	// Per Load, reused: the names as C strings, where each starts, the
-	// descriptors, which were closed, the stat buffers.
+	// Per call, reused: the names as C strings, where each starts, the
+	// descriptors, which were closed.
 	names  []byte
 	offs   []int
 	fds    []int32
 	closed []bool
-	stx    []unix.Statx_t
-	queued []int   // Create: the files whose write is queued
-	empty  [1]byte // "" for statx(fd, "", AT_EMPTY_PATH)
+	queued []int // Create: the files whose write is queued
 }
 
-// New sets up a ring of entries submission slots (a power of two; Load
-// reads entries/3 files per system call at most).
+// New sets up a ring of entries submission slots (a power of two: how
+// many files one system call takes at most).
 func New(entries int) (*Ring, error) {
 	var p params
 	p.flags = setupCoopTaskrun
@@ -134,7 +127,7 @@ func New(entries int) (*Ring, error) {
 	r.sqes = unsafe.Slice((*sqe)(unsafe.Pointer(&r.sqeMem[0])), p.sqEntries)
 	r.cqes = unsafe.Slice((*cqe)(unsafe.Add(base, p.cqOff.cqes)), p.cqEntries)
 	// What the kernel cannot do at once (an open on a filesystem that
-	// blocks, every statx) it hands to worker threads, as many as there are
+	// blocks, every create) it hands to worker threads, as many as there are
 	// requests by default: a few are plenty for one stream's group, and a
 	// slow filesystem is read ahead by the caller's pool, not through here.
 	// (Before 5.15 the kernel has no such bound; the ring works without.)
@@ -202,12 +195,18 @@ func (r *Ring) submit(n int, done func(c cqe)) error {
 }
 
 // Load opens, reads, stats (the open descriptor, after the read) and
-// closes each of files, in two system calls for up to a third of the ring's
-// entries at a time. A file's failure is its own (File.Err); an error
-// returned means the ring failed and the files' results are not to be
-// trusted (their descriptors are closed).
+// closes each of files: the opens of a group in one system call, the
+// reads in a second, an fstat each, the closes in a third. A file's
+// failure is its own (File.Err); an error returned means the ring failed
+// and the files' results are not to be trusted (their descriptors are
+// closed).
+//
+// The stat is a call of its own, not a statx through the ring: the kernel
+// runs every statx on its worker threads, and each completion from there
+// wakes the caller, a context switch a file that costs more than the
+// call it saves.
 func (r *Ring) Load(files []File) error {
-	per := int(r.entries) / 3
+	per := int(r.entries)
 	for len(files) > 0 {
 		n := min(len(files), per)
 		if err := r.load(files[:n]); err != nil {
@@ -238,8 +237,8 @@ func (r *Ring) load(files []File) error {
 	}
 	buf := r.names[:0]
 	n := len(files)
-	r.offs, r.fds, r.closed, r.stx = grow(r.offs, n), grow(r.fds, n), grow(r.closed, n), grow(r.stx, n)
-	offs, fds, closed, stx := r.offs[:len(files)], r.fds[:len(files)], r.closed[:len(files)], r.stx[:len(files)]
+	r.offs, r.fds, r.closed = grow(r.offs, n), grow(r.fds, n), grow(r.closed, n)
+	offs, fds, closed := r.offs[:n], r.fds[:n], r.closed[:n]
 	clear(closed)
 	for i := range files {
 		f := &files[i]
@@ -253,19 +252,22 @@ func (r *Ring) load(files []File) error {
 		f := &files[i]
 		r.push(sqe{opcode: opOpenat, fd: int32(f.Dir), addr: uint64(uintptr(unsafe.Pointer(&buf[offs[i]]))), opFlags: uint32(f.Flags), userData: uint64(i)})
 	}
-	err := r.submit(len(files), func(c cqe) {
+	err := r.submit(n, func(c cqe) {
 		i := int(c.userData)
 		fds[i] = c.res
 		if c.res < 0 {
 			files[i].Err, files[i].Op = syscall.Errno(-c.res), "open"
 		}
 	})
-	if err != nil {
-		for _, fd := range fds {
-			if fd > 0 {
-				unix.Close(int(fd))
+	// From here every descriptor opened is closed, whatever fails.
+	defer func() {
+		for i := range files {
+			if fds[i] >= 0 && !closed[i] {
+				unix.Close(int(fds[i]))
 			}
 		}
+	}()
+	if err != nil {
 		return err
 	}
 	queued := 0
@@ -274,48 +276,43 @@ func (r *Ring) load(files []File) error {
 		if f.Err != nil {
 			continue
 		}
-		fd := fds[i]
 		var addr uint64
 		if f.Size > 0 {
 			addr = uint64(uintptr(unsafe.Pointer(&f.Buf[0])))
 		}
-		r.push(sqe{opcode: opRead, flags: sqeHardlink, fd: fd, addr: addr, len: uint32(f.Size), userData: uint64(i)<<2 | 1})
-		r.push(sqe{opcode: opStatx, flags: sqeHardlink, fd: fd, addr: uint64(uintptr(unsafe.Pointer(&r.empty[0]))),
-			len: statxMask, opFlags: unix.AT_EMPTY_PATH | unix.AT_SYMLINK_NOFOLLOW,
-			off: uint64(uintptr(unsafe.Pointer(&stx[i]))), userData: uint64(i)<<2 | 2})
-		r.push(sqe{opcode: opClose, fd: fd, userData: uint64(i)<<2 | 3})
-		queued += 3
+		r.push(sqe{opcode: opRead, fd: fds[i], addr: addr, len: uint32(f.Size), userData: uint64(i)})
+		queued++
 	}
-	err = r.submit(queued, func(c cqe) {
-		i, op := int(c.userData>>2), c.userData&3
-		f := &files[i]
-		switch {
-		case op == 3:
-			closed[i] = c.res == 0 || c.res == -int32(unix.EBADF)
-		case c.res < 0 && f.Err == nil:
+	if err := r.submit(queued, func(c cqe) {
+		f := &files[c.userData]
+		if c.res < 0 {
 			f.Err, f.Op = syscall.Errno(-c.res), "read"
-			if op == 2 {
-				f.Op = "stat"
-			}
-		case op == 1:
-			f.N = int(c.res)
+			return
 		}
-	})
-	for i := range files {
-		if fds[i] >= 0 && !closed[i] {
-			unix.Close(int(fds[i]))
-		}
-	}
-	if err != nil {
+		f.N = int(c.res)
+	}); err != nil {
 		return err
 	}
+	queued = 0
+	var st unix.Stat_t
 	for i := range files {
-		if files[i].Err == nil {
-			s := &stx[i]
-			files[i].Stat = Stat{Mode: uint32(s.Mode), Size: int64(s.Size), Mtime: s.Mtime.Sec*1e9 + int64(s.Mtime.Nsec), Ino: s.Ino}
+		f := &files[i]
+		if fds[i] < 0 {
+			continue
 		}
+		if f.Err == nil {
+			if err := unix.Fstat(int(fds[i]), &st); err != nil {
+				f.Err, f.Op = err, "stat"
+			} else {
+				f.Stat = Stat{Mode: uint32(st.Mode), Size: int64(st.Size), Mtime: int64(st.Mtim.Sec)*1e9 + int64(st.Mtim.Nsec), Ino: uint64(st.Ino)}
+			}
+		}
+		r.push(sqe{opcode: opClose, fd: fds[i], userData: uint64(i)})
+		queued++
 	}
-	return nil
+	return r.submit(queued, func(c cqe) {
+		closed[c.userData] = c.res == 0 || c.res == -int32(unix.EBADF)
+	})
 }
 
 // Create creates and writes each of files: the opens of up to the ring's
@@ -396,52 +393,8 @@ func (r *Ring) create(files []NewFile) error {
 	return err
 }
 
-// Lstat is statx(2) of each of names, relative to the open directory dir
-// and without following a symlink, into sts (as long as names), with each
-// name's failure in errs (nil where it was stat'ed); mask is what to ask
-// for (unix.STATX_*). An error returned means the ring failed.
-func (r *Ring) Lstat(dir int, names []string, mask uint32, sts []unix.Statx_t, errs []error) error {
-	per := int(r.entries)
-	for len(names) > 0 {
-		n := min(len(names), per)
-		if err := r.lstat(dir, names[:n], mask, sts[:n], errs[:n]); err != nil {
-			return err
-		}
-		names, sts, errs = names[n:], sts[n:], errs[n:]
-	}
-	return nil
-}
-
-func (r *Ring) lstat(dir int, names []string, mask uint32, sts []unix.Statx_t, errs []error) error {
-	size := 0
-	for _, n := range names {
-		size += len(n) + 1
-	}
-	if cap(r.names) < size {
-		r.names = make([]byte, 0, size)
-	}
-	r.offs = grow(r.offs, len(names))
-	buf, offs := r.names[:0], r.offs[:len(names)]
-	for i, n := range names {
-		offs[i] = len(buf)
-		buf = append(buf, n...)
-		buf = append(buf, 0)
-	}
-	r.names = buf
-	for i := range names {
-		errs[i] = nil
-		r.push(sqe{opcode: opStatx, fd: int32(dir), addr: uint64(uintptr(unsafe.Pointer(&buf[offs[i]]))),
-			len: mask, opFlags: unix.AT_SYMLINK_NOFOLLOW, off: uint64(uintptr(unsafe.Pointer(&sts[i]))), userData: uint64(i)})
-	}
-	return r.submit(len(names), func(c cqe) {
-		if c.res < 0 {
-			errs[c.userData] = syscall.Errno(-c.res)
-		}
-	})
-}
-
-// Entries is the size of the rings Get hands out: Load reads a third of
-// it per pair of system calls, Lstat all of it per call.
+// Entries is the size of the rings Get hands out: how many files one of
+// their calls takes at most.
 const Entries = 128
 
 // pool holds rings between uses (a ring is a descriptor and two mappings:

@@ -11,19 +11,11 @@ func New(entries int) (*Ring, error) { return nil, ErrUnavailable }
 // Load never runs off Linux.
 func (r *Ring) Load(files []File) error { return ErrUnavailable }
 
-// Lstat never runs off Linux.
-func (r *Ring) Lstat(dir int, names []string, mask uint32, sts []Statx, errs []error) error {
-	return ErrUnavailable
-}
-
 // Create never runs off Linux.
 func (r *Ring) Create(files []NewFile) error { return ErrUnavailable }
 
 // CloseAll never runs off Linux.
 func (r *Ring) CloseAll(fds []int, errs []error) error { return ErrUnavailable }
-
-// Statx stands in for unix.Statx_t off Linux.
-type Statx struct{}
 
 // Entries is the size of the rings Get hands out.
 const Entries = 128

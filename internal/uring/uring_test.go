@@ -41,7 +41,7 @@ const flags = unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_CLOEXEC | unix.O_NONBLOCK
 // the failures a reader meets (a name gone, a symlink, a FIFO, a directory
 // that did not open), and leaves no descriptor open.
 func TestLoad(t *testing.T) {
-	r := newRing(t, 16) // 5 files a group: Load takes several
+	r := newRing(t, 8) // 8 files a group: Load takes two
 	dir := t.TempDir()
 	dfd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -157,41 +157,41 @@ func TestLoadAllocs(t *testing.T) {
 	}
 }
 
-// TestLstatThenLoad: one ring serves both kinds of call, a Load's group
-// after a larger Lstat (the ring's scratch space grows for each).
-func TestLstatThenLoad(t *testing.T) {
+// TestCreateThenLoad: one ring serves both kinds of call, a Load's group
+// after a larger Create (the ring's scratch space grows for each), and
+// reads back what it wrote.
+func TestCreateThenLoad(t *testing.T) {
 	r := newRing(t, 128)
 	dir := t.TempDir()
-	var names []string
-	var files []File
-	for i := range 40 {
-		name := fmt.Sprint(i)
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(name), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		names = append(names, name)
-		files = append(files, File{Dir: unix.AT_FDCWD, Name: filepath.Join(dir, name), Flags: flags, Size: int64(len(name)), Buf: make([]byte, len(name))})
-	}
 	dfd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer unix.Close(dfd)
-	sts, errs := make([]unix.Statx_t, len(names)), make([]error, len(names))
-	if err := r.Lstat(dfd, names, unix.STATX_BASIC_STATS, sts, errs); err != nil {
+	var created []NewFile
+	for i := range 100 {
+		name := fmt.Sprintf("a-rather-long-name-%03d", i)
+		created = append(created, NewFile{Dir: dfd, Name: name, Flags: unix.O_WRONLY | unix.O_CREAT | unix.O_EXCL | unix.O_CLOEXEC, Perm: 0o644, Data: []byte(name)})
+	}
+	if err := r.Create(created); err != nil {
 		t.Fatal(err)
 	}
-	for i, name := range names {
-		if errs[i] != nil || sts[i].Size != uint64(len(name)) {
-			t.Errorf("%s: size %d, %v", name, sts[i].Size, errs[i])
+	var files []File
+	for _, f := range created {
+		if f.Err != nil || f.N != len(f.Name) {
+			t.Fatalf("create %s: wrote %d, %v", f.Name, f.N, f.Err)
+		}
+		unix.Close(f.Fd)
+		if len(files) < 40 {
+			files = append(files, File{Dir: dfd, Name: f.Name, Flags: flags, Size: int64(len(f.Name)), Buf: make([]byte, len(f.Name))})
 		}
 	}
 	if err := r.Load(files); err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range files {
-		if f.Err != nil || string(f.Buf[:f.N]) != filepath.Base(f.Name) {
-			t.Errorf("%s: %q, %v", f.Name, f.Buf[:f.N], f.Err)
+		if f.Err != nil || string(f.Buf[:f.N]) != f.Name || f.Stat.Size != int64(len(f.Name)) || f.Stat.Mode&unix.S_IFMT != unix.S_IFREG {
+			t.Errorf("%s: %q, %+v, %v", f.Name, f.Buf[:f.N], f.Stat, f.Err)
 		}
 	}
 }

@@ -14,14 +14,14 @@ import (
 
 // Ring reads: on a fast source filesystem, a batch's small files are
 // opened, read, checked and closed through io_uring (internal/uring), a
-// group of ringGroup files in two system calls where one by one they cost
-// four each (open, read, fstat, close). On this machine's kind of virtual
+// group of ringGroup files in three system calls and an fstat each, where
+// one by one they cost four each (open, read, fstat, close). On this machine's kind of virtual
 // machine a system call's entry and exit cost more than a small file's
 // own work. Only the plain case goes so: a file the ring could not open
 // and read whole, or that does not match the walk (changed, or no longer a
 // regular file), is opened and read again the usual way, which says why.
 
-// ringGroup is how many files one pair of io_uring_enter calls reads.
+// ringGroup is how many files one Load reads.
 const ringGroup = uring.Entries / 4
 
 // ringMax is the largest file read through the ring.

@@ -2,7 +2,8 @@
 # bench/speed.sh: the speed table (`make bench-speed`, also run by `make bench`).
 #
 # Seven regimes over the test hosts of ../shared/rig, bulkmove and its peers in the
-# same run, one run each, trees on a tmpfs (SPEED_MNT):
+# same run, SPEED_RUNS rounds (one by default; each round runs a regime's methods in
+# turn, the medians are reported), trees on a tmpfs (SPEED_MNT):
 #
 #   small  CPU-bound small files: direct link, 100,000 × 1 KiB.
 #          tar | ssh (reference), tar | nc, rsync -a; bulkmove (SSH streams), bulkmove
@@ -81,6 +82,8 @@
 #   SPEED_JFIXED    also run bulkmove over SSH streams at each of these fixed -j (e.g.
 #                   "2 4 8 16"), and judge -j auto against the best of them (the target: at
 #                   least 90% of its throughput, each regime); default: not run
+#   SPEED_RUNS      rounds of each regime (default 1): its methods run in turn, round after
+#                   round, and each row reports its median time and CPU-s
 #   SPEED_VERIFY    bulkmove (default): treecmp bulkmove's copies, count the peers' files
 #                   and bytes; all: also compare the peers' names, types and content
 #   BENCH_RIG       the rig's directory (default ../shared/rig next to this repository)
@@ -107,6 +110,7 @@ SPLIT_K=${SPEED_SPLIT:-4}
 NC_PORT=${SPEED_NC_PORT:-47100}
 RAW_K=${SPEED_RAW_STREAMS:-8}
 VERIFY=${SPEED_VERIFY:-bulkmove}
+RUNS=${SPEED_RUNS:-1}
 SPARE=${SPEED_SPARE:-/dev/shm}
 RIG=${BENCH_RIG:-$(cd "$ROOT/.." && pwd)/shared/rig}
 RIG_STATE=/tmp/rig
@@ -145,6 +149,8 @@ busy_ticks() { awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /pr
 # busy CPU-s, from the listener's start for tar | nc), REF (the key of
 # the target's reference, or "link"), TARGET (text), KIND/FACTOR (how it is judged),
 # and for bulkmove rows VER (treecmp) and BUSY (the streams' "busy until", seconds).
+declare -A FIXED # the rows fixed_j added
+declare -A TS CS # every round's wall µs and CPU-s of a row, space-separated
 declare -A LABEL T CPU ERR REF TARGET KIND FACTOR VER BUSY RESULT FIRST NECK KEND
 declare -A NOTES SETDESC SKIP
 ROWS=()      # keys in the order run
@@ -441,7 +447,8 @@ declare -A AUTOROW=([small]=small.bm_ssh [large]=large.bm_ssh [slow]=slow.bm_aut
 fixed_j() {
 	local n
 	for n in $JFIXED; do
-		[[ -n ${LABEL[$1.bm_j$n]:-} ]] && continue # the regime's own row
+		[[ -n ${LABEL[$1.bm_j$n]:-} && -z ${FIXED[$1.bm_j$n]:-} ]] && continue # the regime's own row
+		FIXED[$1.bm_j$n]=1
 		run "$1" "bm_j$n" "bulkmove -j $n SRC $HOST:DST  (SSH streams, fixed)" tool_bulkmove -j "$n"
 		target "$1.bm_j$n" "${AUTOROW[$1]}" peer 0 ""
 	done
@@ -459,7 +466,7 @@ run() {
 		shift 2
 	fi
 	key=$regime.$tool
-	ROWS+=("$key")
+	[[ " ${ROWS[*]} " == *" $key "* ]] || ROWS+=("$key")
 	LABEL[$key]=$label
 	log=$LOGS/$regime-$tool.log
 	DSTL=$BASE/dst/$regime
@@ -485,16 +492,19 @@ run() {
 		rm -rf "$DSTL"
 		return 1
 	fi
-	T[$key]=$((t1 - t0))
-	CPU[$key]=$(awk -v t=$((c1 - c0)) -v hz="$HZ" 'BEGIN { printf "%.2f", t / hz }')
-	note "$key: $(secs $((t1 - t0))) s ($(mbs "$key") MB/s), ${CPU[$key]} CPU-s"
+	# The row's figures: the median of its rounds so far.
+	TS[$key]+=" $((t1 - t0))"
+	CS[$key]+=" $(awk -v t=$((c1 - c0)) -v hz="$HZ" 'BEGIN { printf "%.2f", t / hz }')"
+	T[$key]=$(medof "${TS[$key]}" %.0f)
+	CPU[$key]=$(medof "${CS[$key]}" %.2f)
+	note "$key: $(secs $((t1 - t0))) s, $(awk -v t=$((c1 - c0)) -v hz="$HZ" 'BEGIN { printf "%.2f", t / hz }') CPU-s (median so far: $(secs "${T[$key]}") s, $(mbs "$key") MB/s, ${CPU[$key]} CPU-s)"
 	if [[ $tool == raw* ]]; then
 		: # no copy: bytes to /dev/null
 	elif [[ $tool == bm* ]]; then
 		local flags=()
 		[[ $(id -u) == 0 ]] && flags+=(-owner)
 		if "$TREECMP" -max 20 "${flags[@]}" "$SRC" "$DSTL" >"$LOGS/$regime-$tool.verify" 2>&1; then
-			VER[$key]=yes
+			[[ ${VER[$key]:-} == FAIL ]] || VER[$key]=yes
 		else
 			VER[$key]=FAIL
 			FAILED=1
@@ -530,6 +540,11 @@ run() {
 	fi
 	rm -rf "$DSTL"
 }
+
+# medof "LIST" FORMAT: the median of the numbers in LIST.
+medof() { tr ' ' '\n' <<<"$1" | awk -v f="$2" 'NF { a[++n] = $1 } END {
+	for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+	printf f, (n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2) }'; }
 
 mbs() { awk -v b="$NBYTES" -v u="${T[$1]}" 'BEGIN { printf "%.1f", b / u }'; }
 
@@ -812,7 +827,7 @@ print_table() {
 	out "- command: \`${CMDLINE}\`"
 	out "- machine: $(uname -srm), $(nproc) CPUs ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n1)); load average at start $LOAD0"
 	out "- bulkmove: $BULKMOVE, $VERSION, repository at commit $REV; peers: $(tar --version | head -n1), $(rsync --version | head -n1 | sed 's/  */ /g'), $(ssh -V 2>&1 | cut -d, -f1) (its default cipher), zstd $(zstd -V 2>/dev/null | sed -n 's/.* v\([0-9.]*\).*/\1/p')${FPSYNC_V:+, $FPSYNC_V}"
-	out "- trees on $MNT ($(stat -f -c %T "$MNT")), scale $SCALE; one run each; CPU-s = whole-machine busy CPU-seconds during the run (/proc/stat; for tar | nc from the listener's start); MB/s = file bytes / wall time (10^6 B/s); \"time ÷ ref\" and \"speed × ref\" are against the row's reference (vs)"
+	out "- trees on $MNT ($(stat -f -c %T "$MNT")), scale $SCALE; $([[ $RUNS == 1 ]] && echo "one run each" || echo "$RUNS rounds, each method in turn, medians"); CPU-s = whole-machine busy CPU-seconds during the run (/proc/stat; for tar | nc from the listener's start); MB/s = file bytes / wall time (10^6 B/s); \"time ÷ ref\" and \"speed × ref\" are against the row's reference (vs)"
 	out "" "| regime | tool | time (s) | CPU-s | MB/s | vs | time ÷ ref | speed × ref | target | result |"
 	out "|---|---|--:|--:|--:|---|--:|--:|---|---|"
 	for regime in $ORDER; do
@@ -927,7 +942,7 @@ main() {
 	esac
 	local r
 	for r in $REGIMES; do [[ " $ORDER " == *" $r "* ]] || die "unknown regime $r (have: $ORDER)"; done
-	[[ $PIPES =~ ^[1-9][0-9]*$ && $SPLIT_K =~ ^[1-9][0-9]*$ ]] || die "SPEED_PIPES and SPEED_SPLIT must be positive numbers"
+	[[ $PIPES =~ ^[1-9][0-9]*$ && $SPLIT_K =~ ^[1-9][0-9]*$ && $RUNS =~ ^[1-9][0-9]*$ ]] || die "SPEED_PIPES, SPEED_SPLIT and SPEED_RUNS must be positive numbers"
 	[[ $RIGMODE == manage || $RIGMODE == keep ]] || die "SPEED_RIG must be manage or keep"
 	[[ $(id -u) == 0 ]] || die "needs root (the rig's network namespaces)"
 	[[ -x $RIG/net.sh ]] || die "no rig at $RIG (set BENCH_RIG)"
@@ -966,11 +981,16 @@ main() {
 
 	for r in $REGIMES; do
 		note "=== $r (${TITLE[$r]}), load average $(cut -d' ' -f1-3 /proc/loadavg)"
-		NBYTES=0 RIGDESC="" SKIP_WHY=""
-		if ! regime_"$r"; then
-			SKIP[$r]=${SKIP_WHY:-setup failed (see above and $LOGS/rig.log)}
-			note "$r: not run: ${SKIP[$r]}"
-		fi
+		local round
+		for ((round = 1; round <= RUNS; round++)); do
+			((RUNS > 1)) && note "$r: round $round of $RUNS"
+			NBYTES=0 RIGDESC="" SKIP_WHY=""
+			if ! regime_"$r"; then
+				SKIP[$r]=${SKIP_WHY:-setup failed (see above and $LOGS/rig.log)}
+				note "$r: not run: ${SKIP[$r]}"
+				break
+			fi
+		done
 		RIGD[$r]="$RIGDESC${PLACE_NOTE:+; $PLACE_NOTE}"
 		PLACE_NOTE=""
 		drop_data

@@ -716,7 +716,7 @@ regime_wan() {
 		run wan fpsync "fpsync -n $PIPES SRC/ wan2:DST/" --pre pre_fpsync tool_fpsync
 		target wan.fpsync wan.raw peer 0 ""
 	else
-		NOTES[wan]+="fpsync: not installed (apt-get install fpart), not run. "
+		[[ ${NOTES[wan]:-} == *fpsync:* ]] || NOTES[wan]+="fpsync: not installed (apt-get install fpart), not run. "
 	fi
 	run wan bm_ssh "bulkmove SRC wan2:DST  (-j auto, SSH streams)" tool_bulkmove
 	run wan bm_j8 "bulkmove -j 8 SRC wan2:DST  (SSH streams)" tool_bulkmove -j 8

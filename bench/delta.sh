@@ -26,12 +26,18 @@
 #                            blocks on box1 and DEST's old copy on box2, at once: the
 #                            machine's ceiling for finding the changed blocks
 #             login          ssh box2 true: one login, which every method over SSH pays
+#             carry          ssh box2 'cat >/dev/null' of 1% of the file's size in random
+#                            bytes: the changed bytes through one SSH login, sshd's share
+#                            of any delta over SSH
+#             bm_tls, bm_tls_inplace  bulkmove --transport tls, without and with --inplace:
+#                            the data over the TLS data plane, not through sshd (the agent
+#                            started over SSH as always)
 #   grow    the edited file grown by 10 MiB at its end, DEST holding the edited file,
 #           over the same capped link: bulkmove (its defaults) and rsync -a --inplace
 #   images  DELTA_IMAGES (8) files of DELTA_IMAGE_SIZE (256 MiB), each changed 1% the
 #           same way, over the uncapped link (veth, about 10 Gbit/s): bulkmove (its
-#           defaults) and rsync -a, bulkmove --inplace and rsync -a --inplace, and the
-#           floor as above
+#           defaults) and rsync -a, bulkmove --inplace and rsync -a --inplace, the floor
+#           and the SSH carriage as above, and bulkmove over TLS as above
 #
 # bulkmove runs with --journal none (each run starts afresh). For each run: wall time;
 # bytes on the wire, counted by the kernel on box1's eth0 (rx + tx, so both directions,
@@ -48,7 +54,9 @@
 # the wire ≤ 1.1× the 10 MiB tail (the wire's headers and acknowledgements are under 1%:
 # the veth carries segments of up to 64 KiB);
 # images: its wall time ≤ 0.25× rsync's, its CPU-s ≤ 1/3 of rsync's (and so with
-# --inplace both). The CPU targets are
+# --inplace both). The TLS rows are judged against the same targets, on their own lines.
+# Beside the targets, the least any copier over SSH spends: the floor plus the carriage
+# (which holds a login). The CPU targets are
 # judged on the whole machine's CPU-s; the processes' figure is given beside it, and
 # holds better when others load the machine.
 #
@@ -110,6 +118,12 @@ declare -A LABEL=(
 	[floor]="floor: both ends' reading and hashing alone"
 	[img_floor]="floor: both ends' reading and hashing alone"
 	[login]="ssh box2 true: one login"
+	[carry]="ssh box2 'cat >/dev/null': 1% of the file through SSH"
+	[img_carry]="ssh box2 'cat >/dev/null': 1% of the images through SSH"
+	[bm_tls]="bulkmove --transport tls (the delta)"
+	[bm_tls_inplace]="bulkmove --transport tls --inplace"
+	[img_bm_tls]="bulkmove --transport tls"
+	[img_bm_tls_inplace]="bulkmove --transport tls --inplace"
 	[grow_bm]="bulkmove (its defaults)"
 	[grow_rsync_inplace]="rsync -a --inplace"
 	[img_bm]="bulkmove (its defaults)"
@@ -118,9 +132,9 @@ declare -A LABEL=(
 	[img_rsync_inplace]="rsync -a --inplace"
 )
 declare -A METHODS=(
-	[big]="bm_delta bm_inplace bm_whole rsync_inplace rsync nc floor login"
+	[big]="bm_delta bm_inplace bm_whole rsync_inplace rsync nc floor login carry bm_tls bm_tls_inplace"
 	[grow]="grow_bm grow_rsync_inplace"
-	[images]="img_bm img_rsync img_bm_inplace img_rsync_inplace img_floor"
+	[images]="img_bm img_rsync img_bm_inplace img_rsync_inplace img_floor img_carry img_bm_tls img_bm_tls_inplace"
 )
 
 bm() { B1 "$BULKMOVE" --ssh-config "$HOSTS_DIR/ssh_config" --journal none $BM_FLAGS "$@" "$SRC/" "box2:$DST/"; }
@@ -135,6 +149,14 @@ m_grow_rsync_inplace() { rs --inplace; }
 m_img_bm() { bm; }
 m_img_rsync() { rs; }
 m_img_bm_inplace() { bm --inplace; }
+m_bm_tls() { bm --transport tls; }
+m_bm_tls_inplace() { bm --transport tls --inplace; }
+m_img_bm_tls() { bm --transport tls; }
+m_img_bm_tls_inplace() { bm --transport tls --inplace; }
+# The carriage: the part's changed bytes (CARRY, random, made by the part) through one
+# login's SSH channel to nothing: what sshd and ssh cost any delta over SSH.
+m_carry() { B1 ssh -F "$HOSTS_DIR/ssh_config" box2 'cat >/dev/null' <"$CARRY"; }
+m_img_carry() { m_carry; }
 m_img_rsync_inplace() { rs --inplace; }
 # The floor: bench/floor -hash on each host at once, SRC's files on box1 and DEST's old
 # copies on box2, each read whole and hashed in the delta's blocks, one thread each: the
@@ -192,7 +214,7 @@ measure() {
 	M_PCPU=$(awk -v a="$p0" -v b="$p1" 'BEGIN { if (b == 0) print "–"; else printf "%.2f", (b - a) / 1e9 }')
 	M_BYTES=$((b1 - b0))
 	M_CHECK=–
-	if [[ $m != nc && $m != *floor && $m != login ]]; then
+	if [[ $m != nc && $m != *floor && $m != login && $m != *carry ]]; then
 		M_CHECK=same
 		diff -rq "$SRC" "$DST" >>"$log" 2>&1 || M_CHECK=DIFFERS
 		[[ $M_CHECK == same ]] || note "$tag $m: DEST differs from SRC after the run (see $log)"
@@ -297,6 +319,8 @@ gen_big() {
 part_big() {
 	gen_big
 	SRC=$W/new OLD=$W/old DST=$W/dst
+	CARRY=$W/carry
+	head -c $((SIZE_B / 100)) /dev/urandom >"$CARRY" || die "cannot write $CARRY"
 	host_cap box1 "$RATE" && host_cap box2 "$RATE" || die "tc: cannot cap the link at $RATE"
 	rounds big
 }
@@ -319,6 +343,8 @@ part_images() {
 	cp -a "$W/iold" "$W/inew" && "$W/bin/deltaedit" -frac 0.01 -runs 16 -seed 3 "$W"/inew/*.bin 2>>"$OUT/edits.txt" ||
 		die "deltaedit failed"
 	SRC=$W/inew OLD=$W/iold DST=$W/dst
+	CARRY=$W/carry
+	head -c $((IMAGES * IMAGE_B / 100)) /dev/urandom >"$CARRY" || die "cannot write $CARRY"
 	host_uncap box1
 	host_uncap box2
 	rounds images
@@ -349,12 +375,22 @@ floor_line() {
 	out "" "$s"
 }
 
+# carry_line FLOOR-CPU CARRY-CPU BM-INPLACE-CPU RSYNC-INPLACE-CPU (the processes'): the
+# least any copier over SSH spends, the floor plus the changed bytes carried through one
+# login's SSH channel, and bulkmove --inplace's share of it.
+carry_line() {
+	[[ $1 == – || $2 == – ]] && return
+	local least
+	least=$(awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a + b }')
+	out "" "Carrying the changed bytes (1%, random) through one SSH login to nothing (\`ssh box2 'cat >/dev/null'\`: sshd, ssh and the login) took $2 CPU-s: with the floor, the least any delta over SSH spends is $least CPU-s, $(ratio "$least" "$4")× rsync --inplace's, against a target of 0.33×; bulkmove --inplace spent $(ratio "$3" "$least")× that least."
+}
+
 table() { # table PART DENOMINATOR-BYTES DENOMINATOR-NAME
 	out "" "| method | wall s | bytes on the wire | ÷ $3 | CPU-s (machine) | CPU-s (processes) | DEST = SRC |" "|---|--:|--:|--:|--:|--:|---|"
 	local m b
 	for m in ${METHODS[$1]}; do
 		b=$(med BYTES "$m")
-		out "| \`${LABEL[$m]}\` | $(med WALL "$m") | ${b%.00} | $(pct "$b" "$2") | $(med CPU "$m") | $(med PCPU "$m") | $([[ $m == nc || $m == *floor || $m == login ]] && echo – || echo "${CHECK[$m]:-yes}") |"
+		out "| \`${LABEL[$m]}\` | $(med WALL "$m") | ${b%.00} | $(pct "$b" "$2") | $(med CPU "$m") | $(med PCPU "$m") | $([[ $m == nc || $m == *floor || $m == login || $m == *carry ]] && echo – || echo "${CHECK[$m]:-yes}") |"
 	done
 }
 
@@ -383,7 +419,12 @@ report() {
 		local nw rate
 		nw=$(med WALL nc)
 		rate=$(awk -v b="$SIZE_B" -v t="$nw" 'BEGIN { if (t == "–" || t <= 0) print "–"; else printf "%.0f", b * 8 / t / 1e6 }')
+		c1=$(ratio "$(med CPU bm_tls_inplace)" "$(med CPU rsync_inplace)") pc1=$(ratio "$(med PCPU bm_tls_inplace)" "$(med PCPU rsync_inplace)")
+		c2=$(ratio "$(med CPU bm_tls)" "$(med CPU rsync)") pc2=$(ratio "$(med PCPU bm_tls)" "$(med PCPU rsync)")
+		out "| over TLS: bulkmove --transport tls --inplace's CPU-s ≤ 1/3 of rsync --inplace's | ${c1}× (processes: ${pc1}×) | $(verdict "$c1" 0.3334) |"
+		out "| over TLS: bulkmove --transport tls's CPU-s ≤ 1/3 of rsync's | ${c2}× (processes: ${pc2}×) | $(verdict "$c2" 0.3334) |"
 		floor_line "$(med WALL floor)" "$(med PCPU floor)" "$(med WALL bm_inplace)" "$(med PCPU bm_inplace)" "$(med PCPU rsync_inplace)" "" "$(med PCPU login)"
+		carry_line "$(med PCPU floor)" "$(med PCPU carry)" "$(med PCPU bm_inplace)" "$(med PCPU rsync_inplace)"
 		out "" "The link's ceiling: one raw TCP stream carried the file's bytes in $nw s ($rate Mbit/s of the nominal $RATE); the resend took $(ratio "$(med WALL bm_whole)" "$nw")× that time."
 	fi
 	if [[ " $PARTS " == *" grow "* ]]; then
@@ -405,7 +446,16 @@ report() {
 		c1=$(ratio "$(med CPU img_bm_inplace)" "$(med CPU img_rsync_inplace)") pc1=$(ratio "$(med PCPU img_bm_inplace)" "$(med PCPU img_rsync_inplace)")
 		out "| bulkmove --inplace's wall time ≤ 0.25× rsync --inplace's | ${rw}× | $(verdict "$rw" 0.25) |"
 		out "| bulkmove --inplace's CPU-s ≤ 1/3 of rsync --inplace's | ${c1}× (processes: ${pc1}×) | $(verdict "$c1" 0.3334) |"
+		rw=$(ratio "$(med WALL img_bm_tls)" "$(med WALL img_rsync)")
+		c1=$(ratio "$(med CPU img_bm_tls)" "$(med CPU img_rsync)") pc1=$(ratio "$(med PCPU img_bm_tls)" "$(med PCPU img_rsync)")
+		out "| over TLS: bulkmove --transport tls's wall time ≤ 0.25× rsync's | ${rw}× | $(verdict "$rw" 0.25) |"
+		out "| over TLS: bulkmove --transport tls's CPU-s ≤ 1/3 of rsync's | ${c1}× (processes: ${pc1}×) | $(verdict "$c1" 0.3334) |"
+		rw=$(ratio "$(med WALL img_bm_tls_inplace)" "$(med WALL img_rsync_inplace)")
+		c1=$(ratio "$(med CPU img_bm_tls_inplace)" "$(med CPU img_rsync_inplace)") pc1=$(ratio "$(med PCPU img_bm_tls_inplace)" "$(med PCPU img_rsync_inplace)")
+		out "| over TLS: bulkmove --transport tls --inplace's wall time ≤ 0.25× rsync --inplace's | ${rw}× | $(verdict "$rw" 0.25) |"
+		out "| over TLS: bulkmove --transport tls --inplace's CPU-s ≤ 1/3 of rsync --inplace's | ${c1}× (processes: ${pc1}×) | $(verdict "$c1" 0.3334) |"
 		floor_line "$(med WALL img_floor)" "$(med PCPU img_floor)" "$(med WALL img_bm_inplace)" "$(med PCPU img_bm_inplace)" "$(med PCPU img_rsync_inplace)" "$(med WALL img_rsync_inplace)" "$(med PCPU login)"
+		carry_line "$(med PCPU img_floor)" "$(med PCPU img_carry)" "$(med PCPU img_bm_inplace)" "$(med PCPU img_rsync_inplace)"
 	fi
 	out "" "CPU-s (machine): whole-machine busy CPU-s from /proc/stat, the targets' measure; CPU-s (processes): this run's processes alone (a cpuacct cgroup: both ends, sshd, ssh), which others' load does not reach. Every run: $OUT/runs.tsv (round, method, wall s, CPU-s machine, CPU-s processes, bytes on the wire, DEST); each command's output in $OUT/logs." ""
 }

@@ -83,11 +83,10 @@ type Ring struct {
 	cqes           []cqe
 
 	// Per call, reused: the names as C strings, where each starts, the
-	// descriptors, which were closed.
+	// descriptors.
 	names  []byte
 	offs   []int
 	fds    []int32
-	closed []bool
 	queued []int // Create: the files whose write is queued
 }
 
@@ -237,12 +236,12 @@ func (r *Ring) load(files []File) error {
 	}
 	buf := r.names[:0]
 	n := len(files)
-	r.offs, r.fds, r.closed = grow(r.offs, n), grow(r.fds, n), grow(r.closed, n)
-	offs, fds, closed := r.offs[:n], r.fds[:n], r.closed[:n]
-	clear(closed)
+	r.offs, r.fds = grow(r.offs, n), grow(r.fds, n)
+	offs, fds := r.offs[:n], r.fds[:n]
 	for i := range files {
 		f := &files[i]
 		f.Err, f.Op, f.N, f.Stat = nil, "", 0, Stat{}
+		fds[i] = -1 // (not a descriptor of an earlier call's, if the ring fails)
 		offs[i] = len(buf)
 		buf = append(buf, f.Name...)
 		buf = append(buf, 0)
@@ -259,10 +258,17 @@ func (r *Ring) load(files []File) error {
 			files[i].Err, files[i].Op = syscall.Errno(-c.res), "open"
 		}
 	})
-	// From here every descriptor opened is closed, whatever fails.
+	// From here every descriptor opened is closed, whatever fails; but
+	// once the closes are queued, none is closed again: a close the ring
+	// may have made and not reported would close whatever file took its
+	// number meanwhile. (A ring that fails there leaks them instead.)
+	closing := false
 	defer func() {
+		if closing {
+			return
+		}
 		for i := range files {
-			if fds[i] >= 0 && !closed[i] {
+			if fds[i] >= 0 {
 				unix.Close(int(fds[i]))
 			}
 		}
@@ -310,9 +316,8 @@ func (r *Ring) load(files []File) error {
 		r.push(sqe{opcode: opClose, fd: fds[i], userData: uint64(i)})
 		queued++
 	}
-	return r.submit(queued, func(c cqe) {
-		closed[c.userData] = c.res == 0 || c.res == -int32(unix.EBADF)
-	})
+	closing = true
+	return r.submit(queued, func(cqe) {})
 }
 
 // Create creates and writes each of files: the opens of up to the ring's

@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -60,6 +61,12 @@ type createQueue struct {
 	arena  []byte
 }
 
+// arenas keeps create queues' arenas from batch to batch: for each batch
+// of small files the runtime would otherwise allocate and clear
+// createArena bytes. An arena goes back only once its queue is flushed:
+// each file's data is written (or failed) by then, and nothing holds it.
+var arenas = sync.Pool{New: func() any { return new([createArena]byte) }}
+
 // queuedFile is the rest of what finishing a queued file takes.
 type queuedFile struct {
 	i      int
@@ -80,7 +87,7 @@ func (t *Txn) startQueue() *createQueue {
 	if ring == nil {
 		return nil
 	}
-	return &createQueue{ring: ring, arena: make([]byte, 0, createArena)}
+	return &createQueue{ring: ring, arena: arenas.Get().(*[createArena]byte)[:0]}
 }
 
 // stopQueue creates what is queued and gives the ring back.
@@ -91,6 +98,8 @@ func (t *Txn) stopQueue(q *createQueue) {
 	t.flush(q)
 	t.q = nil
 	uring.Put(q.ring, q.broken)
+	arenas.Put((*[createArena]byte)(q.arena[:createArena]))
+	q.arena = nil
 }
 
 // queues reports whether entry e, whose data src holds (x its extras),

@@ -2,8 +2,10 @@ package extract
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
@@ -107,5 +109,48 @@ func TestRingCreateNameTaken(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(outside); string(got) != "keep me" {
 		t.Errorf("the file outside DEST now holds %q", got)
+	}
+}
+
+// TestRingCreateArenaReused: batch after batch of small files, the create
+// queue's arena (createArena bytes) is taken from the batches before, not
+// allocated (and cleared by the runtime) again for each: a batch of a few
+// small files allocates far less than the arena.
+func TestRingCreateArenaReused(t *testing.T) {
+	needRing(t)
+	r, err := Open(t.TempDir(), Options{IOConcurrency: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const batches, n = 20, 4
+	bs := make([]smallBatch, batches+1)
+	for j := range bs {
+		bs[j] = newSmallBatch(t, uint64(j+1), fmt.Sprintf("d%d", j), n)
+	}
+	receive := func(b *smallBatch) {
+		txn, err := r.Receive(b.m, b.need, bytes.NewReader(b.tar))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ack := txn.CommitSums(b.m.ID, nil, b.sums); ack.Files != n || len(ack.Errors) != 0 {
+			t.Fatalf("ack: %d files, errors %v", ack.Files, ack.Errors)
+		}
+	}
+	receive(&bs[0]) // the first takes its arena new
+	before := ringCreated.Load()
+	var m0, m1 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&m0)
+	for j := 1; j <= batches; j++ {
+		receive(&bs[j])
+	}
+	runtime.ReadMemStats(&m1)
+	if got := ringCreated.Load() - before; got != batches*n {
+		t.Fatalf("%d of %d files created through io_uring", got, batches*n)
+	}
+	// (A GC between batches may drop the pool's arena: then one batch takes
+	// a new one, not every batch.)
+	if per := (m1.TotalAlloc - m0.TotalAlloc) / batches; per >= createArena/2 {
+		t.Errorf("%d bytes allocated a batch of %d small files, want well under the arena's %d", per, n, createArena)
 	}
 }

@@ -385,6 +385,19 @@ carry_line() {
 	out "" "Carrying the changed bytes (1%, random) through one SSH login to nothing (\`ssh box2 'cat >/dev/null'\`: sshd, ssh and the login) took $2 CPU-s: with the floor, the least any delta over SSH spends is $least CPU-s, $(ratio "$least" "$4")× rsync --inplace's, against a target of 0.33×; bulkmove --inplace spent $(ratio "$3" "$least")× that least."
 }
 
+# cpu_target TEXT BM RSYNC, wall_target TEXT BM RSYNC: a target's row, method BM's
+# median CPU-s (at most 1/3) or wall time (at most 0.25×) against method RSYNC's.
+cpu_target() {
+	local c p
+	c=$(ratio "$(med CPU "$2")" "$(med CPU "$3")") p=$(ratio "$(med PCPU "$2")" "$(med PCPU "$3")")
+	out "| $1 | ${c}× (processes: ${p}×) | $(verdict "$c" 0.3334) |"
+}
+wall_target() {
+	local w
+	w=$(ratio "$(med WALL "$2")" "$(med WALL "$3")")
+	out "| $1 | ${w}× | $(verdict "$w" 0.25) |"
+}
+
 table() { # table PART DENOMINATOR-BYTES DENOMINATOR-NAME
 	out "" "| method | wall s | bytes on the wire | ÷ $3 | CPU-s (machine) | CPU-s (processes) | DEST = SRC |" "|---|--:|--:|--:|--:|--:|---|"
 	local m b
@@ -403,26 +416,22 @@ report() {
 	out "- two hosts of the script's own (network namespaces, box2 with its own sshd); random bytes (gentree -kind large), 1% of each file changed in 16 runs at random unaligned offsets (deltaedit; $OUT/edits.txt); $RUNS interleaved rounds, medians; bytes on the wire: box1's eth0, rx + tx"
 	((HAS_DELTA)) || out "- **this bulkmove has no --delta-min: its default is a resend, not a delta**"
 	[[ -n $WHOLE ]] || out "- this bulkmove has no --whole-file: the resend row runs with its defaults"
-	local w d rw c1 c2 pc1 pc2
+	local w d rw
 	if [[ " $PARTS " == *" big "* ]]; then
 		out "" "### $SIZE_B bytes, 1% changed, over $RATE"
 		table big "$SIZE_B" "file"
 		w=$(med WALL bm_delta) d=$(med BYTES bm_delta)
 		rw=$(ratio "$w" "$(med WALL bm_whole)")
-		c1=$(ratio "$(med CPU bm_inplace)" "$(med CPU rsync_inplace)") pc1=$(ratio "$(med PCPU bm_inplace)" "$(med PCPU rsync_inplace)")
-		c2=$(ratio "$(med CPU bm_delta)" "$(med CPU rsync)") pc2=$(ratio "$(med PCPU bm_delta)" "$(med PCPU rsync)")
 		out "" "| target | measured | result |" "|---|--:|---|"
 		out "| bulkmove's bytes on the wire ≤ 3% of the file | $(pct "$d" "$SIZE_B") | $(verdict "$(pct "$d" "$SIZE_B" | tr -d %)" 3) |"
 		out "| bulkmove's time ≤ 0.2× the resend's | ${rw}× | $(verdict "$rw" 0.2) |"
-		out "| bulkmove --inplace's CPU-s ≤ 1/3 of rsync --inplace's | ${c1}× (processes: ${pc1}×) | $(verdict "$c1" 0.3334) |"
-		out "| bulkmove's CPU-s ≤ 1/3 of rsync's | ${c2}× (processes: ${pc2}×) | $(verdict "$c2" 0.3334) |"
+		cpu_target "bulkmove --inplace's CPU-s ≤ 1/3 of rsync --inplace's" bm_inplace rsync_inplace
+		cpu_target "bulkmove's CPU-s ≤ 1/3 of rsync's" bm_delta rsync
 		local nw rate
 		nw=$(med WALL nc)
 		rate=$(awk -v b="$SIZE_B" -v t="$nw" 'BEGIN { if (t == "–" || t <= 0) print "–"; else printf "%.0f", b * 8 / t / 1e6 }')
-		c1=$(ratio "$(med CPU bm_tls_inplace)" "$(med CPU rsync_inplace)") pc1=$(ratio "$(med PCPU bm_tls_inplace)" "$(med PCPU rsync_inplace)")
-		c2=$(ratio "$(med CPU bm_tls)" "$(med CPU rsync)") pc2=$(ratio "$(med PCPU bm_tls)" "$(med PCPU rsync)")
-		out "| over TLS: bulkmove --transport tls --inplace's CPU-s ≤ 1/3 of rsync --inplace's | ${c1}× (processes: ${pc1}×) | $(verdict "$c1" 0.3334) |"
-		out "| over TLS: bulkmove --transport tls's CPU-s ≤ 1/3 of rsync's | ${c2}× (processes: ${pc2}×) | $(verdict "$c2" 0.3334) |"
+		cpu_target "over TLS: bulkmove --transport tls --inplace's CPU-s ≤ 1/3 of rsync --inplace's" bm_tls_inplace rsync_inplace
+		cpu_target "over TLS: bulkmove --transport tls's CPU-s ≤ 1/3 of rsync's" bm_tls rsync
 		floor_line "$(med WALL floor)" "$(med PCPU floor)" "$(med WALL bm_inplace)" "$(med PCPU bm_inplace)" "$(med PCPU rsync_inplace)" "" "$(med PCPU login)"
 		carry_line "$(med PCPU floor)" "$(med PCPU carry)" "$(med PCPU bm_inplace)" "$(med PCPU rsync_inplace)"
 		out "" "The link's ceiling: one raw TCP stream carried the file's bytes in $nw s ($rate Mbit/s of the nominal $RATE); the resend took $(ratio "$(med WALL bm_whole)" "$nw")× that time."
@@ -437,23 +446,15 @@ report() {
 	if [[ " $PARTS " == *" images "* ]]; then
 		out "" "### $IMAGES images of $IMAGE_B bytes, each 1% changed, uncapped link"
 		table images "$((IMAGES * IMAGE_B))" "the images"
-		rw=$(ratio "$(med WALL img_bm)" "$(med WALL img_rsync)")
-		c1=$(ratio "$(med CPU img_bm)" "$(med CPU img_rsync)") pc1=$(ratio "$(med PCPU img_bm)" "$(med PCPU img_rsync)")
 		out "" "| target | measured | result |" "|---|--:|---|"
-		out "| bulkmove's wall time ≤ 0.25× rsync's | ${rw}× | $(verdict "$rw" 0.25) |"
-		out "| bulkmove's CPU-s ≤ 1/3 of rsync's | ${c1}× (processes: ${pc1}×) | $(verdict "$c1" 0.3334) |"
-		rw=$(ratio "$(med WALL img_bm_inplace)" "$(med WALL img_rsync_inplace)")
-		c1=$(ratio "$(med CPU img_bm_inplace)" "$(med CPU img_rsync_inplace)") pc1=$(ratio "$(med PCPU img_bm_inplace)" "$(med PCPU img_rsync_inplace)")
-		out "| bulkmove --inplace's wall time ≤ 0.25× rsync --inplace's | ${rw}× | $(verdict "$rw" 0.25) |"
-		out "| bulkmove --inplace's CPU-s ≤ 1/3 of rsync --inplace's | ${c1}× (processes: ${pc1}×) | $(verdict "$c1" 0.3334) |"
-		rw=$(ratio "$(med WALL img_bm_tls)" "$(med WALL img_rsync)")
-		c1=$(ratio "$(med CPU img_bm_tls)" "$(med CPU img_rsync)") pc1=$(ratio "$(med PCPU img_bm_tls)" "$(med PCPU img_rsync)")
-		out "| over TLS: bulkmove --transport tls's wall time ≤ 0.25× rsync's | ${rw}× | $(verdict "$rw" 0.25) |"
-		out "| over TLS: bulkmove --transport tls's CPU-s ≤ 1/3 of rsync's | ${c1}× (processes: ${pc1}×) | $(verdict "$c1" 0.3334) |"
-		rw=$(ratio "$(med WALL img_bm_tls_inplace)" "$(med WALL img_rsync_inplace)")
-		c1=$(ratio "$(med CPU img_bm_tls_inplace)" "$(med CPU img_rsync_inplace)") pc1=$(ratio "$(med PCPU img_bm_tls_inplace)" "$(med PCPU img_rsync_inplace)")
-		out "| over TLS: bulkmove --transport tls --inplace's wall time ≤ 0.25× rsync --inplace's | ${rw}× | $(verdict "$rw" 0.25) |"
-		out "| over TLS: bulkmove --transport tls --inplace's CPU-s ≤ 1/3 of rsync --inplace's | ${c1}× (processes: ${pc1}×) | $(verdict "$c1" 0.3334) |"
+		wall_target "bulkmove's wall time ≤ 0.25× rsync's" img_bm img_rsync
+		cpu_target "bulkmove's CPU-s ≤ 1/3 of rsync's" img_bm img_rsync
+		wall_target "bulkmove --inplace's wall time ≤ 0.25× rsync --inplace's" img_bm_inplace img_rsync_inplace
+		cpu_target "bulkmove --inplace's CPU-s ≤ 1/3 of rsync --inplace's" img_bm_inplace img_rsync_inplace
+		wall_target "over TLS: bulkmove --transport tls's wall time ≤ 0.25× rsync's" img_bm_tls img_rsync
+		cpu_target "over TLS: bulkmove --transport tls's CPU-s ≤ 1/3 of rsync's" img_bm_tls img_rsync
+		wall_target "over TLS: bulkmove --transport tls --inplace's wall time ≤ 0.25× rsync --inplace's" img_bm_tls_inplace img_rsync_inplace
+		cpu_target "over TLS: bulkmove --transport tls --inplace's CPU-s ≤ 1/3 of rsync --inplace's" img_bm_tls_inplace img_rsync_inplace
 		floor_line "$(med WALL img_floor)" "$(med PCPU img_floor)" "$(med WALL img_bm_inplace)" "$(med PCPU img_bm_inplace)" "$(med PCPU img_rsync_inplace)" "$(med WALL img_rsync_inplace)" "$(med PCPU login)"
 		carry_line "$(med PCPU img_floor)" "$(med PCPU img_carry)" "$(med PCPU img_bm_inplace)" "$(med PCPU img_rsync_inplace)"
 	fi

@@ -123,10 +123,8 @@ die() {
 }
 have() { command -v "$1" >/dev/null 2>&1; }
 
-now_us() {
-	local t=$EPOCHREALTIME
-	echo $((10#${t%.*} * 1000000 + 10#${t#*.}))
-}
+. "$ROOT/bench/lib/measure.sh" # now_us, busy_ticks, median (its listening is replaced below)
+
 secs() { awk -v u="$1" 'BEGIN { printf "%.2f", u / 1e6 }'; }
 group() {
 	local n=$1 s=""
@@ -139,10 +137,7 @@ group() {
 gb() { awk -v b="$1" 'BEGIN { printf "%.2f GB", b / 1e9 }'; }
 q() { printf '%q' "$1"; } # a path for the remote shell
 
-# busy_ticks: busy time of all CPUs since boot, in clock ticks (user nice system irq
-# softirq steal of /proc/stat's "cpu" line; guest time is inside user).
 HZ=$(getconf CLK_TCK)
-busy_ticks() { awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat; }
 
 # ---------------------------------------------------------------- results
 # Per row (key REGIME.TOOL): LABEL (the command as shown), T (µs) or ERR, CPU (whole-machine
@@ -495,8 +490,8 @@ run() {
 	# The row's figures: the median of its rounds so far.
 	TS[$key]+=" $((t1 - t0))"
 	CS[$key]+=" $(awk -v t=$((c1 - c0)) -v hz="$HZ" 'BEGIN { printf "%.2f", t / hz }')"
-	T[$key]=$(medof "${TS[$key]}" %.0f)
-	CPU[$key]=$(medof "${CS[$key]}" %.2f)
+	T[$key]=$(printf '%s\n' ${TS[$key]} | median %.0f)
+	CPU[$key]=$(printf '%s\n' ${CS[$key]} | median)
 	note "$key: $(secs $((t1 - t0))) s, $(awk -v t=$((c1 - c0)) -v hz="$HZ" 'BEGIN { printf "%.2f", t / hz }') CPU-s (median so far: $(secs "${T[$key]}") s, $(mbs "$key") MB/s, ${CPU[$key]} CPU-s)"
 	if [[ $tool == raw* ]]; then
 		: # no copy: bytes to /dev/null
@@ -540,11 +535,6 @@ run() {
 	fi
 	rm -rf "$DSTL"
 }
-
-# medof "LIST" FORMAT: the median of the numbers in LIST.
-medof() { tr ' ' '\n' <<<"$1" | awk -v f="$2" 'NF { a[++n] = $1 } END {
-	for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
-	printf f, (n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2) }'; }
 
 mbs() { awk -v b="$NBYTES" -v u="${T[$1]}" 'BEGIN { printf "%.1f", b / u }'; }
 

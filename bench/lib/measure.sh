@@ -9,8 +9,9 @@ now_us() {
 # softirq steal; guest time is inside user).
 busy_ticks() { awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat; }
 
-# median: of the numbers on stdin (the mean of the middle two for an even count).
-median() { sort -g | awk '{ a[NR] = $1 } END { if (NR == 0) print "–"; else if (NR % 2) printf "%.2f\n", a[(NR + 1) / 2]; else printf "%.2f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+# median [FORMAT]: of the numbers on stdin (the mean of the middle two for an even
+# count), printed with FORMAT (default %.2f).
+median() { sort -g | awk -v f="${1:-%.2f}\n" '{ a[NR] = $1 } END { if (NR == 0) print "–"; else if (NR % 2) printf f, a[(NR + 1) / 2]; else printf f, (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 maxof() { sort -g | tail -n1; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "–" || b == "–" || b <= 0) print "–"; else printf "%.2f", a / b }'; }
 le() { awk -v x="$1" -v f="$2" 'BEGIN { exit !(x != "–" && x <= f) }'; }

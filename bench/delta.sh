@@ -29,6 +29,11 @@
 #             carry          ssh box2 'cat >/dev/null' of 1% of the file's size in random
 #                            bytes: the changed bytes through one SSH login, sshd's share
 #                            of any delta over SSH
+#             copy           on box2, each of DEST's old files copied beside itself and the
+#                            copy renamed over it (cp, then mv; cp clones where the
+#                            filesystem shares blocks, and a tmpfs does not): what building
+#                            the new version beside the old and renaming it into place, as
+#                            bulkmove's default and rsync's do, costs the filesystem alone
 #             bm_tls, bm_tls_inplace  bulkmove --transport tls, without and with --inplace:
 #                            the data over the TLS data plane, not through sshd (the agent
 #                            started over SSH as always)
@@ -36,8 +41,8 @@
 #           over the same capped link: bulkmove (its defaults) and rsync -a --inplace
 #   images  DELTA_IMAGES (8) files of DELTA_IMAGE_SIZE (256 MiB), each changed 1% the
 #           same way, over the uncapped link (veth, about 10 Gbit/s): bulkmove (its
-#           defaults) and rsync -a, bulkmove --inplace and rsync -a --inplace, the floor
-#           and the SSH carriage as above, and bulkmove over TLS as above
+#           defaults) and rsync -a, bulkmove --inplace and rsync -a --inplace, the floor,
+#           the SSH carriage and the copy as above, and bulkmove over TLS as above
 #
 # bulkmove runs with --journal none (each run starts afresh). For each run: wall time;
 # bytes on the wire, counted by the kernel on box1's eth0 (rx + tx, so both directions,
@@ -56,7 +61,9 @@
 # images: its wall time ≤ 0.25× rsync's, its CPU-s ≤ 1/3 of rsync's (and so with
 # --inplace both). The TLS rows are judged against the same targets, on their own lines.
 # Beside the targets, the least any copier over SSH spends: the floor plus the carriage
-# (which holds a login). The CPU targets are
+# (which holds a login), and with the copy, the least any delta that builds the new version
+# beside the old spends; on this machine's CPUs, no pass takes less time than that least
+# CPU-s spread over all of them. The CPU targets are
 # judged on the whole machine's CPU-s; the processes' figure is given beside it, and
 # holds better when others load the machine.
 #
@@ -120,6 +127,8 @@ declare -A LABEL=(
 	[login]="ssh box2 true: one login"
 	[carry]="ssh box2 'cat >/dev/null': 1% of the file through SSH"
 	[img_carry]="ssh box2 'cat >/dev/null': 1% of the images through SSH"
+	[copy]="cp and mv on box2: DEST's file copied beside itself, renamed over it"
+	[img_copy]="cp and mv on box2: DEST's files copied beside themselves, renamed over them"
 	[bm_tls]="bulkmove --transport tls (the delta)"
 	[bm_tls_inplace]="bulkmove --transport tls --inplace"
 	[img_bm_tls]="bulkmove --transport tls"
@@ -132,9 +141,9 @@ declare -A LABEL=(
 	[img_rsync_inplace]="rsync -a --inplace"
 )
 declare -A METHODS=(
-	[big]="bm_delta bm_inplace bm_whole rsync_inplace rsync nc floor login carry bm_tls bm_tls_inplace"
+	[big]="bm_delta bm_inplace bm_whole rsync_inplace rsync nc floor login carry copy bm_tls bm_tls_inplace"
 	[grow]="grow_bm grow_rsync_inplace"
-	[images]="img_bm img_rsync img_bm_inplace img_rsync_inplace img_floor img_carry img_bm_tls img_bm_tls_inplace"
+	[images]="img_bm img_rsync img_bm_inplace img_rsync_inplace img_floor img_carry img_copy img_bm_tls img_bm_tls_inplace"
 )
 
 bm() { B1 "$BULKMOVE" --ssh-config "$HOSTS_DIR/ssh_config" --journal none $BM_FLAGS "$@" "$SRC/" "box2:$DST/"; }
@@ -157,6 +166,20 @@ m_img_bm_tls_inplace() { bm --transport tls --inplace; }
 # login's SSH channel to nothing: what sshd and ssh cost any delta over SSH.
 m_carry() { B1 ssh -F "$HOSTS_DIR/ssh_config" box2 'cat >/dev/null' <"$CARRY"; }
 m_img_carry() { m_carry; }
+# The copy: DEST's old files (put back before the run, as for every method) each copied
+# beside itself and renamed over itself, on box2: the filesystem's share of a delta that
+# keeps the old version whole until the new one is complete (writing every page of the
+# new version, unless the filesystem clones, and dropping the old version's).
+m_copy() {
+	local f
+	for f in "$DST"/*; do
+		B2 cp "$f" "$f.bm-copy" && B2 mv "$f.bm-copy" "$f" || return 1
+	done
+}
+m_img_copy() { m_copy; }
+# ceiling METHOD: whether the method is one of the machine's ceilings, not a copier (its
+# DEST is not checked).
+ceiling() { [[ $1 == nc || $1 == *floor || $1 == login || $1 == *carry || $1 == *copy ]]; }
 m_img_rsync_inplace() { rs --inplace; }
 # The floor: bench/floor -hash on each host at once, SRC's files on box1 and DEST's old
 # copies on box2, each read whole and hashed in the delta's blocks, one thread each: the
@@ -214,7 +237,7 @@ measure() {
 	M_PCPU=$(awk -v a="$p0" -v b="$p1" 'BEGIN { if (b == 0) print "–"; else printf "%.2f", (b - a) / 1e9 }')
 	M_BYTES=$((b1 - b0))
 	M_CHECK=–
-	if [[ $m != nc && $m != *floor && $m != login && $m != *carry ]]; then
+	if ! ceiling "$m"; then
 		M_CHECK=same
 		diff -rq "$SRC" "$DST" >>"$log" 2>&1 || M_CHECK=DIFFERS
 		[[ $M_CHECK == same ]] || note "$tag $m: DEST differs from SRC after the run (see $log)"
@@ -375,14 +398,37 @@ floor_line() {
 	out "" "$s"
 }
 
-# carry_line FLOOR-CPU CARRY-CPU BM-INPLACE-CPU RSYNC-INPLACE-CPU (the processes'): the
-# least any copier over SSH spends, the floor plus the changed bytes carried through one
-# login's SSH channel, and bulkmove --inplace's share of it.
+# carry_line FLOOR-CPU CARRY-CPU BM-INPLACE-CPU RSYNC-INPLACE-CPU [RSYNC-INPLACE-WALL
+# BM-INPLACE-WALL] (CPU-s: the processes'): the least any copier over SSH spends, the floor
+# plus the changed bytes carried through one login's SSH channel, and bulkmove --inplace's
+# share of it; with the walls, the least time that allows (least_time).
 carry_line() {
 	[[ $1 == – || $2 == – ]] && return
 	local least
 	least=$(awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a + b }')
-	out "" "Carrying the changed bytes (1%, random) through one SSH login to nothing (\`ssh box2 'cat >/dev/null'\`: sshd, ssh and the login) took $2 CPU-s: with the floor, the least any delta over SSH spends is $least CPU-s, $(ratio "$least" "$4")× rsync --inplace's, against a target of 0.33×; bulkmove --inplace spent $(ratio "$3" "$least")× that least."
+	out "" "Carrying the changed bytes (1%, random) through one SSH login to nothing (\`ssh box2 'cat >/dev/null'\`: sshd, ssh and the login) took $2 CPU-s: with the floor, the least any delta over SSH spends is $least CPU-s, $(ratio "$least" "$4")× rsync --inplace's, against a target of 0.33×; bulkmove --inplace spent $(ratio "$3" "$least")× that least.$(least_time "$least" "${5:-}" "${6:-}")"
+}
+
+# least_time LEAST-CPU RSYNC-WALL BM-WALL: " " and a sentence: the least time LEAST-CPU
+# CPU-s allow on this machine's CPUs (all of them busy), against rsync's time and its
+# 0.25× target, and bulkmove's; nothing without RSYNC-WALL.
+least_time() {
+	[[ -z $2 || $2 == – ]] && return
+	local cpus t
+	cpus=$(nproc)
+	t=$(awk -v a="$1" -v n="$cpus" 'BEGIN { printf "%.2f", a / n }')
+	echo " Spread over this machine's $cpus CPUs, that least takes at least $t s, $(ratio "$t" "$2")× rsync's time, against a target of 0.25×; bulkmove took $(ratio "$3" "$2")× rsync's time."
+}
+
+# copy_line FLOOR-CPU CARRY-CPU COPY-CPU BM-CPU RSYNC-CPU [RSYNC-WALL BM-WALL] (CPU-s:
+# the processes'): the least any delta over SSH that builds the new version beside the old
+# spends, the floor, the carriage and the copy, and bulkmove's (its defaults) share of it;
+# with the walls, the least time that allows (least_time).
+copy_line() {
+	[[ $1 == – || $2 == – || $3 == – ]] && return
+	local least
+	least=$(awk -v a="$1" -v b="$2" -v c="$3" 'BEGIN { printf "%.2f", a + b + c }')
+	out "" "Copying DEST's old files beside themselves and renaming the copies over them (\`cp\`, \`mv\` on box2: what building the new version beside the old costs the filesystem alone) took $3 CPU-s: with the floor and the carriage, the least any delta over SSH that keeps the old version whole until the new one is complete spends $least CPU-s, $(ratio "$least" "$5")× rsync's, against a target of 0.33×; bulkmove (its defaults) spent $(ratio "$4" "$least")× that least.$(least_time "$least" "${6:-}" "${7:-}")"
 }
 
 # cpu_target TEXT BM RSYNC, wall_target TEXT BM RSYNC: a target's row, method BM's
@@ -403,7 +449,7 @@ table() { # table PART DENOMINATOR-BYTES DENOMINATOR-NAME
 	local m b
 	for m in ${METHODS[$1]}; do
 		b=$(med BYTES "$m")
-		out "| \`${LABEL[$m]}\` | $(med WALL "$m") | ${b%.00} | $(pct "$b" "$2") | $(med CPU "$m") | $(med PCPU "$m") | $([[ $m == nc || $m == *floor || $m == login || $m == *carry ]] && echo – || echo "${CHECK[$m]:-yes}") |"
+		out "| \`${LABEL[$m]}\` | $(med WALL "$m") | ${b%.00} | $(pct "$b" "$2") | $(med CPU "$m") | $(med PCPU "$m") | $(ceiling "$m" && echo – || echo "${CHECK[$m]:-yes}") |"
 	done
 }
 
@@ -434,6 +480,7 @@ report() {
 		cpu_target "over TLS: bulkmove --transport tls's CPU-s ≤ 1/3 of rsync's" bm_tls rsync
 		floor_line "$(med WALL floor)" "$(med PCPU floor)" "$(med WALL bm_inplace)" "$(med PCPU bm_inplace)" "$(med PCPU rsync_inplace)" "" "$(med PCPU login)"
 		carry_line "$(med PCPU floor)" "$(med PCPU carry)" "$(med PCPU bm_inplace)" "$(med PCPU rsync_inplace)"
+		copy_line "$(med PCPU floor)" "$(med PCPU carry)" "$(med PCPU copy)" "$(med PCPU bm_delta)" "$(med PCPU rsync)"
 		out "" "The link's ceiling: one raw TCP stream carried the file's bytes in $nw s ($rate Mbit/s of the nominal $RATE); the resend took $(ratio "$(med WALL bm_whole)" "$nw")× that time."
 	fi
 	if [[ " $PARTS " == *" grow "* ]]; then
@@ -456,7 +503,8 @@ report() {
 		wall_target "over TLS: bulkmove --transport tls --inplace's wall time ≤ 0.25× rsync --inplace's" img_bm_tls_inplace img_rsync_inplace
 		cpu_target "over TLS: bulkmove --transport tls --inplace's CPU-s ≤ 1/3 of rsync --inplace's" img_bm_tls_inplace img_rsync_inplace
 		floor_line "$(med WALL img_floor)" "$(med PCPU img_floor)" "$(med WALL img_bm_inplace)" "$(med PCPU img_bm_inplace)" "$(med PCPU img_rsync_inplace)" "$(med WALL img_rsync_inplace)" "$(med PCPU login)"
-		carry_line "$(med PCPU img_floor)" "$(med PCPU img_carry)" "$(med PCPU img_bm_inplace)" "$(med PCPU img_rsync_inplace)"
+		carry_line "$(med PCPU img_floor)" "$(med PCPU img_carry)" "$(med PCPU img_bm_inplace)" "$(med PCPU img_rsync_inplace)" "$(med WALL img_rsync_inplace)" "$(med WALL img_bm_inplace)"
+		copy_line "$(med PCPU img_floor)" "$(med PCPU img_carry)" "$(med PCPU img_copy)" "$(med PCPU img_bm)" "$(med PCPU img_rsync)" "$(med WALL img_rsync)" "$(med WALL img_bm)"
 	fi
 	out "" "CPU-s (machine): whole-machine busy CPU-s from /proc/stat, the targets' measure; CPU-s (processes): this run's processes alone (a cpuacct cgroup: both ends, sshd, ssh), which others' load does not reach. Every run: $OUT/runs.tsv (round, method, wall s, CPU-s machine, CPU-s processes, bytes on the wire, DEST); each command's output in $OUT/logs." ""
 }

@@ -679,6 +679,11 @@ func (t *Txn) rangeDelta(fd int, e *model.Entry, src io.Reader, ext, zero []wire
 	per := int64(wire.ChunkBlocks(b.bs))
 	buf := make([]byte, min(per*b.bs, e.Len))
 	next := int64(0) // the first block not yet written
+	// The range's writes take turns with the other ranges of the file
+	// written at once (fileLocks): its reads and hashing need not.
+	fl, done := t.r.writers.hold(fd)
+	defer done()
+	write := func(p []byte, off int64) error { return fl.do(func() error { return t.writeBlock(fd, p, off) }) }
 	// keep copies the blocks from next to end from DEST's file, a chunk
 	// at a time, each hashed again and compared before it is written.
 	keep := func(end int64) error {
@@ -698,7 +703,7 @@ func (t *Txn) rangeDelta(fd int, e *model.Entry, src io.Reader, ext, zero []wire
 					return fmt.Errorf("DEST's file changed while its blocks were used (the block at %d)", e.Off+k*b.bs)
 				}
 			}
-			if err := t.writeBlock(fd, p, e.Off+off); err != nil {
+			if err := write(p, e.Off+off); err != nil {
 				return err
 			}
 			next = j
@@ -712,7 +717,7 @@ func (t *Txn) rangeDelta(fd int, e *model.Entry, src io.Reader, ext, zero []wire
 			if werr = keep(z.Off / b.bs); werr != nil {
 				return n, sum, nil, werr
 			}
-			if werr = zeroExtent(fd, e.Off+z.Off, z.Len, buf); werr != nil {
+			if werr = fl.do(func() error { return zeroExtent(fd, e.Off+z.Off, z.Len, buf) }); werr != nil {
 				return n, sum, nil, werr
 			}
 			zeroHashes(got, nil, z, b.bs)
@@ -733,7 +738,7 @@ func (t *Txn) rangeDelta(fd int, e *model.Entry, src io.Reader, ext, zero []wire
 			}
 			t.r.limit.Wait(len(p))
 			wire.HashBlocks(got[off/b.bs:(off+int64(len(p))+b.bs-1)/b.bs], p, b.bs)
-			if err := t.writeBlock(fd, p, e.Off+off); err != nil {
+			if err := write(p, e.Off+off); err != nil {
 				return n, sum, nil, err
 			}
 		}

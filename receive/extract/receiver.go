@@ -66,6 +66,9 @@ type Receiver struct {
 	// its own copy, which the given-up one's removal, by inode, leaves.
 	// (A count: the name may be given up by one batch as another writes it.)
 	writing map[string]int
+	// writers take turns writing one file (the partial of a split file)
+	// within this process.
+	writers fileLocks
 	// torn holds the files the quick check found marked as patched in
 	// place and not finished (deltainplace.go), by path.
 	torn sync.Map

@@ -130,7 +130,7 @@ bench-r2r: build
 # file grown by 10 MiB; 8 images of 256 MiB, 1% changed, uncapped, against
 # rsync -a. Bytes on the wire (the kernel's count), wall time, CPU-s,
 # medians of an interleaved run, PASS/FAIL against the targets. Knobs:
-# DELTA_RUNS (3), DELTA_PARTS (big grow images), DELTA_SIZE (1GiB),
+# DELTA_RUNS (5), DELTA_PARTS (big grow images), DELTA_SIZE (1GiB),
 # DELTA_RATE (200mbit), DELTA_IMAGES (8), DELTA_IMAGE_SIZE (256MiB),
 # DELTA_DIR (/mnt/x, a tmpfs), DELTA_OUT (/tmp/bench-delta: report.md,
 # runs.tsv, logs), DELTA_BM_FLAGS (more bulkmove flags, e.g. --split-size

@@ -69,7 +69,8 @@
 #
 # Environment (all optional):
 #   BULKMOVE          bulkmove binary (default ./bin/bulkmove of this repository)
-#   DELTA_RUNS        rounds of each part (default 3)
+#   DELTA_RUNS        rounds of each part (default 5: writing new pages costs this
+#                     machine from 1× to 2× as much from one round to the next)
 #   DELTA_PARTS       which parts, in this order (default "big grow images")
 #   DELTA_SIZE        the big file (default 1GiB)      DELTA_RATE  its link (default 200mbit)
 #   DELTA_IMAGES      number of images (default 8)     DELTA_IMAGE_SIZE  each (default 256MiB)
@@ -85,7 +86,7 @@ export LC_ALL=C
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BULKMOVE=${BULKMOVE:-$ROOT/bin/bulkmove}
-RUNS=${DELTA_RUNS:-3}
+RUNS=${DELTA_RUNS:-5}
 PARTS=${DELTA_PARTS:-big grow images}
 SIZE=${DELTA_SIZE:-1GiB}
 RATE=${DELTA_RATE:-200mbit}

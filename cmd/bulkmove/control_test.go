@@ -207,17 +207,17 @@ func TestControlTokenFile(t *testing.T) {
 	}
 }
 
-// TestRemoteToRemoteControl: a remote-to-remote move's bandwidth limit
-// is box1's sender's, so --control-token is refused on the control host,
-// and a --metrics-addr it cannot listen on ends the move before it logs
-// in to either host; each names the flag and why.
+// TestRemoteToRemoteControl: on a remote-to-remote move's control host
+// (whose /bwlimit is box1's limit, TestR2RBwLimitRelayed), a
+// --metrics-addr it cannot listen on ends the move before it logs in to
+// either host, with or without --control-token, naming the flag and why.
 func TestRemoteToRemoteControl(t *testing.T) {
 	file, _ := writeToken(t, 0o600)
 	for _, c := range []struct {
 		args []string
 		want []string
 	}{
-		{[]string{"--metrics-addr", "127.0.0.1:0", "--control-token", file}, []string{"--control-token", "remote-to-remote", "/bwlimit"}},
+		{[]string{"--metrics-addr", "203.0.113.1:0", "--control-token", file}, []string{"metrics listener", "203.0.113.1"}},
 		{[]string{"--metrics-addr", "203.0.113.1:0"}, []string{"metrics listener", "203.0.113.1"}},
 	} {
 		var stderr bytes.Buffer

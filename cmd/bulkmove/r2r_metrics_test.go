@@ -56,6 +56,59 @@ func promSum(vals map[string]float64) (n float64) {
 	return n
 }
 
+// pacedTree makes src: files files f00, f01... of size random bytes
+// (from seed), which compression cannot shrink, so that a bandwidth
+// limit paces their move.
+func pacedTree(t *testing.T, src string, files, size int, seed byte) {
+	t.Helper()
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rnd := rand.NewChaCha8([32]byte{seed})
+	for i := range files {
+		b := make([]byte, size)
+		rnd.Read(b)
+		if err := os.WriteFile(filepath.Join(src, fmt.Sprintf("f%02d", i)), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// metricsRun starts cmd, a bulkmove that serves --metrics-addr, and
+// follows its stderr: the address it names comes on addr (closed at the
+// end of its stderr), said is its stderr so far, and exited its exit once
+// its stderr has ended. A failed test kills it.
+func metricsRun(t *testing.T, cmd *exec.Cmd) (addr <-chan string, said func() string, exited <-chan error) {
+	t.Helper()
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() }) // after a failed test; gone by then otherwise
+	var mu sync.Mutex
+	var out strings.Builder
+	named := make(chan string, 1)
+	ended := make(chan error, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			mu.Lock()
+			out.WriteString(sc.Text() + "\n")
+			mu.Unlock()
+			if a, ok := strings.CutPrefix(sc.Text(), "bulkmove: metrics on "); ok {
+				a, _, _ = strings.Cut(a, " ")
+				named <- a
+			}
+		}
+		close(named)
+		ended <- cmd.Wait()
+	}()
+	return named, func() string { mu.Lock(); defer mu.Unlock(); return out.String() }, ended
+}
+
 // TestR2RMetricsLive: the control host of a remote-to-remote move paced
 // by --bwlimit serves --metrics-addr while the move runs, with the series
 // a push serves: each stream's bytes, which grow as box1 reports them and
@@ -69,14 +122,8 @@ func TestR2RMetricsLive(t *testing.T) {
 	h := newR2RHosts(t)
 	dir := shmDir(t)
 	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
-	os.MkdirAll(src, 0o755)
 	const files, size = 32, 128 << 10
-	rnd := rand.NewChaCha8([32]byte{30}) // what compression cannot shrink: the limit paces the move
-	for i := range files {
-		b := make([]byte, size)
-		rnd.Read(b)
-		os.WriteFile(filepath.Join(src, fmt.Sprintf("f%02d", i)), b, 0o644)
-	}
+	pacedTree(t, src, files, size, 30)
 	held, release := filepath.Join(dir, "held"), filepath.Join(dir, "release")
 	wrapper := filepath.Join(dir, "bulkmove")
 	script := fmt.Sprintf(`#!/bin/sh
@@ -97,38 +144,15 @@ exec %[1]s "$@"
 	cmd := exec.Command("ip", "netns", "exec", h.ctl, h.bin, "--ssh-config", h.config, "--remote-bulkmove", wrapper,
 		"-j", "2", "--bwlimit", "1M", "--batch-files", "1", "--metrics-addr", "127.0.0.1:0", "--metrics-textfile", prom, "--metrics-textfile-interval", "200ms",
 		"box1:"+src, "box2:"+dst)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill() }) // after a failed test; gone by then otherwise
-	var errOut strings.Builder
-	addr := make(chan string, 1)
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			errOut.WriteString(sc.Text() + "\n")
-			if a, ok := strings.CutPrefix(sc.Text(), "bulkmove: metrics on "); ok {
-				a, _, _ = strings.Cut(a, " ")
-				addr <- a
-			}
-		}
-		close(addr)
-	})
-	exited := make(chan error, 1)
-	go func() { wg.Wait(); exited <- cmd.Wait() }()
+	addr, said, exited := metricsRun(t, cmd)
 	wait := func() string {
 		os.WriteFile(release, nil, 0o644)
 		err := <-exited
 		if code := exitOf(t, err); code != 0 {
-			t.Fatalf("exit %d:\n%s", code, errOut.String())
+			t.Fatalf("exit %d:\n%s", code, said())
 		}
-		t.Logf("bulkmove:\n%s", errOut.String())
-		return errOut.String()
+		t.Logf("bulkmove:\n%s", said())
+		return said()
 	}
 	var url string
 	for url == "" {
@@ -169,7 +193,7 @@ exec %[1]s "$@"
 		if err != nil {
 			select {
 			case err := <-exited:
-				t.Fatalf("the move ended before box1 was held (%v):\n%s", err, errOut.String())
+				t.Fatalf("the move ended before box1 was held (%v):\n%s", err, said())
 			default:
 			}
 			t.Fatalf("a scrape while the move runs: %v", err)
@@ -197,6 +221,7 @@ exec %[1]s "$@"
 	// way to the control host, which serves it until box1 is let go.
 	var b []byte
 	var sent map[string]float64
+	var err error
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
 		if b, err = scrape(); err != nil {
 			t.Fatalf("a scrape once box1's job ended: %v", err)
@@ -246,4 +271,80 @@ exec %[1]s "$@"
 	if v := promValues(t, tf, "bulkmove_job_last_exit_code"); len(v) != 1 || promSum(v) != 0 {
 		t.Errorf("--metrics-textfile at the end: bulkmove_job_last_exit_code %v, want 0:\n%s", v, tf)
 	}
+}
+
+// TestR2RBwLimitRelayed: the control host's /bwlimit is box1's limit. A
+// remote-to-remote move paced by --bwlimit 64K would take a minute; a
+// PUT /bwlimit off without the token is refused (401), one with it (answered
+// 503 until box1's streams have a path) lifts box1's limit, which box1
+// says, and the move ends whole in a few seconds.
+func TestR2RBwLimitRelayed(t *testing.T) {
+	t.Parallel()
+	h := newR2RHosts(t)
+	dir := shmDir(t)
+	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+	pacedTree(t, src, 32, 128<<10, 31)
+	tokenFile, token := writeToken(t, 0o600)
+	cmd := exec.Command("ip", "netns", "exec", h.ctl, h.bin, "--ssh-config", h.config, "-j", "2", "--bwlimit", "64K",
+		"--metrics-addr", "127.0.0.1:0", "--control-token", tokenFile, "box1:"+src, "box2:"+dst)
+	start := time.Now()
+	addr, said, exited := metricsRun(t, cmd)
+	a, ok := <-addr
+	if !ok {
+		t.Fatalf("the control host names no metrics address:\n%s", said())
+	}
+	url := strings.TrimSuffix(a, "/metrics") + "/bwlimit"
+	hc := httpIn(h.ctl)
+	put := func(body, bearer string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPut, url, strings.NewReader(body))
+		if bearer != "" {
+			req.Header.Set("Authorization", "Bearer "+bearer)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatalf("PUT %s: %v", url, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, strings.TrimSpace(string(b))
+	}
+	if code, msg := put("off", ""); code != http.StatusUnauthorized || !strings.Contains(msg, "token") {
+		t.Errorf("PUT /bwlimit off without the token: %d %q, want 401 asking for the token", code, msg)
+	}
+	for {
+		code, msg := put("off", token)
+		if code == http.StatusOK {
+			if msg != "off" {
+				t.Errorf("PUT /bwlimit off answered %q", msg)
+			}
+			break
+		}
+		if code != http.StatusServiceUnavailable {
+			t.Fatalf("PUT /bwlimit off with the token: %d %q", code, msg)
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("the move ended (%v) before its limit could be lifted:\n%s", err, said())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	var werr error
+	select {
+	case werr = <-exited:
+	case <-time.After(40 * time.Second):
+		t.Fatalf("the move still runs 40 s after its limit was lifted (at 64K it takes 64 s):\n%s", said())
+	}
+	took := time.Since(start)
+	if code := exitOf(t, werr); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, said())
+	}
+	t.Logf("took %v:\n%s", took, said())
+	if !strings.Contains(said(), "bandwidth limit off (PUT /bwlimit on the control host)") {
+		t.Errorf("box1 did not say its limit was lifted by the control host:\n%s", said())
+	}
+	if took > 30*time.Second {
+		t.Errorf("the move took %v once its limit was lifted (at 64K it takes 64 s)", took)
+	}
+	treecmp.Equal(t, src, dst, treecmp.Options{})
 }

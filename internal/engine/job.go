@@ -62,6 +62,7 @@ type job struct {
 	debug          io.Writer
 	watch          func(*metrics.Job) (stop func())
 	remoteProgress func() (show func(progressline.Job), stop func())
+	r2rLimit       *r2rLimit // a remote-to-remote move's /bwlimit on the control host
 	// verifyAs is what a remote-to-remote verify asks of box1: "content"
 	// or "meta" (verify --no-content); "" for a move.
 	verifyAs string

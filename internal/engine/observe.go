@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bulkmove/bulkmove/internal/engine/throttle"
 	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/metrics"
 	"github.com/bulkmove/bulkmove/receive/extract"
@@ -139,11 +140,13 @@ func (j *job) rewriteTextfile(ctx context.Context, m *metrics.Job, wg *sync.Wait
 // exporter and the textfile writer of m, the figures box1's job sends
 // with its progress: the returned function stops them (writeOutcome
 // writes the last textfile and push). The bandwidth limit and the
-// verdict are box1's: no /bwlimit here.
+// verdict are box1's: /bwlimit here shows box1's limit and asks box1 to
+// change it (j.r2rLimit), with the same --control-token rule as a push.
 func (j *job) observeRemote(ctx context.Context, m *metrics.Job) (stop func(), err error) {
 	j.previous(m)
 	ctx, cancel := context.WithCancel(ctx)
-	if err := j.serveMetrics(ctx, m); err != nil {
+	relay := throttle.Relay{Rate: m.Limit.Rate, Ask: j.r2rLimit.ask}
+	if err := j.serveMetrics(ctx, m, metrics.Route{Pattern: "/bwlimit", Handler: metrics.GuardWrites(relay, j.flags.Obs.token, controlOff)}); err != nil {
 		cancel()
 		return nil, err
 	}

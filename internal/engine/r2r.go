@@ -12,10 +12,12 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/bulkmove/bulkmove/internal/engine/autojobs"
 	"github.com/bulkmove/bulkmove/internal/progressline"
 	"github.com/bulkmove/bulkmove/internal/termsafe"
+	"github.com/bulkmove/bulkmove/metrics"
 	"github.com/bulkmove/bulkmove/transport"
 	"github.com/bulkmove/bulkmove/transport/dataplane"
 	"github.com/bulkmove/bulkmove/transport/ssh"
@@ -52,9 +54,6 @@ func (j *job) remoteToRemote(ctx context.Context, src, dst sshx.Target) Outcome 
 	case j.flags.SSH.Rsh != "":
 		return j.fail(UsageError, errors.New("-e with a remote-to-remote move: it needs the built-in SSH client (its forwarding carries the relay)"))
 	}
-	if j.flags.Obs.ControlToken != "" {
-		return j.fail(UsageError, fmt.Errorf("--control-token with a remote-to-remote move: the bandwidth limit is applied by the sender on %s, and the control host serves no /bwlimit", src.Host))
-	}
 	opt := j.flags.SSH.options(isTerminal(os.Stdin))
 	opt.Stderr = j.stderr
 	c := j.flags.forR2R()
@@ -63,6 +62,7 @@ func (j *job) remoteToRemote(ctx context.Context, src, dst sshx.Target) Outcome 
 	// runs, the last textfile and --pushgateway at the end (writeOutcome).
 	measured := newMeasure(max(c.Jobs, c.Auto.Max))
 	measured.Start = j.start
+	j.r2rLimit = &r2rLimit{m: measured}
 	if sh := j.flags.Scale.Shard; !sh.All() {
 		measured.Shard = sh.String()
 	}
@@ -411,6 +411,9 @@ func (j *job) r2rFollow(ctx context.Context, box1 string, sess *sshx.Session, br
 						})
 					}
 				} else if verb != "progress" {
+					if verb == "go" && j.r2rLimit != nil { // box1's streams have a path: it takes limits now
+						j.r2rLimit.open(sess)
+					}
 					replies <- [2]string{verb, rest}
 				} else {
 					var st r2rStatus
@@ -475,4 +478,33 @@ func (j *job) r2rRelay(ctx context.Context, l net.Listener, tr *ssh.Transport, a
 			transport.Splice(in, out)
 		}()
 	}
+}
+
+// r2rLimit is a remote-to-remote move's bandwidth limit as the control
+// host's /bwlimit sees it: box1's, which its sender applies to its
+// streams and reports with its progress (into m.Limit), asked of it as a
+// "bwlimit RATE" line on its stdin once its streams have a path.
+type r2rLimit struct {
+	m  *metrics.Job
+	mu sync.Mutex
+	w  io.Writer // box1's stdin, once it said "go"
+}
+
+func (l *r2rLimit) open(w io.Writer) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.w = w
+}
+
+func (l *r2rLimit) ask(rate int64, _ string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.w == nil {
+		return errors.New("the move's streams have no path to DEST yet: the limit is box1's once they have one; ask again then")
+	}
+	if _, err := fmt.Fprintf(l.w, "bwlimit %d\n", rate); err != nil {
+		return fmt.Errorf("asking box1's sender for the limit: %w", err)
+	}
+	l.m.Limit.SetRate(rate) // shown at once; box1's next progress says what holds
+	return nil
 }

@@ -118,9 +118,10 @@ func (s R2RSender) Run(ctx context.Context) Outcome {
 	defer cancel()
 	drain := make(chan struct{})
 	chosen := make(chan r2rChosen, 1)
-	go s.steer(ctx, cancel, drain, chosen)
+	limit := make(chan int64, 1)
+	go s.steer(ctx, cancel, drain, chosen, limit)
 	j := Job{Config: s.Config, Src: s.Src, Dst: s.Dst, Stdin: strings.NewReader(""), Stdout: s.Stdout, Stderr: s.Stderr,
-		ExitCode: s.ExitCode, Drain: drain, Limit: s.Limit}
+		ExitCode: s.ExitCode, Drain: drain, Limit: s.asks(ctx, limit)}
 	j.await = func(ctx context.Context) (r2rPath, error) {
 		select {
 		case c := <-chosen:
@@ -265,11 +266,38 @@ type r2rChosen struct {
 	err  error
 }
 
+// asks are the requests to the job's bandwidth limit: those of this
+// host (s.Limit, its signals) and the limits the control host's /bwlimit
+// sets (limit), until ctx ends.
+func (s R2RSender) asks(ctx context.Context, limit <-chan int64) <-chan throttle.Request {
+	asks := make(chan throttle.Request)
+	go func() {
+		for {
+			var r throttle.Request
+			select {
+			case <-ctx.Done():
+				return
+			case r = <-s.Limit: // nil: never
+			case rate := <-limit:
+				r = throttle.Request{Op: throttle.Set, Rate: rate, Why: "PUT /bwlimit on the control host"}
+			}
+			select {
+			case asks <- r:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return asks
+}
+
 // steer reads the control host's lines: it tries each path it is told
 // and answers, passes the first that connects (or the control host's
-// word that none does) to the job, closes drain on "drain" and cancels
-// the job at the end of stdin.
-func (s R2RSender) steer(ctx context.Context, cancel func(), drain chan struct{}, chosen chan<- r2rChosen) {
+// word that none does) to the job, closes drain on "drain", passes the
+// rate of "bwlimit RATE" (bytes a second, 0: none) on limit, the last one
+// asked if the job has not taken the one before, and cancels the job at
+// the end of stdin.
+func (s R2RSender) steer(ctx context.Context, cancel func(), drain chan struct{}, chosen chan<- r2rChosen, limit chan int64) {
 	br := bufio.NewReader(s.Stdin)
 	var once sync.Once
 	found := false
@@ -284,6 +312,16 @@ func (s R2RSender) steer(ctx context.Context, cancel func(), drain chan struct{}
 		if err != nil {
 			cancel()
 			return
+		}
+		if rate, ok := strings.CutPrefix(strings.TrimSpace(line), "bwlimit "); ok {
+			if n, err := strconv.ParseInt(rate, 10, 64); err == nil && n >= 0 {
+				select { // the last rate asked wins
+				case <-limit:
+				default:
+				}
+				limit <- n
+			}
+			continue
 		}
 		switch {
 		case strings.TrimSpace(line) == "drain":

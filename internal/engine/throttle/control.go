@@ -50,11 +50,12 @@ type bwSample struct {
 	bytes int64
 }
 
-// Request asks the limit in force to halve or double while the job
-// runs; Why names who asked (SIGUSR1) in what the control reports.
+// Request asks the limit in force to halve, double or change while the
+// job runs; Why names who asked (SIGUSR1) in what the control reports.
 type Request struct {
-	Op  Op
-	Why string
+	Op   Op
+	Rate int64 // Set's rate, bytes a second (0: no limit)
+	Why  string
 }
 
 // Op is what a Request asks.
@@ -63,6 +64,7 @@ type Op int
 const (
 	Halve  Op = iota // half the rate, or half the rate measured if no limit
 	Double           // twice the rate, if there is a limit
+	Set              // the Request's Rate (a remote-to-remote move's control host asks it of box1)
 )
 
 // minHalved is as low as Halve takes the rate.
@@ -114,10 +116,13 @@ func (c *Control) Start(ctx context.Context, logf func(format string, args ...an
 			case now := <-t.C:
 				c.sample(now)
 			case r := <-c.asks:
-				if r.Op == Halve {
+				switch r.Op {
+				case Halve:
 					c.halve(r.Why)
-				} else {
+				case Double:
 					c.double(r.Why)
+				case Set:
+					c.set(max(r.Rate, 0), r.Why)
 				}
 			}
 		}
@@ -215,6 +220,29 @@ func rateHuman(r int64) string {
 // ServeHTTP is /bwlimit: GET shows the limit in force (as rateText writes
 // it: 50MiB, off), PUT sets it from the body (a rate as --bwlimit takes it).
 func (c *Control) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	serveLimit(w, r, c.b.Rate, func(rate int64, who string) error {
+		c.set(rate, "PUT /bwlimit from "+who)
+		return nil
+	})
+}
+
+// Relay is /bwlimit where the limit is another process's: on a
+// remote-to-remote move's control host, box1's sender's, which applies
+// it. GET shows the limit that process last reported (Rate), PUT asks it
+// for another (Ask, whose error is the answer, 503) and shows that one.
+type Relay struct {
+	Rate func() int64
+	Ask  func(rate int64, who string) error
+}
+
+func (l Relay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	serveLimit(w, r, l.Rate, l.Ask)
+}
+
+// serveLimit is /bwlimit's protocol over the limit in force (rate) and
+// the way to change it (set), who asked given as the client's address.
+func serveLimit(w http.ResponseWriter, r *http.Request, rate func() int64, set func(rate int64, who string) error) {
+	shown := rate
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
 	case http.MethodPut:
@@ -223,17 +251,21 @@ func (c *Control) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		rate, err := units.ParseRate(strings.TrimSpace(string(body)))
+		asked, err := units.ParseRate(strings.TrimSpace(string(body)))
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		c.set(rate, "PUT /bwlimit from "+r.RemoteAddr)
+		if err := set(asked, r.RemoteAddr); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		shown = func() int64 { return asked }
 	default:
 		w.Header().Set("Allow", "GET, HEAD, PUT")
 		http.Error(w, "GET shows the bandwidth limit, PUT sets it (a body like 50M, or off)", http.StatusMethodNotAllowed)
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	fmt.Fprintln(w, rateText(c.b.Rate()))
+	fmt.Fprintln(w, rateText(shown()))
 }

@@ -65,9 +65,12 @@ func TestBwLimitControls(t *testing.T) {
 		asks <- r
 		return r
 	}
-	askFor := func(op Op, want int64) {
+	askFor := func(op Op, want int64) { // Set: asked already
 		t.Helper()
-		why := ask(op).Why
+		why := "the control host's Set"
+		if op != Set {
+			why = ask(op).Why
+		}
 		for deadline := time.Now().Add(2 * time.Second); c.b.Rate() != want && time.Now().Before(deadline); {
 			time.Sleep(5 * time.Millisecond)
 		}
@@ -103,6 +106,10 @@ func TestBwLimitControls(t *testing.T) {
 		t.Errorf("PUT /bwlimit off: %d %q, rate %d", code, body, c.b.Rate())
 	}
 	gauge("0")
+	asks <- Request{Op: Set, Rate: 3 << 20, Why: "PUT /bwlimit on the control host"} // box1 of a remote-to-remote move
+	askFor(Set, 3<<20)
+	asks <- Request{Op: Set, Rate: 0, Why: "PUT /bwlimit on the control host"}
+	askFor(Set, 0)
 	// No limit: SIGUSR2 leaves it so, SIGUSR1 takes half the measured rate.
 	ask(Double)
 	time.Sleep(600 * time.Millisecond) // and more than half a second measured
@@ -122,6 +129,7 @@ func TestBwLimitControls(t *testing.T) {
 		"bandwidth limit 2.0 MiB/s (SIGUSR1)\nbandwidth limit 1.0 MiB/s (SIGUSR1)\nbandwidth limit 2.0 MiB/s (SIGUSR2)\n",
 		"bandwidth limit 50 MiB/s (PUT /bwlimit from 127.0.0.1:",
 		"bandwidth limit off (PUT /bwlimit from",
+		"bandwidth limit 3.0 MiB/s (PUT /bwlimit on the control host)\nbandwidth limit off (PUT /bwlimit on the control host)\n",
 		"SIGUSR2: no bandwidth limit to double",
 		"(SIGUSR1: half the 8.0 MiB/s moved over the last 10 s)",
 	} {
@@ -137,5 +145,72 @@ func TestBwLimitFlags(t *testing.T) {
 		if got, err := units.ParseRate(rateText(r)); err != nil || got != r {
 			t.Errorf("rateText(%d) = %q, read back as %d, %v", r, rateText(r), got, err)
 		}
+	}
+}
+
+// TestBwLimitRelay: /bwlimit of a limit another process applies (a
+// remote-to-remote move's control host relaying to box1): GET shows the
+// limit that process reported, PUT with the token asks it for a new one
+// and shows it, a PUT it cannot pass on yet is answered 503 with why, a
+// bad rate 400, one without the token 401, and nothing is asked then.
+func TestBwLimitRelay(t *testing.T) {
+	var mu sync.Mutex // the handler runs on the server's goroutines
+	var asked []int64
+	ready := false
+	relay := Relay{Rate: func() int64 { return 1 << 20 }, Ask: func(rate int64, who string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if !ready {
+			return fmt.Errorf("no path yet")
+		}
+		asked = append(asked, rate)
+		return nil
+	}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const token = "0123456789abcdef-relay"
+	addr, err := metrics.Serve(ctx, "127.0.0.1:0", metrics.NewJob(1).Registry("test"), metrics.Route{Pattern: "/bwlimit", Handler: metrics.GuardWrites(relay, token, "read-only")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	do := func(method, body, bearer string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, "http://"+addr.String()+"/bwlimit", strings.NewReader(body))
+		if bearer != "" {
+			req.Header.Set("Authorization", "Bearer "+bearer)
+		}
+		resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, strings.TrimSpace(string(b))
+	}
+	if code, body := do("GET", "", ""); code != 200 || body != "1MiB" {
+		t.Errorf("GET: %d %q, want 200 1MiB (the limit reported)", code, body)
+	}
+	if code, body := do("PUT", "off", token); code != 503 || !strings.Contains(body, "no path yet") {
+		t.Errorf("PUT before the other process takes limits: %d %q, want 503 saying why", code, body)
+	}
+	mu.Lock()
+	ready = true
+	mu.Unlock()
+	if code, _ := do("PUT", "off", ""); code != 401 {
+		t.Errorf("PUT without the token: %d, want 401", code)
+	}
+	if code, _ := do("PUT", "fast", token); code != 400 {
+		t.Errorf("PUT fast: %d, want 400", code)
+	}
+	if code, body := do("PUT", "5M", token); code != 200 || body != "5MiB" {
+		t.Errorf("PUT 5M: %d %q, want 200 5MiB", code, body)
+	}
+	if code, body := do("PUT", "off", token); code != 200 || body != "off" {
+		t.Errorf("PUT off: %d %q, want 200 off", code, body)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(asked) != fmt.Sprint([]int64{5 << 20, 0}) {
+		t.Errorf("asked %v of the other process, want [5 MiB/s, off] and nothing for the refused PUTs", asked)
 	}
 }

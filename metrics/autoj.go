@@ -30,6 +30,20 @@ func (a *AutoJ) Decided(action string) {
 	}
 }
 
+// Decisions are the decisions counted so far: streams added, removed,
+// and stops (no change).
+func (a *AutoJ) Decisions() (added, removed, stopped int64) {
+	return a.added.Load(), a.removed.Load(), a.stopped.Load()
+}
+
+// SetDecisions sets the counts Decisions reads: another process's (a
+// remote-to-remote move's box1, on its control host).
+func (a *AutoJ) SetDecisions(added, removed, stopped int64) {
+	a.added.Store(added)
+	a.removed.Store(removed)
+	a.stopped.Store(stopped)
+}
+
 var (
 	dStreamsTarget = newDesc("streams_target", "The number of streams the job aims at: -j, or what -j auto decided last.", prometheus.GaugeValue)
 	dAutoDecisions = newDesc("streams_decisions_total", "Decisions of -j auto: add streams, remove streams, stop (no change).", prometheus.CounterValue, "action")

@@ -40,6 +40,9 @@ func busyJob() *metrics.Job {
 	m := metrics.NewJob(4)
 	m.AutoJ.InUse.Store(2)
 	m.AutoJ.Target.Store(2)
+	for _, d := range []string{"add", "add", "remove", "stop"} { // -j auto's decisions
+		m.AutoJ.Decided(d)
+	}
 	m.Limit = ratelimit.NewAdjustable(2 << 20)
 	m.PlannedBytes.Store(9 << 20)
 	m.PlannedFiles.Store(12)
@@ -103,7 +106,8 @@ func TestR2RStatusExports(t *testing.T) {
 	if got != want {
 		t.Errorf("the control host exports\n%s\nbox1 exports\n%s", got, want)
 	}
-	for _, s := range []string{`bulkmove_stream_read_seconds_total{stream="1"} 3`, `bulkmove_bottleneck{resource="bwlimit"} 1`, `bulkmove_bwlimit_bytes_per_second 2.097152e+06`} {
+	for _, s := range []string{`bulkmove_stream_read_seconds_total{stream="1"} 3`, `bulkmove_bottleneck{resource="bwlimit"} 1`, `bulkmove_bwlimit_bytes_per_second 2.097152e+06`,
+		`bulkmove_streams_decisions_total{action="add"} 2`, `bulkmove_streams_decisions_total{action="stop"} 1`} {
 		if !strings.Contains(got, s+"\n") {
 			t.Errorf("the control host's exporter lacks %s", s)
 		}

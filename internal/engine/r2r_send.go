@@ -166,6 +166,8 @@ type r2rStatus struct {
 	// resource; these are the rest of what the exporter shows.
 	Target      int64 `json:",omitempty"` // the streams the job aims at
 	MoreStreams bool  `json:",omitempty"` // the verdict says one more stream would help
+	// -j auto's decisions so far: streams added, removed, and stops.
+	Added, Removed, Stopped int64 `json:",omitempty"`
 }
 
 // r2rStream is what one of box1's streams did: its series in the
@@ -186,6 +188,7 @@ func statusOf(r progressline.Job, m *metrics.Job) r2rStatus {
 	if v := m.Verdict(); v != nil {
 		st.MoreStreams = v.MoreStreamsHelp
 	}
+	st.Added, st.Removed, st.Stopped = m.AutoJ.Decisions()
 	for _, c := range m.StreamsInUse() {
 		s := r2rStream{Bytes: c.BytesSent.Load(), Files: c.FilesSent.Load(), Batches: c.Batches.Load(), Retries: c.Retries.Load(),
 			Read: c.ReadNanos.Load(), Blocked: c.SendNanos.Load(), Wait: c.WaitNanos.Load(), Idle: c.IdleNanos.Load(),
@@ -223,6 +226,7 @@ func (st r2rStatus) measure(m *metrics.Job) {
 		m.Limit.SetRate(st.Limit)
 	}
 	m.AutoJ.Target.Store(st.Target)
+	m.AutoJ.SetDecisions(st.Added, st.Removed, st.Stopped)
 	res := st.Bottleneck
 	if res == "" { // the progress line's word for none known
 		res = metrics.Idle

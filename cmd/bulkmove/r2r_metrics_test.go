@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -273,11 +274,12 @@ exec %[1]s "$@"
 	}
 }
 
-// TestR2RBwLimitRelayed: the control host's /bwlimit is box1's limit. A
-// remote-to-remote move paced by --bwlimit 64K would take a minute; a
-// PUT /bwlimit off without the token is refused (401), one with it (answered
-// 503 until box1's streams have a path) lifts box1's limit, which box1
-// says, and the move ends whole in a few seconds.
+// TestR2RBwLimitRelayed: the control host's /bwlimit and its SIGUSR1 and
+// SIGUSR2 steer box1's limit. A remote-to-remote move paced by --bwlimit
+// 64K would take a minute; a PUT /bwlimit without the token is refused
+// (401); one with it (answered 503 until box1's streams have a path) sets
+// box1's limit, SIGUSR2 on the control host doubles it, a PUT of off lifts
+// it, box1 says each, and the move ends whole in a few seconds.
 func TestR2RBwLimitRelayed(t *testing.T) {
 	t.Parallel()
 	h := newR2RHosts(t)
@@ -313,21 +315,34 @@ func TestR2RBwLimitRelayed(t *testing.T) {
 		t.Errorf("PUT /bwlimit off without the token: %d %q, want 401 asking for the token", code, msg)
 	}
 	for {
-		code, msg := put("off", token)
+		code, msg := put("32K", token)
 		if code == http.StatusOK {
-			if msg != "off" {
-				t.Errorf("PUT /bwlimit off answered %q", msg)
+			if msg != "32KiB" {
+				t.Errorf("PUT /bwlimit 32K answered %q", msg)
 			}
 			break
 		}
 		if code != http.StatusServiceUnavailable {
-			t.Fatalf("PUT /bwlimit off with the token: %d %q", code, msg)
+			t.Fatalf("PUT /bwlimit 32K with the token: %d %q", code, msg)
 		}
 		select {
 		case err := <-exited:
-			t.Fatalf("the move ended (%v) before its limit could be lifted:\n%s", err, said())
+			t.Fatalf("the move ended (%v) before its limit could be set:\n%s", err, said())
 		case <-time.After(50 * time.Millisecond):
 		}
+	}
+	doubled := regexp.MustCompile(`bandwidth limit 64 KiB/s \(SIGUSR2 on the control host\)`)
+	for deadline := time.Now().Add(20 * time.Second); !doubled.MatchString(said()); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("box1 did not double its limit of 32K on SIGUSR2 at the control host:\n%s", said())
+		}
+		if strings.Contains(said(), "bandwidth limit 32 KiB/s (PUT /bwlimit on the control host)") {
+			cmd.Process.Signal(syscall.SIGUSR2)
+			time.Sleep(time.Second) // one doubling, not one a poll
+		}
+	}
+	if code, msg := put("off", token); code != http.StatusOK || msg != "off" {
+		t.Fatalf("PUT /bwlimit off: %d %q", code, msg)
 	}
 	var werr error
 	select {
@@ -340,8 +355,8 @@ func TestR2RBwLimitRelayed(t *testing.T) {
 		t.Fatalf("exit %d:\n%s", code, said())
 	}
 	t.Logf("took %v:\n%s", took, said())
-	if !strings.Contains(said(), "bandwidth limit off (PUT /bwlimit on the control host)") {
-		t.Errorf("box1 did not say its limit was lifted by the control host:\n%s", said())
+	if !regexp.MustCompile(`(?s)bandwidth limit 32 KiB/s \(PUT /bwlimit on the control host\).*bandwidth limit 64 KiB/s \(SIGUSR2 on the control host\).*bandwidth limit off \(PUT /bwlimit on the control host\)`).MatchString(said()) {
+		t.Errorf("box1 did not say, in order, its limit set, doubled and lifted from the control host:\n%s", said())
 	}
 	if took > 30*time.Second {
 		t.Errorf("the move took %v once its limit was lifted (at 64K it takes 64 s)", took)

@@ -15,6 +15,7 @@ import (
 	"sync"
 
 	"github.com/bulkmove/bulkmove/internal/engine/autojobs"
+	"github.com/bulkmove/bulkmove/internal/engine/throttle"
 	"github.com/bulkmove/bulkmove/internal/progressline"
 	"github.com/bulkmove/bulkmove/internal/termsafe"
 	"github.com/bulkmove/bulkmove/metrics"
@@ -63,6 +64,9 @@ func (j *job) remoteToRemote(ctx context.Context, src, dst sshx.Target) Outcome 
 	measured := newMeasure(max(c.Jobs, c.Auto.Max))
 	measured.Start = j.start
 	j.r2rLimit = &r2rLimit{m: measured}
+	sigCtx, stopSigs := context.WithCancel(ctx)
+	defer stopSigs()
+	go j.r2rLimit.relaySignals(sigCtx, j.asks, j.stderr)
 	if sh := j.flags.Scale.Shard; !sh.All() {
 		measured.Shard = sh.String()
 	}
@@ -497,14 +501,43 @@ func (l *r2rLimit) open(w io.Writer) {
 }
 
 func (l *r2rLimit) ask(rate int64, _ string) error {
+	if err := l.tell(fmt.Sprintf("bwlimit %d", rate)); err != nil {
+		return err
+	}
+	l.m.Limit.SetRate(rate) // shown at once; box1's next progress says what holds
+	return nil
+}
+
+// tell writes line to box1's sender, once its streams have a path.
+func (l *r2rLimit) tell(line string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.w == nil {
 		return errors.New("the move's streams have no path to DEST yet: the limit is box1's once they have one; ask again then")
 	}
-	if _, err := fmt.Fprintf(l.w, "bwlimit %d\n", rate); err != nil {
+	if _, err := io.WriteString(l.w, line+"\n"); err != nil {
 		return fmt.Errorf("asking box1's sender for the limit: %w", err)
 	}
-	l.m.Limit.SetRate(rate) // shown at once; box1's next progress says what holds
 	return nil
+}
+
+// relaySignals passes this host's requests to halve or double the limit
+// (asks: SIGUSR1, SIGUSR2) on to box1's sender until ctx ends; one that
+// cannot go yet is dropped, and stderr says why.
+func (l *r2rLimit) relaySignals(ctx context.Context, asks <-chan throttle.Request, stderr io.Writer) {
+	for {
+		var r throttle.Request
+		select {
+		case <-ctx.Done():
+			return
+		case r = <-asks: // nil: never
+		}
+		line := "halve"
+		if r.Op == throttle.Double {
+			line = "double"
+		}
+		if err := l.tell(line); err != nil {
+			termsafe.Errorf(stderr, "warning: %s: %v", r.Why, err)
+		}
+	}
 }

@@ -118,7 +118,7 @@ func (s R2RSender) Run(ctx context.Context) Outcome {
 	defer cancel()
 	drain := make(chan struct{})
 	chosen := make(chan r2rChosen, 1)
-	limit := make(chan int64, 1)
+	limit := make(chan throttle.Request, r2rAsksQueue)
 	go s.steer(ctx, cancel, drain, chosen, limit)
 	j := Job{Config: s.Config, Src: s.Src, Dst: s.Dst, Stdin: strings.NewReader(""), Stdout: s.Stdout, Stderr: s.Stderr,
 		ExitCode: s.ExitCode, Drain: drain, Limit: s.asks(ctx, limit)}
@@ -271,9 +271,9 @@ type r2rChosen struct {
 }
 
 // asks are the requests to the job's bandwidth limit: those of this
-// host (s.Limit, its signals) and the limits the control host's /bwlimit
-// sets (limit), until ctx ends.
-func (s R2RSender) asks(ctx context.Context, limit <-chan int64) <-chan throttle.Request {
+// host (s.Limit, its signals) and those the control host passes on
+// (limit: its /bwlimit, its signals), until ctx ends.
+func (s R2RSender) asks(ctx context.Context, limit <-chan throttle.Request) <-chan throttle.Request {
 	asks := make(chan throttle.Request)
 	go func() {
 		for {
@@ -282,8 +282,7 @@ func (s R2RSender) asks(ctx context.Context, limit <-chan int64) <-chan throttle
 			case <-ctx.Done():
 				return
 			case r = <-s.Limit: // nil: never
-			case rate := <-limit:
-				r = throttle.Request{Op: throttle.Set, Rate: rate, Why: "PUT /bwlimit on the control host"}
+			case r = <-limit:
 			}
 			select {
 			case asks <- r:
@@ -295,13 +294,17 @@ func (s R2RSender) asks(ctx context.Context, limit <-chan int64) <-chan throttle
 	return asks
 }
 
+// r2rAsksQueue bounds the control host's requests to box1's limit that
+// wait for its job to take them; past it the oldest gives way.
+const r2rAsksQueue = 16
+
 // steer reads the control host's lines: it tries each path it is told
 // and answers, passes the first that connects (or the control host's
 // word that none does) to the job, closes drain on "drain", passes the
-// rate of "bwlimit RATE" (bytes a second, 0: none) on limit, the last one
-// asked if the job has not taken the one before, and cancels the job at
-// the end of stdin.
-func (s R2RSender) steer(ctx context.Context, cancel func(), drain chan struct{}, chosen chan<- r2rChosen, limit chan int64) {
+// control host's requests to the bandwidth limit on limit ("bwlimit
+// RATE", bytes a second, 0: none; "halve" and "double", its SIGUSR1 and
+// SIGUSR2), and cancels the job at the end of stdin.
+func (s R2RSender) steer(ctx context.Context, cancel func(), drain chan struct{}, chosen chan<- r2rChosen, limit chan throttle.Request) {
 	br := bufio.NewReader(s.Stdin)
 	var once sync.Once
 	found := false
@@ -317,13 +320,17 @@ func (s R2RSender) steer(ctx context.Context, cancel func(), drain chan struct{}
 			cancel()
 			return
 		}
-		if rate, ok := strings.CutPrefix(strings.TrimSpace(line), "bwlimit "); ok {
-			if n, err := strconv.ParseInt(rate, 10, 64); err == nil && n >= 0 {
-				select { // the last rate asked wins
-				case <-limit:
+		if r, ok := limitAsked(line); ok {
+			for sent := r.Op < 0; !sent; { // a bad rate: dropped
+				select {
+				case limit <- r:
+					sent = true
 				default:
+					select { // full: the oldest gives way
+					case <-limit:
+					default:
+					}
 				}
-				limit <- n
 			}
 			continue
 		}
@@ -384,6 +391,27 @@ func (s R2RSender) steer(ctx context.Context, cancel func(), drain chan struct{}
 		fmt.Fprintf(s.Stdout, "%sgo\n", r2rMark)
 		chosen <- r2rChosen{path: p}
 	}
+}
+
+// limitAsked is the request to the bandwidth limit a line of the control
+// host's is ("bwlimit RATE", "halve", "double"), if it is one: ok is
+// false for any other line; a bad rate is none (ok true, Op -1).
+func limitAsked(line string) (r throttle.Request, ok bool) {
+	switch line = strings.TrimSpace(line); line {
+	case "halve":
+		return throttle.Request{Op: throttle.Halve, Why: "SIGUSR1 on the control host"}, true
+	case "double":
+		return throttle.Request{Op: throttle.Double, Why: "SIGUSR2 on the control host"}, true
+	}
+	rate, ok := strings.CutPrefix(line, "bwlimit ")
+	if !ok {
+		return r, false
+	}
+	n, err := strconv.ParseInt(rate, 10, 64)
+	if err != nil || n < 0 {
+		return throttle.Request{Op: -1}, true
+	}
+	return throttle.Request{Op: throttle.Set, Rate: n, Why: "PUT /bwlimit on the control host"}, true
 }
 
 // probe says whether box1 reaches DEST by p: why not, and whether that
